@@ -1,0 +1,216 @@
+/* attach.h: process control of a live x86-64 Linux process.
+ *
+ * The only room that calls ptrace(). A seized target is served by one
+ * tracer thread that attach/ starts: ptrace requests are only valid from the
+ * thread that seized a task, so every call below that needs ptrace is handed
+ * to that thread and waited for. Callers may use an attach_target from any
+ * thread. The tracer thread also services the target while nobody asks
+ * anything: it re-delivers the target's own signals, seizes new threads,
+ * notices exec and exit.
+ *
+ * The tracer thread sleeps in sigtimedwait() on SIGCHLD. For instant handling
+ * of the target's events, block SIGCHLD in every thread of the host process
+ * before attaching (padroned and padrone do); otherwise the tracer also
+ * polls every ATTACH_POLL_MS.
+ *
+ * Conventions: functions return 0 or a negative errno; the reason in words
+ * is left in the target (attach_target__errmsg) or, for attach_seize, in a
+ * struct attach_error. No function prints or exits.
+ */
+#ifndef PADRONE_ATTACH_H
+#define PADRONE_ATTACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTACH_POLL_MS 2
+
+/* ---------------------------------------------------------------- errors */
+
+/* Why an operation on a process could not be done. Each has its own message
+ * and, in padroned/padrone, its own exit status (attach_why_exit_status). */
+enum attach_why {
+	ATTACH_OK = 0,
+	ATTACH_NO_PROCESS,	/* no such PID (-ESRCH) */
+	ATTACH_ZOMBIE,		/* exited, not yet reaped (-ESRCH) */
+	ATTACH_KERNEL_THREAD,	/* no user space to attach to (-EPERM) */
+	ATTACH_NOT_X86_64,	/* a 32-bit (or x32) process (-ENOEXEC) */
+	ATTACH_PERMISSION,	/* uid, CAP_SYS_PTRACE or yama said no (-EPERM) */
+	ATTACH_ALREADY_TRACED,	/* another tracer holds it (-EBUSY) */
+	ATTACH_TARGET_EXITED,	/* exited during the operation (-ESRCH) */
+	ATTACH_TARGET_EXECED,	/* exec'd during the operation (-ECHILD) */
+	ATTACH_TIMEOUT,		/* a thread did not stop in time (-ETIMEDOUT) */
+	ATTACH_SYSTEM,		/* anything else; err says what */
+};
+
+struct attach_error {
+	int err;		/* negative errno */
+	enum attach_why why;
+	char msg[512];		/* a full sentence naming the cause */
+};
+
+/* Distinct process exit status per reason (ATTACH_OK -> 0), shared by all
+ * of padrone's programs and documented in their man pages. */
+int attach_why_exit_status(enum attach_why why);
+const char *attach_why_name(enum attach_why why);
+
+/* ------------------------------------------------------------------ maps */
+
+#define ATTACH_MAP_R 1u
+#define ATTACH_MAP_W 2u
+#define ATTACH_MAP_X 4u
+#define ATTACH_MAP_SHARED 8u
+
+struct attach_map {
+	uint64_t start, end;	/* [start, end) */
+	uint64_t offset;	/* file offset of start */
+	unsigned prot;		/* ATTACH_MAP_* */
+	unsigned dev_major, dev_minor;
+	uint64_t inode;
+	const char *path;	/* "" for anonymous; "[heap]", "[vdso]"...; a
+				 * deleted file keeps " (deleted)" */
+};
+
+/* A snapshot of /proc/PID/maps, sorted by address. Needs no ptrace. */
+struct attach_maps;
+
+int attach_maps__read(pid_t pid, struct attach_maps **out);
+void attach_maps__free(struct attach_maps *m);
+size_t attach_maps__count(const struct attach_maps *m);
+const struct attach_map *attach_maps__at(const struct attach_maps *m, size_t i);
+/* The mapping containing addr, or NULL. O(log n). */
+const struct attach_map *attach_maps__find(const struct attach_maps *m, uint64_t addr);
+/* The lowest-addressed mapping of the file at path (module base), or NULL. */
+const struct attach_map *attach_maps__first_of(const struct attach_maps *m, const char *path);
+/* Largest free gap within [lo, hi) of at least size bytes, aligned to
+ * align, closest to near; 0 and *addr set, or -ENOSPC. For placing code
+ * within +-2 GiB of other code. */
+int attach_maps__find_gap(const struct attach_maps *m, uint64_t lo, uint64_t hi,
+			  uint64_t size, uint64_t align, uint64_t near, uint64_t *addr);
+
+/* ---------------------------------------------------------------- target */
+
+struct attach_target;
+
+struct attach_opts {
+	size_t sz;		/* sizeof(struct attach_opts) */
+	int stop_timeout_ms;	/* how long stop-the-world waits per thread;
+				 * 0 = default (1000) */
+};
+
+/* Checks the PID (exists, not zombie, not kernel thread, x86-64, not
+ * traced, permitted), then PTRACE_SEIZEs every thread, rescanning
+ * /proc/PID/task until the set is stable, with TRACECLONE|TRACEEXEC|
+ * TRACEEXIT. The target keeps running. On failure *err says why and the
+ * target is untouched. */
+int attach_seize(pid_t pid, const struct attach_opts *opts,
+		 struct attach_target **out, struct attach_error *err);
+
+/* Resumes everything, restores what padrone changed in thread state,
+ * detaches every thread (a job-control-stopped target stays stopped),
+ * stops the tracer thread and frees t. Safe on an exited target. */
+int attach_target__detach(struct attach_target *t);
+
+pid_t attach_target__pid(const struct attach_target *t);
+/* The last error message of an operation on t ("" if none). Per calling
+ * thread. */
+const char *attach_target__errmsg(const struct attach_target *t);
+/* ATTACH_OK while alive; ATTACH_TARGET_EXITED / ATTACH_TARGET_EXECED once
+ * that happened (padrone then only detaches). */
+enum attach_why attach_target__state(const struct attach_target *t);
+/* Whether the process was in job-control stop when seized. */
+bool attach_target__was_stopped(const struct attach_target *t);
+
+/* Thread ids currently seized, main thread first. Returns how many there
+ * are (may exceed max; only max are copied) or -errno. */
+int attach_target__threads(struct attach_target *t, pid_t *tids, size_t max);
+
+/* Thread events, delivered on the tracer thread while the new thread (or
+ * the exiting one) is still stopped, so the callback may use the per-thread
+ * calls below on it. Keep callbacks short. */
+enum attach_event_kind {
+	ATTACH_EV_THREAD_NEW,	/* tid was cloned by parent_tid */
+	ATTACH_EV_THREAD_EXIT,	/* tid is exiting */
+	ATTACH_EV_EXEC,		/* the process exec'd; t is now dead */
+	ATTACH_EV_EXIT,		/* the process exited (status in .status) */
+};
+struct attach_event {
+	enum attach_event_kind kind;
+	pid_t tid, parent_tid;
+	int status;
+};
+typedef void (*attach_event_fn)(struct attach_target *t, const struct attach_event *ev,
+				void *arg);
+void attach_target__on_event(struct attach_target *t, attach_event_fn fn, void *arg);
+
+/* ---------------------------------------------------------- stop / resume */
+
+/* PTRACE_INTERRUPT every thread and wait until each is in a ptrace stop;
+ * signals that arrive meanwhile are kept and re-delivered at resume. Threads
+ * created meanwhile are stopped too. Nests: only the outermost call stops. */
+int attach_target__stop(struct attach_target *t);
+/* Undo attach_target__stop. */
+int attach_target__resume(struct attach_target *t);
+bool attach_target__is_stopped(const struct attach_target *t);
+
+struct attach_pause_stats {
+	uint64_t count;		/* completed stop..resume intervals */
+	uint64_t last_ns;	/* the last one, from first interrupt to last resume */
+	uint64_t max_ns;
+	uint64_t total_ns;
+	uint64_t last_stop_ns;	/* time to get every thread stopped, last time */
+};
+void attach_target__pause_stats(const struct attach_target *t, struct attach_pause_stats *st);
+
+/* -------------------------------------------------------------- memory */
+
+/* Read len bytes at addr (process_vm_readv, falling back to /proc/PID/mem).
+ * Returns bytes read (short at an unmapped page) or -errno. Needs no stop. */
+ssize_t attach_target__read(struct attach_target *t, uint64_t addr, void *buf, size_t len);
+/* Write through /proc/PID/mem, which also writes read-only text. All of it
+ * or -errno. The caller is responsible for stopping the world before
+ * writing code that may run. */
+int attach_target__write(struct attach_target *t, uint64_t addr, const void *buf, size_t len);
+
+/* ----------------------------------------------- per-thread (world stopped) */
+
+/* These need the thread in a ptrace stop: inside attach_target__stop. */
+int attach_target__get_regs(struct attach_target *t, pid_t tid, struct user_regs_struct *regs);
+int attach_target__set_regs(struct attach_target *t, pid_t tid, const struct user_regs_struct *regs);
+/* The xsave area (NT_X86_XSTATE). *len in: buffer size, out: size used;
+ * -ENOSPC with *len set to the size needed. */
+int attach_target__get_xstate(struct attach_target *t, pid_t tid, void *buf, size_t *len);
+int attach_target__set_xstate(struct attach_target *t, pid_t tid, const void *buf, size_t len);
+/* fs_base / gs_base (arch_prctl state, also in user_regs_struct). */
+int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_base);
+
+/* Execute one system call in the target on thread tid (default: the main
+ * thread, tid 0): registers, xsave state and signal mask saved, all signals
+ * blocked, orig_rax = -1 so no interrupted call restarts into it, run at a
+ * `syscall` instruction found in the target's own code (never calling its
+ * libc), then everything restored. *ret gets the raw result (negative errno
+ * from the kernel). The return value says whether padrone managed to run it;
+ * *ret whether the call succeeded. Stops the world itself if needed. */
+int attach_target__syscall(struct attach_target *t, pid_t tid, long nr,
+			   const uint64_t args[6], int64_t *ret);
+
+/* Single-step tid one instruction (world stopped). */
+int attach_target__step(struct attach_target *t, pid_t tid);
+
+/* Run fn(arg) on the tracer thread, where ptrace requests on the target's
+ * threads are valid (libunwind-ptrace's accessors call ptrace themselves).
+ * Returns fn's result. */
+int attach_target__call(struct attach_target *t, int (*fn)(struct attach_target *t, void *arg),
+			void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
