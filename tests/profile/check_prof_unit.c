@@ -23,9 +23,9 @@ struct fake_ring {
 
 static void fake_init(struct fake_ring *f)
 {
-	f->base = aligned_alloc(4096, 4096 + RING_DATA);
+	f->base = aligned_alloc(4096, 2 * 4096);
 	ck_assert_ptr_nonnull(f->base);
-	memset(f->base, 0, 4096 + RING_DATA);
+	memset(f->base, 0, 2 * 4096);
 	((struct perf_event_mmap_page *)f->base)->data_offset = 4096;
 	ck_assert_int_eq(prof_ring__init(&f->r, f->base, RING_DATA), 0);
 	f->head = 0;
