@@ -353,6 +353,52 @@ START_TEST(deleted_executable_still_symbolized)
 }
 END_TEST
 
+/* A library dlopen'd, sampled, then dlclose'd before the report: the
+ * MMAP2 records of the sampling still name its code. */
+START_TEST(code_unmapped_before_the_report_still_symbolized)
+{
+	struct tu_proc p;
+	char lib[4096], line[256];
+	char *argv[] = { (char *)tu_path("tests/targets/prof_dlopen"), lib, NULL };
+	struct prof_opts o = { .sz = sizeof(o) };
+	struct prof_sampler *s;
+	struct prof_error err;
+
+	ck_assert_ptr_nonnull(realpath(tu_path("tests/targets/.libs/libprof_plugin.so"), lib));
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 1", line, sizeof(line), 10000), 0);
+	ck_assert_msg(prof_sampler__open(p.pid, &o, &s, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(prof_sampler__start(s), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 2", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(prof_sampler__stop(s), 0);
+	/* now the library is not mapped: only the sampler saw it */
+	char cmd[4200];
+	int st;
+	snprintf(cmd, sizeof(cmd), "grep -c libprof_plugin /proc/%d/maps", p.pid);
+	char *out = tu_run(cmd, &st);
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	struct prof_totals tot;
+	prof_sampler__totals(s, &tot);
+	ck_assert_uint_ge(tot.mmaps, 1);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_plugin_spin", 80);
+	ck_assert_str_eq(prof_hot__at(h, 0)->module, lib);
+	ck_assert_int_eq(prof_hot__at(h, 0)->bounds, PROF_BOUNDS_SYMTAB);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	const char *c = strstr(line, "checksum ");
+	ck_assert_ptr_nonnull(c);
+	char want[64];
+	snprintf(want, sizeof(want), "%s", c);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 3", line, sizeof(line), 10000), 0);
+	ck_assert_str_eq(strstr(line, "checksum "), want);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(libc_and_plt_symbolized_in_a_live_process)
 {
 	struct target t;
@@ -577,6 +623,7 @@ int main(void)
 	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 2);
 	tcase_add_loop_test(tc, target_taking_signals_is_sampled, 0, 2);
 	tcase_add_test(tc, deleted_executable_still_symbolized);
+	tcase_add_test(tc, code_unmapped_before_the_report_still_symbolized);
 	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);
 	tcase_add_loop_test(tc, bt_shows_the_known_call_stack, 0, 2);
 	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
