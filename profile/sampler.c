@@ -432,6 +432,8 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 		t->prob = NULL;
 		t->prob_samples = 0;
 	}
+	if (!t->direct && !t->inherited)
+		t->new_thread = true;	/* not there at the first scan */
 	if (inherited)
 		t->inherited = true;
 	if (!inherited && t->probation) {
