@@ -586,20 +586,50 @@ static bool starts_function(struct cfg_reader *r, uint64_t addr)
 	return fde && fde->start == addr;
 }
 
-/* Where a block's code ends for the function's extent: a noreturn call
- * may be followed by a trap the compiler or the author put there (glibc's
- * _start has a hlt), which belongs to the function. */
+/* Does block k end in a call that does not return or an exit system call
+ * (code after it is dead, though compilers and authors put some there)? */
+static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
+{
+	const struct cfg_block *bl = &f->blocks[k];
+	if (bl->succ_count)
+		return false;
+	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
+	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
+	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND || d->kind == CFG_I_SYSCALL);
+}
+
+/* Where a block's code ends for the function's extent: after a dead end,
+ * a trap (glibc's _start has a hlt) or a jump back into the function (a
+ * loop around an exit system call) belongs to the function. */
 static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
 {
 	const struct cfg_block *bl = &f->blocks[k];
-	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
-	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
-	if (!d || (d->kind != CFG_I_CALL && d->kind != CFG_I_CALL_IND) || bl->succ_count)
+	if (!ends_dead(b, f, k))
 		return bl->end;
 	const struct cfg_insn *nx = cfg_reader_insn(b->r, bl->end);
-	if (nx && nx->kind == CFG_I_HALT && !nx->nop && find(b, bl->end) < 0)
+	if (!nx || find(b, bl->end) >= 0)
+		return bl->end;
+	if ((nx->kind == CFG_I_HALT && !nx->nop) || (nx->kind == CFG_I_JMP && find(b, nx->target) >= 0))
 		return bl->end + nx->len;
 	return bl->end;
+}
+
+/* Dead code after a dead end that runs into the function's next block
+ * (clang keeps what follows error(2, ...)): decodes cleanly up to it, and
+ * no function starts in between. */
+static bool dead_gap(struct fb *b, uint64_t from, uint64_t to)
+{
+	if (to - from > 256)
+		return false;
+	while (from < to) {
+		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
+			return false;
+		from += d->len;
+		if (from < to && starts_function(b->r, from))
+			return false;
+	}
+	return from == to && !starts_function(b->r, to);
 }
 
 static int make_ranges(struct fb *b, struct cfg_function *f)
@@ -607,6 +637,7 @@ static int make_ranges(struct fb *b, struct cfg_function *f)
 	f->ranges = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->ranges));
 	if (!f->ranges)
 		return -ENOMEM;
+	size_t last_k = 0;	/* the block that ends the last range */
 	for (size_t k = 0; k < f->nblocks; k++) {
 		const struct cfg_block *bl = &f->blocks[k];
 		uint64_t end = extent_end(b, f, k);
@@ -615,12 +646,16 @@ static int make_ranges(struct fb *b, struct cfg_function *f)
 		 * (or a cold part with its own FDE) starts after it */
 		if (last && (bl->start <= last->end ||
 			     (padding_only(b->r, last->end, bl->start) &&
-			      !starts_function(b->r, bl->start)))) {
-			if (end > last->end)
+			      !starts_function(b->r, bl->start)) ||
+			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start)))) {
+			if (end >= last->end) {
 				last->end = end;
+				last_k = k;
+			}
 			continue;
 		}
 		f->ranges[f->nranges++] = (struct cfg_range){ bl->start, end };
+		last_k = k;
 	}
 	return 0;
 }

@@ -104,9 +104,10 @@ int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr);
  * symbols say which), else the symbol covering it, else addr itself. */
 int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry);
 
-/* Function entries of the module containing addr, from its FDEs (cold parts
- * and other FDEs that do not start in a function's entry state, and PLT
- * stubs, left out), sorted. *starts is malloc'd (caller frees). */
+/* Function entries of the module containing addr: its FDEs (cold parts and
+ * other FDEs that do not start in a function's entry state, and PLT stubs,
+ * left out), its entry point, DT_INIT/DT_FINI and the init/fini arrays;
+ * sorted, unique. *starts is malloc'd (caller frees). */
 int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **starts,
 				size_t *count);
 

@@ -295,6 +295,22 @@ static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 	return -1;
 }
 
+/* Without a guard the table's end is a guess: an entry past it usually
+ * points into the middle of an instruction, and a few instructions decoded
+ * from there soon turn invalid. */
+static bool plausible_code(struct cfg_reader *r, uint64_t a)
+{
+	for (int i = 0; i < 8; i++) {
+		const struct cfg_insn *d = cfg_reader_insn(r, a);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
+			return false;
+		if (d->kind != CFG_I_PLAIN)
+			return true;
+		a += d->len;
+	}
+	return true;
+}
+
 int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 		   const uint8_t *taken, size_t n, bool (*valid)(void *arg, uint64_t target),
 		   void *arg, struct cfg_jt_result *out)
@@ -349,7 +365,7 @@ int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 			memcpy(&x, b, 4);
 			t = v.sext ? (uint64_t)((int64_t)x + v.k) : (uint64_t)(uint32_t)x;
 		}
-		if (!valid(arg, t))
+		if (!valid(arg, t) || (!bounded && !plausible_code(r, t)))
 			break;
 		out->targets[out->count++] = t;
 	}

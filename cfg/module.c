@@ -16,6 +16,7 @@ void cfg_module_fini(struct cfg_module *m)
 	free(m->syms);
 	free(m->fdes);
 	free(m->slots);
+	free(m->entries);
 	free(m->path);
 	memset(m, 0, sizeof(*m));
 }
@@ -525,6 +526,35 @@ static void add_relocs(struct cfg_reader *r, struct cfg_module *m, uint64_t rela
 	free(v);
 }
 
+static void add_entry(struct cfg_module *m, uint64_t a)
+{
+	if (a && cfg_grow(&m->entries, &m->centries, m->nentries + 1, sizeof(*m->entries)) == 0)
+		m->entries[m->nentries++] = a;
+}
+
+/* Functions the loader calls through DT_INIT_ARRAY and friends. A PIE file
+ * holds zeros there, filled by R_X86_64_RELATIVE relocations; memory holds
+ * the addresses. */
+static void add_array_entries(struct cfg_reader *r, struct cfg_module *m, uint64_t arr,
+			      uint64_t size, uint64_t rela, uint64_t relasz)
+{
+	if (!arr || !size || size > 65536)
+		return;
+	uint64_t *v = rd_alloc(r, arr, size);
+	Elf64_Rela *rl = relasz && relasz < (64u << 20) ? rd_alloc(r, rela, relasz) : NULL;
+	for (uint64_t i = 0; v && i < size / 8; i++) {
+		uint64_t a = v[i];
+		for (uint64_t k = 0; !a && rl && k < relasz / sizeof(*rl); k++)
+			if (ELF64_R_TYPE(rl[k].r_info) == R_X86_64_RELATIVE &&
+			    rl[k].r_offset + m->bias == arr + 8 * i)
+				a = (uint64_t)rl[k].r_addend + m->bias;
+		if (a && a != UINT64_MAX)
+			add_entry(m, a);
+	}
+	free(v);
+	free(rl);
+}
+
 static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t dyn, uint64_t size)
 {
 	Elf64_Dyn *d = rd_alloc(r, dyn, size);
@@ -532,9 +562,18 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 		return;
 	uint64_t symtab = 0, strtab = 0, strsz = 0, jmprel = 0, pltrelsz = 0, rela = 0,
 		 relasz = 0, hash = 0, gnu_hash = 0;
+	uint64_t arr[3] = { 0 }, arrsz[3] = { 0 };
 	for (size_t i = 0; i < size / sizeof(*d) && d[i].d_tag != DT_NULL; i++) {
 		uint64_t v = d[i].d_un.d_val;
 		switch (d[i].d_tag) {
+		case DT_INIT: add_entry(m, dyn_ptr(v, m->bias)); break;
+		case DT_FINI: add_entry(m, dyn_ptr(v, m->bias)); break;
+		case DT_INIT_ARRAY: arr[0] = dyn_ptr(v, m->bias); break;
+		case DT_INIT_ARRAYSZ: arrsz[0] = v; break;
+		case DT_FINI_ARRAY: arr[1] = dyn_ptr(v, m->bias); break;
+		case DT_FINI_ARRAYSZ: arrsz[1] = v; break;
+		case DT_PREINIT_ARRAY: arr[2] = dyn_ptr(v, m->bias); break;
+		case DT_PREINIT_ARRAYSZ: arrsz[2] = v; break;
 		case DT_SYMTAB: symtab = dyn_ptr(v, m->bias); break;
 		case DT_STRTAB: strtab = dyn_ptr(v, m->bias); break;
 		case DT_STRSZ: strsz = v; break;
@@ -547,6 +586,8 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 		}
 	}
 	free(d);
+	for (int k = 0; k < 3; k++)
+		add_array_entries(r, m, arr[k], arrsz[k], rela, relasz);
 	if (!symtab || !strtab || !strsz || strsz > (64u << 20))
 		return;
 	char *str = pool_add(m, rd_alloc(r, strtab, strsz));
@@ -610,6 +651,8 @@ int cfg_module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t
 	if (lowest == UINT64_MAX)
 		return cfg_reader_err(r, -ENOEXEC, "no PT_LOAD at %#lx", (unsigned long)base);
 	m->bias = eh.e_type == ET_EXEC ? 0 : base - (lowest & ~(uint64_t)4095);
+	if (eh.e_entry)
+		add_entry(m, eh.e_entry + m->bias);
 	for (int i = 0; i < eh.e_phnum; i++) {
 		if (ph[i].p_type == PT_DYNAMIC)
 			parse_dynamic(r, m, ph[i].p_vaddr + m->bias, ph[i].p_memsz);

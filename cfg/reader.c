@@ -381,14 +381,22 @@ int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **
 	*count = 0;
 	if (!m)
 		return cfg_reader_err(r, -ENOENT, "no ELF image mapped at %#lx", (unsigned long)addr);
-	uint64_t *v = malloc((m->nfdes + 1) * sizeof(*v));
+	uint64_t *v = malloc((m->nfdes + m->nentries + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < m->nfdes; i++)
 		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL))
 			v[n++] = m->fdes[i].start;
+	for (size_t i = 0; i < m->nentries; i++)
+		if (cfg_reader_is_code(r, m->entries[i]))
+			v[n++] = m->entries[i];
 	qsort(v, n, sizeof(*v), cmp_u64);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!k || v[k - 1] != v[i])
+			v[k++] = v[i];
+	n = k;
 	*starts = v;
 	*count = n;
 	return 0;
