@@ -123,7 +123,7 @@ static void symbol_of(const char *path, const char *name, uint64_t *value, uint6
 /* Load bias of a PIE: where its file offset 0 is mapped in pid. */
 static uint64_t load_bias(pid_t pid, const char *path)
 {
-	char cmd[512], real[4096];
+	char cmd[4400], real[4096];
 	int st;
 	unsigned long long a = 0;
 
@@ -159,8 +159,15 @@ static void expect_top(const struct prof_hot *h, const char *name, double min_pc
 	ck_assert_ptr_nonnull(f);
 	ck_assert_msg(!strcmp(f->name, name), "hottest is %s (%.1f%%), not %s", f->name,
 		      f->self_pct, name);
-	ck_assert_msg(f->self_pct >= min_pct, "%s has %.1f%% of samples, want >= %.0f%%", name,
-		      f->self_pct, min_pct);
+	if (f->self_pct < min_pct) {
+		char others[512] = "";
+		for (size_t i = 1, k = 0; i < prof_hot__count(h) && i < 6; i++)
+			k += (size_t)snprintf(others + k, sizeof(others) - k, "; %s %.1f%% %s",
+					      prof_hot__at(h, i)->name, prof_hot__at(h, i)->self_pct,
+					      prof_hot__at(h, i)->module);
+		ck_abort_msg("%s has %.1f%% of samples, want >= %.0f%%%s", name, f->self_pct,
+			     min_pct, others);
+	}
 }
 
 /* ------------------------------------------------------------ hot loop */
