@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipeline/rep.h"
+#include "pipeline/pipeline.h"
 
 /* A hash map from a pair of 64-bit keys to a 64-bit value, open
  * addressing; grows by doubling (allocation only then). */

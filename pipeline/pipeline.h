@@ -23,7 +23,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#if __has_include("pipeline/rep.h")
 #include "pipeline/rep.h"
+#else
+/* The recovered-reference types agreed with rep.h (issue 4), until rep.h
+ * lands; then rep.h alone defines them. */
+enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
+struct rep_ref {
+	uint64_t pc;
+	uint64_t addr;
+	uint32_t size;
+	uint8_t type;
+	uint8_t pad[3];
+}; /* 24 bytes */
+#endif
 
 #ifdef __cplusplus
 extern "C" {
