@@ -245,10 +245,14 @@ int main(int argc, char **argv)
 			       modes[i].hz);
 			continue;
 		}
-		printf("%-13s %4u Hz: ratio wall %.4f cpu %.4f", tool_name[modes[i].tool], modes[i].hz,
-		       median(modes[i].ratio, modes[i].n), median(modes[i].cpu_ratio, modes[i].n));
+		double cpu = median(modes[i].cpu_ratio, modes[i].n);
+		/* what one sample costs the target, from the CPU-time ratio */
+		double us = (1 - cpu) / modes[i].hz * 1e6;
+		printf("%-13s %4u Hz: ratio wall %.4f cpu %.4f  (%.1f us of target CPU per sample)",
+		       tool_name[modes[i].tool], modes[i].hz, median(modes[i].ratio, modes[i].n), cpu,
+		       us);
 		if (modes[i].tool != PERF)
-			printf("  (%llu samples, %llu lost)", (unsigned long long)modes[i].samples,
+			printf("  %llu samples, %llu lost", (unsigned long long)modes[i].samples,
 			       (unsigned long long)modes[i].lost);
 		printf("\n");
 	}
