@@ -182,10 +182,12 @@ static void settle(struct attach_target *t, pid_t tid)
 		return;
 	}
 	if (th->fresh) {
-		if (th->stop != AT_PARKED)
+		/* Hold it at its first stop until its cloner's event names the
+		 * parent. A first stop of another kind (killed before it ever
+		 * ran: its exit stop) is reported at once. */
+		if (th->stop == AT_PARKED && !th->parent &&
+		    attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
 			return;
-		if (!th->parent && attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
-			return;	/* hold it until its cloner's event names the parent */
 		th->fresh = false;
 		emit(t, ATTACH_EV_THREAD_NEW, tid, th->parent, 0);
 		th = attach__thread(t, tid);
@@ -286,6 +288,9 @@ static void on_death(struct attach_target *t, pid_t tid, int status)
 
 static void dispatch(struct attach_target *t, pid_t tid, int status)
 {
+	if (getenv("ATTACH_DEBUG"))
+		fprintf(stderr, "[attach] tid %d status %#x state %d depth %d\n", (int)tid, status,
+			attach_target__state(t), t->depth);
 	if (attach_target__state(t) != ATTACH_OK)
 		return;	/* leftovers of an exec or exit: reaped, nothing more */
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
@@ -467,6 +472,21 @@ static int seize_new(struct attach_target *t, bool interrupt_them, struct attach
 	return added;
 }
 
+/* A thread seized in the middle of clone() gives a child that is not
+ * auto-attached and may not be in /proc/PID/task yet. A brief stop of the
+ * world lets every such clone() finish and finds the child (see
+ * attach__stop_world). Threads that cannot stop now (a vfork parent) are
+ * not cloning either: that is no failure here. */
+static int close_clone_window(struct attach_target *t)
+{
+	if (attach__stop_world(t) == 0)
+		attach__resume_world(t);
+	pthread_mutex_lock(&t->lock);
+	memset(&t->stats, 0, sizeof t->stats);
+	pthread_mutex_unlock(&t->lock);
+	return attach__check_alive(t);
+}
+
 int attach__seize_all(struct attach_target *t, struct attach_error *e)
 {
 	/* A thread that was being cloned by a not-yet-seized one is not
@@ -478,8 +498,11 @@ int attach__seize_all(struct attach_target *t, struct attach_error *e)
 		attach__pump(t, 0);
 		if (attach_target__state(t) != ATTACH_OK || (t->nth == 0 && round > 0))
 			break;
-		if (added == 0)
-			return 0;
+		if (added == 0) {
+			if (close_clone_window(t) == 0)
+				return 0;
+			break;
+		}
 	}
 	if (attach_target__state(t) == ATTACH_TARGET_EXECED)
 		return attach__seterr(e, -ECHILD, ATTACH_TARGET_EXECED,
@@ -544,6 +567,25 @@ static int wait_parked(struct attach_target *t, uint64_t deadline)
 	}
 }
 
+/* Every thread leaving and none parked: the process is dying (SIGKILL or
+ * exit_group). Wait for its death to be reported rather than answer that
+ * an empty world is stopped. */
+static int wait_not_dying(struct attach_target *t, uint64_t deadline)
+{
+	for (;;) {
+		int r = attach__check_alive(t);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < t->nth; i++)
+			if (t->th[i].stop == AT_PARKED)
+				return 0;
+		if (attach__now_ns() >= deadline + 1000000000ull)
+			return attach__fail(t, -ESRCH, "process %d (%s) is exiting", (int)t->pid,
+					    t->comm);
+		attach__pump(t, ATTACH_POLL_MS);
+	}
+}
+
 /* Resume every parked thread (held new threads wait for their cloner). */
 static void release_all(struct attach_target *t)
 {
@@ -582,14 +624,21 @@ int attach__stop_world(struct attach_target *t)
 	}
 	/* Threads already in some other stop are parked by settle(). */
 	settle_each(t, false);
-	/* A thread born to a thread that was itself not yet seized escaped
-	 * TRACECLONE: take it now. */
-	r = seize_new(t, true, &e);
-	if (r < 0) {
-		attach__fail(t, r, "%s", e.msg);
-		goto fail;
-	}
-	r = wait_parked(t, t->pause_t0 + (uint64_t)t->stop_timeout_ms * 1000000u);
+	uint64_t deadline = t->pause_t0 + (uint64_t)t->stop_timeout_ms * 1000000u;
+	/* A thread whose cloner was seized in the middle of clone() escaped
+	 * TRACECLONE. Once every thread is parked, no clone() is under way:
+	 * one more look at /proc/PID/task then finds every such thread. */
+	do {
+		r = wait_parked(t, deadline);
+		if (r < 0)
+			goto fail;
+		r = seize_new(t, true, &e);
+		if (r < 0) {
+			attach__fail(t, r, "%s", e.msg);
+			goto fail;
+		}
+	} while (r > 0);
+	r = wait_not_dying(t, deadline);
 	if (r < 0)
 		goto fail;
 	pthread_mutex_lock(&t->lock);
