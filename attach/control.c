@@ -288,9 +288,6 @@ static void on_death(struct attach_target *t, pid_t tid, int status)
 
 static void dispatch(struct attach_target *t, pid_t tid, int status)
 {
-	if (getenv("ATTACH_DEBUG"))
-		fprintf(stderr, "[attach] tid %d status %#x state %d depth %d\n", (int)tid, status,
-			attach_target__state(t), t->depth);
 	if (attach_target__state(t) != ATTACH_OK)
 		return;	/* leftovers of an exec or exit: reaped, nothing more */
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
