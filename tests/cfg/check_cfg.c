@@ -1,6 +1,7 @@
 /* cfg/ against oracles, on a corpus compiled by the test itself with gcc
  * and clang at -O0/-O2/-O3, PIE and not; cfg/ analyses the stripped copies,
  * the unstripped ones and the tools' outputs say what is true. */
+#include "attach/attach.h"
 #include "cfg/cfg.h"
 #include "tests/cfg/oracle.h"
 #include "tests/lib/tu.h"
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,10 @@ static void diag(const char *fmt, ...)
  * test cases fork). */
 static void corpus_setup(void)
 {
+	static bool done;
+	if (done)
+		return;
+	done = true;
 	char cmd[PATH_MAX * 3];
 	snprintf(cmd, sizeof(cmd), "sh '%s' '%s' '%s' 2>&1", tu_srcpath("tests/cfg/corpus/build.sh"),
 		 tu_srcpath("tests/cfg/corpus"), tu_path("tests/cfg/corpus.out"));
@@ -950,6 +956,120 @@ START_TEST(bad_code_gives_an_error_not_a_crash)
 }
 END_TEST
 
+/* ---------------------------------------------------------- live */
+
+static char *whole(const struct cfg_function *f)
+{
+	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_JSON };
+	ssize_t n = cfg_function__snprint(f, NULL, 0, &wo);
+	ck_assert_int_gt(n, 0);
+	char *s = malloc((size_t)n + 1);
+	cfg_function__snprint(f, s, (size_t)n + 1, &wo);
+	return s;
+}
+
+/* The same stripped program, running: its code read from its memory gives
+ * exactly the CFGs its file gives (loaded at the same address), and it
+ * finishes with the right checksum afterwards. */
+START_TEST(live_process_matches_its_file)
+{
+	need_corpus();
+	for (size_t i = 0; i < nprogs; i++) {
+		if (strcmp(progs[i].name, "gcc-O2-pie") && strcmp(progs[i].name, "clang-O3-nopie"))
+			continue;
+		char *cmd;
+		int st;
+		ck_assert(asprintf(&cmd, "'%s' 40", progs[i].stripped) > 0);
+		char *expect = tu_run(cmd, &st);
+		free(cmd);
+		ck_assert_ptr_nonnull(expect);
+		expect[strcspn(expect, "\n")] = 0;
+		ck_assert_ptr_nonnull(strstr(expect, "checksum"));
+
+		struct tu_proc tp;
+		char *argv[] = { progs[i].stripped, "40", "wait", NULL };
+		char line[256];
+		ck_assert_int_eq(tu_spawn(&tp, argv, false), 0);
+		ck_assert_int_ge(tu_wait_for(&tp, "ready", line, sizeof(line), 10000), 0);
+		struct attach_target *t;
+		struct attach_error aerr;
+		ck_assert_msg(attach_seize(tp.pid, NULL, &t, &aerr) == 0, "%s", aerr.msg);
+		struct cfg_reader *live;
+		ck_assert_int_eq(cfg_reader__open_live(t, NULL, &live), 0);
+		struct attach_maps *maps;
+		ck_assert_int_eq(attach_maps__read(tp.pid, &maps), 0);
+		char real[PATH_MAX];
+		ck_assert_ptr_nonnull(realpath(progs[i].stripped, real));
+		const struct attach_map *m = attach_maps__first_of(maps, real);
+		ck_assert_msg(m != NULL, "%s not mapped", real);
+		uint64_t bias = progs[i].pie ? m->start : 0;
+		struct cfg_reader *file;
+		ck_assert_int_eq(cfg_reader__open_elf(progs[i].stripped, bias, NULL, &file), 0);
+
+		uint64_t *ls, *fs;
+		size_t ln, fnn;
+		ck_assert_int_eq(cfg_reader__function_starts(live, m->start, &ls, &ln), 0);
+		ck_assert_int_eq(cfg_reader__function_starts(file, m->start, &fs, &fnn), 0);
+		for (size_t k = 0; ln != fnn && k < (ln > fnn ? ln : fnn); k++)
+			diag("live %#lx file %#lx", k < ln ? (unsigned long)ls[k] : 0,
+			     k < fnn ? (unsigned long)fs[k] : 0);
+		ck_assert_uint_eq(ln, fnn);
+		ck_assert_uint_ge(ln, 30);
+		for (size_t k = 0; k < ln; k++) {
+			ck_assert_uint_eq(ls[k], fs[k]);
+			struct cfg_function *a, *b;
+			ck_assert_int_eq(cfg_function__build(live, ls[k], NULL, &a), 0);
+			ck_assert_int_eq(cfg_function__build(file, fs[k], NULL, &b), 0);
+			char *ja = whole(a), *jb = whole(b);
+			ck_assert_msg(!strcmp(ja, jb), "%s at %#lx: live %.300s\nfile %.300s",
+				      progs[i].name, (unsigned long)ls[k], ja, jb);
+			ck_assert_int_eq(cfg_function__error(a, NULL, NULL), CFG_ERR_NONE);
+			free(ja);
+			free(jb);
+			cfg_function__free(a);
+			cfg_function__free(b);
+		}
+		free(ls);
+		free(fs);
+
+		/* libc as mapped: FDEs and names from its memory alone */
+		uint64_t printf_at;
+		ck_assert_int_eq(cfg_reader__lookup(live, "printf", &printf_at), 0);
+		char name[64];
+		uint64_t start;
+		ck_assert_int_eq(cfg_reader__symbolize(live, printf_at + 1, name, sizeof(name), &start), 0);
+		ck_assert_uint_eq(start, printf_at);
+		ck_assert_ptr_nonnull(strstr(name, "printf"));
+		ck_assert_int_eq(cfg_reader__function_starts(live, printf_at, &ls, &ln), 0);
+		ck_assert_uint_ge(ln, 1000);
+		bool has = false;
+		for (size_t k = 0; k < ln; k++)
+			has |= ls[k] == printf_at;
+		ck_assert(has);
+		free(ls);
+		struct cfg_function *f;
+		struct cfg_build_opts bo = { .sz = sizeof(bo), .find_entry = true };
+		ck_assert_int_eq(cfg_function__build(live, printf_at + 4, &bo, &f), 0);
+		ck_assert_uint_eq(cfg_function__entry(f), printf_at);
+		ck_assert_str_eq(cfg_function__name(f), name);
+		cfg_function__free(f);
+
+		cfg_reader__free(file);
+		cfg_reader__free(live);
+		attach_maps__free(maps);
+		ck_assert_int_eq(attach_target__detach(t), 0);
+		/* the target was not harmed: it runs on to the right answer */
+		ck_assert_int_eq(kill(tp.pid, SIGUSR1), 0);
+		ck_assert_int_ge(tu_wait_for(&tp, "checksum", line, sizeof(line), 10000), 0);
+		ck_assert_str_eq(line, expect);
+		st = tu_wait(&tp, 10000);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		tu_kill(&tp);
+		free(expect);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cfg");
@@ -972,5 +1092,11 @@ int main(void)
 	tcase_add_test(unit, hand_made_irreducible_cycle);
 	tcase_add_test(unit, bad_code_gives_an_error_not_a_crash);
 	suite_add_tcase(s, unit);
+
+	TCase *live = tcase_create("live");
+	tcase_set_timeout(live, 120);
+	tcase_add_unchecked_fixture(live, corpus_setup, NULL);
+	tcase_add_test(live, live_process_matches_its_file);
+	suite_add_tcase(s, live);
 	return tu_main(s);
 }
