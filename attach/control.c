@@ -121,7 +121,7 @@ static void interrupt(struct attach_target *t, struct athread *th)
 {
 	int r = (int)attach__ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL);
 	if (r == -ESRCH)
-		th->exiting = true;	/* no longer ours: it is dying */
+		th->exiting = th->zombie = true;	/* no longer ours: it is dying */
 	else
 		th->interrupted = true;
 }
@@ -156,7 +156,10 @@ static void toward_park(struct attach_target *t, struct athread *th)
 	if (th->stop == AT_PARKED)
 		return;
 	if (th->stop == AT_EVENT && th->event == PTRACE_EVENT_EXIT) {
-		cont(th, PTRACE_CONT, 0);	/* it is leaving; let it */
+		/* Leaving: let it go (holding it would also hold an exec that
+		 * waits for the other threads to die); lagging() waits until
+		 * it is a zombie. */
+		cont(th, PTRACE_CONT, 0);
 		return;
 	}
 	int sig = th->stop == AT_SIGNAL ? th->sig : 0;
@@ -524,7 +527,25 @@ static void task_state(struct attach_target *t, pid_t tid, char *state)
 	*state = attach__proc_read_path(path, &p) < 0 ? 'X' : p.state;
 }
 
-/* Wait until every thread is parked (or leaving). */
+/* Is th keeping the world from being stopped? A thread on its way out
+ * (after its exit stop) runs only kernel code, but is waited for until it
+ * is a zombie so that a stopped world has no running thread at all. */
+static bool lagging(struct attach_target *t, struct athread *th)
+{
+	if (th->stop == AT_PARKED || th->zombie)
+		return false;
+	if (!th->exiting)
+		return true;
+	if (th->stop != AT_RUNNING)
+		return false;	/* at its exit stop in a callback: on its way */
+	char st;
+	task_state(t, th->tid, &st);
+	if (st == 'Z' || st == 'X')
+		th->zombie = true;	/* e.g. a leader that called pthread_exit */
+	return !th->zombie;
+}
+
+/* Wait until every thread is parked (or dead). */
 static int wait_parked(struct attach_target *t, uint64_t deadline)
 {
 	for (;;) {
@@ -533,22 +554,22 @@ static int wait_parked(struct attach_target *t, uint64_t deadline)
 			return r;
 		pid_t lag = 0;
 		for (size_t i = 0; i < t->nth && !lag; i++)
-			if (!t->th[i].exiting && t->th[i].stop != AT_PARKED)
+			if (lagging(t, &t->th[i]))
 				lag = t->th[i].tid;
 		if (!lag)
 			return 0;
 		uint64_t now = attach__now_ns();
 		if (now >= deadline) {
-			/* Dead threads (a zombie leader, say) are not late. */
+			/* Late threads that are dying anyway do not count. */
 			char st = 0;
 			lag = 0;
 			for (size_t i = 0; i < t->nth && !lag; i++) {
 				struct athread *th = &t->th[i];
-				if (th->exiting || th->stop == AT_PARKED)
+				if (!lagging(t, th) || th->exiting)
 					continue;
 				task_state(t, th->tid, &st);
 				if (st == 'Z' || st == 'X')
-					th->exiting = true;
+					th->exiting = th->zombie = true;
 				else
 					lag = th->tid;
 			}
@@ -576,6 +597,10 @@ static int wait_not_dying(struct attach_target *t, uint64_t deadline)
 		for (size_t i = 0; i < t->nth; i++)
 			if (t->th[i].stop == AT_PARKED)
 				return 0;
+		/* Let the ones held at their exit stop die. */
+		for (size_t i = 0; i < t->nth; i++)
+			if (t->th[i].stop != AT_RUNNING)
+				release(&t->th[i]);
 		if (attach__now_ns() >= deadline + 1000000000ull)
 			return attach__fail(t, -ESRCH, "process %d (%s) is exiting", (int)t->pid,
 					    t->comm);
