@@ -394,9 +394,12 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		}
 		if (try_jump_table(b, i, h, rbp_h) == 0)
 			return 0;
-		/* through a register: a tail call or an unknown switch */
+		/* through a register: a tail call or an unknown switch; with
+		 * rsp loaded from elsewhere, a context switch (longjmp) that
+		 * does not come back */
 		b->unresolved++;
-		b->returns = true;
+		if (h != H_UNKNOWN)
+			b->returns = true;
 		b->iv[i].tail = 1;
 		return add_call(b, d->addr, 0, "", false, true, true) < 0 ? -ENOMEM : 0;
 	case CFG_I_CALL:

@@ -273,6 +273,7 @@ enum cfg_format {
 	CFG_FORMAT_JSON,	/* one object; addresses as hex strings */
 	CFG_FORMAT_DOT,		/* Graphviz; loops as nested clusters */
 	CFG_FORMAT_DISAS,	/* disassembly, block by block */
+	CFG_FORMAT_LOOPS,	/* the loop forest: one line per loop, nested */
 };
 
 struct cfg_write_opts {

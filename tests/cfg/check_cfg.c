@@ -863,6 +863,10 @@ START_TEST(hot_loop_attribution_and_dot_shading)
 	wo.format = CFG_FORMAT_TEXT;
 	ck_assert_int_gt(cfg_function__snprint(f, dot, 1 << 20, &wo), 0);
 	ck_assert_ptr_nonnull(strstr(dot, "samples 95"));
+	wo.format = CFG_FORMAT_LOOPS;
+	ck_assert_int_gt(cfg_function__snprint(f, dot, 1 << 20, &wo), 0);
+	ck_assert_ptr_nonnull(strstr(dot, "95 samples"));
+	ck_assert_ptr_nonnull(strstr(dot, "depth 2"));
 	/* a short buffer gets what fits, and the full length is returned */
 	char small[16];
 	ssize_t full = cfg_function__snprint(f, small, sizeof(small), &wo);
@@ -940,7 +944,7 @@ START_TEST(bad_code_gives_an_error_not_a_crash)
 		char *out = NULL;
 		size_t len;
 		FILE *m = open_memstream(&out, &len);
-		for (int fmt = CFG_FORMAT_TEXT; fmt <= CFG_FORMAT_DISAS; fmt++) {
+		for (int fmt = CFG_FORMAT_TEXT; fmt <= CFG_FORMAT_LOOPS; fmt++) {
 			struct cfg_write_opts wo = { .sz = sizeof(wo), .format = fmt };
 			ck_assert_int_eq(cfg_function__write(f, m, &wo), 0);
 		}
