@@ -343,8 +343,8 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     struct csim_counts *c)
+void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		    struct csim_cold *c)
 {
 	const struct csim_cache *cc = &L->lv[lv];
 	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
@@ -355,8 +355,8 @@ void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 			c->miss[lv][kind]++;
 			if (L->next[lv] >= 0) {
 				uint64_t base = l << cc->line_bits;
-				csim_line_chain(L, L->next[lv], base,
-						base + (1ull << cc->line_bits) - 1, kind, c);
+				csim_line_deep(L, L->next[lv], base,
+					       base + (1ull << cc->line_bits) - 1, kind, c);
 			}
 		}
 		if (l == last)
@@ -364,9 +364,26 @@ void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 	}
 }
 
-bool csim_ref_type_valid(uint8_t type)
+void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		     bool counted, struct csim_hot *h, struct csim_cold *c)
 {
-	return type >= REP_REF_READ && type <= REP_REF_INSTR;
+	const struct csim_cache *cc = &L->lv[lv];
+	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
+
+	for (uint64_t l = first;; l++) {
+		if (l != first || !counted)
+			c->access[lv][kind]++;
+		if (csim_cache_ref(cc, l)) {
+			h->miss1[kind]++;
+			if (L->next[lv] >= 0) {
+				uint64_t base = l << cc->line_bits;
+				csim_line_deep(L, L->next[lv], base,
+					       base + (1ull << cc->line_bits) - 1, kind, c);
+			}
+		}
+		if (l == last)
+			break;
+	}
 }
 
 /* ---------------------------------------------------------- simulator */
@@ -391,6 +408,8 @@ int csim__new(const struct csim_config *cfg, struct csim **out)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->res = csim_result__new();
+	if (s->res)
+		csim_result_set_mode(s->res, cfg->cachegrind);
 	if (!s->res) {
 		free(s);
 		return -ENOMEM;
@@ -421,10 +440,10 @@ int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 		const struct rep_ref *r = &refs[i];
 		if (!csim_ref_type_valid(r->type))
 			return -EINVAL;
-		struct csim_pc_stats *row = csim_result_lookup(s->res, r->pc);
-		if (!row)
+		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+		if (!h)
 			return -ENOMEM;
-		csim_sim_ref(&s->L, r, &row->c);
+		csim_sim_ref(&s->L, r, s->res, h);
 	}
 	return 0;
 }
