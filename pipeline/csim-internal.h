@@ -142,12 +142,12 @@ static inline uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t 
 	return c->tags + csim_cache_local_set(c, set) * c->assoc;
 }
 
-/* Look line up in its set, make it most recently used (installing it on a
- * miss, dropping the least recently used). Returns true on a miss. */
-static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
+/* Look line up in set (assoc ways, most recently used first), make it
+ * most recently used (installing it on a miss, dropping the least recently
+ * used). Returns true on a miss. */
+static inline bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
 {
-	uint64_t *set = csim_cache_set_ptr(c, csim_cache_set(c, line));
-	uint32_t a = c->assoc, i;
+	uint32_t i;
 
 	if (set[0] == line)
 		return false;
@@ -161,6 +161,11 @@ static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
 		set[i] = set[i - 1];
 	set[0] = line;
 	return miss;
+}
+
+static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
+{
+	return csim_set_ref(csim_cache_set_ptr(c, csim_cache_set(c, line)), c->assoc, line);
 }
 
 /* The lines [first, last] an access covers at a level. */
@@ -200,27 +205,7 @@ static inline uint32_t csim_cg_size(const struct rep_ref *r)
 	return size;
 }
 
-/* Count a reference (not its accesses). */
-static inline void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegrind)
-{
-	switch (type) {
-	case REP_REF_INSTR:
-		h->refs[CSIM_INSTR]++;
-		break;
-	case REP_REF_READ:
-		h->refs[CSIM_READ]++;
-		break;
-	case REP_REF_WRITE:
-		h->refs[CSIM_WRITE]++;
-		break;
-	default:
-		h->modifies++;
-		h->refs[CSIM_READ]++;
-		if (!cachegrind)
-			h->refs[CSIM_WRITE]++;
-	}
-}
-
+/* Type (validated, 1..4) to first level and access kind. */
 static inline int csim_first_level(uint8_t type)
 {
 	return type == REP_REF_INSTR ? CSIM_I1 : CSIM_D1;
@@ -228,7 +213,21 @@ static inline int csim_first_level(uint8_t type)
 
 static inline int csim_kind_of(uint8_t type)
 {
-	return type == REP_REF_INSTR ? CSIM_INSTR : type == REP_REF_WRITE ? CSIM_WRITE : CSIM_READ;
+	static const uint8_t kinds[8] = { CSIM_READ, CSIM_READ, CSIM_WRITE, CSIM_READ, CSIM_INSTR,
+					  CSIM_READ, CSIM_READ, CSIM_READ };
+	return kinds[type & 7];
+}
+
+/* Count a reference (not its accesses). Without branches: reference
+ * types come in no predictable order. */
+static inline void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegrind)
+{
+	bool modify = type == REP_REF_MODIFY;
+
+	h->refs[csim_kind_of(type)]++;
+	h->modifies += modify;
+	if (!cachegrind)
+		h->refs[CSIM_WRITE] += modify;
 }
 
 static inline bool csim_ref_type_valid(uint8_t type)

@@ -433,9 +433,44 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
+/* Cachegrind mode with power-of-two set counts, a standalone simulator's
+ * usual case: the first level's set is a mask away. */
+static int refs_cg_pow2(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	const struct csim_levels *L = &s->L;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rep_ref *r = &refs[i];
+		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
+			return -EINVAL;
+		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+		if (__builtin_expect(!h, 0))
+			return -ENOMEM;
+		int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
+		const struct csim_cache *c = &L->lv[first];
+		uint32_t size = csim_cg_size(r);
+		uint64_t line = r->addr >> c->line_bits;
+		bool miss;
+
+		csim_count_ref(h, r->type, true);
+		if (__builtin_expect((r->addr + size - 1) >> c->line_bits == line, 1))
+			miss = csim_set_ref(c->tags + (line & c->set_mask) * c->assoc, c->assoc, line);
+		else
+			miss = csim_cache_access(c, r->addr, size);
+		if (__builtin_expect(!miss, 1))
+			continue;
+		h->miss1[kind]++;
+		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(s->res, h));
+	}
+	return 0;
+}
+
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 {
 	s->res->tot_dirty = true;
+	if (s->L.cachegrind && s->L.lv[CSIM_I1].pow2 && s->L.lv[CSIM_D1].pow2 &&
+	    !s->L.lv[CSIM_I1].compact && !s->L.lv[CSIM_D1].compact)
+		return refs_cg_pow2(s, refs, n);
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		if (!csim_ref_type_valid(r->type))
