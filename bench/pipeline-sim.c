@@ -5,6 +5,7 @@
  * in loops, 1-2 data accesses per instruction, mostly hits, some misses. */
 #include "pipeline/pipeline.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,8 @@ static double run_csim(const struct csim_config *cfg, const struct rep_ref *refs
 
 struct split_run {
 	double wall;		/* refs/s, wall clock */
-	double capacity;	/* refs / busiest worker's CPU time */
-	double per_worker;	/* mean of each worker's refs / its CPU time */
+	double capacity;	/* refs / busiest worker's CPU time simulating */
+	double per_worker;	/* mean of each worker's refs / CPU time simulating */
 	double splitter;	/* refs / splitter CPU time */
 	double imbalance;
 	uint64_t d1_misses;
@@ -121,9 +122,9 @@ static struct split_run run_split(const struct csim_config *cfg, unsigned worker
 	csim_split__stats(sp, &st);
 	double busiest = 0;
 	for (unsigned i = 0; i < st.workers; i++) {
-		if (st.worker_cpu[i] > busiest)
-			busiest = st.worker_cpu[i];
-		r.per_worker += (double)st.per_worker[i] / st.worker_cpu[i] / st.workers;
+		if (st.worker_busy[i] > busiest)
+			busiest = st.worker_busy[i];
+		r.per_worker += (double)st.per_worker[i] / st.worker_busy[i] / st.workers;
 	}
 	r.wall = (double)n / t;
 	r.capacity = (double)n / busiest;
@@ -159,16 +160,31 @@ static struct split_run best_split(const struct csim_config *cfg, unsigned worke
 	return best;
 }
 
-int main(int argc, char **argv)
-{
-	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000000;
-	struct rep_ref *refs = malloc(n * sizeof(*refs));
-	if (!refs)
-		return 1;
-	make_stream(refs, n);
+struct loaded {
+	struct rep_ref *refs;
+	size_t n, cap;
+};
 
-	printf("pipeline-sim: %zu refs, %ld CPUs online; rates in M refs/s; CPU = per thread CPU "
-	       "time, wall = elapsed\n", n, sysconf(_SC_NPROCESSORS_ONLN));
+static int load_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct loaded *l = arg;
+	if (l->n + n > l->cap) {
+		size_t cap = (l->cap ? l->cap * 2 : 1 << 20) + n;
+		struct rep_ref *r = realloc(l->refs, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		l->refs = r;
+		l->cap = cap;
+	}
+	memcpy(l->refs + l->n, refs, n * sizeof(*refs));
+	l->n += n;
+	return 0;
+}
+
+/* One line per mode for a stream: the simulator thread, then the splitter
+ * with 1 and 2 workers. */
+static void measure(const char *what, const struct rep_ref *refs, size_t n)
+{
 	for (int cg = 1; cg >= 0; cg--) {
 		struct csim_config cfg = geometry(cg);
 		const char *mode = cg ? "cachegrind" : "per-line";
@@ -176,18 +192,56 @@ int main(int argc, char **argv)
 		uint64_t m0;
 		BEST3(one, run_csim(&cfg, refs, n, &m0));
 		struct split_run w1 = best_split(&cfg, 1, refs, n), w2 = best_split(&cfg, 2, refs, n);
-		printf("pipeline-sim %-10s one simulator (I1/D1 32K 8-way, LL 8M 16-way, D1 miss rate "
-		       "%.2f%%): %6.1f CPU  goal 100  ratio %.2fx\n",
-		       mode, 100.0 * (double)m0 / (double)n, one / 1e6, one / 1e8);
-		printf("pipeline-sim %-10s splitter+1 worker:  worker %6.1f CPU (%.2fx of one simulator)"
-		       "  splitter %6.1f CPU  wall %6.1f\n",
-		       mode, w1.per_worker / 1e6, w1.per_worker / one, w1.splitter / 1e6, w1.wall / 1e6);
-		printf("pipeline-sim %-10s splitter+2 workers: per worker %6.1f CPU  splitter %6.1f CPU"
-		       "  wall %6.1f  scaling 1->2: capacity %.2fx wall %.2fx  imbalance %.3f  counts %s\n",
-		       mode, w2.per_worker / 1e6, w2.splitter / 1e6, w2.wall / 1e6,
+		printf("pipeline-sim %s %-10s one simulator (D1 miss rate %.2f%%): %6.1f CPU  goal 100  "
+		       "ratio %.2fx\n",
+		       what, mode, 100.0 * (double)m0 / (double)n, one / 1e6, one / 1e8);
+		printf("pipeline-sim %s %-10s splitter+1 worker:  worker %6.1f CPU (%.2fx of one "
+		       "simulator)  splitter %6.1f CPU  wall %6.1f\n",
+		       what, mode, w1.per_worker / 1e6, w1.per_worker / one, w1.splitter / 1e6,
+		       w1.wall / 1e6);
+		printf("pipeline-sim %s %-10s splitter+2 workers: per worker %6.1f CPU  splitter %6.1f "
+		       "CPU  wall %6.1f  scaling 1->2: capacity %.2fx wall %.2fx  imbalance %.3f  "
+		       "counts %s\n",
+		       what, mode, w2.per_worker / 1e6, w2.splitter / 1e6, w2.wall / 1e6,
 		       w2.capacity / w1.capacity, w2.wall / w1.wall, w2.imbalance,
 		       m0 == w1.d1_misses && m0 == w2.d1_misses ? "identical" : "DIFFER");
 	}
+}
+
+/* pipeline-sim [NREFS [LACKEY-TRACE...]] */
+int main(int argc, char **argv)
+{
+	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000000;
+	struct rep_ref *refs = malloc(n * sizeof(*refs));
+	if (!refs)
+		return 1;
+	make_stream(refs, n);
+	printf("pipeline-sim: geometry I1/D1 32K 8-way, LL 8M 16-way, 64 B lines; %ld CPUs online; "
+	       "rates in M refs/s; CPU = per thread CPU time (a worker's: while simulating), wall = elapsed\n",
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	char what[64];
+	snprintf(what, sizeof what, "synthetic(%zuM)", n / 1000000);
+	measure(what, refs, n);
 	free(refs);
+	for (int i = 2; i < argc; i++) {
+		struct loaded l = { 0 };
+		struct csim_lackey *lk;
+		FILE *f = fopen(argv[i], "re");
+		if (!f || csim_lackey__open(f, argv[i], &lk)) {
+			fprintf(stderr, "pipeline-sim: cannot read %s\n", argv[i]);
+			return 1;
+		}
+		int rc = csim_lackey__run(lk, 65536, load_sink, &l);
+		csim_lackey__close(lk);
+		fclose(f);
+		if (rc) {
+			fprintf(stderr, "pipeline-sim: %s: %s\n", argv[i], strerror(-rc));
+			return 1;
+		}
+		const char *base = strrchr(argv[i], '/');
+		snprintf(what, sizeof what, "%s(%.1fM)", base ? base + 1 : argv[i], (double)l.n / 1e6);
+		measure(what, l.refs, l.n);
+		free(l.refs);
+	}
 	return 0;
 }

@@ -6,11 +6,20 @@
 # counts agree.
 set -eu
 b=${top_builddir:-.}
-"$b/bench/pipeline-sim" "${PIPELINE_SIM_REFS:-20000000}"
-
 geom=(--I1=32768,8,64 --D1=32768,8,64 --LL=262144,8,64)
 tmp=$(mktemp -d /tmp/pipeline-sim-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+
+# Real streams too: the lackey traces of two validation programs.
+traces=()
+if command -v valgrind >/dev/null; then
+	for prog in chase rowcol; do
+		valgrind --tool=lackey --trace-mem=yes --log-file="$tmp/$prog" \
+			"$b/tests/pipeline/progs/$prog" col >/dev/null && traces+=("$tmp/$prog")
+	done
+fi
+"$b/bench/pipeline-sim" "${PIPELINE_SIM_REFS:-20000000}" "${traces[@]}"
+rm -f "${traces[@]}"
 secs() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 diffsec() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }

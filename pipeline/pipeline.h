@@ -232,6 +232,7 @@ struct csim_split_stats {
 	double imbalance;	/* max / mean of per_worker; 1.0 is perfect */
 	uint64_t waits;		/* accesses deferred behind a partner's verdict */
 	double worker_cpu[64];	/* CPU seconds each worker used (first 64) */
+	double worker_busy[64];	/* ... of which simulating, not waiting for input */
 	double splitter_cpu;	/* CPU seconds the routing thread spent in push/finish */
 };
 

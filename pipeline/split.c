@@ -205,6 +205,7 @@ struct worker {
 	uint32_t gen;
 	uint64_t deferred;
 	double cpu;		/* seconds of CPU, measured at exit */
+	double busy;		/* of which simulating (not waiting for input) */
 	int err;
 };
 
@@ -438,42 +439,41 @@ static int retry(struct worker *w)
 /* A fresh entry from the ring, Cachegrind mode. */
 static int cg_entry(struct worker *w, const struct rep_ref *r)
 {
-	/* A part's size was cut to cachegrind's by the splitter already. */
-	bool cut = r->pad[0] & PART_CUT;
-	struct item it = {
-		.pc = r->pc, .addr = r->addr, .size = cut ? r->size : csim_cg_size(r),
-		.type = r->type, .kind = (uint8_t)csim_kind_of(r->type), .reg = -1, .cut = cut,
-	};
-	int first = csim_first_level(r->type);
-	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
-	int nx = w->L.next[first];
+	int first = csim_first_level(r->type), nx = w->L.next[first];
+	struct item it = { .pc = r->pc, .addr = r->addr, .type = r->type,
+			   .kind = (uint8_t)csim_kind_of(r->type), .reg = -1 };
 
-	if (it.cut) {
-		struct split_slot *sl;
+	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
+		/* A whole reference: nothing to wait for at the first level. */
+		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+		if (!h)
+			return -ENOMEM;
+		it.size = csim_cg_size(r);
+		csim_count_ref(h, r->type, true);
+		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], it.addr, it.size), 1))
+			return 0;
+		h->miss1[it.kind]++;
+		if (nx < 0)
+			return 0;
+		it.level = (int8_t)nx;
+	} else {
+		/* A part: its size was cut to cachegrind's by the splitter. */
+		it.size = r->size;
+		it.cut = true;
 		it.slot = (uint16_t)(r->pad[1] | r->pad[2] << 8);
-		sl = &w->sp->slots[it.slot];
+		bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
+		struct split_slot *sl = &w->sp->slots[it.slot];
 		atomic_fetch_add_explicit(&sl->lv[first], 1u + (miss ? 65536u : 0u),
 					  memory_order_acq_rel);
 		if (nx < 0)
 			return part_done(w, &it);
 		it.level = (int8_t)(miss ? nx : first);
 		it.waiting = !miss;
-	} else {
-		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-		if (!h)
-			return -ENOMEM;
-		csim_count_ref(h, r->type, true);
-		if (!miss)
-			return 0;
-		h->miss1[it.kind]++;
-		if (nx < 0)
-			return 0;
-		it.level = (int8_t)nx;
 	}
-	enum step s = step(w, &it, true);
-	if (s == STEP_ERR)
+	enum step st = step(w, &it, true);
+	if (st == STEP_ERR)
 		return -ENOMEM;
-	return s == STEP_KEPT ? defer(w, &it) : 0;
+	return st == STEP_KEPT ? defer(w, &it) : 0;
 }
 
 /* A fresh entry, per-line mode: parts are independent. */
@@ -520,8 +520,11 @@ static void *worker_main(void *arg)
 		const struct rep_ref *at;
 		size_t n = q_peek(&w->q, &at);
 		if (n) {
+			double t = thread_cpu();
 			spins = 0;
-			if ((w->err = consume(w, at, n)))
+			w->err = consume(w, at, n);
+			w->busy += thread_cpu() - t;
+			if (w->err)
 				break;
 			q_release(&w->q, n);
 			continue;
@@ -574,7 +577,10 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 	csim_result_set_mode(w->res, sp->cfg.cachegrind);
 	for (uint64_t k = 0; k < nkeys; k++)
 		w->krank[k] = k % sp->nworkers == id ? (int32_t)owned++ : -1;
-	if ((rc = csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned)))
+	/* A single worker owns every set: the plain layout. */
+	rc = sp->nworkers == 1 ? csim_levels_init(&w->L, &sp->cfg, 0, NULL, 0)
+			       : csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned);
+	if (rc)
 		return rc;
 	if ((rc = q_init(&w->q, ring_bytes)))
 		return rc;
@@ -817,8 +823,10 @@ int csim_split__finish(struct csim_split *sp)
 		if (w->err && !rc)
 			rc = fail(sp, w->err, "worker %u: %s", i, strerror(-w->err));
 		sp->st.waits += w->deferred;
-		if (i < 64)
+		if (i < 64) {
 			sp->st.worker_cpu[i] = w->cpu;
+			sp->st.worker_busy[i] = w->busy;
+		}
 	}
 	for (unsigned i = 0; !rc && i < sp->nworkers; i++)
 		if (csim_result__merge(sp->result, sp->w[i].res))
