@@ -72,7 +72,7 @@ static void fresh_line(struct tu_proc *p, const char *prefix, char *line, size_t
 		ck_assert_int_ge(tu_read_line(p, line, size, 5000), 0);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		double waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-		if (waited > 0.03 && !strncmp(line, prefix, strlen(prefix)))
+		if (waited > 0.002 && !strncmp(line, prefix, strlen(prefix)))
 			return;
 	}
 	ck_abort_msg("no fresh \"%s\" line", prefix);
