@@ -71,6 +71,59 @@ int cc_reloc__unmap(const struct cc_reloc *r, size_t off, uint64_t *pc);
  * a stack would land inside a patch). */
 bool cc_reloc__has_inner_return(const struct cc_reloc *r);
 
+/* ------------------------------------------------------ replacement code */
+
+/* Code to put in a code cache, from a file: a relocatable object (e.g. built
+ * with -O3 -mavx2 -fPIC -c), a shared object, or a raw blob of
+ * position-independent code (entry at its first byte). Relocations are
+ * applied against where the code and data go and against the target's own
+ * symbols; outside functions out of rel32 reach are called through stubs,
+ * GOT entries are synthesized in the data block. Thread-local storage,
+ * constructors and unwinding information are not carried over. */
+struct cc_image;
+
+struct cc_image_opts {
+	size_t sz;		/* sizeof(struct cc_image_opts) */
+	const char *symbol;	/* the function to load; NULL: the only global one */
+	bool raw;		/* the file is a raw blob, not ELF */
+};
+
+/* Resolve a symbol the code needs in the target: 0 and *addr, or -ENOENT. */
+typedef int (*cc_resolve_fn)(void *arg, const char *name, uint64_t *addr);
+
+int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc_image **out,
+		   struct cc_error *err);
+void cc_image__free(struct cc_image *im);
+const char *cc_image__symbol(const struct cc_image *im);
+const char *cc_image__path(const struct cc_image *im);
+
+#define CC_PROT_R 1u
+#define CC_PROT_W 2u
+#define CC_PROT_X 4u
+#define CC_IMAGE_MAX_SEGS 8
+
+struct cc_image_seg {
+	uint64_t off, size;	/* page-aligned, within the code block */
+	unsigned prot;		/* CC_PROT_* */
+};
+
+/* What an image needs. Relocatable objects and raw blobs: a code block
+ * (r-x) and a data block (rw-), placed independently. Shared objects
+ * (fixed): one block of code_size whose pages take each segment's
+ * protection, and no data block. */
+struct cc_image_layout {
+	size_t code_size, data_size;
+	bool fixed;
+	size_t nsegs;
+	struct cc_image_seg segs[CC_IMAGE_MAX_SEGS];
+};
+void cc_image__layout(const struct cc_image *im, struct cc_image_layout *l);
+
+/* Produce the blocks to run at code and data (buffers of the layout's
+ * sizes) and the entry address of the function. */
+int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_resolve_fn resolve,
+		   void *arg, void *code_buf, void *data_buf, uint64_t *entry, struct cc_error *err);
+
 #ifdef __cplusplus
 }
 #endif
