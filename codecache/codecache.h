@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,7 +105,8 @@ struct cc_image_opts {
 	bool raw;		/* the file is a raw blob, not ELF */
 };
 
-/* Resolve a symbol the code needs in the target: 0 and *addr, or -ENOENT. */
+/* Resolve a symbol the code needs in the target: 0 and *addr, -ENOENT, or
+ * -ENOTSUP when it exists but its address cannot be known. */
 typedef int (*cc_resolve_fn)(void *arg, const char *name, uint64_t *addr);
 
 int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc_image **out,
@@ -139,6 +141,29 @@ void cc_image__layout(const struct cc_image *im, struct cc_image_layout *l);
  * sizes) and the entry address of the function. */
 int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_resolve_fn resolve,
 		   void *arg, void *code_buf, void *data_buf, uint64_t *entry, struct cc_error *err);
+
+/* A function of the target. Its size bounds the checks below; 0 (unknown)
+ * is refused, since a 5-byte jump could then overwrite what follows. */
+struct cc_func {
+	uint64_t addr, size;
+	const char *name;	/* for messages and the directory */
+};
+
+/* --------------------------------------------------------------- symbols */
+
+/* Names of a process's functions and data, from the files it maps (the
+ * executable first; .symtab, then .dynsym, default versions; IFUNCs resolved
+ * through padrone's own copy of the same file). */
+struct cc_syms;
+
+int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err);
+void cc_syms__free(struct cc_syms *s);
+/* A function by name, with its size. */
+int cc_syms__func(struct cc_syms *s, const char *name, struct cc_func *fn, struct cc_error *err);
+/* A cc_resolve_fn (arg: the cc_syms) for replacement code. */
+int cc_syms__resolve(void *syms, const char *name, uint64_t *addr);
+/* Why the last cc_syms__resolve said -ENOTSUP. */
+const char *cc_syms__errmsg(const struct cc_syms *s);
 
 /* ------------------------------------------------------------ code cache */
 
@@ -195,12 +220,6 @@ void cc_cache__unload(struct cc_cache *c, struct cc_loaded *l);
 
 /* ------------------------------------------------------------ redirection */
 
-/* A function of the target. Its size bounds the checks below; 0 (unknown)
- * is refused, since a 5-byte jump could then overwrite what follows. */
-struct cc_func {
-	uint64_t addr, size;
-	const char *name;	/* for messages and the directory */
-};
 
 struct cc_patch_stats {
 	uint64_t stop_ns;	/* the world was stopped this long for the write */

@@ -514,8 +514,12 @@ static int sym_addr(struct linkctx *cx, size_t si, uint64_t *addr)
 		return 0;
 	}
 	const char *name = sym_name(im, &s);
-	if (cx->resolve && cx->resolve(cx->arg, name, addr) == 0)
+	int rc = cx->resolve ? cx->resolve(cx->arg, name, addr) : -ENOENT;
+	if (rc == 0)
 		return 0;
+	if (rc == -ENOTSUP)
+		return fail(cx->err, rc, "%s needs %s, which the target defines as an IFUNC padrone "
+			    "cannot see through", im->path, name);
 	if (GELF_ST_BIND(s.st_info) == STB_WEAK) {
 		*addr = 0;
 		return 0;

@@ -394,6 +394,57 @@ START_TEST(measure_stops_timing_after_n_calls)
 }
 END_TEST
 
+START_TEST(symbols_of_a_process_by_name)
+{
+	struct cc_syms *sy;
+	struct cc_error err;
+	struct cc_func f;
+	uint64_t a;
+
+	ck_assert_msg(cc_syms__open(getpid(), &sy, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(cc_syms__func(sy, "tu_main", &f, &err), 0);
+	ck_assert_uint_eq(f.addr, (uint64_t)&tu_main);
+	ck_assert_uint_gt(f.size, 16);
+	ck_assert_int_eq(cc_syms__func(sy, "no_such_function_here", &f, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "has no function named no_such_function_here"), "%s", err.msg);
+	/* libc's own, also an IFUNC and a data object */
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	ck_assert_ptr_nonnull(libc);
+	static const char *const names[] = { "strlen", "memcpy", "snprintf", "qsort" };
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(cc_syms__resolve(sy, names[i], &a), 0);
+		ck_assert_msg(a == (uint64_t)dlsym(libc, names[i]), "%s", names[i]);
+	}
+	ck_assert_int_eq(cc_syms__resolve(sy, "environ", &a), 0);
+	ck_assert_ptr_eq(*(char ***)a, environ);
+	dlclose(libc);
+	cc_syms__free(sy);
+}
+END_TEST
+
+START_TEST(replacement_code_linked_against_the_process_symbols)
+{
+	struct cc_func f = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_switch");
+	struct cc_cache *c = open_here();
+	struct cc_image *im = image("tests/codecache/repl/libc_user.o", "cc_describe");
+	struct cc_syms *sy;
+	struct cc_error err;
+	struct cc_loaded l;
+	char buf[32];
+
+	ck_assert_int_eq(cc_syms__open(getpid(), &sy, &err), 0);
+	ck_assert_msg(cc_cache__load(c, im, f.addr, cc_syms__resolve, sy, &l) == 0, "%s",
+		      cc_cache__errmsg(c));
+	int (*d)(char *, size_t, const char *, int) = (void *)l.entry;
+	ck_assert_int_eq(d(buf, sizeof buf, "xy", 1), 1 + 5 + 6 + 1000 + 10000 + 200000);
+	ck_assert_str_eq(buf, "xy=1:2");
+	cc_cache__unload(c, &l);
+	cc_syms__free(sy);
+	cc_image__free(im);
+	cc_cache__close(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -408,6 +459,8 @@ int main(void)
 	tcase_add_test(tc, calls_in_a_hot_caller_are_retargeted);
 	tcase_add_test(tc, measure_times_every_call_including_recursion);
 	tcase_add_test(tc, measure_stops_timing_after_n_calls);
+	tcase_add_test(tc, symbols_of_a_process_by_name);
+	tcase_add_test(tc, replacement_code_linked_against_the_process_symbols);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
