@@ -232,19 +232,24 @@ struct cc_patch_stats {
 
 /* How to patch. A redirection writes a jmp rel32 at the function's entry
  * (after endbr64, which stays) unless callsites_only, and re-targets the
- * direct calls to it found in callers. Before writing, every thread is
- * stopped and checked: one inside the overwritten bytes is moved to a
- * relocated copy of them; a return address inside them makes it wait; a
- * thread executing the function (replace) or the code to free (restore),
- * or having it on its stack, makes it wait up to timeout_ms and then refuse,
- * unless force. */
+ * direct calls to it found in callers. Every thread is stopped and looked at
+ * first: one whose PC is inside the overwritten bytes is moved to a
+ * relocated copy of them; a return address inside them (a call among them)
+ * makes it resume and retry, and refuse after timeout_ms. Threads executing
+ * the function finish their current call in the original code, unless wait:
+ * then it waits until no thread is in the function nor has it on its stack,
+ * and refuses after timeout_ms unless force. Undoing puts the original bytes
+ * back at once and frees the code cache's code once every thread has been
+ * seen out of it; one that stays past timeout_ms leaves it in the cache. */
 struct cc_patch_opts {
 	size_t sz;			/* sizeof(struct cc_patch_opts) */
 	const struct cc_func *callers;	/* rewrite their direct calls too */
 	size_t ncallers;
 	bool callsites_only;		/* leave the entry alone */
-	int timeout_ms;			/* 0: 2000 */
-	bool force;
+	bool wait;			/* replace only when no thread is in the
+					 * function (nor has it on its stack) */
+	int timeout_ms;			/* for waiting; 0: 2000 */
+	bool force;			/* with wait: go ahead after the timeout */
 	bool dry_run;			/* check and describe; change nothing */
 	char *report;			/* if set: one line per step, what was */
 	size_t report_size;		/* (or would be) done and why */

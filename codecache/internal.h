@@ -65,4 +65,51 @@ struct cc_undo_stub {
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);
 
+/* ------------------------------------------------------ threads.c */
+
+struct cc_range {
+	uint64_t lo, hi;
+};
+
+struct cc_move {
+	pid_t tid;
+	struct user_regs_struct regs;
+};
+
+/* One look at every thread of a stopped target (cc__tcheck). */
+struct cc_tcheck {
+	struct cc_cache *c;
+	/* the bytes being patched: PCs strictly inside move to the copy of
+	 * reloc at copy (back: from the copy to the original); a return
+	 * address inside them is a hard obstacle (looked for if crit_returns) */
+	struct cc_range crit;
+	bool crit_returns;
+	const struct cc_reloc *reloc;
+	uint64_t copy;
+	bool back;
+	struct cc_range step_out;	/* PCs here are single-stepped out */
+	/* threads with their PC here (and, if frames, a frame) are busy */
+	struct cc_range busy[CC_MAX_OWNED + 2];
+	size_t nbusy;
+	bool frames;
+	char busy_what[128];
+	const pid_t *ignore;		/* threads not to look at for busy */
+	size_t nignore;
+	/* found */
+	pid_t *tids;
+	size_t cap, n;
+	bool *busy_of;			/* per thread */
+	uint64_t *scan_from;
+	struct cc_move *moves;		/* registers to set before resuming */
+	size_t nmoves;
+	bool hard;
+	char hard_why[384];
+	size_t nbusy_threads;
+	char busy_why[384];		/* the first busy thread */
+};
+/* World stopped. 0 (results in k), or -errno if the target could not be
+ * inspected. */
+int cc__tcheck(struct cc_tcheck *k);
+void cc__tcheck_free(struct cc_tcheck *k);
+
 #endif

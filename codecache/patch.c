@@ -2,26 +2,20 @@
  *
  * A function is redirected by a 5-byte jmp rel32 at its entry (after an
  * endbr64, which stays) and/or by re-targeting the direct calls to it in
- * given callers. Before anything is written, with every thread stopped:
- *  - no thread's PC may be strictly inside the bytes the jmp overwrites: such
- *    a thread is moved to the matching instruction of a relocated copy of
- *    those bytes (the detour), which jumps back after them;
- *  - no return address may point strictly inside them (only possible when
- *    they hold a call): the world is resumed and the check retried;
- *  - unless forced, no thread may be executing the function or have it on
- *    its stack (unwound with libunwind-ptrace; stacks it cannot unwind are
- *    scanned conservatively): the world is resumed until they leave, up to a
- *    timeout, then the redirection is refused.
- * Functions shorter than the jmp, or with branches from their own body into
- * the bytes it would cover, are refused. The stop-the-world time of each
- * patch is recorded. In this process (no target) nothing is stopped.
+ * given callers. Planning happens with the world running: the displaced
+ * instructions are relocated (the detour a thread caught inside them is
+ * moved to), functions shorter than the jump or whose body branches into the
+ * bytes it covers are refused, call sites are found. Then the world is
+ * stopped, every thread looked at (threads.c), the bytes written, threads
+ * moved, the world resumed; the pause is recorded. Undoing writes the
+ * original bytes back and frees the owned code after a per-thread grace
+ * period. In this process (no target) nothing is stopped.
  */
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
 
 #include <Zydis/Zydis.h>
 #include <errno.h>
-#include <libunwind-ptrace.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +23,6 @@
 #include <time.h>
 
 #define ENTRY_JMP 5
-#define MAX_FRAMES 512
-#define STACK_SCAN_MAX (1u << 20)
 
 static uint64_t now_ns(void)
 {
@@ -65,310 +57,6 @@ static void say(struct report *r, const char *fmt, ...)
 		r->buf[r->len++] = '\n', r->buf[r->len] = '\0';
 }
 
-/* ------------------------------------------------------------ the checks */
-
-struct range {
-	uint64_t lo, hi;
-};
-
-static bool in(const struct range *r, size_t n, uint64_t a)
-{
-	for (size_t i = 0; i < n; i++)
-		if (a >= r[i].lo && a < r[i].hi)
-			return true;
-	return false;
-}
-
-static bool strictly_in(const struct range *r, size_t n, uint64_t a)
-{
-	for (size_t i = 0; i < n; i++)
-		if (a > r[i].lo && a < r[i].hi)
-			return true;
-	return false;
-}
-
-/* ---------------------------------------------------- threads, stopped */
-
-struct move {
-	pid_t tid;
-	struct user_regs_struct regs;
-};
-
-/* What one stop of the world must verify, and what it found. */
-struct check {
-	struct cc_cache *c;
-	/* PCs strictly inside crit move to the relocated copy (apply), or
-	 * back from it (undo); a return address strictly inside crit fails
-	 * the check even when forced */
-	struct range crit;
-	bool crit_returns;		/* crit holds a call: unwind for it */
-	const struct cc_reloc *reloc;
-	uint64_t copy;			/* where reloc's copy is */
-	bool back;			/* undo: from the copy to the original */
-	/* undo of a stub: PCs here are single-stepped out */
-	struct range step_out;
-	/* no PC and no frame here, unless forced */
-	struct range busy[CC_MAX_OWNED + 2];
-	size_t nbusy;
-	char busy_what[128];
-	bool force;
-	/* found */
-	pid_t *tids;
-	size_t cap, n;
-	uint64_t *scan_from;		/* per thread: sp to scan from, or 0 */
-	struct move *moves;
-	size_t nmoves;
-	bool hard;			/* why[] is not overridable */
-	bool busy_found;		/* a thread is in a busy range */
-	char why[384];
-};
-
-static void check_free(struct check *k)
-{
-	free(k->tids);
-	free(k->scan_from);
-	free(k->moves);
-}
-
-static void busy_frame(struct check *k, pid_t tid, int frame, uint64_t ip)
-{
-	if (k->busy_found || k->hard)
-		return;
-	k->busy_found = true;
-	if (frame < 0)
-		snprintf(k->why, sizeof k->why, "thread %d may have %s on its stack (a return "
-			 "address 0x%" PRIx64 " found by scanning it)", tid, k->busy_what, ip);
-	else
-		snprintf(k->why, sizeof k->why, "thread %d has %s on its stack (frame #%d, return "
-			 "address 0x%" PRIx64 ")", tid, k->busy_what, frame, ip);
-}
-
-static void crit_frame(struct check *k, pid_t tid, int frame, uint64_t ip)
-{
-	k->hard = true;
-	snprintf(k->why, sizeof k->why, "thread %d would return to 0x%" PRIx64 " (frame #%d), "
-		 "inside the bytes to patch", tid, ip, frame);
-}
-
-static void look_at_return(struct check *k, pid_t tid, int frame, uint64_t ip)
-{
-	if (k->crit_returns && strictly_in(&k->crit, 1, ip))
-		crit_frame(k, tid, frame, ip);
-	if (in(k->busy, k->nbusy, ip - 1))
-		busy_frame(k, tid, frame, ip);
-}
-
-/* Walk one thread's stack; frames past #0 hold return addresses (ip - 1
- * is inside the call). Where libunwind loses the thread (code without
- * unwind information, like a code cache) the rest is scanned instead. */
-static void unwind_one(struct check *k, unw_addr_space_t as, size_t i)
-{
-	void *upt = _UPT_create(k->tids[i]);
-	unw_cursor_t cur;
-	int frame = 0;
-
-	k->scan_from[i] = 0;
-	if (!upt || unw_init_remote(&cur, as, upt) < 0) {
-		k->scan_from[i] = 1;	/* from the thread's sp */
-		goto out;
-	}
-	for (;;) {
-		unw_word_t ip = 0, sp = 0;
-		unw_get_reg(&cur, UNW_REG_IP, &ip);
-		if (frame > 0)
-			look_at_return(k, k->tids[i], frame, ip);
-		int s = unw_step(&cur);
-		if (s == 0)
-			break;
-		if (s < 0 || ++frame >= MAX_FRAMES) {
-			unw_get_reg(&cur, UNW_REG_SP, &sp);
-			k->scan_from[i] = sp ? sp : 1;
-			break;
-		}
-	}
-out:
-	if (upt)
-		_UPT_destroy(upt);
-}
-
-/* Runs on attach/'s tracer thread, where libunwind's ptrace calls work. */
-static int unwind_all(struct attach_target *t, void *arg)
-{
-	struct check *k = arg;
-	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
-
-	(void)t;
-	if (!as)
-		return -ENOMEM;
-	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
-	for (size_t i = 0; i < k->n && !k->hard && !(k->busy_found && !k->crit_returns); i++)
-		unwind_one(k, as, i);
-	unw_destroy_addr_space(as);
-	return 0;
-}
-
-/* Conservative: each word above sp that could be a return address counts. */
-static int scan_stack(struct check *k, pid_t tid, uint64_t sp)
-{
-	struct attach_maps *m;
-	int rc = attach_maps__read(k->c->pid, &m);
-
-	if (rc < 0)
-		return rc;
-	const struct attach_map *mp = attach_maps__find(m, sp);
-	uint64_t end = mp ? mp->end : sp;
-	attach_maps__free(m);
-	if (end - sp > STACK_SCAN_MAX)
-		end = sp + STACK_SCAN_MAX;
-	size_t len = (size_t)(end - sp) & ~7UL;
-	if (!len)
-		return 0;
-	uint64_t *w = malloc(len);
-	if (!w)
-		return -ENOMEM;
-	ssize_t got = attach_target__read(k->c->t, sp, w, len);
-	for (size_t j = 0; got > 0 && j < (size_t)got / 8 && !k->hard; j++)
-		look_at_return(k, tid, -1, w[j]);
-	free(w);
-	return 0;
-}
-
-static int grow(struct check *k, size_t n)
-{
-	if (n <= k->cap)
-		return 0;
-	size_t cap = n + 16;
-	pid_t *t = realloc(k->tids, cap * sizeof *t);
-	if (t)
-		k->tids = t;
-	uint64_t *s = realloc(k->scan_from, cap * sizeof *s);
-	if (s)
-		k->scan_from = s;
-	struct move *m = realloc(k->moves, cap * sizeof *m);
-	if (m)
-		k->moves = m;
-	if (!t || !s || !m)
-		return -ENOMEM;
-	k->cap = cap;
-	return 0;
-}
-
-/* Where a thread at pc inside crit goes. */
-static int move_pc(const struct check *k, uint64_t pc, uint64_t *to)
-{
-	size_t off;
-	uint64_t orig;
-
-	if (!k->back) {
-		if (cc_reloc__map(k->reloc, pc, &off) < 0)
-			return -ENOENT;
-		*to = k->copy + off;
-		return 0;
-	}
-	if (cc_reloc__unmap(k->reloc, pc - k->copy, &orig) < 0)
-		return -ENOENT;
-	*to = orig;
-	return 0;
-}
-
-static int step_out(struct check *k, pid_t tid, struct user_regs_struct *regs)
-{
-	for (int i = 0; i < 100000; i++) {
-		if (!(regs->rip >= k->step_out.lo && regs->rip < k->step_out.hi))
-			return 0;
-		int rc = attach_target__step(k->c->t, tid);
-		if (rc < 0 || (rc = attach_target__get_regs(k->c->t, tid, regs)) < 0)
-			return rc;
-	}
-	return -ETIMEDOUT;
-}
-
-/* With the world stopped: 0 when the patch may be written now (threads to
- * move in k->moves; k->busy_found if forced past busy threads), -EAGAIN
- * with k->why when not yet (k->hard: not even when forced), or another
- * error. */
-static int check_threads(struct check *k)
-{
-	struct attach_target *t = k->c->t;
-	int rc, n;
-
-	k->why[0] = '\0';
-	k->hard = false;
-	k->busy_found = false;
-	k->nmoves = 0;
-	for (;;) {
-		n = attach_target__threads(t, k->tids, k->cap);
-		if (n < 0)
-			return n;
-		if ((size_t)n <= k->cap)
-			break;
-		if ((rc = grow(k, (size_t)n)) < 0)
-			return rc;
-	}
-	k->n = (size_t)n;
-	for (size_t i = 0; i < k->n; i++) {
-		struct user_regs_struct regs;
-		pid_t tid = k->tids[i];
-		bool moved = false;
-		if ((rc = attach_target__get_regs(t, tid, &regs)) < 0)
-			return rc;
-		if (k->step_out.hi && regs.rip >= k->step_out.lo && regs.rip < k->step_out.hi) {
-			if (step_out(k, tid, &regs) < 0) {
-				k->hard = true;
-				snprintf(k->why, sizeof k->why, "thread %d could not be stepped out of "
-					 "0x%" PRIx64 "-0x%" PRIx64, tid, k->step_out.lo, k->step_out.hi);
-				return -EAGAIN;
-			}
-			moved = true;
-		}
-		uint64_t pc = regs.rip, to;
-		/* apply: the first byte is where the jmp starts, fine to be at;
-		 * undo: anywhere in the copy goes back to the original */
-		bool inside = k->back ? in(&k->crit, 1, pc) : strictly_in(&k->crit, 1, pc);
-		if (inside) {
-			if (move_pc(k, pc, &to) == 0) {
-				regs.rip = to;
-			} else if (!(k->back && attach_target__step(t, tid) == 0 &&
-				     attach_target__get_regs(t, tid, &regs) == 0 &&
-				     !in(&k->crit, 1, regs.rip))) {
-				/* (the copy's trailing jmp back: one step leaves it) */
-				k->hard = true;
-				snprintf(k->why, sizeof k->why, "thread %d is stopped at 0x%" PRIx64
-					 ", inside the bytes to patch, and cannot be moved", tid, pc);
-				return -EAGAIN;
-			}
-			moved = true;
-		}
-		if (moved)
-			k->moves[k->nmoves++] = (struct move){ tid, regs };
-		if (!k->busy_found && in(k->busy, k->nbusy, regs.rip)) {
-			k->busy_found = true;
-			snprintf(k->why, sizeof k->why, "thread %d is executing %s (pc 0x%" PRIx64 ")",
-				 tid, k->busy_what, (uint64_t)regs.rip);
-		}
-	}
-	if ((k->nbusy && !k->busy_found) || k->crit_returns) {
-		if ((rc = attach_target__call(t, unwind_all, k)) < 0)
-			return rc;
-		for (size_t i = 0; i < k->n && !k->hard; i++) {
-			uint64_t sp = k->scan_from[i];
-			if (!sp)
-				continue;
-			if (sp == 1) {
-				struct user_regs_struct regs;
-				if ((rc = attach_target__get_regs(t, k->tids[i], &regs)) < 0)
-					return rc;
-				sp = regs.rsp;
-			}
-			if ((rc = scan_stack(k, k->tids[i], sp)) < 0)
-				return rc;
-		}
-	}
-	if (k->hard || (k->busy_found && !k->force))
-		return -EAGAIN;
-	return 0;
-}
-
 /* ----------------------------------------------------------------- job */
 
 /* One redirection being planned and applied (or one being undone). */
@@ -399,17 +87,31 @@ struct write {
 	uint8_t bytes[CC_SITE_MAX];
 };
 
-/* Stop the world, check, write, move threads, resume; when threads are in
- * the way, resume and retry until the timeout. In this process nothing is
+static int timeout_of(const struct cc_job *j)
+{
+	return j->o.timeout_ms > 0 ? j->o.timeout_ms : 2000;
+}
+
+static void nap(unsigned *us)
+{
+	struct timespec ts = { 0, (long)*us * 1000 };
+	nanosleep(&ts, NULL);
+	if (*us < 16000)
+		*us *= 2;
+}
+
+/* Stop the world, look at every thread, write, move threads, resume; when
+ * a thread is in the way (a return address inside the bytes to patch; with
+ * wait_busy, a thread in the busy ranges), resume and retry until the
+ * timeout, then refuse with nothing written. In this process nothing is
  * stopped or checked. */
-static int stop_and_patch(struct cc_job *j, struct check *k, const struct write *w, size_t nw,
-			  enum cc_phase phase)
+static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct write *w, size_t nw,
+			  enum cc_phase phase, bool wait_busy)
 {
 	struct cc_cache *c = j->c;
 	struct attach_target *t = c->t;
-	int timeout = j->o.timeout_ms > 0 ? j->o.timeout_ms : 2000;
-	uint64_t deadline = now_ns() + (uint64_t)timeout * 1000000u;
-	unsigned nap_us = 500;
+	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	unsigned us = 500;
 	int rc;
 
 	if (!t) {
@@ -425,18 +127,19 @@ static int stop_and_patch(struct cc_job *j, struct check *k, const struct write 
 		if ((rc = attach_target__stop(t)) < 0)
 			return cc__fail(c, phase, rc, "cannot stop process %d: %s", c->pid,
 					attach_target__errmsg(t));
-		rc = check_threads(k);
-		size_t written = 0;
-		if (rc == 0 && !j->o.dry_run) {
-			for (; written < nw; written++)
-				if ((rc = cc__write(c, w[written].addr, w[written].bytes, w[written].len)) < 0)
+		rc = cc__tcheck(k);
+		bool blocked = rc == 0 && (k->hard || (wait_busy && k->nbusy_threads && !j->o.force));
+		char why[400] = "";
+		if (rc == 0 && !blocked && !j->o.dry_run) {
+			size_t done = 0;
+			for (; done < nw; done++)
+				if ((rc = cc__write(c, w[done].addr, w[done].bytes, w[done].len)) < 0)
 					break;
-			if (rc < 0) {
-				/* put back what was written: all or nothing */
-				for (size_t i = 0; i < written; i++)
+			if (rc < 0) {	/* all or nothing */
+				snprintf(why, sizeof why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
+					 w[done].len, w[done].addr, strerror(-rc));
+				for (size_t i = 0; i < done; i++)
 					cc__write(c, w[i].addr, j->undo[i].bytes, j->undo[i].len);
-				snprintf(k->why, sizeof k->why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
-					 w[written].len, w[written].addr, strerror(-rc));
 			}
 			for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
 				rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
@@ -444,37 +147,92 @@ static int stop_and_patch(struct cc_job *j, struct check *k, const struct write 
 		int rrc = attach_target__resume(t);
 		uint64_t pause = now_ns() - t0;
 		j->stats.threads = (unsigned)k->n;
-		if (rc == 0) {
+		if (rc < 0)
+			return cc__fail(c, phase, rc, "%s", why[0] ? why : strerror(-rc));
+		if (!blocked) {
 			j->stats.stop_ns = pause;
 			j->stats.moved = (unsigned)k->nmoves;
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
-			j->stats.kept_code = k->busy_found;
-			if (k->busy_found)
-				say(&j->rep, "%s: %s", j->o.dry_run ? "would go ahead although" :
-				    "went ahead (forced) although", k->why);
 			if (rrc < 0)
-				return cc__fail(c, phase, rrc, "patched, but could not resume process "
-						"%d: %s", c->pid, attach_target__errmsg(t));
+				return cc__fail(c, phase, rrc, "patched, but could not resume process %d: "
+						"%s", c->pid, attach_target__errmsg(t));
 			return 0;
 		}
-		if (rc != -EAGAIN)
-			return cc__fail(c, phase, rc, "%s", k->why[0] ? k->why : strerror(-rc));
+		const char *reason = k->hard ? k->hard_why : k->busy_why;
 		if (j->o.dry_run) {
-			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout, k->why,
-			    k->hard ? "" : "; --force would go ahead");
+			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
+			    k->hard ? "" : "; force would go ahead");
 			return 0;
 		}
 		if (now_ns() > deadline)
-			return cc__fail(c, phase, -EBUSY, "%s: gave up after %d ms (%u tries) because "
-					"%s%s", j->name, timeout, j->stats.retries + 1, k->why,
-					k->hard ? "" : "; use force to go ahead anyway (threads "
-					"inside finish in the code they are in)");
+			return cc__fail(c, phase, -EBUSY, "%s: gave up after %d ms (%u tries): %s%s",
+					j->name, timeout_of(j), j->stats.retries + 1, reason,
+					k->hard ? "" : "; force goes ahead (that thread finishes in the "
+					"code it is in)");
 		j->stats.retries++;
-		struct timespec ts = { 0, (long)nap_us * 1000 };
-		nanosleep(&ts, NULL);
-		if (nap_us < 16000)
-			nap_us *= 2;
+		nap(&us);
 	}
+}
+
+/* After an undo: wait until every thread has been seen once with no PC and
+ * no frame in the busy ranges (no thread can enter them any more, so once
+ * out is out for good), then they may be freed. -EBUSY when the timeout
+ * passes first. */
+static int grace(struct cc_job *j, struct cc_tcheck *k)
+{
+	struct attach_target *t = j->c->t;
+	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	pid_t *clear = NULL;
+	size_t nclear = 0;
+	unsigned us = 200;
+	int rc;
+
+	if (!t)
+		return 0;
+	k->frames = true;
+	k->reloc = NULL;
+	k->step_out = (struct cc_range){ 0, 0 };
+	k->crit_returns = false;
+	for (;;) {
+		if ((rc = attach_target__stop(t)) < 0)
+			break;
+		k->ignore = clear;
+		k->nignore = nclear;
+		rc = cc__tcheck(k);
+		attach_target__resume(t);
+		if (rc < 0)
+			break;
+		pid_t *more = realloc(clear, (nclear + k->n) * sizeof *clear);
+		if (!more) {
+			rc = -ENOMEM;
+			break;
+		}
+		clear = more;
+		size_t pending = 0;
+		for (size_t i = 0; i < k->n; i++) {
+			bool known = false;
+			for (size_t q = 0; q < nclear && !known; q++)
+				known = clear[q] == k->tids[i];
+			if (known)
+				continue;
+			if (k->busy_of[i])
+				pending++;
+			else
+				clear[nclear++] = k->tids[i];
+		}
+		if (!pending) {
+			rc = 0;
+			break;
+		}
+		if (now_ns() > deadline) {
+			rc = -EBUSY;
+			break;
+		}
+		nap(&us);
+	}
+	k->ignore = NULL;
+	free(clear);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- plan */
@@ -830,7 +588,7 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		  size_t nowned, uint64_t state, uint32_t *id)
 {
 	struct cc_cache *c = j->c;
-	struct check k = { .c = c };
+	struct cc_tcheck k = { .c = c };
 	struct write *w = NULL;
 	size_t nw = 0;
 	int rc;
@@ -848,20 +606,22 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	if ((rc = build_writes(j, dest, &w, &nw)) < 0)
 		return rc;
 	if (j->entry) {
-		k.crit = (struct range){ j->site, j->site + cc_reloc__src_len(j->prefix) };
+		k.crit = (struct cc_range){ j->site, j->site + cc_reloc__src_len(j->prefix) };
 		k.crit_returns = cc_reloc__has_inner_return(j->prefix);
 		k.reloc = j->prefix;
 		k.copy = copy;
 	}
-	if (j->kind == CC_REDIR_REPLACE) {
-		k.busy[k.nbusy++] = (struct range){ j->fn.addr, j->fn.addr + j->fn.size };
-		snprintf(k.busy_what, sizeof k.busy_what, "%s", j->name);
-	}
-	k.force = j->o.force;
+	/* threads in the function: looked at (frames too when asked to wait) */
+	k.busy[k.nbusy++] = (struct cc_range){ j->fn.addr, j->fn.addr + j->fn.size };
+	k.frames = j->o.wait;
+	snprintf(k.busy_what, sizeof k.busy_what, "%s", j->name);
 	for (size_t i = 0; i < nw; i++)
 		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
-	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT);
+	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
+	if (rc == 0 && k.nbusy_threads)
+		say(&j->rep, "%s%s: %s", k.busy_why, j->o.wait ? " (forced)" : "",
+		    "its current call finishes in the original code");
 	if (rc == 0 && !j->o.dry_run) {
 		if (k.nmoves)
 			say(&j->rep, "moved %zu thread%s out of the patched bytes", k.nmoves,
@@ -874,17 +634,20 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	if (j->o.stats)
 		*j->o.stats = j->stats;
 	free(w);
-	check_free(&k);
+	cc__tcheck_free(&k);
 	return rc;
 }
 
 /* ----------------------------------------------------------------- undo */
 
+/* Put the original bytes back (phase restore), then free the code it owned
+ * once no thread is in it; a thread that stays past the timeout leaves the
+ * code in the cache (reported, stats.kept_code). */
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub)
 {
 	struct cc_dir_redir *r = redir_by_id(c, id);
-	struct check k = { .c = c };
+	struct cc_tcheck k = { .c = c };
 	struct cc_job j = { .c = c };
 	struct write *w = NULL;
 	size_t nw = 0;
@@ -930,35 +693,38 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 		memcpy(j.undo[nw].bytes, s->now, s->len);
 		nw++;
 	}
-	/* the code it owns must not be freed under a thread */
-	for (size_t i = 0; i < r->nowned; i++)
-		if (r->owned[i].kind == CC_CODE && k.nbusy < CC_MAX_OWNED + 2)
-			k.busy[k.nbusy++] = (struct range){ r->owned[i].addr,
-							    r->owned[i].addr + r->owned[i].size };
-	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
-	k.force = j.o.force;
-	if (stub) {
-		k.force = true;	/* a measurement always goes; busy code is kept */
-		k.step_out = (struct range){ stub->lo, stub->hi };
-		k.crit = (struct range){ stub->copy, stub->copy + cc_reloc__size(stub->prefix) };
-		k.reloc = stub->prefix;
-		k.copy = stub->copy;
-		k.back = true;
+	if (stub) {	/* out of the stub, out of its copy of the first bytes */
+		k.step_out = (struct cc_range){ stub->lo, stub->hi };
+		if (stub->prefix) {
+			k.crit = (struct cc_range){ stub->copy, stub->copy + cc_reloc__size(stub->prefix) };
+			k.reloc = stub->prefix;
+			k.copy = stub->copy;
+			k.back = true;
+		}
 	}
 	for (size_t i = 0; i < nw; i++)
 		say(&j.rep, "%s the original %u bytes at 0x%" PRIx64, j.o.dry_run ? "would put back" :
 		    "put back", w[i].len, w[i].addr);
-	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE)) < 0 || j.o.dry_run)
+	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false)) < 0 || j.o.dry_run)
 		goto out;
-	if (k.busy_found) {
-		say(&j.rep, "kept the code cache's code for %s: %s", r->name, k.why);
-	} else {
+	if (c->t)
+		say(&j.rep, "stopped the world for %.1f us (%u threads)",
+		    (double)j.stats.stop_ns / 1000.0, j.stats.threads);
+	/* the code it owned: freed once no thread is in it */
+	k.nbusy = 0;
+	for (size_t i = 0; i < r->nowned; i++)
+		if (r->owned[i].kind == CC_CODE && k.nbusy < CC_MAX_OWNED + 2)
+			k.busy[k.nbusy++] = (struct cc_range){ r->owned[i].addr,
+							       r->owned[i].addr + r->owned[i].size };
+	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
+	if (grace(&j, &k) == 0) {
 		for (size_t i = 0; i < r->nowned; i++)
 			cc_cache__free(c, r->owned[i].addr, r->owned[i].size);
+	} else {
+		j.stats.kept_code = true;
+		say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
+		    timeout_of(&j), k.busy_why[0] ? k.busy_why : "a thread was still in it");
 	}
-	if (c->t)
-		say(&j.rep, "stopped the world for %.1f us (%u threads, %u retries)",
-		    (double)j.stats.stop_ns / 1000.0, j.stats.threads, j.stats.retries);
 	forget(c, id);
 	rc = cc__dir_save(c);
 out:
@@ -966,7 +732,7 @@ out:
 		*j.o.stats = j.stats;
 	free(w);
 	free(j.undo);
-	check_free(&k);
+	cc__tcheck_free(&k);
 	return rc;
 }
 
