@@ -1,6 +1,48 @@
-/* padrone.h: the client API of libpadrone. */
+/* padrone.h: the client API of libpadrone.
+ *
+ * A session attaches to a running x86-64 Linux process by PID, lists its
+ * threads, samples where its time goes, ranks its hot functions, unwinds
+ * any thread's stack, and detaches, leaving the process running exactly as
+ * before. padroned and padrone are built on this API; so can yours:
+ *
+ *	struct padrone_session *s = padrone_session__new(NULL);
+ *	if (padrone_session__attach(s, pid) < 0) {
+ *		fprintf(stderr, "%s\n", padrone_session__errmsg(s));
+ *		return padrone_session__exit_status(s);
+ *	}
+ *	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 2 };
+ *	if (padrone_session__profile(s, &o) == 0) {
+ *		const struct padrone_report *r = padrone_session__report(s);
+ *		const struct padrone_function *f = padrone_report__function(r, 0);
+ *		printf("%s %.1f%%\n", f->name, f->self_pct);
+ *	}
+ *	padrone_session__free(s);	// detaches
+ *
+ * SIGCHLD. The process being attached to is serviced by a tracer thread
+ * that libpadrone starts and that waits for SIGCHLD with sigtimedwait().
+ * Block SIGCHLD in every thread of your program before the first
+ * padrone_session__attach -- simplest, with pthread_sigmask() in main()
+ * before creating any thread -- so the tracer thread sees the target's
+ * events at once. Without it everything still works, but the tracer falls
+ * back to polling every few milliseconds. (Do not reap children with
+ * wait(-1, ...) while attached: the target's ptrace stops are reported to
+ * the tracer thread through waitpid.)
+ *
+ * Conventions (as libbpf's): opaque objects, methods named type__verb,
+ * functions returning int give 0 (or a count) or a negative errno, the
+ * reason in words is kept by the session (padrone_session__errmsg);
+ * constructors return NULL and set errno; options structs start with their
+ * size (.sz = sizeof(struct ...)) so programs built against an older header
+ * keep working. Nothing here prints or exits. A session is used by one
+ * thread at a time, except padrone_session__interrupt.
+ */
 #ifndef PADRONE_H
 #define PADRONE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -8,6 +50,162 @@ extern "C" {
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *padrone_version(void);
+
+/* ------------------------------------------------------------- failures */
+
+/* Why the last operation on a session failed. */
+enum padrone_why {
+	PADRONE_OK = 0,
+	PADRONE_NO_PROCESS,	/* no such PID */
+	PADRONE_ZOMBIE,		/* exited, not yet reaped by its parent */
+	PADRONE_KERNEL_THREAD,	/* a kernel thread: nothing to attach to */
+	PADRONE_NOT_X86_64,	/* a 32-bit or x32 process */
+	PADRONE_PERMISSION,	/* uid, CAP_SYS_PTRACE or yama said no */
+	PADRONE_ALREADY_TRACED,	/* another tracer (a debugger) holds it */
+	PADRONE_TARGET_EXITED,	/* it exited while we worked */
+	PADRONE_TARGET_EXECED,	/* it exec'd while we worked */
+	PADRONE_TIMEOUT,	/* a thread did not stop in time */
+	PADRONE_SYSTEM,		/* anything else: the message says what */
+	PADRONE_NOT_ATTACHED,	/* the call needs an attached process */
+	PADRONE_BAD_REQUEST,	/* invalid options (a rate above 10 kHz...) */
+};
+
+/* The distinct exit status padroned and padrone use for why (0 for
+ * PADRONE_OK), as listed in padroned(8); and a short name
+ * ("no-process", "zombie", ...). */
+int padrone_why_exit_status(enum padrone_why why);
+const char *padrone_why_name(enum padrone_why why);
+
+/* -------------------------------------------------------------- session */
+
+struct padrone_session;
+
+struct padrone_session_opts {
+	size_t sz;		/* sizeof(struct padrone_session_opts) */
+	int stop_timeout_ms;	/* how long stopping a thread may take; 0: 1000 */
+};
+
+/* A session attached to nothing yet. opts may be NULL. NULL + errno on
+ * failure. */
+struct padrone_session *padrone_session__new(const struct padrone_session_opts *opts);
+/* Detach (if attached) and free. NULL is fine. */
+void padrone_session__free(struct padrone_session *s);
+
+/* Seize every thread of pid (it keeps running). On failure the process is
+ * untouched and padrone_session__why/__errmsg say why: "no process with
+ * PID 4242", "4242 is a zombie", .... -EBUSY if already attached. */
+int padrone_session__attach(struct padrone_session *s, pid_t pid);
+/* Let go of the process, restoring everything padrone changed; a process
+ * that was stopped by job control stays stopped. Safe when it has exited. */
+int padrone_session__detach(struct padrone_session *s);
+
+bool padrone_session__attached(const struct padrone_session *s);
+/* The attached PID, or 0. */
+pid_t padrone_session__pid(const struct padrone_session *s);
+/* PADRONE_OK while the attached process lives; PADRONE_TARGET_EXITED or
+ * PADRONE_TARGET_EXECED once it is gone (then only detach is useful). */
+enum padrone_why padrone_session__target_state(const struct padrone_session *s);
+/* A file descriptor that becomes readable when the attached process exits
+ * or execs (for poll loops), or -1 when not attached. */
+int padrone_session__event_fd(const struct padrone_session *s);
+
+/* The last failure: its reason, a full sentence ("" if none), its exit
+ * status. */
+enum padrone_why padrone_session__why(const struct padrone_session *s);
+const char *padrone_session__errmsg(const struct padrone_session *s);
+int padrone_session__exit_status(const struct padrone_session *s);
+
+/* Make a running padrone_session__profile stop early and keep what it has.
+ * Async-signal-safe: call it from a signal handler or another thread. */
+void padrone_session__interrupt(struct padrone_session *s);
+
+/* -------------------------------------------------------------- threads */
+
+struct padrone_thread {
+	pid_t tid;
+	char name[16];		/* comm */
+	char state;		/* as in /proc: R running, S sleeping, t traced... */
+	uint64_t user_ms, system_ms;	/* CPU time used so far */
+	uint64_t pc;		/* where it was when last stopped (0: unknown) */
+	char function[128];	/* the function containing pc, or "" */
+};
+
+/* The threads of the attached process, main thread first: fills up to max
+ * entries and returns how many threads there are (may exceed max), or
+ * -errno. Briefly stops the process to read each thread's pc. */
+int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max);
+
+/* -------------------------------------------------------------- profile */
+
+enum padrone_backend {
+	PADRONE_BACKEND_RING = 0,	/* perf_event mmap ring per thread */
+	PADRONE_BACKEND_BPF,		/* in-kernel aggregation (libbpf) */
+};
+
+struct padrone_profile_opts {
+	size_t sz;		/* sizeof(struct padrone_profile_opts) */
+	double seconds;		/* how long to sample; 0: 2 */
+	unsigned hz;		/* sampling frequency; 0: 999 */
+	enum padrone_backend backend;
+	bool force;		/* allow more than 10 kHz without a hardware PMU */
+};
+
+/* Sample every thread (current and new) for opts->seconds (less if
+ * interrupted), then rank the functions. The result replaces the session's
+ * report. If the BPF backend cannot load, the ring backend is used and
+ * padrone_session__errmsg says why (the call still returns 0). */
+int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts);
+
+/* One function in a report. Strings belong to the report. */
+struct padrone_function {
+	const char *name;	/* symbol, sub_ADDR (from .eh_frame) or module+0xOFF */
+	const char *module;	/* path of the file mapped there ("" if anonymous) */
+	uint64_t start, end;	/* runtime addresses, [start, end); end == start: unknown */
+	uint64_t self;		/* samples whose pc is in the function */
+	uint64_t inclusive;	/* samples with the function anywhere on the call chain */
+	double self_pct;	/* self / samples * 100 */
+	const char *bounds;	/* where start/end came from: "symtab", "dynsym",
+				 * "eh_frame", "callchain" or "none" */
+};
+
+/* The last profile's report, or NULL. Valid until the next profile, detach
+ * or free. */
+struct padrone_report;
+const struct padrone_report *padrone_session__report(const struct padrone_session *s);
+
+pid_t padrone_report__pid(const struct padrone_report *r);
+const char *padrone_report__event(const struct padrone_report *r);	/* "cpu-clock", "cycles" */
+unsigned padrone_report__frequency_hz(const struct padrone_report *r);
+double padrone_report__duration_s(const struct padrone_report *r);
+uint64_t padrone_report__samples(const struct padrone_report *r);
+uint64_t padrone_report__lost(const struct padrone_report *r);
+/* The backend that ran ("ring", "bpf"), and why it is not the one asked
+ * for ("" if it is). */
+const char *padrone_report__backend(const struct padrone_report *r);
+const char *padrone_report__fallback(const struct padrone_report *r);
+/* Functions, hottest (most self samples) first. */
+size_t padrone_report__count(const struct padrone_report *r);
+const struct padrone_function *padrone_report__function(const struct padrone_report *r, size_t i);
+
+/* The report as JSON (the shape padroned --json prints) or as a text table
+ * like perf report's, with at most max functions (0: all). Returns a
+ * malloc'd string the caller frees, or NULL and errno. */
+char *padrone_report__json(const struct padrone_report *r, size_t max);
+char *padrone_report__text(const struct padrone_report *r, size_t max);
+
+/* ------------------------------------------------------------ backtrace */
+
+struct padrone_frame {
+	uint64_t pc;
+	uint64_t offset;	/* pc - start of the function */
+	const char *name;	/* the function, or "" */
+	const char *module;	/* its file, or "" */
+};
+
+/* Unwind thread tid (0: the main thread). *frames (innermost first) and
+ * *count stay valid until the next backtrace, detach or free. 0 or -errno. */
+int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
+			       const struct padrone_frame **frames, size_t *count);
 
 #ifdef __cplusplus
 }

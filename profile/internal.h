@@ -1,0 +1,153 @@
+/* internal.h: what profile/'s files share; not part of the public API. */
+#ifndef PADRONE_PROFILE_INTERNAL_H
+#define PADRONE_PROFILE_INTERNAL_H
+
+#include "profile/profile.h"
+
+#include <linux/perf_event.h>
+#include <stdarg.h>
+
+/* ------------------------------------------------------------ mmap ring */
+
+/* One perf_event mmap ring: the control page and 2^n data bytes. */
+struct prof_ring {
+	struct perf_event_mmap_page *meta;
+	uint8_t *data;
+	uint64_t size;		/* data bytes, a power of two */
+	uint8_t *bounce;	/* a record that wraps is copied here */
+	size_t bounce_cap;
+};
+
+/* Called for each record; a nonzero return stops the drain there (the
+ * record counts as consumed). */
+typedef int (*prof_ring_fn)(const struct perf_event_header *h, void *arg);
+
+/* Wraps a mapped ring (meta page followed by size data bytes). */
+int prof_ring__init(struct prof_ring *r, void *base, uint64_t size);
+void prof_ring__fini(struct prof_ring *r);
+/* Consumes every record between data_tail and data_head (acquire load of
+ * data_head, release store of data_tail). Returns the number of records or
+ * -EIO on a corrupt header (the ring is then skipped to data_head). */
+int prof_ring__drain(struct prof_ring *r, prof_ring_fn fn, void *arg);
+
+/* ------------------------------------------------------- stack table */
+
+/* Distinct call chains with a count each; open addressing. */
+struct prof_stacks {
+	struct prof_stack_ent *ents;	/* dense, in insertion order */
+	size_t n, cap;
+	uint32_t *slots;		/* index+1 into ents, 0 = empty */
+	size_t nslots;
+	uint64_t *ips;			/* all chains back to back */
+	size_t nips, ips_cap;
+};
+struct prof_stack_ent {
+	uint64_t hash, count;
+	size_t off, len;		/* into ips */
+};
+
+void prof_stacks__init(struct prof_stacks *t);
+void prof_stacks__fini(struct prof_stacks *t);
+void prof_stacks__clear(struct prof_stacks *t);
+int prof_stacks__add(struct prof_stacks *t, const uint64_t *ips, size_t n, uint64_t count);
+/* Adds every chain of src into t. */
+int prof_stacks__merge(struct prof_stacks *t, const struct prof_stacks *src);
+
+/* ------------------------------------------------------- backends */
+
+/* The BPF backend, opaque to sampler.c. */
+struct prof_bpf;
+/* Loads and attaches; on failure *why says why in words. */
+int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct prof_bpf **out,
+		   char *why, size_t whylen);
+int prof_bpf__enable(struct prof_bpf *b, bool on);
+/* Moves the kernel's aggregates into stacks and per-thread counts (via
+ * cb), and clears them in the kernel. */
+typedef void (*prof_bpf_thread_fn)(pid_t tid, uint64_t samples, void *arg);
+int prof_bpf__collect(struct prof_bpf *b, struct prof_stacks *stacks, prof_bpf_thread_fn cb,
+		      void *arg, uint64_t *lost, uint64_t *stack_errors);
+void prof_bpf__free(struct prof_bpf *b);
+
+/* ------------------------------------------------------- ELF modules */
+
+struct prof_fn {
+	uint64_t start, end;	/* link-time virtual addresses */
+	const char *name;	/* NULL for an FDE without a symbol */
+	enum prof_bounds bounds;
+};
+
+struct prof_seg {
+	uint64_t vaddr, offset, filesz, memsz;
+};
+
+/* What one ELF file knows about its functions. */
+struct prof_elf {
+	struct prof_fn *fns;	/* sorted by start */
+	size_t nfns;
+	struct prof_seg *segs;	/* PT_LOAD */
+	size_t nsegs;
+	char build_id[41];	/* hex, "" if none */
+	char *strings;		/* names, back to back */
+	size_t strings_len, strings_cap;
+	bool dyn;		/* ET_DYN */
+	size_t nsymtab, ndynsym, nplt, nfde;	/* how many of each were found */
+};
+
+/* Loads from an open fd, or from memory (e.g. the vdso read from the
+ * target) when fd < 0. */
+int prof_elf__load(int fd, const void *image, size_t len, struct prof_elf **out, char *why,
+		   size_t whylen);
+void prof_elf__free(struct prof_elf *e);
+/* The function whose range holds the link-time address v, or NULL. */
+const struct prof_fn *prof_elf__find(const struct prof_elf *e, uint64_t v);
+/* The first function starting above v, or NULL. */
+const struct prof_fn *prof_elf__next(const struct prof_elf *e, uint64_t v);
+/* Link-time address of file offset off, or -ENOENT. */
+int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *v);
+
+/* Parses .eh_frame (as found at link address sec_addr) and calls fn for
+ * each FDE's [start, end). Returns FDEs found or -EINVAL. */
+typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, void *arg);
+int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
+			 void *arg);
+
+/* ------------------------------------------------------- mappings */
+
+/* An executable mapping the target made while sampled (PERF_RECORD_MMAP2),
+ * kept so that samples in code unmapped before the report (dlclose) still
+ * find their module. */
+struct prof_mmap {
+	uint64_t start, end, pgoff;
+	unsigned maj, min;
+	uint64_t ino;
+	char *path;
+};
+/* The sampler's list, valid until it is freed. */
+size_t prof_sampler__mmaps(const struct prof_sampler *s, const struct prof_mmap **out);
+
+/* ------------------------------------------------------- symbolizer */
+
+/* Mappings seen by a sampler: consulted for addresses that the current
+ * maps no longer hold. The symbolizer copies them. */
+int prof_symbolizer__note_mmaps(struct prof_symbolizer *s, const struct prof_mmap *m, size_t n);
+
+/* A copy of a formatted string that lives as long as the symbolizer. */
+const char *prof_symbolizer__intern(struct prof_symbolizer *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Where a function that starts at addr (found without bounds of its own)
+ * ends at the latest: the next known function of its module, or the end of
+ * its mapping. 0 when addr is in no mapping. */
+uint64_t prof_symbolizer__limit(struct prof_symbolizer *s, uint64_t addr);
+/* The mapping holding addr: 0 and [*start, *end), or -ENOENT. */
+int prof_symbolizer__mapping(struct prof_symbolizer *s, uint64_t addr, uint64_t *start,
+			     uint64_t *end, const char **module);
+
+/* ------------------------------------------------------- helpers */
+
+/* snprintf into an error buffer. */
+__attribute__((format(printf, 3, 4))) void prof_fmt(char *buf, size_t len, const char *fmt, ...);
+void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+uint64_t prof_now_ns(void);
+
+#endif

@@ -1,0 +1,205 @@
+/* profile.h: where a live process spends its time.
+ *
+ * Three parts, each an opaque handle:
+ *
+ *   prof_sampler     samples every thread of a process, existing and new,
+ *                    with call chains: perf_event mmap rings read on a
+ *                    thread of padrone's (backend "ring"), or a BPF program
+ *                    aggregating in kernel maps (backend "bpf").
+ *   prof_symbolizer  names runtime addresses of one process: ELF .symtab /
+ *                    .dynsym, PLT entries, .eh_frame FDE ranges for stripped
+ *                    code (sub_<addr>), "module+0xoff" as the last resort,
+ *                    kernel symbols from /proc/kallsyms; build-id per module.
+ *                    Also unwinds a stopped thread (libunwind-ptrace).
+ *   prof_hot         the samples of a sampler ranked by function: self and
+ *                    inclusive counts, function bounds and where they came
+ *                    from, and the totals of the run.
+ *
+ * Conventions (as libbpf): 0 or a negative errno; constructors take a
+ * struct prof_error that says why they failed; options structs start with
+ * their size. Nothing here prints or exits.
+ */
+#ifndef PADRONE_PROFILE_H
+#define PADRONE_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct attach_target;
+
+#define PROF_DEFAULT_FREQ_HZ 999u
+/* Above this, without a hardware PMU, each sample's cost (~20 us on a VM)
+ * can lock up a CPU: refused unless opts.force. */
+#define PROF_MAX_SOFT_FREQ_HZ 10000u
+
+struct prof_error {
+	int err;		/* negative errno */
+	char msg[512];		/* a full sentence naming the cause */
+};
+
+/* --------------------------------------------------------------- sampler */
+
+enum prof_backend {
+	PROF_BACKEND_RING = 0,	/* perf_event mmap rings, read in padrone */
+	PROF_BACKEND_BPF = 1,	/* BPF program, aggregation in kernel maps */
+};
+const char *prof_backend_name(enum prof_backend b);
+/* "ring" / "bpf" -> 0 and *b, or -EINVAL. */
+int prof_backend_parse(const char *name, enum prof_backend *b);
+
+struct prof_opts {
+	size_t sz;		/* sizeof(struct prof_opts) */
+	unsigned freq_hz;	/* samples per second per thread; 0 = 999 */
+	enum prof_backend backend;
+	bool force;		/* allow more than 10 kHz without a PMU */
+	bool user_only;		/* never sample kernel code (also forced when
+				 * perf_event_paranoid requires it) */
+	unsigned ring_pages;	/* data pages per CPU ring, a power of 2;
+				 * 0 = 128 */
+};
+
+struct prof_sampler;
+
+/* Prepares sampling of process pid (events are opened, nothing is counted
+ * yet). With backend bpf, when the program cannot be loaded, falls back to
+ * the ring backend and says so in the totals. */
+int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_sampler **out,
+		       struct prof_error *err);
+/* Starts counting; a reader thread of padrone's drains the rings. */
+int prof_sampler__start(struct prof_sampler *s);
+/* Stops counting and collects everything still buffered. Safe when the
+ * target has exited. start/stop may alternate; results accumulate. */
+int prof_sampler__stop(struct prof_sampler *s);
+void prof_sampler__free(struct prof_sampler *s);
+const char *prof_sampler__errmsg(const struct prof_sampler *s);
+pid_t prof_sampler__pid(const struct prof_sampler *s);
+
+struct prof_totals {
+	uint64_t samples;	/* samples of the target counted */
+	uint64_t lost;		/* samples the kernel dropped (LOST records,
+				 * or BPF map updates that failed) */
+	uint64_t throttled;	/* THROTTLE records (ring backend) */
+	uint64_t unthrottled;
+	uint64_t stack_errors;	/* samples kept without a call chain (bpf) */
+	uint64_t duration_ns;	/* time spent between start and stop */
+	uint64_t threads;	/* distinct threads that were sampled */
+	uint64_t new_threads;	/* of those, created after sampling began */
+	uint64_t forks, exits, comms, mmaps; /* side-band records (ring) */
+	unsigned freq_hz;
+	char event[32];		/* "cpu-clock" or "cycles" */
+	enum prof_backend backend; /* the backend that actually ran */
+	bool fell_back;		/* bpf was asked for, ring ran */
+	bool kernel;		/* kernel code was sampled too */
+	char fallback_reason[256];
+};
+void prof_sampler__totals(const struct prof_sampler *s, struct prof_totals *t);
+
+/* The samples, aggregated by distinct call chain. ips[0] is the sampled
+ * instruction; kernel frames (addresses >= PROF_KERNEL_START) come first,
+ * then the user ones; ips[1..] are return addresses. Valid until the next
+ * start or free. */
+#define PROF_KERNEL_START 0xffff800000000000ull
+size_t prof_sampler__stack_count(const struct prof_sampler *s);
+int prof_sampler__stack(const struct prof_sampler *s, size_t i, const uint64_t **ips,
+			size_t *nips, uint64_t *count);
+
+struct prof_thread {
+	pid_t tid;
+	uint64_t samples;
+	bool new_thread;	/* created after sampling began */
+};
+/* Per-thread sample counts; returns how many threads there are (may exceed
+ * max; only max are copied). */
+size_t prof_sampler__threads(const struct prof_sampler *s, struct prof_thread *out, size_t max);
+
+/* ------------------------------------------------------------ symbolizer */
+
+/* Where a function's bounds came from. */
+enum prof_bounds {
+	PROF_BOUNDS_NONE = 0,	/* nothing covers it: "module+0xoff" */
+	PROF_BOUNDS_SYMTAB,
+	PROF_BOUNDS_DYNSYM,	/* also PLT entries, named from .dynsym */
+	PROF_BOUNDS_EH_FRAME,	/* an FDE of a stripped function: sub_<addr> */
+	PROF_BOUNDS_CALLCHAIN,	/* entry found from a caller's call insn */
+};
+/* "none", "symtab", "dynsym", "eh_frame", "callchain". */
+const char *prof_bounds_name(enum prof_bounds b);
+
+struct prof_sym {
+	const char *name;	/* owned by the symbolizer, valid until free */
+	const char *module;	/* mapped path, "[vdso]", "[kernel.kallsyms]"... */
+	const char *build_id;	/* hex NT_GNU_BUILD_ID, "" if none */
+	uint64_t start, end;	/* runtime [start, end) */
+	uint64_t addr;		/* the address asked about */
+	enum prof_bounds bounds;
+};
+
+struct prof_symbolizer;
+
+/* Reads /proc/PID/maps now; modules are loaded on first use and cached by
+ * device/inode (and build-id). */
+int prof_symbolizer__new(pid_t pid, struct prof_symbolizer **out, struct prof_error *err);
+void prof_symbolizer__free(struct prof_symbolizer *s);
+const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s);
+/* Re-reads the maps (after the target mapped new code). */
+int prof_symbolizer__refresh(struct prof_symbolizer *s);
+/* Names addr. 0 when a symbol, PLT entry or FDE covers it; -ENOENT with
+ * sym filled as "module+0xoff" (bounds NONE) when only the module is known,
+ * or "[unknown]" when no mapping holds addr. */
+int prof_symbolizer__lookup(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym);
+
+/* Reads len bytes of the target at addr (process_vm_readv; no ptrace).
+ * Returns bytes read or -errno. */
+ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *buf, size_t len);
+
+struct prof_frame {
+	uint64_t pc;		/* return address for frames > 0 */
+	uint64_t sp;
+	struct prof_sym sym;	/* names pc (pc - 1 for frames > 0) */
+};
+/* Unwinds thread tid of an attached target with libunwind-ptrace (on the
+ * tracer thread, the world stopped for the time of the walk) and names each
+ * frame. Returns the number of frames (at most max) or -errno. */
+int prof_symbolizer__backtrace(struct prof_symbolizer *s, struct attach_target *t, pid_t tid,
+			       struct prof_frame *frames, size_t max);
+
+/* ------------------------------------------------------------- hot spots */
+
+struct prof_func {
+	const char *name;
+	const char *module;
+	const char *build_id;
+	uint64_t start, end;	/* runtime; for CALLCHAIN bounds, end is the
+				 * next known function or the mapping's end */
+	uint64_t self;		/* samples whose IP is in the function */
+	uint64_t inclusive;	/* samples with it anywhere in the chain,
+				 * once per sample even if recursive */
+	double self_pct, inclusive_pct;	/* of prof_hot totals.samples */
+	enum prof_bounds bounds;
+};
+
+struct prof_hot;
+
+/* Ranks the functions of a stopped sampler's samples (hottest self first,
+ * then inclusive). Return addresses whose previous instruction is not a
+ * call end a chain there (a frame-pointer walk through code built without
+ * frame pointers yields such garbage). */
+int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
+		    struct prof_hot **out, struct prof_error *err);
+void prof_hot__free(struct prof_hot *h);
+size_t prof_hot__count(const struct prof_hot *h);
+const struct prof_func *prof_hot__at(const struct prof_hot *h, size_t i);
+const struct prof_totals *prof_hot__totals(const struct prof_hot *h);
+/* Chains cut because a return address was not preceded by a call. */
+uint64_t prof_hot__chains_cut(const struct prof_hot *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

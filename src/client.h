@@ -1,0 +1,21 @@
+/* client.h: padrone's side of the control socket (private to src/). */
+#ifndef PADRONE_SRC_CLIENT_H
+#define PADRONE_SRC_CLIENT_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "src/cmd.h"
+
+/* Connect ctl to the padroned serving pid and greet it. Returns 0 when
+ * connected, -ENOENT when no padroned serves pid (no socket, or a stale one
+ * nobody listens on), or else an exit status after printing why on err. */
+int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err);
+/* Close the connection, if any. */
+void padrone_client_disconnect(struct padrone_ctl *ctl);
+/* Send command e with its words to padroned, copy its output to out and
+ * err, and return its exit status. */
+int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e,
+			   int count, char *const words[], FILE *out, FILE *err);
+
+#endif

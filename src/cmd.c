@@ -1,0 +1,214 @@
+/* cmd.c: the command table, lookup, usage, the error path, and running a
+ * command locally or through padroned. */
+#include "src/cmd.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/client.h"
+
+extern const struct padrone_cmd_entry padrone_cmd_attach_entry;
+extern const struct padrone_cmd_entry padrone_cmd_detach_entry;
+extern const struct padrone_cmd_entry padrone_cmd_info_entry;
+extern const struct padrone_cmd_entry padrone_cmd_profile_entry;
+extern const struct padrone_cmd_entry padrone_cmd_hot_entry;
+extern const struct padrone_cmd_entry padrone_cmd_bt_entry;
+extern const struct padrone_cmd_entry padrone_cmd_help_entry;
+extern const struct padrone_cmd_entry padrone_cmd_quit_entry;
+
+const struct padrone_cmd_entry *const padrone_cmd_table[] = {
+	&padrone_cmd_attach_entry,
+	&padrone_cmd_info_entry,
+	&padrone_cmd_profile_entry,
+	&padrone_cmd_hot_entry,
+	&padrone_cmd_bt_entry,
+	&padrone_cmd_detach_entry,
+	&padrone_cmd_help_entry,
+	&padrone_cmd_quit_entry,
+	NULL
+};
+
+const struct padrone_cmd_entry *padrone_cmd_find(const char *name, bool *ambiguous)
+{
+	const struct padrone_cmd_entry *found = NULL;
+	size_t len = strlen(name);
+
+	*ambiguous = false;
+	if (!len)
+		return NULL;
+	for (const struct padrone_cmd_entry *const *e = padrone_cmd_table; *e; e++) {
+		if (strcmp((*e)->name, name) == 0 || ((*e)->alias && strcmp((*e)->alias, name) == 0))
+			return *e;
+	}
+	for (const struct padrone_cmd_entry *const *e = padrone_cmd_table; *e; e++) {
+		if (strncmp((*e)->name, name, len) != 0)
+			continue;
+		if (found) {
+			*ambiguous = true;
+			return NULL;
+		}
+		found = *e;
+	}
+	return found;
+}
+
+void padrone_cmd_print_usage(FILE *f, const struct padrone_cmd_entry *e)
+{
+	fprintf(f, "usage: %s%s%s\n", e->name, *e->usage ? " " : "", e->usage);
+}
+
+static void print_error(FILE *err, const char *prog, const char *fmt, va_list ap)
+{
+	fprintf(err, "%s: ", prog);
+	vfprintf(err, fmt, ap);
+	fputc('\n', err);
+}
+
+int padrone_cmd_error(struct padrone_cmd_ctx *ctx, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	print_error(ctx->err, ctx->ctl->prog, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+int padrone_cmd_session_error(struct padrone_cmd_ctx *ctx)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	const char *msg = padrone_session__errmsg(s);
+
+	return padrone_cmd_error(ctx, padrone_session__exit_status(s), "%s",
+				 *msg ? msg : "failed");
+}
+
+static int ctl_error(struct padrone_ctl *ctl, FILE *err, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int ctl_error(struct padrone_ctl *ctl, FILE *err, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	print_error(err, ctl->prog, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+/* ------------------------------------------------------------------- ctl */
+
+int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon)
+{
+	memset(ctl, 0, sizeof(*ctl));
+	ctl->prog = prog;
+	ctl->daemon = daemon;
+	ctl->remote_fd = -1;
+	ctl->session = padrone_session__new(NULL);
+	return ctl->session ? 0 : -errno;
+}
+
+void padrone_ctl_fini(struct padrone_ctl *ctl)
+{
+	padrone_client_disconnect(ctl);
+	padrone_session__free(ctl->session);
+	ctl->session = NULL;
+}
+
+pid_t padrone_ctl_pid(const struct padrone_ctl *ctl)
+{
+	if (ctl->remote_fd >= 0)
+		return ctl->remote_pid;
+	return ctl->session ? padrone_session__pid(ctl->session) : 0;
+}
+
+int padrone_ctl_attach(struct padrone_ctl *ctl, pid_t pid, FILE *out, FILE *err)
+{
+	pid_t cur = padrone_ctl_pid(ctl);
+
+	if (cur)
+		return ctl_error(ctl, err, PADRONE_EXIT_FAILURE,
+				 "already attached to process %d: detach first", (int)cur);
+	if (!ctl->daemon) {
+		int st = padrone_client_connect(ctl, pid, err);
+		if (st != -ENOENT)
+			return st;	/* connected (0), or padroned is there but failed us */
+	}
+	if (padrone_session__attach(ctl->session, pid) < 0) {
+		const char *msg = padrone_session__errmsg(ctl->session);
+		return ctl_error(ctl, err, padrone_session__exit_status(ctl->session), "%s", msg);
+	}
+	return PADRONE_EXIT_OK;
+}
+
+static int exec_local(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e, int count,
+		      char *const words[], FILE *out, FILE *err)
+{
+	struct padrone_cmd_ctx ctx = { .ctl = ctl, .entry = e, .out = out, .err = err };
+	struct padrone_args *args;
+	char why[256];
+	int r = padrone_args_parse(e->opts, e->lower, e->upper, count - 1, words + 1, &args,
+				   why, sizeof(why));
+
+	if (r == -ENOMEM)
+		return ctl_error(ctl, err, PADRONE_EXIT_FAILURE, "out of memory");
+	if (r < 0) {
+		ctl_error(ctl, err, PADRONE_EXIT_USAGE, "%s: %s", e->name, why);
+		padrone_cmd_print_usage(err, e);
+		return PADRONE_EXIT_USAGE;
+	}
+	if ((e->flags & PADRONE_CMD_TARGET) && !padrone_session__attached(ctl->session))
+		r = padrone_cmd_error(&ctx, padrone_why_exit_status(PADRONE_NOT_ATTACHED),
+				      "not attached to a process: use 'attach PID' first");
+	else
+		r = e->exec(&ctx, args);
+	padrone_args_free(args);
+	return r;
+}
+
+int padrone_ctl_run(struct padrone_ctl *ctl, int count, char *const words[], FILE *out, FILE *err)
+{
+	bool ambiguous;
+	const struct padrone_cmd_entry *e;
+
+	if (count < 1)
+		return PADRONE_EXIT_OK;
+	e = padrone_cmd_find(words[0], &ambiguous);
+	if (!e && ambiguous) {
+		ctl_error(ctl, err, PADRONE_EXIT_USAGE, "ambiguous command: %s, could be:", words[0]);
+		for (const struct padrone_cmd_entry *const *p = padrone_cmd_table; *p; p++)
+			if (strncmp((*p)->name, words[0], strlen(words[0])) == 0)
+				fprintf(err, "  %s\n", (*p)->name);
+		return PADRONE_EXIT_USAGE;
+	}
+	if (!e)
+		return ctl_error(ctl, err, PADRONE_EXIT_USAGE,
+				 "unknown command: %s (try 'help')", words[0]);
+	if (ctl->remote_fd >= 0 && !(e->flags & PADRONE_CMD_CLIENT))
+		return padrone_client_forward(ctl, e, count, words, out, err);
+	return exec_local(ctl, e, count, words, out, err);
+}
+
+int padrone_ctl_run_line(struct padrone_ctl *ctl, const char *line, FILE *out, FILE *err)
+{
+	char **words;
+	char why[128];
+	int n = padrone_split_line(line, &words, why, sizeof(why));
+	int status = PADRONE_EXIT_OK;
+
+	if (n == -ENOMEM)
+		return ctl_error(ctl, err, PADRONE_EXIT_FAILURE, "out of memory");
+	if (n < 0)
+		return ctl_error(ctl, err, PADRONE_EXIT_USAGE, "%s", why);
+	for (int i = 0; i < n && status == PADRONE_EXIT_OK && !ctl->quit;) {
+		int j = i;
+		while (j < n && strcmp(words[j], ";") != 0)
+			j++;
+		status = padrone_ctl_run(ctl, j - i, words + i, out, err);
+		i = j + 1;
+	}
+	padrone_free_words(words);
+	return status;
+}

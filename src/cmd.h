@@ -1,0 +1,120 @@
+/* cmd.h: padrone's interactive commands (private to src/).
+ *
+ * Commands are data, as in tmux: each src/cmd/NAME.c defines one
+ * `const struct padrone_cmd_entry padrone_cmd_NAME_entry` and src/cmd.c lists
+ * them all in one NULL-terminated table. A command's words are parsed once
+ * by the shared parser (src/args.h) against the entry's option list and
+ * positional bounds; a parse failure prints the entry's usage. Any unique
+ * prefix of a name finds its command; an ambiguous one lists the matches.
+ *
+ * The same command runs in padroned (remote: padrone sends the words over
+ * the control socket and prints the reply) or in padrone itself when no
+ * padroned serves the process. Output goes to ctx->out, errors through
+ * padrone_cmd_error() to ctx->err; the status a command returns becomes the
+ * program's exit status.
+ *
+ * Adding a command: write src/cmd/NAME.c, add its entry to the table in
+ * src/cmd.c and the file to src/Makemodule.am, and document its usage line
+ * in man/padrone.1 (a test checks every usage is there).
+ */
+#ifndef PADRONE_SRC_CMD_H
+#define PADRONE_SRC_CMD_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "src/args.h"
+#include "src/padrone.h"
+
+/* Exit statuses of padrone and padroned besides the per-cause ones of
+ * padrone_why_exit_status (3 to 12, one per reason attach/ can give). */
+enum {
+	PADRONE_EXIT_OK = 0,
+	PADRONE_EXIT_FAILURE = 1,	/* a command failed (its message says why) */
+	PADRONE_EXIT_USAGE = 2,		/* bad command line: unknown command, bad arguments */
+	PADRONE_EXIT_PROTOCOL = 20,	/* padroned could not be talked to, or refused us */
+};
+
+/* Entry flags. */
+enum {
+	PADRONE_CMD_TARGET = 1u << 0,	/* needs an attached process */
+	PADRONE_CMD_CLIENT = 1u << 1,	/* runs in the padrone client itself, never sent to padroned */
+};
+
+struct padrone_ctl;
+struct padrone_cmd_ctx;
+
+struct padrone_cmd_entry {
+	const char *name;
+	const char *alias;		/* another full name, or NULL */
+	const char *usage;		/* after the name: "[-j] [N]" */
+	const char *summary;		/* one line for help */
+	const char *help;		/* more lines for help CMD, or NULL */
+	const struct padrone_opt *opts;	/* terminated by {0}; NULL: none */
+	int lower, upper;		/* positional arguments; upper < 0: no limit */
+	unsigned flags;			/* PADRONE_CMD_* */
+	int (*exec)(struct padrone_cmd_ctx *ctx, const struct padrone_args *args);
+};
+
+/* All commands, NULL-terminated, in the order help lists them. */
+extern const struct padrone_cmd_entry *const padrone_cmd_table[];
+
+/* What a command runs against. */
+struct padrone_cmd_ctx {
+	struct padrone_ctl *ctl;
+	const struct padrone_cmd_entry *entry;
+	FILE *out, *err;
+};
+
+/* The one error path: print "PROG: message" on ctx->err and return status
+ * (which the command returns in turn). */
+int padrone_cmd_error(struct padrone_cmd_ctx *ctx, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A failure of the session: its message and its per-cause exit status. */
+int padrone_cmd_session_error(struct padrone_cmd_ctx *ctx);
+
+/* Print the session's last report: as text (at most max functions, 0: all)
+ * or as JSON. Shared by profile and hot. */
+int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max);
+
+/* Find a command by exact name, alias or unique prefix. NULL when none or
+ * several match; *ambiguous tells which. */
+const struct padrone_cmd_entry *padrone_cmd_find(const char *name, bool *ambiguous);
+/* "usage: profile [-f] ..." */
+void padrone_cmd_print_usage(FILE *f, const struct padrone_cmd_entry *e);
+
+/* ------------------------------------------------------------------- ctl */
+
+/* Where commands execute: a local session, or a connection to the padroned
+ * that serves the process. */
+struct padrone_ctl {
+	const char *prog;		/* "padrone" or "padroned": prefixes errors */
+	bool daemon;			/* this is padroned executing a client's command */
+	struct padrone_session *session;	/* local; attached or not */
+	int remote_fd;			/* connected padroned, or -1 */
+	pid_t remote_pid;		/* the process that padroned serves */
+	char remote_path[256];		/* its socket */
+	bool quit;			/* end the session after this command */
+};
+
+/* A ctl with an unattached session. 0 or -errno. */
+int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon);
+/* Disconnect or detach, free the session. */
+void padrone_ctl_fini(struct padrone_ctl *ctl);
+/* The attached PID (local or remote), or 0. */
+pid_t padrone_ctl_pid(const struct padrone_ctl *ctl);
+
+/* Attach to pid: through its padroned if one serves it (and we are not
+ * padroned), else locally. Errors on err; returns an exit status. */
+int padrone_ctl_attach(struct padrone_ctl *ctl, pid_t pid, FILE *out, FILE *err);
+
+/* Run one command given as words (words[0] its name or a prefix): send it
+ * to padroned or execute it here. Returns its exit status. */
+int padrone_ctl_run(struct padrone_ctl *ctl, int count, char *const words[], FILE *out, FILE *err);
+/* Run a line of text: words split as a shell would (quotes, backslash),
+ * several commands separated by ';', '#' starts a comment. Stops at the
+ * first failing command and returns its status. */
+int padrone_ctl_run_line(struct padrone_ctl *ctl, const char *line, FILE *out, FILE *err);
+
+#endif

@@ -1,0 +1,39 @@
+/* hot [-j] [N]: the hottest functions of the last profile. */
+#include "src/cmd.h"
+
+#define HOT_DEFAULT 10
+
+static const struct padrone_opt hot_opts[] = {
+	{ 'j', "json", NULL },
+	{ 0 },
+};
+
+static int hot_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	const char *count = padrone_args_value(args, 0);
+	unsigned long n = HOT_DEFAULT;
+	char why[160];
+
+	if (count && padrone_parse_ulong("N", count, 1, 1000000, &n, why, sizeof(why)) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (!padrone_session__report(s)) {	/* nothing sampled yet: do it now */
+		struct padrone_profile_opts o = { .sz = sizeof(o) };
+		if (padrone_session__profile(s, &o) < 0)
+			return padrone_cmd_session_error(ctx);
+	}
+	return padrone_cmd_print_report(ctx, padrone_args_has(args, 'j'), n);
+}
+
+const struct padrone_cmd_entry padrone_cmd_hot_entry = {
+	.name = "hot",
+	.usage = "[-j] [N]",
+	.summary = "show the N hottest functions of the last profile",
+	.help = "N defaults to 10. Without a profile yet, samples for 2 seconds first.\n"
+		"-j (--json) prints the report as JSON.",
+	.opts = hot_opts,
+	.lower = 0,
+	.upper = 1,
+	.flags = PADRONE_CMD_TARGET,
+	.exec = hot_exec,
+};

@@ -1,0 +1,262 @@
+/* padrone: the interactive session (libedit), one-shot commands from the
+ * shell, and scripts on standard input. Talks to the padroned serving the
+ * process when there is one; otherwise does the work itself. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <editline/readline.h>
+
+#include "config.h"
+#include "src/cmd.h"
+
+#define HISTORY_LINES 1000
+
+static struct padrone_ctl ctl;
+static volatile sig_atomic_t got_signal;
+
+static const char usage_text[] =
+	"usage: padrone [-p PID] [COMMAND [ARGUMENT ...] [';' COMMAND ...]]\n"
+	"       padrone -h | -V\n"
+	"Without a command, reads commands from the terminal (or standard input);\n"
+	"type 'help' for the list.\n";
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+	padrone_session__interrupt(ctl.session);	/* a running profile ends early */
+}
+
+static void setup_signals(void)
+{
+	sigset_t chld;
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	/* Block SIGCHLD before attach/ starts its tracer thread: that thread
+	 * waits for it with sigtimedwait() (see attach/attach.h). */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* ^C stops a profile, not padrone (reading a line just goes on); TERM
+	 * and HUP interrupt the read so padrone detaches and leaves. */
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_flags = 0;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+/* ------------------------------------------------------------ completion */
+
+static const char *const *gen_words;
+static const char *const info_words[] = { "threads", NULL };
+static const char *const backend_words[] = { "ring", "bpf", NULL };
+
+static char *word_generator(const char *text, int state)
+{
+	static size_t i, len;
+
+	if (!state) {
+		i = 0;
+		len = strlen(text);
+	}
+	while (gen_words[i])
+		if (strncmp(gen_words[i++], text, len) == 0)
+			return strdup(gen_words[i - 1]);
+	return NULL;
+}
+
+static char *command_generator(const char *text, int state)
+{
+	static size_t i, len;
+
+	if (!state) {
+		i = 0;
+		len = strlen(text);
+	}
+	while (padrone_cmd_table[i])
+		if (strncmp(padrone_cmd_table[i++]->name, text, len) == 0)
+			return strdup(padrone_cmd_table[i - 1]->name);
+	return NULL;
+}
+
+static char *no_generator(const char *text, int state)
+{
+	return NULL;
+}
+
+/* Commands first; then what each command takes. */
+static char **complete(const char *text, int start, int end)
+{
+	char **words = NULL;
+	int n = padrone_split_line(rl_line_buffer, &words, NULL, 0);
+	const struct padrone_cmd_entry *e = NULL;
+	bool ambiguous;
+	char **res = NULL;
+
+	rl_attempted_completion_over = 1;	/* never complete file names */
+	if (n > 0 && start > 0)
+		e = padrone_cmd_find(words[0], &ambiguous);
+	const char *prev = n > 1 ? words[n - 1 - (end > start)] : "";
+	if (n <= 0 || start == 0 || (e && strcmp(e->name, "help") == 0))
+		res = rl_completion_matches(text, command_generator);
+	else if (e && strcmp(e->name, "info") == 0)
+		gen_words = info_words, res = rl_completion_matches(text, word_generator);
+	else if (e && strcmp(e->name, "profile") == 0 &&
+		 (strcmp(prev, "-b") == 0 || strcmp(prev, "--backend") == 0))
+		gen_words = backend_words, res = rl_completion_matches(text, word_generator);
+	padrone_free_words(words);
+	return res;
+}
+
+/* ----------------------------------------------------------------- loops */
+
+static const char *history_path(void)
+{
+	static char path[PATH_MAX];
+	const char *env = getenv("PADRONE_HISTORY"), *home = getenv("HOME");
+
+	if (env && *env)
+		return env;
+	if (!home || !*home)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/.padrone_history", home);
+	return path;
+}
+
+static int interactive(void)
+{
+	const char *hist = history_path();
+	char prompt[64];
+
+	rl_readline_name = "padrone";
+	rl_catch_signals = 0;	/* libedit would re-raise them to our whole process group */
+	rl_attempted_completion_function = complete;
+	rl_completion_entry_function = no_generator;
+	using_history();
+	if (hist)
+		read_history(hist);
+	while (!ctl.quit && got_signal != SIGTERM && got_signal != SIGHUP) {
+		pid_t pid = padrone_ctl_pid(&ctl);
+		if (pid)
+			snprintf(prompt, sizeof(prompt), "(padrone %d) ", (int)pid);
+		else
+			snprintf(prompt, sizeof(prompt), "(padrone) ");
+		got_signal = 0;
+		char *line = readline(prompt);
+		if (!line) {
+			if (got_signal == SIGINT)
+				continue;
+			break;
+		}
+		if (line[strspn(line, " \t")])
+			add_history(line);
+		padrone_ctl_run_line(&ctl, line, stdout, stderr);
+		free(line);
+		fflush(stdout);
+	}
+	if (hist) {
+		write_history(hist);
+		history_truncate_file(hist, HISTORY_LINES);
+	}
+	return PADRONE_EXIT_OK;
+}
+
+/* Lines from a pipe or file: no prompt, the first failure ends it. */
+static int script(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	int status = PADRONE_EXIT_OK;
+
+	while (!ctl.quit && status == PADRONE_EXIT_OK) {
+		errno = 0;
+		if (getline(&line, &cap, stdin) < 0) {
+			if (errno == EINTR && !got_signal)
+				continue;
+			break;
+		}
+		status = padrone_ctl_run_line(&ctl, line, stdout, stderr);
+		fflush(stdout);
+	}
+	free(line);
+	return status;
+}
+
+/* COMMAND words from our own command line, ';' separating commands. */
+static int one_shot(int count, char **words)
+{
+	int status = PADRONE_EXIT_OK;
+
+	for (int i = 0; i < count && status == PADRONE_EXIT_OK && !ctl.quit;) {
+		int j = i;
+		while (j < count && strcmp(words[j], ";") != 0)
+			j++;
+		status = padrone_ctl_run(&ctl, j - i, words + i, stdout, stderr);
+		i = j + 1;
+	}
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	unsigned long pid = 0;
+	char why[160];
+	int c, status;
+
+	/* "+": options end at the first command word, so its own options
+	 * (profile -j ...) pass through untouched. */
+	while ((c = getopt_long(argc, argv, "+p:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &pid, why, sizeof(why)) < 0) {
+				fprintf(stderr, "padrone: %s\n", why);
+				return PADRONE_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return PADRONE_EXIT_OK;
+		case 'V':
+			printf("padrone %s\n", PACKAGE_VERSION);
+			return PADRONE_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			return PADRONE_EXIT_USAGE;
+		}
+	}
+	setup_signals();
+	if (padrone_ctl_init(&ctl, "padrone", false) < 0) {
+		fprintf(stderr, "padrone: %s\n", strerror(errno));
+		return PADRONE_EXIT_FAILURE;
+	}
+	bool tty = optind == argc && isatty(STDIN_FILENO);
+	if (pid && tty) {
+		char arg[24], *words[] = { "attach", arg, NULL };
+		snprintf(arg, sizeof(arg), "%lu", pid);
+		padrone_ctl_run(&ctl, 2, words, stdout, stderr);
+	} else if (pid && (status = padrone_ctl_attach(&ctl, (pid_t)pid, stdout, stderr)) != 0) {
+		padrone_ctl_fini(&ctl);
+		return status;
+	}
+	if (optind < argc)
+		status = one_shot(argc - optind, argv + optind);
+	else if (tty)
+		status = interactive();
+	else
+		status = script();
+	padrone_ctl_fini(&ctl);	/* detaches, if padrone itself is attached */
+	return status;
+}

@@ -1,0 +1,208 @@
+/* padroned: attach to one process and serve padrone's commands on a control
+ * socket until told to detach (or SIGTERM/SIGINT), or run one profile and
+ * print its report. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "src/cmd.h"
+#include "src/server.h"
+
+static struct padrone_ctl ctl;
+static volatile sig_atomic_t got_signal;
+static int signal_pipe[2] = { -1, -1 };
+
+static const char usage_text[] =
+	"usage: padroned --pid PID\n"
+	"       padroned --pid PID --profile SECONDS [--freq HZ] [--backend ring|bpf]\n"
+	"                [--force] [--json]\n"
+	"       padroned --help | --version\n"
+	"Attaches to process PID and serves padrone's commands on a control socket\n"
+	"until a 'detach' or SIGTERM/SIGINT; with --profile, samples it for SECONDS,\n"
+	"prints the report and detaches.\n";
+
+struct options {
+	unsigned long pid;
+	const char *profile, *freq, *backend;
+	bool force, json;
+};
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	got_signal = sig;
+	padrone_session__interrupt(ctl.session);
+	if (write(signal_pipe[1], &c, 1) < 0) {
+		/* the pipe is full: a wake-up is already pending */
+	}
+	errno = saved;
+}
+
+static int setup_signals(void)
+{
+	sigset_t chld;
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	/* Before any thread exists: attach/'s tracer thread inherits the mask
+	 * and waits for SIGCHLD with sigtimedwait() (see attach/attach.h). */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	return 0;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "padroned: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", usage_text);
+	return PADRONE_EXIT_USAGE;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "profile", required_argument, NULL, 'P' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	char why[160];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "p:P:F:b:fjhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &o->pid, why, sizeof(why)) < 0)
+				return usage_error("%s", why);
+			break;
+		case 'P': o->profile = optarg; break;
+		case 'F': o->freq = optarg; break;
+		case 'b': o->backend = optarg; break;
+		case 'f': o->force = true; break;
+		case 'j': o->json = true; break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(PADRONE_EXIT_OK);
+		case 'V':
+			printf("padroned %s\n", PACKAGE_VERSION);
+			exit(PADRONE_EXIT_OK);
+		default:
+			fputs(usage_text, stderr);
+			return PADRONE_EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument: %s", argv[optind]);
+	if (!o->pid)
+		return usage_error("%s", "--pid PID is required");
+	if (!o->profile && (o->freq || o->backend || o->force || o->json))
+		return usage_error("%s", "--freq, --backend, --force and --json go with --profile");
+	return 0;
+}
+
+/* --profile: the profile command of padrone's table, run here. */
+static int profile_once(const struct options *o)
+{
+	char *words[10];
+	int n = 0;
+
+	words[n++] = "profile";
+	if (o->json)
+		words[n++] = "--json";
+	if (o->force)
+		words[n++] = "--force";
+	if (o->backend) {
+		words[n++] = "--backend";
+		words[n++] = (char *)o->backend;
+	}
+	words[n++] = "--";
+	words[n++] = (char *)o->profile;
+	if (o->freq)
+		words[n++] = (char *)o->freq;
+	words[n] = NULL;
+	int status = padrone_ctl_run(&ctl, n, words, stdout, stderr);
+	fflush(stdout);
+	return status;
+}
+
+/* Serve the control socket until detach, a signal, or the target's end. */
+static int serve(pid_t pid)
+{
+	struct padrone_server *srv;
+	char why[512];
+	int r = padrone_server_open(pid, &srv, why, sizeof(why));
+
+	if (r < 0) {
+		fprintf(stderr, "padroned: %s\n", why);
+		return PADRONE_EXIT_FAILURE;
+	}
+	int n = padrone_session__threads(ctl.session, NULL, 0);
+	printf("padroned: serving process %d (%d thread%s) on %s\n", (int)pid, n,
+	       n == 1 ? "" : "s", padrone_server_path(srv));
+	fflush(stdout);
+	int wake[] = { signal_pipe[0], padrone_session__event_fd(ctl.session) };
+	r = padrone_server_run(srv, &ctl, wake, 2);
+	padrone_server_close(srv);
+	if (r == 1)
+		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
+			(int)pid);
+	else if (r == 2)
+		fprintf(stderr, "padroned: process %d %s\n", (int)pid,
+			padrone_session__target_state(ctl.session) == PADRONE_TARGET_EXECED ?
+			"exec'd another program" : "exited");
+	else if (r < 0)
+		fprintf(stderr, "padroned: %s\n", strerror(-r));
+	return r < 0 ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	int status = parse_options(argc, argv, &o);
+
+	if (status)
+		return status;
+	if (setup_signals() < 0 || padrone_ctl_init(&ctl, "padroned", true) < 0) {
+		fprintf(stderr, "padroned: %s\n", strerror(errno));
+		return PADRONE_EXIT_FAILURE;
+	}
+	status = padrone_ctl_attach(&ctl, (pid_t)o.pid, stdout, stderr);
+	if (status == PADRONE_EXIT_OK) {
+		status = o.profile ? profile_once(&o) : serve((pid_t)o.pid);
+		if (padrone_session__attached(ctl.session) &&
+		    padrone_session__detach(ctl.session) < 0) {
+			fprintf(stderr, "padroned: %s\n", padrone_session__errmsg(ctl.session));
+			status = padrone_session__exit_status(ctl.session);
+		}
+	}
+	padrone_ctl_fini(&ctl);
+	return status;
+}

@@ -1,0 +1,275 @@
+/* report.c: a profile's ranked functions, and their JSON and text forms. */
+#include "src/report.h"
+
+#include <errno.h>
+#include <json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct padrone_report {
+	pid_t pid;
+	char *event;
+	char *backend, *fallback;
+	unsigned hz;
+	double duration_s;
+	uint64_t samples, lost;
+	struct padrone_function *fn;
+	size_t n, cap;
+};
+
+struct padrone_report *padrone_report_new(pid_t pid, const char *event, unsigned hz,
+					  double duration_s, uint64_t samples, uint64_t lost)
+{
+	struct padrone_report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->event = strdup(event ? event : "");
+	r->backend = strdup("ring");
+	r->fallback = strdup("");
+	if (!r->event || !r->backend || !r->fallback) {
+		padrone_report_free(r);
+		return NULL;
+	}
+	r->pid = pid;
+	r->hz = hz;
+	r->duration_s = duration_s;
+	r->samples = samples;
+	r->lost = lost;
+	return r;
+}
+
+int padrone_report_add(struct padrone_report *r, const char *name, const char *module,
+		       uint64_t start, uint64_t end, uint64_t self, uint64_t inclusive,
+		       const char *bounds)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct padrone_function *fn = realloc(r->fn, cap * sizeof(*fn));
+		if (!fn)
+			return -ENOMEM;
+		r->fn = fn;
+		r->cap = cap;
+	}
+	struct padrone_function *f = &r->fn[r->n];
+	f->name = strdup(name ? name : "");
+	f->module = strdup(module ? module : "");
+	f->bounds = strdup(bounds ? bounds : "none");
+	if (!f->name || !f->module || !f->bounds) {
+		free((char *)f->name);
+		free((char *)f->module);
+		free((char *)f->bounds);
+		return -ENOMEM;
+	}
+	f->start = start;
+	f->end = end;
+	f->self = self;
+	f->inclusive = inclusive;
+	f->self_pct = r->samples ? 100.0 * (double)self / (double)r->samples : 0.0;
+	r->n++;
+	return 0;
+}
+
+int padrone_report_set_backend(struct padrone_report *r, const char *backend,
+			       const char *fallback)
+{
+	char *b = strdup(backend ? backend : "");
+	char *f = strdup(fallback ? fallback : "");
+
+	if (!b || !f) {
+		free(b);
+		free(f);
+		return -ENOMEM;
+	}
+	free(r->backend);
+	free(r->fallback);
+	r->backend = b;
+	r->fallback = f;
+	return 0;
+}
+
+static int hotter_first(const void *pa, const void *pb)
+{
+	const struct padrone_function *a = pa, *b = pb;
+
+	if (a->self != b->self)
+		return a->self > b->self ? -1 : 1;
+	if (a->inclusive != b->inclusive)
+		return a->inclusive > b->inclusive ? -1 : 1;
+	return (a->start > b->start) - (a->start < b->start);
+}
+
+void padrone_report_sort(struct padrone_report *r)
+{
+	if (r->n > 1)
+		qsort(r->fn, r->n, sizeof(*r->fn), hotter_first);
+}
+
+void padrone_report_free(struct padrone_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		free((char *)r->fn[i].name);
+		free((char *)r->fn[i].module);
+		free((char *)r->fn[i].bounds);
+	}
+	free(r->fn);
+	free(r->event);
+	free(r->backend);
+	free(r->fallback);
+	free(r);
+}
+
+pid_t padrone_report__pid(const struct padrone_report *r) { return r->pid; }
+const char *padrone_report__event(const struct padrone_report *r) { return r->event; }
+unsigned padrone_report__frequency_hz(const struct padrone_report *r) { return r->hz; }
+double padrone_report__duration_s(const struct padrone_report *r) { return r->duration_s; }
+uint64_t padrone_report__samples(const struct padrone_report *r) { return r->samples; }
+uint64_t padrone_report__lost(const struct padrone_report *r) { return r->lost; }
+const char *padrone_report__backend(const struct padrone_report *r) { return r->backend; }
+const char *padrone_report__fallback(const struct padrone_report *r) { return r->fallback; }
+size_t padrone_report__count(const struct padrone_report *r) { return r->n; }
+
+const struct padrone_function *padrone_report__function(const struct padrone_report *r, size_t i)
+{
+	return i < r->n ? &r->fn[i] : NULL;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static int put(struct json_object *o, const char *key, struct json_object *v)
+{
+	if (!v)
+		return -ENOMEM;
+	if (json_object_object_add(o, key, v) < 0) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static struct json_object *hex(uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)v);
+	return json_object_new_string(buf);
+}
+
+/* A double printed with a fixed number of decimals, not %.17g noise. */
+static struct json_object *fixed(double v, int decimals)
+{
+	char buf[48];
+	snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+	return json_object_new_double_s(v, buf);
+}
+
+static struct json_object *function_json(const struct padrone_function *f)
+{
+	struct json_object *o = json_object_new_object();
+	int r = 0;
+
+	if (!o)
+		return NULL;
+	r |= put(o, "name", json_object_new_string(f->name));
+	r |= put(o, "module", json_object_new_string(f->module));
+	r |= put(o, "start", hex(f->start));
+	r |= put(o, "end", hex(f->end));
+	r |= put(o, "self", json_object_new_uint64(f->self));
+	r |= put(o, "self_pct", fixed(f->self_pct, 2));
+	r |= put(o, "inclusive", json_object_new_uint64(f->inclusive));
+	r |= put(o, "bounds", json_object_new_string(f->bounds));
+	if (r) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static struct json_object *report_json(const struct padrone_report *r, size_t max)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *fns = json_object_new_array();
+	int e = 0;
+
+	if (!o || !fns) {
+		json_object_put(o);
+		json_object_put(fns);
+		return NULL;
+	}
+	e |= put(o, "pid", json_object_new_int(r->pid));
+	e |= put(o, "event", json_object_new_string(r->event));
+	e |= put(o, "frequency_hz", json_object_new_uint64(r->hz));
+	e |= put(o, "duration_s", fixed(r->duration_s, 3));
+	e |= put(o, "samples", json_object_new_uint64(r->samples));
+	e |= put(o, "lost", json_object_new_uint64(r->lost));
+	size_t n = max && max < r->n ? max : r->n;
+	for (size_t i = 0; i < n && !e; i++) {
+		struct json_object *f = function_json(&r->fn[i]);
+		if (!f || json_object_array_add(fns, f) < 0) {
+			json_object_put(f);
+			e = -ENOMEM;
+		}
+	}
+	e |= put(o, "functions", fns);
+	if (e) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+char *padrone_report__json(const struct padrone_report *r, size_t max)
+{
+	struct json_object *o = report_json(r, max);
+	char *s;
+
+	if (!o) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+						  JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	if (!s)
+		errno = ENOMEM;
+	return s;
+}
+
+/* ------------------------------------------------------------------ text */
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+char *padrone_report__text(const struct padrone_report *r, size_t max)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "# pid %d: %llu samples of %s at %u Hz in %.2f s, %llu lost\n",
+		(int)r->pid, (unsigned long long)r->samples, r->event, r->hz, r->duration_s,
+		(unsigned long long)r->lost);
+	fprintf(f, "#\n# %8s  %8s  %9s  %-32s  %-20s  %s\n", "Overhead", "Samples", "Inclusive",
+		"Function", "Module", "Bounds");
+	size_t n = max && max < r->n ? max : r->n;
+	for (size_t i = 0; i < n; i++) {
+		const struct padrone_function *fn = &r->fn[i];
+		fprintf(f, "  %8.2f%%  %8llu  %9llu  %-32s  %-20s  %s\n", fn->self_pct,
+			(unsigned long long)fn->self, (unsigned long long)fn->inclusive,
+			fn->name, base_name(fn->module), fn->bounds);
+	}
+	if (n < r->n)
+		fprintf(f, "# ... %zu more functions\n", r->n - n);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

@@ -1,0 +1,31 @@
+/* report.h: building a padrone_report (private to libpadrone).
+ *
+ * Reports are built by the session from a profile's results and read by
+ * clients through padrone.h. These constructors are hidden from
+ * libpadrone.so's symbol table.
+ */
+#ifndef PADRONE_SRC_REPORT_H
+#define PADRONE_SRC_REPORT_H
+
+#include "src/padrone.h"
+
+#define PADRONE_HIDDEN __attribute__((visibility("hidden")))
+
+/* NULL + errno on failure. */
+PADRONE_HIDDEN struct padrone_report *padrone_report_new(pid_t pid, const char *event,
+							 unsigned hz, double duration_s,
+							 uint64_t samples, uint64_t lost);
+/* Copies the strings. self_pct is computed from the report's samples.
+ * 0 or -ENOMEM. */
+PADRONE_HIDDEN int padrone_report_add(struct padrone_report *r, const char *name,
+				      const char *module, uint64_t start, uint64_t end,
+				      uint64_t self, uint64_t inclusive, const char *bounds);
+/* Which backend ran, and why not the one asked for (NULL/"": it was).
+ * 0 or -ENOMEM. */
+PADRONE_HIDDEN int padrone_report_set_backend(struct padrone_report *r, const char *backend,
+					      const char *fallback);
+/* Order hottest first: self descending, then inclusive, then address. */
+PADRONE_HIDDEN void padrone_report_sort(struct padrone_report *r);
+PADRONE_HIDDEN void padrone_report_free(struct padrone_report *r);
+
+#endif

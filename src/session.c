@@ -1,0 +1,526 @@
+/* session.c: libpadrone's session, composing attach/ and profile/. */
+#include "src/padrone.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach/attach.h"
+#include "profile/profile.h"
+#include "src/report.h"
+
+#define DEFAULT_SECONDS 2.0
+#define MAX_FRAMES 256
+
+struct padrone_session {
+	struct padrone_session_opts opts;
+	struct attach_target *t;
+	struct prof_symbolizer *sym;	/* made on first use */
+	struct padrone_report *report;
+	int event_fd;			/* the target exited or exec'd */
+	int interrupt_fd;		/* padrone_session__interrupt */
+	volatile sig_atomic_t profiling;
+	struct prof_frame raw[MAX_FRAMES];
+	struct padrone_frame frames[MAX_FRAMES];
+	enum padrone_why why;
+	char errmsg[512];
+};
+
+/* --------------------------------------------------------------- failures */
+
+static int fail(struct padrone_session *s, enum padrone_why why, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(struct padrone_session *s, enum padrone_why why, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+	va_end(ap);
+	s->why = why;
+	return err < 0 ? err : -EINVAL;
+}
+
+static void ok(struct padrone_session *s)
+{
+	s->why = PADRONE_OK;
+	s->errmsg[0] = '\0';
+}
+
+static const struct {
+	enum attach_why a;
+	enum padrone_why p;
+	const char *name;
+} whys[] = {
+	{ ATTACH_OK, PADRONE_OK, "ok" },
+	{ ATTACH_NO_PROCESS, PADRONE_NO_PROCESS, "no-process" },
+	{ ATTACH_ZOMBIE, PADRONE_ZOMBIE, "zombie" },
+	{ ATTACH_KERNEL_THREAD, PADRONE_KERNEL_THREAD, "kernel-thread" },
+	{ ATTACH_NOT_X86_64, PADRONE_NOT_X86_64, "not-x86-64" },
+	{ ATTACH_PERMISSION, PADRONE_PERMISSION, "permission" },
+	{ ATTACH_ALREADY_TRACED, PADRONE_ALREADY_TRACED, "already-traced" },
+	{ ATTACH_TARGET_EXITED, PADRONE_TARGET_EXITED, "target-exited" },
+	{ ATTACH_TARGET_EXECED, PADRONE_TARGET_EXECED, "target-execed" },
+	{ ATTACH_TIMEOUT, PADRONE_TIMEOUT, "timeout" },
+	{ ATTACH_SYSTEM, PADRONE_SYSTEM, "system" },
+};
+
+static enum padrone_why from_attach(enum attach_why a)
+{
+	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (whys[i].a == a)
+			return whys[i].p;
+	return PADRONE_SYSTEM;
+}
+
+int padrone_why_exit_status(enum padrone_why why)
+{
+	if (why == PADRONE_NOT_ATTACHED)
+		return 1;	/* a failed command, as in cmd.h */
+	if (why == PADRONE_BAD_REQUEST)
+		return 2;	/* a usage error */
+	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (whys[i].p == why)
+			return attach_why_exit_status(whys[i].a);
+	return attach_why_exit_status(ATTACH_SYSTEM);
+}
+
+const char *padrone_why_name(enum padrone_why why)
+{
+	if (why == PADRONE_NOT_ATTACHED)
+		return "not-attached";
+	if (why == PADRONE_BAD_REQUEST)
+		return "bad-request";
+	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (whys[i].p == why)
+			return whys[i].name;
+	return "unknown";
+}
+
+/* A failed operation on the attached target: attach/ says why. */
+static int fail_target(struct padrone_session *s, int err, const char *what)
+{
+	enum attach_why state = attach_target__state(s->t);
+	const char *msg = attach_target__errmsg(s->t);
+
+	return fail(s, state == ATTACH_OK ? PADRONE_SYSTEM : from_attach(state), err, "%s: %s",
+		    what, *msg ? msg : strerror(-err));
+}
+
+enum padrone_why padrone_session__why(const struct padrone_session *s) { return s->why; }
+const char *padrone_session__errmsg(const struct padrone_session *s) { return s->errmsg; }
+
+int padrone_session__exit_status(const struct padrone_session *s)
+{
+	return padrone_why_exit_status(s->why);
+}
+
+/* --------------------------------------------------------------- lifetime */
+
+struct padrone_session *padrone_session__new(const struct padrone_session_opts *opts)
+{
+	struct padrone_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->opts.sz = sizeof(s->opts);
+	/* Copy only the fields the caller's (maybe older) struct has. */
+	if (opts) {
+		size_t n = opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts);
+		memcpy(&s->opts, opts, n);
+		s->opts.sz = sizeof(s->opts);
+	}
+	s->event_fd = -1;
+	s->interrupt_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->interrupt_fd < 0) {
+		int e = errno;
+		free(s);
+		errno = e;
+		return NULL;
+	}
+	return s;
+}
+
+void padrone_session__free(struct padrone_session *s)
+{
+	if (!s)
+		return;
+	padrone_session__detach(s);
+	close(s->interrupt_fd);
+	free(s);
+}
+
+static void on_event(struct attach_target *t, const struct attach_event *ev, void *arg)
+{
+	struct padrone_session *s = arg;
+	uint64_t one = 1;
+
+	if (ev->kind == ATTACH_EV_EXIT || ev->kind == ATTACH_EV_EXEC) {
+		if (write(s->event_fd, &one, sizeof(one)) < 0) {
+			/* The counter cannot overflow from a handful of events. */
+		}
+	}
+}
+
+int padrone_session__attach(struct padrone_session *s, pid_t pid)
+{
+	struct attach_opts ao = { .sz = sizeof(ao), .stop_timeout_ms = s->opts.stop_timeout_ms };
+	struct attach_error err = { 0 };
+	int r;
+
+	if (s->t)
+		return fail(s, PADRONE_BAD_REQUEST, -EBUSY, "already attached to process %d",
+			    (int)attach_target__pid(s->t));
+	s->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->event_fd < 0)
+		return fail(s, PADRONE_SYSTEM, -errno, "eventfd: %s", strerror(errno));
+	r = attach_seize(pid, &ao, &s->t, &err);
+	if (r < 0) {
+		close(s->event_fd);
+		s->event_fd = -1;
+		s->t = NULL;
+		return fail(s, from_attach(err.why), r, "%s", err.msg);
+	}
+	attach_target__on_event(s->t, on_event, s);
+	/* It may have died between the seize and the callback. */
+	if (attach_target__state(s->t) != ATTACH_OK) {
+		uint64_t one = 1;
+		if (write(s->event_fd, &one, sizeof(one)) < 0) {
+			/* cannot fail on a fresh eventfd */
+		}
+	}
+	ok(s);
+	return 0;
+}
+
+int padrone_session__detach(struct padrone_session *s)
+{
+	int r = 0;
+
+	if (!s->t)
+		return fail(s, PADRONE_NOT_ATTACHED, -ENOENT, "not attached to a process");
+	padrone_report_free(s->report);
+	s->report = NULL;
+	prof_symbolizer__free(s->sym);
+	s->sym = NULL;
+	pid_t pid = attach_target__pid(s->t);
+	r = attach_target__detach(s->t);
+	s->t = NULL;
+	close(s->event_fd);
+	s->event_fd = -1;
+	if (r < 0)
+		return fail(s, PADRONE_SYSTEM, r, "detaching from process %d: %s", (int)pid,
+			    strerror(-r));
+	ok(s);
+	return 0;
+}
+
+bool padrone_session__attached(const struct padrone_session *s) { return s->t != NULL; }
+pid_t padrone_session__pid(const struct padrone_session *s)
+{
+	return s->t ? attach_target__pid(s->t) : 0;
+}
+
+enum padrone_why padrone_session__target_state(const struct padrone_session *s)
+{
+	return s->t ? from_attach(attach_target__state(s->t)) : PADRONE_NOT_ATTACHED;
+}
+
+int padrone_session__event_fd(const struct padrone_session *s) { return s->t ? s->event_fd : -1; }
+
+void padrone_session__interrupt(struct padrone_session *s)
+{
+	uint64_t one = 1;
+
+	if (s->profiling && write(s->interrupt_fd, &one, sizeof(one)) < 0) {
+		/* async-signal context: nothing to report to */
+	}
+}
+
+static int need_target(struct padrone_session *s)
+{
+	if (!s->t)
+		return fail(s, PADRONE_NOT_ATTACHED, -ENOENT, "not attached to a process");
+	enum attach_why st = attach_target__state(s->t);
+	if (st == ATTACH_TARGET_EXITED)
+		return fail(s, PADRONE_TARGET_EXITED, -ESRCH, "process %d has exited",
+			    (int)attach_target__pid(s->t));
+	if (st == ATTACH_TARGET_EXECED)
+		return fail(s, PADRONE_TARGET_EXECED, -ECHILD,
+			    "process %d has exec'd another program: detach and attach again",
+			    (int)attach_target__pid(s->t));
+	return 0;
+}
+
+static int need_symbolizer(struct padrone_session *s)
+{
+	struct prof_error err = { 0 };
+	int r;
+
+	if (s->sym)
+		return prof_symbolizer__refresh(s->sym) < 0 ?
+			fail(s, PADRONE_SYSTEM, -EIO, "%s", prof_symbolizer__errmsg(s->sym)) : 0;
+	r = prof_symbolizer__new(attach_target__pid(s->t), &s->sym, &err);
+	if (r < 0) {
+		s->sym = NULL;
+		return fail(s, PADRONE_SYSTEM, r, "%s", err.msg);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- threads */
+
+/* name, state and CPU times from /proc/PID/task/TID/stat (no ptrace). */
+static void read_task_stat(pid_t pid, struct padrone_thread *th)
+{
+	char path[64], buf[1024];
+	long tick = sysconf(_SC_CLK_TCK);
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)th->tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* "tid (comm) S ..." -- comm may hold spaces and parentheses. */
+	char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren)
+		return;
+	size_t len = (size_t)(close_paren - open_paren - 1);
+	if (len >= sizeof(th->name))
+		len = sizeof(th->name) - 1;
+	memcpy(th->name, open_paren + 1, len);
+	th->name[len] = '\0';
+	unsigned long long utime = 0, stime = 0;
+	/* After ")": state, then fields 4..13, then utime (14) and stime (15). */
+	if (sscanf(close_paren + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu",
+		   &th->state, &utime, &stime) == 3 && tick > 0) {
+		th->user_ms = utime * 1000 / (unsigned long long)tick;
+		th->system_ms = stime * 1000 / (unsigned long long)tick;
+	}
+}
+
+/* Every listed thread's pc, the world stopped once for all of them. */
+static int read_pcs(struct padrone_session *s, struct padrone_thread *out, size_t n)
+{
+	int r = attach_target__stop(s->t);
+
+	if (r < 0)
+		return fail_target(s, r, "stopping the process");
+	for (size_t i = 0; i < n; i++) {
+		struct user_regs_struct regs;
+		if (attach_target__get_regs(s->t, out[i].tid, &regs) == 0)
+			out[i].pc = regs.rip;	/* a thread gone meanwhile keeps pc 0 */
+	}
+	r = attach_target__resume(s->t);
+	return r < 0 ? fail_target(s, r, "resuming the process") : 0;
+}
+
+int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max)
+{
+	pid_t *tids = NULL;
+	int n, r;
+
+	if ((r = need_target(s)) < 0)
+		return r;
+	for (size_t cap = 64;; cap *= 2) {
+		pid_t *more = realloc(tids, cap * sizeof(*tids));
+		if (!more) {
+			free(tids);
+			return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+		}
+		tids = more;
+		n = attach_target__threads(s->t, tids, cap);
+		if (n < 0 || (size_t)n <= cap)
+			break;
+	}
+	if (n < 0) {
+		free(tids);
+		return fail_target(s, n, "listing threads");
+	}
+	size_t fill = (size_t)n < max ? (size_t)n : max;
+	for (size_t i = 0; i < fill; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].tid = tids[i];
+		read_task_stat(attach_target__pid(s->t), &out[i]);
+	}
+	free(tids);
+	if (fill && (r = read_pcs(s, out, fill)) < 0)
+		return r;
+	if (fill && need_symbolizer(s) == 0) {
+		for (size_t i = 0; i < fill; i++) {
+			struct prof_sym sym;
+			if (out[i].pc && prof_symbolizer__lookup(s->sym, out[i].pc, &sym) == 0)
+				snprintf(out[i].function, sizeof(out[i].function), "%s", sym.name);
+		}
+	}
+	ok(s);
+	return n;
+}
+
+/* ---------------------------------------------------------------- profile */
+
+/* Sleep for the profile's length, or less when interrupted or the target
+ * goes away. */
+static void wait_profile(struct padrone_session *s, double seconds)
+{
+	struct timespec t0, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double left = seconds - ((double)(now.tv_sec - t0.tv_sec) +
+					 (double)(now.tv_nsec - t0.tv_nsec) / 1e9);
+		if (left <= 0)
+			return;
+		struct pollfd pfd[2] = {
+			{ .fd = s->interrupt_fd, .events = POLLIN },
+			{ .fd = s->event_fd, .events = POLLIN },
+		};
+		int r = poll(pfd, 2, (int)(left * 1000) + 1);
+		if (r > 0)
+			return;
+		if (r < 0 && errno != EINTR)
+			return;
+	}
+}
+
+static int build_report(struct padrone_session *s, const struct prof_hot *hot)
+{
+	const struct prof_totals *t = prof_hot__totals(hot);
+	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t->event,
+						      t->freq_hz, (double)t->duration_ns / 1e9,
+						      t->samples, t->lost);
+	int e = r ? 0 : -ENOMEM;
+
+	if (r)
+		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
+					       t->fell_back ? t->fallback_reason : "");
+	for (size_t i = 0; r && e == 0 && i < prof_hot__count(hot); i++) {
+		const struct prof_func *f = prof_hot__at(hot, i);
+		e = padrone_report_add(r, f->name, f->module, f->start, f->end, f->self,
+				       f->inclusive, prof_bounds_name(f->bounds));
+	}
+	if (e < 0) {
+		padrone_report_free(r);
+		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	padrone_report_sort(r);
+	padrone_report_free(s->report);
+	s->report = r;
+	return 0;
+}
+
+/* Drop an interrupt that came while nobody was profiling. */
+static void drain(int fd)
+{
+	uint64_t v;
+	while (read(fd, &v, sizeof(v)) > 0)
+		;
+}
+
+static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, double seconds)
+{
+	int r = prof_sampler__start(smp);
+
+	if (r < 0)
+		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
+	s->profiling = 1;
+	wait_profile(s, seconds);
+	s->profiling = 0;
+	drain(s->interrupt_fd);
+	r = prof_sampler__stop(smp);
+	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
+}
+
+int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts)
+{
+	struct padrone_profile_opts o = { .sz = sizeof(o) };
+	struct prof_sampler *smp = NULL;
+	struct prof_hot *hot = NULL;
+	struct prof_error err = { 0 };
+	int r;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if ((r = need_target(s)) < 0)
+		return r;
+	if (o.seconds < 0 || o.seconds != o.seconds)
+		return fail(s, PADRONE_BAD_REQUEST, -EINVAL, "a profile cannot last %g seconds",
+			    o.seconds);
+	struct prof_opts po = {
+		.sz = sizeof(po),
+		.freq_hz = o.hz,
+		.backend = o.backend == PADRONE_BACKEND_BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING,
+		.force = o.force,
+	};
+	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
+	if (r < 0)
+		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
+			    err.msg);
+	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	if (r == 0)
+		r = need_symbolizer(s);
+	if (r == 0 && (r = prof_hot__build(smp, s->sym, &hot, &err)) < 0)
+		fail(s, PADRONE_SYSTEM, r, "%s", err.msg);
+	if (r == 0)
+		r = build_report(s, hot);
+	prof_hot__free(hot);
+	prof_sampler__free(smp);
+	if (r == 0)
+		ok(s);
+	return r;
+}
+
+const struct padrone_report *padrone_session__report(const struct padrone_session *s)
+{
+	return s->report;
+}
+
+/* -------------------------------------------------------------- backtrace */
+
+int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
+			       const struct padrone_frame **frames, size_t *count)
+{
+	int r;
+
+	*frames = NULL;
+	*count = 0;
+	if ((r = need_target(s)) < 0 || (r = need_symbolizer(s)) < 0)
+		return r;
+	if (!tid)
+		tid = attach_target__pid(s->t);
+	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES);
+	if (r < 0) {
+		const char *msg = prof_symbolizer__errmsg(s->sym);
+		return fail(s, r == -ESRCH ? PADRONE_NO_PROCESS : PADRONE_SYSTEM, r,
+			    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-r));
+	}
+	for (int i = 0; i < r; i++) {
+		const struct prof_frame *f = &s->raw[i];
+		s->frames[i] = (struct padrone_frame){
+			.pc = f->pc,
+			.offset = f->sym.start && f->pc >= f->sym.start ? f->pc - f->sym.start : 0,
+			.name = f->sym.name ? f->sym.name : "",
+			.module = f->sym.module ? f->sym.module : "",
+		};
+	}
+	*frames = s->frames;
+	*count = (size_t)r;
+	ok(s);
+	return 0;
+}

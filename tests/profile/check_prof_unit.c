@@ -1,0 +1,479 @@
+/* profile/ without a live target: the mmap ring reader on synthetic data
+ * (records that wrap, a corrupt header), the stack table, and ELF function
+ * tables checked against readelf, nm and objdump on real binaries. */
+#include "profile/internal.h"
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ ring */
+
+#define RING_DATA 256
+
+struct fake_ring {
+	void *base;
+	struct prof_ring r;
+	uint64_t head;		/* where the "kernel" writes next */
+};
+
+static void fake_init(struct fake_ring *f)
+{
+	f->base = aligned_alloc(4096, 2 * 4096);
+	ck_assert_ptr_nonnull(f->base);
+	memset(f->base, 0, 2 * 4096);
+	((struct perf_event_mmap_page *)f->base)->data_offset = 4096;
+	ck_assert_int_eq(prof_ring__init(&f->r, f->base, RING_DATA), 0);
+	f->head = 0;
+}
+
+static void fake_fini(struct fake_ring *f)
+{
+	prof_ring__fini(&f->r);
+	free(f->base);
+}
+
+/* Writes a record of size bytes (type, then bytes seq, seq+1, ...) at the
+ * head, wrapping like the kernel does, without publishing it. */
+static void fake_write(struct fake_ring *f, uint32_t type, uint16_t size, uint8_t seq)
+{
+	uint8_t rec[1024];
+	struct perf_event_header h = { .type = type, .misc = 0, .size = size };
+
+	memcpy(rec, &h, sizeof(h));
+	for (size_t i = sizeof(h); i < size; i++)
+		rec[i] = (uint8_t)(seq + i);
+	for (size_t i = 0; i < size; i++)
+		f->r.data[(f->head + i) & (RING_DATA - 1)] = rec[i];
+	f->head += size;
+}
+
+static void fake_publish(struct fake_ring *f)
+{
+	__atomic_store_n(&f->r.meta->data_head, f->head, __ATOMIC_RELEASE);
+}
+
+struct seen {
+	int n;
+	uint32_t types[64];
+	uint16_t sizes[64];
+	bool intact[64];
+	uint8_t seq[64];
+};
+
+static int record_cb(const struct perf_event_header *h, void *arg)
+{
+	struct seen *s = arg;
+	const uint8_t *p = (const uint8_t *)h;
+	bool ok = true;
+
+	for (size_t i = sizeof(*h); i < h->size; i++)
+		ok &= p[i] == (uint8_t)(s->seq[s->n] + i);
+	s->types[s->n] = h->type;
+	s->sizes[s->n] = h->size;
+	s->intact[s->n] = ok;
+	s->n++;
+	return 0;
+}
+
+START_TEST(ring_reads_records_and_frees_them)
+{
+	struct fake_ring f;
+	struct seen s = { 0 };
+
+	fake_init(&f);
+	s.seq[0] = 1, s.seq[1] = 2, s.seq[2] = 3;
+	fake_write(&f, PERF_RECORD_SAMPLE, 64, 1);
+	fake_write(&f, PERF_RECORD_LOST, 24, 2);
+	fake_write(&f, PERF_RECORD_SAMPLE, 40, 3);
+	/* nothing is read before data_head moves */
+	ck_assert_int_eq(prof_ring__drain(&f.r, record_cb, &s), 0);
+	fake_publish(&f);
+	ck_assert_int_eq(prof_ring__drain(&f.r, record_cb, &s), 3);
+	ck_assert_int_eq(s.types[0], PERF_RECORD_SAMPLE);
+	ck_assert_int_eq(s.types[1], PERF_RECORD_LOST);
+	ck_assert_int_eq(s.sizes[2], 40);
+	ck_assert(s.intact[0] && s.intact[1] && s.intact[2]);
+	ck_assert_uint_eq(f.r.meta->data_tail, 128);
+	fake_fini(&f);
+}
+END_TEST
+
+START_TEST(ring_copies_out_records_that_wrap)
+{
+	struct fake_ring f;
+	struct seen s = { 0 };
+	uint8_t seq = 0;
+
+	fake_init(&f);
+	/* go round the 256-byte ring several times with sizes that put record
+	 * ends, and even headers, across the end */
+	for (int round = 0; round < 12; round++) {
+		uint16_t sizes[3] = { 72, 48, (uint16_t)(36 + 4 * (round % 3)) };
+		int before = s.n;
+		for (int k = 0; k < 3; k++) {
+			s.seq[before + k] = ++seq;
+			fake_write(&f, PERF_RECORD_SAMPLE + (uint32_t)k, sizes[k], seq);
+		}
+		fake_publish(&f);
+		ck_assert_int_eq(prof_ring__drain(&f.r, record_cb, &s), 3);
+		for (int k = 0; k < 3; k++) {
+			ck_assert_int_eq(s.sizes[before + k], sizes[k]);
+			ck_assert_int_eq(s.types[before + k], PERF_RECORD_SAMPLE + (uint32_t)k);
+			ck_assert_msg(s.intact[before + k], "record %d of round %d damaged", k, round);
+		}
+		ck_assert_uint_eq(f.r.meta->data_tail, f.head);
+		if (s.n > 50)
+			s.n = 0;
+	}
+	ck_assert_uint_gt(f.head, 3 * RING_DATA);
+	fake_fini(&f);
+}
+END_TEST
+
+START_TEST(ring_skips_a_corrupt_header)
+{
+	struct fake_ring f;
+	struct seen s = { 0 };
+
+	fake_init(&f);
+	fake_write(&f, PERF_RECORD_SAMPLE, 32, 0);
+	fake_write(&f, PERF_RECORD_SAMPLE, 32, 0);
+	((struct perf_event_header *)(f.r.data + 32))->size = 4;	/* < header */
+	fake_publish(&f);
+	ck_assert_int_eq(prof_ring__drain(&f.r, record_cb, &s), -EIO);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(f.r.meta->data_tail, f.head);
+	fake_fini(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------ stacks */
+
+START_TEST(stacks_count_distinct_chains)
+{
+	struct prof_stacks t;
+	uint64_t a[3] = { 1, 2, 3 }, b[3] = { 1, 2, 4 }, c[2] = { 1, 2 };
+
+	prof_stacks__init(&t);
+	ck_assert_int_eq(prof_stacks__add(&t, a, 3, 1), 0);
+	ck_assert_int_eq(prof_stacks__add(&t, b, 3, 1), 0);
+	ck_assert_int_eq(prof_stacks__add(&t, a, 3, 5), 0);
+	ck_assert_int_eq(prof_stacks__add(&t, c, 2, 1), 0);
+	ck_assert_uint_eq(t.n, 3);
+	ck_assert_uint_eq(t.ents[0].count, 6);
+	ck_assert_uint_eq(t.ents[2].len, 2);
+	/* many chains: the table grows and still finds each one */
+	for (uint64_t i = 0; i < 5000; i++) {
+		uint64_t ch[2] = { i, i * 7 };
+		ck_assert_int_eq(prof_stacks__add(&t, ch, 2, i), 0);
+	}
+	for (uint64_t i = 0; i < 5000; i++) {
+		uint64_t ch[2] = { i, i * 7 };
+		ck_assert_int_eq(prof_stacks__add(&t, ch, 2, 1), 0);
+	}
+	ck_assert_uint_eq(t.n, 5003);
+	ck_assert_uint_eq(t.ents[3 + 4999].count, 5000);
+	struct prof_stacks u;
+	prof_stacks__init(&u);
+	ck_assert_int_eq(prof_stacks__merge(&u, &t), 0);
+	ck_assert_int_eq(prof_stacks__merge(&u, &t), 0);
+	ck_assert_uint_eq(u.n, t.n);
+	ck_assert_uint_eq(u.ents[0].count, 12);
+	prof_stacks__fini(&u);
+	prof_stacks__fini(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ ELF */
+
+static struct prof_elf *load_file(const char *path)
+{
+	char why[256] = "";
+	struct prof_elf *e = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	ck_assert_msg(fd >= 0, "open %s", path);
+	ck_assert_msg(prof_elf__load(fd, NULL, 0, &e, why, sizeof(why)) == 0, "%s: %s", path, why);
+	close(fd);
+	return e;
+}
+
+/* Every sized FUNC symbol of readelf -sW is found with its exact bounds. */
+static int check_against_readelf(struct prof_elf *e, const char *path, const char *table)
+{
+	char cmd[512];
+	int st, checked = 0;
+
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -sW --dyn-syms '%s' | awk '/^Symbol table/ { t = ($3 == \"'\\''.dynsym'\\''\") ? \"dyn\" : \"sym\" } "
+		 "$4 == \"FUNC\" && $7 != \"UND\" && $3 > 0 && t == \"%s\" { print $2, $3, $8 }'",
+		 path, table);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned long long value, size;
+		char name[256];
+		if (sscanf(line, "%llx %lli %255s", &value, &size, name) != 3)
+			continue;
+		char *at = strchr(name, '@');
+		if (at)
+			*at = 0;	/* versioned dynsym names */
+		const struct prof_fn *fn = prof_elf__find(e, value);
+		ck_assert_msg(fn, "%s: %s at %llx not found", path, name, value);
+		ck_assert_msg(fn->start == value, "%s: %s starts at %llx, not %llx", path, name,
+			      (unsigned long long)fn->start, value);
+		/* aliases may be bigger ones at the same address */
+		ck_assert_msg(fn->end >= value + size, "%s: %s ends at %llx, not %llx", path, name,
+			      (unsigned long long)fn->end, value + size);
+		checked++;
+	}
+	free(out);
+	return checked;
+}
+
+START_TEST(elf_symtab_matches_readelf)
+{
+	const char *path = tu_path("tests/targets/prof_hot");
+	struct prof_elf *e = load_file(path);
+
+	ck_assert_int_ge(check_against_readelf(e, path, "sym"), 5);
+	ck_assert_uint_ge(e->nsymtab, 5);
+	/* and a big one: this test program, sanitizers and all */
+	char self[256];
+	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(l, 0);
+	self[l] = 0;
+	struct prof_elf *me = load_file(self);
+	ck_assert_int_gt(check_against_readelf(me, self, "sym"), 100);
+	prof_elf__free(me);
+	/* the known function, named from .symtab */
+	int st;
+	char *v = tu_run("readelf -sW tests/targets/prof_hot | awk '$8 == \"prof_spin\" { print $2, $3 }'",
+			 &st);
+	unsigned long long value, size;
+	ck_assert_int_eq(sscanf(v, "%llx %lli", &value, &size), 2);
+	free(v);
+	const struct prof_fn *fn = prof_elf__find(e, value + size / 2);
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_str_eq(fn->name, "prof_spin");
+	ck_assert_int_eq(fn->bounds, PROF_BOUNDS_SYMTAB);
+	ck_assert_uint_eq(fn->end - fn->start, size);
+	prof_elf__free(e);
+}
+END_TEST
+
+START_TEST(elf_libc_dynsym_matches_readelf)
+{
+	char *libc = tu_run("ldd tests/targets/prof_hot | awk '/libc.so/ { print $3 }'", &(int){ 0 });
+	ck_assert_ptr_nonnull(libc);
+	libc[strcspn(libc, "\n")] = 0;
+	struct prof_elf *e = load_file(libc);
+
+	ck_assert_int_gt(check_against_readelf(e, libc, "dyn"), 1000);
+	/* libc has no .symtab on Debian: dynsym names, FDEs for the rest */
+	ck_assert_uint_gt(e->ndynsym, 1000);
+	ck_assert_uint_gt(e->nfde, 100);
+	free(libc);
+	prof_elf__free(e);
+}
+END_TEST
+
+START_TEST(elf_plt_entries_match_objdump)
+{
+	const char *path = tu_path("tests/targets/prof_hot");
+	struct prof_elf *e = load_file(path);
+	char cmd[512];
+	int st, checked = 0;
+
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec -j .plt.got '%s' | "
+		 "sed -n 's/^\\([0-9a-f]*\\) <\\(.*@plt\\)>:$/\\1 \\2/p'", path);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned long long a;
+		char name[256];
+		if (sscanf(line, "%llx %255s", &a, name) != 2)
+			continue;
+		const struct prof_fn *fn = prof_elf__find(e, a);
+		ck_assert_msg(fn && fn->start == a, "%s not found at %llx", name, a);
+		ck_assert_str_eq(fn->name, name);
+		checked++;
+	}
+	free(out);
+	ck_assert_int_ge(checked, 3);	/* printf/puts, clock_gettime, ... */
+	ck_assert_uint_eq(e->nplt, (size_t)checked);
+	prof_elf__free(e);
+}
+END_TEST
+
+START_TEST(elf_stripped_functions_come_from_eh_frame)
+{
+	const char *unstripped = tu_path("tests/targets/prof_hot_pie");
+	const char *stripped = tu_path("tests/targets/prof_hot_stripped");
+	struct prof_elf *e = load_file(stripped);
+	char cmd[512];
+	int st;
+
+	ck_assert_uint_eq(e->nsymtab, 0);
+	ck_assert(e->dyn);
+	snprintf(cmd, sizeof(cmd), "readelf -sW '%s' | awk '$4 == \"FUNC\" && $3 > 0 && "
+		 "$7 != \"UND\" && $8 ~ /^prof_/ { print $2, $3, $8 }'", unstripped);
+	char *out = tu_run(cmd, &st);
+	int n = 0;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned long long value, size;
+		char name[64];
+		ck_assert_int_eq(sscanf(line, "%llx %lli %63s", &value, &size, name), 3);
+		const struct prof_fn *fn = prof_elf__find(e, value);
+		ck_assert_msg(fn, "%s not covered", name);
+		ck_assert_int_eq(fn->bounds, PROF_BOUNDS_EH_FRAME);
+		ck_assert_ptr_null(fn->name);
+		ck_assert_uint_eq(fn->start, value);
+		ck_assert_uint_eq(fn->end, value + size);
+		n++;
+	}
+	free(out);
+	ck_assert_int_eq(n, 4);	/* prof_note, prof_spin, prof_mix, prof_unit */
+	prof_elf__free(e);
+}
+END_TEST
+
+/* The FDE count of our parser equals readelf's on several binaries. */
+START_TEST(eh_frame_fde_count_matches_readelf)
+{
+	const char *paths[] = { "tests/targets/prof_hot_stripped", "tests/targets/prof_churn",
+				"tests/targets/prof_nofde_stripped" };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++) {
+		const char *p = tu_path(paths[i]);
+		char cmd[512];
+		int st;
+		snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames '%s' | grep -c ' FDE '", p);
+		char *out = tu_run(cmd, &st);
+		int want = atoi(out);
+		free(out);
+		struct prof_elf *e = load_file(p);
+		/* FDEs that coincide with a symbol are merged into it; count all
+		 * functions whose bounds an FDE gives or confirms */
+		size_t got = 0;
+		snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames '%s' | "
+			 "sed -n 's/.* FDE .*pc=\\([0-9a-f]*\\)\\.\\.\\([0-9a-f]*\\)$/\\1 \\2/p'", p);
+		out = tu_run(cmd, &st);
+		for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+			unsigned long long lo, hi;
+			if (sscanf(line, "%llx %llx", &lo, &hi) != 2)
+				continue;
+			const struct prof_fn *fn = prof_elf__find(e, lo);
+			ck_assert_msg(fn && fn->start <= lo && fn->end >= hi,
+				      "%s: FDE %llx..%llx not covered", p, lo, hi);
+			got++;
+		}
+		free(out);
+		ck_assert_int_eq((int)got, want);
+		ck_assert_int_gt(want, 0);
+		prof_elf__free(e);
+	}
+}
+END_TEST
+
+START_TEST(elf_build_id_matches_readelf)
+{
+	int st;
+	char *out = tu_run("readelf -n tests/targets/prof_hot | sed -n 's/.*Build ID: *//p'", &st);
+	ck_assert_ptr_nonnull(out);
+	out[strcspn(out, "\n")] = 0;
+	ck_assert_int_eq(strlen(out), 40);
+	struct prof_elf *e = load_file(tu_path("tests/targets/prof_hot"));
+	ck_assert_str_eq(e->build_id, out);
+	free(out);
+	prof_elf__free(e);
+}
+END_TEST
+
+START_TEST(elf_rejects_what_is_not_x86_64_elf)
+{
+	char why[256] = "";
+	struct prof_elf *e = NULL;
+	int fd = open(tu_srcpath("tests/targets/prof_hot.c"), O_RDONLY | O_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(prof_elf__load(fd, NULL, 0, &e, why, sizeof(why)), -ENOEXEC);
+	ck_assert_str_eq(why, "not an ELF file");
+	ck_assert_ptr_null(e);
+	close(fd);
+}
+END_TEST
+
+struct fde_got {
+	uint64_t s[4], e[4];
+	int n;
+};
+
+static void fde_cb(uint64_t s, uint64_t e, void *arg)
+{
+	struct fde_got *g = arg;
+
+	if (g->n < 4) {
+		g->s[g->n] = s;
+		g->e[g->n] = e;
+	}
+	g->n++;
+}
+
+/* A hand-made .eh_frame: one CIE (zR, pcrel|sdata4), two FDEs. */
+START_TEST(eh_frame_parser_decodes_pcrel_fdes)
+{
+	uint8_t buf[128] = { 0 };
+	size_t o = 0;
+	/* CIE */
+	uint8_t cie[] = { 0x14, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b,
+			  0x0c, 7, 8, 0x90, 1, 0, 0 };
+	memcpy(buf, cie, sizeof(cie));
+	o = sizeof(cie);
+	uint64_t sec = 0x10000;
+	for (int k = 0; k < 2; k++) {
+		uint32_t len = 16, back = (uint32_t)(o + 4);
+		int32_t pc = (int32_t)(0x2000 + 0x100 * k - (int64_t)(o + 8));
+		uint32_t range = 0x40 + (uint32_t)k;
+		memcpy(buf + o, &len, 4);
+		memcpy(buf + o + 4, &back, 4);
+		memcpy(buf + o + 8, &pc, 4);
+		memcpy(buf + o + 12, &range, 4);
+		o += 20;
+	}
+	struct fde_got got = { .n = 0 };
+	ck_assert_int_eq(prof_eh_frame__parse(buf, o + 4, sec, fde_cb, &got), 2);
+	ck_assert_uint_eq(got.s[0], sec + 0x2000);
+	ck_assert_uint_eq(got.e[0], sec + 0x2040);
+	ck_assert_uint_eq(got.s[1], sec + 0x2100);
+	ck_assert_uint_eq(got.e[1], sec + 0x2141);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("profile-unit");
+	TCase *tc = tcase_create("ring");
+	tcase_add_test(tc, ring_reads_records_and_frees_them);
+	tcase_add_test(tc, ring_copies_out_records_that_wrap);
+	tcase_add_test(tc, ring_skips_a_corrupt_header);
+	tcase_add_test(tc, stacks_count_distinct_chains);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("elf");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, elf_symtab_matches_readelf);
+	tcase_add_test(tc, elf_libc_dynsym_matches_readelf);
+	tcase_add_test(tc, elf_plt_entries_match_objdump);
+	tcase_add_test(tc, elf_stripped_functions_come_from_eh_frame);
+	tcase_add_test(tc, eh_frame_fde_count_matches_readelf);
+	tcase_add_test(tc, elf_build_id_matches_readelf);
+	tcase_add_test(tc, elf_rejects_what_is_not_x86_64_elf);
+	tcase_add_test(tc, eh_frame_parser_decodes_pcrel_fdes);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

@@ -1,0 +1,152 @@
+/* The report: ranking, and its JSON and text forms. */
+#include "tests/lib/tu.h"
+
+#include <json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/report.h"
+
+static struct padrone_report *sample_report(void)
+{
+	struct padrone_report *r = padrone_report_new(4242, "cpu-clock", 999, 2.0015, 2000, 3);
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(padrone_report_add(r, "main", "/opt/x/hotloop", 0x555555555040,
+					    0x5555555550a0, 10, 1990, "symtab"), 0);
+	ck_assert_int_eq(padrone_report_add(r, "sub_401000", "/opt/x/stripped", 0x401000,
+					    0x401080, 15, 15, "eh_frame"), 0);
+	ck_assert_int_eq(padrone_report_add(r, "spin", "/opt/x/hotloop", 0x555555555180,
+					    0x5555555551c0, 1975, 1975, "symtab"), 0);
+	ck_assert_int_eq(padrone_report_add(r, "memcpy", "/usr/lib/libc.so.6", 0x7ffff7e00000,
+					    0x7ffff7e00100, 10, 12, "dynsym"), 0);
+	padrone_report_sort(r);
+	return r;
+}
+
+START_TEST(hottest_self_first_then_inclusive)
+{
+	struct padrone_report *r = sample_report();
+	const char *order[] = { "spin", "sub_401000", "main", "memcpy" };
+
+	ck_assert_uint_eq(padrone_report__count(r), 4);
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_str_eq(padrone_report__function(r, i)->name, order[i]);
+	ck_assert_ptr_null(padrone_report__function(r, 4));
+	const struct padrone_function *f = padrone_report__function(r, 0);
+	ck_assert(f->self_pct > 98.74 && f->self_pct < 98.76);
+	ck_assert_int_eq(padrone_report__pid(r), 4242);
+	ck_assert_uint_eq(padrone_report__samples(r), 2000);
+	ck_assert_uint_eq(padrone_report__lost(r), 3);
+	ck_assert_str_eq(padrone_report__backend(r), "ring");
+	ck_assert_str_eq(padrone_report__fallback(r), "");
+	padrone_report_free(r);
+}
+END_TEST
+
+static const char *str(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key %s", key);
+	ck_assert_msg(json_object_is_type(v, json_type_string), "%s not a string", key);
+	return json_object_get_string(v);
+}
+
+static int64_t num(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key %s", key);
+	ck_assert_msg(json_object_is_type(v, json_type_int), "%s not an integer", key);
+	return json_object_get_int64(v);
+}
+
+START_TEST(json_has_the_documented_shape)
+{
+	struct padrone_report *r = sample_report();
+	char *text = padrone_report__json(r, 0);
+	struct json_object *o = json_tokener_parse(text);
+	struct json_object *v, *fns;
+
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(num(o, "pid"), 4242);
+	ck_assert_str_eq(str(o, "event"), "cpu-clock");
+	ck_assert_int_eq(num(o, "frequency_hz"), 999);
+	ck_assert(json_object_object_get_ex(o, "duration_s", &v) && json_object_is_type(v, json_type_double));
+	ck_assert(json_object_get_double(v) > 2.0 && json_object_get_double(v) < 2.01);
+	ck_assert_int_eq(num(o, "samples"), 2000);
+	ck_assert_int_eq(num(o, "lost"), 3);
+	ck_assert(json_object_object_get_ex(o, "functions", &fns));
+	ck_assert_int_eq(json_object_array_length(fns), 4);
+	ck_assert_int_eq(json_object_object_length(o), 7);
+
+	struct json_object *f = json_object_array_get_idx(fns, 0);
+	ck_assert_int_eq(json_object_object_length(f), 8);
+	ck_assert_str_eq(str(f, "name"), "spin");
+	ck_assert_str_eq(str(f, "module"), "/opt/x/hotloop");	/* no "\/" escapes */
+	ck_assert_str_eq(str(f, "start"), "0x555555555180");
+	ck_assert_str_eq(str(f, "end"), "0x5555555551c0");
+	ck_assert_int_eq(num(f, "self"), 1975);
+	ck_assert_int_eq(num(f, "inclusive"), 1975);
+	ck_assert_str_eq(str(f, "bounds"), "symtab");
+	ck_assert(json_object_object_get_ex(f, "self_pct", &v));
+	ck_assert(json_object_get_double(v) == 98.75);
+	ck_assert_ptr_nonnull(strstr(text, "\"self_pct\":98.75,"));
+	ck_assert_str_eq(str(json_object_array_get_idx(fns, 1), "bounds"), "eh_frame");
+	json_object_put(o);
+	free(text);
+
+	text = padrone_report__json(r, 1);	/* at most one function */
+	o = json_tokener_parse(text);
+	ck_assert(json_object_object_get_ex(o, "functions", &fns));
+	ck_assert_int_eq(json_object_array_length(fns), 1);
+	json_object_put(o);
+	free(text);
+	padrone_report_free(r);
+}
+END_TEST
+
+START_TEST(text_is_a_perf_like_table)
+{
+	struct padrone_report *r = sample_report();
+	char *text = padrone_report__text(r, 2);
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_ptr_nonnull(strstr(text, "# pid 4242: 2000 samples of cpu-clock at 999 Hz in 2.00 s, 3 lost\n"));
+	ck_assert_ptr_nonnull(strstr(text, "Overhead"));
+	char *spin = strstr(text, "98.75%");
+	ck_assert_ptr_nonnull(spin);
+	ck_assert_ptr_nonnull(strstr(spin, "spin"));
+	ck_assert_ptr_nonnull(strstr(spin, "hotloop"));	/* module shown by base name */
+	ck_assert_ptr_null(strstr(text, "/opt/x/"));
+	ck_assert_ptr_nonnull(strstr(text, "sub_401000"));
+	ck_assert_ptr_null(strstr(text, "main"));
+	ck_assert_ptr_nonnull(strstr(text, "# ... 2 more functions\n"));
+	free(text);
+	padrone_report_free(r);
+}
+END_TEST
+
+START_TEST(an_empty_profile_is_still_a_report)
+{
+	struct padrone_report *r = padrone_report_new(1, "cpu-clock", 999, 1.0, 0, 0);
+	char *json = padrone_report__json(r, 0);
+
+	ck_assert_ptr_nonnull(strstr(json, "\"functions\":[]"));
+	ck_assert_int_eq(padrone_report_set_backend(r, "ring", "BPF is not available here"), 0);
+	ck_assert_str_eq(padrone_report__fallback(r), "BPF is not available here");
+	free(json);
+	padrone_report_free(r);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("report");
+	TCase *tc = tcase_create("report");
+	tcase_add_test(tc, hottest_self_first_then_inclusive);
+	tcase_add_test(tc, json_has_the_documented_shape);
+	tcase_add_test(tc, text_is_a_perf_like_table);
+	tcase_add_test(tc, an_empty_profile_is_still_a_report);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}
