@@ -263,6 +263,10 @@ struct cc_patch_opts {
  * replacement stays when padrone detaches. */
 int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
 		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts);
+/* Redirect to code the caller placed (cc_cache__alloc, cc_cache__write);
+ * undone by cc_cache__restore, which leaves dest's code alone. */
+int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
+		       const struct cc_patch_opts *opts);
 /* Phase restore: the original bytes back (checked to be still what padrone
  * wrote), then the replacement's code freed unless a thread is in it.
  * name: for messages (NULL: as recorded). -ENOENT if not replaced. */

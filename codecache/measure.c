@@ -31,10 +31,11 @@
 extern const uint8_t cc_mstub_begin[], cc_mstub_ret[], cc_mstub_end[];
 extern const uint8_t cc_mstub_fix_data1[], cc_mstub_fix_data2[], cc_mstub_fix_cont[];
 
-enum { MD_LIMIT = 0, MD_STARTED = 8, MD_DONE = 16, MD_SKIPPED = 24, MD_MASK = 32,
-       MD_TABLE = 40, MD_SAMPLES = 48, MD_HEADER = 64 };
+enum { MD_LIMIT = 0, MD_STARTED = 8, MD_SKIPPED = 24, MD_MASK = 32, MD_TABLE = 40,
+       MD_SAMPLES = 48, MD_HEADER = 64 };
 #define TABLE_ENTRIES 1024u
 #define TABLE_ENTRY 32u
+#define MD_SAMPLES_AT (MD_HEADER + TABLE_ENTRIES * TABLE_ENTRY)
 #define MAX_CALLS (16u << 20)
 
 struct cc_measure {
@@ -182,7 +183,7 @@ static int place(struct cc_measure *m, const struct cc_func *fn)
 	put64(d, MD_LIMIT, m->calls);
 	put64(d, MD_MASK, TABLE_ENTRIES - 1);
 	put64(d, MD_TABLE, m->data + MD_HEADER);
-	put64(d, MD_SAMPLES, m->data + MD_HEADER + TABLE_ENTRIES * TABLE_ENTRY);
+	put64(d, MD_SAMPLES, m->data + MD_SAMPLES_AT);
 	rc = build_stub(m, fn, code);
 	if (rc == -ERANGE)
 		rc = cc__fail(c, CC_PHASE_WRITE, rc, "the measuring stub's code and data are out of "
@@ -255,14 +256,33 @@ err:
 	return rc;
 }
 
+/* Calls timed so far: claimed indices while fewer than N are claimed (the
+ * few in flight counted), then the samples actually written. */
 int cc_measure__poll(struct cc_measure *m, uint64_t *done)
 {
-	return cc_cache__read(m->c, m->data + MD_DONE, done, 8);
+	uint64_t started;
+	int rc = cc_cache__read(m->c, m->data + MD_STARTED, &started, 8);
+
+	if (rc < 0)
+		return rc;
+	if (started < m->calls) {
+		*done = started;
+		return 0;
+	}
+	uint64_t *s = malloc(m->calls * 8);
+	if (!s)
+		return cc__fail(m->c, CC_PHASE_MEASURE, -ENOMEM, "out of memory");
+	rc = cc_cache__read(m->c, m->data + MD_SAMPLES_AT, s, m->calls * 8);
+	*done = 0;
+	for (uint64_t i = 0; rc == 0 && i < m->calls; i++)
+		*done += s[i] != 0;
+	free(s);
+	return rc;
 }
 
 int cc_measure__wait(struct cc_measure *m, int timeout_ms, uint64_t *done)
 {
-	struct timespec nap = { 0, 2000000 };
+	struct timespec nap = { 0, 5000000 };
 	int waited = 0, rc;
 
 	for (;;) {
@@ -273,7 +293,7 @@ int cc_measure__wait(struct cc_measure *m, int timeout_ms, uint64_t *done)
 		if (waited >= timeout_ms)
 			return -ETIMEDOUT;
 		nanosleep(&nap, NULL);
-		waited += 2;
+		waited += 5;
 	}
 }
 
@@ -315,8 +335,7 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	if (!s)
 		return cc__fail(c, CC_PHASE_MEASURE, -ENOMEM, "out of memory");
 	if ((rc = cc_cache__read(c, m->data, hdr, sizeof hdr)) < 0 ||
-	    (rc = cc_cache__read(c, m->data + MD_HEADER + TABLE_ENTRIES * TABLE_ENTRY, s,
-				 m->calls * 8)) < 0) {
+	    (rc = cc_cache__read(c, m->data + MD_SAMPLES_AT, s, m->calls * 8)) < 0) {
 		free(s);
 		return rc;
 	}

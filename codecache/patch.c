@@ -738,6 +738,35 @@ out:
 
 /* ------------------------------------------------------- replace/restore */
 
+/* The detour: the relocated first bytes, where a thread caught inside them
+ * is moved (phases allocate and write). */
+static int place_detour(struct cc_job *j, const struct cc_func *fn, uint64_t *copy, size_t *size)
+{
+	struct cc_cache *c = j->c;
+	struct cc_error err;
+	uint8_t buf[256];
+	int rc;
+
+	*copy = 0;
+	*size = j->prefix ? cc_reloc__size(j->prefix) : 0;
+	if (!*size)
+		return 0;
+	if (*size > sizeof buf)
+		return cc__fail(c, CC_PHASE_REDIRECT, -E2BIG, "the relocated first bytes of %s are "
+				"too large", j->name);
+	if ((rc = cc_cache__alloc(c, CC_CODE, *size, 16, fn->addr, copy)) < 0)
+		return rc;
+	if ((rc = cc_reloc__encode(j->prefix, *copy, buf, sizeof buf, &err)) < 0)
+		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "%s", err.msg);
+	else
+		rc = cc_cache__write(c, *copy, buf, *size);
+	if (rc < 0) {
+		cc_cache__free(c, *copy, *size);
+		*copy = 0;
+	}
+	return rc;
+}
+
 int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
 		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
 {
@@ -789,24 +818,8 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
 	    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
 	    l.data_size, l.data);
-	/* the detour: where a thread caught inside the first bytes goes */
-	dsize = j->prefix ? cc_reloc__size(j->prefix) : 0;
-	if (dsize) {
-		struct cc_error err;
-		uint8_t buf[256];
-		if (dsize > sizeof buf) {
-			rc = cc__fail(c, CC_PHASE_REDIRECT, -E2BIG, "relocated prefix too large");
-			goto out;
-		}
-		if ((rc = cc_cache__alloc(c, CC_CODE, dsize, 16, fn->addr, &copy)) < 0)
-			goto out;
-		if ((rc = cc_reloc__encode(j->prefix, copy, buf, sizeof buf, &err)) < 0) {
-			cc__fail(c, CC_PHASE_REDIRECT, rc, "%s", err.msg);
-			goto out;
-		}
-		if ((rc = cc_cache__write(c, copy, buf, dsize)) < 0)
-			goto out;
-	}
+	if ((rc = place_detour(j, fn, &copy, &dsize)) < 0)
+		goto out;
 	struct cc_dir_block owned[3];
 	size_t n = 0;
 	owned[n++] = (struct cc_dir_block){ l.code, l.code_size, CC_CODE, 0 };
@@ -821,6 +834,34 @@ out:
 			cc_cache__free(c, copy, dsize);
 		cc_cache__unload(c, &l);
 	}
+	cc__job_free(j);
+	return rc;
+}
+
+int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
+		       const struct cc_patch_opts *opts)
+{
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_dir_redir *r;
+	struct cc_job *j;
+	uint64_t copy = 0;
+	size_t dsize = 0;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const char *name = fn->name ? fn->name : "the function";
+	if ((r = redir_find(c, fn->addr, 0)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
+				name, r->kind == CC_REDIR_MEASURE ? "being measured" : "replaced");
+	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
+		return rc;
+	if ((rc = place_detour(j, fn, &copy, &dsize)) == 0) {
+		struct cc_dir_block owned = { copy, dsize, CC_CODE, 0 };
+		rc = cc__job_apply(j, dest, copy, &owned, copy ? 1 : 0, 0, NULL);
+	}
+	if (rc < 0 && copy)
+		cc_cache__free(c, copy, dsize);
 	cc__job_free(j);
 	return rc;
 }

@@ -18,7 +18,8 @@
  * Data block (little-endian u64 fields, offsets fixed):
  *   0 limit     samples wanted (N)
  *   8 started   indices claimed (lock xadd); at >= limit the stub passes
- *  16 done      samples written (lock inc)
+ *  16 (unused)  completion is read from the samples: a sample is written
+ *               last, so the handler needs no further locked instruction
  *  24 skipped   calls not timed: no room in the table (sample = ~0)
  *  32 mask      table entries - 1 (a power of two)
  *  40 table     address of the table: entries {slot, ret, t0, idx}, key
@@ -78,7 +79,6 @@ cc_mstub_fix_data1:
 	mov rax, [r11 + 48]		/* no room: the call runs untimed */
 	mov qword ptr [rax + rdi * 8], -1
 	lock inc qword ptr [r11 + 24]
-	lock inc qword ptr [r11 + 16]
 	jmp .Lpass
 .Ltake:
 	mov [r8 + 24], rdi
@@ -145,7 +145,6 @@ cc_mstub_fix_data2:
 	mov rax, [r8 + 8]
 	mov [rcx], rax			/* return where the caller expects */
 	mov qword ptr [r8], 1		/* deleted */
-	lock inc qword ptr [r11 + 16]
 	pop r11
 	pop r8
 	pop rdi

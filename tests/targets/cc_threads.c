@@ -8,11 +8,15 @@
  *  - one thread calls blocker(SYS_pause) in a loop: it sleeps inside
  *    blocker's first bytes until SIGUSR1, then prints "blocker: woke K
  *    ret R";
- *  - with "forever", one more thread enters forever() and never leaves it.
- * "ready" is printed once all threads run.
+ *  - with "forever", one more thread calls run_it(forever) and never comes
+ *    back: its pc is in forever(), and run_it's return address, which lies
+ *    inside run_it's first bytes, is on its stack.
+ * "ready" is printed once all threads run and the blocker is about to
+ * sleep for the first time.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,12 +58,27 @@ __asm__(".text\n"
 	"	ret\n"
 	".size blocker, .-blocker\n");
 
+/* run_it(fn) = fn(), 1; the call is its first instruction, so the return
+ * address lies inside the bytes an entry jump would overwrite. */
+int run_it(void (*fn)(void));
+__asm__(".text\n"
+	".globl run_it\n"
+	".type run_it, @function\n"
+	"run_it:\n"
+	"	call *%rdi\n"
+	"	mov $1, %eax\n"
+	"	ret\n"
+	".size run_it, .-run_it\n");
+
 static volatile unsigned long forever_spins;
 
+/* (a load first: a loop head at the entry would be refused as a branch
+ * into the bytes an entry jump overwrites) */
 __attribute__((noipa)) void forever(void)
 {
+	unsigned long n = forever_spins;
 	for (;;)
-		forever_spins++;
+		forever_spins = ++n;
 }
 
 static void on_usr1(int sig)
@@ -94,6 +113,8 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static sem_t sleeper_up;
+
 static void *sleeper(void *arg)
 {
 	sigset_t usr1;
@@ -104,6 +125,8 @@ static void *sleeper(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);	/* only this thread takes it */
 	for (long k = 1;; k++) {
 		printf("blocker: waiting %ld\n", k);
+		if (k == 1)
+			sem_post(&sleeper_up);
 		long r = blocker(SYS_pause);
 		printf("blocker: woke %ld ret %ld\n", k, r);
 	}
@@ -113,7 +136,7 @@ static void *sleeper(void *arg)
 static void *spinner(void *arg)
 {
 	(void)arg;
-	forever();
+	printf("spinner: %d\n", run_it(forever));
 	return NULL;
 }
 
@@ -132,10 +155,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	for (long i = 0; i < n; i++)
 		pthread_create(&t, NULL, worker, (void *)i);
+	sem_init(&sleeper_up, 0, 0);
 	pthread_create(&t, NULL, sleeper, NULL);
+	sem_wait(&sleeper_up);
 	if (with_forever)
 		pthread_create(&t, NULL, spinner, NULL);
 	printf("ready\n");
 	for (;;)
-		pause();
+		sleep(1000);	/* (not pause(): only the blocker sleeps in that) */
 }
