@@ -105,6 +105,7 @@ struct athread {
 	bool interrupted;	/* PTRACE_INTERRUPT sent, no stop seen since */
 	bool gstop;		/* parked in a group stop: resume with PTRACE_LISTEN */
 	bool exiting;		/* PTRACE_EVENT_EXIT seen or interrupt said ESRCH */
+	bool zombie;		/* dead but not reaped (or no longer ours) */
 	bool fresh;		/* auto-attached; THREAD_NEW not reported yet */
 	bool exit_told;		/* THREAD_EXIT reported */
 	bool foreign;		/* a clone that is not a thread of the target */
