@@ -381,7 +381,7 @@ START_TEST(thread_born_between_open_and_start_counted_once)
 	ck_assert_msg(tot.samples >= 50 && tot.samples <= max_samples(&tot, 1),
 		      "%llu samples in %.2f s from one busy thread",
 		      (unsigned long long)tot.samples, (double)tot.duration_ns * 1e-9);
-	ck_assert_uint_eq(tot.threads, 1);
+	ck_assert_uint_le(tot.threads, 2);	/* the main thread wakes every 10 ms */
 	ck_assert_uint_eq(tot.new_threads, 1);
 	struct prof_symbolizer *sym;
 	struct prof_hot *h = rank(s, &sym);
