@@ -719,7 +719,7 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 			_exit(1);
 		}
 		prof_sampler__start(s);
-		usleep(600000);
+		usleep(1000000);
 		prof_sampler__stop(s);
 		prof_sampler__totals(s, &tot);
 		if (prof_symbolizer__new(target, &sym, &err) < 0 ||
@@ -757,7 +757,7 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 	ck_assert_int_eq(fell, 1);
 	ck_assert_str_eq(backend, "ring");
 	ck_assert_int_eq(kern, 0);
-	ck_assert_uint_gt(samples, 50);
+	ck_assert_uint_gt(samples, 10);	/* ~1000 on an idle machine */
 	ck_assert_str_eq(top, "prof_spin");
 	ck_assert_msg(strstr(buf, "cannot load the BPF program") && strstr(buf, "CAP_BPF"), "%s", buf);
 }
