@@ -103,6 +103,8 @@ struct attach_opts {
 	size_t sz;		/* sizeof(struct attach_opts) */
 	int stop_timeout_ms;	/* how long stop-the-world waits per thread;
 				 * 0 = default (1000) */
+	int syscall_timeout_ms;	/* how long a remote system call may take
+				 * before it is interrupted; 0 = default (5000) */
 };
 
 /* Checks the PID (exists, not zombie, not kernel thread, x86-64, not

@@ -139,8 +139,13 @@ static int load_symbols(struct builder *b, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh
 		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
 		if (!name || !*name)
 			continue;
-		int bind = GELF_ST_BIND(sym.st_info);
-		int prio = (dyn ? 3 : 0) + (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2);
+		/* among aliases prefer .symtab, then the name with the fewest
+		 * leading underscores (getpid over __getpid), then binding */
+		int bind = GELF_ST_BIND(sym.st_info), under = 0;
+		while (name[under] == '_' && under < 3)
+			under++;
+		int prio = (dyn ? 100 : 0) + under * 10 +
+			   (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2);
 		size_t off = intern(b->e, name, NULL);
 		if (!off || add_fn(b, sym.st_value, sym.st_value + sym.st_size, off,
 				   dyn ? PROF_BOUNDS_DYNSYM : PROF_BOUNDS_SYMTAB, prio) < 0)
@@ -266,7 +271,7 @@ static int load_plt(struct builder *b, Elf *elf, size_t shstrndx)
 				if (name) {
 					size_t off = intern(b->e, name, "@plt");
 					if (!off || add_fn(b, sh.sh_addr + o, sh.sh_addr + o + ent, off,
-							   PROF_BOUNDS_DYNSYM, 6) < 0) {
+							   PROF_BOUNDS_DYNSYM, 200) < 0) {
 						free(slots);
 						return -ENOMEM;
 					}
@@ -474,7 +479,7 @@ static void collect_fde(uint64_t start, uint64_t end, void *arg)
 		c->fdes = p;
 		c->cap = nc;
 	}
-	c->fdes[c->n++] = (struct fn_tmp){ start, end, 0, PROF_BOUNDS_EH_FRAME, 9 };
+	c->fdes[c->n++] = (struct fn_tmp){ start, end, 0, PROF_BOUNDS_EH_FRAME, 300 };
 }
 
 /* Bytes of the file at link-time address v, up to the end of its segment. */
@@ -539,7 +544,7 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 	}
 	for (size_t i = 0; i < c.n; i++)
 		if (c.fdes[i].prio < 0 && add_fn(b, c.fdes[i].start, c.fdes[i].end, 0,
-						 PROF_BOUNDS_EH_FRAME, 9) == 0)
+						 PROF_BOUNDS_EH_FRAME, 300) == 0)
 			b->e->nfde++;
 	free(c.fdes);
 	return 0;

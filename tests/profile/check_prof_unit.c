@@ -338,7 +338,7 @@ START_TEST(elf_stripped_functions_come_from_eh_frame)
 		n++;
 	}
 	free(out);
-	ck_assert_int_eq(n, 3);	/* prof_spin, prof_mix, prof_unit */
+	ck_assert_int_eq(n, 4);	/* prof_note, prof_spin, prof_mix, prof_unit */
 	prof_elf__free(e);
 }
 END_TEST

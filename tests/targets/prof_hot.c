@@ -15,10 +15,20 @@
 static volatile uint64_t seed = 12345;
 static volatile unsigned rounds = 100000;
 
+/* Makes prof_spin a non-leaf, so that built with -fno-omit-frame-pointer it
+ * really sets up a frame (gcc skips it in leaves). */
+__attribute__((noinline, noclone)) void prof_note(uint64_t x)
+{
+	__asm__ volatile("" : : "r"(x));
+}
+
 __attribute__((noinline, noclone)) uint64_t prof_spin(uint64_t x, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		x = (x ^ (x >> 13)) * 0x9e3779b97f4a7c15ull + i;
+		if ((i & 0xffff) == 0)
+			prof_note(x);
+	}
 	return x;
 }
 

@@ -1,0 +1,738 @@
+/* attach/control.c: seizing, the target's events, stop-the-world, resume
+ * and detach. Everything here runs on the tracer thread.
+ *
+ * Each thread of the target is in one of the states of enum athread_stop.
+ * A stopped world keeps every thread in AT_PARKED: a PTRACE_EVENT_STOP
+ * taken inside get_signal(). A thread that stops for another reason while
+ * the world is being stopped is first sent on its way (its signal
+ * delivered, its clone finished) with PTRACE_INTERRUPT queued before the
+ * resume, so it parks again before it can reach user space. Keeping one
+ * parked state means resuming is always the same, and the kernel itself
+ * restarts a system call the thread was in.
+ */
+#include "attach/internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEIZE_OPTIONS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | \
+		       PTRACE_O_TRACESYSGOOD)
+/* How long a new thread waits for its cloner's event before it is
+ * reported anyway (the cloner may have been killed in between). */
+#define FRESH_WAIT_NS (100 * 1000000ull)
+
+long attach__ptrace(int req, pid_t tid, void *addr, void *data)
+{
+	long r = ptrace((enum __ptrace_request)req, tid, addr, data);
+	return r < 0 ? -errno : r;
+}
+
+/* ------------------------------------------------------------- threads */
+
+struct athread *attach__thread(struct attach_target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nth; i++)
+		if (t->th[i].tid == tid)
+			return &t->th[i];
+	return NULL;
+}
+
+/* The leader goes first, the others in arrival order. */
+static struct athread *add_thread(struct attach_target *t, pid_t tid)
+{
+	if (t->nth == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct athread *v = realloc(t->th, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		t->th = v;
+		t->cap = cap;
+	}
+	size_t at = t->nth;
+	if (tid == t->pid) {
+		memmove(&t->th[1], &t->th[0], t->nth * sizeof(*t->th));
+		at = 0;
+	}
+	t->nth++;
+	memset(&t->th[at], 0, sizeof(t->th[at]));
+	t->th[at].tid = tid;
+	return &t->th[at];
+}
+
+static void drop_thread(struct attach_target *t, pid_t tid)
+{
+	struct athread *th = attach__thread(t, tid);
+	if (!th)
+		return;
+	size_t i = (size_t)(th - t->th);
+	memmove(&t->th[i], &t->th[i + 1], (t->nth - i - 1) * sizeof(*t->th));
+	t->nth--;
+}
+
+static void emit(struct attach_target *t, enum attach_event_kind kind, pid_t tid, pid_t parent,
+		 int status)
+{
+	pthread_mutex_lock(&t->lock);
+	attach_event_fn fn = t->ev_fn;
+	void *arg = t->ev_arg;
+	pthread_mutex_unlock(&t->lock);
+	if (!fn)
+		return;
+	struct attach_event ev = { .kind = kind, .tid = tid, .parent_tid = parent, .status = status };
+	t->in_callback++;
+	fn(t, &ev, arg);
+	t->in_callback--;
+}
+
+static void set_state(struct attach_target *t, enum attach_why why)
+{
+	__atomic_store_n(&t->state, (int)why, __ATOMIC_RELEASE);
+	if (why != ATTACH_OK) {
+		t->depth = 0;
+		__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	}
+}
+
+int attach__check_alive(struct attach_target *t)
+{
+	switch (attach_target__state(t)) {
+	case ATTACH_TARGET_EXITED:
+		return attach__fail(t, -ESRCH, "process %d (%s) has exited", (int)t->pid, t->comm);
+	case ATTACH_TARGET_EXECED:
+		return attach__fail(t, -ECHILD,
+				    "process %d (%s) called exec (now %s); padrone detached from it "
+				    "and the new program runs untraced", (int)t->pid, t->comm,
+				    t->exec_comm);
+	default:
+		return 0;
+	}
+}
+
+/* --------------------------------------------------- resuming one thread */
+
+static void interrupt(struct attach_target *t, struct athread *th)
+{
+	int r = (int)attach__ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL);
+	if (r == -ESRCH)
+		th->exiting = true;	/* no longer ours: it is dying */
+	else
+		th->interrupted = true;
+}
+
+static void cont(struct athread *th, int req, int sig)
+{
+	attach__ptrace(req, th->tid, NULL, (void *)(long)sig);
+	th->stop = AT_RUNNING;
+}
+
+/* A thread in some stop, world not held: let it go on. */
+static void release(struct athread *th)
+{
+	switch (th->stop) {
+	case AT_PARKED:
+		cont(th, th->gstop ? PTRACE_LISTEN : PTRACE_CONT, 0);
+		break;
+	case AT_SIGNAL:
+		cont(th, PTRACE_CONT, th->sig);	/* never swallow the target's signal */
+		break;
+	default:
+		cont(th, PTRACE_CONT, 0);
+		break;
+	}
+}
+
+/* A thread in some stop, world held: bring it to AT_PARKED. The interrupt
+ * goes first so that it is pending when the thread resumes: the thread
+ * parks on its way out of the kernel, before any user instruction. */
+static void toward_park(struct attach_target *t, struct athread *th)
+{
+	if (th->stop == AT_PARKED)
+		return;
+	if (th->stop == AT_EVENT && th->event == PTRACE_EVENT_EXIT) {
+		cont(th, PTRACE_CONT, 0);	/* it is leaving; let it */
+		return;
+	}
+	int sig = th->stop == AT_SIGNAL ? th->sig : 0;
+	interrupt(t, th);
+	cont(th, PTRACE_CONT, sig);
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* Decide what a thread that just stopped does next. */
+static void settle(struct attach_target *t, pid_t tid)
+{
+	struct athread *th = attach__thread(t, tid);
+	if (!th || th->stop == AT_RUNNING || attach_target__state(t) != ATTACH_OK)
+		return;
+	if (th->foreign) {
+		/* A clone that is another process (no CLONE_THREAD): not ours. */
+		attach__ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		drop_thread(t, tid);
+		return;
+	}
+	if (th->fresh) {
+		if (th->stop != AT_PARKED)
+			return;
+		if (!th->parent && attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
+			return;	/* hold it until its cloner's event names the parent */
+		th->fresh = false;
+		emit(t, ATTACH_EV_THREAD_NEW, tid, th->parent, 0);
+		th = attach__thread(t, tid);
+		if (!th)
+			return;
+	}
+	if (t->sc_tid == tid)
+		return;	/* a remote syscall or a step is driving this thread */
+	if (t->depth > 0)
+		toward_park(t, th);
+	else
+		release(th);
+}
+
+static bool tgid_is(pid_t tid, pid_t pid)
+{
+	struct attach__proc p;
+	if (attach__proc_read(tid, &p) < 0)
+		return true;	/* gone already: it cannot matter */
+	return p.tgid == pid;
+}
+
+/* A tracee we have not met: a new thread, auto-attached by TRACECLONE. */
+static struct athread *new_thread(struct attach_target *t, pid_t tid, pid_t parent)
+{
+	struct athread *th = add_thread(t, tid);
+	if (!th)
+		return NULL;
+	th->fresh = true;
+	th->parent = parent;
+	th->foreign = !tgid_is(tid, t->pid);
+	return th;
+}
+
+static void on_exec(struct attach_target *t, struct athread *th)
+{
+	unsigned long former = 0;
+	attach__ptrace(PTRACE_GETEVENTMSG, th->tid, NULL, &former);
+	attach__comm(t->pid, t->exec_comm, sizeof t->exec_comm);
+	/* The other threads are gone (exec kills them); the new program
+	 * starts untraced. */
+	attach__ptrace(PTRACE_DETACH, t->pid, NULL, NULL);
+	t->nth = 0;
+	set_state(t, ATTACH_TARGET_EXECED);
+	emit(t, ATTACH_EV_EXEC, t->pid, (pid_t)former, 0);
+}
+
+static void on_event(struct attach_target *t, struct athread *th)
+{
+	unsigned long msg = 0;
+	pid_t tid = th->tid;
+
+	switch (th->event) {
+	case PTRACE_EVENT_CLONE: {
+		attach__ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg);
+		pid_t child = (pid_t)msg;
+		struct athread *c = attach__thread(t, child);
+		if (!c)
+			c = new_thread(t, child, tid);
+		else
+			c->parent = tid;
+		settle(t, child);	/* reports it if its stop came first */
+		break;
+	}
+	case PTRACE_EVENT_EXIT:
+		attach__ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg);
+		th->exiting = true;
+		th->exit_told = true;
+		emit(t, ATTACH_EV_THREAD_EXIT, tid, 0, (int)msg);
+		break;
+	case PTRACE_EVENT_EXEC:
+		on_exec(t, th);
+		break;
+	default:
+		break;
+	}
+}
+
+static void on_death(struct attach_target *t, pid_t tid, int status)
+{
+	struct athread *th = attach__thread(t, tid);
+	if (th) {
+		bool told = th->exit_told;
+		drop_thread(t, tid);
+		if (!told)
+			emit(t, ATTACH_EV_THREAD_EXIT, tid, 0, status);
+	}
+	/* The leader reports last (after every other thread), so its death is
+	 * the process's. If the leader was never ours (it was a zombie when
+	 * we came), the last thread's is. */
+	if (tid == t->pid || (t->nth == 0 && attach_target__state(t) == ATTACH_OK)) {
+		t->exit_status = status;
+		t->nth = 0;
+		set_state(t, ATTACH_TARGET_EXITED);
+		emit(t, ATTACH_EV_EXIT, t->pid, 0, status);
+	}
+}
+
+static void dispatch(struct attach_target *t, pid_t tid, int status)
+{
+	if (attach_target__state(t) != ATTACH_OK)
+		return;	/* leftovers of an exec or exit: reaped, nothing more */
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		on_death(t, tid, status);
+		return;
+	}
+	if (!WIFSTOPPED(status))
+		return;
+	struct athread *th = attach__thread(t, tid);
+	if (!th) {
+		th = new_thread(t, tid, 0);
+		if (!th)
+			return;
+		th->seen_ns = attach__now_ns();
+	}
+	th->interrupted = false;	/* any ptrace stop consumes a pending interrupt */
+	int sig = WSTOPSIG(status), ev = status >> 16;
+	if (sig == (SIGTRAP | 0x80)) {
+		th->stop = AT_SYSCALL;
+	} else if (ev == PTRACE_EVENT_STOP) {
+		th->stop = AT_PARKED;
+		th->sig = sig;
+		th->gstop = is_stop_signal(sig);
+	} else if (ev) {
+		th->stop = AT_EVENT;
+		th->event = ev;
+		on_event(t, th);
+	} else {
+		th->stop = AT_SIGNAL;
+		th->sig = sig;
+	}
+	settle(t, tid);
+}
+
+/* settle() every thread in a stop other than parked (fresh_only: the new
+ * threads whose cloner never reported, once they waited long enough).
+ * By tid: settle() may change the table. */
+static void settle_each(struct attach_target *t, bool fresh_only)
+{
+	uint64_t now = attach__now_ns();
+#define SETTLE_WANTS(th) (fresh_only ? (th)->fresh && !(th)->parent && (th)->stop == AT_PARKED && \
+				       now - (th)->seen_ns >= FRESH_WAIT_NS \
+				     : (th)->stop != AT_RUNNING && (th)->stop != AT_PARKED)
+	size_t n = 0;
+	for (size_t i = 0; i < t->nth; i++)
+		n += SETTLE_WANTS(&t->th[i]);
+	if (!n)
+		return;
+	pid_t *some = malloc(n * sizeof(*some));
+	if (!some)
+		return;
+	n = 0;
+	for (size_t i = 0; i < t->nth; i++)
+		if (SETTLE_WANTS(&t->th[i]))
+			some[n++] = t->th[i].tid;
+#undef SETTLE_WANTS
+	for (size_t i = 0; i < n; i++)
+		settle(t, some[i]);
+	free(some);
+}
+
+static int drain(struct attach_target *t)
+{
+	int n = 0;
+	for (;;) {
+		int status;
+		pid_t tid = waitpid(-1, &status, __WALL | __WNOTHREAD | WNOHANG);
+		if (tid < 0 && errno == EINTR)
+			continue;
+		if (tid <= 0)
+			break;
+		dispatch(t, tid, status);
+		n++;
+	}
+	return n;
+}
+
+int attach__pump(struct attach_target *t, int wait_ms)
+{
+	int n = drain(t);
+	if (n == 0 && wait_ms > 0) {
+		sigset_t chld;
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		struct timespec ts = { wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L };
+		sigtimedwait(&chld, NULL, &ts);
+		n = drain(t);
+	}
+	settle_each(t, true);
+	return n;
+}
+
+/* ----------------------------------------------------------------- seize */
+
+/* Read the tids of /proc/PID/task; returns how many (may be > max). */
+static int list_tasks(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		if (n < max)
+			tids[n] = tid;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Seize one task we have not met. 1 if it is now ours, 0 to skip it, or
+ * -errno with a message in *e. */
+static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, struct attach_error *e)
+{
+	char comm2[64], buf[ATTACH_MSG_MAX];
+	int r = (int)attach__ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)SEIZE_OPTIONS);
+	if (r == 0) {
+		struct athread *th = add_thread(t, tid);
+		if (!th)
+			return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
+		if (interrupt_it)
+			interrupt(t, th);
+		return 1;
+	}
+	if (r == -ESRCH)
+		return 0;	/* gone in the meantime */
+	if (r != -EPERM)
+		return attach__seterr(e, r, ATTACH_SYSTEM, "PTRACE_SEIZE of thread %d of process %d "
+				      "(%s) failed: %s", (int)tid, (int)t->pid, t->comm, strerror(-r));
+	struct attach__proc p;
+	if (attach__proc_read(tid, &p) < 0 || p.state == 'Z' || p.state == 'X')
+		return 0;	/* exited: the kernel refuses zombies */
+	if (p.tracer == getpid()) {
+		/* A new thread TRACECLONE already gave us; its stop is coming. */
+		if (!attach__thread(t, tid) && !new_thread(t, tid, 0))
+			return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
+		return 1;
+	}
+	if (p.tracer)
+		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
+				      "process %d (%s) is already traced by process %d (%s); a process "
+				      "can have only one tracer: detach that one first", (int)t->pid,
+				      t->comm, (int)p.tracer, attach__comm(p.tracer, comm2, sizeof comm2));
+	struct attach__perm_facts f;
+	attach__perm_facts(t->pid, &p, &f);
+	if (attach__perm_explain(&f, buf, sizeof buf))
+		return attach__seterr(e, -EPERM, ATTACH_PERMISSION, "%s", buf);
+	return attach__seterr(e, -EPERM, ATTACH_PERMISSION,
+			      "permission denied: the kernel refused to trace thread %d of process "
+			      "%d (%s) although uids and capabilities allow it; a security module "
+			      "(SELinux, AppArmor, yama) forbids it", (int)tid, (int)t->pid, t->comm);
+}
+
+/* Seize every task in /proc/PID/task we do not hold yet; the number
+ * seized, or -errno. */
+static int seize_new(struct attach_target *t, bool interrupt_them, struct attach_error *e)
+{
+	pid_t tids[1024];
+	int n = list_tasks(t->pid, tids, 1024);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	if (n > 1024)
+		n = 1024;	/* the rest next round */
+	int added = 0;
+	for (int i = 0; i < n; i++) {
+		if (attach__thread(t, tids[i]))
+			continue;
+		int r = seize_one(t, tids[i], interrupt_them, e);
+		if (r < 0)
+			return r;
+		added += r;
+	}
+	return added;
+}
+
+int attach__seize_all(struct attach_target *t, struct attach_error *e)
+{
+	/* A thread that was being cloned by a not-yet-seized one is not
+	 * auto-attached: list again until a round finds nobody new. */
+	for (int round = 0; round < 10000; round++) {
+		int added = seize_new(t, false, e);
+		if (added < 0)
+			return added;
+		attach__pump(t, 0);
+		if (attach_target__state(t) != ATTACH_OK || (t->nth == 0 && round > 0))
+			break;
+		if (added == 0)
+			return 0;
+	}
+	if (attach_target__state(t) == ATTACH_TARGET_EXECED)
+		return attach__seterr(e, -ECHILD, ATTACH_TARGET_EXECED,
+				      "process %d (%s) called exec while padrone was attaching; "
+				      "it runs untraced", (int)t->pid, t->comm);
+	if (attach_target__state(t) == ATTACH_TARGET_EXITED || t->nth == 0)
+		return attach__seterr(e, -ESRCH, ATTACH_TARGET_EXITED,
+				      "process %d (%s) exited while padrone was attaching",
+				      (int)t->pid, t->comm);
+	return attach__seterr(e, -EAGAIN, ATTACH_SYSTEM,
+			      "process %d (%s) creates threads faster than padrone can seize them",
+			      (int)t->pid, t->comm);
+}
+
+/* ------------------------------------------------------ stop the world */
+
+static void task_state(struct attach_target *t, pid_t tid, char *state)
+{
+	char path[64];
+	snprintf(path, sizeof path, "%d/task/%d", (int)t->pid, (int)tid);
+	struct attach__proc p;
+	*state = attach__proc_read_path(path, &p) < 0 ? 'X' : p.state;
+}
+
+/* Wait until every thread is parked (or leaving). */
+static int wait_parked(struct attach_target *t, uint64_t deadline)
+{
+	for (;;) {
+		int r = attach__check_alive(t);
+		if (r < 0)
+			return r;
+		pid_t lag = 0;
+		for (size_t i = 0; i < t->nth && !lag; i++)
+			if (!t->th[i].exiting && t->th[i].stop != AT_PARKED)
+				lag = t->th[i].tid;
+		if (!lag)
+			return 0;
+		uint64_t now = attach__now_ns();
+		if (now >= deadline) {
+			/* Dead threads (a zombie leader, say) are not late. */
+			char st = 0;
+			lag = 0;
+			for (size_t i = 0; i < t->nth && !lag; i++) {
+				struct athread *th = &t->th[i];
+				if (th->exiting || th->stop == AT_PARKED)
+					continue;
+				task_state(t, th->tid, &st);
+				if (st == 'Z' || st == 'X')
+					th->exiting = true;
+				else
+					lag = th->tid;
+			}
+			if (!lag)
+				return 0;
+			return attach__fail(t, -ETIMEDOUT,
+					    "thread %d of process %d (%s) did not stop within %d ms "
+					    "(state %c: %s)", (int)lag, (int)t->pid, t->comm,
+					    t->stop_timeout_ms, st, attach__state_words(st));
+		}
+		uint64_t left_ms = (deadline - now + 999999) / 1000000;
+		attach__pump(t, (int)(left_ms < ATTACH_POLL_MS ? left_ms : ATTACH_POLL_MS));
+	}
+}
+
+/* Resume every parked thread (held new threads wait for their cloner). */
+static void release_all(struct attach_target *t)
+{
+	for (size_t i = 0; i < t->nth; i++) {
+		struct athread *th = &t->th[i];
+		if (th->stop != AT_RUNNING && !(th->fresh && !th->parent))
+			release(th);
+	}
+}
+
+static void account_pause(struct attach_target *t)
+{
+	uint64_t ns = attach__now_ns() - t->pause_t0;
+	pthread_mutex_lock(&t->lock);
+	t->stats.count++;
+	t->stats.last_ns = ns;
+	t->stats.total_ns += ns;
+	if (ns > t->stats.max_ns)
+		t->stats.max_ns = ns;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int attach__stop_world(struct attach_target *t)
+{
+	struct attach_error e;
+	int r = attach__check_alive(t);
+	if (r < 0)
+		return r;
+	if (t->depth++ > 0)
+		return 0;
+	t->pause_t0 = attach__now_ns();
+	for (size_t i = 0; i < t->nth; i++) {
+		struct athread *th = &t->th[i];
+		if (th->stop == AT_RUNNING && !th->interrupted && !th->exiting)
+			interrupt(t, th);
+	}
+	/* Threads already in some other stop are parked by settle(). */
+	settle_each(t, false);
+	/* A thread born to a thread that was itself not yet seized escaped
+	 * TRACECLONE: take it now. */
+	r = seize_new(t, true, &e);
+	if (r < 0) {
+		attach__fail(t, r, "%s", e.msg);
+		goto fail;
+	}
+	r = wait_parked(t, t->pause_t0 + (uint64_t)t->stop_timeout_ms * 1000000u);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_lock(&t->lock);
+	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
+	pthread_mutex_unlock(&t->lock);
+	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
+	return 0;
+fail:
+	if (attach_target__state(t) == ATTACH_OK) {
+		t->depth = 0;
+		release_all(t);
+	}
+	return r;
+}
+
+int attach__resume_world(struct attach_target *t)
+{
+	int r = attach__check_alive(t);
+	if (r < 0)
+		return r;
+	if (t->depth == 0)
+		return attach__fail(t, -EINVAL, "process %d (%s) is not stopped: resume without stop",
+				    (int)t->pid, t->comm);
+	if (--t->depth > 0)
+		return 0;
+	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	release_all(t);
+	account_pause(t);
+	return 0;
+}
+
+int attach__detach_all(struct attach_target *t)
+{
+	int r = 0;
+	if (attach_target__state(t) != ATTACH_OK)
+		goto out;
+	if (t->depth == 0) {
+		r = attach__stop_world(t);
+		if (r < 0 && attach_target__state(t) != ATTACH_OK) {
+			r = 0;	/* it exited or exec'd meanwhile: nothing left to detach */
+			goto out;
+		}
+		/* On a timeout the parked threads are detached below and the
+		 * late ones are released when the tracer thread exits. */
+		t->depth = 1;
+	}
+	for (size_t i = 0; i < t->nth; i++) {
+		struct athread *th = &t->th[i];
+		if (th->stop == AT_RUNNING)
+			continue;
+		if (th->gs_changed) {
+			struct user_regs_struct regs;
+			if (attach__ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) == 0) {
+				regs.gs_base = th->gs_orig;
+				attach__ptrace(PTRACE_SETREGS, th->tid, NULL, &regs);
+			}
+		}
+		/* A job-control stop is reinstated by the kernel at detach. */
+		attach__ptrace(PTRACE_DETACH, th->tid, NULL,
+			       (void *)(long)(th->stop == AT_SIGNAL ? th->sig : 0));
+		th->stop = AT_RUNNING;
+	}
+	account_pause(t);
+out:
+	t->nth = 0;
+	t->depth = 0;
+	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	return r;
+}
+
+/* ------------------------------------------------- one thread at a time */
+
+struct athread *attach__stopped_thread(struct attach_target *t, pid_t tid, int *err)
+{
+	*err = attach__check_alive(t);
+	if (*err < 0)
+		return NULL;
+	if (tid == 0) {
+		/* The main thread, or the first one still able to run code. */
+		for (size_t i = 0; i < t->nth; i++)
+			if (!t->th[i].exiting) {
+				tid = t->th[i].tid;
+				break;
+			}
+		if (tid == 0) {
+			*err = attach__fail(t, -ESRCH, "process %d (%s) has no live thread",
+					    (int)t->pid, t->comm);
+			return NULL;
+		}
+	}
+	struct athread *th = attach__thread(t, tid);
+	if (!th) {
+		*err = attach__fail(t, -ESRCH, "%d is not a thread of process %d (%s)", (int)tid,
+				    (int)t->pid, t->comm);
+		return NULL;
+	}
+	if (th->stop == AT_RUNNING) {
+		*err = attach__fail(t, -EBUSY,
+				    "thread %d of process %d (%s) is running: stop the world first "
+				    "(attach_target__stop)", (int)tid, (int)t->pid, t->comm);
+		return NULL;
+	}
+	return th;
+}
+
+int attach__wait_thread(struct attach_target *t, pid_t tid, int timeout_ms)
+{
+	uint64_t deadline = attach__now_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		int r = attach__check_alive(t);
+		if (r < 0)
+			return r;
+		struct athread *th = attach__thread(t, tid);
+		if (!th)
+			return attach__fail(t, -ESRCH, "thread %d of process %d (%s) exited",
+					    (int)tid, (int)t->pid, t->comm);
+		if (th->stop != AT_RUNNING)
+			return 0;
+		uint64_t now = attach__now_ns();
+		if (now >= deadline)
+			return attach__fail(t, -ETIMEDOUT, "thread %d of process %d (%s) did not "
+					    "stop within %d ms", (int)tid, (int)t->pid, t->comm,
+					    timeout_ms);
+		uint64_t left_ms = (deadline - now + 999999) / 1000000;
+		attach__pump(t, (int)(left_ms < ATTACH_POLL_MS ? left_ms : ATTACH_POLL_MS));
+	}
+}
+
+int attach__repark(struct attach_target *t, pid_t tid)
+{
+	if (t->sc_tid == tid)
+		t->sc_tid = 0;
+	for (;;) {
+		struct athread *th = attach__thread(t, tid);
+		if (!th)
+			return attach__fail(t, -ESRCH, "thread %d of process %d (%s) exited",
+					    (int)tid, (int)t->pid, t->comm);
+		if (th->stop == AT_PARKED)
+			return 0;
+		if (th->stop != AT_RUNNING)
+			toward_park(t, th);
+		int r = attach__wait_thread(t, tid, t->stop_timeout_ms);
+		if (r < 0)
+			return r;
+	}
+}

@@ -1,0 +1,339 @@
+/* attach/proc.c: what /proc says about a process, and the checks made
+ * before padrone touches it: each failure gets a sentence naming the cause. */
+#include "attach/internal.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PF_KTHREAD_FLAG 0x00200000ul	/* include/linux/sched.h */
+#define CAP_SYS_PTRACE_BIT 19
+
+static int read_text(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = 0;
+	while (len + 1 < size) {
+		ssize_t n = read(fd, buf + len, size - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+			close(fd);
+			return err;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (int)len;
+}
+
+/* "Key:\tv1\tv2..." of a status file: the first up to n numbers. */
+static int status_ids(const char *status, const char *key, unsigned long *v, int n)
+{
+	size_t klen = strlen(key);
+	for (const char *line = status; line && *line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			const char *p = line + klen + 1;
+			int i;
+			for (i = 0; i < n; i++) {
+				char *end;
+				v[i] = strtoul(p, &end, 10);
+				if (end == p)
+					break;
+				p = end;
+			}
+			return i;
+		}
+	}
+	return 0;
+}
+
+int attach__proc_read(pid_t pid, struct attach__proc *p)
+{
+	char dir[32];
+	snprintf(dir, sizeof dir, "%d", (int)pid);
+	return attach__proc_read_path(dir, p);
+}
+
+int attach__proc_read_path(const char *dir, struct attach__proc *p)
+{
+	char path[128], buf[4096];
+	int n;
+
+	memset(p, 0, sizeof(*p));
+	p->pid = (pid_t)atoi(strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir);
+	snprintf(path, sizeof path, "/proc/%s/stat", dir);
+	n = read_text(path, buf, sizeof buf);
+	if (n < 0)
+		return n;
+	/* "pid (comm) S ppid pgrp session tty tpgid flags ...": comm may hold
+	 * anything, so look for the last ')'. */
+	char *open_paren = strchr(buf, '(');
+	char *close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren)
+		return -EINVAL;
+	size_t clen = (size_t)(close_paren - open_paren - 1);
+	if (clen >= sizeof p->comm)
+		clen = sizeof p->comm - 1;
+	memcpy(p->comm, open_paren + 1, clen);
+	p->comm[clen] = '\0';
+	int ppid, pgrp, session, tty, tpgid;
+	if (sscanf(close_paren + 1, " %c %d %d %d %d %d %lu", &p->state, &ppid, &pgrp, &session,
+		   &tty, &tpgid, &p->flags) != 7)
+		return -EINVAL;
+	p->ppid = ppid;
+
+	snprintf(path, sizeof path, "/proc/%s/status", dir);
+	n = read_text(path, buf, sizeof buf);
+	if (n < 0)
+		return n;
+	unsigned long v[4] = { 0 };
+	if (status_ids(buf, "Tgid", v, 1) == 1)
+		p->tgid = (pid_t)v[0];
+	if (status_ids(buf, "Threads", v, 1) == 1)
+		p->threads = (int)v[0];
+	if (status_ids(buf, "TracerPid", v, 1) == 1)
+		p->tracer = (pid_t)v[0];
+	/* TracerPid is the tracing thread; name its process. */
+	if (p->tracer > 0) {
+		snprintf(path, sizeof path, "/proc/%d/status", (int)p->tracer);
+		if (read_text(path, buf, sizeof buf) > 0 && status_ids(buf, "Tgid", v, 1) == 1)
+			p->tracer = (pid_t)v[0];
+	}
+	if (status_ids(buf, "Uid", v, 4) == 4)
+		for (int i = 0; i < 4; i++)
+			p->uid[i] = (uid_t)v[i];
+	if (status_ids(buf, "Gid", v, 4) == 4)
+		for (int i = 0; i < 4; i++)
+			p->gid[i] = (gid_t)v[i];
+	return 0;
+}
+
+pid_t attach__live_task(pid_t pid)
+{
+	char path[64];
+	struct attach__proc p;
+
+	if (attach__proc_read(pid, &p) == 0 && p.state != 'Z' && p.state != 'X')
+		return pid;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return pid;
+	pid_t found = pid;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		char st[64], buf[512];
+		if (tid <= 0 || tid == pid)
+			continue;
+		snprintf(st, sizeof st, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+		if (read_text(st, buf, sizeof buf) <= 0)
+			continue;
+		const char *cp = strrchr(buf, ')');
+		if (cp && cp[1] == ' ' && cp[2] != 'Z' && cp[2] != 'X') {
+			found = tid;
+			break;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+const char *attach__comm(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	if (pid <= 0 || read_text(path, buf, size) <= 0) {
+		snprintf(buf, size, "?");
+		return buf;
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	return buf;
+}
+
+const char *attach__state_words(char state)
+{
+	switch (state) {
+	case 'R': return "running";
+	case 'S': return "sleeping";
+	case 'D': return "uninterruptible sleep, e.g. waiting for a vfork child or I/O";
+	case 'T': return "stopped by job control";
+	case 't': return "stopped by a tracer";
+	case 'Z': return "zombie";
+	case 'X': return "dead";
+	case 'I': return "idle kernel thread";
+	default: return "unknown state";
+	}
+}
+
+/* ------------------------------------------------------------ permission */
+
+static bool have_cap_sys_ptrace(void)
+{
+	char buf[4096];
+	if (read_text("/proc/thread-self/status", buf, sizeof buf) < 0 &&
+	    read_text("/proc/self/status", buf, sizeof buf) < 0)
+		return false;
+	const char *p = strstr(buf, "\nCapEff:");
+	if (!p)
+		return false;
+	unsigned long long caps = strtoull(p + 8, NULL, 16);
+	return (caps >> CAP_SYS_PTRACE_BIT) & 1;
+}
+
+static int yama_scope(void)
+{
+	char buf[32];
+	if (read_text("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) <= 0)
+		return -1;
+	return atoi(buf);
+}
+
+static bool descends_from(pid_t pid, pid_t ancestor)
+{
+	for (int depth = 0; pid > 1 && depth < 4096; depth++) {
+		struct attach__proc p;
+		if (pid == ancestor)
+			return true;
+		if (attach__proc_read(pid, &p) < 0)
+			return false;
+		pid = p.ppid;
+	}
+	return pid == ancestor;
+}
+
+int attach__perm_facts(pid_t pid, const struct attach__proc *p, struct attach__perm_facts *f)
+{
+	char path[64];
+	struct stat st;
+
+	memset(f, 0, sizeof(*f));
+	f->pid = pid;
+	f->comm = p->comm;
+	f->my_uid = getuid();
+	f->my_gid = getgid();
+	f->cap_sys_ptrace = have_cap_sys_ptrace();
+	for (int i = 0; i < 3; i++) {
+		f->uid[i] = p->uid[i];
+		f->gid[i] = p->gid[i];
+	}
+	/* The kernel makes the files of /proc/PID of a non-dumpable process
+	 * belong to root whatever its uids (task_dump_owner): that is how its
+	 * dumpability shows from outside. */
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	f->dumpable = true;
+	if (stat(path, &st) == 0 && st.st_uid == 0 && p->uid[1] != 0)
+		f->dumpable = false;
+	f->yama_scope = yama_scope();
+	f->descendant = descends_from(pid, getpid());
+	return 0;
+}
+
+int attach__perm_explain(const struct attach__perm_facts *f, char *buf, size_t size)
+{
+	/* Yama scope 3 refuses everyone, root included. */
+	if (f->yama_scope >= 3) {
+		snprintf(buf, size,
+			 "permission denied: kernel.yama.ptrace_scope is %d, so no process may be "
+			 "traced, not even by root (only a reboot lowers it)", f->yama_scope);
+		return 1;
+	}
+	if (!f->cap_sys_ptrace) {
+		bool uids = f->uid[0] == f->my_uid && f->uid[1] == f->my_uid &&
+			    f->uid[2] == f->my_uid;
+		bool gids = f->gid[0] == f->my_gid && f->gid[1] == f->my_gid &&
+			    f->gid[2] == f->my_gid;
+		if (!uids || !gids) {
+			char who[128];
+			if (f->uid[0] == f->uid[1] && f->uid[1] == f->uid[2] &&
+			    f->gid[0] == f->gid[1] && f->gid[1] == f->gid[2])
+				snprintf(who, sizeof who, "uid %u (gid %u)", (unsigned)f->uid[0],
+					 (unsigned)f->gid[0]);
+			else
+				snprintf(who, sizeof who,
+					 "uids %u/%u/%u and gids %u/%u/%u (real/effective/saved)",
+					 (unsigned)f->uid[0], (unsigned)f->uid[1], (unsigned)f->uid[2],
+					 (unsigned)f->gid[0], (unsigned)f->gid[1], (unsigned)f->gid[2]);
+			snprintf(buf, size,
+				 "permission denied: process %d (%s) runs as %s and padrone as uid %u "
+				 "(gid %u), without CAP_SYS_PTRACE; run padrone as the same user or as root",
+				 (int)f->pid, f->comm, who, (unsigned)f->my_uid, (unsigned)f->my_gid);
+			return 1;
+		}
+		if (!f->dumpable) {
+			snprintf(buf, size,
+				 "permission denied: process %d (%s) is not dumpable (a setuid or "
+				 "setgid program, or prctl(PR_SET_DUMPABLE, 0)) and padrone runs "
+				 "without CAP_SYS_PTRACE; run padrone as root",
+				 (int)f->pid, f->comm);
+			return 1;
+		}
+		if (f->yama_scope == 2 || (f->yama_scope == 1 && !f->descendant)) {
+			snprintf(buf, size,
+				 "permission denied: kernel.yama.ptrace_scope is %d (%s) and padrone "
+				 "runs without CAP_SYS_PTRACE; run padrone as root or set "
+				 "kernel.yama.ptrace_scope=0",
+				 f->yama_scope,
+				 f->yama_scope == 1 ? "only a process's ancestors may trace it"
+						    : "only CAP_SYS_PTRACE may trace");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------------- ELF */
+
+int attach__elf_check(const char *path, pid_t pid, const char *comm, struct attach_error *e)
+{
+	unsigned char h[EI_NIDENT + 16];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int err = -errno;
+		return attach__seterr(e, err, err == -EACCES || err == -EPERM ? ATTACH_PERMISSION
+									       : ATTACH_SYSTEM,
+				      "cannot read the program of process %d (%s) at %s: %s",
+				      (int)pid, comm, path, strerror(-err));
+	}
+	ssize_t n = pread(fd, h, sizeof h, 0);
+	int err = n < 0 ? -errno : 0;
+	close(fd);
+	if (n < (ssize_t)sizeof h || memcmp(h, ELFMAG, SELFMAG) != 0)
+		return attach__seterr(e, err ? err : -ENOEXEC, ATTACH_NOT_X86_64,
+				      "process %d (%s) does not run an ELF program (%s); padrone "
+				      "attaches to x86-64 ELF programs only", (int)pid, comm, path);
+	/* e_machine sits at the same offset in both classes (bytes 18-19). */
+	unsigned machine = (unsigned)h[18] | (unsigned)h[19] << 8;
+	if (h[EI_DATA] != ELFDATA2LSB)
+		machine = (unsigned)h[19] | (unsigned)h[18] << 8;
+	if (h[EI_CLASS] == ELFCLASS64 && machine == EM_X86_64)
+		return 0;
+	if (h[EI_CLASS] == ELFCLASS32 && machine == EM_386)
+		return attach__seterr(e, -ENOEXEC, ATTACH_NOT_X86_64,
+				      "process %d (%s) is a 32-bit x86 (i386) program; padrone "
+				      "attaches to x86-64 programs only", (int)pid, comm);
+	if (h[EI_CLASS] == ELFCLASS32 && machine == EM_X86_64)
+		return attach__seterr(e, -ENOEXEC, ATTACH_NOT_X86_64,
+				      "process %d (%s) is an x32 program (32-bit pointers on x86-64); "
+				      "padrone attaches to x86-64 programs only", (int)pid, comm);
+	return attach__seterr(e, -ENOEXEC, ATTACH_NOT_X86_64,
+			      "process %d (%s) is a %d-bit program for ELF machine %u, not x86-64; "
+			      "padrone attaches to x86-64 programs only", (int)pid, comm,
+			      h[EI_CLASS] == ELFCLASS64 ? 64 : 32, machine);
+}

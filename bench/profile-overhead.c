@@ -1,0 +1,224 @@
+/* profile-overhead: what sampling costs the target.
+ *
+ * Runs tests/targets/prof_hot (one busy thread printing its work rate every
+ * 100 ms) and measures, in one run, its rate unprofiled and while profiled
+ * by padrone (ring and bpf backends) and by `perf record -g -p PID -F HZ`,
+ * at 999 Hz and 4 kHz. Windows alternate with unprofiled ones, so a busy
+ * machine slows both sides of each ratio alike; each ratio is the median
+ * over rounds of (rate while profiled / mean of the unprofiled windows
+ * around it).
+ *
+ * usage: profile-overhead [ROUNDS [WINDOW_LINES]]
+ * Goals: ring >= 0.99 at 999 Hz, and never below perf's ratio.
+ */
+#include "profile/profile.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum tool { BASE, RING, BPF, PERF };
+static const char *tool_name[] = { "unprofiled", "padrone ring", "padrone bpf", "perf record" };
+
+struct mode {
+	enum tool tool;
+	unsigned hz;
+	double ratio[32];
+	int n;
+	uint64_t samples, lost;
+};
+
+static FILE *target_out;
+static pid_t target_pid;
+static const char *perf_bin;
+
+static double read_rate(void)
+{
+	char line[256];
+
+	while (fgets(line, sizeof(line), target_out)) {
+		if (strstr(line, "BAD")) {
+			fprintf(stderr, "profile-overhead: the target reports a bad checksum\n");
+			exit(1);
+		}
+		if (!strncmp(line, "rate ", 5))
+			return atof(line + 5);
+	}
+	fprintf(stderr, "profile-overhead: the target stopped\n");
+	exit(1);
+}
+
+/* Mean rate over lines lines, after one line to settle. */
+static double window(int lines)
+{
+	double sum = 0;
+
+	read_rate();
+	for (int i = 0; i < lines; i++)
+		sum += read_rate();
+	return sum / lines;
+}
+
+static pid_t start_perf(unsigned hz)
+{
+	char pid[32], freq[32];
+	pid_t p = fork();
+
+	snprintf(pid, sizeof(pid), "%d", target_pid);
+	snprintf(freq, sizeof(freq), "%u", hz);
+	if (p == 0) {
+		freopen("/dev/null", "w", stdout);
+		freopen("/dev/null", "w", stderr);
+		execl(perf_bin, "perf", "record", "-q", "-g", "-p", pid, "-F", freq, "-o",
+		      "/tmp/padrone-bench-perf.data", (char *)NULL);
+		_exit(127);
+	}
+	usleep(300000);	/* perf's own set-up is not the target's cost */
+	return p;
+}
+
+static void stop_perf(pid_t p)
+{
+	int st;
+
+	kill(p, SIGINT);
+	waitpid(p, &st, 0);
+	unlink("/tmp/padrone-bench-perf.data");
+}
+
+static double measure(struct mode *m, int lines)
+{
+	struct prof_sampler *s = NULL;
+	struct prof_error err;
+	pid_t perf = 0;
+	double rate;
+
+	if (m->tool == PERF) {
+		perf = start_perf(m->hz);
+	} else if (m->tool != BASE) {
+		struct prof_opts o = { .sz = sizeof(o), .freq_hz = m->hz,
+				       .backend = m->tool == BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+		if (prof_sampler__open(target_pid, &o, &s, &err) < 0 || prof_sampler__start(s) < 0) {
+			fprintf(stderr, "profile-overhead: %s\n", s ? prof_sampler__errmsg(s) : err.msg);
+			exit(1);
+		}
+	}
+	rate = window(lines);
+	if (perf)
+		stop_perf(perf);
+	if (s) {
+		struct prof_totals t;
+		prof_sampler__stop(s);
+		prof_sampler__totals(s, &t);
+		if (t.fell_back) {
+			fprintf(stderr, "profile-overhead: bpf fell back: %s\n", t.fallback_reason);
+			exit(1);
+		}
+		m->samples += t.samples;
+		m->lost += t.lost;
+		prof_sampler__free(s);
+	}
+	return rate;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static const char *find_perf(void)
+{
+	static const char *cands[] = { "/usr/bin/perf", "/usr/bin/perf_6.1", "/usr/sbin/perf" };
+
+	for (size_t i = 0; i < sizeof(cands) / sizeof(*cands); i++)
+		if (access(cands[i], X_OK) == 0)
+			return cands[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 5, lines = argc > 2 ? atoi(argv[2]) : 15;
+	const char *top = getenv("top_builddir");
+	char path[4096];
+	int pfd[2];
+	struct mode modes[] = {
+		{ .tool = RING, .hz = 999 }, { .tool = PERF, .hz = 999 }, { .tool = BPF, .hz = 999 },
+		{ .tool = RING, .hz = 4000 }, { .tool = PERF, .hz = 4000 }, { .tool = BPF, .hz = 4000 },
+	};
+	size_t nm = sizeof(modes) / sizeof(*modes);
+
+	if (rounds < 1 || rounds > 32 || lines < 1) {
+		fprintf(stderr, "usage: profile-overhead [ROUNDS(1-32) [WINDOW_LINES]]\n");
+		return 2;
+	}
+	perf_bin = find_perf();
+	snprintf(path, sizeof(path), "%s/tests/targets/prof_hot", top ? top : ".");
+	if (pipe(pfd) < 0)
+		return 1;
+	target_pid = fork();
+	if (target_pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execl(path, "prof_hot", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	target_out = fdopen(pfd[0], "r");
+	window(5);	/* warm up */
+
+	for (int r = 0; r < rounds; r++) {
+		double before = measure(&(struct mode){ .tool = BASE }, lines);
+		for (size_t i = 0; i < nm; i++) {
+			if (modes[i].tool == PERF && !perf_bin)
+				continue;
+			double during = measure(&modes[i], lines);
+			double after = measure(&(struct mode){ .tool = BASE }, lines);
+			modes[i].ratio[modes[i].n++] = during / ((before + after) / 2);
+			before = after;
+		}
+	}
+	kill(target_pid, SIGKILL);
+	waitpid(target_pid, NULL, 0);
+
+	printf("target work-rate ratio, profiled / unprofiled (median of %d rounds, %d x 100 ms windows):\n",
+	       rounds, lines);
+	for (size_t i = 0; i < nm; i++) {
+		if (!modes[i].n) {
+			printf("%-13s %4u Hz: not run (perf not found)\n", tool_name[modes[i].tool], modes[i].hz);
+			continue;
+		}
+		printf("%-13s %4u Hz: ratio %.4f", tool_name[modes[i].tool], modes[i].hz,
+		       median(modes[i].ratio, modes[i].n));
+		if (modes[i].tool != PERF)
+			printf("  (%llu samples, %llu lost)", (unsigned long long)modes[i].samples,
+			       (unsigned long long)modes[i].lost);
+		printf("\n");
+	}
+	/* the goals, side by side */
+	for (unsigned hz = 999; hz <= 4000; hz = hz == 999 ? 4000 : 5000) {
+		double ring = 0, perf = 0;
+		for (size_t i = 0; i < nm; i++) {
+			if (modes[i].hz != hz || !modes[i].n)
+				continue;
+			if (modes[i].tool == RING)
+				ring = median(modes[i].ratio, modes[i].n);
+			if (modes[i].tool == PERF)
+				perf = median(modes[i].ratio, modes[i].n);
+		}
+		printf("ratio %u Hz: padrone %.4f vs perf %.4f%s\n", hz, ring, perf,
+		       hz == 999 ? (ring >= 0.99 ? "  goal >= 0.99: met" : "  goal >= 0.99: MISSED") : "");
+	}
+	return 0;
+}

@@ -1,0 +1,936 @@
+/* Function discovery by recursive traversal: instructions reached from the
+ * entry, then basic blocks, edges, calls, jump tables, address ranges;
+ * then dominators and the loop forest. */
+#include "cfg/internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define H_UNKNOWN INT32_MIN
+#define JT_PATH 64
+
+struct bi {			/* an instruction while building */
+	const struct cfg_insn *d;
+	int32_t ft_prev;	/* the instruction falling into this one */
+	int32_t ft_next;	/* the next one when this one falls through */
+	int32_t prev;		/* a predecessor, for backward slices */
+	int32_t h;		/* stack height at this instruction */
+	int32_t table;		/* jump table index, or -1 */
+	int32_t block;
+	uint8_t leader, prev_taken, tail, noret, terminal;
+};
+
+struct work {
+	uint64_t addr;
+	int32_t from;
+	int32_t h, rbp_h;
+	uint8_t taken;
+};
+
+struct fb {
+	struct cfg_reader *r;
+	struct cfg_build_opts o;
+	bool summary;		/* only: does it return? */
+	uint64_t entry, lo, hi;	/* [lo, hi): the entry's FDE, if any */
+	struct bi *iv;
+	size_t ni, ci;
+	struct cfg_hmap at;
+	struct work *wv;
+	size_t nw, cw;
+	struct cfg_jt_result *tv;
+	uint64_t *tat;
+	size_t nt, ct, ctat;
+	struct cfg_call *cv;
+	size_t nc, cc;
+	char *names;
+	size_t nnames, cnames;
+	enum cfg_error err;
+	uint64_t err_at;
+	char err_msg[160];
+	bool returns;		/* a path reaches a return */
+	size_t unresolved;
+};
+
+static void fb_error(struct fb *b, enum cfg_error e, uint64_t at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void fb_error(struct fb *b, enum cfg_error e, uint64_t at, const char *fmt, ...)
+{
+	b->returns = true;	/* unknown code: assume it may return */
+	if (b->err)
+		return;
+	b->err = e;
+	b->err_at = at;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->err_msg, sizeof(b->err_msg), fmt, ap);
+	va_end(ap);
+}
+
+static int push(struct fb *b, uint64_t addr, int32_t from, uint8_t taken, int32_t h,
+		int32_t rbp_h)
+{
+	if (cfg_grow(&b->wv, &b->cw, b->nw + 1, sizeof(*b->wv)) < 0)
+		return -ENOMEM;
+	b->wv[b->nw++] = (struct work){ addr, from, h, rbp_h, taken };
+	return 0;
+}
+
+static int32_t find(const struct fb *b, uint64_t addr)
+{
+	uint32_t *ix = cfg_hmap_get(&b->at, addr);
+	return ix ? (int32_t)*ix : -1;
+}
+
+/* ------------------------------------------------------------ targets */
+
+static bool in_own(const struct fb *b, uint64_t t)
+{
+	return b->lo < b->hi && t >= b->lo && t < b->hi;
+}
+
+/* A direct jump to t at stack height h: intra-function or tail call? */
+static bool is_tail(struct fb *b, uint64_t t, int32_t h)
+{
+	if (t == b->entry || in_own(b, t))
+		return false;
+	bool torn_down = h == 0 || h == H_UNKNOWN;
+	if (cfg_reader_stub(b->r, t, NULL, NULL))
+		return true;
+	if (cfg_reader_is_entry(b->r, t))
+		return torn_down;
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
+	if (f && !f->entry)	/* a cold part: ours */
+		return false;
+	if (f && f->entry && b->lo < b->hi)	/* inside another function */
+		return torn_down;
+	return false;
+}
+
+/* May a jump-table entry be this function's code? */
+static bool table_target_ok(struct fb *b, uint64_t t)
+{
+	if (!cfg_reader_is_code(b->r, t))
+		return false;
+	if (b->lo >= b->hi)
+		return true;
+	if (in_own(b, t))
+		return true;
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
+	return f && !f->entry;
+}
+
+static bool table_ok_cb(void *arg, uint64_t t)
+{
+	return table_target_ok(arg, t);
+}
+
+/* Constant put in register reg shortly before instruction i on its
+ * fallthrough path; false if not seen. */
+static bool const_before(const struct fb *b, int32_t i, int reg, int64_t *val)
+{
+	for (int n = 0; n < 8 && i >= 0; n++) {
+		i = b->iv[i].ft_prev >= 0 ? b->iv[i].ft_prev : b->iv[i].prev;
+		if (i < 0)
+			return false;
+		const struct cfg_insn *d = b->iv[i].d;
+		if (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND)
+			return false;
+		if (d->const_reg == reg) {
+			*val = d->const_val;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool exits_process(const struct fb *b, int32_t i)
+{
+	int64_t nr;
+	return const_before(b, i, 0, &nr) && (nr == 60 || nr == 231);
+}
+
+/* Does a call to t (name known or not) come back? */
+static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
+{
+	size_t n = strcspn(name, "@");
+	if ((n == 5 && strncmp(name, "error", 5) == 0) ||
+	    (n == 13 && strncmp(name, "error_at_line", 13) == 0)) {
+		int64_t status;	/* error(status, ...) exits when status != 0 */
+		return !(const_before(b, i, 7, &status) && status != 0);
+	}
+	if (cfg_noreturn_name(name))
+		return false;
+	if (!t || b->o.no_callee_analysis || cfg_reader_stub(b->r, t, NULL, NULL))
+		return true;
+	return cfg_callee_returns(b->r, t) != CFG_RET_NO;
+}
+
+/* Keep a name in the pool; *off gets its offset (the pool may move). */
+static int keep_name(struct fb *b, const char *name, size_t *off)
+{
+	size_t n = strlen(name) + 1;
+	if (cfg_grow(&b->names, &b->cnames, b->nnames + n, 1) < 0)
+		return -ENOMEM;
+	memcpy(b->names + b->nnames, name, n);
+	*off = b->nnames;
+	b->nnames += n;
+	return 0;
+}
+
+static int add_call(struct fb *b, uint64_t at, uint64_t target, const char *name, bool noret,
+		    bool tail, bool indirect)
+{
+	if (b->summary)
+		return 0;
+	if (cfg_grow(&b->cv, &b->cc, b->nc + 1, sizeof(*b->cv)) < 0)
+		return -ENOMEM;
+	size_t off;
+	if (keep_name(b, name, &off) < 0)
+		return -ENOMEM;
+	b->cv[b->nc++] = (struct cfg_call){ at, target, (const char *)(uintptr_t)off, noret, tail,
+					    indirect };
+	return 0;
+}
+
+static const char *target_name(struct fb *b, uint64_t t, char *buf, size_t size)
+{
+	const char *sn;
+	buf[0] = '\0';
+	if (cfg_reader_stub(b->r, t, NULL, &sn) && *sn) {
+		snprintf(buf, size, "%s@plt", sn);
+		return buf;
+	}
+	return cfg_reader_name_at(b->r, t, buf, size);
+}
+
+/* ------------------------------------------------------------ jump tables */
+
+static int try_jump_table(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
+{
+	const struct cfg_insn *path[JT_PATH];
+	uint8_t taken[JT_PATH];
+	size_t n = 0;
+	for (int32_t k = i; k >= 0 && n < JT_PATH; k = b->iv[k].prev) {
+		path[n] = b->iv[k].d;
+		taken[n] = b->iv[k].prev_taken;
+		n++;
+	}
+	struct cfg_jt_result jt;
+	if (cfg_jump_table(b->r, path, taken, n, table_ok_cb, b, &jt) < 0)
+		return -ENOENT;
+	if (cfg_grow(&b->tv, &b->ct, b->nt + 1, sizeof(*b->tv)) < 0) {
+		free(jt.targets);
+		return -ENOMEM;
+	}
+	b->iv[i].table = (int32_t)b->nt;
+	b->tv[b->nt++] = jt;
+	for (uint32_t k = 0; k < jt.count; k++)
+		if (push(b, jt.targets[k], i, 1, h, rbp_h) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* ------------------------------------------------------------ traversal */
+
+static int32_t new_insn(struct fb *b, const struct cfg_insn *d, int32_t prev, uint8_t taken,
+			int32_t h)
+{
+	if (cfg_grow(&b->iv, &b->ci, b->ni + 1, sizeof(*b->iv)) < 0 ||
+	    cfg_hmap_put(&b->at, d->addr, (uint32_t)b->ni) < 0)
+		return -1;
+	b->iv[b->ni] = (struct bi){ .d = d, .ft_prev = -1, .ft_next = -1, .prev = prev, .h = h,
+				    .table = -1, .block = -1, .prev_taken = taken };
+	return (int32_t)b->ni++;
+}
+
+static void apply_stack(const struct cfg_insn *d, int32_t *h, int32_t *rbp_h)
+{
+	switch (d->sp_op) {
+	case CFG_SP_ADD:
+		if (*h != H_UNKNOWN)
+			*h -= d->sp_delta;
+		break;
+	case CFG_SP_FRAME:
+		*rbp_h = *h;
+		break;
+	case CFG_SP_LEAVE:
+		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : *rbp_h - 8;
+		break;
+	case CFG_SP_LEA_RBP:
+		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : *rbp_h - d->sp_delta;
+		break;
+	case CFG_SP_UNKNOWN:
+		*h = H_UNKNOWN;
+		break;
+	}
+}
+
+/* Handle the control transfer at instruction i (h: height before it).
+ * Returns 1 to continue decoding at the next address, 0 to stop, <0. */
+static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
+{
+	const struct cfg_insn *d = b->iv[i].d;
+	uint64_t next = d->addr + d->len;
+	char nbuf[256];
+	const char *name;
+
+	switch (d->kind) {
+	case CFG_I_PLAIN:
+		return 1;
+	case CFG_I_SYSCALL:
+		if (exits_process(b, i)) {
+			b->iv[i].terminal = 1;
+			return 0;
+		}
+		return 1;
+	case CFG_I_UNREADABLE:
+		fb_error(b, CFG_ERR_UNREADABLE, d->addr, "cannot read code at %#lx",
+			 (unsigned long)d->addr);
+		b->iv[i].terminal = 1;
+		return 0;
+	case CFG_I_INVALID:
+		fb_error(b, CFG_ERR_INVALID, d->addr, "invalid instruction at %#lx",
+			 (unsigned long)d->addr);
+		b->iv[i].terminal = 1;
+		return 0;
+	case CFG_I_RET:
+		b->returns = true;
+		return 0;
+	case CFG_I_HALT:
+		return 0;
+	case CFG_I_JCC:
+	case CFG_I_JMP:
+		if (is_tail(b, d->target, h)) {
+			b->iv[i].tail = 1;
+			name = target_name(b, d->target, nbuf, sizeof(nbuf));
+			bool ret = call_returns(b, i, d->target, name);
+			if (ret)
+				b->returns = true;
+			if (add_call(b, d->addr, d->target, name, !ret, true, false) < 0)
+				return -ENOMEM;
+		} else if (push(b, d->target, i, 1, h, rbp_h) < 0) {
+			return -ENOMEM;
+		}
+		if (d->kind == CFG_I_JCC && push(b, next, i, 0, h, rbp_h) < 0)
+			return -ENOMEM;
+		return 0;
+	case CFG_I_JMP_IND:
+		if (d->rip_mem) {	/* through a pointer slot: a tail call */
+			name = cfg_reader_slot_name(b->r, d->target);
+			bool ret = !cfg_noreturn_name(name);
+			if (ret)
+				b->returns = true;
+			b->iv[i].tail = 1;
+			return add_call(b, d->addr, 0, name, !ret, true, true) < 0 ? -ENOMEM : 0;
+		}
+		if (try_jump_table(b, i, h, rbp_h) == 0)
+			return 0;
+		/* through a register: a tail call or an unknown switch */
+		b->unresolved++;
+		b->returns = true;
+		b->iv[i].tail = 1;
+		return add_call(b, d->addr, 0, "", false, true, true) < 0 ? -ENOMEM : 0;
+	case CFG_I_CALL:
+	case CFG_I_CALL_IND: {
+		uint64_t t = d->kind == CFG_I_CALL ? d->target : 0;
+		if (d->kind == CFG_I_CALL)
+			name = target_name(b, t, nbuf, sizeof(nbuf));
+		else
+			name = d->rip_mem ? cfg_reader_slot_name(b->r, d->target) : "";
+		bool ret = call_returns(b, i, t, name);
+		b->iv[i].noret = !ret;
+		if (add_call(b, d->addr, t, name, !ret, false, d->kind == CFG_I_CALL_IND) < 0)
+			return -ENOMEM;
+		/* the callee returns with rsp where it was before the call */
+		if (ret && push(b, next, i, 0, h, rbp_h) < 0)
+			return -ENOMEM;
+		return 0;
+	}
+	}
+	return 0;
+}
+
+static int explore(struct fb *b)
+{
+	int err = push(b, b->entry, -1, 0, 0, H_UNKNOWN);
+	while (err == 0 && b->nw) {
+		struct work w = b->wv[--b->nw];
+		int32_t i = find(b, w.addr);
+		if (i >= 0) {
+			b->iv[i].leader = 1;
+			continue;
+		}
+		if (!cfg_reader_is_code(b->r, w.addr)) {
+			fb_error(b, CFG_ERR_NOT_CODE, w.addr, "branch to %#lx, outside code",
+				 (unsigned long)w.addr);
+			continue;
+		}
+		int32_t prev = w.from, h = w.h, rbp_h = w.rbp_h;
+		uint8_t taken = w.taken;
+		bool first = true;
+		uint64_t addr = w.addr;
+		for (;;) {
+			if (b->ni >= b->o.max_insns) {
+				fb_error(b, CFG_ERR_LIMIT, addr, "more than %u instructions",
+					 b->o.max_insns);
+				b->nw = 0;
+				break;
+			}
+			const struct cfg_insn *d = cfg_reader_insn(b->r, addr);
+			if (!d)
+				return -ENOMEM;
+			i = new_insn(b, d, prev, taken, h);
+			if (i < 0)
+				return -ENOMEM;
+			if (first) {
+				b->iv[i].leader = 1;
+			} else {
+				b->iv[i].ft_prev = prev;
+				b->iv[prev].ft_next = i;
+			}
+			int32_t h0 = h;
+			apply_stack(d, &h, &rbp_h);
+			int go = transfer(b, i, h0, rbp_h);
+			if (go < 0)
+				return go;
+			if (!go)
+				break;
+			addr += d->len;
+			int32_t j = find(b, addr);
+			if (j >= 0) {	/* joined code decoded before */
+				b->iv[i].ft_next = j;
+				if (b->iv[j].ft_prev < 0)
+					b->iv[j].ft_prev = i;
+				else	/* two streams fall into it */
+					b->iv[j].leader = 1;
+				break;
+			}
+			prev = i;
+			taken = 0;
+			first = false;
+		}
+	}
+	return err;
+}
+
+/* ------------------------------------------------------------ the function */
+
+static int u64cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int callcmp(const void *a, const void *b)
+{
+	const struct cfg_call *x = a, *y = b;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static int add_edge(struct cfg_function *f, size_t *cap, uint32_t from, int32_t to,
+		    uint64_t to_addr, enum cfg_edge_kind k)
+{
+	/* one edge per (from, to, kind) */
+	for (size_t e = f->blocks[from].first_succ; e < f->nedges; e++)
+		if (f->edges[e].to_addr == to_addr && f->edges[e].kind == k)
+			return 0;
+	if (cfg_grow(&f->edges, cap, f->nedges + 1, sizeof(*f->edges)) < 0)
+		return -ENOMEM;
+	f->edges[f->nedges++] = (struct cfg_edge){ from, to, to_addr, k };
+	f->blocks[from].succ_count++;
+	return 0;
+}
+
+static int block_of(const struct fb *b, uint64_t addr)
+{
+	int32_t i = find(b, addr);
+	return i >= 0 ? b->iv[i].block : -1;
+}
+
+static int make_edges(struct fb *b, struct cfg_function *f)
+{
+	size_t cap = 0;
+	for (size_t k = 0; k < f->nblocks; k++) {
+		struct cfg_block *bl = &f->blocks[k];
+		bl->first_succ = (uint32_t)f->nedges;
+		bl->succ_count = 0;
+		const struct cfg_finsn *last = &f->insns[f->block_insn[k] + bl->insn_count - 1];
+		int32_t i = find(b, last->addr);
+		const struct bi *x = &b->iv[i];
+		const struct cfg_insn *d = x->d;
+		uint64_t next = d->addr + d->len;
+		int err = 0;
+		switch (d->kind) {
+		case CFG_I_JCC:
+			if (x->tail)
+				err = add_edge(f, &cap, (uint32_t)k, -1, d->target, CFG_EDGE_TAIL_CALL);
+			else if (block_of(b, d->target) >= 0)
+				err = add_edge(f, &cap, (uint32_t)k, block_of(b, d->target), d->target,
+					       CFG_EDGE_TAKEN);
+			if (!err && block_of(b, next) >= 0)
+				err = add_edge(f, &cap, (uint32_t)k, block_of(b, next), next,
+					       CFG_EDGE_NOT_TAKEN);
+			break;
+		case CFG_I_JMP:
+			if (x->tail)
+				err = add_edge(f, &cap, (uint32_t)k, -1, d->target, CFG_EDGE_TAIL_CALL);
+			else if (block_of(b, d->target) >= 0)
+				err = add_edge(f, &cap, (uint32_t)k, block_of(b, d->target), d->target,
+					       CFG_EDGE_JUMP);
+			break;
+		case CFG_I_JMP_IND:
+			if (x->table >= 0) {
+				const struct cfg_jt_result *t = &b->tv[x->table];
+				for (uint32_t e = 0; !err && e < t->count; e++)
+					if (block_of(b, t->targets[e]) >= 0)
+						err = add_edge(f, &cap, (uint32_t)k,
+							       block_of(b, t->targets[e]),
+							       t->targets[e], CFG_EDGE_JUMP_TABLE);
+			}
+			break;
+		case CFG_I_CALL:
+		case CFG_I_CALL_IND:
+			if (!x->noret && block_of(b, next) >= 0)
+				err = add_edge(f, &cap, (uint32_t)k, block_of(b, next), next,
+					       CFG_EDGE_CALL_RETURN);
+			break;
+		case CFG_I_PLAIN:
+		case CFG_I_SYSCALL:
+			if (x->ft_next >= 0 && !x->terminal)
+				err = add_edge(f, &cap, (uint32_t)k, b->iv[x->ft_next].block,
+					       b->iv[x->ft_next].d->addr, CFG_EDGE_FALLTHROUGH);
+			break;
+		default:
+			break;
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int make_blocks(struct fb *b, struct cfg_function *f)
+{
+	uint64_t *lead = malloc((b->ni + 1) * sizeof(*lead));
+	if (!lead)
+		return -ENOMEM;
+	size_t nl = 0;
+	for (size_t i = 0; i < b->ni; i++)
+		if (b->iv[i].leader)
+			lead[nl++] = b->iv[i].d->addr;
+	qsort(lead, nl, sizeof(*lead), u64cmp);
+	if (nl > b->o.max_blocks) {
+		fb_error(b, CFG_ERR_LIMIT, lead[b->o.max_blocks], "more than %u blocks",
+			 b->o.max_blocks);
+		nl = b->o.max_blocks;
+	}
+	f->blocks = calloc(nl ? nl : 1, sizeof(*f->blocks));
+	f->block_insn = calloc(nl ? nl : 1, sizeof(*f->block_insn));
+	f->insns = malloc((b->ni ? b->ni : 1) * sizeof(*f->insns));
+	if (!f->blocks || !f->block_insn || !f->insns) {
+		free(lead);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < nl; k++) {
+		int32_t i = find(b, lead[k]);
+		struct cfg_block *bl = &f->blocks[k];
+		bl->start = lead[k];
+		bl->idom = -1;
+		bl->loop = -1;
+		f->block_insn[k] = (uint32_t)f->ninsns;
+		while (i >= 0) {
+			const struct cfg_insn *d = b->iv[i].d;
+			b->iv[i].block = (int32_t)k;
+			struct cfg_finsn *fi = &f->insns[f->ninsns++];
+			fi->addr = d->addr;
+			fi->len = d->len;
+			memcpy(fi->bytes, d->bytes, sizeof(fi->bytes));
+			bl->insn_count++;
+			bl->end = d->addr + d->len;
+			i = b->iv[i].ft_next;
+			if (i >= 0 && b->iv[i].leader)
+				break;
+			/* an instruction already in a block (shared tail of
+			 * overlapping streams) starts its own */
+			if (i >= 0 && b->iv[i].block >= 0)
+				break;
+		}
+		if (lead[k] == b->entry)
+			f->entry_block = k;
+	}
+	f->nblocks = nl;
+	free(lead);
+	return 0;
+}
+
+/* Ranges: blocks merged when adjacent, overlapping, or separated only by
+ * padding (nops, int3). */
+static bool padding_only(struct cfg_reader *r, uint64_t from, uint64_t to)
+{
+	if (to - from > 64)
+		return false;
+	while (from < to) {
+		const struct cfg_insn *d = cfg_reader_insn(r, from);
+		if (!d || !d->nop || d->len == 0)
+			return false;
+		from += d->len;
+	}
+	return from == to;
+}
+
+static bool starts_function(struct cfg_reader *r, uint64_t addr)
+{
+	const struct cfg_fde *fde = cfg_reader_fde_at(r, addr);
+	return fde && fde->start == addr;
+}
+
+/* Does block k end in a call that does not return or an exit system call
+ * (code after it is dead, though compilers and authors put some there)? */
+static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
+{
+	const struct cfg_block *bl = &f->blocks[k];
+	if (bl->succ_count)
+		return false;
+	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
+	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
+	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND || d->kind == CFG_I_SYSCALL);
+}
+
+/* Where a block's code ends for the function's extent: after a dead end,
+ * a trap (glibc's _start has a hlt) or a jump back into the function (a
+ * loop around an exit system call) belongs to the function. */
+static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
+{
+	const struct cfg_block *bl = &f->blocks[k];
+	if (!ends_dead(b, f, k))
+		return bl->end;
+	const struct cfg_insn *nx = cfg_reader_insn(b->r, bl->end);
+	if (!nx || find(b, bl->end) >= 0)
+		return bl->end;
+	if ((nx->kind == CFG_I_HALT && !nx->nop) || (nx->kind == CFG_I_JMP && find(b, nx->target) >= 0))
+		return bl->end + nx->len;
+	return bl->end;
+}
+
+/* Dead code after a dead end that runs into the function's next block
+ * (clang keeps what follows error(2, ...)): decodes cleanly up to it, and
+ * no function starts in between. */
+static bool dead_gap(struct fb *b, uint64_t from, uint64_t to)
+{
+	if (to - from > 256)
+		return false;
+	while (from < to) {
+		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
+			return false;
+		from += d->len;
+		if (from < to && starts_function(b->r, from))
+			return false;
+	}
+	return from == to && !starts_function(b->r, to);
+}
+
+static int make_ranges(struct fb *b, struct cfg_function *f)
+{
+	f->ranges = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->ranges));
+	if (!f->ranges)
+		return -ENOMEM;
+	size_t last_k = 0;	/* the block that ends the last range */
+	for (size_t k = 0; k < f->nblocks; k++) {
+		const struct cfg_block *bl = &f->blocks[k];
+		uint64_t end = extent_end(b, f, k);
+		struct cfg_range *last = f->nranges ? &f->ranges[f->nranges - 1] : NULL;
+		/* padding between two parts joins them, unless a function
+		 * (or a cold part with its own FDE) starts after it */
+		if (last && (bl->start <= last->end ||
+			     (padding_only(b->r, last->end, bl->start) &&
+			      !starts_function(b->r, bl->start)) ||
+			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start)))) {
+			if (end >= last->end) {
+				last->end = end;
+				last_k = k;
+			}
+			continue;
+		}
+		f->ranges[f->nranges++] = (struct cfg_range){ bl->start, end };
+		last_k = k;
+	}
+	return 0;
+}
+
+static int finish_lists(struct fb *b, struct cfg_function *f)
+{
+	size_t total = 0;
+	for (size_t t = 0; t < b->nt; t++)
+		total += b->tv[t].count;
+	f->tables = calloc(b->nt ? b->nt : 1, sizeof(*f->tables));
+	f->table_targets = malloc((total ? total : 1) * sizeof(uint64_t));
+	f->calls = malloc((b->nc ? b->nc : 1) * sizeof(*f->calls));
+	f->names = malloc(b->nnames ? b->nnames : 1);
+	if (!f->tables || !f->table_targets || !f->calls || !f->names)
+		return -ENOMEM;
+	size_t pos = 0;
+	for (size_t i = 0; i < b->ni; i++) {
+		if (b->iv[i].table < 0)
+			continue;
+		const struct cfg_jt_result *t = &b->tv[b->iv[i].table];
+		struct cfg_jump_table *o = &f->tables[f->ntables++];
+		o->at = b->iv[i].d->addr;
+		o->table = t->table;
+		o->base = t->base;
+		o->entry_size = t->entry_size;
+		o->target_count = t->count;
+		o->targets = &f->table_targets[pos];
+		memcpy(&f->table_targets[pos], t->targets, t->count * sizeof(uint64_t));
+		pos += t->count;
+	}
+	for (size_t i = 1; i < f->ntables; i++)	/* by address */
+		for (size_t j = i; j > 0 && f->tables[j].at < f->tables[j - 1].at; j--) {
+			struct cfg_jump_table x = f->tables[j];
+			f->tables[j] = f->tables[j - 1];
+			f->tables[j - 1] = x;
+		}
+	if (b->nnames)
+		memcpy(f->names, b->names, b->nnames);
+	f->ncalls = b->nc;
+	for (size_t i = 0; i < b->nc; i++) {
+		f->calls[i] = b->cv[i];
+		f->calls[i].name = f->names + (uintptr_t)b->cv[i].name;
+	}
+	qsort(f->calls, f->ncalls, sizeof(*f->calls), callcmp);
+	return 0;
+}
+
+static void fb_fini(struct fb *b)
+{
+	free(b->iv);
+	cfg_hmap_fini(&b->at);
+	free(b->wv);
+	for (size_t t = 0; t < b->nt; t++)
+		free(b->tv[t].targets);
+	free(b->tv);
+	free(b->tat);
+	free(b->cv);
+	free(b->names);
+}
+
+static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
+		   const struct cfg_build_opts *opts)
+{
+	memset(b, 0, sizeof(*b));
+	b->r = r;
+	if (opts)
+		memcpy(&b->o, opts, opts->sz < sizeof(b->o) ? opts->sz : sizeof(b->o));
+	if (!b->o.max_insns)
+		b->o.max_insns = CFG_DEFAULT_MAX_INSNS;
+	if (!b->o.max_blocks)
+		b->o.max_blocks = CFG_DEFAULT_MAX_BLOCKS;
+	b->entry = entry;
+	const struct cfg_fde *fde = cfg_reader_fde_at(r, entry);
+	if (fde && fde->entry && fde->start == entry) {
+		b->lo = fde->start;
+		b->hi = fde->end;
+	} else {
+		struct cfg_module *m = cfg_reader_module(r, entry);
+		const struct cfg_sym *s = m ? cfg_module_sym_at(m, entry) : NULL;
+		if (s && s->addr == entry && s->size) {
+			b->lo = s->addr;
+			b->hi = s->addr + s->size;
+		}
+	}
+	return cfg_hmap_init(&b->at, 256);
+}
+
+enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
+{
+	uint32_t *memo = cfg_hmap_get(&r->rets, entry);
+	if (memo)	/* a callee being analysed (recursion): assume it returns */
+		return *memo == CFG_RET_BUSY ? CFG_RET_YES : (enum cfg_ret)*memo;
+	if (r->depth >= CFG_MAX_CALLEE_DEPTH || !cfg_reader_is_code(r, entry))
+		return CFG_RET_YES;
+	if (cfg_hmap_put(&r->rets, entry, CFG_RET_BUSY) < 0)
+		return CFG_RET_YES;
+	struct fb b;
+	enum cfg_ret ret = CFG_RET_YES;
+	r->depth++;
+	if (fb_init(&b, r, entry, NULL) == 0) {
+		b.summary = true;
+		if (explore(&b) == 0 && !b.returns)
+			ret = CFG_RET_NO;
+	}
+	fb_fini(&b);
+	r->depth--;
+	cfg_hmap_put(&r->rets, entry, ret);
+	return ret;
+}
+
+static int fill(struct fb *b, struct cfg_function *f)
+{
+	int err;
+	if ((err = make_blocks(b, f)) < 0 || (err = make_edges(b, f)) < 0 ||
+	    (err = make_ranges(b, f)) < 0 || (err = finish_lists(b, f)) < 0)
+		return err;
+	f->err = b->err;
+	f->err_at = b->err_at;
+	memcpy(f->err_msg, b->err_msg, sizeof(f->err_msg));
+	f->noreturn = !b->returns;
+	f->unresolved = b->unresolved;
+	if (f->nblocks && (err = cfg_dominators(f)) < 0)
+		return err;
+	if (f->nblocks && (err = cfg_loops(f)) < 0)
+		return err;
+	return 0;
+}
+
+int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_build_opts *opts,
+			struct cfg_function **out)
+{
+	if (!r || !out)
+		return -EINVAL;
+	*out = NULL;
+	if (opts && opts->find_entry)
+		cfg_reader__function_at(r, addr, &addr);
+	struct cfg_function *f = calloc(1, sizeof(*f));
+	if (!f)
+		return cfg_reader_err(r, -ENOMEM, "out of memory");
+	f->entry = addr;
+	f->dec = r->dec;
+	cfg_reader_name_at(r, addr, f->name, sizeof(f->name));
+	/* the function's own answer is what callers will be told */
+	struct fb b;
+	int err = fb_init(&b, r, addr, opts);
+	uint32_t *memo = cfg_hmap_get(&r->rets, addr);
+	if (!memo && err == 0)
+		err = cfg_hmap_put(&r->rets, addr, CFG_RET_BUSY);
+	if (err == 0)
+		err = explore(&b);
+	if (!memo && err == 0)
+		err = cfg_hmap_put(&r->rets, addr, b.returns ? CFG_RET_YES : CFG_RET_NO);
+	if (err == 0)
+		err = fill(&b, f);
+	fb_fini(&b);
+	if (err < 0) {
+		cfg_function__free(f);
+		return cfg_reader_err(r, err, "building the CFG at %#lx: %s", (unsigned long)addr,
+				      strerror(-err));
+	}
+	*out = f;
+	return 0;
+}
+
+void cfg_function__free(struct cfg_function *f)
+{
+	if (!f)
+		return;
+	free(f->blocks);
+	free(f->block_insn);
+	free(f->insns);
+	free(f->edges);
+	free(f->preds);
+	free(f->pred_first);
+	free(f->ranges);
+	free(f->tables);
+	free(f->table_targets);
+	free(f->calls);
+	free(f->names);
+	free(f->dom_pre);
+	free(f->dom_post);
+	free(f->loops);
+	free(f->loop_data);
+	free(f);
+}
+
+/* ------------------------------------------------------------ accessors */
+
+uint64_t cfg_function__entry(const struct cfg_function *f) { return f->entry; }
+const char *cfg_function__name(const struct cfg_function *f) { return f->name; }
+bool cfg_function__noreturn(const struct cfg_function *f) { return f->noreturn; }
+size_t cfg_function__unresolved_count(const struct cfg_function *f) { return f->unresolved; }
+size_t cfg_function__insn_count(const struct cfg_function *f) { return f->ninsns; }
+size_t cfg_function__range_count(const struct cfg_function *f) { return f->nranges; }
+size_t cfg_function__block_count(const struct cfg_function *f) { return f->nblocks; }
+size_t cfg_function__entry_block(const struct cfg_function *f) { return f->entry_block; }
+size_t cfg_function__edge_count(const struct cfg_function *f) { return f->nedges; }
+size_t cfg_function__jump_table_count(const struct cfg_function *f) { return f->ntables; }
+size_t cfg_function__call_count(const struct cfg_function *f) { return f->ncalls; }
+size_t cfg_function__loop_count(const struct cfg_function *f) { return f->nloops; }
+
+enum cfg_error cfg_function__error(const struct cfg_function *f, uint64_t *at, const char **msg)
+{
+	if (at)
+		*at = f->err_at;
+	if (msg)
+		*msg = f->err_msg;
+	return f->err;
+}
+
+const struct cfg_range *cfg_function__range(const struct cfg_function *f, size_t i)
+{
+	return i < f->nranges ? &f->ranges[i] : NULL;
+}
+
+const struct cfg_range *cfg_function__range_of(const struct cfg_function *f, uint64_t addr)
+{
+	for (size_t i = 0; i < f->nranges; i++)
+		if (addr >= f->ranges[i].start && addr < f->ranges[i].end)
+			return &f->ranges[i];
+	return NULL;
+}
+
+const struct cfg_block *cfg_function__block(const struct cfg_function *f, size_t i)
+{
+	return i < f->nblocks ? &f->blocks[i] : NULL;
+}
+
+ssize_t cfg_function__block_at(const struct cfg_function *f, uint64_t addr)
+{
+	size_t lo = 0, hi = f->nblocks;
+	while (lo < hi) {	/* first block starting above addr */
+		size_t mid = (lo + hi) / 2;
+		if (f->blocks[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* overlapping blocks: look back a little */
+	for (size_t k = lo; k > 0 && lo - k < 8; k--)
+		if (addr >= f->blocks[k - 1].start && addr < f->blocks[k - 1].end)
+			return (ssize_t)(k - 1);
+	return -1;
+}
+
+const struct cfg_edge *cfg_function__edge(const struct cfg_function *f, size_t i)
+{
+	return i < f->nedges ? &f->edges[i] : NULL;
+}
+
+const struct cfg_jump_table *cfg_function__jump_table(const struct cfg_function *f, size_t i)
+{
+	return i < f->ntables ? &f->tables[i] : NULL;
+}
+
+const struct cfg_call *cfg_function__call(const struct cfg_function *f, size_t i)
+{
+	return i < f->ncalls ? &f->calls[i] : NULL;
+}
+
+const struct cfg_loop *cfg_function__loop(const struct cfg_function *f, size_t i)
+{
+	return i < f->nloops ? &f->loops[i] : NULL;
+}
+
+const char *cfg_edge_kind_name(enum cfg_edge_kind k)
+{
+	static const char *const n[] = { "fallthrough", "taken", "not_taken", "jump",
+					 "jump_table", "call_return", "tail_call" };
+	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+}
+
+const char *cfg_error_name(enum cfg_error e)
+{
+	static const char *const n[] = { "none", "unreadable", "invalid instruction",
+					 "branch outside code", "limit" };
+	return (unsigned)e < sizeof(n) / sizeof(n[0]) ? n[e] : "?";
+}

@@ -1,0 +1,336 @@
+/* Exports: a readable listing, JSON (the shape padroned --cfg --json
+ * prints), Graphviz dot with loops as nested clusters, disassembly. */
+#include "cfg/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void insn_text(const struct cfg_function *f, const struct cfg_finsn *fi, char *buf,
+		      size_t size)
+{
+	struct cfg_insn in;
+	cfg_decode_bytes(&f->dec, fi->addr, fi->bytes, fi->len, &in);
+	cfg_format_insn(&f->dec, &in, buf, size);
+}
+
+static void json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+static void hex(FILE *out, uint64_t a)
+{
+	fprintf(out, "\"%#lx\"", (unsigned long)a);
+}
+
+static void write_json(const struct cfg_function *f, FILE *out)
+{
+	fprintf(out, "{\"entry\":");
+	hex(out, f->entry);
+	fprintf(out, ",\"name\":");
+	json_str(out, f->name);
+	fprintf(out, ",\"ranges\":[");
+	for (size_t i = 0; i < f->nranges; i++) {
+		fprintf(out, "%s[", i ? "," : "");
+		hex(out, f->ranges[i].start);
+		fputc(',', out);
+		hex(out, f->ranges[i].end);
+		fputc(']', out);
+	}
+	fprintf(out, "],\"blocks\":[");
+	for (size_t i = 0; i < f->nblocks; i++) {
+		const struct cfg_block *b = &f->blocks[i];
+		fprintf(out, "%s{\"start\":", i ? "," : "");
+		hex(out, b->start);
+		fprintf(out, ",\"end\":");
+		hex(out, b->end);
+		fprintf(out, ",\"succs\":[");
+		bool any = false;
+		for (uint32_t e = b->first_succ; e < b->first_succ + b->succ_count; e++) {
+			if (f->edges[e].to < 0)
+				continue;
+			fprintf(out, "%s", any ? "," : "");
+			hex(out, f->blocks[f->edges[e].to].start);
+			any = true;
+		}
+		fprintf(out, "]}");
+	}
+	fprintf(out, "],\"edges\":[");
+	for (size_t e = 0; e < f->nedges; e++) {
+		const struct cfg_edge *E = &f->edges[e];
+		fprintf(out, "%s{\"from\":", e ? "," : "");
+		hex(out, f->blocks[E->from].start);
+		fprintf(out, ",\"to\":");
+		hex(out, E->to_addr);
+		fprintf(out, ",\"kind\":\"%s\"}", cfg_edge_kind_name(E->kind));
+	}
+	fprintf(out, "],\"jump_tables\":[");
+	for (size_t t = 0; t < f->ntables; t++) {
+		const struct cfg_jump_table *J = &f->tables[t];
+		fprintf(out, "%s{\"at\":", t ? "," : "");
+		hex(out, J->at);
+		fprintf(out, ",\"targets\":[");
+		for (uint32_t k = 0; k < J->target_count; k++) {
+			fprintf(out, "%s", k ? "," : "");
+			hex(out, J->targets[k]);
+		}
+		fprintf(out, "]}");
+	}
+	fprintf(out, "],\"calls\":[");
+	for (size_t c = 0; c < f->ncalls; c++) {
+		const struct cfg_call *C = &f->calls[c];
+		fprintf(out, "%s{\"at\":", c ? "," : "");
+		hex(out, C->at);
+		fprintf(out, ",\"target\":");
+		if (C->target)
+			hex(out, C->target);
+		else
+			fprintf(out, "null");
+		fprintf(out, ",\"name\":");
+		json_str(out, C->name);
+		fprintf(out, ",\"noreturn\":%s}", C->noreturn ? "true" : "false");
+	}
+	fprintf(out, "],\"loops\":[");
+	for (size_t l = 0; l < f->nloops; l++) {
+		const struct cfg_loop *L = &f->loops[l];
+		fprintf(out, "%s{\"header\":", l ? "," : "");
+		hex(out, f->blocks[L->header].start);
+		fprintf(out, ",\"entries\":[");
+		for (uint32_t k = 0; k < L->entry_count; k++) {
+			fprintf(out, "%s", k ? "," : "");
+			hex(out, f->blocks[L->entries[k]].start);
+		}
+		fprintf(out, "],\"blocks\":[");
+		for (uint32_t k = 0; k < L->block_count; k++) {
+			fprintf(out, "%s", k ? "," : "");
+			hex(out, f->blocks[L->blocks[k]].start);
+		}
+		fprintf(out, "],\"depth\":%u,\"parent\":", L->depth);
+		if (L->parent >= 0)
+			hex(out, f->blocks[f->loops[L->parent].header].start);
+		else
+			fprintf(out, "null");
+		fprintf(out, ",\"irreducible\":%s}", L->irreducible ? "true" : "false");
+	}
+	fprintf(out, "]}\n");
+}
+
+static void block_insns(const struct cfg_function *f, size_t k, FILE *out, const char *indent,
+			const char *eol)
+{
+	const struct cfg_block *b = &f->blocks[k];
+	char text[128];
+	for (uint32_t i = 0; i < b->insn_count; i++) {
+		const struct cfg_finsn *fi = &f->insns[f->block_insn[k] + i];
+		insn_text(f, fi, text, sizeof(text));
+		fprintf(out, "%s%#lx  ", indent, (unsigned long)fi->addr);
+		if (eol[0] == '\\') {	/* dot label: escape */
+			for (const char *c = text; *c; c++) {
+				if (*c == '"' || *c == '\\' || *c == '{' || *c == '}' || *c == '<' ||
+				    *c == '>' || *c == '|')
+					fputc('\\', out);
+				fputc(*c, out);
+			}
+		} else {
+			fputs(text, out);
+		}
+		fputs(eol, out);
+	}
+}
+
+static void write_text(const struct cfg_function *f, FILE *out, bool disas, bool only_disas)
+{
+	fprintf(out, "function %s at %#lx: %zu blocks, %zu edges, %zu instructions%s\n",
+		f->name[0] ? f->name : "?", (unsigned long)f->entry, f->nblocks, f->nedges,
+		f->ninsns, f->noreturn ? ", does not return" : "");
+	if (f->err)
+		fprintf(out, "error: %s at %#lx: %s\n", cfg_error_name(f->err),
+			(unsigned long)f->err_at, f->err_msg);
+	if (!only_disas) {
+		fprintf(out, "ranges:");
+		for (size_t i = 0; i < f->nranges; i++)
+			fprintf(out, " [%#lx, %#lx)", (unsigned long)f->ranges[i].start,
+				(unsigned long)f->ranges[i].end);
+		fputc('\n', out);
+	}
+	for (size_t k = 0; k < f->nblocks; k++) {
+		const struct cfg_block *b = &f->blocks[k];
+		if (only_disas) {
+			fprintf(out, "%#lx:\n", (unsigned long)b->start);
+		} else {
+			fprintf(out, "\nblock %#lx-%#lx", (unsigned long)b->start,
+				(unsigned long)b->end);
+			if (b->loop >= 0)
+				fprintf(out, " loop %#lx depth %u",
+					(unsigned long)f->blocks[f->loops[b->loop].header].start,
+					f->loops[b->loop].depth);
+			if (b->idom >= 0)
+				fprintf(out, " idom %#lx", (unsigned long)f->blocks[b->idom].start);
+			if (b->samples)
+				fprintf(out, " samples %lu", (unsigned long)b->samples);
+			fputc('\n', out);
+		}
+		if (disas)
+			block_insns(f, k, out, "  ", "\n");
+		if (only_disas)
+			continue;
+		for (uint32_t e = b->first_succ; e < b->first_succ + b->succ_count; e++)
+			fprintf(out, "  -> %#lx %s\n", (unsigned long)f->edges[e].to_addr,
+				cfg_edge_kind_name(f->edges[e].kind));
+	}
+	if (only_disas)
+		return;
+	if (f->ntables)
+		fputc('\n', out);
+	for (size_t t = 0; t < f->ntables; t++)
+		fprintf(out, "jump table at %#lx: %u entries of %u bytes at %#lx\n",
+			(unsigned long)f->tables[t].at, f->tables[t].target_count,
+			f->tables[t].entry_size, (unsigned long)f->tables[t].table);
+	if (f->ncalls)
+		fputc('\n', out);
+	for (size_t c = 0; c < f->ncalls; c++) {
+		const struct cfg_call *C = &f->calls[c];
+		fprintf(out, "%s at %#lx -> ", C->tail ? "tail call" : "call", (unsigned long)C->at);
+		if (C->target)
+			fprintf(out, "%#lx", (unsigned long)C->target);
+		else
+			fprintf(out, "(indirect)");
+		fprintf(out, "%s%s%s\n", C->name[0] ? " " : "", C->name,
+			C->noreturn ? " (does not return)" : "");
+	}
+	if (f->nloops)
+		fputc('\n', out);
+	for (size_t l = 0; l < f->nloops; l++) {
+		const struct cfg_loop *L = &f->loops[l];
+		fprintf(out, "%*sloop %#lx depth %u: %u blocks, %u entries, %u back edges, %u exits%s",
+			2 * (int)(L->depth - 1), "", (unsigned long)f->blocks[L->header].start,
+			L->depth, L->block_count, L->entry_count, L->back_edge_count, L->exit_count,
+			L->irreducible ? ", irreducible" : "");
+		if (L->samples)
+			fprintf(out, ", samples %lu", (unsigned long)L->samples);
+		fputc('\n', out);
+	}
+}
+
+static void dot_loop(const struct cfg_function *f, FILE *out, size_t l, uint64_t maxs, bool disas,
+		     const uint8_t *done);
+
+static void dot_block(const struct cfg_function *f, FILE *out, size_t k, uint64_t maxs,
+		      bool disas)
+{
+	const struct cfg_block *b = &f->blocks[k];
+	fprintf(out, "  b%zu [label=\"%#lx", k, (unsigned long)b->start);
+	if (b->samples)
+		fprintf(out, " (%lu samples)", (unsigned long)b->samples);
+	fprintf(out, "\\l");
+	if (disas)
+		block_insns(f, k, out, "", "\\l");
+	fprintf(out, "\"");
+	if (b->samples && maxs) {
+		/* white to red by share of the hottest block */
+		unsigned v = (unsigned)(255 - (200 * b->samples) / maxs);
+		fprintf(out, ", style=filled, fillcolor=\"#ff%02x%02x\"", v, v);
+	}
+	if (k == f->entry_block)
+		fprintf(out, ", penwidth=2");
+	fprintf(out, "];\n");
+}
+
+static void dot_loop(const struct cfg_function *f, FILE *out, size_t l, uint64_t maxs, bool disas,
+		     const uint8_t *done)
+{
+	const struct cfg_loop *L = &f->loops[l];
+	fprintf(out, "subgraph cluster_loop%zu {\n  label=\"loop %#lx depth %u%s\";\n", l,
+		(unsigned long)f->blocks[L->header].start, L->depth,
+		L->irreducible ? " irreducible" : "");
+	for (uint32_t i = 0; i < L->block_count; i++)
+		if (f->blocks[L->blocks[i]].loop == (int32_t)l)
+			dot_block(f, out, L->blocks[i], maxs, disas);
+	for (size_t c = l + 1; c < f->nloops; c++)
+		if (f->loops[c].parent == (int32_t)l)
+			dot_loop(f, out, c, maxs, disas, done);
+	fprintf(out, "}\n");
+}
+
+static void write_dot(const struct cfg_function *f, FILE *out, bool disas)
+{
+	uint64_t maxs = 0;
+	for (size_t k = 0; k < f->nblocks; k++)
+		if (f->blocks[k].samples > maxs)
+			maxs = f->blocks[k].samples;
+	fprintf(out, "digraph \"%s\" {\n  node [shape=box, fontname=monospace];\n",
+		f->name[0] ? f->name : "cfg");
+	for (size_t k = 0; k < f->nblocks; k++)
+		if (f->blocks[k].loop < 0)
+			dot_block(f, out, k, maxs, disas);
+	/* loop nesting is at most as deep as the loop count; the recursion
+	 * here follows the forest's depth, bounded by the block limit */
+	for (size_t l = 0; l < f->nloops; l++)
+		if (f->loops[l].parent < 0)
+			dot_loop(f, out, l, maxs, disas, NULL);
+	for (size_t e = 0; e < f->nedges; e++) {
+		const struct cfg_edge *E = &f->edges[e];
+		if (E->to >= 0) {
+			fprintf(out, "  b%u -> b%d [label=\"%s\"%s];\n", E->from, E->to,
+				cfg_edge_kind_name(E->kind),
+				E->kind == CFG_EDGE_CALL_RETURN ? ", style=dashed" : "");
+		} else {
+			fprintf(out, "  t%zu [label=\"%#lx\", shape=ellipse];\n  b%u -> t%zu "
+				     "[label=\"tail_call\", style=dotted];\n",
+				e, (unsigned long)E->to_addr, E->from, e);
+		}
+	}
+	fprintf(out, "}\n");
+}
+
+int cfg_function__write(const struct cfg_function *f, FILE *out, const struct cfg_write_opts *opts)
+{
+	struct cfg_write_opts o = { .sz = sizeof(o), .format = CFG_FORMAT_TEXT };
+	if (!f || !out)
+		return -EINVAL;
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	switch (o.format) {
+	case CFG_FORMAT_JSON: write_json(f, out); break;
+	case CFG_FORMAT_DOT: write_dot(f, out, !o.no_disas); break;
+	case CFG_FORMAT_DISAS: write_text(f, out, true, true); break;
+	case CFG_FORMAT_TEXT: write_text(f, out, !o.no_disas, false); break;
+	default: return -EINVAL;
+	}
+	return ferror(out) ? -EIO : 0;
+}
+
+ssize_t cfg_function__snprint(const struct cfg_function *f, char *buf, size_t size,
+			      const struct cfg_write_opts *opts)
+{
+	char *mem = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&mem, &len);
+	if (!out)
+		return -errno;
+	int err = cfg_function__write(f, out, opts);
+	if (fclose(out) != 0 && !err)
+		err = -EIO;
+	if (err < 0) {
+		free(mem);
+		return err;
+	}
+	if (size) {
+		size_t n = len < size - 1 ? len : size - 1;
+		memcpy(buf, mem, n);
+		buf[n] = '\0';
+	}
+	free(mem);
+	return (ssize_t)len;
+}

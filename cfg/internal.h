@@ -1,0 +1,265 @@
+/* cfg/ internals shared by its files; not part of the public API. */
+#ifndef PADRONE_CFG_INTERNAL_H
+#define PADRONE_CFG_INTERNAL_H
+
+#include "cfg/cfg.h"
+
+#include <Zydis/Zydis.h>
+#include <stdarg.h>
+
+/* ------------------------------------------------------------ hash map */
+
+/* Open addressing, uint64 key (never UINT64_MAX) to uint32 value. */
+struct cfg_hmap {
+	uint64_t *keys;
+	uint32_t *vals;
+	size_t cap, len;	/* cap is a power of two */
+};
+#define CFG_HMAP_EMPTY UINT64_MAX
+int cfg_hmap_init(struct cfg_hmap *h, size_t hint);
+void cfg_hmap_fini(struct cfg_hmap *h);
+void cfg_hmap_clear(struct cfg_hmap *h);
+/* Pointer to the value of key, or NULL. */
+uint32_t *cfg_hmap_get(const struct cfg_hmap *h, uint64_t key);
+/* Insert (or overwrite). 0 or -ENOMEM. */
+int cfg_hmap_put(struct cfg_hmap *h, uint64_t key, uint32_t val);
+
+/* Grow a malloc'd array to hold at least n elements of size sz. */
+int cfg_grow(void *pptr, size_t *cap, size_t n, size_t sz);
+
+/* ------------------------------------------------------------ decoding */
+
+enum cfg_ikind {
+	CFG_I_PLAIN,
+	CFG_I_JCC,		/* conditional, direct */
+	CFG_I_JMP,		/* unconditional, direct */
+	CFG_I_JMP_IND,
+	CFG_I_CALL,
+	CFG_I_CALL_IND,
+	CFG_I_RET,
+	CFG_I_SYSCALL,
+	CFG_I_HALT,		/* hlt, ud2, int3: no successor */
+	CFG_I_INVALID,		/* bytes that do not decode */
+	CFG_I_UNREADABLE,
+};
+
+/* What an instruction does to rsp, from raw encoding fields (no operand
+ * decoding): the stack height tracker for tail-call detection uses it. */
+enum cfg_stack_op {
+	CFG_SP_NONE,
+	CFG_SP_ADD,		/* rsp += delta (push: -8, pop: +8, add/sub imm) */
+	CFG_SP_FRAME,		/* mov rbp, rsp */
+	CFG_SP_LEAVE,		/* leave: rsp = rbp + 8 */
+	CFG_SP_LEA_RBP,		/* lea rsp, [rbp + delta] */
+	CFG_SP_UNKNOWN,		/* anything else writing rsp */
+};
+
+struct cfg_insn {
+	uint64_t addr;
+	uint64_t target;	/* direct branch target; rip-relative memory
+				 * operand's address for jmp/call [rip+X] */
+	uint16_t mnemonic;	/* ZydisMnemonic */
+	uint8_t len;
+	uint8_t kind;		/* enum cfg_ikind */
+	uint8_t sp_op;		/* enum cfg_stack_op */
+	uint8_t rip_mem;	/* jmp/call through [rip+X] */
+	uint8_t nop;		/* nop, or padding that decodes as such */
+	int8_t const_reg;	/* register (0-15) set to const_val, or -1 */
+	int32_t sp_delta;
+	int64_t const_val;
+	uint8_t bytes[15];
+};
+
+struct cfg_decoder {
+	ZydisDecoder zd;
+	ZydisFormatter fmt;
+};
+void cfg_decoder_init(struct cfg_decoder *d);
+/* Decode the instruction at addr from bytes[n] into *out (all fields). */
+void cfg_decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t *bytes,
+		      size_t n, struct cfg_insn *out);
+/* Full decoding with operands, for the few instructions that need them. */
+int cfg_decode_full(const struct cfg_decoder *d, const struct cfg_insn *in,
+		    ZydisDecodedInstruction *zi, ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT]);
+/* Intel syntax text. */
+void cfg_format_insn(const struct cfg_decoder *d, const struct cfg_insn *in, char *buf,
+		     size_t size);
+
+/* ------------------------------------------------------------ modules */
+
+struct cfg_sym {
+	uint64_t addr, size;
+	const char *name;	/* in the module's string pool */
+};
+struct cfg_fde {
+	uint64_t start, end;
+	bool entry;		/* starts in a function's entry state */
+};
+struct cfg_slot {
+	uint64_t slot;		/* GOT slot address */
+	const char *name;
+};
+
+/* One ELF image in the address space. */
+struct cfg_module {
+	char *path;
+	uint64_t bias, lo, hi;	/* load bias; extent of its mappings */
+	struct cfg_sym *syms;	/* sorted by addr */
+	size_t nsyms, csyms;
+	struct cfg_fde *fdes;	/* sorted by start */
+	size_t nfdes;
+	struct cfg_slot *slots;	/* sorted by slot */
+	size_t nslots, cslots;
+	uint64_t plt_lo, plt_hi;	/* .plt* sections, when known */
+	uint64_t *entries;	/* entry point, init/fini functions */
+	size_t nentries, centries;
+	char **pool;		/* strings owned */
+	size_t npool, cpool;
+	bool parsed;
+};
+
+/* Parse what the in-memory image at base tells (program headers,
+ * PT_DYNAMIC: dynsym and PLT relocations; PT_GNU_EH_FRAME: FDEs), reading
+ * through r. bias_hint: the load bias if known, else UINT64_MAX. */
+int cfg_module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base);
+void cfg_module_fini(struct cfg_module *m);
+int cfg_module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name);
+int cfg_module_add_slot(struct cfg_module *m, uint64_t slot, const char *name);
+void cfg_module_sort(struct cfg_module *m);
+const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr);
+const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr);
+const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot);
+
+/* ------------------------------------------------------------ reader */
+
+struct cfg_page {
+	uint64_t addr;
+	int32_t len;		/* bytes readable from addr, -errno if none */
+	uint8_t data[4096];
+};
+
+/* Callee summary: does the function at an address return? */
+enum cfg_ret { CFG_RET_UNKNOWN, CFG_RET_YES, CFG_RET_NO, CFG_RET_BUSY };
+
+struct cfg_reader {
+	struct cfg_reader_ops ops;
+	void *ctx;
+	struct cfg_decoder dec;
+	/* the caller's symbolizer */
+	cfg_symbolize_fn usym;
+	cfg_lookup_fn ulookup;
+	void *uarg;
+	/* page cache */
+	struct cfg_hmap pages;	/* page addr -> index */
+	struct cfg_page **pagev;
+	size_t npages, cpages;
+	/* decode cache */
+	struct cfg_hmap insns;	/* addr -> index */
+	struct cfg_insn **insnv;	/* chunks of CFG_INSN_CHUNK */
+	size_t ninsns, cinsnv;
+	/* callee summaries */
+	struct cfg_hmap rets;	/* entry -> enum cfg_ret */
+	unsigned depth;		/* nesting of callee analyses */
+	/* modules */
+	struct cfg_module *mods;
+	size_t nmods, cmods;
+	int (*refresh)(struct cfg_reader *r);	/* re-learn modules */
+	char err[512];
+};
+#define CFG_INSN_CHUNK 4096
+#define CFG_MAX_CALLEE_DEPTH 24
+
+int cfg_reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int cfg_reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_reader **out);
+/* Decoded instruction at addr (cached); never NULL unless out of memory. */
+const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr);
+bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr);
+struct cfg_module *cfg_reader_module(struct cfg_reader *r, uint64_t addr);
+int cfg_reader_add_module(struct cfg_reader *r, struct cfg_module **out);
+/* A PLT-like stub at addr: [endbr64;] [bnd] jmp [rip+slot]. *name gets the
+ * slot's symbol if known ("" if not). */
+bool cfg_reader_stub(struct cfg_reader *r, uint64_t addr, uint64_t *slot, const char **name);
+const char *cfg_reader_slot_name(struct cfg_reader *r, uint64_t slot);
+/* Name of a function (symbol at exactly addr, or stub name). */
+const char *cfg_reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, size_t size);
+const struct cfg_fde *cfg_reader_fde_at(struct cfg_reader *r, uint64_t addr);
+/* Is addr the start of a function as far as symbols and FDEs tell? */
+bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr);
+
+/* Does the function at entry return? Analyses it (bounded) if needed. */
+enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry);
+/* Is name a function that never returns (exit, abort...)? */
+bool cfg_noreturn_name(const char *name);
+
+/* ------------------------------------------------------------ functions */
+
+struct cfg_finsn {	/* an instruction kept in the built function */
+	uint64_t addr;
+	uint8_t len;
+	uint8_t bytes[15];
+};
+
+struct cfg_function {
+	struct cfg_reader *r;	/* for disassembly; NULL after free of r? no:
+				 * insns keep their bytes */
+	struct cfg_decoder dec;
+	uint64_t entry;
+	char name[128];
+	enum cfg_error err;
+	uint64_t err_at;
+	char err_msg[160];
+	bool noreturn;
+	size_t unresolved;
+
+	struct cfg_block *blocks;
+	size_t nblocks;
+	size_t entry_block;
+	uint32_t *block_insn;	/* per block: first index into insns */
+	struct cfg_finsn *insns;	/* block by block */
+	size_t ninsns;
+
+	struct cfg_edge *edges;
+	size_t nedges;
+	uint32_t *preds;	/* edge indices grouped by target block */
+	uint32_t *pred_first;	/* nblocks + 1 */
+
+	struct cfg_range *ranges;
+	size_t nranges;
+
+	struct cfg_jump_table *tables;
+	size_t ntables;
+	uint64_t *table_targets;
+
+	struct cfg_call *calls;
+	size_t ncalls;
+	char *names;		/* pool for call names */
+	size_t names_len;
+
+	uint32_t *dom_pre, *dom_post;	/* dominator tree intervals */
+
+	struct cfg_loop *loops;
+	size_t nloops;
+	uint32_t *loop_data;	/* storage for the loops' arrays */
+};
+
+int cfg_dominators(struct cfg_function *f);
+int cfg_loops(struct cfg_function *f);
+
+/* Jump-table analysis at an indirect jmp, given a backward path of
+ * instructions (path[0] is the jmp, path[i+1] precedes path[i]) and for
+ * each step whether it was entered through the conditional branch's taken
+ * side (taken[i] = 1: path[i] is the target of path[i+1]). Entries are read
+ * while valid() accepts their targets. Fills the table with targets
+ * (malloc'd). 0 if found, -ENOENT if not a jump table. */
+struct cfg_jt_result {
+	uint64_t table, base;
+	uint8_t entry_size;
+	uint32_t count;
+	uint64_t *targets;
+};
+int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
+		   const uint8_t *taken, size_t n, bool (*valid)(void *arg, uint64_t target),
+		   void *arg, struct cfg_jt_result *out);
+
+#endif

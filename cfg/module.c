@@ -1,0 +1,663 @@
+/* An ELF image as mapped in memory: what its program headers, dynamic
+ * section and .eh_frame_hdr tell, read through the reader (so the same
+ * code serves live processes and ELF files laid out at their addresses). */
+#include "cfg/internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cfg_module_fini(struct cfg_module *m)
+{
+	for (size_t i = 0; i < m->npool; i++)
+		free(m->pool[i]);
+	free(m->pool);
+	free(m->syms);
+	free(m->fdes);
+	free(m->slots);
+	free(m->entries);
+	free(m->path);
+	memset(m, 0, sizeof(*m));
+}
+
+static char *pool_add(struct cfg_module *m, char *s)
+{
+	if (!s || cfg_grow(&m->pool, &m->cpool, m->npool + 1, sizeof(*m->pool)) < 0) {
+		free(s);
+		return NULL;
+	}
+	m->pool[m->npool++] = s;
+	return s;
+}
+
+int cfg_module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name)
+{
+	if (cfg_grow(&m->syms, &m->csyms, m->nsyms + 1, sizeof(*m->syms)) < 0)
+		return -ENOMEM;
+	m->syms[m->nsyms++] = (struct cfg_sym){ addr, size, name };
+	return 0;
+}
+
+int cfg_module_add_slot(struct cfg_module *m, uint64_t slot, const char *name)
+{
+	if (cfg_grow(&m->slots, &m->cslots, m->nslots + 1, sizeof(*m->slots)) < 0)
+		return -ENOMEM;
+	m->slots[m->nslots++] = (struct cfg_slot){ slot, name };
+	return 0;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct cfg_sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* prefer sized symbols, then shorter names (no version aliases) */
+	if ((x->size != 0) != (y->size != 0))
+		return x->size ? -1 : 1;
+	return (int)strlen(x->name) - (int)strlen(y->name);
+}
+
+static int fde_cmp(const void *a, const void *b)
+{
+	const struct cfg_fde *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+	const struct cfg_slot *x = a, *y = b;
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+void cfg_module_sort(struct cfg_module *m)
+{
+	if (!m->nsyms)
+		goto fdes;
+	qsort(m->syms, m->nsyms, sizeof(*m->syms), sym_cmp);
+	/* keep one symbol per address */
+	size_t k = 0;
+	for (size_t i = 0; i < m->nsyms; i++)
+		if (k == 0 || m->syms[k - 1].addr != m->syms[i].addr)
+			m->syms[k++] = m->syms[i];
+	m->nsyms = k;
+fdes:
+	if (m->nfdes)
+		qsort(m->fdes, m->nfdes, sizeof(*m->fdes), fde_cmp);
+	if (m->nslots)
+		qsort(m->slots, m->nslots, sizeof(*m->slots), slot_cmp);
+}
+
+const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->nsyms;
+	while (lo < hi) {	/* first symbol above addr */
+		size_t mid = (lo + hi) / 2;
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct cfg_sym *s = &m->syms[lo - 1];
+	if (s->addr == addr || addr < s->addr + s->size)
+		return s;
+	return NULL;
+}
+
+const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->nfdes;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->fdes[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct cfg_fde *f = &m->fdes[lo - 1];
+	return addr < f->end ? f : NULL;
+}
+
+const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot)
+{
+	size_t lo = 0, hi = m->nslots;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->slots[mid].slot < slot)
+			lo = mid + 1;
+		else if (m->slots[mid].slot > slot)
+			hi = mid;
+		else
+			return m->slots[mid].name;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static int rd(struct cfg_reader *r, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n = cfg_reader__read(r, addr, buf, len);
+	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+static void *rd_alloc(struct cfg_reader *r, uint64_t addr, size_t len)
+{
+	if (len == 0 || len > (64u << 20))
+		return NULL;
+	void *p = malloc(len + 1);
+	if (!p)
+		return NULL;
+	if (rd(r, addr, p, len) < 0) {
+		free(p);
+		return NULL;
+	}
+	((char *)p)[len] = '\0';
+	return p;
+}
+
+/* A cursor over bytes read in memory, with DWARF's encodings. */
+struct cur {
+	const uint8_t *p, *end;
+	uint64_t addr;		/* runtime address of p */
+	bool bad;
+};
+
+static uint64_t cur_u(struct cur *c, size_t n)
+{
+	uint64_t v = 0;
+	if ((size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		c->p = c->end;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		v |= (uint64_t)c->p[i] << (8 * i);
+	c->p += n;
+	c->addr += n;
+	return v;
+}
+
+static uint64_t cur_uleb(struct cur *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	while (c->p < c->end) {
+		uint8_t b = *c->p++;
+		c->addr++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return v;
+	}
+	c->bad = true;
+	return v;
+}
+
+static int64_t cur_sleb(struct cur *c)
+{
+	int64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b = 0;
+	while (c->p < c->end) {
+		b = *c->p++;
+		c->addr++;
+		if (shift < 64)
+			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift < 64 && (b & 0x40))
+				v |= -((int64_t)1 << shift);
+			return v;
+		}
+	}
+	c->bad = true;
+	return v;
+}
+
+#define PE_OMIT 0xff
+
+/* A DW_EH_PE-encoded pointer. datarel: the base for DW_EH_PE_datarel. */
+static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t datarel)
+{
+	if (enc == PE_OMIT)
+		return 0;
+	uint64_t at = c->addr, v;
+	switch (enc & 0x0f) {
+	case 0x00: v = cur_u(c, 8); break;
+	case 0x01: v = cur_uleb(c); break;
+	case 0x02: v = cur_u(c, 2); break;
+	case 0x03: v = cur_u(c, 4); break;
+	case 0x04: v = cur_u(c, 8); break;
+	case 0x09: v = (uint64_t)cur_sleb(c); break;
+	case 0x0a: v = (uint64_t)(int64_t)(int16_t)cur_u(c, 2); break;
+	case 0x0b: v = (uint64_t)(int64_t)(int32_t)cur_u(c, 4); break;
+	case 0x0c: v = cur_u(c, 8); break;
+	default: c->bad = true; return 0;
+	}
+	switch (enc & 0x70) {
+	case 0x00: break;
+	case 0x10: v += at; break;
+	case 0x30: v += datarel; break;
+	default: c->bad = true; break;
+	}
+	return v;
+}
+
+/* ------------------------------------------------------------ CFI */
+
+struct cie {
+	uint64_t addr;
+	uint8_t fde_enc;
+	bool aug_z, ok;
+	int64_t data_align;
+	/* CFA after the initial instructions */
+	int cfa_reg;
+	int64_t cfa_off;
+	bool cfa_expr;
+};
+
+/* Apply CFA-defining call frame instructions until the first advance;
+ * other rules are skipped over. */
+static void cfa_run(struct cur *c, const struct cie *cie, int *reg, int64_t *off, bool *expr,
+		    bool stop_at_advance)
+{
+	while (c->p < c->end && !c->bad) {
+		uint8_t op = *c->p++;
+		c->addr++;
+		uint8_t hi = op & 0xc0;
+		if (hi == 0x40) {	/* advance_loc */
+			if (stop_at_advance)
+				return;
+			continue;
+		}
+		if (hi == 0x80) {	/* offset */
+			cur_uleb(c);
+			continue;
+		}
+		if (hi == 0xc0)		/* restore */
+			continue;
+		switch (op) {
+		case 0x00: case 0x0a: case 0x0b: break;	/* nop, remember, restore */
+		case 0x02: case 0x03: case 0x04:
+			if (stop_at_advance)
+				return;
+			cur_u(c, op == 0x02 ? 1 : op == 0x03 ? 2 : 4);
+			break;
+		case 0x01: cur_u(c, 8); break;	/* set_loc */
+		case 0x05: case 0x14: cur_uleb(c); cur_uleb(c); break;
+		case 0x06: case 0x07: case 0x08: cur_uleb(c); break;
+		case 0x09: cur_uleb(c); cur_uleb(c); break;
+		case 0x0c:	/* def_cfa */
+			*reg = (int)cur_uleb(c);
+			*off = (int64_t)cur_uleb(c);
+			*expr = false;
+			break;
+		case 0x0d: *reg = (int)cur_uleb(c); *expr = false; break;
+		case 0x0e: *off = (int64_t)cur_uleb(c); break;
+		case 0x0f: {	/* def_cfa_expression */
+			uint64_t n = cur_uleb(c);
+			*expr = true;
+			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
+			c->p += n; c->addr += n;
+			break;
+		}
+		case 0x10: case 0x16: {	/* expression, val_expression */
+			cur_uleb(c);
+			uint64_t n = cur_uleb(c);
+			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
+			c->p += n; c->addr += n;
+			break;
+		}
+		case 0x11: case 0x15: cur_uleb(c); cur_sleb(c); break;
+		case 0x12:	/* def_cfa_sf */
+			*reg = (int)cur_uleb(c);
+			*off = cur_sleb(c) * cie->data_align;
+			*expr = false;
+			break;
+		case 0x13: *off = cur_sleb(c) * cie->data_align; break;
+		case 0x2e: cur_uleb(c); break;	/* GNU_args_size */
+		case 0x2f: cur_uleb(c); cur_uleb(c); break;
+		default: c->bad = true; return;
+		}
+	}
+}
+
+static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
+{
+	uint8_t buf[512];
+	memset(cie, 0, sizeof(*cie));
+	cie->addr = addr;
+	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
+	if (n < 8)
+		return false;
+	struct cur c = { buf, buf + n, addr, false };
+	uint64_t len = cur_u(&c, 4);
+	if (len == 0 || len == 0xffffffff || len + 4 > (uint64_t)n)
+		return false;
+	c.end = buf + 4 + len;
+	if (cur_u(&c, 4) != 0)	/* CIE id */
+		return false;
+	uint8_t version = (uint8_t)cur_u(&c, 1);
+	const char *aug = (const char *)c.p;
+	size_t al = strnlen(aug, (size_t)(c.end - c.p));
+	c.p += al + 1;
+	c.addr += al + 1;
+	cur_uleb(&c);		/* code alignment */
+	cie->data_align = cur_sleb(&c);
+	if (version == 1)
+		cur_u(&c, 1);
+	else
+		cur_uleb(&c);	/* return address register */
+	cie->fde_enc = 0;
+	if (aug[0] == 'z') {
+		cie->aug_z = true;
+		uint64_t alen = cur_uleb(&c);
+		struct cur a = { c.p, c.p + alen, c.addr, false };
+		if (alen > (uint64_t)(c.end - c.p))
+			return false;
+		for (size_t i = 1; i < al; i++) {
+			switch (aug[i]) {
+			case 'R': cie->fde_enc = (uint8_t)cur_u(&a, 1); break;
+			case 'L': cur_u(&a, 1); break;
+			case 'P': { uint8_t e = (uint8_t)cur_u(&a, 1); cur_ptr(&a, e & 0x7f, 0); break; }
+			case 'S': case 'B': break;
+			default: i = al; break;
+			}
+		}
+		c.p += alen;
+		c.addr += alen;
+	}
+	cie->cfa_reg = -1;
+	cfa_run(&c, cie, &cie->cfa_reg, &cie->cfa_off, &cie->cfa_expr, false);
+	cie->ok = !c.bad;
+	return cie->ok;
+}
+
+/* Read one FDE: its range and whether it starts in an entry state (CFA =
+ * rsp + 8, the return address just pushed). */
+static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, size_t *ncies,
+		      size_t maxcies, struct cfg_fde *out)
+{
+	uint8_t buf[256];
+	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
+	if (n < 16)
+		return false;
+	struct cur c = { buf, buf + n, addr, false };
+	uint64_t len = cur_u(&c, 4);
+	if (len == 0 || len == 0xffffffff)
+		return false;
+	if (len + 4 < (uint64_t)n)
+		c.end = buf + 4 + len;
+	uint64_t idaddr = c.addr;
+	uint64_t cie_ptr = cur_u(&c, 4);
+	if (cie_ptr == 0)
+		return false;
+	uint64_t cie_addr = idaddr - cie_ptr;
+	struct cie *cie = NULL;
+	for (size_t i = 0; i < *ncies; i++)
+		if (cies[i].addr == cie_addr)
+			cie = &cies[i];
+	if (!cie) {
+		struct cie tmp;
+		if (!parse_cie(r, cie_addr, &tmp))
+			return false;
+		if (*ncies < maxcies) {
+			cies[*ncies] = tmp;
+			cie = &cies[(*ncies)++];
+		} else {
+			cies[maxcies - 1] = tmp;
+			cie = &cies[maxcies - 1];
+		}
+	}
+	uint64_t start = cur_ptr(&c, cie->fde_enc, 0);
+	uint64_t range = cur_ptr(&c, cie->fde_enc & 0x0f, 0);
+	if (c.bad)
+		return false;
+	if (cie->aug_z) {
+		uint64_t alen = cur_uleb(&c);
+		if (alen > (uint64_t)(c.end - c.p))
+			return false;
+		c.p += alen;
+		c.addr += alen;
+	}
+	int reg = cie->cfa_reg;
+	int64_t off = cie->cfa_off;
+	bool expr = cie->cfa_expr;
+	cfa_run(&c, cie, &reg, &off, &expr, true);
+	out->start = start;
+	out->end = start + range;
+	out->entry = reg == 7 && off == 8 && !expr;
+	return true;
+}
+
+static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint64_t hdr)
+{
+	uint8_t h[4 + 16];
+	if (rd(r, hdr, h, sizeof(h)) < 0 || h[0] != 1)
+		return;
+	struct cur c = { h + 4, h + sizeof(h), hdr + 4, false };
+	cur_ptr(&c, h[1], hdr);
+	uint64_t count = cur_ptr(&c, h[2], hdr);
+	uint8_t tenc = h[3];
+	if (c.bad || tenc != 0x3b || count == 0 || count > (1u << 22))
+		return;
+	uint64_t table = c.addr;
+	int32_t *t = rd_alloc(r, table, count * 8);
+	if (!t)
+		return;
+	m->fdes = calloc(count, sizeof(*m->fdes));
+	struct cie cies[16];
+	size_t ncies = 0;
+	for (uint64_t i = 0; m->fdes && i < count; i++) {
+		uint64_t fde = hdr + (uint64_t)(int64_t)t[2 * i + 1];
+		struct cfg_fde f;
+		if (parse_fde(r, fde, cies, &ncies, 16, &f) && f.end > f.start)
+			m->fdes[m->nfdes++] = f;
+	}
+	free(t);
+}
+
+/* ------------------------------------------------------------ dynamic */
+
+static uint64_t dyn_ptr(uint64_t v, uint64_t bias)
+{
+	/* ld.so relocates d_ptr entries in place; files and the vdso keep
+	 * link-time values */
+	return (bias && v < bias) ? v + bias : v;
+}
+
+/* How many dynamic symbols: DT_HASH's nchain or the end of DT_GNU_HASH's
+ * chains. */
+static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_hash)
+{
+	uint32_t hh[4];
+	if (hash && rd(r, hash, hh, 8) == 0)
+		return hh[1];
+	if (!gnu_hash || rd(r, gnu_hash, hh, 16) < 0)
+		return 0;
+	uint32_t nbuckets = hh[0], symoffset = hh[1], bloom = hh[2];
+	if (nbuckets == 0 || nbuckets > (1u << 24) || bloom > (1u << 24))
+		return 0;
+	uint64_t buckets = gnu_hash + 16 + (uint64_t)bloom * 8;
+	uint32_t *b = rd_alloc(r, buckets, (size_t)nbuckets * 4);
+	if (!b)
+		return 0;
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < nbuckets; i++)
+		if (b[i] > last)
+			last = b[i];
+	free(b);
+	if (last < symoffset)
+		return symoffset;
+	uint64_t chain = buckets + (uint64_t)nbuckets * 4;
+	for (uint32_t n = 0; n < (1u << 24); n++, last++) {
+		uint32_t v;
+		if (rd(r, chain + (uint64_t)(last - symoffset) * 4, &v, 4) < 0)
+			return 0;
+		if (v & 1)
+			return (uint64_t)last + 1;
+	}
+	return 0;
+}
+
+static void add_relocs(struct cfg_reader *r, struct cfg_module *m, uint64_t rela, uint64_t size,
+		       const Elf64_Sym *syms, uint64_t nsyms, const char *str, uint64_t strsz)
+{
+	if (!rela || !size || size > (64u << 20))
+		return;
+	Elf64_Rela *v = rd_alloc(r, rela, size);
+	if (!v)
+		return;
+	for (uint64_t i = 0; i < size / sizeof(*v); i++) {
+		uint32_t type = ELF64_R_TYPE(v[i].r_info), si = ELF64_R_SYM(v[i].r_info);
+		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+			continue;
+		if (si == 0 || (nsyms && si >= nsyms) || syms[si].st_name >= strsz)
+			continue;
+		/* relocation entries are never relocated themselves */
+		cfg_module_add_slot(m, v[i].r_offset + m->bias, str + syms[si].st_name);
+	}
+	free(v);
+}
+
+static void add_entry(struct cfg_module *m, uint64_t a)
+{
+	if (a && cfg_grow(&m->entries, &m->centries, m->nentries + 1, sizeof(*m->entries)) == 0)
+		m->entries[m->nentries++] = a;
+}
+
+/* Functions the loader calls through DT_INIT_ARRAY and friends. A PIE file
+ * holds zeros there, filled by R_X86_64_RELATIVE relocations; memory holds
+ * the addresses. */
+static void add_array_entries(struct cfg_reader *r, struct cfg_module *m, uint64_t arr,
+			      uint64_t size, uint64_t rela, uint64_t relasz)
+{
+	if (!arr || !size || size > 65536)
+		return;
+	uint64_t *v = rd_alloc(r, arr, size);
+	Elf64_Rela *rl = relasz && relasz < (64u << 20) ? rd_alloc(r, rela, relasz) : NULL;
+	for (uint64_t i = 0; v && i < size / 8; i++) {
+		uint64_t a = v[i];
+		for (uint64_t k = 0; !a && rl && k < relasz / sizeof(*rl); k++)
+			if (ELF64_R_TYPE(rl[k].r_info) == R_X86_64_RELATIVE &&
+			    rl[k].r_offset + m->bias == arr + 8 * i)
+				a = (uint64_t)rl[k].r_addend + m->bias;
+		if (a && a != UINT64_MAX)
+			add_entry(m, a);
+	}
+	free(v);
+	free(rl);
+}
+
+static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t dyn, uint64_t size)
+{
+	Elf64_Dyn *d = rd_alloc(r, dyn, size);
+	if (!d)
+		return;
+	uint64_t symtab = 0, strtab = 0, strsz = 0, jmprel = 0, pltrelsz = 0, rela = 0,
+		 relasz = 0, hash = 0, gnu_hash = 0;
+	uint64_t arr[3] = { 0 }, arrsz[3] = { 0 };
+	for (size_t i = 0; i < size / sizeof(*d) && d[i].d_tag != DT_NULL; i++) {
+		uint64_t v = d[i].d_un.d_val;
+		switch (d[i].d_tag) {
+		case DT_INIT: add_entry(m, dyn_ptr(v, m->bias)); break;
+		case DT_FINI: add_entry(m, dyn_ptr(v, m->bias)); break;
+		case DT_INIT_ARRAY: arr[0] = dyn_ptr(v, m->bias); break;
+		case DT_INIT_ARRAYSZ: arrsz[0] = v; break;
+		case DT_FINI_ARRAY: arr[1] = dyn_ptr(v, m->bias); break;
+		case DT_FINI_ARRAYSZ: arrsz[1] = v; break;
+		case DT_PREINIT_ARRAY: arr[2] = dyn_ptr(v, m->bias); break;
+		case DT_PREINIT_ARRAYSZ: arrsz[2] = v; break;
+		case DT_SYMTAB: symtab = dyn_ptr(v, m->bias); break;
+		case DT_STRTAB: strtab = dyn_ptr(v, m->bias); break;
+		case DT_STRSZ: strsz = v; break;
+		case DT_JMPREL: jmprel = dyn_ptr(v, m->bias); break;
+		case DT_PLTRELSZ: pltrelsz = v; break;
+		case DT_RELA: rela = dyn_ptr(v, m->bias); break;
+		case DT_RELASZ: relasz = v; break;
+		case DT_HASH: hash = dyn_ptr(v, m->bias); break;
+		case DT_GNU_HASH: gnu_hash = dyn_ptr(v, m->bias); break;
+		}
+	}
+	free(d);
+	for (int k = 0; k < 3; k++)
+		add_array_entries(r, m, arr[k], arrsz[k], rela, relasz);
+	if (!symtab || !strtab || !strsz || strsz > (64u << 20))
+		return;
+	char *str = pool_add(m, rd_alloc(r, strtab, strsz));
+	if (!str)
+		return;
+	uint64_t nsyms = dynsym_count(r, hash, gnu_hash);
+	if (nsyms > (1u << 22))
+		nsyms = 0;
+	Elf64_Sym *syms = NULL;
+	if (nsyms)
+		syms = rd_alloc(r, symtab, nsyms * sizeof(*syms));
+	if (!syms) {
+		/* no count: read as far as the relocations need */
+		nsyms = 0;
+		uint64_t maxsym = 0;
+		uint64_t tabs[2][2] = { { jmprel, pltrelsz }, { rela, relasz } };
+		for (int t = 0; t < 2; t++) {
+			Elf64_Rela *v = rd_alloc(r, tabs[t][0], tabs[t][1]);
+			for (uint64_t i = 0; v && i < tabs[t][1] / sizeof(*v); i++)
+				if (ELF64_R_SYM(v[i].r_info) > maxsym)
+					maxsym = ELF64_R_SYM(v[i].r_info);
+			free(v);
+		}
+		if (maxsym && maxsym < (1u << 22))
+			syms = rd_alloc(r, symtab, (maxsym + 1) * sizeof(*syms));
+		if (!syms)
+			return;
+		nsyms = maxsym + 1;
+	} else {
+		for (uint64_t i = 1; i < nsyms; i++) {
+			const Elf64_Sym *s = &syms[i];
+			if (ELF64_ST_TYPE(s->st_info) != STT_FUNC &&
+			    ELF64_ST_TYPE(s->st_info) != STT_GNU_IFUNC)
+				continue;
+			if (s->st_shndx == SHN_UNDEF || !s->st_value || s->st_name >= strsz)
+				continue;
+			cfg_module_add_sym(m, s->st_value + m->bias, s->st_size, str + s->st_name);
+		}
+	}
+	add_relocs(r, m, jmprel, pltrelsz, syms, nsyms, str, strsz);
+	add_relocs(r, m, rela, relasz, syms, nsyms, str, strsz);
+	free(syms);
+}
+
+int cfg_module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base)
+{
+	Elf64_Ehdr eh;
+	if (rd(r, base, &eh, sizeof(eh)) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256)
+		return cfg_reader_err(r, -ENOEXEC, "no x86-64 ELF header at %#lx",
+				      (unsigned long)base);
+	Elf64_Phdr ph[256];
+	if (rd(r, base + eh.e_phoff, ph, eh.e_phnum * sizeof(*ph)) < 0)
+		return cfg_reader_err(r, -EFAULT, "unreadable program headers at %#lx",
+				      (unsigned long)(base + eh.e_phoff));
+	uint64_t lowest = UINT64_MAX;
+	for (int i = 0; i < eh.e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lowest)
+			lowest = ph[i].p_vaddr;
+	if (lowest == UINT64_MAX)
+		return cfg_reader_err(r, -ENOEXEC, "no PT_LOAD at %#lx", (unsigned long)base);
+	m->bias = eh.e_type == ET_EXEC ? 0 : base - (lowest & ~(uint64_t)4095);
+	if (eh.e_entry)
+		add_entry(m, eh.e_entry + m->bias);
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type == PT_DYNAMIC)
+			parse_dynamic(r, m, ph[i].p_vaddr + m->bias, ph[i].p_memsz);
+		else if (ph[i].p_type == PT_GNU_EH_FRAME)
+			parse_eh_frame_hdr(r, m, ph[i].p_vaddr + m->bias);
+	}
+	return 0;
+}

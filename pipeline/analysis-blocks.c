@@ -1,0 +1,126 @@
+/* analysis-blocks.c: block execution counts — the source's own (REP
+ * recovery), or derived from the instruction stream (pl_flow). */
+#include "pipeline/analysis-internal.h"
+#include "pipeline/pipeline.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+
+extern const struct pipeline_analysis_ops pipeline_analysis_blocks;
+
+struct blocks_priv {
+	struct pl_map counts;	/* (pc, 0) -> executions */
+	struct pl_flow flow;
+	bool explicit;		/* the source gave counts: ignore the derived */
+	uint64_t executions;
+	size_t top;
+};
+
+static int blocks_start(struct pipeline_analysis *a, const struct pipeline_args *args)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+	p->top = args->top;
+	return 0;
+}
+
+static int blocks_refs(struct pipeline_analysis *a, const struct rep_ref *refs, size_t n)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+	uint64_t start, prev;
+	bool has_prev;
+
+	if (p->explicit)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!pl_flow_step(&p->flow, &refs[i], &start, &prev, &has_prev))
+			continue;
+		uint64_t *c = pl_map_get(&p->counts, start, 0, true);
+		if (!c)
+			return pipeline_analysis__fail(a, -ENOMEM, "out of memory");
+		++*c;
+		p->executions++;
+	}
+	return 0;
+}
+
+static int blocks_blocks(struct pipeline_analysis *a, const struct pipeline_block_count *b,
+			 size_t n)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+
+	if (!p->explicit) {
+		pl_map_free(&p->counts);
+		p->executions = 0;
+		p->explicit = true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t *c = pl_map_get(&p->counts, b[i].pc, 0, true);
+		if (!c)
+			return pipeline_analysis__fail(a, -ENOMEM, "out of memory");
+		*c += b[i].count;
+		p->executions += b[i].count;
+	}
+	return 0;
+}
+
+static int blocks_write_text(struct pipeline_analysis *a, FILE *out)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+	size_t n;
+	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
+	if (!e)
+		return -ENOMEM;
+	fprintf(out, "Blocks (%s): %zu distinct, %" PRIu64 " executions\n",
+		p->explicit ? "from the source" : "from the instruction stream", n, p->executions);
+	for (size_t i = 0; i < n && (!p->top || i < p->top); i++)
+		fprintf(out, "  0x%-16" PRIx64 " %14" PRIu64 "\n", e[i].a, e[i].v);
+	free(e);
+	return ferror(out) ? -EIO : 0;
+}
+
+static struct json_object *blocks_to_json(struct pipeline_analysis *a)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+	size_t n;
+	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	if (!e || !o || !arr) {
+		free(e);
+		json_object_put(o);
+		json_object_put(arr);
+		return NULL;
+	}
+	json_object_object_add(o, "distinct", json_object_new_uint64(n));
+	json_object_object_add(o, "executions", json_object_new_uint64(p->executions));
+	for (size_t i = 0; i < n && (!p->top || i < p->top); i++) {
+		char pc[32];
+		struct json_object *r = json_object_new_object();
+		snprintf(pc, sizeof pc, "0x%" PRIx64, e[i].a);
+		json_object_object_add(r, "pc", json_object_new_string(pc));
+		json_object_object_add(r, "count", json_object_new_uint64(e[i].v));
+		json_object_array_add(arr, r);
+	}
+	json_object_object_add(o, "top", arr);
+	free(e);
+	return o;
+}
+
+static void blocks_destroy(struct pipeline_analysis *a)
+{
+	struct blocks_priv *p = pipeline_analysis__priv(a);
+	pl_map_free(&p->counts);
+}
+
+const struct pipeline_analysis_ops pipeline_analysis_blocks = {
+	.name = "blocks",
+	.summary = "block execution counts (the source's, or from the instruction stream)",
+	.priv_size = sizeof(struct blocks_priv),
+	.start = blocks_start,
+	.refs = blocks_refs,
+	.blocks = blocks_blocks,
+	.write_text = blocks_write_text,
+	.to_json = blocks_to_json,
+	.destroy = blocks_destroy,
+};

@@ -1,0 +1,440 @@
+/* csim.c: cache geometry, the set-associative LRU levels, and the
+ * standalone (one thread) simulator. The per-reference code is in
+ * csim-internal.h, shared with the split workers. */
+#include "pipeline/csim-internal.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ geometry */
+
+static const char *const level_names[CSIM_NLEVELS] = { "I1", "D1", "L2", "LL" };
+
+const char *csim_level_name(enum csim_level lv)
+{
+	return (unsigned)lv < CSIM_NLEVELS ? level_names[lv] : "?";
+}
+
+static bool is_pow2(uint64_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+static unsigned log2u(uint64_t x)
+{
+	return 63u - (unsigned)__builtin_clzll(x);
+}
+
+uint64_t csim_geom_sets(const struct csim_geom *g)
+{
+	if (!g->size || !g->assoc || !g->line)
+		return 0;
+	return g->size / ((uint64_t)g->assoc * g->line);
+}
+
+/* One decimal field of "SIZE,ASSOC,LINE", ended by stop. */
+static int parse_field(const char **p, char stop, uint64_t max, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t x = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*s); s++) {
+		if (x > (max - (uint64_t)(*s - '0')) / 10)
+			return -ERANGE;
+		x = x * 10 + (uint64_t)(*s - '0');
+	}
+	if (*s != stop)
+		return -EINVAL;
+	*p = stop ? s + 1 : s;
+	*v = x;
+	return 0;
+}
+
+int csim_geom_parse(const char *text, struct csim_geom *g, char *err, size_t errlen)
+{
+	const char *p = text;
+	uint64_t size, assoc, line;
+	int rc;
+
+	if ((rc = parse_field(&p, ',', UINT64_MAX / 2, &size)) ||
+	    (rc = parse_field(&p, ',', UINT32_MAX, &assoc)) ||
+	    (rc = parse_field(&p, '\0', UINT32_MAX, &line))) {
+		snprintf(err, errlen, "bad cache geometry '%s': %s", text,
+			 rc == -ERANGE ? "a number is too large"
+				       : "expected SIZE,ASSOC,LINE in bytes, e.g. 32768,8,64");
+		return -EINVAL;
+	}
+	g->size = size;
+	g->assoc = (uint32_t)assoc;
+	g->line = (uint32_t)line;
+	return 0;
+}
+
+void csim_config_fallback(struct csim_config *cfg)
+{
+	cfg->level[CSIM_I1] = (struct csim_geom){ 65536, 2, 64 };
+	cfg->level[CSIM_D1] = (struct csim_geom){ 65536, 2, 64 };
+	cfg->level[CSIM_L2] = (struct csim_geom){ 0, 0, 0 };
+	cfg->level[CSIM_LL] = (struct csim_geom){ 262144, 8, 64 };
+}
+
+bool csim_geom_cachegrind_tweak(struct csim_geom *g)
+{
+	uint64_t sets = csim_geom_sets(g), nsets, assoc;
+
+	if (!sets)
+		return false;
+	if (is_pow2(sets)) {
+		/* Only make the size divide exactly between the sets. */
+		nsets = sets;
+		assoc = g->assoc;
+	} else {
+		nsets = 1ull << log2u(sets);
+		/* cachegrind: (UInt)(0.5 + factor * assoc) */
+		assoc = (uint64_t)(0.5 + (double)sets / (double)nsets * (double)g->assoc);
+	}
+	uint64_t size = (uint64_t)g->line * assoc * nsets;
+	if (size == g->size && assoc == g->assoc)
+		return false;
+	g->size = size;
+	g->assoc = (uint32_t)assoc;
+	return true;
+}
+
+static int read_sysfs(const char *dir, const char *idx, const char *file, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s/%s", dir, idx, file);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	int rc = fgets(buf, (int)len, f) ? 0 : -EIO;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return rc;
+}
+
+static int sysfs_num(const char *dir, const char *idx, const char *file, uint64_t *v)
+{
+	char buf[64], *end;
+	int rc = read_sysfs(dir, idx, file, buf, sizeof buf);
+	if (rc)
+		return rc;
+	errno = 0;
+	unsigned long long x = strtoull(buf, &end, 10);
+	if (end == buf || errno)
+		return -EINVAL;
+	if (*end == 'K')
+		x <<= 10, end++;
+	else if (*end == 'M')
+		x <<= 20, end++;
+	else if (*end == 'G')
+		x <<= 30, end++;
+	if (*end)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+int csim_config_host(struct csim_config *cfg, const char *sysfs_dir)
+{
+	struct csim_geom i1 = { 0 }, d1 = { 0 }, ll = { 0 };
+	uint64_t ll_level = 0;
+	struct dirent *de;
+	DIR *d = opendir(sysfs_dir);
+	int rc = 0;
+
+	csim_config_fallback(cfg);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t level, size, ways, line;
+		char type[32];
+		if (strncmp(de->d_name, "index", 5))
+			continue;
+		if (sysfs_num(sysfs_dir, de->d_name, "level", &level) ||
+		    sysfs_num(sysfs_dir, de->d_name, "size", &size) ||
+		    sysfs_num(sysfs_dir, de->d_name, "ways_of_associativity", &ways) ||
+		    sysfs_num(sysfs_dir, de->d_name, "coherency_line_size", &line) ||
+		    read_sysfs(sysfs_dir, de->d_name, "type", type, sizeof type)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (!line || size > UINT32_MAX * (uint64_t)line)
+			continue;
+		if (!ways)	/* fully associative */
+			ways = size / line;
+		struct csim_geom g = { size, (uint32_t)ways, (uint32_t)line };
+		if (level == 1 && !strcmp(type, "Instruction"))
+			i1 = g;
+		else if (level == 1 && !strcmp(type, "Data"))
+			d1 = g;
+		else if (!strcmp(type, "Unified") && level > ll_level)
+			ll = g, ll_level = level;
+	}
+	closedir(d);
+	if (rc)
+		return rc;
+	/* Like cachegrind: all three found, or the fallback. */
+	if (!i1.size || !d1.size || !ll.size)
+		return -ENOENT;
+	csim_geom_cachegrind_tweak(&ll);
+	cfg->level[CSIM_I1] = i1;
+	cfg->level[CSIM_D1] = d1;
+	cfg->level[CSIM_LL] = ll;
+	return 0;
+}
+
+static int check_level(const struct csim_geom *g, const char *name, bool cg, char *err,
+		       size_t errlen)
+{
+	uint64_t sets;
+
+	if (!g->assoc || !g->line) {
+		snprintf(err, errlen, "%s: associativity and line size must be positive", name);
+		return -EINVAL;
+	}
+	if (!is_pow2(g->line)) {
+		snprintf(err, errlen, "%s: line size %" PRIu32 " is not a power of two", name, g->line);
+		return -EINVAL;
+	}
+	if (g->line < (cg ? 16u : 4u)) {
+		snprintf(err, errlen, "%s: line size %" PRIu32 " is below the minimum %u%s", name,
+			 g->line, cg ? 16u : 4u, cg ? " (as in cachegrind)" : "");
+		return -EINVAL;
+	}
+	if (g->size <= g->line || g->size % ((uint64_t)g->assoc * g->line)) {
+		snprintf(err, errlen,
+			 "%s: size %" PRIu64 " is not a multiple of associativity x line size "
+			 "(%" PRIu32 " x %" PRIu32 ") larger than one line",
+			 name, g->size, g->assoc, g->line);
+		return -EINVAL;
+	}
+	sets = csim_geom_sets(g);
+	if (cg && !is_pow2(sets)) {
+		struct csim_geom t = *g;
+		csim_geom_cachegrind_tweak(&t);
+		snprintf(err, errlen,
+			 "%s: %" PRIu64 " sets is not a power of two, which cachegrind refuses "
+			 "(it simulates a detected cache like this one as %" PRIu64 ",%" PRIu32
+			 ",%" PRIu32 ")",
+			 name, sets, t.size, t.assoc, t.line);
+		return -EINVAL;
+	}
+	if (sets > (1ull << 32) || g->assoc > 4096) {
+		snprintf(err, errlen, "%s: too large to simulate (%" PRIu64 " sets of %" PRIu32 ")",
+			 name, sets, g->assoc);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int csim_config_check(const struct csim_config *cfg, char *err, size_t errlen)
+{
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		const struct csim_geom *g = &cfg->level[i];
+		if (i == CSIM_L2 && !g->size && !g->assoc && !g->line)
+			continue;
+		if (!g->size) {
+			snprintf(err, errlen, "%s: a size of zero (only L2 may be absent)",
+				 level_names[i]);
+			return -EINVAL;
+		}
+		int rc = check_level(g, level_names[i], cfg->cachegrind, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+unsigned csim_config_split_bits(const struct csim_config *cfg)
+{
+	unsigned maxline = 0;
+	int bits = 63;
+
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (cfg->level[i].size && log2u(cfg->level[i].line) > maxline)
+			maxline = log2u(cfg->level[i].line);
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		const struct csim_geom *g = &cfg->level[i];
+		uint64_t sets = csim_geom_sets(g);
+		if (!g->size || !sets)
+			continue;
+		int b = (int)log2u(g->line) + __builtin_ctzll(sets) - (int)maxline;
+		if (b < bits)
+			bits = b;
+	}
+	return bits < 0 ? 0 : (unsigned)bits;
+}
+
+/* -------------------------------------------------------------- levels */
+
+int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
+		     const int32_t *krank, uint64_t kowned)
+{
+	unsigned maxline = 0;
+
+	memset(L, 0, sizeof(*L));
+	L->cachegrind = cfg->cachegrind;
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (cfg->level[i].size && log2u(cfg->level[i].line) > maxline)
+			maxline = log2u(cfg->level[i].line);
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		const struct csim_geom *g = &cfg->level[i];
+		struct csim_cache *c = &L->lv[i];
+		L->next[i] = -1;
+		if (!g->size)
+			continue;
+		c->sets = csim_geom_sets(g);
+		c->assoc = g->assoc;
+		c->line_bits = log2u(g->line);
+		c->pow2 = is_pow2(c->sets);
+		c->set_mask = c->sets - 1;
+		c->nsets_local = c->sets;
+		if (krank) {
+			/* The key bits sit above the bits that only tell apart
+			 * the lines of one routing block (larger lines
+			 * elsewhere). */
+			c->compact = true;
+			c->kshift = maxline - c->line_bits;
+			c->kbits = kbits;
+			c->kowned = kowned;
+			c->krank = krank;
+			c->nsets_local = ((c->sets >> (c->kshift + kbits)) * kowned) << c->kshift;
+		}
+		size_t n = (size_t)c->nsets_local * c->assoc;
+		c->tags = malloc(n * sizeof(*c->tags));
+		if (!c->tags) {
+			csim_levels_free(L);
+			return -ENOMEM;
+		}
+	}
+	L->next[CSIM_I1] = L->next[CSIM_D1] = cfg->level[CSIM_L2].size ? CSIM_L2 : CSIM_LL;
+	if (cfg->level[CSIM_L2].size)
+		L->next[CSIM_L2] = CSIM_LL;
+	csim_levels_flush(L);
+	return 0;
+}
+
+void csim_levels_flush(struct csim_levels *L)
+{
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		struct csim_cache *c = &L->lv[i];
+		size_t n = (size_t)c->nsets_local * c->assoc;
+		for (size_t k = 0; c->tags && k < n; k++)
+			c->tags[k] = CSIM_EMPTY;
+	}
+}
+
+void csim_levels_free(struct csim_levels *L)
+{
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		free(L->lv[i].tags);
+		L->lv[i].tags = NULL;
+	}
+}
+
+void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		     struct csim_counts *c)
+{
+	const struct csim_cache *cc = &L->lv[lv];
+	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
+
+	for (uint64_t l = first;; l++) {
+		c->access[lv][kind]++;
+		if (csim_cache_ref(cc, l)) {
+			c->miss[lv][kind]++;
+			if (L->next[lv] >= 0) {
+				uint64_t base = l << cc->line_bits;
+				csim_line_chain(L, L->next[lv], base,
+						base + (1ull << cc->line_bits) - 1, kind, c);
+			}
+		}
+		if (l == last)
+			break;
+	}
+}
+
+bool csim_ref_type_valid(uint8_t type)
+{
+	return type >= REP_REF_READ && type <= REP_REF_INSTR;
+}
+
+/* ---------------------------------------------------------- simulator */
+
+struct csim {
+	struct csim_config cfg;
+	struct csim_levels L;
+	struct csim_result *res;
+};
+
+int csim__new(const struct csim_config *cfg, struct csim **out)
+{
+	char err[256];
+	struct csim *s;
+	int rc;
+
+	*out = NULL;
+	if (csim_config_check(cfg, err, sizeof err))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->res = csim_result__new();
+	if (!s->res) {
+		free(s);
+		return -ENOMEM;
+	}
+	rc = csim_levels_init(&s->L, cfg, 0, NULL, 0);
+	if (rc) {
+		csim_result__free(s->res);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void csim__free(struct csim *s)
+{
+	if (!s)
+		return;
+	csim_levels_free(&s->L);
+	csim_result__free(s->res);
+	free(s);
+}
+
+int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	s->res->tot_dirty = true;
+	for (size_t i = 0; i < n; i++) {
+		const struct rep_ref *r = &refs[i];
+		if (!csim_ref_type_valid(r->type))
+			return -EINVAL;
+		struct csim_pc_stats *row = csim_result_lookup(s->res, r->pc);
+		if (!row)
+			return -ENOMEM;
+		csim_sim_ref(&s->L, r, &row->c);
+	}
+	return 0;
+}
+
+struct csim_result *csim__result(struct csim *s)
+{
+	return s->res;
+}
+
+void csim__flush_caches(struct csim *s)
+{
+	csim_levels_flush(&s->L);
+}

@@ -1,0 +1,360 @@
+/* pipeline.h: the pipeline assembly of padrone — cache simulators, the set
+ * splitter and its worker threads, analyses of the recovered reference
+ * stream, and their results. The REP format and the CAB rings have their
+ * own header and room-internal header (rep.h, cab.h).
+ *
+ * Data flow: a source (REP recovery, or a lackey trace read by
+ * csim_lackey) produces batches of struct rep_ref and, when it knows them,
+ * per-block and per-edge execution counts. Analyses consume them
+ * (pipeline_analysis). The cache analysis routes references by cache set to
+ * N simulator threads (csim_split) whose results are merged at the end; N
+ * workers give exactly the results of one.
+ *
+ * Conventions: functions return 0 or a negative errno and leave the reason in
+ * words in the object (…__errmsg) or in a caller's buffer; nothing prints,
+ * nothing exits. Hot paths (csim__refs, the workers) allocate nothing per
+ * reference.
+ */
+#ifndef PADRONE_PIPELINE_H
+#define PADRONE_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if __has_include("pipeline/rep.h")
+#include "pipeline/rep.h"
+#else
+/* The recovered-reference types agreed with rep.h (issue 4), until rep.h
+ * lands; then rep.h alone defines them. */
+enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
+struct rep_ref {
+	uint64_t pc;
+	uint64_t addr;
+	uint32_t size;
+	uint8_t type;
+	uint8_t pad[3];
+}; /* 24 bytes */
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct json_object;
+
+/* ============================================================ geometry */
+
+/* The simulated levels. Instruction fetches go I1 -> [L2] -> LL, data
+ * accesses D1 -> [L2] -> LL; a level with size 0 is absent (only L2 may be
+ * absent; I1, D1 and LL always exist, as in Cachegrind). */
+enum csim_level { CSIM_I1, CSIM_D1, CSIM_L2, CSIM_LL, CSIM_NLEVELS };
+
+/* What a level access was for. A modify (read-modify-write) is a READ in
+ * Cachegrind mode and a READ then a WRITE otherwise. */
+enum csim_kind { CSIM_INSTR, CSIM_READ, CSIM_WRITE, CSIM_NKINDS };
+
+struct csim_geom {
+	uint64_t size;		/* bytes; 0: level absent */
+	uint32_t assoc;		/* ways */
+	uint32_t line;		/* bytes, a power of two */
+};
+
+struct csim_config {
+	struct csim_geom level[CSIM_NLEVELS];
+	/* Count exactly as valgrind 3.19's cachegrind does (see
+	 * csim_config_check and padrone-sim(1)): an access straddling lines
+	 * counts once (a miss if any line misses, every line updated), a
+	 * modify counts as one read, the next level is consulted only on a
+	 * miss and then with the original address and size, data accesses
+	 * above 16 bytes other than 32-byte vector ones are cut to 16 bytes
+	 * (cachegrind's dirty-helper rule), set counts are powers of two. */
+	bool cachegrind;
+};
+
+const char *csim_level_name(enum csim_level lv);	/* "I1", "D1", "L2", "LL" */
+
+/* Parse "SIZE,ASSOC,LINE" (decimal, as cachegrind's --D1=…). -EINVAL and a
+ * message in err on anything else. Does not check the geometry. */
+int csim_geom_parse(const char *text, struct csim_geom *g, char *err, size_t errlen);
+
+/* Number of sets of a level (size / (assoc * line)). */
+uint64_t csim_geom_sets(const struct csim_geom *g);
+
+/* Cachegrind's x86-64 fallback geometry when it cannot read the host's
+ * caches: I1 65536,2,64  D1 65536,2,64  LL 262144,8,64; no L2. */
+void csim_config_fallback(struct csim_config *cfg);
+
+/* The host's caches as cachegrind sees them (it reads cpuid; this reads the
+ * same figures from sysfs_dir, normally "/sys/devices/system/cpu/cpu0/cache"):
+ * level-1 instruction and data caches, and the highest unified level as LL.
+ * Like cachegrind, an LL whose set count is not a power of two is adjusted
+ * (csim_geom_cachegrind_tweak). 0, or -errno when the figures cannot be read
+ * (then cfg holds csim_config_fallback). cfg->cachegrind is left alone. */
+int csim_config_host(struct csim_config *cfg, const char *sysfs_dir);
+
+/* What cachegrind does to an auto-detected LL whose set count S is not a
+ * power of two: S becomes the largest power of two below it, the
+ * associativity grows by the same factor (rounded), the size is recomputed.
+ * Returns true if g changed. */
+bool csim_geom_cachegrind_tweak(struct csim_geom *g);
+
+/* Validate every level. Line sizes must be powers of two (>= 16 in
+ * Cachegrind mode, as cachegrind requires), size a multiple of
+ * assoc * line. In Cachegrind mode set counts must be powers of two, as
+ * cachegrind requires of --I1/--D1/--LL; otherwise any set count works
+ * (set = line number mod sets). -EINVAL with a message naming the level. */
+int csim_config_check(const struct csim_config *cfg, char *err, size_t errlen);
+
+/* How many low bits of the line address (at the largest line size) a
+ * splitter may use so that a line maps to the same worker at every level:
+ * the smallest, over levels, of log2(line) + v2(sets) - log2(largest line),
+ * where v2 is the number of trailing zero bits (log2 for powers of two). */
+unsigned csim_config_split_bits(const struct csim_config *cfg);
+
+/* ============================================================= results */
+
+/* Counts of one simulation, or of one PC. */
+struct csim_counts {
+	/* References by trace type: instr, read, write, modify. */
+	uint64_t instr, reads, writes, modifies;
+	/* Accesses by kind as cachegrind counts them: Ir, Dr, Dw. */
+	uint64_t refs[CSIM_NKINDS];
+	/* Accesses reaching each level, and misses there, by kind. In
+	 * Cachegrind mode one reference is one access per level it reaches;
+	 * otherwise each line is its own access. */
+	uint64_t access[CSIM_NLEVELS][CSIM_NKINDS];
+	uint64_t miss[CSIM_NLEVELS][CSIM_NKINDS];
+};
+
+struct csim_pc_stats {
+	uint64_t pc;
+	struct csim_counts c;
+};
+
+/* A simulation's totals plus a row per PC (the PC of an instruction fetch
+ * is its address; a data reference carries its instruction's PC). */
+struct csim_result;
+
+struct csim_result *csim_result__new(void);	/* NULL and errno on failure */
+void csim_result__free(struct csim_result *r);
+void csim_result__clear(struct csim_result *r);
+const struct csim_counts *csim_result__totals(const struct csim_result *r);
+/* The row of pc, created (zero) if absent; NULL only when out of memory. */
+struct csim_pc_stats *csim_result__pc(struct csim_result *r, uint64_t pc);
+size_t csim_result__npcs(const struct csim_result *r);
+/* Add src's totals and rows into dst. 0 or -ENOMEM. */
+int csim_result__merge(struct csim_result *dst, const struct csim_result *src);
+/* Two results are equal: totals and every row. */
+bool csim_result__equal(const struct csim_result *a, const struct csim_result *b);
+
+enum csim_order {
+	CSIM_BY_PC,		/* ascending pc */
+	CSIM_BY_DMISSES,	/* D1 + LL data misses, then I1 + LL instr misses,
+				 * descending; ties by ascending pc */
+};
+/* Rows sorted, in a malloc'd array the caller frees; *n gets the count.
+ * NULL and errno on failure (an empty result gives a non-NULL array). */
+struct csim_pc_stats *csim_result__sorted(const struct csim_result *r, enum csim_order order,
+					  size_t *n);
+
+/* Fold per-PC rows into blocks [start, end): out[i] (zeroed by the caller)
+ * gets the sum of the rows whose pc lies in block i. Blocks need not be
+ * sorted and may overlap (a row counts in each block containing it). */
+struct csim_block_range {
+	uint64_t start, end;
+};
+int csim_result__fold_blocks(const struct csim_result *r, const struct csim_block_range *blocks,
+			     size_t nblocks, struct csim_counts *out);
+
+/* The report padrone-sim --json prints:
+ * {"refs":{"instr":N,"reads":N,"writes":N,"modifies":N},"I1":{"misses":N},
+ *  "D1":{"read_misses":N,"write_misses":N},["L2":{…},]
+ *  "LL":{"read_misses":N,"write_misses":N},"workers":N,"imbalance":x,
+ *  "per_pc":[{"pc":"0x…","reads":N,"writes":N,"D1_misses":N,"LL_misses":N}]}
+ * per_pc holds the top rows by CSIM_BY_DMISSES (all of them if top is 0),
+ * rows without data accesses left out. L2 appears only when simulated. NULL
+ * and errno on failure. */
+struct json_object *csim_result__to_json(const struct csim_result *r,
+					 const struct csim_config *cfg, unsigned workers,
+					 double imbalance, size_t top);
+
+/* Cachegrind-like summary ("I refs:", "I1 misses:", …, "LL miss rate:")
+ * followed by the top PCs by misses. */
+int csim_result__write_text(const struct csim_result *r, const struct csim_config *cfg,
+			    unsigned workers, double imbalance, size_t top, FILE *out);
+
+/* ============================================== one simulator (one thread) */
+
+struct csim;
+
+/* A simulator of cfg (checked here; -EINVAL if invalid). */
+int csim__new(const struct csim_config *cfg, struct csim **out);
+void csim__free(struct csim *s);
+/* Simulate refs in order. Allocation happens only when a PC is seen for
+ * the first time (its row). -ENOMEM then, with the earlier refs counted. */
+int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
+/* The accumulated result, owned by s. */
+struct csim_result *csim__result(struct csim *s);
+/* Empty every level (the counts stay). */
+void csim__flush_caches(struct csim *s);
+
+/* ================================================= splitter and workers */
+
+/* Routes references by cache set to N worker threads, each simulating the
+ * sets it owns, over one CAB ring per worker. A line goes to the same worker
+ * at every level (csim_config_split_bits). A reference that touches lines of
+ * two workers is cut into one part per line-block; in Cachegrind mode the
+ * parts meet in a shared slot where each reports, level by level, whether
+ * its lines missed, so the reference still counts once, misses if any line
+ * misses, and the next level is consulted for every line exactly when the
+ * sequential simulator would. A worker whose part still waits for its
+ * partner's verdict defers the deeper-level access and keeps going; only a
+ * later access to the same set waits. Results equal csim__refs' exactly. */
+struct csim_split;
+
+struct csim_split_opts {
+	size_t sz;		/* sizeof(struct csim_split_opts) */
+	unsigned workers;	/* 0 = 1; capped at 2^csim_config_split_bits */
+	size_t ring_bytes;	/* per worker ring; 0 = 4 MiB */
+	size_t chunk_bytes;	/* ring chunk; 0 = 64 KiB */
+};
+
+struct csim_split_stats {
+	unsigned workers;	/* threads actually used */
+	unsigned bits;		/* set-index bits used for routing */
+	uint64_t refs;		/* references pushed */
+	uint64_t parts;		/* extra ring entries made by cutting references */
+	uint64_t cross;		/* references cut across workers */
+	uint64_t per_worker[64];	/* ring entries routed to each (first 64) */
+	double imbalance;	/* max / mean of per_worker; 1.0 is perfect */
+	uint64_t waits;		/* times a worker had to wait for a partner */
+};
+
+int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts *opts,
+		    struct csim_split **out);
+/* Route refs (in order, after every earlier push). */
+int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n);
+/* Drain, stop the workers, merge their results. Idempotent. */
+int csim_split__finish(struct csim_split *sp);
+/* The merged result (after finish), owned by sp. */
+const struct csim_result *csim_split__result(const struct csim_split *sp);
+void csim_split__stats(const struct csim_split *sp, struct csim_split_stats *st);
+const char *csim_split__errmsg(const struct csim_split *sp);
+/* Stops the workers if still running and frees everything. */
+void csim_split__free(struct csim_split *sp);
+
+/* ======================================================= lackey traces */
+
+/* Reads `valgrind --tool=lackey --trace-mem=yes` output: lines "I  ADDR,SIZE"
+ * (instruction fetch), " L ADDR,SIZE", " S …", " M …" (load, store,
+ * modify of the instruction last fetched). Any other line (valgrind's
+ * "==PID==" messages, the program's output) is ignored. A line that starts
+ * like a trace line but does not parse is an error naming its number; the
+ * reader skips it and goes on, so nothing else is lost. */
+struct csim_lackey;
+
+typedef int (*csim_ref_sink)(void *arg, const struct rep_ref *refs, size_t n);
+
+int csim_lackey__open(FILE *in, const char *name, struct csim_lackey **out);
+/* Parse everything, handing batches of up to batch refs to sink (which
+ * returns 0, or a negative errno to stop). Returns 0 when every trace line
+ * parsed, -EBADMSG when some did not (csim_lackey__errmsg names the first,
+ * csim_lackey__bad_lines counts them), -EIO on a read error, or the sink's
+ * error. */
+int csim_lackey__run(struct csim_lackey *lk, size_t batch, csim_ref_sink sink, void *arg);
+const char *csim_lackey__errmsg(const struct csim_lackey *lk);
+uint64_t csim_lackey__lines(const struct csim_lackey *lk);
+uint64_t csim_lackey__bad_lines(const struct csim_lackey *lk);
+void csim_lackey__close(struct csim_lackey *lk);	/* does not fclose */
+
+/* Parse one line (no newline needed). 1 and *ref filled for a trace line,
+ * 0 for a line to ignore, -EBADMSG for a malformed trace line (reason in
+ * why). last_pc is the PC given to data references. */
+int csim_lackey_parse_line(const char *line, size_t len, uint64_t last_pc, struct rep_ref *ref,
+			   const char **why);
+
+/* Write refs in lackey's format (the memory-trace analysis' output). */
+int csim_lackey_write(FILE *out, const struct rep_ref *refs, size_t n);
+
+/* ============================================================ analyses */
+
+/* Analyses consume the recovered stream; each lives in its own file
+ * pipeline/analysis-NAME.c defining `const struct pipeline_analysis_ops
+ * pipeline_analysis_NAME`, listed in PIPELINE_ANALYSES (pipeline/Makemodule.am)
+ * from which the table is generated: adding one is one file. */
+
+struct pipeline_block_count {
+	uint64_t pc;		/* block start */
+	uint64_t count;		/* executions */
+};
+struct pipeline_edge_count {
+	uint64_t from, to;	/* block start pcs */
+	uint64_t count;
+};
+
+struct pipeline_args {
+	size_t sz;				/* sizeof(struct pipeline_args) */
+	const struct csim_config *cache;	/* cache: geometry and mode */
+	unsigned workers;			/* cache: simulator threads */
+	FILE *trace_out;			/* memtrace: where to write */
+	uint32_t line;				/* reuse: line size, 0 = 64 */
+	size_t top;				/* rows in reports, 0 = all */
+};
+
+struct pipeline_analysis;
+
+struct pipeline_analysis_ops {
+	const char *name;
+	const char *summary;	/* one line, for --help */
+	size_t priv_size;
+	int (*start)(struct pipeline_analysis *a, const struct pipeline_args *args);
+	int (*refs)(struct pipeline_analysis *a, const struct rep_ref *refs, size_t n);
+	/* Counts known to the source (REP recovery); a source that has none
+	 * (a lackey trace) never calls them. */
+	int (*blocks)(struct pipeline_analysis *a, const struct pipeline_block_count *b, size_t n);
+	int (*edges)(struct pipeline_analysis *a, const struct pipeline_edge_count *e, size_t n);
+	int (*finish)(struct pipeline_analysis *a);
+	int (*write_text)(struct pipeline_analysis *a, FILE *out);
+	struct json_object *(*to_json)(struct pipeline_analysis *a);	/* NULL: none */
+	void (*destroy)(struct pipeline_analysis *a);
+};
+
+/* Every analysis, in name order; *n gets the count. */
+const struct pipeline_analysis_ops *const *pipeline_analyses(size_t *n);
+const struct pipeline_analysis_ops *pipeline_analysis_find(const char *name);
+
+/* Make one (ops->start runs); NULL and errno on failure, with the reason in
+ * err. */
+struct pipeline_analysis *pipeline_analysis__new(const struct pipeline_analysis_ops *ops,
+						 const struct pipeline_args *args, char *err,
+						 size_t errlen);
+int pipeline_analysis__refs(struct pipeline_analysis *a, const struct rep_ref *refs, size_t n);
+int pipeline_analysis__blocks(struct pipeline_analysis *a, const struct pipeline_block_count *b,
+			      size_t n);
+int pipeline_analysis__edges(struct pipeline_analysis *a, const struct pipeline_edge_count *e,
+			     size_t n);
+int pipeline_analysis__finish(struct pipeline_analysis *a);
+int pipeline_analysis__write_text(struct pipeline_analysis *a, FILE *out);
+struct json_object *pipeline_analysis__to_json(struct pipeline_analysis *a);
+const char *pipeline_analysis__name(const struct pipeline_analysis *a);
+const struct pipeline_analysis_ops *pipeline_analysis__ops(const struct pipeline_analysis *a);
+const char *pipeline_analysis__errmsg(const struct pipeline_analysis *a);
+void pipeline_analysis__free(struct pipeline_analysis *a);
+
+/* For analysis files: the private state (priv_size bytes, zeroed), and the
+ * error message setter (printf-style). */
+void *pipeline_analysis__priv(struct pipeline_analysis *a);
+int pipeline_analysis__fail(struct pipeline_analysis *a, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The cache analysis' simulator result and split statistics (NULL / zero
+ * before finish or for another analysis). */
+const struct csim_result *pipeline_cache_result(struct pipeline_analysis *a);
+void pipeline_cache_stats(struct pipeline_analysis *a, struct csim_split_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

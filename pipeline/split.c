@@ -1,0 +1,826 @@
+/* split.c: the set splitter and the simulator worker threads.
+ *
+ * Routing. The key of an address is the low `bits` bits of its line number
+ * at the largest line size (csim_config_split_bits): at every level these
+ * bits are part of the set number, so a line, and the set it lives in,
+ * belongs to one worker (key % workers) at every level. Each worker stores
+ * only its own sets (csim_cache.compact).
+ *
+ * A reference whose bytes lie in blocks of different workers (an unaligned
+ * access, or an instruction crossing a line) is cut into one part per
+ * block. In per-line mode each line is an access of its own, so the parts
+ * are independent (only the first counts the reference). In Cachegrind mode
+ * the reference must count once, miss if any line missed, and reach the
+ * next level, for every line, exactly when some line missed at this one.
+ * The parts meet in a slot: at each level every part reports (one atomic
+ * add: count + misses) whether its own lines missed. A part that missed
+ * knows the verdict and goes on; a part that hit must wait for the others'
+ * reports before it may touch (or skip) the next level.
+ *
+ * Waiting never blocks a worker. A part (or any access) that cannot go on
+ * becomes a deferred item, registered on every (level, set) it may still
+ * touch; later accesses to a registered set are deferred behind it, so each
+ * set of each level still sees its accesses in the order of the stream,
+ * which is all the sequential simulator's outcome depends on. Deferred items
+ * are retried in order whenever the worker has nothing else to do or has
+ * finished a batch. The last part to finish counts the reference, once, in
+ * its worker's rows. Since no worker ever waits for another, the only
+ * cross-thread waits are the splitter's (a full ring, a busy slot), which
+ * workers always relieve.
+ */
+#include "pipeline/csim-internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SPLIT_MAX_WORKERS 64
+#define SPLIT_NSLOTS 65536	/* slot ids travel in 16 bits of rep_ref.pad */
+#define SPLIT_STAGE 256		/* refs staged per worker before a ring write */
+
+/* rep_ref.pad[0] on the rings. */
+#define PART_CUT 0x01u		/* one part of a reference cut across workers */
+#define PART_NOCOUNT 0x02u	/* per-line mode: not the first part */
+
+/* ------------------------------------------------------------- queues */
+
+/* A single-producer single-consumer queue of rep_refs. */
+struct split_q {
+	struct rep_ref *buf;
+	size_t cap;			/* power of two */
+	_Alignas(64) _Atomic size_t head;	/* consumer */
+	_Alignas(64) _Atomic size_t tail;	/* producer */
+	_Atomic int closed;
+};
+
+static int q_init(struct split_q *q, size_t bytes)
+{
+	size_t cap = 1024;
+	while (cap * sizeof(struct rep_ref) < bytes)
+		cap <<= 1;
+	q->buf = malloc(cap * sizeof(*q->buf));
+	if (!q->buf)
+		return -ENOMEM;
+	q->cap = cap;
+	atomic_init(&q->head, 0);
+	atomic_init(&q->tail, 0);
+	atomic_init(&q->closed, 0);
+	return 0;
+}
+
+static void q_free(struct split_q *q)
+{
+	free(q->buf);
+	q->buf = NULL;
+}
+
+static void backoff(unsigned *spins)
+{
+	if (++*spins < 64) {
+		__builtin_ia32_pause();
+	} else if (*spins < 256) {
+		sched_yield();
+	} else {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Blocks while full, unless *abort. */
+static int q_put(struct split_q *q, const struct rep_ref *refs, size_t n, _Atomic int *abort)
+{
+	size_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	unsigned spins = 0;
+
+	while (n) {
+		size_t head = atomic_load_explicit(&q->head, memory_order_acquire);
+		size_t room = q->cap - (tail - head);
+		if (!room) {
+			if (atomic_load_explicit(abort, memory_order_relaxed))
+				return -ECANCELED;
+			backoff(&spins);
+			continue;
+		}
+		spins = 0;
+		size_t k = n < room ? n : room, at = tail & (q->cap - 1);
+		size_t first = k < q->cap - at ? k : q->cap - at;
+		memcpy(q->buf + at, refs, first * sizeof(*refs));
+		memcpy(q->buf, refs + first, (k - first) * sizeof(*refs));
+		tail += k;
+		refs += k;
+		n -= k;
+		atomic_store_explicit(&q->tail, tail, memory_order_release);
+	}
+	return 0;
+}
+
+static void q_close(struct split_q *q)
+{
+	atomic_store_explicit(&q->closed, 1, memory_order_release);
+}
+
+/* The contiguous run of entries ready at the head, or 0. */
+static size_t q_peek(struct split_q *q, const struct rep_ref **at)
+{
+	size_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
+	size_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+	size_t i = head & (q->cap - 1), n = tail - head;
+	if (n > q->cap - i)
+		n = q->cap - i;
+	*at = q->buf + i;
+	return n;
+}
+
+static void q_release(struct split_q *q, size_t n)
+{
+	atomic_fetch_add_explicit(&q->head, n, memory_order_release);
+}
+
+static bool q_eof(struct split_q *q)
+{
+	if (!atomic_load_explicit(&q->closed, memory_order_acquire))
+		return false;
+	return atomic_load_explicit(&q->head, memory_order_relaxed) ==
+	       atomic_load_explicit(&q->tail, memory_order_acquire);
+}
+
+/* -------------------------------------------------------------- slots */
+
+/* Where the parts of one cut reference meet (Cachegrind mode). */
+struct split_slot {
+	/* Per level: parts reported (low 16 bits) + 65536 * parts that
+	 * missed. */
+	_Atomic uint32_t lv[CSIM_NLEVELS];
+	_Atomic uint32_t done;		/* parts finished */
+	_Atomic uint32_t busy;		/* 1 from routing until counted */
+	uint32_t parts;
+} __attribute__((aligned(32)));
+
+#define SLOT_COUNT(v) ((v) & 0xffffu)
+#define SLOT_MISSES(v) ((v) >> 16)
+
+/* ------------------------------------------------------------ workers */
+
+/* A reference (or part) that could not go on yet. */
+struct item {
+	uint64_t pc, addr;
+	uint32_t size;
+	uint8_t type, kind;
+	int8_t level;		/* the level to access next, or (waiting) the
+				 * level whose verdict it waits for */
+	int8_t reg;		/* first registered level, -1 if none */
+	bool waiting;		/* a cut part waiting for its partners */
+	bool cut;
+	uint16_t slot;
+	struct csim_pc_stats *row;	/* whole references: their row */
+};
+
+struct worker {
+	struct csim_split *sp;
+	unsigned id;
+	pthread_t thread;
+	bool started;
+	struct split_q q;
+	struct csim_levels L;
+	struct csim_result *res;
+	int32_t *krank;
+	/* Deferred items, a growable ring in stream order. */
+	struct item *items;
+	size_t icap, ihead, icount;
+	/* Per deeper level and local set: registered items, and the pass
+	 * in which an item kept back was seen (blocks younger ones). */
+	uint32_t *preg[CSIM_NLEVELS];
+	uint32_t *pgen[CSIM_NLEVELS];
+	uint32_t gen;
+	uint64_t deferred;
+	int err;
+};
+
+struct csim_split {
+	struct csim_config cfg;
+	unsigned nworkers, bits, rshift;
+	uint64_t kmask;
+	struct worker *w;
+	struct split_slot *slots;
+	uint32_t next_slot;
+	struct rep_ref *stage;		/* SPLIT_STAGE per worker */
+	size_t *nstage;
+	struct csim_split_stats st;
+	struct csim_result *result;
+	bool finished;
+	_Atomic int abort;
+	char errmsg[256];
+};
+
+static int fail(struct csim_split *sp, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct csim_split *sp, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sp->errmsg, sizeof sp->errmsg, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static bool deeper(int lv)
+{
+	return lv == CSIM_L2 || lv == CSIM_LL;
+}
+
+/* Count it as registered (delta +1) or not (-1) on its sets at lv. */
+static void reg_level(struct worker *w, const struct item *it, int lv, int delta)
+{
+	const struct csim_cache *c = &w->L.lv[lv];
+	uint64_t f, e;
+
+	csim_cache_lines(c, it->addr, it->size, &f, &e);
+	for (uint64_t l = f;; l++) {
+		w->preg[lv][csim_cache_local_set(c, csim_cache_set(c, l))] += (uint32_t)delta;
+		if (l == e)
+			break;
+	}
+}
+
+/* ... on every level from `from` to the end of its chain. */
+static void reg_range(struct worker *w, const struct item *it, int from, int delta)
+{
+	for (int lv = from; lv >= 0; lv = w->L.next[lv])
+		reg_level(w, it, lv, delta);
+}
+
+/* Is some older item registered on a set it touches at lv? Fresh items
+ * (not registered) look at the counts, kept items at this pass' marks. */
+static bool blocked(const struct worker *w, const struct item *it, int lv, bool fresh)
+{
+	const struct csim_cache *c = &w->L.lv[lv];
+	uint64_t f, e;
+
+	if (!deeper(lv))
+		return false;
+	csim_cache_lines(c, it->addr, it->size, &f, &e);
+	for (uint64_t l = f;; l++) {
+		uint64_t s = csim_cache_local_set(c, csim_cache_set(c, l));
+		if (fresh ? w->preg[lv][s] != 0 : w->pgen[lv][s] == w->gen)
+			return true;
+		if (l == e)
+			return false;
+	}
+}
+
+static void mark_kept(struct worker *w, const struct item *it)
+{
+	for (int lv = it->reg; lv >= 0; lv = w->L.next[lv]) {
+		uint64_t f, e;
+		const struct csim_cache *c = &w->L.lv[lv];
+		csim_cache_lines(c, it->addr, it->size, &f, &e);
+		for (uint64_t l = f;; l++) {
+			w->pgen[lv][csim_cache_local_set(c, csim_cache_set(c, l))] = w->gen;
+			if (l == e)
+				break;
+		}
+	}
+}
+
+/* The last part of a cut reference counts it, once. */
+static int part_done(struct worker *w, const struct item *it)
+{
+	struct split_slot *sl = &w->sp->slots[it->slot];
+	uint32_t done = atomic_fetch_add_explicit(&sl->done, 1, memory_order_acq_rel) + 1;
+
+	if (done < sl->parts)
+		return 0;
+	struct csim_pc_stats *row = csim_result_lookup(w->res, it->pc);
+	if (!row)
+		return -ENOMEM;
+	csim_count_ref(&row->c, it->type, true);
+	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+		uint32_t v = atomic_load_explicit(&sl->lv[lv], memory_order_acquire);
+		if (SLOT_COUNT(v))
+			row->c.access[lv][it->kind]++;
+		if (SLOT_MISSES(v))
+			row->c.miss[lv][it->kind]++;
+		atomic_store_explicit(&sl->lv[lv], 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&sl->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl->busy, 0, memory_order_release);
+	return 0;
+}
+
+enum step { STEP_DONE, STEP_KEPT, STEP_ERR };
+
+/* Take it as far as it can go (Cachegrind mode). fresh: not in the
+ * deferred ring (nothing registered); otherwise kept items of this pass
+ * block it. On STEP_DONE everything it registered is released. */
+static enum step step(struct worker *w, struct item *it, bool fresh)
+{
+	for (;;) {
+		if (it->waiting) {
+			struct split_slot *sl = &w->sp->slots[it->slot];
+			uint32_t v = atomic_load_explicit(&sl->lv[it->level], memory_order_acquire);
+			if (SLOT_COUNT(v) < sl->parts)
+				return STEP_KEPT;
+			int nx = w->L.next[it->level];
+			if (!SLOT_MISSES(v) || nx < 0)
+				goto done;
+			it->waiting = false;
+			it->level = (int8_t)nx;
+		}
+		int lv = it->level;
+		if (blocked(w, it, lv, fresh))
+			return STEP_KEPT;
+		if (it->reg == lv) {
+			reg_level(w, it, lv, -1);
+			it->reg = (int8_t)w->L.next[lv];
+		}
+		bool miss = csim_cache_access(&w->L.lv[lv], it->addr, it->size);
+		int nx = w->L.next[lv];
+		if (it->cut) {
+			struct split_slot *sl = &w->sp->slots[it->slot];
+			atomic_fetch_add_explicit(&sl->lv[lv], 1u + (miss ? 65536u : 0u),
+						  memory_order_acq_rel);
+			if (nx < 0)
+				goto done;
+			if (miss) {
+				it->level = (int8_t)nx;
+			} else {
+				it->waiting = true;
+			}
+			continue;
+		}
+		it->row->c.access[lv][it->kind]++;
+		if (!miss)
+			goto done;
+		it->row->c.miss[lv][it->kind]++;
+		if (nx < 0)
+			goto done;
+		it->level = (int8_t)nx;
+	}
+done:
+	if (it->reg >= 0) {
+		reg_range(w, it, it->reg, -1);
+		it->reg = -1;
+	}
+	if (it->cut && part_done(w, it))
+		return STEP_ERR;
+	return STEP_DONE;
+}
+
+static int defer(struct worker *w, struct item *it)
+{
+	if (w->icount == w->icap) {
+		size_t ncap = w->icap ? w->icap * 2 : 256;
+		struct item *n = malloc(ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (size_t i = 0; i < w->icount; i++)
+			n[i] = w->items[(w->ihead + i) & (w->icap - 1)];
+		free(w->items);
+		w->items = n;
+		w->icap = ncap;
+		w->ihead = 0;
+	}
+	it->reg = (int8_t)(it->waiting ? w->L.next[it->level] : it->level);
+	if (it->reg >= 0)
+		reg_range(w, it, it->reg, +1);
+	w->items[(w->ihead + w->icount++) & (w->icap - 1)] = *it;
+	w->deferred++;
+	return 0;
+}
+
+/* One pass over the deferred items, oldest first. */
+static int retry(struct worker *w)
+{
+	size_t n = w->icount, kept = 0;
+
+	if (!n)
+		return 0;
+	if (++w->gen == 0)
+		++w->gen;	/* 0 marks nothing */
+	/* Survivors are compacted in order towards the tail. */
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = &w->items[(w->ihead + i) & (w->icap - 1)];
+		enum step r = step(w, it, false);
+		if (r == STEP_ERR)
+			return -ENOMEM;
+		if (r == STEP_KEPT) {
+			mark_kept(w, it);
+			w->items[(w->ihead + kept++) & (w->icap - 1)] = *it;
+		}
+	}
+	w->icount = kept;
+	return 0;
+}
+
+/* A fresh entry from the ring, Cachegrind mode. */
+static int cg_entry(struct worker *w, const struct rep_ref *r)
+{
+	/* A part's size was cut to cachegrind's by the splitter already. */
+	bool cut = r->pad[0] & PART_CUT;
+	struct item it = {
+		.pc = r->pc, .addr = r->addr, .size = cut ? r->size : csim_cg_size(r),
+		.type = r->type, .kind = (uint8_t)csim_kind_of(r->type), .reg = -1, .cut = cut,
+	};
+	int first = csim_first_level(r->type);
+	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
+	int nx = w->L.next[first];
+
+	if (it.cut) {
+		struct split_slot *sl;
+		it.slot = (uint16_t)(r->pad[1] | r->pad[2] << 8);
+		sl = &w->sp->slots[it.slot];
+		atomic_fetch_add_explicit(&sl->lv[first], 1u + (miss ? 65536u : 0u),
+					  memory_order_acq_rel);
+		if (nx < 0)
+			return part_done(w, &it);
+		it.level = (int8_t)(miss ? nx : first);
+		it.waiting = !miss;
+	} else {
+		it.row = csim_result_lookup(w->res, r->pc);
+		if (!it.row)
+			return -ENOMEM;
+		csim_count_ref(&it.row->c, r->type, true);
+		it.row->c.access[first][it.kind]++;
+		if (!miss)
+			return 0;
+		it.row->c.miss[first][it.kind]++;
+		if (nx < 0)
+			return 0;
+		it.level = (int8_t)nx;
+	}
+	enum step s = step(w, &it, true);
+	if (s == STEP_ERR)
+		return -ENOMEM;
+	return s == STEP_KEPT ? defer(w, &it) : 0;
+}
+
+/* A fresh entry, per-line mode: parts are independent. */
+static int line_entry(struct worker *w, const struct rep_ref *r)
+{
+	struct csim_pc_stats *row = csim_result_lookup(w->res, r->pc);
+	if (!row)
+		return -ENOMEM;
+	if (!(r->pad[0] & PART_CUT)) {
+		csim_sim_ref(&w->L, r, &row->c);
+		return 0;
+	}
+	int first = csim_first_level(r->type);
+	uint64_t end = r->addr + r->size - 1;
+	if (!(r->pad[0] & PART_NOCOUNT))
+		csim_count_ref(&row->c, r->type, false);
+	if (r->type == REP_REF_MODIFY) {
+		csim_line_chain(&w->L, first, r->addr, end, CSIM_READ, &row->c);
+		csim_line_chain(&w->L, first, r->addr, end, CSIM_WRITE, &row->c);
+	} else {
+		csim_line_chain(&w->L, first, r->addr, end, csim_kind_of(r->type), &row->c);
+	}
+	return 0;
+}
+
+static int consume(struct worker *w, const struct rep_ref *refs, size_t n)
+{
+	bool cg = w->sp->cfg.cachegrind;
+	for (size_t i = 0; i < n; i++) {
+		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
+		if (rc)
+			return rc;
+	}
+	return w->icount ? retry(w) : 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct csim_split *sp = w->sp;
+	unsigned spins = 0;
+
+	w->res->tot_dirty = true;
+	for (;;) {
+		const struct rep_ref *at;
+		size_t n = q_peek(&w->q, &at);
+		if (n) {
+			spins = 0;
+			if ((w->err = consume(w, at, n)))
+				break;
+			q_release(&w->q, n);
+			continue;
+		}
+		if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
+			break;
+		if (q_eof(&w->q) && !w->icount)
+			break;
+		if (w->icount && (w->err = retry(w)))
+			break;
+		backoff(&spins);
+	}
+	if (w->err)
+		atomic_store(&sp->abort, 1);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ splitter */
+
+static void split_destroy_workers(struct csim_split *sp)
+{
+	for (unsigned i = 0; sp->w && i < sp->nworkers; i++) {
+		struct worker *w = &sp->w[i];
+		q_free(&w->q);
+		csim_levels_free(&w->L);
+		csim_result__free(w->res);
+		free(w->krank);
+		free(w->items);
+		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+			free(w->preg[lv]);
+			free(w->pgen[lv]);
+		}
+	}
+	free(sp->w);
+	sp->w = NULL;
+}
+
+static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, size_t ring_bytes)
+{
+	uint64_t nkeys = 1ull << sp->bits, owned = 0;
+	int rc;
+
+	w->sp = sp;
+	w->id = id;
+	w->krank = malloc(nkeys * sizeof(*w->krank));
+	w->res = csim_result__new();
+	if (!w->krank || !w->res)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < nkeys; k++)
+		w->krank[k] = k % sp->nworkers == id ? (int32_t)owned++ : -1;
+	if ((rc = csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned)))
+		return rc;
+	if ((rc = q_init(&w->q, ring_bytes)))
+		return rc;
+	if (!sp->cfg.cachegrind)
+		return 0;
+	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+		if (!deeper(lv) || !w->L.lv[lv].tags)
+			continue;
+		w->preg[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
+		w->pgen[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
+		if (!w->preg[lv] || !w->pgen[lv])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts *opts,
+		    struct csim_split **out)
+{
+	struct csim_split_opts o = { 0 };
+	struct csim_split *sp;
+	char err[256];
+	int rc;
+
+	*out = NULL;
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (csim_config_check(cfg, err, sizeof err))
+		return -EINVAL;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	sp->cfg = *cfg;
+	unsigned maxbits = csim_config_split_bits(cfg);
+	unsigned want = o.workers ? o.workers : 1;
+	if (want > SPLIT_MAX_WORKERS)
+		want = SPLIT_MAX_WORKERS;
+	if (maxbits < 31 && want > (1u << maxbits))
+		want = 1u << maxbits;
+	sp->nworkers = want;
+	/* All the key bits allowed (capped): more keys spread uneven worker
+	 * counts better; the compact set layout makes them free. */
+	sp->bits = maxbits > 12 ? 12 : maxbits;
+	sp->kmask = (1ull << sp->bits) - 1;
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (cfg->level[i].size && (unsigned)__builtin_ctz(cfg->level[i].line) > sp->rshift)
+			sp->rshift = (unsigned)__builtin_ctz(cfg->level[i].line);
+	sp->st.workers = sp->nworkers;
+	sp->st.bits = sp->bits;
+	atomic_init(&sp->abort, 0);
+	sp->w = calloc(sp->nworkers, sizeof(*sp->w));
+	sp->stage = malloc(sp->nworkers * SPLIT_STAGE * sizeof(*sp->stage));
+	sp->nstage = calloc(sp->nworkers, sizeof(*sp->nstage));
+	sp->result = csim_result__new();
+	if (cfg->cachegrind)
+		sp->slots = aligned_alloc(64, SPLIT_NSLOTS * sizeof(*sp->slots));
+	if (!sp->w || !sp->stage || !sp->nstage || !sp->result || (cfg->cachegrind && !sp->slots)) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	if (sp->slots)
+		memset(sp->slots, 0, SPLIT_NSLOTS * sizeof(*sp->slots));
+	size_t ring = o.ring_bytes ? o.ring_bytes : 4u << 20;
+	for (unsigned i = 0; i < sp->nworkers; i++)
+		if ((rc = worker_init(sp, &sp->w[i], i, ring)))
+			goto err;
+	for (unsigned i = 0; i < sp->nworkers; i++) {
+		if ((rc = -pthread_create(&sp->w[i].thread, NULL, worker_main, &sp->w[i]))) {
+			fail(sp, rc, "cannot start worker thread %u: %s", i, strerror(-rc));
+			goto err;
+		}
+		sp->w[i].started = true;
+	}
+	*out = sp;
+	return 0;
+err:
+	csim_split__free(sp);
+	return rc;
+}
+
+static int flush_stage(struct csim_split *sp, unsigned wi)
+{
+	int rc = q_put(&sp->w[wi].q, sp->stage + (size_t)wi * SPLIT_STAGE, sp->nstage[wi],
+		       &sp->abort);
+	sp->nstage[wi] = 0;
+	return rc;
+}
+
+static int flush_all(struct csim_split *sp)
+{
+	for (unsigned i = 0; i < sp->nworkers; i++)
+		if (sp->nstage[i]) {
+			int rc = flush_stage(sp, i);
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
+static int stage(struct csim_split *sp, unsigned wi, const struct rep_ref *r)
+{
+	sp->stage[(size_t)wi * SPLIT_STAGE + sp->nstage[wi]++] = *r;
+	sp->st.per_worker[wi < 64 ? wi : 63]++;
+	return sp->nstage[wi] == SPLIT_STAGE ? flush_stage(sp, wi) : 0;
+}
+
+static unsigned worker_of(const struct csim_split *sp, uint64_t block)
+{
+	return (unsigned)((block & sp->kmask) % sp->nworkers);
+}
+
+/* A free slot; the workers free them as cut references complete. Staged
+ * entries are written out first so that they can. */
+static int take_slot(struct csim_split *sp, uint32_t parts, uint16_t *id)
+{
+	struct split_slot *sl = &sp->slots[sp->next_slot];
+	unsigned spins = 0;
+
+	if (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
+		int rc = flush_all(sp);
+		if (rc)
+			return rc;
+		while (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
+			if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
+				return -ECANCELED;
+			backoff(&spins);
+		}
+	}
+	sl->parts = parts;
+	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
+	*id = (uint16_t)sp->next_slot;
+	sp->next_slot = (sp->next_slot + 1) % SPLIT_NSLOTS;
+	return 0;
+}
+
+static int route_cut(struct csim_split *sp, const struct rep_ref *r, uint64_t end)
+{
+	uint64_t b1 = r->addr >> sp->rshift, b2 = end >> sp->rshift;
+	uint16_t slot = 0;
+	int rc;
+
+	sp->st.cross++;
+	sp->st.parts += b2 - b1;
+	if (sp->cfg.cachegrind) {
+		if (b2 - b1 >= 0xffff)
+			return fail(sp, -E2BIG, "a reference of %u bytes spans too many lines",
+				    r->size);
+		if ((rc = take_slot(sp, (uint32_t)(b2 - b1 + 1), &slot)))
+			return rc;
+	}
+	for (uint64_t b = b1;; b++) {
+		struct rep_ref p = *r;
+		uint64_t lo = b == b1 ? r->addr : b << sp->rshift;
+		uint64_t hi = b == b2 ? end : ((b + 1) << sp->rshift) - 1;
+		p.addr = lo;
+		p.size = (uint32_t)(hi - lo + 1);
+		p.pad[0] = (uint8_t)(PART_CUT | (b != b1 && !sp->cfg.cachegrind ? PART_NOCOUNT : 0));
+		p.pad[1] = (uint8_t)(slot & 0xff);
+		p.pad[2] = (uint8_t)(slot >> 8);
+		if ((rc = stage(sp, worker_of(sp, b), &p)))
+			return rc;
+		if (b == b2)
+			return 0;
+	}
+}
+
+int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
+{
+	if (sp->finished)
+		return fail(sp, -EPIPE, "push after finish");
+	for (size_t i = 0; i < n; i++) {
+		const struct rep_ref *r = &refs[i];
+		int rc;
+		if (!csim_ref_type_valid(r->type))
+			return fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
+		if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
+			return fail(sp, -ECANCELED, "a worker failed (out of memory)");
+		uint32_t size = sp->cfg.cachegrind ? csim_cg_size(r) : (r->size ? r->size : 1);
+		uint64_t end = r->addr + size - 1;
+		if (end < r->addr)
+			end = UINT64_MAX;
+		uint64_t b1 = r->addr >> sp->rshift, b2 = end >> sp->rshift;
+		unsigned w1 = worker_of(sp, b1);
+		bool cut = false;
+		for (uint64_t b = b1 + 1; b <= b2 && b > b1; b++)
+			if (worker_of(sp, b) != w1) {
+				cut = true;
+				break;
+			}
+		sp->st.refs++;
+		if (!cut) {
+			struct rep_ref whole = *r;
+			memset(whole.pad, 0, sizeof whole.pad);
+			rc = stage(sp, w1, &whole);
+		} else {
+			rc = route_cut(sp, r, end);
+		}
+		if (rc)
+			return rc == -ECANCELED ? fail(sp, rc, "a worker failed (out of memory)") : rc;
+	}
+	return 0;
+}
+
+int csim_split__finish(struct csim_split *sp)
+{
+	int rc = 0;
+
+	if (sp->finished)
+		return 0;
+	sp->finished = true;
+	rc = flush_all(sp);
+	for (unsigned i = 0; i < sp->nworkers; i++)
+		q_close(&sp->w[i].q);
+	for (unsigned i = 0; i < sp->nworkers; i++) {
+		struct worker *w = &sp->w[i];
+		if (w->started)
+			pthread_join(w->thread, NULL);
+		w->started = false;
+		if (w->err && !rc)
+			rc = fail(sp, w->err, "worker %u: %s", i, strerror(-w->err));
+		sp->st.waits += w->deferred;
+	}
+	for (unsigned i = 0; !rc && i < sp->nworkers; i++)
+		if (csim_result__merge(sp->result, sp->w[i].res))
+			rc = fail(sp, -ENOMEM, "out of memory merging results");
+	uint64_t max = 0, sum = 0;
+	for (unsigned i = 0; i < sp->nworkers && i < 64; i++) {
+		sum += sp->st.per_worker[i];
+		if (sp->st.per_worker[i] > max)
+			max = sp->st.per_worker[i];
+	}
+	sp->st.imbalance = sum ? (double)max * sp->nworkers / (double)sum : 1.0;
+	return rc;
+}
+
+const struct csim_result *csim_split__result(const struct csim_split *sp)
+{
+	return sp->result;
+}
+
+void csim_split__stats(const struct csim_split *sp, struct csim_split_stats *st)
+{
+	*st = sp->st;
+}
+
+const char *csim_split__errmsg(const struct csim_split *sp)
+{
+	return sp->errmsg;
+}
+
+void csim_split__free(struct csim_split *sp)
+{
+	if (!sp)
+		return;
+	atomic_store(&sp->abort, 1);
+	for (unsigned i = 0; sp->w && i < sp->nworkers; i++) {
+		q_close(&sp->w[i].q);
+		if (sp->w[i].started)
+			pthread_join(sp->w[i].thread, NULL);
+	}
+	split_destroy_workers(sp);
+	free(sp->slots);
+	free(sp->stage);
+	free(sp->nstage);
+	csim_result__free(sp->result);
+	free(sp);
+}

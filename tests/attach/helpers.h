@@ -1,0 +1,45 @@
+/* Helpers shared by attach/'s test suites: starting targets, reading what
+ * they print and what /proc says about them. */
+#ifndef PADRONE_TESTS_ATTACH_HELPERS_H
+#define PADRONE_TESTS_ATTACH_HELPERS_H
+
+#include "attach/attach.h"
+#include "tests/lib/tu.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Start a target built in tests/targets with its arguments (NULL-ended)
+ * and wait for its "ready PID" line; returns the pid. */
+pid_t at_spawn(struct tu_proc *p, const char *target, ...);
+/* The same with a ready-made argv (argv[0] a full path). */
+pid_t at_spawn_argv(struct tu_proc *p, char *const argv[]);
+/* The "hot_function 0xADDR" of a hotloop's ready line (at_spawn keeps it). */
+uint64_t at_hot_function(void);
+
+/* Read the next `n` "tick N checksum X" lines of a hotloop run with -w
+ * work and check each X against `hotloop -e N -w work`. Fails the test on
+ * a mismatch or an "error" line. Returns the last tick number. */
+long at_check_ticks(struct tu_proc *p, int n, long work);
+/* Skip whatever the target printed so far (non-blocking drain). */
+void at_drain(struct tu_proc *p);
+
+/* /proc facts. */
+pid_t at_tracer(pid_t pid, pid_t tid);	/* the process tracing a task (tid 0: pid), 0 if none */
+char at_state(pid_t pid, pid_t tid);	/* state letter, 0 if gone */
+int at_task_count(pid_t pid);
+/* Every task of pid traced by `tracer` (0: by nobody)? Returns how many
+ * tasks do not match. */
+int at_tasks_not_traced_by(pid_t pid, pid_t tracer);
+/* Wait until the task's state is one of `states` (e.g. "tT"). */
+bool at_wait_state(pid_t pid, const char *states, int timeout_ms);
+/* Block SIGCHLD in the calling thread (what padrone's programs do). */
+void at_block_sigchld(void);
+/* This process's comm. */
+const char *at_self_comm(void);
+void at_sleep_ms(int ms);
+
+/* Seize with ck_assert on success. */
+struct attach_target *at_seize(pid_t pid);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# build.sh SRCDIR OUTDIR: build the cfg/ corpus in every configuration the
+# tests check: {gcc,clang} x {-O0,-O2,-O3} x {pie,nopie}, two at a time.
+# Each program is linked with --emit-relocs (jump-table relocations stay in
+# .rela.rodata) and assembled with -L (local labels, loop headers among
+# them, stay in .symtab); the stripped copy is what cfg/ analyses. clang's
+# assembly is kept: its "Loop Header: Depth=N" comments are the loop oracle.
+# Prints one line per program built.
+set -eu
+files="main switches loops irreducible noreturn tailcalls cold"
+
+if [ "$1" = --one ]; then
+	src=$2 out=$3 cc=$4 opt=$5 pie=$6
+	name=$cc$opt-$pie
+	case $pie in
+	pie) pf="-fPIE -pie" ;;
+	*) pf="-fno-pie -no-pie" ;;
+	esac
+	dir=$out/$name.d
+	mkdir -p "$dir"
+	for f in $files; do
+		if [ "$cc" = clang ]; then
+			# gas assembles clang's output too: no LLVM-only directives
+			clang $opt $pf -fno-addrsig -w -S -o "$dir/$f.s" "$src/$f.c"
+		else
+			gcc $opt $pf -w -S -o "$dir/$f.s" "$src/$f.c"
+		fi
+	done
+	# shellcheck disable=SC2086
+	gcc $pf -Wa,-L -Wl,--emit-relocs -o "$out/$name" "$dir"/*.s
+	strip -o "$out/$name.stripped" "$out/$name"
+	echo "$out/$name"
+	exit 0
+fi
+
+src=$1 out=$2
+mkdir -p "$out"
+for cc in gcc clang; do
+	for opt in -O0 -O2 -O3; do
+		for pie in pie nopie; do
+			echo "$cc $opt $pie"
+		done
+	done
+done | xargs -P 2 -L 1 sh "$0" --one "$src" "$out"

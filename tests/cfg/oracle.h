@@ -1,0 +1,76 @@
+/* Oracles for cfg/'s tests: what readelf, callgrind and clang say about a
+ * program, parsed from their output. */
+#ifndef PADRONE_TESTS_CFG_ORACLE_H
+#define PADRONE_TESTS_CFG_ORACLE_H
+
+#include "cfg/cfg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct or_sym {
+	uint64_t addr, size;
+	char type[12];		/* FUNC, NOTYPE, OBJECT... */
+	char name[96];
+	char file[48];		/* the FILE symbol it follows (locals) */
+};
+
+struct or_syms {
+	struct or_sym *v;
+	size_t n;
+};
+
+/* readelf -sW PATH (.symtab, in order). 0 or -1. */
+int or_read_syms(const char *path, struct or_syms *out);
+void or_syms_free(struct or_syms *s);
+const struct or_sym *or_sym_named(const struct or_syms *s, const char *name);
+/* A local label (file-scoped) by file and name. */
+const struct or_sym *or_label(const struct or_syms *s, const char *file, const char *name);
+
+struct or_reloc {
+	uint64_t offset;	/* where */
+	uint64_t sym_value;
+	int64_t addend;
+	char type[24];
+	char sym[96];
+};
+/* readelf -rW PATH, the relocations of one section (e.g. ".rela.rodata"). */
+int or_read_relocs(const char *path, const char *section, struct or_reloc **out, size_t *n);
+
+/* [lo, hi) of a section by name (readelf -SW). */
+int or_section(const char *path, const char *name, uint64_t *lo, uint64_t *hi);
+
+struct or_jump {
+	uint64_t from, to;
+	bool call;		/* recorded as a call (jump into another function) */
+	uint64_t fallthrough;	/* for jcnd lines executed but not always taken: from's next */
+	bool cond_not_taken;
+};
+/* Jumps callgrind (--dump-instr=yes --collect-jumps=yes) saw in object obj. */
+int or_callgrind_jumps(const char *out_file, const char *obj, struct or_jump **out, size_t *n);
+
+struct or_loop_header {
+	char file[48];
+	char label[48];
+	int depth;
+};
+/* clang -S comments "# =>This Loop Header: Depth=N" in an assembly file. */
+int or_clang_loops(const char *s_path, const char *file, struct or_loop_header **v, size_t *n,
+		   size_t *cap);
+
+/* All functions of an ELF image: built from every FDE function start. */
+struct or_program {
+	struct cfg_reader *r;
+	struct cfg_function **f;
+	size_t n;
+};
+int or_program_build(const char *path, struct or_program *p);
+void or_program_free(struct or_program *p);
+/* The function and block whose last instruction is at addr (-1 if none). */
+const struct cfg_function *or_block_ending(const struct or_program *p, uint64_t addr,
+					  size_t *block);
+/* The function whose ranges cover addr. */
+const struct cfg_function *or_function_at(const struct or_program *p, uint64_t addr);
+
+#endif

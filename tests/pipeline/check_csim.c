@@ -1,0 +1,712 @@
+/* check_csim: the cache simulator, its geometry, results and the lackey
+ * reader. */
+#include "tests/lib/tu.h"
+#include "tests/pipeline/check_csim-model.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* D1: 2 sets x 2 ways of 64 B; I1 the same; LL: 4 sets x 4 ways. */
+static struct csim_config tiny(bool cg)
+{
+	struct csim_config c = { .cachegrind = cg };
+	c.level[CSIM_I1] = (struct csim_geom){ 256, 2, 64 };
+	c.level[CSIM_D1] = (struct csim_geom){ 256, 2, 64 };
+	c.level[CSIM_LL] = (struct csim_geom){ 1024, 4, 64 };
+	return c;
+}
+
+static struct rep_ref R(uint64_t pc, uint64_t addr, uint32_t size, uint8_t type)
+{
+	return (struct rep_ref){ .pc = pc, .addr = addr, .size = size, .type = type };
+}
+
+static const struct csim_counts *run(struct csim **s, const struct csim_config *cfg,
+				     const struct rep_ref *refs, size_t n)
+{
+	ck_assert_int_eq(csim__new(cfg, s), 0);
+	ck_assert_int_eq(csim__refs(*s, refs, n), 0);
+	return csim_result__totals(csim__result(*s));
+}
+
+/* Lines 0x40, 0x42, 0x44 (addresses 0x1000, 0x1080, 0x1100) share D1 set 0. */
+START_TEST(lru_evicts_least_recently_used)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(1, 0x1000, 8, REP_REF_READ),	/* A miss */
+		R(1, 0x1080, 8, REP_REF_READ),	/* B miss */
+		R(1, 0x1000, 8, REP_REF_READ),	/* A hit: B is now LRU */
+		R(1, 0x1100, 8, REP_REF_READ),	/* C miss, evicts B */
+		R(1, 0x1000, 8, REP_REF_READ),	/* A hit */
+		R(1, 0x1080, 8, REP_REF_READ),	/* B miss, evicts C */
+		R(1, 0x1100, 8, REP_REF_READ),	/* C miss, evicts A */
+		R(1, 0x1000, 8, REP_REF_READ),	/* A miss */
+	};
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 8);
+
+	ck_assert_uint_eq(t->refs[CSIM_READ], 8);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 6);
+	/* LL (4 ways per set) holds all three: only the first touches miss. */
+	ck_assert_uint_eq(t->access[CSIM_LL][CSIM_READ], 6);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 3);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(associativity_holds_assoc_lines_per_set)
+{
+	/* 4 ways: 4 lines of one set cycle without misses after the first
+	 * round; 5 lines thrash (LRU). */
+	struct csim_config cfg = tiny(false);
+	cfg.level[CSIM_D1] = (struct csim_geom){ 1024, 4, 64 };	/* 4 sets */
+	struct rep_ref refs[50];
+	for (int ways = 4; ways <= 5; ways++) {
+		for (int i = 0; i < 50; i++)
+			refs[i] = R(1, 0x10000 + (uint64_t)(i % ways) * 4 * 64, 4, REP_REF_READ);
+		struct csim *s;
+		const struct csim_counts *t = run(&s, &cfg, refs, 50);
+		ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], ways == 4 ? 4 : 50);
+		csim__free(s);
+	}
+}
+END_TEST
+
+START_TEST(straddle_counts_once_in_cachegrind_mode)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(1, 0x103c, 8, REP_REF_READ),	/* lines 0x40 and 0x41: one miss */
+		R(2, 0x1040, 4, REP_REF_READ),	/* line 0x41 was filled: hit */
+		R(3, 0x1000, 4, REP_REF_READ),	/* line 0x40 too: hit */
+	};
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 3);
+
+	ck_assert_uint_eq(t->refs[CSIM_READ], 3);
+	ck_assert_uint_eq(t->access[CSIM_D1][CSIM_READ], 3);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 1);
+	/* LL consulted once, for both lines, one miss. */
+	ck_assert_uint_eq(t->access[CSIM_LL][CSIM_READ], 1);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 1);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(straddle_with_one_line_cached_is_one_miss_and_updates_both)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(1, 0x1040, 4, REP_REF_READ),	/* line 0x41 in D1 and LL */
+		R(2, 0x103c, 8, REP_REF_READ),	/* 0x40 misses, 0x41 hits: one miss;
+						 * LL gets both lines: 0x41 hits
+						 * there, 0x40 misses: one LL miss */
+		R(3, 0x1000, 4, REP_REF_READ),	/* hit */
+	};
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 3);
+
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(t->access[CSIM_LL][CSIM_READ], 2);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 2);
+	struct csim_pc_stats *row = csim_result__pc(csim__result(s), 2);
+	ck_assert_uint_eq(row->c.miss[CSIM_D1][CSIM_READ], 1);
+	ck_assert_uint_eq(row->c.miss[CSIM_LL][CSIM_READ], 1);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(straddle_is_two_accesses_per_line_mode)
+{
+	struct csim_config cfg = tiny(false);
+	struct rep_ref refs[] = { R(1, 0x103c, 8, REP_REF_READ) };
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 1);
+
+	ck_assert_uint_eq(t->refs[CSIM_READ], 1);
+	ck_assert_uint_eq(t->access[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 2);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(modify_is_one_read_in_cachegrind_mode)
+{
+	struct rep_ref refs[] = { R(1, 0x2000, 8, REP_REF_MODIFY), R(1, 0x2000, 8, REP_REF_MODIFY) };
+	for (int cg = 1; cg >= 0; cg--) {
+		struct csim_config cfg = tiny(cg);
+		struct csim *s;
+		const struct csim_counts *t = run(&s, &cfg, refs, 2);
+		ck_assert_uint_eq(t->modifies, 2);
+		ck_assert_uint_eq(t->refs[CSIM_READ], 2);
+		/* per-line mode: a read then a write, which hits */
+		ck_assert_uint_eq(t->refs[CSIM_WRITE], cg ? 0 : 2);
+		ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 1);
+		ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_WRITE], 0);
+		ck_assert_uint_eq(t->access[CSIM_D1][CSIM_WRITE], cg ? 0 : 2);
+		csim__free(s);
+	}
+}
+END_TEST
+
+START_TEST(write_allocates)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = { R(1, 0x3000, 8, REP_REF_WRITE), R(2, 0x3008, 8, REP_REF_READ) };
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 2);
+
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_WRITE], 1);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_WRITE], 1);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 0);
+	ck_assert_uint_eq(t->access[CSIM_LL][CSIM_READ], 0);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(instructions_go_through_i1)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(0x4000, 0x4000, 4, REP_REF_INSTR),
+		R(0x4004, 0x4004, 4, REP_REF_INSTR),
+		R(0x403e, 0x403e, 5, REP_REF_INSTR),	/* crosses into the next line */
+		R(0x4040, 0x4040, 2, REP_REF_INSTR),
+		R(0x4040, 0x4000, 8, REP_REF_READ),	/* data: D1, not I1; LL hit */
+	};
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 5);
+
+	ck_assert_uint_eq(t->instr, 4);
+	ck_assert_uint_eq(t->miss[CSIM_I1][CSIM_INSTR], 2);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_INSTR], 2);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 1);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 0);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode)
+{
+	/* A 512-byte fxsave-like access at a line start touches one line in
+	 * cachegrind; 32-byte AVX accesses are not cut. */
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(1, 0x5000, 512, REP_REF_WRITE),
+		R(2, 0x5040, 4, REP_REF_READ),	/* next line: not touched, miss */
+		R(3, 0x60f0, 32, REP_REF_READ),	/* two lines */
+		R(4, 0x6100, 4, REP_REF_READ),	/* hit */
+	};
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 4);
+
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_WRITE], 1);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 2);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(per_pc_rows_attribute_misses)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(0xa, 0x7000, 8, REP_REF_READ), R(0xb, 0x7000, 8, REP_REF_WRITE),
+		R(0xa, 0x8000, 8, REP_REF_READ), R(0xc, 0x9000, 4, REP_REF_WRITE),
+	};
+	struct csim *s;
+	run(&s, &cfg, refs, 4);
+	struct csim_result *r = csim__result(s);
+
+	ck_assert_uint_eq(csim_result__npcs(r), 3);
+	struct csim_pc_stats *a = csim_result__pc(r, 0xa), *b = csim_result__pc(r, 0xb);
+	ck_assert_uint_eq(a->c.refs[CSIM_READ], 2);
+	ck_assert_uint_eq(a->c.miss[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(b->c.refs[CSIM_WRITE], 1);
+	ck_assert_uint_eq(b->c.miss[CSIM_D1][CSIM_WRITE], 0);
+	size_t n;
+	struct csim_pc_stats *rows = csim_result__sorted(r, CSIM_BY_DMISSES, &n);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(rows[0].pc, 0xa);
+	ck_assert_uint_eq(rows[1].pc, 0xc);
+	ck_assert_uint_eq(rows[2].pc, 0xb);
+	free(rows);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(merge_sums_rows_and_totals)
+{
+	struct csim_config cfg = tiny(false);
+	static struct rep_ref refs[4000];
+	make_stream(refs, 4000, 7, 1 << 14, 40);
+	struct csim *whole, *a, *b;
+	run(&whole, &cfg, refs, 4000);
+	run(&a, &cfg, refs, 2000);
+	run(&b, &cfg, refs + 2000, 2000);
+	struct csim_result *m = csim_result__new();
+	ck_assert_int_eq(csim_result__merge(m, csim__result(a)), 0);
+	ck_assert(csim_result__equal(m, csim__result(a)));
+	ck_assert_int_eq(csim_result__merge(m, csim__result(b)), 0);
+	const struct csim_counts *t = csim_result__totals(m);
+	const struct csim_counts *tw = csim_result__totals(csim__result(whole));
+	/* References add up exactly (caches differ: b started cold). */
+	ck_assert_uint_eq(t->instr, tw->instr);
+	ck_assert_uint_eq(t->refs[CSIM_READ], tw->refs[CSIM_READ]);
+	ck_assert_uint_eq(t->refs[CSIM_WRITE], tw->refs[CSIM_WRITE]);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ],
+			  csim_result__totals(csim__result(a))->miss[CSIM_D1][CSIM_READ] +
+				  csim_result__totals(csim__result(b))->miss[CSIM_D1][CSIM_READ]);
+	ck_assert(!csim_result__equal(m, csim__result(a)));
+	csim_result__free(m);
+	csim__free(whole);
+	csim__free(a);
+	csim__free(b);
+}
+END_TEST
+
+/* csim against the naive model, reference for reference. */
+static void check_against_model(const struct csim_config *cfg, uint64_t seed, uint64_t span)
+{
+	enum { N = 60000 };
+	static struct rep_ref refs[N];
+	struct model m;
+	struct csim *s;
+
+	make_stream(refs, N, seed, span, 200);
+	model_init(&m, cfg);
+	for (size_t i = 0; i < N; i++)
+		model_ref(&m, &refs[i]);
+	run(&s, cfg, refs, N);
+	struct csim_result *r = csim__result(s);
+	ck_assert_uint_eq(csim_result__npcs(r), m.npcs);
+	for (size_t i = 0; i < m.npcs; i++) {
+		struct csim_pc_stats *row = csim_result__pc(r, m.pcs[i]);
+		if (memcmp(&row->c, &m.rows[i], sizeof(row->c))) {
+			for (int lv = 0; lv < CSIM_NLEVELS; lv++)
+				for (int k = 0; k < CSIM_NKINDS; k++)
+					fprintf(stderr, "pc %lx lv %d kind %d: csim %lu/%lu model %lu/%lu\n",
+						(unsigned long)m.pcs[i], lv, k,
+						(unsigned long)row->c.access[lv][k],
+						(unsigned long)row->c.miss[lv][k],
+						(unsigned long)m.rows[i].access[lv][k],
+						(unsigned long)m.rows[i].miss[lv][k]);
+			ck_abort_msg("pc 0x%lx differs from the model", (unsigned long)m.pcs[i]);
+		}
+	}
+	model_free(&m);
+	csim__free(s);
+}
+
+START_TEST(matches_model_cachegrind_mode)
+{
+	struct csim_config cfg = { .cachegrind = true };
+	cfg.level[CSIM_I1] = (struct csim_geom){ 2048, 2, 32 };
+	cfg.level[CSIM_D1] = (struct csim_geom){ 4096, 4, 64 };
+	cfg.level[CSIM_LL] = (struct csim_geom){ 32768, 8, 64 };
+	check_against_model(&cfg, 1, 1 << 16);
+	cfg.level[CSIM_L2] = (struct csim_geom){ 8192, 2, 64 };
+	cfg.level[CSIM_LL] = (struct csim_geom){ 65536, 16, 128 };
+	check_against_model(&cfg, 2, 1 << 17);
+}
+END_TEST
+
+START_TEST(matches_model_per_line_mode)
+{
+	struct csim_config cfg = { 0 };
+	cfg.level[CSIM_I1] = (struct csim_geom){ 3072, 3, 64 };	/* 16 sets */
+	cfg.level[CSIM_D1] = (struct csim_geom){ 6144, 4, 32 };	/* 48 sets */
+	cfg.level[CSIM_LL] = (struct csim_geom){ 49152, 12, 64 };	/* 64 sets */
+	check_against_model(&cfg, 3, 1 << 16);
+	cfg.level[CSIM_L2] = (struct csim_geom){ 20480, 5, 128 };	/* 32 sets */
+	cfg.level[CSIM_LL] = (struct csim_geom){ 3 * 65536, 16, 64 };	/* 192 sets */
+	check_against_model(&cfg, 4, 1 << 18);
+}
+END_TEST
+
+START_TEST(geometry_parse_and_check)
+{
+	struct csim_geom g;
+	char err[256];
+	struct csim_config cfg = tiny(true);
+
+	ck_assert_int_eq(csim_geom_parse("32768,8,64", &g, err, sizeof err), 0);
+	ck_assert_uint_eq(g.size, 32768);
+	ck_assert_uint_eq(g.assoc, 8);
+	ck_assert_uint_eq(g.line, 64);
+	ck_assert_uint_eq(csim_geom_sets(&g), 64);
+	ck_assert_int_eq(csim_geom_parse("32768,8", &g, err, sizeof err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "SIZE,ASSOC,LINE"));
+	ck_assert_int_eq(csim_geom_parse("32k,8,64", &g, err, sizeof err), -EINVAL);
+	ck_assert_int_eq(csim_geom_parse("1,99999999999,64", &g, err, sizeof err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "too large"));
+
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), 0);
+	cfg.level[CSIM_D1] = (struct csim_geom){ 49152, 16, 64 };	/* 48 sets */
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), -EINVAL);
+	ck_assert_str_eq(err, "D1: 48 sets is not a power of two, which cachegrind refuses "
+			      "(it simulates a detected cache like this one as 49152,24,64)");
+	cfg.cachegrind = false;
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), 0);
+	cfg.level[CSIM_D1].line = 48;
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), -EINVAL);
+	ck_assert_str_eq(err, "D1: line size 48 is not a power of two");
+	cfg.level[CSIM_D1] = (struct csim_geom){ 1000, 2, 64 };
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a multiple"));
+	cfg.level[CSIM_D1] = (struct csim_geom){ 0, 0, 0 };
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "only L2 may be absent"));
+	cfg = tiny(true);
+	cfg.level[CSIM_LL].line = 8;
+	ck_assert_int_eq(csim_config_check(&cfg, err, sizeof err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "minimum 16 (as in cachegrind)"));
+}
+END_TEST
+
+START_TEST(cachegrind_tweaks_non_power_of_two_ll)
+{
+	/* cachegrind's own example: 12 MB, 16-way, 64 B lines -> 24-way. */
+	struct csim_geom g = { 12u << 20, 16, 64 };
+	ck_assert(csim_geom_cachegrind_tweak(&g));
+	ck_assert_uint_eq(g.assoc, 24);
+	ck_assert_uint_eq(g.size, 12u << 20);
+	ck_assert_uint_eq(csim_geom_sets(&g), 8192);
+	/* This VM's L3: 491520 KiB, 16-way -> 30-way, 503316480 B (what
+	 * cachegrind printed here). */
+	g = (struct csim_geom){ 491520ull << 10, 16, 64 };
+	ck_assert(csim_geom_cachegrind_tweak(&g));
+	ck_assert_uint_eq(g.assoc, 30);
+	ck_assert_uint_eq(g.size, 503316480ull);
+	g = (struct csim_geom){ 1u << 20, 16, 64 };
+	ck_assert(!csim_geom_cachegrind_tweak(&g));
+}
+END_TEST
+
+static void write_file(const char *dir, const char *idx, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, idx);
+	mkdir(path, 0700);
+	snprintf(path, sizeof path, "%s/%s/%s", dir, idx, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%s\n", text);
+	fclose(f);
+}
+
+static void fake_cache(const char *dir, const char *idx, const char *level, const char *type,
+		       const char *size, const char *ways)
+{
+	write_file(dir, idx, "level", level);
+	write_file(dir, idx, "type", type);
+	write_file(dir, idx, "size", size);
+	write_file(dir, idx, "ways_of_associativity", ways);
+	write_file(dir, idx, "coherency_line_size", "64");
+}
+
+START_TEST(host_geometry_from_sysfs)
+{
+	char dir[] = "/tmp/check_csim.XXXXXX", cmd[600];
+	struct csim_config cfg;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	fake_cache(dir, "index0", "1", "Data", "48K", "12");
+	fake_cache(dir, "index1", "1", "Instruction", "32K", "8");
+	fake_cache(dir, "index2", "2", "Unified", "2048K", "16");
+	fake_cache(dir, "index3", "3", "Unified", "12M", "16");
+	ck_assert_int_eq(csim_config_host(&cfg, dir), 0);
+	ck_assert_uint_eq(cfg.level[CSIM_D1].size, 49152);
+	ck_assert_uint_eq(cfg.level[CSIM_D1].assoc, 12);
+	ck_assert_uint_eq(cfg.level[CSIM_I1].size, 32768);
+	ck_assert_uint_eq(cfg.level[CSIM_L2].size, 0);
+	ck_assert_uint_eq(cfg.level[CSIM_LL].size, 12u << 20);
+	ck_assert_uint_eq(cfg.level[CSIM_LL].assoc, 24);	/* tweaked as cachegrind */
+	snprintf(cmd, sizeof cmd, "rm -rf %s/index1", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	/* No I1: cachegrind's fallback. */
+	ck_assert_int_eq(csim_config_host(&cfg, dir), -ENOENT);
+	ck_assert_uint_eq(cfg.level[CSIM_I1].size, 65536);
+	ck_assert_uint_eq(cfg.level[CSIM_I1].assoc, 2);
+	ck_assert_uint_eq(cfg.level[CSIM_LL].size, 262144);
+	ck_assert_uint_eq(cfg.level[CSIM_LL].assoc, 8);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_lt(csim_config_host(&cfg, "/nonexistent/cache"), 0);
+}
+END_TEST
+
+START_TEST(split_bits_follow_the_smallest_set_count)
+{
+	struct csim_config cfg = tiny(true);	/* D1 and I1: 2 sets */
+	ck_assert_uint_eq(csim_config_split_bits(&cfg), 1);
+	cfg.level[CSIM_I1] = (struct csim_geom){ 32768, 8, 64 };	/* 64 */
+	cfg.level[CSIM_D1] = (struct csim_geom){ 49152, 12, 64 };	/* 64 */
+	cfg.level[CSIM_LL] = (struct csim_geom){ 1 << 20, 16, 64 };
+	ck_assert_uint_eq(csim_config_split_bits(&cfg), 6);
+	/* D1 with 32 B lines: its 64 sets cover 2048 B = 32 lines of 64 B. */
+	cfg.level[CSIM_D1] = (struct csim_geom){ 16384, 8, 32 };
+	ck_assert_uint_eq(csim_config_split_bits(&cfg), 5);
+	/* 48 sets (per-line mode): only the factor 16 can be used. */
+	cfg.level[CSIM_D1] = (struct csim_geom){ 49152, 16, 64 };
+	ck_assert_uint_eq(csim_config_split_bits(&cfg), 4);
+	/* fully associative: no split */
+	cfg.level[CSIM_D1] = (struct csim_geom){ 4096, 64, 64 };
+	ck_assert_uint_eq(csim_config_split_bits(&cfg), 0);
+}
+END_TEST
+
+START_TEST(fold_blocks_sums_rows)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(0x100, 0x100, 4, REP_REF_INSTR), R(0x100, 0x9000, 4, REP_REF_READ),
+		R(0x104, 0x104, 4, REP_REF_INSTR), R(0x104, 0xa000, 4, REP_REF_READ),
+		R(0x200, 0x200, 4, REP_REF_INSTR),
+	};
+	struct csim *s;
+	run(&s, &cfg, refs, 5);
+	struct csim_block_range b[] = { { 0x100, 0x108 }, { 0x200, 0x204 }, { 0x300, 0x310 } };
+	struct csim_counts out[3] = { 0 };
+	ck_assert_int_eq(csim_result__fold_blocks(csim__result(s), b, 3, out), 0);
+	ck_assert_uint_eq(out[0].instr, 2);
+	ck_assert_uint_eq(out[0].reads, 2);
+	ck_assert_uint_eq(out[0].miss[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(out[1].instr, 1);
+	ck_assert_uint_eq(out[2].instr, 0);
+	csim__free(s);
+}
+END_TEST
+
+START_TEST(json_report_has_the_agreed_shape)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(0x10, 0x10, 4, REP_REF_INSTR), R(0x10, 0x5000, 8, REP_REF_READ),
+		R(0x14, 0x14, 4, REP_REF_INSTR), R(0x14, 0x6000, 8, REP_REF_WRITE),
+		R(0x14, 0x6000, 8, REP_REF_MODIFY),
+	};
+	struct csim *s;
+	run(&s, &cfg, refs, 5);
+	struct json_object *j = csim_result__to_json(csim__result(s), &cfg, 2, 1.25, 0);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
+			 "{\"refs\":{\"instr\":2,\"reads\":1,\"writes\":1,\"modifies\":1},"
+			 "\"I1\":{\"misses\":1},\"D1\":{\"read_misses\":1,\"write_misses\":1},"
+			 "\"LL\":{\"read_misses\":1,\"write_misses\":1},\"workers\":2,"
+			 "\"imbalance\":1.25,\"per_pc\":["
+			 "{\"pc\":\"0x10\",\"reads\":1,\"writes\":0,\"D1_misses\":1,\"LL_misses\":1},"
+			 "{\"pc\":\"0x14\",\"reads\":1,\"writes\":1,\"D1_misses\":1,\"LL_misses\":1}]}");
+	json_object_put(j);
+
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	ck_assert_int_eq(csim_result__write_text(csim__result(s), &cfg, 1, 1.0, 10, f), 0);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(text, "I   refs:"));
+	ck_assert_ptr_nonnull(strstr(text, "D1  misses:"));
+	ck_assert_ptr_nonnull(strstr(text, "LL miss rate:"));
+	ck_assert_ptr_nonnull(strstr(text, "0x10 "));
+	free(text);
+	csim__free(s);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- lackey */
+
+struct collect {
+	struct rep_ref refs[64];
+	size_t n, calls;
+};
+
+static int collect_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct collect *c = arg;
+	ck_assert_uint_le(c->n + n, 64);
+	memcpy(c->refs + c->n, refs, n * sizeof(*refs));
+	c->n += n;
+	c->calls++;
+	return 0;
+}
+
+static int lackey_text(const char *text, size_t batch, struct collect *c, char *err, size_t errlen,
+		       uint64_t *bad)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	struct csim_lackey *lk;
+	ck_assert_int_eq(csim_lackey__open(f, "trace", &lk), 0);
+	memset(c, 0, sizeof(*c));
+	int rc = csim_lackey__run(lk, batch, collect_sink, c);
+	snprintf(err, errlen, "%s", csim_lackey__errmsg(lk));
+	*bad = csim_lackey__bad_lines(lk);
+	csim_lackey__close(lk);
+	fclose(f);
+	return rc;
+}
+
+START_TEST(lackey_reads_trace_lines_and_ignores_others)
+{
+	const char *text = "==123== Lackey, an example Valgrind tool\n"
+			   " S 1fff000708,8\n"		/* before any I: pc 0 */
+			   "I  0401ab70,3\n"
+			   " L 04022e10,8\n"
+			   " M 1fff0006f8,4\r\n"
+			   "program output\n"
+			   "I  0401ab73,15\n"
+			   " S 7ff0,16\n"
+			   "==123== \n"
+			   "I  deadbeefcafe,1";	/* no final newline */
+	struct collect c;
+	char err[512];
+	uint64_t bad;
+
+	ck_assert_int_eq(lackey_text(text, 2, &c, err, sizeof err, &bad), 0);
+	ck_assert_uint_eq(c.n, 7);
+	ck_assert_uint_eq(c.calls, 4);	/* batches of 2 */
+	ck_assert_uint_eq(c.refs[0].type, REP_REF_WRITE);
+	ck_assert_uint_eq(c.refs[0].pc, 0);
+	ck_assert_uint_eq(c.refs[1].type, REP_REF_INSTR);
+	ck_assert_uint_eq(c.refs[1].pc, 0x401ab70);
+	ck_assert_uint_eq(c.refs[1].size, 3);
+	ck_assert_uint_eq(c.refs[2].type, REP_REF_READ);
+	ck_assert_uint_eq(c.refs[2].pc, 0x401ab70);
+	ck_assert_uint_eq(c.refs[2].addr, 0x4022e10);
+	ck_assert_uint_eq(c.refs[3].type, REP_REF_MODIFY);
+	ck_assert_uint_eq(c.refs[3].addr, 0x1fff0006f8ull);
+	ck_assert_uint_eq(c.refs[3].size, 4);
+	ck_assert_uint_eq(c.refs[5].pc, 0x401ab73);
+	ck_assert_uint_eq(c.refs[5].size, 16);
+	ck_assert_uint_eq(c.refs[6].addr, 0xdeadbeefcafeull);
+}
+END_TEST
+
+START_TEST(lackey_names_malformed_lines_and_keeps_the_rest)
+{
+	const char *text = "I  1000,4\n"
+			   " L 2000,8\n"
+			   " L 2zz0,8\n"		/* line 3 */
+			   "I  1004,4\n"
+			   " S 3000\n"			/* line 5 */
+			   " S 3000,8\n";
+	struct collect c;
+	char err[512];
+	uint64_t bad;
+
+	ck_assert_int_eq(lackey_text(text, 100, &c, err, sizeof err, &bad), -EBADMSG);
+	ck_assert_str_eq(err, "trace:3: malformed lackey line (expected ',' after the address): "
+			      "' L 2zz0,8'");
+	ck_assert_uint_eq(bad, 2);
+	ck_assert_uint_eq(c.n, 4);	/* everything else */
+	ck_assert_uint_eq(c.refs[3].type, REP_REF_WRITE);
+	ck_assert_uint_eq(c.refs[3].pc, 0x1004);
+}
+END_TEST
+
+START_TEST(lackey_line_parser_reasons)
+{
+	struct rep_ref r;
+	const char *why;
+	static const struct {
+		const char *line, *why;
+	} bad[] = {
+		{ "I  ,4", "no hexadecimal address" },
+		{ "I  12345678901234567,4", "address longer than 64 bits" },
+		{ " L 1000;8", "expected ',' after the address" },
+		{ " L 1000,", "no size after the address" },
+		{ " L 1000,0", "size zero" },
+		{ " L 1000,99999999999", "size too large" },
+		{ " M 1000,8 x", "unexpected text after the size" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		why = NULL;
+		ck_assert_int_eq(csim_lackey_parse_line(bad[i].line, strlen(bad[i].line), 0, &r, &why),
+				 -EBADMSG);
+		ck_assert_str_eq(why, bad[i].why);
+	}
+	ck_assert_int_eq(csim_lackey_parse_line("I am here", 9, 0, &r, &why), 0);
+	ck_assert_int_eq(csim_lackey_parse_line(" X 1000,8", 9, 0, &r, &why), 0);
+	ck_assert_int_eq(csim_lackey_parse_line("", 0, 0, &r, &why), 0);
+}
+END_TEST
+
+START_TEST(lackey_write_round_trips)
+{
+	struct rep_ref in[] = {
+		R(0x401000, 0x401000, 7, REP_REF_INSTR), R(0x401000, 0x1fff000700ull, 8, REP_REF_READ),
+		R(0x401000, 0x2000, 4, REP_REF_WRITE), R(0x401000, 0x2000, 4, REP_REF_MODIFY),
+	};
+	char *text = NULL, err[512];
+	size_t len = 0;
+	uint64_t bad;
+	struct collect c;
+	FILE *f = open_memstream(&text, &len);
+
+	ck_assert_int_eq(csim_lackey_write(f, in, 4), 0);
+	fclose(f);
+	ck_assert_str_eq(text, "I  00401000,7\n L 1fff000700,8\n S 00002000,4\n M 00002000,4\n");
+	ck_assert_int_eq(lackey_text(text, 3, &c, err, sizeof err, &bad), 0);
+	ck_assert_uint_eq(c.n, 4);
+	ck_assert_mem_eq(c.refs, in, sizeof in);
+	free(text);
+}
+END_TEST
+
+START_TEST(lackey_survives_a_huge_line)
+{
+	size_t big = (1u << 20) + 100;
+	char *text = malloc(big + 64);
+	struct collect c;
+	char err[512];
+	uint64_t bad;
+
+	strcpy(text, "I  1000,4\n L ");
+	memset(text + 13, '1', big);
+	strcpy(text + 13 + big, ",8\nI  2000,4\n");
+	ck_assert_int_eq(lackey_text(text, 10, &c, err, sizeof err, &bad), -EBADMSG);
+	ck_assert_uint_eq(bad, 1);
+	ck_assert_ptr_nonnull(strstr(err, "trace:2:"));
+	ck_assert_uint_eq(c.n, 2);
+	ck_assert_uint_eq(c.refs[1].addr, 0x2000);
+	free(text);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("csim");
+	TCase *tc = tcase_create("csim");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, lru_evicts_least_recently_used);
+	tcase_add_test(tc, associativity_holds_assoc_lines_per_set);
+	tcase_add_test(tc, straddle_counts_once_in_cachegrind_mode);
+	tcase_add_test(tc, straddle_with_one_line_cached_is_one_miss_and_updates_both);
+	tcase_add_test(tc, straddle_is_two_accesses_per_line_mode);
+	tcase_add_test(tc, modify_is_one_read_in_cachegrind_mode);
+	tcase_add_test(tc, write_allocates);
+	tcase_add_test(tc, instructions_go_through_i1);
+	tcase_add_test(tc, dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode);
+	tcase_add_test(tc, per_pc_rows_attribute_misses);
+	tcase_add_test(tc, merge_sums_rows_and_totals);
+	tcase_add_test(tc, matches_model_cachegrind_mode);
+	tcase_add_test(tc, matches_model_per_line_mode);
+	tcase_add_test(tc, geometry_parse_and_check);
+	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
+	tcase_add_test(tc, host_geometry_from_sysfs);
+	tcase_add_test(tc, split_bits_follow_the_smallest_set_count);
+	tcase_add_test(tc, fold_blocks_sums_rows);
+	tcase_add_test(tc, json_report_has_the_agreed_shape);
+	tcase_add_test(tc, lackey_reads_trace_lines_and_ignores_others);
+	tcase_add_test(tc, lackey_names_malformed_lines_and_keeps_the_rest);
+	tcase_add_test(tc, lackey_line_parser_reasons);
+	tcase_add_test(tc, lackey_write_round_trips);
+	tcase_add_test(tc, lackey_survives_a_huge_line);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

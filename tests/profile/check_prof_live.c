@@ -1,0 +1,587 @@
+/* profile/ on live targets: both sampling backends on a hot loop, a
+ * stripped PIE without frame pointers (found through .eh_frame), code
+ * without unwind tables (found from the call chain), thread churn, a
+ * target taking ~2000 signals a second, a deleted executable; bt of a
+ * known call stack; the refusals. Every test checks that the target's own
+ * checksums go on unchanged after profiling. */
+#include "profile/profile.h"
+#include "attach/attach.h"
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROFILE_MS 1200
+
+/* ------------------------------------------------------------ helpers */
+
+struct target {
+	struct tu_proc p;
+	char checksum[64];	/* the value the target prints, from its first line */
+	const char *key;	/* the word before it: "rate", "threads", "signals" */
+};
+
+static void start_target(struct target *t, const char *path, const char *key)
+{
+	char *argv[] = { (char *)path, NULL };
+	char line[256];
+
+	ck_assert_int_eq(tu_spawn(&t->p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&t->p, "ready", line, sizeof(line), 10000), 0);
+	ck_assert_int_ge(tu_wait_for(&t->p, key, line, sizeof(line), 10000), 0);
+	const char *c = strstr(line, "checksum ");
+	ck_assert_ptr_nonnull(c);
+	snprintf(t->checksum, sizeof(t->checksum), "%s", c + 9);
+	t->key = key;
+}
+
+/* The target is still working and its checksum has not changed. */
+static void check_target_fine(struct target *t)
+{
+	char line[256];
+
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_ge(tu_read_line(&t->p, line, sizeof(line), 10000), 0);
+		ck_assert_msg(!strstr(line, "BAD"), "target says: %s", line);
+		if (strncmp(line, t->key, strlen(t->key))) {
+			i--;
+			continue;
+		}
+		const char *c = strstr(line, "checksum ");
+		ck_assert_ptr_nonnull(c);
+		ck_assert_str_eq(c + 9, t->checksum);
+	}
+	ck_assert_int_eq(kill(t->p.pid, 0), 0);
+}
+
+/* Samples pid for ms with opts; returns the sampler, stopped. */
+static struct prof_sampler *sample(pid_t pid, const struct prof_opts *opts, int ms)
+{
+	struct prof_sampler *s = NULL;
+	struct prof_error err;
+
+	ck_assert_msg(prof_sampler__open(pid, opts, &s, &err) == 0, "open: %s", err.msg);
+	ck_assert_msg(prof_sampler__start(s) == 0, "start: %s", prof_sampler__errmsg(s));
+	usleep((useconds_t)ms * 1000);
+	ck_assert_msg(prof_sampler__stop(s) == 0, "stop: %s", prof_sampler__errmsg(s));
+	return s;
+}
+
+static struct prof_hot *rank(struct prof_sampler *s, struct prof_symbolizer **symp)
+{
+	struct prof_symbolizer *sym;
+	struct prof_hot *h;
+	struct prof_error err;
+
+	ck_assert_msg(prof_symbolizer__new(prof_sampler__pid(s), &sym, &err) == 0, "%s", err.msg);
+	ck_assert_msg(prof_hot__build(s, sym, &h, &err) == 0, "%s", err.msg);
+	*symp = sym;
+	return h;
+}
+
+/* value and size of symbol name in the (unstripped) ELF file at path */
+static void symbol_of(const char *path, const char *name, uint64_t *value, uint64_t *size)
+{
+	char cmd[512];
+	int st;
+	unsigned long long v, sz;
+
+	snprintf(cmd, sizeof(cmd), "readelf -sW '%s' | awk '$4 == \"FUNC\" && $8 == \"%s\" "
+		 "{ print $2, $3; exit }'", path, name);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_msg(sscanf(out, "%llx %lli", &v, &sz) == 2, "%s not in %s", name, path);
+	free(out);
+	*value = v;
+	*size = sz;
+}
+
+/* Load bias of a PIE: where its file offset 0 is mapped in pid. */
+static uint64_t load_bias(pid_t pid, const char *path)
+{
+	char cmd[512], real[4096];
+	int st;
+	unsigned long long a = 0;
+
+	ck_assert_ptr_nonnull(realpath(path, real));
+	snprintf(cmd, sizeof(cmd), "awk '$6 == \"%s\" && $3 == \"00000000\" { split($1, r, \"-\"); "
+		 "print r[1]; exit }' /proc/%d/maps", real, pid);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(sscanf(out, "%llx", &a), 1);
+	free(out);
+	return a;
+}
+
+static const struct prof_func *find_func(const struct prof_hot *h, const char *name)
+{
+	for (size_t i = 0; i < prof_hot__count(h); i++)
+		if (!strcmp(prof_hot__at(h, i)->name, name))
+			return prof_hot__at(h, i);
+	return NULL;
+}
+
+static void expect_top(const struct prof_hot *h, const char *name, double min_pct)
+{
+	const struct prof_func *f = prof_hot__at(h, 0);
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(!strcmp(f->name, name), "hottest is %s (%.1f%%), not %s", f->name,
+		      f->self_pct, name);
+	ck_assert_msg(f->self_pct >= min_pct, "%s has %.1f%% of samples, want >= %.0f%%", name,
+		      f->self_pct, min_pct);
+}
+
+/* ------------------------------------------------------------ hot loop */
+
+static void hot_loop(enum prof_backend backend)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = backend };
+	const char *path = tu_path("tests/targets/prof_hot");
+
+	start_target(&t, path, "rate");
+	struct prof_sampler *s = sample(t.p.pid, &o, PROFILE_MS);
+	struct prof_totals tot;
+	prof_sampler__totals(s, &tot);
+	ck_assert_msg(!tot.fell_back, "fell back: %s", tot.fallback_reason);
+	ck_assert_int_eq(tot.backend, backend);
+	ck_assert_str_eq(tot.event, "cpu-clock");
+	ck_assert_uint_eq(tot.freq_hz, 999);
+	ck_assert_uint_ge(tot.duration_ns, PROFILE_MS * 1000000ull);
+	/* one busy thread at 999 Hz: ~1200 samples; allow a loaded machine */
+	ck_assert_msg(tot.samples >= 200 && tot.samples <= 2000, "%llu samples",
+		      (unsigned long long)tot.samples);
+	ck_assert_uint_eq(tot.threads, 1);
+
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_spin", 80);
+	const struct prof_func *f = prof_hot__at(h, 0);
+	uint64_t value, size;
+	symbol_of(path, "prof_spin", &value, &size);
+	uint64_t bias = load_bias(t.p.pid, path);
+	ck_assert_uint_eq(f->start, bias + value);
+	ck_assert_uint_eq(f->end, bias + value + size);
+	ck_assert_int_eq(f->bounds, PROF_BOUNDS_SYMTAB);
+	ck_assert_ptr_nonnull(strstr(f->module, "prof_hot"));
+	ck_assert_int_eq(strlen(f->build_id), 40);
+	ck_assert_uint_ge(f->inclusive, f->self);
+	ck_assert_uint_eq(prof_hot__totals(h)->samples, tot.samples);
+	/* self counts add up to the samples */
+	uint64_t sum = 0;
+	for (size_t i = 0; i < prof_hot__count(h); i++)
+		sum += prof_hot__at(h, i)->self;
+	ck_assert_uint_eq(sum, tot.samples);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+
+START_TEST(ring_finds_the_hot_function)
+{
+	hot_loop(PROF_BACKEND_RING);
+}
+END_TEST
+
+START_TEST(bpf_finds_the_hot_function)
+{
+	hot_loop(PROF_BACKEND_BPF);
+}
+END_TEST
+
+/* ------------------------------------------------------------ stripped */
+
+START_TEST(stripped_pie_found_through_eh_frame)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+	const char *path = tu_path("tests/targets/prof_hot_stripped");
+
+	start_target(&t, path, "rate");
+	struct prof_sampler *s = sample(t.p.pid, &o, PROFILE_MS);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	const struct prof_func *f = prof_hot__at(h, 0);
+	uint64_t value, size, bias = load_bias(t.p.pid, path);
+	symbol_of(tu_path("tests/targets/prof_hot_pie"), "prof_spin", &value, &size);
+	char want[64];
+	snprintf(want, sizeof(want), "sub_%llx", (unsigned long long)(bias + value));
+	expect_top(h, want, 80);
+	ck_assert_int_eq(f->bounds, PROF_BOUNDS_EH_FRAME);
+	ck_assert_uint_eq(f->start, bias + value);
+	ck_assert_uint_eq(f->end, bias + value + size);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+/* No symbol, no FDE: the caller's `call rel32` names the entry. */
+START_TEST(code_without_unwind_tables_found_from_call_chain)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+	const char *path = tu_path("tests/targets/prof_nofde_stripped");
+
+	start_target(&t, path, "rate");
+	struct prof_sampler *s = sample(t.p.pid, &o, PROFILE_MS);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	uint64_t value, size, bias = load_bias(t.p.pid, path);
+	symbol_of(tu_path("tests/targets/prof_nofde"), "prof_spin", &value, &size);
+	char want[64];
+	snprintf(want, sizeof(want), "sub_%llx", (unsigned long long)(bias + value));
+	expect_top(h, want, 80);
+	const struct prof_func *f = prof_hot__at(h, 0);
+	ck_assert_int_eq(f->bounds, PROF_BOUNDS_CALLCHAIN);
+	ck_assert_uint_eq(f->start, bias + value);
+	ck_assert_uint_ge(f->end, bias + value + size);
+	/* its caller, also without FDE, was found the same way */
+	uint64_t mix_value, mix_size;
+	symbol_of(tu_path("tests/targets/prof_nofde"), "prof_mix", &mix_value, &mix_size);
+	snprintf(want, sizeof(want), "sub_%llx", (unsigned long long)(bias + mix_value));
+	const struct prof_func *mix = find_func(h, want);
+	ck_assert_msg(mix, "caller %s not in the list", want);
+	ck_assert_uint_ge(mix->inclusive, f->self * 9 / 10);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ threads */
+
+START_TEST(churning_threads_are_all_sampled)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+
+	start_target(&t, tu_path("tests/targets/prof_churn"), "threads");
+	struct prof_sampler *s = sample(t.p.pid, &o, PROFILE_MS);
+	struct prof_totals tot;
+	prof_sampler__totals(s, &tot);
+	/* workers live ~20 ms: over 1.2 s dozens are born, and only the two
+	 * alive at the start were there when sampling began */
+	ck_assert_msg(tot.new_threads >= 10, "%llu new threads sampled",
+		      (unsigned long long)tot.new_threads);
+	struct prof_thread th[4096];
+	size_t n = prof_sampler__threads(s, th, 4096);
+	uint64_t from_new = 0;
+	for (size_t i = 0; i < n && i < 4096; i++)
+		from_new += th[i].new_thread ? th[i].samples : 0;
+	ck_assert_msg(from_new * 2 >= tot.samples, "only %llu of %llu samples from new threads",
+		      (unsigned long long)from_new, (unsigned long long)tot.samples);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_churn_work", 80);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+START_TEST(target_taking_signals_is_sampled)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+	char line[256];
+	long before, after;
+
+	start_target(&t, tu_path("tests/targets/prof_signals"), "signals");
+	ck_assert_int_ge(tu_wait_for(&t.p, "signals", line, sizeof(line), 5000), 0);
+	before = atol(line + 8);
+	struct prof_sampler *s = sample(t.p.pid, &o, PROFILE_MS);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_sig_spin", 50);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	ck_assert_int_ge(tu_wait_for(&t.p, "signals", line, sizeof(line), 5000), 0);
+	after = atol(line + 8);
+	/* ~2000 a second; the handler kept running */
+	ck_assert_msg(after - before > 500, "signals %ld -> %ld", before, after);
+	tu_kill(&t.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ files */
+
+START_TEST(deleted_executable_still_symbolized)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o) };
+	char tmp[] = "/tmp/padrone-prof-XXXXXX", cmd[512];
+	int fd = mkstemp(tmp), st;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 755 '%s'", tu_path("tests/targets/prof_hot"),
+		 tmp, tmp);
+	free(tu_run(cmd, &st));
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	start_target(&t, tmp, "rate");
+	ck_assert_int_eq(unlink(tmp), 0);
+	struct prof_sampler *s = sample(t.p.pid, &o, 600);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_spin", 80);
+	ck_assert_msg(strstr(prof_hot__at(h, 0)->module, "(deleted)"), "module %s",
+		      prof_hot__at(h, 0)->module);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+START_TEST(libc_and_plt_symbolized_in_a_live_process)
+{
+	struct target t;
+	struct prof_symbolizer *sym;
+	struct prof_error err;
+	struct prof_sym ps;
+	char cmd[512];
+	int st;
+
+	start_target(&t, tu_path("tests/targets/prof_hot"), "rate");
+	ck_assert_int_eq(prof_symbolizer__new(t.p.pid, &sym, &err), 0);
+	/* a PLT entry of the executable */
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec '%s' | "
+		 "sed -n 's/^\\([0-9a-f]*\\) <\\(printf@plt\\|puts@plt\\)>:$/\\1 \\2/p' | head -1",
+		 tu_path("tests/targets/prof_hot"));
+	char *out = tu_run(cmd, &st);
+	unsigned long long a;
+	char name[64];
+	ck_assert_int_eq(sscanf(out, "%llx %63s", &a, name), 2);
+	free(out);
+	uint64_t bias = load_bias(t.p.pid, tu_path("tests/targets/prof_hot"));
+	ck_assert_int_eq(prof_symbolizer__lookup(sym, bias + a + 4, &ps), 0);
+	ck_assert_str_eq(ps.name, name);
+	ck_assert_uint_eq(ps.start, bias + a);
+	ck_assert_int_eq(ps.bounds, PROF_BOUNDS_DYNSYM);
+	/* a libc function, through libc's own dynsym */
+	out = tu_run("nm -D --defined-only $(ldd tests/targets/prof_hot | awk '/libc.so/ { print $3 }')"
+		     " | awk '$3 ~ /^getpid(@|$)/ { print $1 }'", &st);
+	unsigned long long off;
+	ck_assert_int_eq(sscanf(out, "%llx", &off), 1);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "awk '$6 ~ /libc.so/ && $3 == \"00000000\" { split($1, r, \"-\"); "
+		 "print r[1]; exit }' /proc/%d/maps", t.p.pid);
+	out = tu_run(cmd, &st);
+	unsigned long long libc_base;
+	ck_assert_int_eq(sscanf(out, "%llx", &libc_base), 1);
+	free(out);
+	ck_assert_int_eq(prof_symbolizer__lookup(sym, libc_base + off + 1, &ps), 0);
+	ck_assert_str_eq(ps.name, "getpid");
+	ck_assert_ptr_nonnull(strstr(ps.module, "libc.so"));
+	ck_assert_int_eq(strlen(ps.build_id), 40);
+	/* no mapping at all */
+	ck_assert_int_eq(prof_symbolizer__lookup(sym, 0x10, &ps), -ENOENT);
+	ck_assert_str_eq(ps.name, "[unknown]");
+	prof_symbolizer__free(sym);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ bt */
+
+START_TEST(bt_shows_the_known_call_stack)
+{
+	struct target t;
+	struct attach_target *at;
+	struct attach_error aerr;
+	struct prof_symbolizer *sym;
+	struct prof_error err;
+	struct prof_frame fr[64];
+	const char *want[] = { "prof_spin", "prof_mix", "prof_unit", "main" };
+	int n = 0, tries;
+
+	start_target(&t, tu_path(_i ? "tests/targets/prof_hot_pie" : "tests/targets/prof_hot"), "rate");
+	ck_assert_msg(attach_seize(t.p.pid, NULL, &at, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_int_eq(prof_symbolizer__new(t.p.pid, &sym, &err), 0);
+	/* the thread is in prof_spin ~99% of the time */
+	for (tries = 0; tries < 20; tries++) {
+		n = prof_symbolizer__backtrace(sym, at, t.p.pid, fr, 64);
+		ck_assert_msg(n > 0, "bt: %s", prof_symbolizer__errmsg(sym));
+		if (!strcmp(fr[0].sym.name, "prof_spin"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(tries < 20, "never caught in prof_spin (last: %s)", fr[0].sym.name);
+	ck_assert_int_ge(n, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_msg(!strcmp(fr[i].sym.name, want[i]), "frame %d is %s, not %s", i,
+			      fr[i].sym.name, want[i]);
+	ck_assert_uint_gt(fr[1].sp, fr[0].sp);
+	prof_symbolizer__free(sym);
+	ck_assert_int_eq(attach_target__detach(at), 0);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ refusals */
+
+START_TEST(refuses_more_than_10khz_without_a_pmu)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .freq_hz = 20000 };
+	struct prof_sampler *s = (void *)1;
+	struct prof_error err;
+
+	start_target(&t, tu_path("tests/targets/prof_hot"), "rate");
+	ck_assert_int_eq(prof_sampler__open(t.p.pid, &o, &s, &err), -EINVAL);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(err.err, -EINVAL);
+	ck_assert_msg(strstr(err.msg, "refusing to sample at 20000 Hz without a hardware PMU"),
+		      "%s", err.msg);
+	ck_assert_ptr_nonnull(strstr(err.msg, "force"));
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
+START_TEST(refuses_a_missing_process)
+{
+	struct prof_sampler *s = NULL;
+	struct prof_symbolizer *sym = NULL;
+	struct prof_error err;
+	struct tu_proc p;
+	char *argv[] = { "/bin/true", NULL };
+
+	/* a pid that surely is free: one that just exited and was reaped */
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	pid_t pid = p.pid;
+	tu_wait(&p, 5000);
+	tu_kill(&p);
+	ck_assert_int_eq(prof_sampler__open(pid, NULL, &s, &err), -ESRCH);
+	char want[64];
+	snprintf(want, sizeof(want), "no such process: %d", pid);
+	ck_assert_str_eq(err.msg, want);
+	ck_assert_ptr_null(s);
+	ck_assert_int_lt(prof_symbolizer__new(pid, &sym, &err), 0);
+	ck_assert_ptr_null(sym);
+	ck_assert_int_eq(prof_sampler__open(0, NULL, &s, &err), -EINVAL);
+}
+END_TEST
+
+/* Without CAP_BPF the bpf backend cannot load: the sampler says why and
+ * samples with the ring backend (user code only, as an unprivileged user
+ * may). Runs as nobody in a child, on a target owned by nobody. */
+START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
+{
+	struct passwd *pw = getpwnam("nobody");
+	int pfd[2];
+
+	ck_assert_ptr_nonnull(pw);
+	pid_t target = fork();
+	ck_assert_int_ge(target, 0);
+	if (target == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		if (setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(99);
+		execl(tu_path("tests/targets/prof_hot"), "prof_hot", (char *)NULL);
+		_exit(98);
+	}
+	usleep(200000);
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t prof = fork();
+	ck_assert_int_ge(prof, 0);
+	if (prof == 0) {
+		struct prof_opts o = { .sz = sizeof(o), .backend = PROF_BACKEND_BPF };
+		struct prof_sampler *s;
+		struct prof_symbolizer *sym;
+		struct prof_hot *h;
+		struct prof_error err;
+		struct prof_totals tot;
+		char msg[1024];
+		if (setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(99);
+		if (prof_sampler__open(target, &o, &s, &err) < 0) {
+			dprintf(pfd[1], "open failed: %s\n", err.msg);
+			_exit(1);
+		}
+		prof_sampler__start(s);
+		usleep(600000);
+		prof_sampler__stop(s);
+		prof_sampler__totals(s, &tot);
+		if (prof_symbolizer__new(target, &sym, &err) < 0 ||
+		    prof_hot__build(s, sym, &h, &err) < 0) {
+			dprintf(pfd[1], "rank failed: %s\n", err.msg);
+			_exit(1);
+		}
+		snprintf(msg, sizeof(msg), "%d %s %d %llu %s|%s\n", tot.fell_back,
+			 prof_backend_name(tot.backend), tot.kernel, (unsigned long long)tot.samples,
+			 prof_hot__count(h) ? prof_hot__at(h, 0)->name : "-", tot.fallback_reason);
+		if (write(pfd[1], msg, strlen(msg)) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[1024] = "";
+	ssize_t k = 0, r;
+	while ((r = read(pfd[0], buf + k, sizeof(buf) - 1 - (size_t)k)) > 0)
+		k += r;
+	buf[k > 0 ? k : 0] = 0;
+	close(pfd[0]);
+	int st;
+	waitpid(prof, &st, 0);
+	kill(target, SIGKILL);
+	waitpid(target, NULL, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s", buf);
+	int fell, kern;
+	char backend[16], top[128];
+	unsigned long long samples;
+	ck_assert_msg(sscanf(buf, "%d %15s %d %llu %127[^|]", &fell, backend, &kern, &samples,
+			     top) == 5, "%s", buf);
+	ck_assert_int_eq(fell, 1);
+	ck_assert_str_eq(backend, "ring");
+	ck_assert_int_eq(kern, 0);
+	ck_assert_uint_gt(samples, 50);
+	ck_assert_str_eq(top, "prof_spin");
+	ck_assert_msg(strstr(buf, "cannot load the BPF program") && strstr(buf, "CAP_BPF"), "%s", buf);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("profile-live");
+	TCase *tc = tcase_create("live");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, ring_finds_the_hot_function);
+	tcase_add_test(tc, bpf_finds_the_hot_function);
+	tcase_add_loop_test(tc, stripped_pie_found_through_eh_frame, 0, 2);
+	tcase_add_loop_test(tc, code_without_unwind_tables_found_from_call_chain, 0, 2);
+	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 2);
+	tcase_add_loop_test(tc, target_taking_signals_is_sampled, 0, 2);
+	tcase_add_test(tc, deleted_executable_still_symbolized);
+	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);
+	tcase_add_loop_test(tc, bt_shows_the_known_call_stack, 0, 2);
+	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
+	tcase_add_test(tc, refuses_a_missing_process);
+	tcase_add_test(tc, bpf_falls_back_to_the_ring_when_it_cannot_load);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}
