@@ -44,4 +44,4 @@ sleep 2
 tail -n 2 "$log"
 kill -0 "$pid"
 echo
-echo "Try it yourself: $padrone -p $pid  (then 'help'), or see man/padrone.1."
+echo "Try it yourself: $workload & $padrone -p \$!   (then 'help'; see man/padrone.1)"

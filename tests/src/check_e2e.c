@@ -5,7 +5,10 @@
 #include "tests/lib/tu.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -88,6 +91,20 @@ static void assert_untraced(pid_t pid)
 	ck_assert_int_eq(tracer, 0);
 }
 
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[256];
+	int tgid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "Tgid: %d", &tgid);
+	fclose(f);
+	return tgid;
+}
+
 static char proc_state(pid_t pid)
 {
 	char path[64], buf[512];
@@ -161,7 +178,7 @@ END_TEST
 /* Start `padroned --pid PID` serving; wait for its line. */
 static void start_padroned(struct tu_proc *d, pid_t pid)
 {
-	char arg[16], line[512], want[64];
+	char arg[16], line[512], want[160];
 	char *argv[] = { (char *)PADRONED, "--pid", arg, NULL };
 
 	snprintf(arg, sizeof(arg), "%d", (int)pid);
@@ -373,6 +390,76 @@ START_TEST(the_signals_target_loses_no_signal)
 }
 END_TEST
 
+/* Read from a pty until `want` shows up in everything read so far. */
+static bool pty_expect(int fd, char *buf, size_t size, size_t *len, const char *want)
+{
+	for (int waited = 0; waited < 20000;) {
+		buf[*len] = '\0';
+		if (strstr(buf, want))
+			return true;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 100) <= 0) {
+			waited += 100;
+			continue;
+		}
+		ssize_t n = read(fd, buf + *len, size - *len - 1);
+		if (n <= 0)
+			return false;
+		*len += (size_t)n;
+	}
+	return false;
+}
+
+START_TEST(the_terminal_session_edits_completes_and_keeps_history)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	char hist[128], buf[65536], line[64];
+	size_t len = 0;
+	int master;
+
+	start_hotloop(&p, &hot);
+	snprintf(hist, sizeof(hist), "%s/history", rundir);
+	setenv("PADRONE_HISTORY", hist, 1);
+	pid_t pid = forkpty(&master, NULL, NULL, NULL);
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl(PADRONE, "padrone", (char *)NULL);
+		_exit(127);
+	}
+	ck_assert(pty_expect(master, buf, sizeof(buf), &len, "(padrone) "));
+	snprintf(line, sizeof(line), "att %d\r", p.pid);	/* a prefix */
+	ck_assert_int_eq(write(master, line, strlen(line)), (ssize_t)strlen(line));
+	snprintf(line, sizeof(line), "(padrone %d) ", p.pid);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	/* "hel<TAB>" completes to "help " (libedit redraws only the tail, so
+	 * the proof is what runs); then " hot". */
+	ck_assert_int_eq(write(master, "hel\t", 4), 4);
+	usleep(200000);
+	ck_assert_int_eq(write(master, " hot\r", 5), 5);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "usage: hot [-j] [N]"), "%s", buf);
+	ck_assert_int_eq(write(master, "profile 0.5\r", 12), 12);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
+	ck_assert_int_eq(write(master, "quit\r", 5), 5);
+	snprintf(line, sizeof(line), "detached from process %d", p.pid);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(master);
+	unsetenv("PADRONE_HISTORY");
+
+	char *h = run(&st, "cat %s", hist);
+	/* libedit's format: a header, then lines with blanks escaped as \040. */
+	ck_assert_msg(strstr(h, "_HiStOrY_V2_\n") && strstr(h, "\nhelp\\040\\040hot\n") &&
+		      strstr(h, "\nprofile\\0400.5\n") && strstr(h, "\nquit\n"), "%s", h);
+	free(h);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- errors */
 
 /* padroned and padrone say exactly `want` (after "PROG: ") and exit with
@@ -401,7 +488,7 @@ START_TEST(no_such_process)
 		_exit(0);
 	waitpid(gone, NULL, 0);
 	char want[128];
-	snprintf(want, sizeof(want), ATTACH_MSG_NO_PROCESS, (int)gone);
+	snprintf(want, sizeof(want), "no such process: PID %d does not exist", (int)gone);
 	assert_refused(gone, want, 3, "");
 }
 END_TEST
@@ -413,8 +500,10 @@ START_TEST(a_zombie)
 		_exit(0);
 	for (int i = 0; i < 1000 && proc_state(z) != 'Z'; i++)
 		usleep(1000);
-	char want[128];
-	snprintf(want, sizeof(want), ATTACH_MSG_ZOMBIE, (int)z);
+	char want[256];
+	snprintf(want, sizeof(want), "process %d (check_e2e) is a zombie: it has exited and its "
+		 "parent %d (check_e2e) has not reaped it yet; there is nothing left to attach to",
+		 (int)z, (int)getpid());
 	assert_refused(z, want, 4, "");
 	waitpid(z, NULL, 0);
 }
@@ -422,7 +511,8 @@ END_TEST
 
 START_TEST(a_kernel_thread)
 {
-	assert_refused(2, ATTACH_MSG_KTHREAD, 5, "");	/* kthreadd */
+	assert_refused(2, "process 2 (kthreadd) is a kernel thread: it has no user space to "
+			  "attach to", 5, "");
 }
 END_TEST
 
@@ -437,7 +527,14 @@ START_TEST(an_already_traced_process)
 	/* padrone would use that padroned: ask padroned itself twice. */
 	int st;
 	char *out = run(&st, "%s --pid %d --profile 1 2>&1", PADRONED, p.pid);
-	snprintf(want, sizeof(want), "padroned: " ATTACH_MSG_TRACED "\n", p.pid, d.pid);
+	/* The tracer named is padroned's tracer thread (TracerPid is a tid). */
+	int tracer = 0;
+	ck_assert_int_eq(sscanf(out, "padroned: process %*d (hotloop) is already traced by process %d",
+				&tracer), 1);
+	ck_assert_int_eq(tgid_of(tracer), d.pid);
+	snprintf(want, sizeof(want), "padroned: process %d (hotloop) is already traced by process "
+		 "%d (padroned); a process can have only one tracer: detach that one first\n",
+		 p.pid, tracer);
 	ck_assert_str_eq(out, want);
 	ck_assert_int_eq(st, 8);
 	free(out);
@@ -459,7 +556,9 @@ START_TEST(permission_denied)
 	if (geteuid() != 0)
 		return;	/* only root can run the client as another user */
 	start_hotloop(&p, &hot);
-	snprintf(want, sizeof(want), ATTACH_MSG_PERMISSION, p.pid);
+	snprintf(want, sizeof(want), "permission denied: process %d (hotloop) runs as uid 0 (gid 0) "
+		 "and padrone as uid 65534 (gid 65534), without CAP_SYS_PTRACE; run padrone as "
+		 "the same user or as root", p.pid);
 	assert_refused(p.pid, want, 7, "setpriv --reuid=65534 --regid=65534 --clear-groups ");
 	assert_untraced(p.pid);
 	assert_ticks_right(&p, 2);
@@ -535,6 +634,7 @@ int main(void)
 	tcase_add_test(tc, the_example_client_finds_the_hot_function);
 	tcase_add_test(tc, the_threads_target_keeps_its_threads_right);
 	tcase_add_test(tc, the_signals_target_loses_no_signal);
+	tcase_add_test(tc, the_terminal_session_edits_completes_and_keeps_history);
 	tcase_add_test(tc, no_such_process);
 	tcase_add_test(tc, a_zombie);
 	tcase_add_test(tc, a_kernel_thread);

@@ -142,7 +142,8 @@ static void send_raw(int fd, uint32_t magic, uint16_t version, uint16_t type, co
 	/* One write: the server may hang up as soon as it has seen the header. */
 	ck_assert_uint_le(len, 64);
 	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), p, len);
+	if (len)
+		memcpy(buf + sizeof(h), p, len);
 	ck_assert_int_eq(write(fd, buf, sizeof(h) + len), (ssize_t)(sizeof(h) + len));
 }
 
@@ -333,7 +334,11 @@ START_TEST(another_uid_is_refused)
 		if (setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(90);
 		int fd = raw_connect();
-		send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION, PADRONE_MSG_HELLO, NULL, 0);
+		struct padrone_msg_header h = { PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION,
+						PADRONE_MSG_HELLO, 0 };
+		/* padroned refuses at accept: it may have hung up already. */
+		if (write(fd, &h, sizeof(h)) < 0 && errno != EPIPE)
+			_exit(92);
 		int st = read_exit(fd, text, sizeof(text));
 		dprintf(out[1], "%d %s", st, text);
 		_exit(0);
