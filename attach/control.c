@@ -13,6 +13,7 @@
 #include "attach/internal.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +122,7 @@ static void interrupt(struct attach_target *t, struct athread *th)
 {
 	int r = (int)attach__ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL);
 	if (r == -ESRCH)
-		th->exiting = true;	/* no longer ours: it is dying */
+		th->exiting = th->zombie = true;	/* no longer ours: it is dying */
 	else
 		th->interrupted = true;
 }
@@ -156,7 +157,10 @@ static void toward_park(struct attach_target *t, struct athread *th)
 	if (th->stop == AT_PARKED)
 		return;
 	if (th->stop == AT_EVENT && th->event == PTRACE_EVENT_EXIT) {
-		cont(th, PTRACE_CONT, 0);	/* it is leaving; let it */
+		/* Leaving: let it go (holding it would also hold an exec that
+		 * waits for the other threads to die); lagging() waits until
+		 * it is a zombie. */
+		cont(th, PTRACE_CONT, 0);
 		return;
 	}
 	int sig = th->stop == AT_SIGNAL ? th->sig : 0;
@@ -182,10 +186,12 @@ static void settle(struct attach_target *t, pid_t tid)
 		return;
 	}
 	if (th->fresh) {
-		if (th->stop != AT_PARKED)
+		/* Hold it at its first stop until its cloner's event names the
+		 * parent. A first stop of another kind (killed before it ever
+		 * ran: its exit stop) is reported at once. */
+		if (th->stop == AT_PARKED && !th->parent &&
+		    attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
 			return;
-		if (!th->parent && attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
-			return;	/* hold it until its cloner's event names the parent */
 		th->fresh = false;
 		emit(t, ATTACH_EV_THREAD_NEW, tid, th->parent, 0);
 		th = attach__thread(t, tid);
@@ -247,6 +253,13 @@ static void on_event(struct attach_target *t, struct athread *th)
 			c = new_thread(t, child, tid);
 		else
 			c->parent = tid;
+		th = attach__thread(t, tid);	/* the table may have moved */
+		if (c && th && th->gs_changed) {
+			/* It inherited padrone's gs_base: its own before that
+			 * was the parent's. */
+			c->gs_changed = true;
+			c->gs_orig = th->gs_orig;
+		}
 		settle(t, child);	/* reports it if its stop came first */
 		break;
 	}
@@ -430,11 +443,17 @@ static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, stru
 			return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
 		return 1;
 	}
-	if (p.tracer)
+	if (p.tracer && tid == t->pid)
 		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
 				      "process %d (%s) is already traced by process %d (%s); a process "
 				      "can have only one tracer: detach that one first", (int)t->pid,
 				      t->comm, (int)p.tracer, attach__comm(p.tracer, comm2, sizeof comm2));
+	if (p.tracer)
+		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
+				      "thread %d of process %d (%s) is already traced by process %d "
+				      "(%s); a thread can have only one tracer: detach that one first",
+				      (int)tid, (int)t->pid, t->comm, (int)p.tracer,
+				      attach__comm(p.tracer, comm2, sizeof comm2));
 	struct attach__perm_facts f;
 	attach__perm_facts(t->pid, &p, &f);
 	if (attach__perm_explain(&f, buf, sizeof buf))
@@ -467,6 +486,21 @@ static int seize_new(struct attach_target *t, bool interrupt_them, struct attach
 	return added;
 }
 
+/* A thread seized in the middle of clone() gives a child that is not
+ * auto-attached and may not be in /proc/PID/task yet. A brief stop of the
+ * world lets every such clone() finish and finds the child (see
+ * attach__stop_world). Threads that cannot stop now (a vfork parent) are
+ * not cloning either: that is no failure here. */
+static int close_clone_window(struct attach_target *t)
+{
+	if (attach__stop_world(t) == 0)
+		attach__resume_world(t);
+	pthread_mutex_lock(&t->lock);
+	memset(&t->stats, 0, sizeof t->stats);
+	pthread_mutex_unlock(&t->lock);
+	return attach__check_alive(t);
+}
+
 int attach__seize_all(struct attach_target *t, struct attach_error *e)
 {
 	/* A thread that was being cloned by a not-yet-seized one is not
@@ -478,8 +512,11 @@ int attach__seize_all(struct attach_target *t, struct attach_error *e)
 		attach__pump(t, 0);
 		if (attach_target__state(t) != ATTACH_OK || (t->nth == 0 && round > 0))
 			break;
-		if (added == 0)
-			return 0;
+		if (added == 0) {
+			if (close_clone_window(t) == 0)
+				return 0;
+			break;
+		}
 	}
 	if (attach_target__state(t) == ATTACH_TARGET_EXECED)
 		return attach__seterr(e, -ECHILD, ATTACH_TARGET_EXECED,
@@ -504,7 +541,25 @@ static void task_state(struct attach_target *t, pid_t tid, char *state)
 	*state = attach__proc_read_path(path, &p) < 0 ? 'X' : p.state;
 }
 
-/* Wait until every thread is parked (or leaving). */
+/* Is th keeping the world from being stopped? A thread on its way out
+ * (after its exit stop) runs only kernel code, but is waited for until it
+ * is a zombie so that a stopped world has no running thread at all. */
+static bool lagging(struct attach_target *t, struct athread *th)
+{
+	if (th->stop == AT_PARKED || th->zombie)
+		return false;
+	if (!th->exiting)
+		return true;
+	if (th->stop != AT_RUNNING)
+		return false;	/* at its exit stop in a callback: on its way */
+	char st;
+	task_state(t, th->tid, &st);
+	if (st == 'Z' || st == 'X')
+		th->zombie = true;	/* e.g. a leader that called pthread_exit */
+	return !th->zombie;
+}
+
+/* Wait until every thread is parked (or dead). */
 static int wait_parked(struct attach_target *t, uint64_t deadline)
 {
 	for (;;) {
@@ -513,22 +568,22 @@ static int wait_parked(struct attach_target *t, uint64_t deadline)
 			return r;
 		pid_t lag = 0;
 		for (size_t i = 0; i < t->nth && !lag; i++)
-			if (!t->th[i].exiting && t->th[i].stop != AT_PARKED)
+			if (lagging(t, &t->th[i]))
 				lag = t->th[i].tid;
 		if (!lag)
 			return 0;
 		uint64_t now = attach__now_ns();
 		if (now >= deadline) {
-			/* Dead threads (a zombie leader, say) are not late. */
+			/* Late threads that are dying anyway do not count. */
 			char st = 0;
 			lag = 0;
 			for (size_t i = 0; i < t->nth && !lag; i++) {
 				struct athread *th = &t->th[i];
-				if (th->exiting || th->stop == AT_PARKED)
+				if (!lagging(t, th) || th->exiting)
 					continue;
 				task_state(t, th->tid, &st);
 				if (st == 'Z' || st == 'X')
-					th->exiting = true;
+					th->exiting = th->zombie = true;
 				else
 					lag = th->tid;
 			}
@@ -541,6 +596,29 @@ static int wait_parked(struct attach_target *t, uint64_t deadline)
 		}
 		uint64_t left_ms = (deadline - now + 999999) / 1000000;
 		attach__pump(t, (int)(left_ms < ATTACH_POLL_MS ? left_ms : ATTACH_POLL_MS));
+	}
+}
+
+/* Every thread leaving and none parked: the process is dying (SIGKILL or
+ * exit_group). Wait for its death to be reported rather than answer that
+ * an empty world is stopped. */
+static int wait_not_dying(struct attach_target *t, uint64_t deadline)
+{
+	for (;;) {
+		int r = attach__check_alive(t);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < t->nth; i++)
+			if (t->th[i].stop == AT_PARKED)
+				return 0;
+		/* Let the ones held at their exit stop die. */
+		for (size_t i = 0; i < t->nth; i++)
+			if (t->th[i].stop != AT_RUNNING)
+				release(&t->th[i]);
+		if (attach__now_ns() >= deadline + 1000000000ull)
+			return attach__fail(t, -ESRCH, "process %d (%s) is exiting", (int)t->pid,
+					    t->comm);
+		attach__pump(t, ATTACH_POLL_MS);
 	}
 }
 
@@ -566,6 +644,20 @@ static void account_pause(struct attach_target *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* While it stops and resumes the world, the tracer runs SCHED_FIFO when
+ * allowed (root or CAP_SYS_NICE): otherwise the target's threads, woken
+ * one by one by the resume (or spinning while it interrupts them), preempt
+ * it half way and the pause grows by scheduler time slices. Only these
+ * short loops run at that priority. */
+static void boost(struct attach_target *t, bool on)
+{
+	if (t->no_boost)
+		return;
+	struct sched_param sp = { .sched_priority = on ? 1 : 0 };
+	if (sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) < 0)
+		t->no_boost = true;
+}
+
 int attach__stop_world(struct attach_target *t)
 {
 	struct attach_error e;
@@ -574,6 +666,7 @@ int attach__stop_world(struct attach_target *t)
 		return r;
 	if (t->depth++ > 0)
 		return 0;
+	boost(t, true);
 	t->pause_t0 = attach__now_ns();
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
@@ -582,26 +675,35 @@ int attach__stop_world(struct attach_target *t)
 	}
 	/* Threads already in some other stop are parked by settle(). */
 	settle_each(t, false);
-	/* A thread born to a thread that was itself not yet seized escaped
-	 * TRACECLONE: take it now. */
-	r = seize_new(t, true, &e);
-	if (r < 0) {
-		attach__fail(t, r, "%s", e.msg);
-		goto fail;
-	}
-	r = wait_parked(t, t->pause_t0 + (uint64_t)t->stop_timeout_ms * 1000000u);
+	uint64_t deadline = t->pause_t0 + (uint64_t)t->stop_timeout_ms * 1000000u;
+	/* A thread whose cloner was seized in the middle of clone() escaped
+	 * TRACECLONE. Once every thread is parked, no clone() is under way:
+	 * one more look at /proc/PID/task then finds every such thread. */
+	do {
+		r = wait_parked(t, deadline);
+		if (r < 0)
+			goto fail;
+		r = seize_new(t, true, &e);
+		if (r < 0) {
+			attach__fail(t, r, "%s", e.msg);
+			goto fail;
+		}
+	} while (r > 0);
+	r = wait_not_dying(t, deadline);
 	if (r < 0)
 		goto fail;
 	pthread_mutex_lock(&t->lock);
 	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
 	pthread_mutex_unlock(&t->lock);
 	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
+	boost(t, false);
 	return 0;
 fail:
 	if (attach_target__state(t) == ATTACH_OK) {
 		t->depth = 0;
 		release_all(t);
 	}
+	boost(t, false);
 	return r;
 }
 
@@ -616,8 +718,10 @@ int attach__resume_world(struct attach_target *t)
 	if (--t->depth > 0)
 		return 0;
 	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	boost(t, true);
 	release_all(t);
 	account_pause(t);
+	boost(t, false);
 	return 0;
 }
 

@@ -105,6 +105,7 @@ struct athread {
 	bool interrupted;	/* PTRACE_INTERRUPT sent, no stop seen since */
 	bool gstop;		/* parked in a group stop: resume with PTRACE_LISTEN */
 	bool exiting;		/* PTRACE_EVENT_EXIT seen or interrupt said ESRCH */
+	bool zombie;		/* dead but not reaped (or no longer ours) */
 	bool fresh;		/* auto-attached; THREAD_NEW not reported yet */
 	bool exit_told;		/* THREAD_EXIT reported */
 	bool foreign;		/* a clone that is not a thread of the target */
@@ -159,6 +160,7 @@ struct attach_target {
 	size_t xstate_size;
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
+	bool no_boost;		/* SCHED_FIFO refused: do not try again */
 	char exec_comm[64];
 };
 

@@ -90,6 +90,30 @@ static bool in_own(const struct fb *b, uint64_t t)
 	return b->lo < b->hi && t >= b->lo && t < b->hi;
 }
 
+/* Does the code of the FDE starting at t jump into our own FDE range? A
+ * cold part of a leaf function starts in an entry state like a function
+ * (no frame to describe), but goes back to the hot part. */
+static bool jumps_back(struct fb *b, uint64_t t)
+{
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
+	char name[8];
+	uint64_t start;
+	if (!f || f->start != t || b->lo >= b->hi ||
+	    (cfg_reader__symbolize(b->r, t, name, sizeof(name), &start) == 0 && start == t))
+		return false;	/* a symbol says it is a function */
+	uint64_t a = t;
+	for (int i = 0; i < 256 && a < f->end; i++) {
+		const struct cfg_insn *d = cfg_reader_insn(b->r, a);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
+			return false;
+		if ((d->kind == CFG_I_JMP || d->kind == CFG_I_JCC) && in_own(b, d->target) &&
+		    d->target != b->entry)
+			return true;
+		a += d->len;
+	}
+	return false;
+}
+
 /* A direct jump to t at stack height h: intra-function or tail call? */
 static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 {
@@ -99,7 +123,7 @@ static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 	if (cfg_reader_stub(b->r, t, NULL, NULL))
 		return true;
 	if (cfg_reader_is_entry(b->r, t))
-		return torn_down;
+		return torn_down && !jumps_back(b, t);
 	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
 	if (f && !f->entry)	/* a cold part: ours */
 		return false;
@@ -126,19 +150,62 @@ static bool table_ok_cb(void *arg, uint64_t t)
 	return table_target_ok(arg, t);
 }
 
-/* Constant put in register reg shortly before instruction i on its
- * fallthrough path; false if not seen. */
+/* The instruction before i on a path (its fallthrough or a predecessor). */
+static int32_t before(const struct fb *b, int32_t i)
+{
+	return b->iv[i].ft_prev >= 0 ? b->iv[i].ft_prev : b->iv[i].prev;
+}
+
+/* The constant in register reg (0-15) just before instruction i, looking
+ * back a few instructions: mov reg, imm; xor reg, reg; copies between
+ * registers; and, for -O0 code, a trip through a stack slot. */
 static bool const_before(const struct fb *b, int32_t i, int reg, int64_t *val)
 {
-	for (int n = 0; n < 8 && i >= 0; n++) {
-		i = b->iv[i].ft_prev >= 0 ? b->iv[i].ft_prev : b->iv[i].prev;
+	int slot_base = -1;	/* tracking [rbp/rsp + slot_disp] instead of reg */
+	int64_t slot_disp = 0;
+	for (int n = 0; n < 16 && i >= 0; n++) {
+		i = before(b, i);
 		if (i < 0)
 			return false;
 		const struct cfg_insn *d = b->iv[i].d;
 		if (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND)
 			return false;
-		if (d->const_reg == reg) {
+		if (slot_base < 0 && d->const_reg == reg) {
 			*val = d->const_val;
+			return true;
+		}
+		if (d->mnemonic != ZYDIS_MNEMONIC_MOV)
+			continue;
+		ZydisDecodedInstruction zi;
+		ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+		if (cfg_decode_full(&b->r->dec, d, &zi, op) < 0)
+			return false;
+		const ZydisDecodedOperand *o0 = &op[0], *o1 = &op[1];
+		if (slot_base < 0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+			ZydisRegister big = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64,
+									     o0->reg.value);
+			if (ZydisRegisterGetClass(big) != ZYDIS_REGCLASS_GPR64 ||
+			    (int)ZydisRegisterGetId(big) != reg)
+				continue;
+			if (o1->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+				big = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64,
+								       o1->reg.value);
+				reg = (int)ZydisRegisterGetId(big);
+			} else if (o1->type == ZYDIS_OPERAND_TYPE_MEMORY &&
+				   (o1->mem.base == ZYDIS_REGISTER_RBP ||
+				    o1->mem.base == ZYDIS_REGISTER_RSP) &&
+				   o1->mem.index == ZYDIS_REGISTER_NONE) {
+				slot_base = o1->mem.base;
+				slot_disp = o1->mem.disp.value;
+			} else {
+				return false;
+			}
+		} else if (slot_base >= 0 && o0->type == ZYDIS_OPERAND_TYPE_MEMORY &&
+			   o0->mem.base == (ZydisRegister)slot_base && o0->mem.disp.value == slot_disp &&
+			   o0->mem.index == ZYDIS_REGISTER_NONE) {
+			if (o1->type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+				return false;
+			*val = o1->imm.value.s;
 			return true;
 		}
 	}
@@ -327,9 +394,12 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		}
 		if (try_jump_table(b, i, h, rbp_h) == 0)
 			return 0;
-		/* through a register: a tail call or an unknown switch */
+		/* through a register: a tail call or an unknown switch; with
+		 * rsp loaded from elsewhere, a context switch (longjmp) that
+		 * does not come back */
 		b->unresolved++;
-		b->returns = true;
+		if (h != H_UNKNOWN)
+			b->returns = true;
 		b->iv[i].tail = 1;
 		return add_call(b, d->addr, 0, "", false, true, true) < 0 ? -ENOMEM : 0;
 	case CFG_I_CALL:

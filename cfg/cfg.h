@@ -261,8 +261,9 @@ struct cfg_sample {
  * pairs (replacing earlier ones); those outside the function are ignored.
  * Returns how many samples (summed counts) fell inside. */
 uint64_t cfg_function__attribute(struct cfg_function *f, const struct cfg_sample *s, size_t n);
-/* The hottest loop: most samples, the innermost one on a tie; -1 if no
- * loop has samples. */
+/* The hottest loop: the one whose own blocks (nested loops' excluded) hold
+ * the most samples, the innermost on a tie; -1 if no loop has samples.
+ * Its ancestors hold at least as many samples in cfg_loop.samples. */
 ssize_t cfg_function__hottest_loop(const struct cfg_function *f);
 
 /* ---------------------------------------------------------------- exports */
@@ -272,6 +273,7 @@ enum cfg_format {
 	CFG_FORMAT_JSON,	/* one object; addresses as hex strings */
 	CFG_FORMAT_DOT,		/* Graphviz; loops as nested clusters */
 	CFG_FORMAT_DISAS,	/* disassembly, block by block */
+	CFG_FORMAT_LOOPS,	/* the loop forest: one line per loop, nested */
 };
 
 struct cfg_write_opts {

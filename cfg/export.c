@@ -223,8 +223,28 @@ static void write_text(const struct cfg_function *f, FILE *out, bool disas, bool
 	}
 }
 
-static void dot_loop(const struct cfg_function *f, FILE *out, size_t l, uint64_t maxs, bool disas,
-		     const uint8_t *done);
+static void write_loops(const struct cfg_function *f, FILE *out)
+{
+	fprintf(out, "function %s at %#lx: %zu loop%s\n", f->name[0] ? f->name : "?",
+		(unsigned long)f->entry, f->nloops, f->nloops == 1 ? "" : "s");
+	for (size_t l = 0; l < f->nloops; l++) {
+		const struct cfg_loop *L = &f->loops[l];
+		fprintf(out, "%*sloop %#lx depth %u, %u block%s", 2 * (int)L->depth, "",
+			(unsigned long)f->blocks[L->header].start, L->depth, L->block_count,
+			L->block_count == 1 ? "" : "s");
+		if (L->irreducible) {
+			fprintf(out, ", irreducible, entries");
+			for (uint32_t k = 0; k < L->entry_count; k++)
+				fprintf(out, " %#lx", (unsigned long)f->blocks[L->entries[k]].start);
+		}
+		fprintf(out, ", %u back edge%s, %u exit%s", L->back_edge_count,
+			L->back_edge_count == 1 ? "" : "s", L->exit_count, L->exit_count == 1 ? "" : "s");
+		if (L->samples)
+			fprintf(out, ", %lu samples", (unsigned long)L->samples);
+		fputc('\n', out);
+	}
+}
+
 
 static void dot_block(const struct cfg_function *f, FILE *out, size_t k, uint64_t maxs,
 		      bool disas)
@@ -247,8 +267,8 @@ static void dot_block(const struct cfg_function *f, FILE *out, size_t k, uint64_
 	fprintf(out, "];\n");
 }
 
-static void dot_loop(const struct cfg_function *f, FILE *out, size_t l, uint64_t maxs, bool disas,
-		     const uint8_t *done)
+static void dot_loop_open(const struct cfg_function *f, FILE *out, size_t l, uint64_t maxs,
+			  bool disas)
 {
 	const struct cfg_loop *L = &f->loops[l];
 	fprintf(out, "subgraph cluster_loop%zu {\n  label=\"loop %#lx depth %u%s\";\n", l,
@@ -257,13 +277,62 @@ static void dot_loop(const struct cfg_function *f, FILE *out, size_t l, uint64_t
 	for (uint32_t i = 0; i < L->block_count; i++)
 		if (f->blocks[L->blocks[i]].loop == (int32_t)l)
 			dot_block(f, out, L->blocks[i], maxs, disas);
-	for (size_t c = l + 1; c < f->nloops; c++)
-		if (f->loops[c].parent == (int32_t)l)
-			dot_loop(f, out, c, maxs, disas, done);
-	fprintf(out, "}\n");
 }
 
-static void write_dot(const struct cfg_function *f, FILE *out, bool disas)
+/* Loops as nested clusters, walking the loop tree with a stack. */
+static int dot_loops(const struct cfg_function *f, FILE *out, uint64_t maxs, bool disas)
+{
+	size_t n = f->nloops;
+	int32_t *child = malloc((n + 1) * sizeof(int32_t)), *next = malloc((n + 1) * sizeof(int32_t));
+	int64_t *stack = malloc((2 * n + 1) * sizeof(int64_t));	/* l: open, ~l: close */
+	if (!child || !next || !stack) {
+		free(child);
+		free(next);
+		free(stack);
+		return -ENOMEM;
+	}
+	for (size_t l = 0; l < n; l++)
+		child[l] = next[l] = -1;
+	size_t sp = 0;
+	for (size_t l = n; l-- > 0;) {	/* children lists in index order */
+		int32_t p = f->loops[l].parent;
+		if (p >= 0) {
+			next[l] = child[p];
+			child[p] = (int32_t)l;
+		} else {
+			stack[sp++] = (int64_t)l;
+		}
+	}
+	/* roots were pushed last-first: pop order is index order */
+	for (size_t i = 0, j = sp - (sp ? 1 : 0); sp && i < j; i++, j--) {
+		int64_t x = stack[i];
+		stack[i] = stack[j];
+		stack[j] = x;
+	}
+	while (sp) {
+		int64_t x = stack[--sp];
+		if (x < 0) {
+			fprintf(out, "}\n");
+			continue;
+		}
+		dot_loop_open(f, out, (size_t)x, maxs, disas);
+		stack[sp++] = ~x;
+		size_t first = sp;
+		for (int32_t c = child[x]; c >= 0; c = next[c])
+			stack[sp++] = c;
+		for (size_t i = first, j = sp - 1; sp > first && i < j; i++, j--) {
+			int64_t t = stack[i];
+			stack[i] = stack[j];
+			stack[j] = t;
+		}
+	}
+	free(child);
+	free(next);
+	free(stack);
+	return 0;
+}
+
+static int write_dot(const struct cfg_function *f, FILE *out, bool disas)
 {
 	uint64_t maxs = 0;
 	for (size_t k = 0; k < f->nblocks; k++)
@@ -274,11 +343,8 @@ static void write_dot(const struct cfg_function *f, FILE *out, bool disas)
 	for (size_t k = 0; k < f->nblocks; k++)
 		if (f->blocks[k].loop < 0)
 			dot_block(f, out, k, maxs, disas);
-	/* loop nesting is at most as deep as the loop count; the recursion
-	 * here follows the forest's depth, bounded by the block limit */
-	for (size_t l = 0; l < f->nloops; l++)
-		if (f->loops[l].parent < 0)
-			dot_loop(f, out, l, maxs, disas, NULL);
+	if (dot_loops(f, out, maxs, disas) < 0)
+		return -ENOMEM;
 	for (size_t e = 0; e < f->nedges; e++) {
 		const struct cfg_edge *E = &f->edges[e];
 		if (E->to >= 0) {
@@ -292,6 +358,7 @@ static void write_dot(const struct cfg_function *f, FILE *out, bool disas)
 		}
 	}
 	fprintf(out, "}\n");
+	return 0;
 }
 
 int cfg_function__write(const struct cfg_function *f, FILE *out, const struct cfg_write_opts *opts)
@@ -303,8 +370,12 @@ int cfg_function__write(const struct cfg_function *f, FILE *out, const struct cf
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	switch (o.format) {
 	case CFG_FORMAT_JSON: write_json(f, out); break;
-	case CFG_FORMAT_DOT: write_dot(f, out, !o.no_disas); break;
+	case CFG_FORMAT_DOT:
+		if (write_dot(f, out, !o.no_disas) < 0)
+			return -ENOMEM;
+		break;
 	case CFG_FORMAT_DISAS: write_text(f, out, true, true); break;
+	case CFG_FORMAT_LOOPS: write_loops(f, out); break;
 	case CFG_FORMAT_TEXT: write_text(f, out, !o.no_disas, false); break;
 	default: return -EINVAL;
 	}

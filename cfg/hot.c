@@ -20,16 +20,29 @@ uint64_t cfg_function__attribute(struct cfg_function *f, const struct cfg_sample
 	return inside;
 }
 
+/* Samples in the loop's own blocks, nested loops' excluded. */
+static uint64_t self_samples(const struct cfg_function *f, size_t l)
+{
+	uint64_t s = 0;
+	const struct cfg_loop *L = &f->loops[l];
+	for (uint32_t i = 0; i < L->block_count; i++)
+		if (f->blocks[L->blocks[i]].loop == (int32_t)l)
+			s += f->blocks[L->blocks[i]].samples;
+	return s;
+}
+
 ssize_t cfg_function__hottest_loop(const struct cfg_function *f)
 {
 	ssize_t best = -1;
+	uint64_t bs = 0;
 	for (size_t l = 0; l < f->nloops; l++) {
-		const struct cfg_loop *L = &f->loops[l];
-		if (!L->samples)
+		uint64_t s = self_samples(f, l);
+		if (!s)
 			continue;
-		if (best < 0 || L->samples > f->loops[best].samples ||
-		    (L->samples == f->loops[best].samples && L->depth > f->loops[best].depth))
+		if (best < 0 || s > bs || (s == bs && f->loops[l].depth > f->loops[best].depth)) {
 			best = (ssize_t)l;
+			bs = s;
+		}
 	}
 	return best;
 }

@@ -543,7 +543,7 @@ static void add_array_entries(struct cfg_reader *r, struct cfg_module *m, uint64
 	uint64_t *v = rd_alloc(r, arr, size);
 	Elf64_Rela *rl = relasz && relasz < (64u << 20) ? rd_alloc(r, rela, relasz) : NULL;
 	for (uint64_t i = 0; v && i < size / 8; i++) {
-		uint64_t a = v[i];
+		uint64_t a = v[i] ? dyn_ptr(v[i], m->bias) : 0;
 		for (uint64_t k = 0; !a && rl && k < relasz / sizeof(*rl); k++)
 			if (ELF64_R_TYPE(rl[k].r_info) == R_X86_64_RELATIVE &&
 			    rl[k].r_offset + m->bias == arr + 8 * i)

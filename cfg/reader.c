@@ -98,13 +98,11 @@ void cfg_reader__set_symbolizer(struct cfg_reader *r, cfg_symbolize_fn symbolize
 int cfg_reader__flush(struct cfg_reader *r)
 {
 	drop_caches(r);
-	if (r->refresh) {
+	if (r->refresh) {	/* a live process may have mapped new code */
 		drop_modules(r);
 		return r->refresh(r);
 	}
-	for (size_t i = 0; i < r->nmods; i++)
-		r->mods[i].parsed = r->mods[i].parsed;	/* file images do not change */
-	return 0;
+	return 0;	/* a file's modules do not change */
 }
 
 /* ------------------------------------------------------------ code bytes */

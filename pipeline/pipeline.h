@@ -141,10 +141,11 @@ struct csim_result *csim_result__new(void);	/* NULL and errno on failure */
 void csim_result__free(struct csim_result *r);
 void csim_result__clear(struct csim_result *r);
 const struct csim_counts *csim_result__totals(const struct csim_result *r);
-/* The row of pc, created (zero) if absent; NULL only when out of memory. */
-struct csim_pc_stats *csim_result__pc(struct csim_result *r, uint64_t pc);
+/* The counts of pc: true and *out filled, or false if pc has no row. */
+bool csim_result__get(const struct csim_result *r, uint64_t pc, struct csim_pc_stats *out);
 size_t csim_result__npcs(const struct csim_result *r);
-/* Add src's totals and rows into dst. 0 or -ENOMEM. */
+/* Add src's rows into dst. 0, -ENOMEM, or -EINVAL when the two were
+ * counted in different modes. */
 int csim_result__merge(struct csim_result *dst, const struct csim_result *src);
 /* Two results are equal: totals and every row. */
 bool csim_result__equal(const struct csim_result *a, const struct csim_result *b);
@@ -229,7 +230,10 @@ struct csim_split_stats {
 	uint64_t cross;		/* references cut across workers */
 	uint64_t per_worker[64];	/* ring entries routed to each (first 64) */
 	double imbalance;	/* max / mean of per_worker; 1.0 is perfect */
-	uint64_t waits;		/* times a worker had to wait for a partner */
+	uint64_t waits;		/* accesses deferred behind a partner's verdict */
+	double worker_cpu[64];	/* CPU seconds each worker used (first 64) */
+	double worker_busy[64];	/* ... of which simulating, not waiting for input */
+	double splitter_cpu;	/* CPU seconds the routing thread spent in push/finish */
 };
 
 int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts *opts,

@@ -79,6 +79,13 @@ static void q_free(struct split_q *q)
 	q->buf = NULL;
 }
 
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void backoff(unsigned *spins)
 {
 	if (++*spins < 64) {
@@ -177,7 +184,6 @@ struct item {
 	bool waiting;		/* a cut part waiting for its partners */
 	bool cut;
 	uint16_t slot;
-	struct csim_pc_stats *row;	/* whole references: their row */
 };
 
 struct worker {
@@ -198,6 +204,8 @@ struct worker {
 	uint32_t *pgen[CSIM_NLEVELS];
 	uint32_t gen;
 	uint64_t deferred;
+	double cpu;		/* seconds of CPU, measured at exit */
+	double busy;		/* of which simulating (not waiting for input) */
 	int err;
 };
 
@@ -205,6 +213,7 @@ struct csim_split {
 	struct csim_config cfg;
 	unsigned nworkers, bits, rshift;
 	uint64_t kmask;
+	uint8_t *owner;			/* key -> worker (key % workers) */
 	struct worker *w;
 	struct split_slot *slots;
 	uint32_t next_slot;
@@ -295,16 +304,20 @@ static int part_done(struct worker *w, const struct item *it)
 
 	if (done < sl->parts)
 		return 0;
-	struct csim_pc_stats *row = csim_result_lookup(w->res, it->pc);
-	if (!row)
+	struct csim_hot *h = csim_result_lookup(w->res, it->pc);
+	if (!h)
 		return -ENOMEM;
-	csim_count_ref(&row->c, it->type, true);
+	struct csim_cold *c = csim_cold_of(w->res, h);
+	int first = csim_first_level(it->type);
+	csim_count_ref(h, it->type, true);
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
 		uint32_t v = atomic_load_explicit(&sl->lv[lv], memory_order_acquire);
-		if (SLOT_COUNT(v))
-			row->c.access[lv][it->kind]++;
-		if (SLOT_MISSES(v))
-			row->c.miss[lv][it->kind]++;
+		if (lv == first) {
+			h->miss1[it->kind] += SLOT_MISSES(v) != 0;
+		} else {
+			c->access[lv][it->kind] += SLOT_COUNT(v) != 0;
+			c->miss[lv][it->kind] += SLOT_MISSES(v) != 0;
+		}
 		atomic_store_explicit(&sl->lv[lv], 0, memory_order_relaxed);
 	}
 	atomic_store_explicit(&sl->done, 0, memory_order_relaxed);
@@ -353,10 +366,16 @@ static enum step step(struct worker *w, struct item *it, bool fresh)
 			}
 			continue;
 		}
-		it->row->c.access[lv][it->kind]++;
+		/* A whole reference at a deeper level: its row may have
+		 * moved since it was deferred (the table grows), so find it. */
+		struct csim_hot *h = csim_result_lookup(w->res, it->pc);
+		if (!h)
+			return STEP_ERR;
+		struct csim_cold *c = csim_cold_of(w->res, h);
+		c->access[lv][it->kind]++;
 		if (!miss)
 			goto done;
-		it->row->c.miss[lv][it->kind]++;
+		c->miss[lv][it->kind]++;
 		if (nx < 0)
 			goto done;
 		it->level = (int8_t)nx;
@@ -420,65 +439,62 @@ static int retry(struct worker *w)
 /* A fresh entry from the ring, Cachegrind mode. */
 static int cg_entry(struct worker *w, const struct rep_ref *r)
 {
-	/* A part's size was cut to cachegrind's by the splitter already. */
-	bool cut = r->pad[0] & PART_CUT;
-	struct item it = {
-		.pc = r->pc, .addr = r->addr, .size = cut ? r->size : csim_cg_size(r),
-		.type = r->type, .kind = (uint8_t)csim_kind_of(r->type), .reg = -1, .cut = cut,
-	};
-	int first = csim_first_level(r->type);
-	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
-	int nx = w->L.next[first];
+	int first = csim_first_level(r->type), nx = w->L.next[first];
+	struct item it = { .pc = r->pc, .addr = r->addr, .type = r->type,
+			   .kind = (uint8_t)csim_kind_of(r->type), .reg = -1 };
 
-	if (it.cut) {
-		struct split_slot *sl;
+	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
+		/* A whole reference: nothing to wait for at the first level. */
+		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+		if (!h)
+			return -ENOMEM;
+		it.size = csim_cg_size(r);
+		csim_count_ref(h, r->type, true);
+		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], it.addr, it.size), 1))
+			return 0;
+		h->miss1[it.kind]++;
+		if (nx < 0)
+			return 0;
+		it.level = (int8_t)nx;
+	} else {
+		/* A part: its size was cut to cachegrind's by the splitter. */
+		it.size = r->size;
+		it.cut = true;
 		it.slot = (uint16_t)(r->pad[1] | r->pad[2] << 8);
-		sl = &w->sp->slots[it.slot];
+		bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
+		struct split_slot *sl = &w->sp->slots[it.slot];
 		atomic_fetch_add_explicit(&sl->lv[first], 1u + (miss ? 65536u : 0u),
 					  memory_order_acq_rel);
 		if (nx < 0)
 			return part_done(w, &it);
 		it.level = (int8_t)(miss ? nx : first);
 		it.waiting = !miss;
-	} else {
-		it.row = csim_result_lookup(w->res, r->pc);
-		if (!it.row)
-			return -ENOMEM;
-		csim_count_ref(&it.row->c, r->type, true);
-		it.row->c.access[first][it.kind]++;
-		if (!miss)
-			return 0;
-		it.row->c.miss[first][it.kind]++;
-		if (nx < 0)
-			return 0;
-		it.level = (int8_t)nx;
 	}
-	enum step s = step(w, &it, true);
-	if (s == STEP_ERR)
+	enum step st = step(w, &it, true);
+	if (st == STEP_ERR)
 		return -ENOMEM;
-	return s == STEP_KEPT ? defer(w, &it) : 0;
+	return st == STEP_KEPT ? defer(w, &it) : 0;
 }
 
 /* A fresh entry, per-line mode: parts are independent. */
 static int line_entry(struct worker *w, const struct rep_ref *r)
 {
-	struct csim_pc_stats *row = csim_result_lookup(w->res, r->pc);
-	if (!row)
+	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+	if (!h)
 		return -ENOMEM;
 	if (!(r->pad[0] & PART_CUT)) {
-		csim_sim_ref(&w->L, r, &row->c);
+		csim_sim_ref(&w->L, r, w->res, h);
 		return 0;
 	}
 	int first = csim_first_level(r->type);
 	uint64_t end = r->addr + r->size - 1;
-	if (!(r->pad[0] & PART_NOCOUNT))
-		csim_count_ref(&row->c, r->type, false);
-	if (r->type == REP_REF_MODIFY) {
-		csim_line_chain(&w->L, first, r->addr, end, CSIM_READ, &row->c);
-		csim_line_chain(&w->L, first, r->addr, end, CSIM_WRITE, &row->c);
-	} else {
-		csim_line_chain(&w->L, first, r->addr, end, csim_kind_of(r->type), &row->c);
-	}
+	bool counted = !(r->pad[0] & PART_NOCOUNT);
+	struct csim_cold *c = csim_cold_of(w->res, h);
+	if (counted)
+		csim_count_ref(h, r->type, false);
+	csim_line_first(&w->L, first, r->addr, end, csim_kind_of(r->type), counted, h, c);
+	if (r->type == REP_REF_MODIFY)
+		csim_line_first(&w->L, first, r->addr, end, CSIM_WRITE, counted, h, c);
 	return 0;
 }
 
@@ -504,8 +520,11 @@ static void *worker_main(void *arg)
 		const struct rep_ref *at;
 		size_t n = q_peek(&w->q, &at);
 		if (n) {
+			double t = thread_cpu();
 			spins = 0;
-			if ((w->err = consume(w, at, n)))
+			w->err = consume(w, at, n);
+			w->busy += thread_cpu() - t;
+			if (w->err)
 				break;
 			q_release(&w->q, n);
 			continue;
@@ -520,6 +539,7 @@ static void *worker_main(void *arg)
 	}
 	if (w->err)
 		atomic_store(&sp->abort, 1);
+	w->cpu = thread_cpu();
 	return NULL;
 }
 
@@ -554,9 +574,13 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 	w->res = csim_result__new();
 	if (!w->krank || !w->res)
 		return -ENOMEM;
+	csim_result_set_mode(w->res, sp->cfg.cachegrind);
 	for (uint64_t k = 0; k < nkeys; k++)
 		w->krank[k] = k % sp->nworkers == id ? (int32_t)owned++ : -1;
-	if ((rc = csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned)))
+	/* A single worker owns every set: the plain layout. */
+	rc = sp->nworkers == 1 ? csim_levels_init(&w->L, &sp->cfg, 0, NULL, 0)
+			       : csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned);
+	if (rc)
 		return rc;
 	if ((rc = q_init(&w->q, ring_bytes)))
 		return rc;
@@ -601,6 +625,13 @@ int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts 
 	 * counts better; the compact set layout makes them free. */
 	sp->bits = maxbits > 12 ? 12 : maxbits;
 	sp->kmask = (1ull << sp->bits) - 1;
+	sp->owner = malloc((size_t)sp->kmask + 1);
+	if (!sp->owner) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	for (uint64_t k = 0; k <= sp->kmask; k++)
+		sp->owner[k] = (uint8_t)(k % sp->nworkers);
 	for (int i = 0; i < CSIM_NLEVELS; i++)
 		if (cfg->level[i].size && (unsigned)__builtin_ctz(cfg->level[i].line) > sp->rshift)
 			sp->rshift = (unsigned)__builtin_ctz(cfg->level[i].line);
@@ -611,6 +642,8 @@ int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts 
 	sp->stage = malloc(sp->nworkers * SPLIT_STAGE * sizeof(*sp->stage));
 	sp->nstage = calloc(sp->nworkers, sizeof(*sp->nstage));
 	sp->result = csim_result__new();
+	if (sp->result)
+		csim_result_set_mode(sp->result, cfg->cachegrind);
 	if (cfg->cachegrind)
 		sp->slots = aligned_alloc(64, SPLIT_NSLOTS * sizeof(*sp->slots));
 	if (!sp->w || !sp->stage || !sp->nstage || !sp->result || (cfg->cachegrind && !sp->slots)) {
@@ -665,7 +698,7 @@ static int stage(struct csim_split *sp, unsigned wi, const struct rep_ref *r)
 
 static unsigned worker_of(const struct csim_split *sp, uint64_t block)
 {
-	return (unsigned)((block & sp->kmask) % sp->nworkers);
+	return sp->owner[block & sp->kmask];
 }
 
 /* A free slot; the workers free them as cut references complete. Staged
@@ -723,7 +756,17 @@ static int route_cut(struct csim_split *sp, const struct rep_ref *r, uint64_t en
 	}
 }
 
+static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n);
+
 int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
+{
+	double t = thread_cpu();
+	int rc = push(sp, refs, n);
+	sp->st.splitter_cpu += thread_cpu() - t;
+	return rc;
+}
+
+static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 {
 	if (sp->finished)
 		return fail(sp, -EPIPE, "push after finish");
@@ -741,7 +784,7 @@ int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n
 		uint64_t b1 = r->addr >> sp->rshift, b2 = end >> sp->rshift;
 		unsigned w1 = worker_of(sp, b1);
 		bool cut = false;
-		for (uint64_t b = b1 + 1; b <= b2 && b > b1; b++)
+		for (uint64_t b = b1 + 1; __builtin_expect(b <= b2, 0) && b > b1; b++)
 			if (worker_of(sp, b) != w1) {
 				cut = true;
 				break;
@@ -767,7 +810,9 @@ int csim_split__finish(struct csim_split *sp)
 	if (sp->finished)
 		return 0;
 	sp->finished = true;
+	double t = thread_cpu();
 	rc = flush_all(sp);
+	sp->st.splitter_cpu += thread_cpu() - t;
 	for (unsigned i = 0; i < sp->nworkers; i++)
 		q_close(&sp->w[i].q);
 	for (unsigned i = 0; i < sp->nworkers; i++) {
@@ -778,6 +823,10 @@ int csim_split__finish(struct csim_split *sp)
 		if (w->err && !rc)
 			rc = fail(sp, w->err, "worker %u: %s", i, strerror(-w->err));
 		sp->st.waits += w->deferred;
+		if (i < 64) {
+			sp->st.worker_cpu[i] = w->cpu;
+			sp->st.worker_busy[i] = w->busy;
+		}
 	}
 	for (unsigned i = 0; !rc && i < sp->nworkers; i++)
 		if (csim_result__merge(sp->result, sp->w[i].res))
@@ -819,6 +868,7 @@ void csim_split__free(struct csim_split *sp)
 	}
 	split_destroy_workers(sp);
 	free(sp->slots);
+	free(sp->owner);
 	free(sp->stage);
 	free(sp->nstage);
 	csim_result__free(sp->result);

@@ -111,7 +111,28 @@ typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, void *arg);
 int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
 			 void *arg);
 
+/* ------------------------------------------------------- mappings */
+
+/* An executable mapping the target made while sampled (PERF_RECORD_MMAP2),
+ * kept so that samples in code unmapped before the report (dlclose) still
+ * find their module. */
+struct prof_mmap {
+	uint64_t start, end, pgoff;
+	unsigned maj, min;
+	uint64_t ino;
+	char *path;
+};
+/* The sampler's list, valid until it is freed. */
+size_t prof_sampler__mmaps(const struct prof_sampler *s, const struct prof_mmap **out);
+
+/* Handles one ring record as the reader thread would (for tests). */
+void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_header *h);
+
 /* ------------------------------------------------------- symbolizer */
+
+/* Mappings seen by a sampler: consulted for addresses that the current
+ * maps no longer hold. The symbolizer copies them. */
+int prof_symbolizer__note_mmaps(struct prof_symbolizer *s, const struct prof_mmap *m, size_t n);
 
 /* A copy of a formatted string that lives as long as the symbolizer. */
 const char *prof_symbolizer__intern(struct prof_symbolizer *s, const char *fmt, ...)

@@ -158,6 +158,8 @@ struct prof_sampler {
 	uint64_t start_ns, last_scan_ns;
 	struct prof_totals tot;
 	struct prof_bpf *bpf;
+	struct prof_mmap *mmaps;
+	size_t nmmaps, mmapcap;
 };
 
 static void seterrmsg(struct prof_sampler *s, const char *fmt, ...)
@@ -430,6 +432,8 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 		t->prob = NULL;
 		t->prob_samples = 0;
 	}
+	if (!t->direct && !t->inherited)
+		t->new_thread = true;	/* not there at the first scan */
 	if (inherited)
 		t->inherited = true;
 	if (!inherited && t->probation) {
@@ -442,6 +446,44 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 	t->samples++;
 	s->tot.samples++;
 	add_sample_to(s, &s->stacks, ip, cc, nr);
+}
+
+/* An executable mapping of the target's: remember it (once). */
+static void on_mmap2(struct prof_sampler *s, const struct perf_event_header *h)
+{
+	const uint8_t *p = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
+	struct {
+		uint32_t pid, tid;
+		uint64_t addr, len, pgoff;
+		uint32_t maj, min;
+		uint64_t ino, ino_generation;
+		uint32_t prot, flags;
+	} r;
+
+	if ((size_t)(end - p) <= sizeof(r) || (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID))
+		return;
+	memcpy(&r, p, sizeof(r));
+	const char *name = (const char *)p + sizeof(r);
+	size_t nlen = strnlen(name, (size_t)(end - p) - sizeof(r));
+	if ((pid_t)r.pid != s->pid || !(r.prot & PROT_EXEC) || name[0] != '/')
+		return;
+	for (size_t i = 0; i < s->nmmaps; i++)
+		if (s->mmaps[i].start == r.addr && s->mmaps[i].ino == r.ino &&
+		    s->mmaps[i].end == r.addr + r.len)
+			return;
+	if (s->nmmaps == s->mmapcap) {
+		size_t nc = s->mmapcap ? s->mmapcap * 2 : 16;
+		void *q = realloc(s->mmaps, nc * sizeof(*s->mmaps));
+		if (!q)
+			return;
+		s->mmaps = q;
+		s->mmapcap = nc;
+	}
+	char *path = strndup(name, nlen);
+	if (!path)
+		return;
+	s->mmaps[s->nmmaps++] = (struct prof_mmap){ r.addr, r.addr + r.len, r.pgoff, r.maj, r.min,
+						     r.ino, path };
 }
 
 static int on_record(const struct perf_event_header *h, void *arg)
@@ -485,13 +527,23 @@ static int on_record(const struct perf_event_header *h, void *arg)
 		s->tot.comms++;
 		break;
 	case PERF_RECORD_MMAP:
+		s->tot.mmaps++;
+		break;
 	case PERF_RECORD_MMAP2:
 		s->tot.mmaps++;
+		on_mmap2(s, h);
 		break;
 	default:
 		break;
 	}
 	return 0;
+}
+
+void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_header *h)
+{
+	pthread_mutex_lock(&s->lock);
+	on_record(h, s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 static void drain_all(struct prof_sampler *s)
@@ -987,6 +1039,9 @@ void prof_sampler__free(struct prof_sampler *s)
 			free(s->thrs[i].prob);
 		}
 	prof_bpf__free(s->bpf);
+	for (size_t i = 0; i < s->nmmaps; i++)
+		free(s->mmaps[i].path);
+	free(s->mmaps);
 	free(s->cpus);
 	free(s->evs);
 	free(s->thrs);
@@ -1041,6 +1096,12 @@ int prof_sampler__stack(const struct prof_sampler *s, size_t i, const uint64_t *
 	*nips = e->len;
 	*count = e->count;
 	return 0;
+}
+
+size_t prof_sampler__mmaps(const struct prof_sampler *s, const struct prof_mmap **out)
+{
+	*out = s->mmaps;
+	return s->nmmaps;
 }
 
 size_t prof_sampler__threads(const struct prof_sampler *s, struct prof_thread *out, size_t max)

@@ -60,6 +60,8 @@ struct prof_symbolizer {
 	size_t nks;
 	bool ks_tried;
 	unw_addr_space_t as;
+	struct attach_map *noted;	/* mappings a sampler saw made */
+	size_t nnoted;
 };
 
 /* ------------------------------------------------------------ strings */
@@ -182,7 +184,26 @@ void prof_symbolizer__free(struct prof_symbolizer *s)
 	free(s->mods);
 	free(s->set);
 	free(s->ks);
+	free(s->noted);
 	free(s);
+}
+
+int prof_symbolizer__note_mmaps(struct prof_symbolizer *s, const struct prof_mmap *m, size_t n)
+{
+	struct attach_map *v = realloc(s->noted, (s->nnoted + n) * sizeof(*v));
+
+	if (!v) {
+		snprintf(s->errmsg, sizeof(s->errmsg), "out of memory");
+		return -ENOMEM;
+	}
+	s->noted = v;
+	for (size_t i = 0; i < n; i++)
+		v[s->nnoted++] = (struct attach_map){
+			.start = m[i].start, .end = m[i].end, .offset = m[i].pgoff,
+			.prot = ATTACH_MAP_R | ATTACH_MAP_X, .dev_major = m[i].maj,
+			.dev_minor = m[i].min, .inode = m[i].ino, .path = intern(s, m[i].path),
+		};
+	return 0;
 }
 
 const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s)
@@ -399,6 +420,10 @@ static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t add
 
 	if (!m && prof_now_ns() - s->maps_ns > REFRESH_NS && prof_symbolizer__refresh(s) == 0)
 		m = attach_maps__find(s->maps, addr);
+	/* code unmapped since it was sampled: the latest mapping noted */
+	for (size_t i = s->nnoted; !m && i > 0; i--)
+		if (addr >= s->noted[i - 1].start && addr < s->noted[i - 1].end)
+			m = &s->noted[i - 1];
 	return m;
 }
 

@@ -21,7 +21,7 @@ uint64_t at_hot_function(void);
  * work and check each X against `hotloop -e N -w work`. Fails the test on
  * a mismatch or an "error" line. Returns the last tick number. */
 long at_check_ticks(struct tu_proc *p, int n, long work);
-/* Skip whatever the target printed so far (non-blocking drain). */
+/* Skip what the target printed so far: lines until 2 ms pass without one. */
 void at_drain(struct tu_proc *p);
 
 /* /proc facts. */

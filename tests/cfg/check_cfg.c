@@ -1,6 +1,7 @@
 /* cfg/ against oracles, on a corpus compiled by the test itself with gcc
  * and clang at -O0/-O2/-O3, PIE and not; cfg/ analyses the stripped copies,
  * the unstripped ones and the tools' outputs say what is true. */
+#include "attach/attach.h"
 #include "cfg/cfg.h"
 #include "tests/cfg/oracle.h"
 #include "tests/lib/tu.h"
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,10 @@ static void diag(const char *fmt, ...)
  * test cases fork). */
 static void corpus_setup(void)
 {
+	static bool done;
+	if (done)
+		return;
+	done = true;
 	char cmd[PATH_MAX * 3];
 	snprintf(cmd, sizeof(cmd), "sh '%s' '%s' '%s' 2>&1", tu_srcpath("tests/cfg/corpus/build.sh"),
 		 tu_srcpath("tests/cfg/corpus"), tu_path("tests/cfg/corpus.out"));
@@ -338,6 +344,762 @@ START_TEST(callgrind_edges_are_in_the_cfg)
 }
 END_TEST
 
+/* ---------------------------------------------------------- per program */
+
+/* The stripped program analysed, and the unstripped one's symbols to find
+ * functions by name. */
+struct both {
+	struct or_program p;
+	struct or_syms syms;
+};
+
+static void both_open(struct both *b, const struct prog *pr)
+{
+	ck_assert_msg(or_read_syms(pr->path, &b->syms) == 0, "readelf -s %s", pr->path);
+	ck_assert_msg(or_program_build(pr->stripped, &b->p) == 0, "analysing %s", pr->stripped);
+}
+
+static void both_close(struct both *b)
+{
+	or_program_free(&b->p);
+	or_syms_free(&b->syms);
+}
+
+/* The function at the symbol's address (must exist). */
+static const struct cfg_function *fn(const struct both *b, const char *name, const char *prog)
+{
+	const struct or_sym *s = or_sym_named(&b->syms, name);
+	ck_assert_msg(s != NULL, "%s: no symbol %s", prog, name);
+	for (size_t i = 0; i < b->p.n; i++)
+		if (cfg_function__entry(b->p.f[i]) == s->addr)
+			return b->p.f[i];
+	ck_abort_msg("%s: function %s at %#lx not found", prog, name, (unsigned long)s->addr);
+	return NULL;
+}
+
+static uint64_t sym_addr(const struct both *b, const char *name)
+{
+	const struct or_sym *s = or_sym_named(&b->syms, name);
+	ck_assert_msg(s != NULL, "no symbol %s", name);
+	return s->addr;
+}
+
+/* clang's own loop analysis, printed in its assembly, against ours. */
+START_TEST(clang_loop_headers_and_depths)
+{
+	need_corpus();
+	static const char *files[] = { "main", "switches", "loops", "irreducible", "noreturn",
+				       "tailcalls", "cold" };
+	size_t headers = 0, matched = 0, ours = 0, unmatched_ours = 0, dead = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (!progs[i].clang)
+			continue;
+		struct both b;
+		both_open(&b, &progs[i]);
+		struct or_loop_header *v = NULL;
+		size_t n = 0, cap = 0;
+		for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
+			char *sp, *fname;
+			ck_assert(asprintf(&sp, "%s.d/%s.s", progs[i].path, files[k]) > 0);
+			ck_assert(asprintf(&fname, "%s.c", files[k]) > 0);
+			ck_assert_msg(or_clang_loops(sp, fname, &v, &n, &cap) == 0, "reading %s", sp);
+			free(sp);
+			free(fname);
+		}
+		uint64_t *hdr = calloc(n + 1, sizeof(*hdr));
+		for (size_t k = 0; k < n; k++) {
+			const struct or_sym *l = or_label(&b.syms, v[k].file, v[k].label);
+			ck_assert_msg(l != NULL, "%s: label %s of %s not in .symtab", progs[i].name,
+				      v[k].label, v[k].file);
+			hdr[k] = l->addr;
+			const struct cfg_function *f = or_function_at(&b.p, l->addr);
+			/* clang does not know that exit_group does not return:
+			 * its loop around the system call is no loop */
+			ssize_t hb = f ? cfg_function__block_at(f, l->addr) : -1;
+			if (hb >= 0 && cfg_function__noreturn(f) &&
+			    cfg_function__block(f, (size_t)hb)->succ_count == 0) {
+				dead++;
+				continue;
+			}
+			headers++;
+			bool ok = false;
+			for (size_t q = 0; f && q < cfg_function__loop_count(f) && !ok; q++) {
+				const struct cfg_loop *L = cfg_function__loop(f, q);
+				ok = cfg_function__block(f, L->header)->start == l->addr &&
+				     (int)L->depth == v[k].depth;
+			}
+			if (ok)
+				matched++;
+			else
+				diag("%s: clang loop header %s (%s, %#lx) depth %d not found",
+				     progs[i].name, v[k].label, v[k].file, (unsigned long)l->addr,
+				     v[k].depth);
+		}
+		/* and every reducible loop of ours in corpus code is clang's */
+		for (size_t q = 0; q < b.p.n; q++) {
+			const struct cfg_function *f = b.p.f[q];
+			for (size_t l = 0; l < cfg_function__loop_count(f); l++) {
+				const struct cfg_loop *L = cfg_function__loop(f, l);
+				uint64_t at = cfg_function__block(f, L->header)->start;
+				bool irr = L->irreducible;
+				for (int32_t p = L->parent; p >= 0; p = cfg_function__loop(f, p)->parent)
+					irr |= cfg_function__loop(f, p)->irreducible;
+				if (irr)
+					continue;
+				ours++;
+				bool ok = false;
+				for (size_t k = 0; k < n && !ok; k++)
+					ok = hdr[k] == at;
+				if (!ok) {
+					unmatched_ours++;
+					diag("%s: our loop at %#lx is not clang's", progs[i].name,
+					     (unsigned long)at);
+				}
+			}
+		}
+		free(hdr);
+		free(v);
+		both_close(&b);
+	}
+	diag("clang loops: %zu of %zu headers and depths found (%zu around exit_group left out); "
+	     "%zu of our %zu loops unknown to clang",
+	     matched, headers, dead, unmatched_ours, ours);
+	ck_assert_msg(headers > 40, "only %zu clang loop headers", headers);
+	ck_assert_int_eq(matched, headers);
+	ck_assert_int_eq(unmatched_ours, 0);
+}
+END_TEST
+
+START_TEST(goto_into_a_loop_is_irreducible)
+{
+	need_corpus();
+	size_t checked = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (progs[i].opt != 0)
+			continue;
+		struct both b;
+		both_open(&b, &progs[i]);
+		const char *names[] = { "irreducible", "irreducible2" };
+		for (int k = 0; k < 2; k++) {
+			const struct cfg_function *f = fn(&b, names[k], progs[i].name);
+			bool irr = false;
+			for (size_t l = 0; l < cfg_function__loop_count(f); l++) {
+				const struct cfg_loop *L = cfg_function__loop(f, l);
+				if (L->irreducible) {
+					irr = true;
+					ck_assert_uint_ge(L->entry_count, 2);
+				}
+			}
+			ck_assert_msg(irr, "%s: %s has no irreducible loop", progs[i].name, names[k]);
+			checked++;
+		}
+		/* and natural loops stay reducible */
+		const struct cfg_function *f = fn(&b, "loop_nest3", progs[i].name);
+		ck_assert_uint_ge(cfg_function__loop_count(f), 3);
+		for (size_t l = 0; l < cfg_function__loop_count(f); l++) {
+			ck_assert(!cfg_function__loop(f, l)->irreducible);
+			ck_assert_uint_eq(cfg_function__loop(f, l)->entry_count, 1);
+		}
+		both_close(&b);
+	}
+	ck_assert_uint_eq(checked, 8);
+}
+END_TEST
+
+/* A hand-made irreducible cycle in raw machine code, through a reader of
+ * the caller's own memory:
+ *   0: test edi,edi; je B; A: inc eax; cmp eax,esi; jge X;
+ *   B: inc ecx; cmp ecx,esi; jl A; X: ret */
+static const uint8_t irred_code[] = { 0x85, 0xff, 0x74, 0x06, 0xff, 0xc0, 0x39, 0xf0, 0x7d,
+				      0x06, 0xff, 0xc1, 0x39, 0xf1, 0x7c, 0xf4, 0xc3 };
+
+struct buf {
+	const uint8_t *p;
+	size_t n;
+	uint64_t base;
+};
+
+static ssize_t buf_read(void *ctx, uint64_t addr, void *out, size_t len)
+{
+	const struct buf *b = ctx;
+	if (addr < b->base || addr >= b->base + b->n)
+		return -EFAULT;
+	size_t off = (size_t)(addr - b->base);
+	size_t n = len < b->n - off ? len : b->n - off;
+	memcpy(out, b->p + off, n);
+	return (ssize_t)n;
+}
+
+static struct cfg_reader *buf_reader(struct buf *b)
+{
+	struct cfg_reader_ops ops = { .sz = sizeof(ops), .read = buf_read };
+	struct cfg_reader *r;
+	ck_assert_int_eq(cfg_reader__new(&ops, b, NULL, &r), 0);
+	return r;
+}
+
+START_TEST(hand_made_irreducible_cycle)
+{
+	struct buf b = { irred_code, sizeof(irred_code), 0x10000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0x10000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__block_count(f), 4);
+	ck_assert_uint_eq(cfg_function__loop_count(f), 1);
+	const struct cfg_loop *L = cfg_function__loop(f, 0);
+	ck_assert(L->irreducible);
+	ck_assert_uint_eq(L->entry_count, 2);
+	ck_assert_uint_eq(L->block_count, 2);
+	uint64_t e0 = cfg_function__block(f, L->entries[0])->start;
+	uint64_t e1 = cfg_function__block(f, L->entries[1])->start;
+	ck_assert((e0 == 0x10004 && e1 == 0x1000a) || (e0 == 0x1000a && e1 == 0x10004));
+	ck_assert_uint_eq(L->exit_count, 2);
+	/* neither block of the cycle dominates the other */
+	ssize_t a = cfg_function__block_at(f, 0x10004), bb = cfg_function__block_at(f, 0x1000a);
+	ck_assert(!cfg_function__dominates(f, (size_t)a, (size_t)bb));
+	ck_assert(!cfg_function__dominates(f, (size_t)bb, (size_t)a));
+	ck_assert(cfg_function__dominates(f, 0, (size_t)a));
+	ck_assert_uint_eq(cfg_function__range_count(f), 1);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0x10000 + sizeof(irred_code));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* Overlapping instructions: jmp into its own second byte (eb ff), which
+ * decodes as inc eax (ff c0), then ret. */
+START_TEST(overlapping_instructions_make_overlapping_blocks)
+{
+	static const uint8_t code[] = { 0xeb, 0xff, 0xc0, 0xc3 };
+	struct buf b = { code, sizeof(code), 0x30000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0x30000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__block_count(f), 2);
+	const struct cfg_block *b0 = cfg_function__block(f, 0), *b1 = cfg_function__block(f, 1);
+	ck_assert_uint_eq(b0->start, 0x30000);
+	ck_assert_uint_eq(b0->end, 0x30002);
+	ck_assert_uint_eq(b1->start, 0x30001);
+	ck_assert_uint_eq(b1->end, 0x30004);
+	ck_assert_uint_eq(cfg_function__edge_count(f), 1);
+	ck_assert_int_eq(cfg_function__edge(f, 0)->kind, CFG_EDGE_JUMP);
+	ck_assert_uint_eq(cfg_function__range_count(f), 1);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0x30004);
+	ck_assert_uint_eq(cfg_function__loop_count(f), 0);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+static bool block_has_kind(const struct cfg_function *f, uint64_t insn, enum cfg_edge_kind k)
+{
+	ssize_t blk = cfg_function__block_at(f, insn);
+	ck_assert(blk >= 0);
+	const struct cfg_block *B = cfg_function__block(f, (size_t)blk);
+	for (uint32_t e = B->first_succ; e < B->first_succ + B->succ_count; e++)
+		if (cfg_function__edge(f, e)->kind == k)
+			return true;
+	return false;
+}
+
+/* Every call to target (or to a callee named name) in f: noreturn and with
+ * no edge to its return address. Returns how many. */
+static int noreturn_calls(const struct cfg_function *f, uint64_t target, const char *name,
+			  const char *prog)
+{
+	int n = 0;
+	for (size_t c = 0; c < cfg_function__call_count(f); c++) {
+		const struct cfg_call *C = cfg_function__call(f, c);
+		if (C->tail || (target ? C->target != target : strcmp(C->name, name) != 0))
+			continue;
+		ck_assert_msg(C->noreturn, "%s: call at %#lx to %s not noreturn", prog,
+			      (unsigned long)C->at, name ? name : "?");
+		ck_assert_msg(!block_has_kind(f, C->at, CFG_EDGE_CALL_RETURN),
+			      "%s: fallthrough after the call at %#lx", prog, (unsigned long)C->at);
+		n++;
+	}
+	return n;
+}
+
+START_TEST(calls_that_do_not_return)
+{
+	need_corpus();
+	for (size_t i = 0; i < nprogs; i++) {
+		struct both b;
+		const char *pn = progs[i].name;
+		both_open(&b, &progs[i]);
+		/* found by analysis: no attribute tells the callers */
+		ck_assert_msg(cfg_function__noreturn(fn(&b, "die_quietly", pn)), "%s: die_quietly", pn);
+		ck_assert_msg(cfg_function__noreturn(fn(&b, "die_by_syscall", pn)), "%s: syscall", pn);
+		ck_assert(!cfg_function__noreturn(fn(&b, "check_or_die", pn)));
+		const struct cfg_function *f = fn(&b, "check_or_die", pn);
+		ck_assert_int_ge(noreturn_calls(f, sym_addr(&b, "die_quietly"), NULL, pn) +
+					 noreturn_calls(f, sym_addr(&b, "die_by_syscall"), NULL, pn),
+				 1);
+		f = fn(&b, "check_assert", pn);
+		ck_assert_int_ge(noreturn_calls(f, 0, "__assert_fail@plt", pn), 1);
+		ck_assert_int_ge(noreturn_calls(f, 0, "abort@plt", pn), 1);
+		ck_assert_int_ge(noreturn_calls(f, 0, "error@plt", pn), 1);
+		ck_assert_int_ge(noreturn_calls(fn(&b, "check_buffer", pn), 0, "exit@plt", pn), 1);
+		/* and a returning call keeps its fallthrough */
+		f = fn(&b, "noreturn_run", pn);
+		bool any = false;
+		for (size_t c = 0; c < cfg_function__call_count(f); c++) {
+			const struct cfg_call *C = cfg_function__call(f, c);
+			if (C->target == sym_addr(&b, "check_buffer") && !C->tail) {
+				ck_assert(!C->noreturn);
+				ck_assert(block_has_kind(f, C->at, CFG_EDGE_CALL_RETURN));
+				any = true;
+			}
+		}
+		ck_assert_msg(any || progs[i].opt, "%s: no call to check_buffer", pn);
+		both_close(&b);
+	}
+}
+END_TEST
+
+START_TEST(tail_calls_leave_the_function)
+{
+	need_corpus();
+	for (size_t i = 0; i < nprogs; i++) {
+		if (progs[i].opt == 0)
+			continue;
+		struct both b;
+		const char *pn = progs[i].name;
+		both_open(&b, &progs[i]);
+		const struct cfg_function *f = fn(&b, "tc_forward", pn);
+		uint64_t leaf = sym_addr(&b, "tc_leaf");
+		bool tail = false;
+		for (size_t c = 0; c < cfg_function__call_count(f); c++) {
+			const struct cfg_call *C = cfg_function__call(f, c);
+			if (C->target == leaf && C->tail)
+				tail = true;
+		}
+		ck_assert_msg(tail, "%s: tc_forward does not tail-call tc_leaf", pn);
+		bool edge = false;
+		for (size_t e = 0; e < cfg_function__edge_count(f); e++) {
+			const struct cfg_edge *E = cfg_function__edge(f, e);
+			if (E->kind == CFG_EDGE_TAIL_CALL && E->to_addr == leaf && E->to < 0)
+				edge = true;
+		}
+		ck_assert(edge);
+		ck_assert(!cfg_function__range_of(f, leaf));
+		ck_assert_int_lt(cfg_function__block_at(f, leaf), 0);
+		/* through the PLT */
+		f = fn(&b, "tc_plt", pn);
+		tail = false;
+		for (size_t c = 0; c < cfg_function__call_count(f); c++)
+			if (cfg_function__call(f, c)->tail &&
+			    !strcmp(cfg_function__call(f, c)->name, "strlen@plt"))
+				tail = true;
+		ck_assert_msg(tail, "%s: tc_plt does not tail-call strlen@plt", pn);
+		both_close(&b);
+	}
+}
+END_TEST
+
+START_TEST(cold_parts_are_ranges_of_their_function)
+{
+	need_corpus();
+	size_t cold = 0, leafish = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		struct both b;
+		both_open(&b, &progs[i]);
+		for (size_t k = 0; k < b.syms.n; k++) {
+			const struct or_sym *s = &b.syms.v[k];
+			char *dot = strstr(s->name, ".cold");
+			if (strcmp(s->type, "FUNC") || !dot)
+				continue;
+			char parent[96];
+			snprintf(parent, sizeof(parent), "%.*s", (int)(dot - s->name), s->name);
+			const struct cfg_function *f = fn(&b, parent, progs[i].name);
+			const struct cfg_range *r = cfg_function__range_of(f, s->addr);
+			if (!r) {
+				/* a leaf's cold part that only returns is in the
+				 * state of a function entry: a tail call to it is
+				 * the same flow */
+				bool tail = false;
+				for (size_t e = 0; e < cfg_function__edge_count(f); e++)
+					tail |= cfg_function__edge(f, e)->kind == CFG_EDGE_TAIL_CALL &&
+						cfg_function__edge(f, e)->to_addr == s->addr;
+				ck_assert_msg(tail, "%s: %s is neither a range of %s nor tail-called",
+					      progs[i].name, s->name, parent);
+				leafish++;
+				continue;
+			}
+			ck_assert_msg(r->start == s->addr && r->end == s->addr + s->size,
+				      "%s: %s is not a range of %s", progs[i].name, s->name, parent);
+			ck_assert_uint_ge(cfg_function__range_count(f), 2);
+			cold++;
+		}
+		both_close(&b);
+	}
+	diag("%zu cold parts found in their functions, %zu reached as tail calls", cold, leafish);
+	ck_assert_uint_ge(cold, 4);
+}
+END_TEST
+
+/* ---------------------------------------------------------- exports */
+
+static struct json_object *get(struct json_object *o, const char *key)
+{
+	struct json_object *v = NULL;
+	ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key %s", key);
+	return v;
+}
+
+static uint64_t hexstr(struct json_object *o)
+{
+	ck_assert(json_object_is_type(o, json_type_string));
+	const char *s = json_object_get_string(o);
+	ck_assert_msg(!strncmp(s, "0x", 2), "not a hex string: %s", s);
+	return strtoull(s, NULL, 16);
+}
+
+START_TEST(json_has_the_documented_shape)
+{
+	need_corpus();
+	struct both b;
+	both_open(&b, &progs[2]);
+	size_t checked = 0;
+	for (size_t i = 0; i < b.p.n; i++) {
+		const struct cfg_function *f = b.p.f[i];
+		struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_JSON };
+		ssize_t len = cfg_function__snprint(f, NULL, 0, &wo);
+		ck_assert_int_gt(len, 0);
+		char *txt = malloc((size_t)len + 1);
+		ck_assert_int_eq(cfg_function__snprint(f, txt, (size_t)len + 1, &wo), len);
+		struct json_object *o = json_tokener_parse(txt);
+		ck_assert_msg(o, "invalid JSON: %.200s", txt);
+		ck_assert_uint_eq(hexstr(get(o, "entry")), cfg_function__entry(f));
+		ck_assert(json_object_is_type(get(o, "name"), json_type_string));
+		struct json_object *a = get(o, "ranges");
+		ck_assert_uint_eq(json_object_array_length(a), cfg_function__range_count(f));
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			struct json_object *r = json_object_array_get_idx(a, k);
+			ck_assert_uint_lt(hexstr(json_object_array_get_idx(r, 0)),
+					  hexstr(json_object_array_get_idx(r, 1)));
+		}
+		a = get(o, "blocks");
+		ck_assert_uint_eq(json_object_array_length(a), cfg_function__block_count(f));
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			struct json_object *bl = json_object_array_get_idx(a, k);
+			ck_assert_uint_eq(hexstr(get(bl, "start")), cfg_function__block(f, k)->start);
+			ck_assert_uint_eq(hexstr(get(bl, "end")), cfg_function__block(f, k)->end);
+			struct json_object *su = get(bl, "succs");
+			for (size_t q = 0; q < json_object_array_length(su); q++)
+				ck_assert_int_ge(cfg_function__block_at(
+							 f, hexstr(json_object_array_get_idx(su, q))),
+						 0);
+		}
+		static const char *kinds[] = { "fallthrough", "taken", "not_taken", "jump",
+					       "jump_table", "call_return", "tail_call" };
+		a = get(o, "edges");
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			struct json_object *e = json_object_array_get_idx(a, k);
+			hexstr(get(e, "from"));
+			hexstr(get(e, "to"));
+			const char *kind = json_object_get_string(get(e, "kind"));
+			bool known = false;
+			for (int q = 0; q < 7; q++)
+				known |= !strcmp(kind, kinds[q]);
+			ck_assert_msg(known, "edge kind %s", kind);
+		}
+		a = get(o, "jump_tables");
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			hexstr(get(json_object_array_get_idx(a, k), "at"));
+			ck_assert_uint_gt(
+				json_object_array_length(get(json_object_array_get_idx(a, k), "targets")),
+				0);
+		}
+		a = get(o, "calls");
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			struct json_object *c = json_object_array_get_idx(a, k);
+			hexstr(get(c, "at"));
+			struct json_object *t = get(c, "target");
+			if (t)
+				hexstr(t);
+			ck_assert(json_object_is_type(get(c, "name"), json_type_string));
+			ck_assert(json_object_is_type(get(c, "noreturn"), json_type_boolean));
+		}
+		a = get(o, "loops");
+		ck_assert_uint_eq(json_object_array_length(a), cfg_function__loop_count(f));
+		for (size_t k = 0; k < json_object_array_length(a); k++) {
+			struct json_object *l = json_object_array_get_idx(a, k);
+			hexstr(get(l, "header"));
+			ck_assert_uint_ge(json_object_array_length(get(l, "entries")), 1);
+			ck_assert_uint_ge(json_object_array_length(get(l, "blocks")), 1);
+			ck_assert_int_ge(json_object_get_int(get(l, "depth")), 1);
+			struct json_object *p = get(l, "parent");
+			if (p)
+				hexstr(p);
+			ck_assert(json_object_is_type(get(l, "irreducible"), json_type_boolean));
+		}
+		json_object_put(o);
+		free(txt);
+		checked++;
+	}
+	ck_assert_uint_ge(checked, 30);
+	both_close(&b);
+}
+END_TEST
+
+START_TEST(hot_loop_attribution_and_dot_shading)
+{
+	need_corpus();
+	struct both b;
+	both_open(&b, &progs[2]);
+	struct cfg_function *f = NULL;
+	uint64_t entry = sym_addr(&b, "loop_nest3");
+	for (size_t i = 0; i < b.p.n; i++)
+		if (cfg_function__entry(b.p.f[i]) == entry)
+			f = b.p.f[i];
+	ck_assert_ptr_nonnull(f);
+	/* the deepest loop gets most samples, its parent a few more */
+	ssize_t deep = -1;
+	for (size_t l = 0; l < cfg_function__loop_count(f); l++)
+		if (deep < 0 || cfg_function__loop(f, l)->depth > cfg_function__loop(f, deep)->depth)
+			deep = (ssize_t)l;
+	ck_assert_int_ge(deep, 0);
+	const struct cfg_loop *L = cfg_function__loop(f, deep);
+	ck_assert_int_ge(L->depth, 2);
+	uint64_t hdr = cfg_function__block(f, L->header)->start;
+	uint64_t outer = cfg_function__block(f, cfg_function__loop(f, L->parent)->header)->start;
+	struct cfg_sample s[] = { { hdr, 90 }, { hdr + 1, 5 }, { outer, 3 }, { entry, 2 },
+				  { 0x10, 1000 } };
+	ck_assert_uint_eq(cfg_function__attribute(f, s, 5), 100);
+	ck_assert_int_eq(cfg_function__hottest_loop(f), deep);
+	ck_assert_uint_eq(L->samples, 95);	/* nested samples count in the parent too */
+	ck_assert_uint_eq(cfg_function__loop(f, L->parent)->samples, 98);
+	ck_assert_uint_eq(cfg_function__block(f, L->header)->samples, 95);
+
+	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_DOT };
+	char *dot = malloc(1 << 20);
+	ck_assert_int_gt(cfg_function__snprint(f, dot, 1 << 20, &wo), 0);
+	ck_assert_ptr_nonnull(strstr(dot, "digraph"));
+	ck_assert_ptr_nonnull(strstr(dot, "subgraph cluster_loop"));
+	ck_assert_ptr_nonnull(strstr(dot, "fillcolor"));
+	ck_assert_ptr_nonnull(strstr(dot, "(95 samples)"));
+	/* clusters nest: the inner one opens before its parent closes */
+	char *c1 = strstr(dot, "subgraph cluster_loop"), *c2 = c1 ? strstr(c1 + 1, "subgraph") : NULL;
+	ck_assert_ptr_nonnull(c2);
+	ck_assert_ptr_null(memchr(c1, '}', (size_t)(c2 - c1)));
+	wo.format = CFG_FORMAT_TEXT;
+	ck_assert_int_gt(cfg_function__snprint(f, dot, 1 << 20, &wo), 0);
+	ck_assert_ptr_nonnull(strstr(dot, "samples 95"));
+	wo.format = CFG_FORMAT_LOOPS;
+	ck_assert_int_gt(cfg_function__snprint(f, dot, 1 << 20, &wo), 0);
+	ck_assert_ptr_nonnull(strstr(dot, "95 samples"));
+	ck_assert_ptr_nonnull(strstr(dot, "depth 2"));
+	/* a short buffer gets what fits, and the full length is returned */
+	char small[16];
+	ssize_t full = cfg_function__snprint(f, small, sizeof(small), &wo);
+	ck_assert_int_gt(full, (ssize_t)sizeof(small));
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	free(dot);
+	both_close(&b);
+}
+END_TEST
+
+/* ---------------------------------------------------------- bad input */
+
+START_TEST(bad_code_gives_an_error_not_a_crash)
+{
+	uint8_t code[256];
+	struct buf b = { code, sizeof(code), 0x20000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	uint64_t at;
+	const char *msg;
+
+	/* data in code: 0x06 is invalid in 64-bit mode */
+	memset(code, 0x06, sizeof(code));
+	ck_assert_int_eq(cfg_function__build(r, 0x20000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, &at, &msg), CFG_ERR_INVALID);
+	ck_assert_uint_eq(at, 0x20000);
+	ck_assert_ptr_nonnull(strstr(msg, "0x20000"));
+	cfg_function__free(f);
+
+	/* straight-line code running off the readable end */
+	cfg_reader__flush(r);
+	memset(code, 0x90, sizeof(code));
+	ck_assert_int_eq(cfg_function__build(r, 0x20000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, &at, NULL), CFG_ERR_UNREADABLE);
+	ck_assert_uint_eq(at, 0x20000 + sizeof(code));
+	cfg_function__free(f);
+
+	/* an instruction cut by the end of readable memory */
+	cfg_reader__flush(r);
+	code[sizeof(code) - 2] = 0xe8;	/* call rel32, 2 of 5 bytes */
+	ck_assert_int_eq(cfg_function__build(r, 0x20000 + sizeof(code) - 2, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_UNREADABLE);
+	cfg_function__free(f);
+
+	/* a jump out of readable memory */
+	cfg_reader__flush(r);
+	code[0] = 0xe9;		/* jmp rel32 far away */
+	code[1] = 0x00, code[2] = 0x00, code[3] = 0x00, code[4] = 0x10;
+	ck_assert_int_eq(cfg_function__build(r, 0x20000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, &at, NULL), CFG_ERR_NOT_CODE);
+	cfg_function__free(f);
+
+	/* the entry itself unreadable */
+	ck_assert_int_eq(cfg_function__build(r, 0x90000, NULL, &f), 0);
+	ck_assert_int_ne(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	cfg_function__free(f);
+
+	/* limits */
+	cfg_reader__flush(r);
+	memset(code, 0x90, sizeof(code));
+	code[200] = 0xc3;
+	struct cfg_build_opts o = { .sz = sizeof(o), .max_insns = 50 };
+	ck_assert_int_eq(cfg_function__build(r, 0x20000, &o, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_LIMIT);
+	ck_assert_uint_le(cfg_function__insn_count(f), 50);
+	cfg_function__free(f);
+
+	/* random bytes: anything but a crash (the sanitizers watch) */
+	srand(42);
+	for (int round = 0; round < 300; round++) {
+		cfg_reader__flush(r);
+		for (size_t i = 0; i < sizeof(code); i++)
+			code[i] = (uint8_t)rand();
+		ck_assert_int_eq(cfg_function__build(r, 0x20000 + (uint64_t)(rand() % 64), NULL, &f), 0);
+		char *out = NULL;
+		size_t len;
+		FILE *m = open_memstream(&out, &len);
+		for (int fmt = CFG_FORMAT_TEXT; fmt <= CFG_FORMAT_LOOPS; fmt++) {
+			struct cfg_write_opts wo = { .sz = sizeof(wo), .format = fmt };
+			ck_assert_int_eq(cfg_function__write(f, m, &wo), 0);
+		}
+		fclose(m);
+		free(out);
+		cfg_function__free(f);
+	}
+	cfg_reader__free(r);
+
+	struct cfg_reader *e;
+	ck_assert_int_lt(cfg_reader__open_elf("/nonexistent/file", 0, NULL, &e), 0);
+	ck_assert_int_eq(cfg_reader__open_elf("/etc/passwd", 0, NULL, &e), -ENOEXEC);
+}
+END_TEST
+
+/* ---------------------------------------------------------- live */
+
+static char *whole(const struct cfg_function *f)
+{
+	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_JSON };
+	ssize_t n = cfg_function__snprint(f, NULL, 0, &wo);
+	ck_assert_int_gt(n, 0);
+	char *s = malloc((size_t)n + 1);
+	cfg_function__snprint(f, s, (size_t)n + 1, &wo);
+	return s;
+}
+
+/* The same stripped program, running: its code read from its memory gives
+ * exactly the CFGs its file gives (loaded at the same address), and it
+ * finishes with the right checksum afterwards. */
+START_TEST(live_process_matches_its_file)
+{
+	need_corpus();
+	for (size_t i = 0; i < nprogs; i++) {
+		if (strcmp(progs[i].name, "gcc-O2-pie") && strcmp(progs[i].name, "clang-O3-nopie"))
+			continue;
+		char *cmd;
+		int st;
+		ck_assert(asprintf(&cmd, "'%s' 40", progs[i].stripped) > 0);
+		char *expect = tu_run(cmd, &st);
+		free(cmd);
+		ck_assert_ptr_nonnull(expect);
+		expect[strcspn(expect, "\n")] = 0;
+		ck_assert_ptr_nonnull(strstr(expect, "checksum"));
+
+		struct tu_proc tp;
+		char *argv[] = { progs[i].stripped, "40", "wait", NULL };
+		char line[256];
+		ck_assert_int_eq(tu_spawn(&tp, argv, false), 0);
+		ck_assert_int_ge(tu_wait_for(&tp, "ready", line, sizeof(line), 10000), 0);
+		struct attach_target *t;
+		struct attach_error aerr;
+		ck_assert_msg(attach_seize(tp.pid, NULL, &t, &aerr) == 0, "%s", aerr.msg);
+		struct cfg_reader *live;
+		ck_assert_int_eq(cfg_reader__open_live(t, NULL, &live), 0);
+		struct attach_maps *maps;
+		ck_assert_int_eq(attach_maps__read(tp.pid, &maps), 0);
+		char real[PATH_MAX];
+		ck_assert_ptr_nonnull(realpath(progs[i].stripped, real));
+		const struct attach_map *m = attach_maps__first_of(maps, real);
+		ck_assert_msg(m != NULL, "%s not mapped", real);
+		uint64_t bias = progs[i].pie ? m->start : 0;
+		struct cfg_reader *file;
+		ck_assert_int_eq(cfg_reader__open_elf(progs[i].stripped, bias, NULL, &file), 0);
+
+		uint64_t *ls, *fs;
+		size_t ln, fnn;
+		ck_assert_int_eq(cfg_reader__function_starts(live, m->start, &ls, &ln), 0);
+		ck_assert_int_eq(cfg_reader__function_starts(file, m->start, &fs, &fnn), 0);
+		for (size_t k = 0; ln != fnn && k < (ln > fnn ? ln : fnn); k++)
+			diag("live %#lx file %#lx", k < ln ? (unsigned long)ls[k] : 0,
+			     k < fnn ? (unsigned long)fs[k] : 0);
+		ck_assert_uint_eq(ln, fnn);
+		ck_assert_uint_ge(ln, 30);
+		for (size_t k = 0; k < ln; k++) {
+			ck_assert_uint_eq(ls[k], fs[k]);
+			struct cfg_function *a, *b;
+			ck_assert_int_eq(cfg_function__build(live, ls[k], NULL, &a), 0);
+			ck_assert_int_eq(cfg_function__build(file, fs[k], NULL, &b), 0);
+			char *ja = whole(a), *jb = whole(b);
+			ck_assert_msg(!strcmp(ja, jb), "%s at %#lx: live %.300s\nfile %.300s",
+				      progs[i].name, (unsigned long)ls[k], ja, jb);
+			ck_assert_int_eq(cfg_function__error(a, NULL, NULL), CFG_ERR_NONE);
+			free(ja);
+			free(jb);
+			cfg_function__free(a);
+			cfg_function__free(b);
+		}
+		free(ls);
+		free(fs);
+
+		/* libc as mapped: FDEs and names from its memory alone */
+		uint64_t printf_at;
+		ck_assert_int_eq(cfg_reader__lookup(live, "printf", &printf_at), 0);
+		char name[64];
+		uint64_t start;
+		ck_assert_int_eq(cfg_reader__symbolize(live, printf_at + 1, name, sizeof(name), &start), 0);
+		ck_assert_uint_eq(start, printf_at);
+		ck_assert_ptr_nonnull(strstr(name, "printf"));
+		ck_assert_int_eq(cfg_reader__function_starts(live, printf_at, &ls, &ln), 0);
+		ck_assert_uint_ge(ln, 1000);
+		bool has = false;
+		for (size_t k = 0; k < ln; k++)
+			has |= ls[k] == printf_at;
+		ck_assert(has);
+		free(ls);
+		struct cfg_function *f;
+		struct cfg_build_opts bo = { .sz = sizeof(bo), .find_entry = true };
+		ck_assert_int_eq(cfg_function__build(live, printf_at + 4, &bo, &f), 0);
+		ck_assert_uint_eq(cfg_function__entry(f), printf_at);
+		ck_assert_str_eq(cfg_function__name(f), name);
+		cfg_function__free(f);
+
+		cfg_reader__free(file);
+		cfg_reader__free(live);
+		attach_maps__free(maps);
+		ck_assert_int_eq(attach_target__detach(t), 0);
+		/* the target was not harmed: it runs on to the right answer */
+		ck_assert_int_eq(kill(tp.pid, SIGUSR1), 0);
+		ck_assert_int_ge(tu_wait_for(&tp, "checksum", line, sizeof(line), 10000), 0);
+		ck_assert_str_eq(line, expect);
+		st = tu_wait(&tp, 10000);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		tu_kill(&tp);
+		free(expect);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cfg");
@@ -347,6 +1109,25 @@ int main(void)
 	tcase_add_test(tc, function_bounds_f1);
 	tcase_add_test(tc, jump_table_targets_match_relocations);
 	tcase_add_test(tc, callgrind_edges_are_in_the_cfg);
+	tcase_add_test(tc, clang_loop_headers_and_depths);
+	tcase_add_test(tc, goto_into_a_loop_is_irreducible);
+	tcase_add_test(tc, calls_that_do_not_return);
+	tcase_add_test(tc, tail_calls_leave_the_function);
+	tcase_add_test(tc, cold_parts_are_ranges_of_their_function);
+	tcase_add_test(tc, json_has_the_documented_shape);
+	tcase_add_test(tc, hot_loop_attribution_and_dot_shading);
 	suite_add_tcase(s, tc);
+
+	TCase *unit = tcase_create("unit");
+	tcase_add_test(unit, hand_made_irreducible_cycle);
+	tcase_add_test(unit, overlapping_instructions_make_overlapping_blocks);
+	tcase_add_test(unit, bad_code_gives_an_error_not_a_crash);
+	suite_add_tcase(s, unit);
+
+	TCase *live = tcase_create("live");
+	tcase_set_timeout(live, 120);
+	tcase_add_unchecked_fixture(live, corpus_setup, NULL);
+	tcase_add_test(live, live_process_matches_its_file);
+	suite_add_tcase(s, live);
 	return tu_main(s);
 }

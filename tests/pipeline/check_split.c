@@ -110,8 +110,9 @@ START_TEST(split_matches_the_naive_model)
 	const struct csim_result *r = csim_split__result(sp);
 	ck_assert_uint_eq(csim_result__npcs(r), m.npcs);
 	for (size_t i = 0; i < m.npcs; i++) {
-		struct csim_pc_stats *row = csim_result__pc((struct csim_result *)r, m.pcs[i]);
-		ck_assert_mem_eq(&row->c, &m.rows[i], sizeof(row->c));
+		struct csim_pc_stats row;
+		ck_assert(csim_result__get(r, m.pcs[i], &row));
+		ck_assert_mem_eq(&row.c, &m.rows[i], sizeof(row.c));
 	}
 	model_free(&m);
 	csim_split__free(sp);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROFILE_MS 1200
@@ -59,6 +60,22 @@ static void check_target_fine(struct target *t)
 		ck_assert_str_eq(c + 9, t->checksum);
 	}
 	ck_assert_int_eq(kill(t->p.pid, 0), 0);
+}
+
+/* A line with prefix printed now, not one waiting in the pipe: read until
+ * a read had to wait for the target. */
+static void fresh_line(struct tu_proc *p, const char *prefix, char *line, size_t size)
+{
+	for (int i = 0; i < 1000; i++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		ck_assert_int_ge(tu_read_line(p, line, size, 5000), 0);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		double waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+		if (waited > 0.03 && !strncmp(line, prefix, strlen(prefix)))
+			return;
+	}
+	ck_abort_msg("no fresh \"%s\" line", prefix);
 }
 
 /* Samples pid for ms with opts; returns the sampler, stopped. */
@@ -106,7 +123,7 @@ static void symbol_of(const char *path, const char *name, uint64_t *value, uint6
 /* Load bias of a PIE: where its file offset 0 is mapped in pid. */
 static uint64_t load_bias(pid_t pid, const char *path)
 {
-	char cmd[512], real[4096];
+	char cmd[4400], real[4096];
 	int st;
 	unsigned long long a = 0;
 
@@ -118,6 +135,13 @@ static uint64_t load_bias(pid_t pid, const char *path)
 	ck_assert_int_eq(sscanf(out, "%llx", &a), 1);
 	free(out);
 	return a;
+}
+
+/* The most samples busy threads can give at the sampling frequency, with
+ * 10% of slack for the kernel's frequency adjustment. */
+static uint64_t max_samples(const struct prof_totals *t, int busy)
+{
+	return (uint64_t)(1.1 * busy * t->freq_hz * ((double)t->duration_ns * 1e-9)) + 20;
 }
 
 static const struct prof_func *find_func(const struct prof_hot *h, const char *name)
@@ -135,8 +159,15 @@ static void expect_top(const struct prof_hot *h, const char *name, double min_pc
 	ck_assert_ptr_nonnull(f);
 	ck_assert_msg(!strcmp(f->name, name), "hottest is %s (%.1f%%), not %s", f->name,
 		      f->self_pct, name);
-	ck_assert_msg(f->self_pct >= min_pct, "%s has %.1f%% of samples, want >= %.0f%%", name,
-		      f->self_pct, min_pct);
+	if (f->self_pct < min_pct) {
+		char others[512] = "";
+		for (size_t i = 1, k = 0; i < prof_hot__count(h) && i < 6; i++)
+			k += (size_t)snprintf(others + k, sizeof(others) - k, "; %s %.1f%% %s",
+					      prof_hot__at(h, i)->name, prof_hot__at(h, i)->self_pct,
+					      prof_hot__at(h, i)->module);
+		ck_abort_msg("%s has %.1f%% of samples, want >= %.0f%%%s", name, f->self_pct,
+			     min_pct, others);
+	}
 }
 
 /* ------------------------------------------------------------ hot loop */
@@ -156,8 +187,9 @@ static void hot_loop(enum prof_backend backend)
 	ck_assert_str_eq(tot.event, "cpu-clock");
 	ck_assert_uint_eq(tot.freq_hz, 999);
 	ck_assert_uint_ge(tot.duration_ns, PROFILE_MS * 1000000ull);
-	/* one busy thread at 999 Hz: ~1200 samples; allow a loaded machine */
-	ck_assert_msg(tot.samples >= 200 && tot.samples <= 2000, "%llu samples",
+	/* one busy thread at 999 Hz: ~1200 samples; fewer on a loaded machine,
+	 * never more (no thread counted twice) */
+	ck_assert_msg(tot.samples >= 50 && tot.samples <= max_samples(&tot, 1), "%llu samples",
 		      (unsigned long long)tot.samples);
 	ck_assert_uint_eq(tot.threads, 1);
 
@@ -278,6 +310,8 @@ START_TEST(churning_threads_are_all_sampled)
 	 * alive at the start were there when sampling began */
 	ck_assert_msg(tot.new_threads >= 10, "%llu new threads sampled",
 		      (unsigned long long)tot.new_threads);
+	ck_assert_msg(tot.samples <= max_samples(&tot, 2), "%llu samples in %.2f s from 2 busy threads",
+		      (unsigned long long)tot.samples, (double)tot.duration_ns * 1e-9);
 	struct prof_thread th[4096];
 	size_t n = prof_sampler__threads(s, th, 4096);
 	uint64_t from_new = 0;
@@ -314,10 +348,10 @@ START_TEST(target_taking_signals_is_sampled)
 	prof_symbolizer__free(sym);
 	prof_sampler__free(s);
 	check_target_fine(&t);
-	ck_assert_int_ge(tu_wait_for(&t.p, "signals", line, sizeof(line), 5000), 0);
+	fresh_line(&t.p, "signals", line, sizeof(line));
 	after = atol(line + 8);
-	/* ~2000 a second; the handler kept running */
-	ck_assert_msg(after - before > 500, "signals %ld -> %ld", before, after);
+	/* ~2000 a second on an idle machine; the handler kept running */
+	ck_assert_msg(after - before > 100, "signals %ld -> %ld", before, after);
 	tu_kill(&t.p);
 }
 END_TEST
@@ -350,6 +384,52 @@ START_TEST(deleted_executable_still_symbolized)
 	prof_sampler__free(s);
 	check_target_fine(&t);
 	tu_kill(&t.p);
+}
+END_TEST
+
+/* A library dlopen'd, sampled, then dlclose'd before the report: the
+ * MMAP2 records of the sampling still name its code. */
+START_TEST(code_unmapped_before_the_report_still_symbolized)
+{
+	struct tu_proc p;
+	char lib[4096], line[256];
+	char *argv[] = { (char *)tu_path("tests/targets/prof_dlopen"), lib, NULL };
+	struct prof_opts o = { .sz = sizeof(o) };
+	struct prof_sampler *s;
+	struct prof_error err;
+
+	ck_assert_ptr_nonnull(realpath(tu_path("tests/targets/.libs/libprof_plugin.so"), lib));
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 1", line, sizeof(line), 10000), 0);
+	ck_assert_msg(prof_sampler__open(p.pid, &o, &s, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(prof_sampler__start(s), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 2", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(prof_sampler__stop(s), 0);
+	/* now the library is not mapped: only the sampler saw it */
+	char cmd[4200];
+	int st;
+	snprintf(cmd, sizeof(cmd), "grep -c libprof_plugin /proc/%d/maps", p.pid);
+	char *out = tu_run(cmd, &st);
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	struct prof_totals tot;
+	prof_sampler__totals(s, &tot);
+	ck_assert_uint_ge(tot.mmaps, 1);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "prof_plugin_spin", 80);
+	ck_assert_str_eq(prof_hot__at(h, 0)->module, lib);
+	ck_assert_int_eq(prof_hot__at(h, 0)->bounds, PROF_BOUNDS_SYMTAB);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	const char *c = strstr(line, "checksum ");
+	ck_assert_ptr_nonnull(c);
+	char want[64];
+	snprintf(want, sizeof(want), "%s", c);
+	ck_assert_int_ge(tu_wait_for(&p, "unloaded 3", line, sizeof(line), 10000), 0);
+	ck_assert_str_eq(strstr(line, "checksum "), want);
+	tu_kill(&p);
 }
 END_TEST
 
@@ -437,6 +517,47 @@ START_TEST(bt_shows_the_known_call_stack)
 	ck_assert_int_eq(attach_target__detach(at), 0);
 	check_target_fine(&t);
 	tu_kill(&t.p);
+}
+END_TEST
+
+/* attach/'s hotloop, profiled while seized (as padrone does), then
+ * detached: the hot function is the one the target names, at the address
+ * it prints, and its ticks' checksums are what `hotloop -e N` computes. */
+START_TEST(seized_hotloop_profiled_then_detached)
+{
+	struct tu_proc p;
+	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), NULL };
+	char line[256], cmd[512];
+	struct attach_target *at;
+	struct attach_error aerr;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+	unsigned long long addr;
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "ready", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(sscanf(line, "ready %*d hot_function %llx", &addr), 1);
+	ck_assert_msg(attach_seize(p.pid, NULL, &at, &aerr) == 0, "%s", aerr.msg);
+	struct prof_sampler *s = sample(p.pid, &o, PROFILE_MS);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "hot_function", 80);
+	ck_assert_uint_eq(prof_hot__at(h, 0)->start, addr);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	ck_assert_int_eq(attach_target__detach(at), 0);
+	fresh_line(&p, "tick", line, sizeof(line));
+	long tick;
+	char sum[64];
+	ck_assert_int_eq(sscanf(line, "tick %ld checksum %63s", &tick, sum), 2);
+	snprintf(cmd, sizeof(cmd), "'%s' -e %ld", tu_path("tests/targets/hotloop"), tick);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	out[strcspn(out, "\n")] = 0;
+	ck_assert_str_eq(out, line);
+	free(out);
+	tu_kill(&p);
 }
 END_TEST
 
@@ -547,6 +668,9 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 	close(pfd[0]);
 	int st;
 	waitpid(prof, &st, 0);
+	/* the target lived through it (its checksum is checked by the tests
+	 * that can read its output) */
+	ck_assert_int_eq(waitpid(target, NULL, WNOHANG), 0);
 	kill(target, SIGKILL);
 	waitpid(target, NULL, 0);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s", buf);
@@ -577,8 +701,10 @@ int main(void)
 	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 2);
 	tcase_add_loop_test(tc, target_taking_signals_is_sampled, 0, 2);
 	tcase_add_test(tc, deleted_executable_still_symbolized);
+	tcase_add_test(tc, code_unmapped_before_the_report_still_symbolized);
 	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);
 	tcase_add_loop_test(tc, bt_shows_the_known_call_stack, 0, 2);
+	tcase_add_loop_test(tc, seized_hotloop_profiled_then_detached, 0, 2);
 	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
 	tcase_add_test(tc, refuses_a_missing_process);
 	tcase_add_test(tc, bpf_falls_back_to_the_ring_when_it_cannot_load);

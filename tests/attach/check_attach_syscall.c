@@ -1,0 +1,339 @@
+/* attach/: system calls run inside the target, with everything restored:
+ * the target's own output afterwards shows it was not harmed, also when it
+ * was stopped inside a system call of its own. */
+#include "attach/internal.h"
+#include "tests/attach/helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define WORK "2000000"
+#define WORK_N 2000000
+
+static int64_t rsys(struct attach_target *t, pid_t tid, long nr, uint64_t a0, uint64_t a1,
+		    uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5)
+{
+	uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
+	int64_t ret = 0x7777;
+	int r = attach_target__syscall(t, tid, nr, args, &ret);
+	ck_assert_msg(r == 0, "syscall %ld: %d %s", nr, r, attach_target__errmsg(t));
+	return ret;
+}
+
+static const struct attach_map *map_at(struct attach_maps *m, uint64_t a)
+{
+	return attach_maps__find(m, a);
+}
+
+START_TEST(runs_memory_system_calls)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", WORK, NULL);
+	struct attach_target *t = at_seize(pid);
+
+	ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+	int64_t addr = rsys(t, 0, SYS_mmap, 0, 8192, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0);
+	ck_assert_msg(addr > 0 && addr % 4096 == 0, "mmap returned %lld", (long long)addr);
+	struct attach_maps *m;
+	ck_assert_int_eq(attach_maps__read(pid, &m), 0);
+	ck_assert_ptr_nonnull(map_at(m, (uint64_t)addr));
+	ck_assert_uint_eq(map_at(m, (uint64_t)addr)->prot, ATTACH_MAP_R | ATTACH_MAP_W);
+	attach_maps__free(m);
+
+	/* A memfd named from the target's own memory. */
+	ck_assert_int_eq(attach_target__write(t, (uint64_t)addr, "padrone", 8), 0);
+	int64_t fd = rsys(t, 0, SYS_memfd_create, (uint64_t)addr, MFD_CLOEXEC, 0, 0, 0, 0);
+	ck_assert_int_ge(fd, 3);
+	char link[128], want[] = "/memfd:padrone (deleted)", path[64];
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)fd);
+	ssize_t n = readlink(path, link, sizeof link - 1);
+	ck_assert_int_gt(n, 0);
+	link[n] = '\0';
+	ck_assert_str_eq(link, want);
+
+	ck_assert_int_eq(rsys(t, 0, SYS_mprotect, (uint64_t)addr, 4096, PROT_READ, 0, 0, 0), 0);
+	ck_assert_int_eq(attach_maps__read(pid, &m), 0);
+	ck_assert_uint_eq(map_at(m, (uint64_t)addr)->prot, ATTACH_MAP_R);
+	ck_assert_uint_eq(map_at(m, (uint64_t)addr + 4096)->prot, ATTACH_MAP_R | ATTACH_MAP_W);
+	attach_maps__free(m);
+
+	ck_assert_int_eq(rsys(t, 0, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0), 0);
+	ck_assert_int_lt(readlink(path, link, sizeof link), 0);
+	/* The call ran; its own failure comes back in *ret. */
+	ck_assert_int_eq(rsys(t, 0, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0), -EBADF);
+	ck_assert_int_eq(rsys(t, 0, SYS_munmap, (uint64_t)addr, 8192, 0, 0, 0, 0), 0);
+	ck_assert_int_eq(attach_maps__read(pid, &m), 0);
+	ck_assert_ptr_null(map_at(m, (uint64_t)addr));
+	attach_maps__free(m);
+
+	ck_assert(!attach_target__is_stopped(t));
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	at_drain(&p);
+	at_check_ticks(&p, 3, WORK_N);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(restores_registers_exactly)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", WORK, NULL);
+	struct attach_target *t = at_seize(pid);
+	for (int round = 0; round < 10; round++) {
+		struct user_regs_struct r0, r1;
+		size_t len = 1 << 16, len1 = 1 << 16;
+		unsigned char *x0 = malloc(len), *x1 = malloc(len1);
+		ck_assert_int_eq(attach_target__stop(t), 0);
+		ck_assert_int_eq(attach_target__get_regs(t, 0, &r0), 0);
+		ck_assert_int_eq(attach_target__get_xstate(t, 0, x0, &len), 0);
+		ck_assert_int_eq(rsys(t, 0, SYS_getppid, 0, 0, 0, 0, 0, 0), getpid());
+		ck_assert_int_eq(rsys(t, pid, SYS_gettid, 0, 0, 0, 0, 0, 0), pid);
+		ck_assert(attach_target__is_stopped(t));	/* nested in our stop */
+		ck_assert_int_eq(attach_target__get_regs(t, 0, &r1), 0);
+		ck_assert_int_eq(attach_target__get_xstate(t, 0, x1, &len1), 0);
+		ck_assert_mem_eq(&r0, &r1, sizeof r0);
+		ck_assert_uint_eq(len, len1);
+		/* The legacy area (x87, MXCSR, xmm) and the AVX upper halves. */
+		ck_assert_mem_eq(x0, x1, 416);
+		ck_assert_mem_eq(x0 + 576, x1 + 576, len - 576);
+		ck_assert_int_eq(attach_target__resume(t), 0);
+		free(x0);
+		free(x1);
+		at_sleep_ms(3);
+	}
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	at_drain(&p);
+	at_check_ticks(&p, 3, WORK_N);
+	tu_kill(&p);
+}
+END_TEST
+
+/* The kernel's current system call of a thread, from /proc (-1: none). */
+static long current_syscall(pid_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -2;
+	long nr = -2;
+	if (fgets(buf, sizeof buf, f))
+		nr = strncmp(buf, "running", 7) == 0 ? -1 : atol(buf);
+	fclose(f);
+	return nr;
+}
+
+static bool wait_in_syscall(pid_t pid, long nr)
+{
+	for (int i = 0; i < 5000; i++) {
+		if (at_state(pid, 0) == 'S' && current_syscall(pid) == nr)
+			return true;
+		at_sleep_ms(1);
+	}
+	return false;
+}
+
+static void make_fifo(char *path, size_t size, int *wfd)
+{
+	snprintf(path, size, "/tmp/padrone-fifo-%d", (int)getpid());
+	unlink(path);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	/* O_RDWR never blocks on a FIFO: the target's O_RDONLY open then
+	 * finds a writer. */
+	*wfd = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(*wfd, 0);
+}
+
+START_TEST(restarts_an_interrupted_read)
+{
+	struct tu_proc p;
+	char fifo[64];
+	int wfd;
+	make_fifo(fifo, sizeof fifo, &wfd);
+	pid_t pid = at_spawn(&p, "hotloop", "-w", "1000", "-f", fifo, NULL);
+	struct attach_target *t = at_seize(pid);
+	for (int i = 0; i < 5; i++) {
+		ck_assert(wait_in_syscall(pid, SYS_read));
+		/* Stopped inside read() (-ERESTARTSYS pending), then used for
+		 * system calls of ours. */
+		ck_assert_int_eq(attach_target__stop(t), 0);
+		ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+		int64_t a = rsys(t, 0, SYS_mmap, 0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+				 (uint64_t)-1, 0);
+		ck_assert_int_gt(a, 0);
+		ck_assert_int_eq(rsys(t, 0, SYS_munmap, (uint64_t)a, 4096, 0, 0, 0, 0), 0);
+		ck_assert_int_eq(attach_target__resume(t), 0);
+		/* The read restarted: it is still waiting, and takes our byte. */
+		ck_assert(wait_in_syscall(pid, SYS_read));
+		at_sleep_ms(20);
+		ck_assert_int_eq(write(wfd, "x", 1), 1);
+		at_check_ticks(&p, 1, 1000);
+	}
+	/* Without a stop of ours: attach_target__syscall stops by itself. */
+	ck_assert(wait_in_syscall(pid, SYS_read));
+	ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_eq(write(wfd, "xy", 2), 2);
+	at_check_ticks(&p, 2, 1000);
+	close(wfd);
+	char line[128];
+	ck_assert_int_gt(tu_wait_for(&p, "done", line, sizeof line, 5000), 0);
+	tu_kill(&p);
+	unlink(fifo);
+}
+END_TEST
+
+START_TEST(restarts_an_interrupted_sleep)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", "1000", "-s", "150000", NULL);
+	struct attach_target *t = at_seize(pid);
+	for (int i = 0; i < 5; i++) {
+		ck_assert(wait_in_syscall(pid, SYS_clock_nanosleep) ||
+			  wait_in_syscall(pid, SYS_nanosleep));
+		ck_assert_int_eq(attach_target__stop(t), 0);
+		ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+		ck_assert_int_eq(attach_target__resume(t), 0);
+		at_check_ticks(&p, 1, 1000);	/* an "error nanosleep" line fails here */
+	}
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	at_check_ticks(&p, 2, 1000);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(runs_on_every_thread)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "threads", "-n", "2", "-l", "4", NULL);
+	struct attach_target *t = at_seize(pid);
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	pid_t tids[64];
+	int n = attach_target__threads(t, tids, 64);
+	ck_assert_int_ge(n, 5);
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(rsys(t, tids[i], SYS_gettid, 0, 0, 0, 0, 0, 0), tids[i]);
+		ck_assert_int_eq(rsys(t, tids[i], SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+	}
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	at_drain(&p);
+	char line[256];
+	ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
+	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(runs_among_signals)
+{
+	struct tu_proc p;
+	char line[256], verdict[16];
+	pid_t pid = at_spawn(&p, "signals", "-d", "2", NULL);
+	struct attach_target *t = at_seize(pid);
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+		at_sleep_ms(5);
+	}
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "done", line, sizeof line, 20000), 0);
+	ck_assert_int_gt(tu_read_line(&p, verdict, sizeof verdict, 5000), 0);
+	ck_assert_msg(strcmp(verdict, "ok") == 0, "signals target: %s", line);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(runs_in_a_job_control_stopped_target)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", WORK, NULL);
+	kill(pid, SIGSTOP);
+	ck_assert(at_wait_state(pid, "T", 5000));
+	at_drain(&p);
+	struct attach_target *t = at_seize(pid);
+	ck_assert_int_eq(rsys(t, 0, SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+	char line[128];
+	ck_assert_int_eq(tu_read_line(&p, line, sizeof line, 300), -ETIMEDOUT);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert(at_wait_state(pid, "T", 2000));
+	kill(pid, SIGCONT);
+	at_check_ticks(&p, 2, WORK_N);
+	tu_kill(&p);
+}
+END_TEST
+
+/* The target's descriptor for path. */
+static int fd_of(pid_t pid, const char *path)
+{
+	for (int fd = 0; fd < 1024; fd++) {
+		char proc[64], link[256];
+		snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)pid, fd);
+		ssize_t n = readlink(proc, link, sizeof link - 1);
+		if (n > 0) {
+			link[n] = '\0';
+			if (strcmp(link, path) == 0)
+				return fd;
+		}
+	}
+	ck_abort_msg("%s is not open in %d", path, (int)pid);
+	return -1;
+}
+
+START_TEST(interrupts_a_blocking_call)
+{
+	struct tu_proc p;
+	char fifo[64], msg[256];
+	int wfd;
+	make_fifo(fifo, sizeof fifo, &wfd);
+	pid_t pid = at_spawn(&p, "hotloop", "-w", "1000", "-f", fifo, NULL);
+	struct attach_opts o = { .sz = sizeof o, .syscall_timeout_ms = 300 };
+	struct attach_target *t;
+	struct attach_error e;
+	ck_assert_int_eq(attach_seize(pid, &o, &t, &e), 0);
+	int64_t buf = rsys(t, 0, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0);
+	ck_assert_int_gt(buf, 0);
+	/* read(fd, buf, 1) on the target's own empty FIFO blocks. */
+	uint64_t args[6] = { (uint64_t)fd_of(pid, fifo), (uint64_t)buf, 1, 0, 0, 0 };
+	int64_t ret = 0;
+	ck_assert_int_eq(attach_target__syscall(t, 0, SYS_read, args, &ret), -ETIMEDOUT);
+	snprintf(msg, sizeof msg, "system call 0 in process %d (hotloop) did not return within "
+		 "300 ms and was interrupted", (int)pid);
+	ck_assert_str_eq(attach_target__errmsg(t), msg);
+	ck_assert(ret < 0);
+	ck_assert_int_eq(rsys(t, 0, SYS_munmap, (uint64_t)buf, 4096, 0, 0, 0, 0), 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_eq(write(wfd, "ab", 2), 2);
+	at_check_ticks(&p, 2, 1000);
+	close(wfd);
+	tu_kill(&p);
+	unlink(fifo);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("attach-syscall");
+	TCase *tc = tcase_create("syscall");
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, at_block_sigchld, NULL);
+	tcase_add_test(tc, runs_memory_system_calls);
+	tcase_add_test(tc, restores_registers_exactly);
+	tcase_add_test(tc, restarts_an_interrupted_read);
+	tcase_add_test(tc, restarts_an_interrupted_sleep);
+	tcase_add_test(tc, runs_on_every_thread);
+	tcase_add_test(tc, runs_among_signals);
+	tcase_add_test(tc, runs_in_a_job_control_stopped_target);
+	tcase_add_test(tc, interrupts_a_blocking_call);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}
