@@ -392,7 +392,7 @@ static int plan_entry(struct cc_job *j)
 		goto out;
 	say(&j->rep, "entry: jmp rel32 at 0x%" PRIx64 " over %zu bytes (%zu instructions)%s",
 	    j->site, cc_reloc__src_len(j->prefix), cc_reloc__count(j->prefix),
-	    skip ? ", after endbr64 which stays" : "");
+	    skip ? ", after endbr64, which stays" : "");
 out:
 	free(code);
 	return rc;

@@ -178,6 +178,7 @@ START_TEST(replace_and_restore_a_function)
 	static const char *const sos[] = {
 		"tests/codecache/corpus-cc-O0.so", "tests/codecache/corpus-cc-O2.so",
 		"tests/codecache/corpus-clang-O0.so", "tests/codecache/corpus-clang-O2.so",
+		"tests/codecache/corpus-cc-O2-cet.so",
 	};
 	struct cc_func f = corpus_func(sos[_i], "cc_switch");
 	int_fn *sw = (int_fn *)f.addr;
@@ -197,6 +198,15 @@ START_TEST(replace_and_restore_a_function)
 	ck_assert_int_eq(sw(-7), -699);
 	ck_assert_msg(strstr(report, "entry: jmp rel32 at 0x") && strstr(report, "loaded "),
 		      "%s", report);
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	if (memcmp(before, endbr64, 4) == 0) {	/* kept, the jmp after it */
+		ck_assert_msg(strstr(report, "after endbr64, which stays"), "%s", report);
+		ck_assert_mem_eq((uint8_t *)sw, endbr64, 4);
+		ck_assert_uint_eq(((uint8_t *)sw)[4], 0xe9);
+	} else {
+		ck_assert_uint_eq(((uint8_t *)sw)[0], 0xe9);
+	}
+	ck_assert_int_eq(memcmp(before, endbr64, 4) == 0, _i == 4);
 	ck_assert_uint_eq(st.sites, 1);
 
 	struct cc_redirect_info ri[4];
@@ -478,7 +488,7 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, areas_are_near_and_never_writable_and_executable);
 	tcase_add_test(tc, the_cache_grows_and_reuses_freed_blocks);
-	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 4);
+	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 5);
 	tcase_add_test(tc, a_later_session_finds_and_undoes_a_replacement);
 	tcase_add_test(tc, twice_and_bad_functions_are_refused_clearly);
 	tcase_add_test(tc, without_a_symbol_size_the_extent_comes_from_the_cfg);

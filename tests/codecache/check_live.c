@@ -178,6 +178,13 @@ START_TEST(vecadd_replaced_live_keeps_its_checksum)
 	ck_assert_uint_eq(st.threads, 1);
 	ck_assert_uint_gt(st.stop_ns, 0);
 	ck_assert_msg(strstr(report, "stopped the world for "), "%s", report);
+	/* the code cache: r-x and rw-, nothing writable and executable */
+	char cmd[96];
+	int st_;
+	snprintf(cmd, sizeof cmd, "awk '$2 ~ /wx/' /proc/%d/maps", l.p.pid);
+	char *wx = tu_run(cmd, &st_);
+	ck_assert_msg(wx && !wx[0], "writable and executable: %s", wx);
+	free(wx);
 	for (int i = 0; i < 3; i++) {
 		round_of(&l, &ns, &sum);
 		ck_assert_uint_eq(sum, sum0);
