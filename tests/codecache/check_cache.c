@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,13 +265,38 @@ START_TEST(twice_and_bad_functions_are_refused_clearly)
 	ck_assert_msg(strstr(cc_cache__errmsg(c), "cc_entry_loop branches into its own first bytes "
 			     "(`jnz 0x"), "%s", cc_cache__errmsg(c));
 
-	struct cc_func unknown = f;
-	unknown.size = 0;
-	ck_assert_int_eq(cc_cache__replace(c, &unknown, im, resolve_here, NULL, NULL), -EINVAL);
-	ck_assert_msg(strstr(cc_cache__errmsg(c), "size of cc_switch"), "%s", cc_cache__errmsg(c));
+	struct cc_func table = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_table_loop");
+	ck_assert_int_eq(cc_cache__replace(c, &table, im, resolve_here, NULL, NULL), -ENOTSUP);
+	ck_assert_msg(strstr(cc_cache__errmsg(c), "cc_table_loop branches into its own first bytes "
+			     "(`jmp rcx` at 0x"), "%s", cc_cache__errmsg(c));
+
 	/* nothing of the failures stayed patched */
 	ck_assert_int_eq(cc_cache__redirects(c, NULL, 0), 0);
 	ck_assert_int_eq(((int_fn *)f.addr)(4), 9);
+	cc_image__free(im);
+	cc_cache__close(c);
+}
+END_TEST
+
+START_TEST(without_a_symbol_size_the_extent_comes_from_the_cfg)
+{
+	struct cc_func f = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_switch");
+	struct cc_cache *c = open_here();
+	struct cc_image *im = image("tests/codecache/repl/alt.o", "cc_switch");
+	char report[2048];
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report };
+	uint64_t size = f.size;
+
+	f.size = 0;
+	ck_assert_msg(cc_cache__replace(c, &f, im, resolve_here, NULL, &o) == 0, "%s",
+		      cc_cache__errmsg(c));
+	char want[96];
+	snprintf(want, sizeof want, "cc_switch: no symbol size; %" PRIu64 " bytes from its control "
+		 "flow", size);
+	ck_assert_msg(strstr(report, want), "%s (want %s)", report, want);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 301);
+	ck_assert_int_eq(cc_cache__restore(c, f.addr, NULL, NULL), 0);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 3 ^ 0x55);
 	cc_image__free(im);
 	cc_cache__close(c);
 }
@@ -455,6 +481,7 @@ int main(void)
 	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 4);
 	tcase_add_test(tc, a_later_session_finds_and_undoes_a_replacement);
 	tcase_add_test(tc, twice_and_bad_functions_are_refused_clearly);
+	tcase_add_test(tc, without_a_symbol_size_the_extent_comes_from_the_cfg);
 	tcase_add_test(tc, a_dry_run_reports_and_changes_nothing);
 	tcase_add_test(tc, calls_in_a_hot_caller_are_retargeted);
 	tcase_add_test(tc, measure_times_every_call_including_recursion);
