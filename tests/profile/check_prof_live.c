@@ -636,6 +636,47 @@ START_TEST(target_exiting_while_sampled)
 }
 END_TEST
 
+/* bt of a thread other than the main one, started after the seize. */
+START_TEST(bt_of_a_new_thread)
+{
+	struct tu_proc p;
+	char *argv[] = { (char *)tu_path("tests/targets/prof_spawn"), NULL };
+	char line[256];
+	struct attach_target *at;
+	struct attach_error aerr;
+	struct prof_symbolizer *sym;
+	struct prof_error err;
+	struct prof_frame fr[64];
+	int n = 0, tries;
+	long tid;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "ready", line, sizeof(line), 10000), 0);
+	ck_assert_msg(attach_seize(p.pid, NULL, &at, &aerr) == 0, "%s", aerr.msg);
+	kill(p.pid, SIGUSR1);
+	ck_assert_int_ge(tu_wait_for(&p, "spawned", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(sscanf(line, "spawned %ld", &tid), 1);
+	ck_assert_int_eq(prof_symbolizer__new(p.pid, &sym, &err), 0);
+	for (tries = 0; tries < 20; tries++) {
+		n = prof_symbolizer__backtrace(sym, at, (pid_t)tid, fr, 64);
+		ck_assert_msg(n > 0, "bt: %s", prof_symbolizer__errmsg(sym));
+		if (!strcmp(fr[0].sym.name, "prof_spawn_work"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(tries < 20, "never caught in prof_spawn_work (last: %s)", fr[0].sym.name);
+	ck_assert_int_ge(n, 3);
+	ck_assert_str_eq(fr[1].sym.name, "spin");
+	/* the thread starts in libc (start_thread, clone3) */
+	ck_assert_ptr_nonnull(strstr(fr[n - 1].sym.module, "libc.so"));
+	prof_symbolizer__free(sym);
+	ck_assert_int_eq(attach_target__detach(at), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "spin", line, sizeof(line), 10000), 0);
+	ck_assert_ptr_null(strstr(line, "BAD"));
+	tu_kill(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ refusals */
 
 START_TEST(refuses_more_than_10khz_without_a_pmu)
@@ -780,6 +821,7 @@ int main(void)
 	tcase_add_test(tc, code_unmapped_before_the_report_still_symbolized);
 	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);
 	tcase_add_loop_test(tc, bt_shows_the_known_call_stack, 0, 2);
+	tcase_add_test(tc, bt_of_a_new_thread);
 	tcase_add_loop_test(tc, seized_hotloop_profiled_then_detached, 0, 2);
 	tcase_add_loop_test(tc, target_exiting_while_sampled, 0, 2);
 	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
