@@ -292,6 +292,7 @@ int csim_lackey_write(FILE *out, const struct rep_ref *refs, size_t n);
 struct pipeline_block_count {
 	uint64_t pc;		/* block start */
 	uint64_t count;		/* executions */
+	uint64_t end;		/* address after its last instruction; 0: unknown */
 };
 struct pipeline_edge_count {
 	uint64_t from, to;	/* block start pcs */
@@ -352,6 +353,12 @@ void pipeline_analysis__free(struct pipeline_analysis *a);
 void *pipeline_analysis__priv(struct pipeline_analysis *a);
 int pipeline_analysis__fail(struct pipeline_analysis *a, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* The blocks analysis' blocks (after finish), most executed first, in a
+ * malloc'd array the caller frees; .end is where the block's instructions
+ * end (0 if unknown). -EINVAL for another analysis. */
+int pipeline_blocks_ranges(struct pipeline_analysis *a, struct pipeline_block_count **out,
+			   size_t *n);
 
 /* The cache analysis' simulator result and split statistics (NULL / zero
  * before finish or for another analysis). */

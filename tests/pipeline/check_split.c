@@ -326,7 +326,7 @@ START_TEST(blocks_and_edges_from_the_instruction_stream)
 	json_object_put(jb);
 	json_object_put(je);
 	/* Counts from the source replace the derived ones. */
-	struct pipeline_block_count bc[] = { { 0x100, 7 } };
+	struct pipeline_block_count bc[] = { { .pc = 0x100, .count = 7, .end = 0x120 } };
 	ck_assert_int_eq(pipeline_analysis__blocks(b, bc, 1), 0);
 	ck_assert_int_eq(pipeline_analysis__refs(b, r, n), 0);
 	jb = pipeline_analysis__to_json(b);
