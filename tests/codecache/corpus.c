@@ -183,3 +183,29 @@ CORPUS long cc_asm_loope(const char *s, long max)
 			 : "+r"(p), "+c"(c) : : "cc", "memory");
 	return p - s;
 }
+
+/* For the patching checks: too short for a 5-byte jump (at -O2), and a
+ * loop whose head is the first instruction. */
+CORPUS void cc_nothing(void)
+{
+}
+
+__asm__(".text\n"
+	".globl cc_entry_loop\n"
+	".type cc_entry_loop, @function\n"
+	"cc_entry_loop:\n"
+	"	dec %rdi\n"
+	"	jnz cc_entry_loop\n"
+	"	mov $42, %eax\n"
+	"	ret\n"
+	".size cc_entry_loop, .-cc_entry_loop\n");
+
+/* A caller with direct calls to a function (hidden: no PLT in between). */
+__attribute__((visibility("hidden"), noinline)) int cc_callee(int x)
+{
+	return x * 3 + 1;
+}
+CORPUS int cc_caller(int x)
+{
+	return cc_callee(x) + cc_callee(x + 1) * 2;
+}

@@ -189,7 +189,7 @@ static void hot_loop(enum prof_backend backend)
 	ck_assert_uint_ge(tot.duration_ns, PROFILE_MS * 1000000ull);
 	/* one busy thread at 999 Hz: ~1200 samples; fewer on a loaded machine,
 	 * never more (no thread counted twice) */
-	ck_assert_msg(tot.samples >= 200 && tot.samples <= max_samples(&tot, 1), "%llu samples",
+	ck_assert_msg(tot.samples >= 50 && tot.samples <= max_samples(&tot, 1), "%llu samples",
 		      (unsigned long long)tot.samples);
 	ck_assert_uint_eq(tot.threads, 1);
 
@@ -350,8 +350,8 @@ START_TEST(target_taking_signals_is_sampled)
 	check_target_fine(&t);
 	fresh_line(&t.p, "signals", line, sizeof(line));
 	after = atol(line + 8);
-	/* ~2000 a second; the handler kept running */
-	ck_assert_msg(after - before > 500, "signals %ld -> %ld", before, after);
+	/* ~2000 a second on an idle machine; the handler kept running */
+	ck_assert_msg(after - before > 100, "signals %ld -> %ld", before, after);
 	tu_kill(&t.p);
 }
 END_TEST
@@ -520,6 +520,47 @@ START_TEST(bt_shows_the_known_call_stack)
 }
 END_TEST
 
+/* attach/'s hotloop, profiled while seized (as padrone does), then
+ * detached: the hot function is the one the target names, at the address
+ * it prints, and its ticks' checksums are what `hotloop -e N` computes. */
+START_TEST(seized_hotloop_profiled_then_detached)
+{
+	struct tu_proc p;
+	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), NULL };
+	char line[256], cmd[512];
+	struct attach_target *at;
+	struct attach_error aerr;
+	struct prof_opts o = { .sz = sizeof(o), .backend = _i ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+	unsigned long long addr;
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "ready", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(sscanf(line, "ready %*d hot_function %llx", &addr), 1);
+	ck_assert_msg(attach_seize(p.pid, NULL, &at, &aerr) == 0, "%s", aerr.msg);
+	struct prof_sampler *s = sample(p.pid, &o, PROFILE_MS);
+	struct prof_symbolizer *sym;
+	struct prof_hot *h = rank(s, &sym);
+	expect_top(h, "hot_function", 80);
+	ck_assert_uint_eq(prof_hot__at(h, 0)->start, addr);
+	prof_hot__free(h);
+	prof_symbolizer__free(sym);
+	prof_sampler__free(s);
+	ck_assert_int_eq(attach_target__detach(at), 0);
+	fresh_line(&p, "tick", line, sizeof(line));
+	long tick;
+	char sum[64];
+	ck_assert_int_eq(sscanf(line, "tick %ld checksum %63s", &tick, sum), 2);
+	snprintf(cmd, sizeof(cmd), "'%s' -e %ld", tu_path("tests/targets/hotloop"), tick);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	out[strcspn(out, "\n")] = 0;
+	ck_assert_str_eq(out, line);
+	free(out);
+	tu_kill(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ refusals */
 
 START_TEST(refuses_more_than_10khz_without_a_pmu)
@@ -627,6 +668,9 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 	close(pfd[0]);
 	int st;
 	waitpid(prof, &st, 0);
+	/* the target lived through it (its checksum is checked by the tests
+	 * that can read its output) */
+	ck_assert_int_eq(waitpid(target, NULL, WNOHANG), 0);
 	kill(target, SIGKILL);
 	waitpid(target, NULL, 0);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s", buf);
@@ -660,6 +704,7 @@ int main(void)
 	tcase_add_test(tc, code_unmapped_before_the_report_still_symbolized);
 	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);
 	tcase_add_loop_test(tc, bt_shows_the_known_call_stack, 0, 2);
+	tcase_add_loop_test(tc, seized_hotloop_profiled_then_detached, 0, 2);
 	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
 	tcase_add_test(tc, refuses_a_missing_process);
 	tcase_add_test(tc, bpf_falls_back_to_the_ring_when_it_cannot_load);

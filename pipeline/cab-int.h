@@ -1,0 +1,122 @@
+/* cab-int.h: what cab.c, nway.c and ffq.c share; not a public header.
+ *
+ * The memfd holds: the shared header (struct cab_shared, its own cache lines
+ * per writer), one struct cab_meta per chunk/buffer, then the data area at
+ * data_offset (page aligned).
+ */
+#ifndef PADRONE_PIPELINE_CAB_INT_H
+#define PADRONE_PIPELINE_CAB_INT_H
+
+#include "pipeline/cab.h"
+
+#include <stdarg.h>
+
+#define CAB_RING_MAGIC 0x31474e4952424143ULL	/* "CABRING1" */
+#define CAB_RING_VERSION 1
+#define CAB_LINE 64
+
+enum { CAB_SIDE_NONE = 0, CAB_SIDE_ATTACHED = 1, CAB_SIDE_FLUSHED = 2, CAB_SIDE_CLOSED = 3 };
+enum { CAB_BUF_EMPTY = 0, CAB_BUF_FULL = 1 };
+
+struct cab_shared {
+	/* written once by cab_ring__create */
+	uint64_t magic;
+	uint32_t version, kind, mode, pad0;
+	uint64_t total_bytes, data_offset;
+	uint32_t chunk_words, nchunks, max_record_words, slot_words;
+	uint32_t nslots, spin_us, wait_ms, consumer_timeout_ms;
+	uint32_t burst_chunks, pad1;
+	double sample_rate;
+
+	/* written by the producer (slow path only) */
+	_Alignas(CAB_LINE) uint32_t prod_seq;	/* futex: bumped at chunk entry, handoff, flush */
+	uint32_t prod_waiting;			/* producer sleeps on cons_seq */
+	uint32_t prod_state;
+	int32_t prod_pid;
+	uint32_t prod_dropping;
+	uint32_t pad2;
+	uint64_t dropped_records, dropped_words;
+	uint64_t prod_waits, prod_wait_ns;
+
+	/* written by the consumer once per chunk; read by the producer per chunk */
+	_Alignas(CAB_LINE) uint32_t cons_seq;	/* futex: bumped when space is freed */
+	uint32_t cons_sleeping;			/* consumer sleeps on prod_seq */
+
+	/* written by the consumer; read by a waiting producer */
+	_Alignas(CAB_LINE) uint64_t cons_heartbeat_ns;
+	int32_t cons_pid;
+	uint32_t cons_state;
+	uint32_t cons_chunk, cons_off;		/* where a re-attached consumer resumes */
+};
+
+/* Per chunk (CAB) or buffer (NWAY). */
+struct cab_meta {
+	_Alignas(CAB_LINE) uint32_t state;	/* NWAY: CAB_BUF_EMPTY / CAB_BUF_FULL */
+	uint32_t gap;				/* records were dropped before this chunk */
+	uint64_t used;				/* NWAY: words in the full buffer */
+};
+
+struct cab_ring {
+	int fd;
+	void *map;
+	size_t map_len;
+	struct cab_shared *sh;
+	struct cab_meta *meta;
+	uint64_t *data;
+	/* private copy of the geometry: the shared one is never trusted again */
+	enum cab_kind kind;
+	enum cab_mode mode;
+	uint32_t chunk_words, nchunks, max_rec, data_end, slot_words, nslots;
+	uint32_t spin_us, wait_ms, timeout_ms, burst;
+	double rate;
+};
+
+struct cab_consumer {
+	struct cab_ring *r;
+	uint32_t chunk;		/* next chunk/buffer/slot to deliver */
+	uint32_t off;		/* words of it already delivered (drain) */
+	bool gap;		/* deliver the next span with CAB_SPAN_GAP */
+	bool eof;
+	bool producer_dead;
+	int cb_ret;		/* what a callback returned to stop */
+	uint32_t burst_left;
+	uint64_t analysed_chunks, seen_chunks;
+	uint64_t last_hb_ns, last_pid_check_ns;
+	uint64_t dropped_seen;
+	struct cab_stats st;
+};
+
+/* cab.c */
+int cab__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t cab__now_ns(void);
+void cab__futex_wait(uint32_t *word, uint32_t val, unsigned timeout_ms);
+void cab__futex_wake(uint32_t *word);
+void cab__announce(struct cab_ring *r);
+void cab__space_freed(struct cab_ring *r);
+void cab__drop(struct cab_producer *p, size_t n);
+bool cab__consumer_back(struct cab_producer *p);
+/* Wait until ready(p, arg); 0 when it is, 1 when the consumer is gone. */
+int cab__wait_space(struct cab_producer *p, bool (*ready)(struct cab_producer *, void *),
+		    void *arg);
+bool cab__sampling_take(struct cab_consumer *c);
+int cab__deliver(struct cab_consumer *c, cab_consume_fn fn, void *arg,
+		 const uint64_t *w, size_t n, bool gap);
+/* Walk records in w[0..lim): stops at CLEAR, at lim, or at a bad header
+ * (*bad set). Returns the end position; *nrec counts records. */
+size_t cab__scan(const struct cab_ring *r, const uint64_t *w, size_t start, size_t lim,
+		 uint64_t *nrec, bool *bad);
+
+/* nway.c / ffq.c */
+int cab__nway_slow(struct cab_producer *p, uint64_t hdr, const uint64_t *pl, size_t n);
+int cab__nway_start(struct cab_producer *p);
+int cab__nway_flush(struct cab_producer *p);
+int cab__nway_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool all);
+int cab__ffq_slow(struct cab_producer *p, uint64_t hdr, const uint64_t *pl, size_t n);
+int cab__ffq_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool all);
+
+static inline uint64_t *cab__chunk(const struct cab_ring *r, uint32_t k)
+{
+	return r->data + (size_t)k * r->chunk_words;
+}
+
+#endif

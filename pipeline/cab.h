@@ -1,0 +1,286 @@
+/* cab.h: single-producer/single-consumer rings in shared memory (CAB).
+ *
+ * Cache-friendly Asymmetric Buffering (Ha, Arnold, Blackburn, McKinley,
+ * OOPSLA 2009). One ring per producing thread, in a memfd that both sides
+ * map: padrone creates it, the target (or a forked child, or another thread)
+ * maps the same fd. The ring carries records of 64-bit words.
+ *
+ * Records. A record is one header word followed by 0..max_record_words-1
+ * payload words. The header is CAB_HDR(tag, n): bits 48..63 hold n, the
+ * number of payload words; bits 0..47 are the producer's tag (a REP unit's
+ * REP_S word is such a header, see rep.h). A header is never CAB_CLEAR (0)
+ * and never CAB_MAGIC, so a header word alone tells "data" from "free" and
+ * lets a consumer step over records without knowing what they mean.
+ *
+ * Layout (kind CAB). The data area is nchunks chunks of chunk_words words.
+ * The last max_record_words-1 words of every chunk are a guard holding
+ * CAB_MAGIC; every other free word holds CAB_CLEAR. A record starts before the
+ * guard and may run into it, so a record never crosses a chunk boundary and
+ * the first word of every chunk in use is a record header.
+ *
+ * Producer fast path (what instrumented code will emit inline; nothing else
+ * is touched, in particular no shared index):
+ *
+ *	w = p->ptr;                       // thread-local, e.g. %gs:OFFSET
+ *	if (*w != CAB_CLEAR) goto slow;   // load the sentinel
+ *	w[1..n] = payload;                // store the record,
+ *	w[0] = header;                    // header last (a release store;
+ *	p->ptr = w + 1 + n;               // a plain mov on x86), advance.
+ *
+ * The slow path sees either CAB_MAGIC (the guard: move p->ptr to the start of
+ * the next chunk, wrapping after the last one, and look again) or a header
+ * at a chunk start: that chunk is not consumed yet, the ring is full.
+ *
+ * Consumer. It takes whole chunks, in order, and only once the producer has
+ * started the chunk two ahead (it reads that chunk's first word), so the two
+ * never touch the same cache lines. After handing a chunk's records to the
+ * callback it clears the chunk (CLEAR, guard back to MAGIC) and stores the
+ * chunk's first word last, with release: a producer that sees that word
+ * CLEAR owns the whole chunk.
+ *
+ * Modes.
+ *  - CAB_EXHAUSTIVE: a full ring makes the producer wait: spin for spin_us,
+ *    then futex-wait (FUTEX_WAIT on a word in the shared mapping, so it works
+ *    across processes) in slices of wait_ms, resuming when two chunks are
+ *    free. It never waits forever: when the consumer has closed the ring, its
+ *    pid is gone, or its heartbeat (a CLOCK_MONOTONIC timestamp the consumer
+ *    refreshes on every poll) is older than consumer_timeout_ms, the producer
+ *    switches to dropping records and counts them; it resumes writing as soon
+ *    as space appears again.
+ *  - CAB_SAMPLING: the producer never waits; a record that finds the ring
+ *    full is dropped and counted. The consumer analyses bursts of
+ *    burst_chunks consecutive chunks and skips (clears unread) enough chunks
+ *    in between to analyse about sample_rate of the stream; it reports the
+ *    fraction of records it actually analysed (cab_stats.achieved_rate),
+ *    counting the producer's drops as not analysed.
+ * Whenever records were dropped or skipped before a span, the span is
+ * delivered with CAB_SPAN_GAP, so analyses that pair consecutive records
+ * (edge counts) do not pair across the hole.
+ *
+ * Other kinds, behind the same interface, for the benchmark:
+ *  - CAB_KIND_NWAY: PiPA-style N-way buffering: nchunks buffers; the producer
+ *    fills one (fast path: a bounds check against a thread-local limit), then
+ *    hands it over by a release store of its length into the buffer's state
+ *    word and takes the next buffer once the consumer marked it empty.
+ *  - CAB_KIND_FFQ: FastForward (Giacomoni, Moseley, Vachharajani, PPoPP 2008):
+ *    slots of max_record_words words; a slot is full when its first word (the
+ *    header) is nonzero; the consumer reads slot by slot and zeroes each
+ *    header; no shared indices. Exhaustive mode only.
+ *
+ * Conventions: functions return 0 (or a count) or a negative errno and leave
+ * a message for cab_errmsg(); nothing prints or exits.
+ */
+#ifndef PADRONE_PIPELINE_CAB_H
+#define PADRONE_PIPELINE_CAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAB_CLEAR 0ULL
+#define CAB_MAGIC 0xCAB0CAB0CAB0CAB0ULL
+#define CAB_HDR(tag, n) (((uint64_t)(n) << 48) | (uint64_t)(tag))
+#define CAB_HDR_LEN(h) ((size_t)((uint64_t)(h) >> 48))	/* payload words */
+#define CAB_HDR_TAG(h) ((uint64_t)(h) & ((1ULL << 48) - 1))
+#define CAB_MAX_RECORD_WORDS 4096	/* header + payload */
+
+enum cab_kind { CAB_KIND_CAB = 0, CAB_KIND_NWAY = 1, CAB_KIND_FFQ = 2 };
+enum cab_mode { CAB_EXHAUSTIVE = 0, CAB_SAMPLING = 1 };
+
+/* Options; zero fields take the defaults shown. sz must be sizeof the struct
+ * the caller was compiled with (as libbpf's opts), so fields can be added. */
+struct cab_opts {
+	size_t sz;
+	enum cab_kind kind;		/* CAB_KIND_CAB */
+	enum cab_mode mode;		/* CAB_EXHAUSTIVE */
+	size_t chunk_bytes;		/* 64 KiB; multiple of 64, >= 2 * max record */
+	unsigned nchunks;		/* 16; at least 4 */
+	unsigned max_record_words;	/* 64; header included, <= CAB_MAX_RECORD_WORDS */
+	unsigned spin_us;		/* 50: producer spins this long on a full ring */
+	unsigned wait_ms;		/* 10: then futex-waits in slices of this */
+	unsigned consumer_timeout_ms;	/* 2000: no heartbeat this long = consumer gone */
+	double sample_rate;		/* 0.1: sampling mode, fraction analysed, (0, 1] */
+	unsigned burst_chunks;		/* 4: sampling mode, chunks per analysed burst */
+};
+
+struct cab_ring;		/* one process's mapping of a ring */
+struct cab_consumer;
+
+/* The producer's state is public so that the fast path can be inline; only
+ * ptr is touched by it (and lim by the N-way kind, base/slot_words by FFQ).
+ * Everything else belongs to the slow path. */
+struct cab_producer {
+	uint64_t *ptr;		/* where the next record goes */
+	uint64_t *lim;		/* NWAY: end of the current buffer; FFQ: end of the slots */
+	uint64_t *base;		/* FFQ: first slot */
+	uint32_t kind;
+	uint32_t max_payload;	/* records carry at most this many payload words */
+	uint32_t slot_words;	/* FFQ: words per slot */
+	uint32_t chunk;		/* index of the chunk/buffer/slot ptr is in */
+	uint64_t *resume;	/* while blocked: where writing resumes */
+	uint64_t blocked;	/* a non-CLEAR word ptr points at while blocked */
+	uint64_t drop_checks;	/* drops since the consumer was last looked at */
+	bool dropping;		/* consumer judged gone: drop instead of waiting */
+	bool gap;		/* records were dropped since the last write */
+	bool flushed;
+	struct cab_ring *ring;
+};
+
+/* Called with whole records, nwords words in all. flags: CAB_SPAN_GAP when
+ * records were lost (dropped, skipped) between the previous span and this
+ * one. A nonzero return stops cab_consumer__run and is returned by it. */
+#define CAB_SPAN_GAP 1u
+typedef int (*cab_consume_fn)(void *arg, const uint64_t *words, size_t nwords,
+			      unsigned flags);
+
+struct cab_stats {
+	uint64_t chunks_consumed;	/* chunks (buffers, FFQ batches) delivered */
+	uint64_t chunks_skipped;	/* sampling: cleared without being read */
+	uint64_t records_delivered, words_delivered;
+	uint64_t records_skipped;	/* in skipped chunks */
+	uint64_t records_dropped, words_dropped;	/* by the producer */
+	uint64_t producer_waits;	/* times the producer found the ring full and waited */
+	uint64_t producer_wait_ns;
+	uint64_t corrupt;		/* malformed headers found (chunk rest discarded) */
+	double achieved_rate;		/* delivered / (delivered + skipped + dropped) */
+	bool producer_dropping;		/* the producer judged the consumer gone */
+};
+
+/* Thread-local text of the last error of a cab_* call in this thread. */
+const char *cab_errmsg(void);
+
+/* Create a ring in a new memfd (sealed against resizing) and map it. */
+int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out);
+/* Map a ring another process created, from its fd (inherited or passed over
+ * a unix socket). The fd is dup'ed; the caller keeps its own. The geometry is
+ * read once and checked against the file size. */
+int cab_ring__open(int fd, struct cab_ring **out);
+int cab_ring__fd(const struct cab_ring *r);
+enum cab_kind cab_ring__kind(const struct cab_ring *r);
+enum cab_mode cab_ring__mode(const struct cab_ring *r);
+size_t cab_ring__chunk_bytes(const struct cab_ring *r);
+unsigned cab_ring__nchunks(const struct cab_ring *r);
+unsigned cab_ring__max_record_words(const struct cab_ring *r);
+/* Counters from the shared header (either side may ask). */
+int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st);
+void cab_ring__close(struct cab_ring *r);
+
+/* ------------------------------------------------------------ producer */
+
+/* The one producer of a ring (-EBUSY if one is attached). */
+int cab_producer__open(struct cab_ring *r, struct cab_producer **out);
+/* Everything but the fast path. Returns 0 stored, 1 dropped, or -EMSGSIZE
+ * (record too long), -EPIPE (after flush). */
+int cab_producer__slow(struct cab_producer *p, uint64_t hdr,
+		       const uint64_t *payload, size_t n);
+/* End of stream (thread exit): everything written becomes visible to the
+ * consumer, which then drains the ring and reports end of stream. */
+int cab_producer__flush(struct cab_producer *p);
+/* Flushes if not flushed yet, detaches, frees. */
+void cab_producer__close(struct cab_producer *p);
+
+static inline int cab__put_cab(struct cab_producer *p, uint64_t hdr,
+			       const uint64_t *payload, size_t n)
+{
+	uint64_t *w = p->ptr;
+
+	if (__builtin_expect(__atomic_load_n(w, __ATOMIC_ACQUIRE) == CAB_CLEAR, 1)) {
+		memcpy(w + 1, payload, n * sizeof(*w));
+		__atomic_store_n(w, hdr, __ATOMIC_RELEASE);
+		p->ptr = w + 1 + n;
+		return 0;
+	}
+	return cab_producer__slow(p, hdr, payload, n);
+}
+
+static inline int cab__put_nway(struct cab_producer *p, uint64_t hdr,
+				const uint64_t *payload, size_t n)
+{
+	uint64_t *w = p->ptr;
+
+	if (__builtin_expect(w + 1 + n <= p->lim, 1)) {
+		w[0] = hdr;
+		memcpy(w + 1, payload, n * sizeof(*w));
+		p->ptr = w + 1 + n;
+		return 0;
+	}
+	return cab_producer__slow(p, hdr, payload, n);
+}
+
+static inline int cab__put_ffq(struct cab_producer *p, uint64_t hdr,
+			       const uint64_t *payload, size_t n)
+{
+	uint64_t *w = p->ptr;
+
+	if (__builtin_expect(__atomic_load_n(w, __ATOMIC_ACQUIRE) == 0, 1)) {
+		memcpy(w + 1, payload, n * sizeof(*w));
+		__atomic_store_n(w, hdr, __ATOMIC_RELEASE);
+		w += p->slot_words;
+		p->ptr = w == p->lim ? p->base : w;
+		return 0;
+	}
+	return cab_producer__slow(p, hdr, payload, n);
+}
+
+/* Append one record: hdr must be CAB_HDR(tag, n) with hdr != 0. Returns 0
+ * stored, 1 dropped (ring full and not waiting), or a negative errno. */
+static inline int cab_producer__put(struct cab_producer *p, uint64_t hdr,
+				    const uint64_t *payload, size_t n)
+{
+	if (__builtin_expect(n > p->max_payload, 0))
+		return cab_producer__slow(p, hdr, payload, n);
+	switch (p->kind) {
+	case CAB_KIND_NWAY:
+		return cab__put_nway(p, hdr, payload, n);
+	case CAB_KIND_FFQ:
+		return cab__put_ffq(p, hdr, payload, n);
+	default:
+		return cab__put_cab(p, hdr, payload, n);
+	}
+}
+
+/* Append a record already laid out as header + payload. */
+static inline int cab_producer__put_record(struct cab_producer *p, const uint64_t *rec)
+{
+	return cab_producer__put(p, rec[0], rec + 1, CAB_HDR_LEN(rec[0]));
+}
+
+/* ------------------------------------------------------------ consumer */
+
+/* The one consumer of a ring (-EBUSY if one is attached). Records its pid
+ * and starts its heartbeat. */
+int cab_consumer__open(struct cab_ring *r, struct cab_consumer **out);
+/* Deliver every chunk that is complete (the producer is two chunks ahead),
+ * or, once the producer has flushed, everything. Returns the number of
+ * chunks (buffers, FFQ batches) delivered or skipped, 0 if none was ready,
+ * or the callback's nonzero return if it stopped. Refreshes the heartbeat. */
+int cab_consumer__poll(struct cab_consumer *c, cab_consume_fn fn, void *arg);
+/* Deliver everything written so far, including the chunk the producer is
+ * still writing (what it adds later comes with later polls). For a producer
+ * that is stopped or dead. Returns as poll. */
+int cab_consumer__drain(struct cab_consumer *c, cab_consume_fn fn, void *arg);
+/* Sleep until the producer makes progress or timeout_ms passes (futex on
+ * the shared header; heartbeats continue). Returns 0. */
+int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms);
+/* True once the producer flushed (or died) and everything was delivered. */
+bool cab_consumer__eof(struct cab_consumer *c);
+/* Poll until end of stream, *stop becoming nonzero, or the callback
+ * returning nonzero (returned). Spins briefly when idle, then waits. When the
+ * producer's process is gone, drains what it wrote and ends. */
+int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
+		      const volatile int *stop);
+/* Consumer-side counters (delivered, skipped, corrupt) plus the shared ones. */
+int cab_consumer__stats(const struct cab_consumer *c, struct cab_stats *st);
+/* Detach: a waiting producer stops waiting and drops from now on. */
+void cab_consumer__close(struct cab_consumer *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

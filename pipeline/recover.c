@@ -1,0 +1,409 @@
+/* recover.c: REP units back into <pc, addr, size, type> references, plus
+ * per-block and per-edge execution counts. The hot loop allocates nothing:
+ * references go into a fixed batch handed to the sink when full. */
+#include "pipeline/rep-int.h"
+#include "pipeline/cab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REP_BATCH 2048
+
+struct rep_recover {
+	const struct rep_table *t;
+	rep_ref_sink sink;
+	void *arg;
+	struct rep_ref *batch;
+	size_t nbatch;
+	uint64_t *counts;	/* per table position */
+	size_t ncounts;
+	uint64_t *ekeys, *evals;	/* edges: key (from << 32 | to), open addressing */
+	size_t ecap, en;
+	uint32_t prev;		/* id of the previous unit's block, 0 after a gap */
+	uint64_t off;		/* byte offset of the next word */
+	uint64_t carry_off;
+	size_t ncarry;
+	struct rep_recover_stats st;
+	uint64_t v[REP_MAX_SLOTS + 1];	/* the unit, with v[0] = 0 */
+	uint64_t carry[REP_MAX_SLOTS + 1];
+};
+
+int rep_recover__new(const struct rep_table *t, rep_ref_sink sink, void *arg,
+		     struct rep_recover **out)
+{
+	struct rep_recover *r = calloc(1, sizeof(*r));
+
+	*out = NULL;
+	if (!r)
+		return rep__fail(-ENOMEM, "out of memory");
+	r->t = t;
+	r->sink = sink;
+	r->arg = arg;
+	r->batch = calloc(REP_BATCH, sizeof(*r->batch));
+	r->ncounts = t->n ? t->n : 1;
+	r->counts = calloc(r->ncounts, sizeof(*r->counts));
+	r->ecap = 1024;
+	r->ekeys = calloc(r->ecap, sizeof(*r->ekeys));
+	r->evals = calloc(r->ecap, sizeof(*r->evals));
+	if (!r->batch || !r->counts || !r->ekeys || !r->evals) {
+		rep_recover__free(r);
+		return rep__fail(-ENOMEM, "out of memory");
+	}
+	*out = r;
+	return 0;
+}
+
+void rep_recover__free(struct rep_recover *r)
+{
+	if (!r)
+		return;
+	free(r->batch);
+	free(r->counts);
+	free(r->ekeys);
+	free(r->evals);
+	free(r);
+}
+
+void rep_recover__flush(struct rep_recover *r)
+{
+	if (r->nbatch && r->sink)
+		r->sink(r->arg, r->batch, r->nbatch);
+	r->nbatch = 0;
+}
+
+static inline void emit(struct rep_recover *r, uint64_t pc, uint64_t addr, uint32_t size,
+			uint8_t type)
+{
+	struct rep_ref *o = &r->batch[r->nbatch];
+
+	o->pc = pc;
+	o->addr = addr;
+	o->size = size;
+	o->type = type;
+	o->pad[0] = o->pad[1] = o->pad[2] = 0;
+	if (++r->nbatch == REP_BATCH)
+		rep_recover__flush(r);
+}
+
+/* ------------------------------------------------------------ counts */
+
+static inline size_t ehash(uint64_t key, size_t cap)
+{
+	return (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (cap - 1);
+}
+
+static int edge_add(struct rep_recover *r, uint64_t key, uint64_t n);
+
+static int edge_grow(struct rep_recover *r)
+{
+	uint64_t *ok = r->ekeys, *ov = r->evals;
+	size_t ocap = r->ecap;
+
+	r->ekeys = calloc(2 * ocap, sizeof(*r->ekeys));
+	r->evals = calloc(2 * ocap, sizeof(*r->evals));
+	if (!r->ekeys || !r->evals) {
+		free(r->ekeys);
+		free(r->evals);
+		r->ekeys = ok;
+		r->evals = ov;
+		return rep__fail(-ENOMEM, "out of memory");
+	}
+	r->ecap = 2 * ocap;
+	r->en = 0;
+	for (size_t i = 0; i < ocap; i++)
+		if (ok[i])
+			edge_add(r, ok[i], ov[i]);
+	free(ok);
+	free(ov);
+	return 0;
+}
+
+static int edge_add(struct rep_recover *r, uint64_t key, uint64_t n)
+{
+	size_t i = ehash(key, r->ecap);
+
+	while (r->ekeys[i] && r->ekeys[i] != key)
+		i = (i + 1) & (r->ecap - 1);
+	if (!r->ekeys[i]) {
+		if (2 * (r->en + 1) > r->ecap) {
+			int rc = edge_grow(r);
+			if (rc)
+				return rc;
+			return edge_add(r, key, n);
+		}
+		r->ekeys[i] = key;
+		r->en++;
+	}
+	r->evals[i] += n;
+	return 0;
+}
+
+static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id)
+{
+	if (pos_in_table >= r->ncounts) {	/* the table grew after we were made */
+		size_t n = r->t->n;
+		uint64_t *nc = realloc(r->counts, n * sizeof(*nc));
+		if (!nc)
+			return rep__fail(-ENOMEM, "out of memory");
+		memset(nc + r->ncounts, 0, (n - r->ncounts) * sizeof(*nc));
+		r->counts = nc;
+		r->ncounts = n;
+	}
+	r->counts[pos_in_table]++;
+	int rc = 0;
+	if (r->prev)
+		rc = edge_add(r, (uint64_t)r->prev << 32 | id, 1);
+	r->prev = id;
+	return rc;
+}
+
+/* ------------------------------------------------------------ recovery */
+
+/* Run the block's ops over the unit's values (r->v). */
+static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t off)
+{
+	const uint64_t *v = r->v;
+	const struct rep_op *op = x->ops, *end = op + x->nops;
+	uint64_t nref = 0, nins = 0;
+
+	while (op < end) {
+		if (op->kind == REP_OP_REF) {
+			uint64_t a = (uint64_t)op->disp + v[op->base] + (v[op->index] << op->shift) +
+				     v[op->seg];
+			emit(r, op->pc, a, op->size, op->type);
+			nref++;
+			op++;
+		} else if (op->kind == REP_OP_INSTR) {
+			emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+			nins++;
+			op++;
+		} else {
+			/* rep-prefixed: count iterations, refs interleaved, a
+			 * fetch per iteration (one if the count is 0). */
+			uint64_t cnt = v[op->count];
+			const struct rep_op *g = op + 1, *gend = g + op->nrefs;
+			if (cnt > REP_MAX_COUNT)
+				return rep__fail(-EBADMSG,
+						 "REP unit at offset %llu: block %u, instruction %#llx: iteration count %llu exceeds %llu",
+						 (unsigned long long)off, x->b.id,
+						 (unsigned long long)op->pc, (unsigned long long)cnt,
+						 (unsigned long long)REP_MAX_COUNT);
+			if (op->type && cnt == 0) {
+				emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+				nins++;
+			}
+			for (uint64_t it = 0; it < cnt; it++) {
+				if (op->type) {
+					emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+					nins++;
+				}
+				for (const struct rep_op *o = g; o < gend; o++) {
+					uint64_t a = (uint64_t)o->disp + v[o->base] +
+						     (v[o->index] << o->shift) + v[o->seg] +
+						     it * o->size;
+					emit(r, o->pc, a, o->size, o->type);
+					nref++;
+				}
+			}
+			op = gend;
+		}
+	}
+	r->st.refs += nref;
+	r->st.instrs += nins;
+	return 0;
+}
+
+/* The block a header names, or an error naming the offset. */
+static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const struct rep_blk **out)
+{
+	uint32_t id = (uint32_t)h;
+	unsigned nd = (unsigned)(h >> 48);
+
+	if (h == 0 || (h >> 32 & 0xffff))
+		return rep__fail(-EBADMSG, "REP unit at offset %llu: %#llx is not a unit header",
+				 (unsigned long long)off, (unsigned long long)h);
+	const struct rep_blk *x = rep__lookup(r->t, id);
+	if (!x)
+		return rep__fail(-EBADMSG, "REP unit at offset %llu: unknown block id %u",
+				 (unsigned long long)off, id);
+	if (nd != x->b.nslots)
+		return rep__fail(-EBADMSG,
+				 "REP unit at offset %llu: block %u has %u slots, the unit says %u",
+				 (unsigned long long)off, id, x->b.nslots, nd);
+	*out = x;
+	return 0;
+}
+
+static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
+{
+	r->v[0] = 0;
+	memcpy(r->v + 1, u + 1, (size_t)x->b.nslots * 8);
+	int rc = run_block(r, x, off);
+	if (rc)
+		return rc;
+	r->st.units++;
+	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+}
+
+static int fail_flush(struct rep_recover *r, int rc)
+{
+	rep_recover__flush(r);
+	return rc;
+}
+
+int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64_t offset)
+{
+	const struct rep_blk *x;
+	size_t i = 0;
+	int rc;
+
+	if (offset != UINT64_MAX)
+		r->off = offset;
+	if (r->ncarry) {	/* finish the unit the last call cut */
+		if ((rc = check_header(r, r->carry[0], r->carry_off, &x)))
+			return fail_flush(r, rc);
+		size_t need = 1 + x->b.nslots - r->ncarry, take = need < n ? need : n;
+		memcpy(r->carry + r->ncarry, w, take * 8);
+		r->ncarry += take;
+		i = take;
+		r->off += take * 8;
+		r->st.bytes += take * 8;
+		if (take < need)
+			return 0;
+		r->ncarry = 0;
+		if ((rc = do_unit(r, x, r->carry, r->carry_off)))
+			return fail_flush(r, rc);
+	}
+	while (i < n) {
+		uint64_t off = r->off;
+		if ((rc = check_header(r, w[i], off, &x)))
+			return fail_flush(r, rc);
+		size_t len = 1 + (size_t)x->b.nslots;
+		if (i + len > n) {
+			r->ncarry = n - i;
+			r->carry_off = off;
+			memcpy(r->carry, w + i, r->ncarry * 8);
+			r->off += r->ncarry * 8;
+			r->st.bytes += r->ncarry * 8;
+			return 0;
+		}
+		if ((rc = do_unit(r, x, w + i, off)))
+			return fail_flush(r, rc);
+		i += len;
+		r->off += len * 8;
+		r->st.bytes += len * 8;
+	}
+	return 0;
+}
+
+int rep__recover_section_end(struct rep_recover *r, uint64_t end_off)
+{
+	if (!r->ncarry)
+		return 0;
+	int rc = rep__fail(-EBADMSG,
+			   "REP unit at offset %llu runs past the end of its section at offset %llu",
+			   (unsigned long long)r->carry_off, (unsigned long long)end_off);
+	r->ncarry = 0;
+	return fail_flush(r, rc);
+}
+
+int rep_recover__gap(struct rep_recover *r)
+{
+	r->prev = 0;
+	r->st.gaps++;
+	if (!r->ncarry)
+		return 0;
+	size_t have = r->ncarry;
+	const struct rep_blk *x = rep__lookup(r->t, (uint32_t)r->carry[0]);
+	r->ncarry = 0;
+	return fail_flush(r, rep__fail(-EBADMSG,
+				       "truncated REP unit at offset %llu: %zu of %u words",
+				       (unsigned long long)r->carry_off, have,
+				       x ? 1 + x->b.nslots : 0));
+}
+
+int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct rep_recover *r = arg;
+	int rc;
+
+	if ((flags & CAB_SPAN_GAP) && (rc = rep_recover__gap(r)))
+		return rc;
+	return rep_recover__feed(r, words, nwords, UINT64_MAX);
+}
+
+/* ------------------------------------------------------------ results */
+
+uint64_t rep_recover__block_count(const struct rep_recover *r, uint32_t id)
+{
+	const struct rep_blk *x = rep__lookup(r->t, id);
+	size_t p = x ? (size_t)(x - r->t->blks) : SIZE_MAX;
+
+	return p < r->ncounts ? r->counts[p] : 0;
+}
+
+uint64_t rep_recover__edge_count(const struct rep_recover *r, uint32_t from, uint32_t to)
+{
+	uint64_t key = (uint64_t)from << 32 | to;
+	size_t i = ehash(key, r->ecap);
+
+	if (!from || !to)
+		return 0;
+	while (r->ekeys[i]) {
+		if (r->ekeys[i] == key)
+			return r->evals[i];
+		i = (i + 1) & (r->ecap - 1);
+	}
+	return 0;
+}
+
+int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, void *arg)
+{
+	int rc;
+
+	for (size_t p = 0; p < r->ncounts; p++)
+		if (r->counts[p] && (rc = fn(arg, 0, r->t->blks[p].b.id, r->counts[p])))
+			return rc;
+	for (size_t i = 0; i < r->ecap; i++)
+		if (r->ekeys[i] &&
+		    (rc = fn(arg, (uint32_t)(r->ekeys[i] >> 32), (uint32_t)r->ekeys[i], r->evals[i])))
+			return rc;
+	return 0;
+}
+
+int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
+{
+	if (dst->t != src->t)
+		return rep__fail(-EINVAL, "merging recoveries of different block tables");
+	for (size_t p = 0; p < src->ncounts; p++) {
+		if (!src->counts[p])
+			continue;
+		if (p >= dst->ncounts) {
+			size_t n = src->ncounts;
+			uint64_t *nc = realloc(dst->counts, n * sizeof(*nc));
+			if (!nc)
+				return rep__fail(-ENOMEM, "out of memory");
+			memset(nc + dst->ncounts, 0, (n - dst->ncounts) * sizeof(*nc));
+			dst->counts = nc;
+			dst->ncounts = n;
+		}
+		dst->counts[p] += src->counts[p];
+	}
+	for (size_t i = 0; i < src->ecap; i++) {
+		int rc;
+		if (src->ekeys[i] && (rc = edge_add(dst, src->ekeys[i], src->evals[i])))
+			return rc;
+	}
+	dst->st.units += src->st.units;
+	dst->st.refs += src->st.refs;
+	dst->st.instrs += src->st.instrs;
+	dst->st.bytes += src->st.bytes;
+	dst->st.gaps += src->st.gaps;
+	return 0;
+}
+
+void rep_recover__stats(const struct rep_recover *r, struct rep_recover_stats *st)
+{
+	*st = r->st;
+}

@@ -1,0 +1,50 @@
+/* rep-int.h: what rep.c, rep-build.c, recover.c and rep-file.c share; not a
+ * public header. */
+#ifndef PADRONE_PIPELINE_REP_INT_H
+#define PADRONE_PIPELINE_REP_INT_H
+
+#include "pipeline/rep.h"
+
+/* A block compiled for recovery: one op per instruction fetch, per data
+ * reference, and a group header before the references of a rep-prefixed
+ * instruction. Slot positions are indexes into the unit with the header
+ * word replaced by 0 (so 0 means "no slot"). */
+enum { REP_OP_INSTR = 1, REP_OP_REF = 2, REP_OP_GROUP = 3 };
+
+struct rep_op {
+	uint64_t pc;
+	int64_t disp;
+	uint32_t size;		/* INSTR/GROUP: instruction length; REF: bytes */
+	uint8_t kind;
+	uint8_t type;		/* REF: type; GROUP: 1 if the fetch is emitted */
+	uint8_t shift;		/* log2 scale */
+	uint8_t pad;
+	uint16_t base, index, seg;
+	uint16_t count;		/* GROUP: position of the count; REF: 0 */
+	uint32_t nrefs;		/* GROUP: references in the group */
+};
+
+struct rep_blk {
+	struct rep_block b;	/* owned copies of instrs and refs */
+	struct rep_op *ops;
+	uint32_t nops;
+};
+
+struct rep_table {
+	struct rep_blk *blks;
+	size_t n, cap;
+	uint32_t *idx;		/* id -> position in blks + 1, 0 if none */
+	uint32_t nidx;		/* entries in idx */
+};
+
+int rep__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static inline const struct rep_blk *rep__lookup(const struct rep_table *t, uint32_t id)
+{
+	return id < t->nidx && t->idx[id] ? &t->blks[t->idx[id] - 1] : NULL;
+}
+
+/* A stream section ended at end_off: a unit cut there is an error. */
+int rep__recover_section_end(struct rep_recover *r, uint64_t end_off);
+
+#endif

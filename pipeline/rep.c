@@ -1,0 +1,266 @@
+/* rep.c: the static block table: checking blocks, copying them, and
+ * compiling each into the op list recovery runs. */
+#include "pipeline/rep-int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static __thread char rep_err[320];
+
+const char *rep_errmsg(void)
+{
+	return rep_err;
+}
+
+int rep__fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rep_err, sizeof rep_err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+int rep_table__new(struct rep_table **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : rep__fail(-ENOMEM, "out of memory");
+}
+
+static bool slot_ok(uint16_t s, uint16_t nslots)
+{
+	return s == REP_NO_SLOT || s < nslots;
+}
+
+static int check_ref(const struct rep_block *b, uint32_t j)
+{
+	const struct rep_mref *m = &b->refs[j];
+
+	if (m->type < REP_REF_READ || m->type > REP_REF_MODIFY)
+		return rep__fail(-EINVAL, "block %u reference %u: type %u is not read/write/modify",
+				 b->id, j, m->type);
+	if (m->size == 0)
+		return rep__fail(-EINVAL, "block %u reference %u: size 0", b->id, j);
+	if (m->scale != 1 && m->scale != 2 && m->scale != 4 && m->scale != 8)
+		return rep__fail(-EINVAL, "block %u reference %u: scale %u is not 1, 2, 4 or 8",
+				 b->id, j, m->scale);
+	if (!slot_ok(m->base, b->nslots) || !slot_ok(m->index, b->nslots) ||
+	    !slot_ok(m->seg, b->nslots) || !slot_ok(m->count, b->nslots))
+		return rep__fail(-EINVAL, "block %u reference %u: names a slot beyond its %u slots",
+				 b->id, j, b->nslots);
+	return 0;
+}
+
+static int check_block(const struct rep_table *t, const struct rep_block *b)
+{
+	if (b->id == 0 || b->id > REP_MAX_BLOCK_ID)
+		return rep__fail(-EINVAL, "block id %u not in 1..%u", b->id, REP_MAX_BLOCK_ID);
+	if (rep__lookup(t, b->id))
+		return rep__fail(-EEXIST, "block id %u is already in the table", b->id);
+	if (b->nslots > REP_MAX_SLOTS)
+		return rep__fail(-EINVAL, "block %u: %u slots, at most %u", b->id, b->nslots,
+				 REP_MAX_SLOTS);
+	if (b->flags)
+		return rep__fail(-EINVAL, "block %u: unknown flags %#x", b->id, b->flags);
+	if ((b->ninstrs && !b->instrs) || (b->nrefs && !b->refs))
+		return rep__fail(-EINVAL, "block %u: missing instruction or reference array", b->id);
+	for (uint32_t i = 0; i < b->ninstrs; i++)
+		if (b->instrs[i].len == 0 || b->instrs[i].len > 15)
+			return rep__fail(-EINVAL, "block %u instruction %u: length %u not in 1..15",
+					 b->id, i, b->instrs[i].len);
+	for (uint32_t j = 0; j < b->nrefs; j++) {
+		int rc = check_ref(b, j);
+		if (rc)
+			return rc;
+	}
+	/* References sit on the listed instructions, in order; the references
+	 * of one instruction share one count slot or have none. */
+	uint32_t i = 0;
+	for (uint32_t j = 0; j < b->nrefs; j++) {
+		const struct rep_mref *m = &b->refs[j];
+		if (b->ninstrs) {
+			while (i < b->ninstrs && b->instrs[i].pc != m->pc)
+				i++;
+			if (i == b->ninstrs)
+				return rep__fail(-EINVAL,
+						 "block %u reference %u: pc %#llx is not an instruction of the block (after the previous reference's)",
+						 b->id, j, (unsigned long long)m->pc);
+		}
+		if (j > 0 && b->refs[j - 1].pc == m->pc && b->refs[j - 1].count != m->count)
+			return rep__fail(-EINVAL,
+					 "block %u reference %u: references of one instruction must share one count slot",
+					 b->id, j);
+	}
+	return 0;
+}
+
+static unsigned log2_scale(uint8_t s)
+{
+	return s == 8 ? 3 : s == 4 ? 2 : s == 2 ? 1 : 0;
+}
+
+static uint16_t pos(uint16_t slot)
+{
+	return slot == REP_NO_SLOT ? 0 : (uint16_t)(slot + 1);
+}
+
+static void op_ref(struct rep_op *o, const struct rep_mref *m)
+{
+	memset(o, 0, sizeof(*o));
+	o->kind = REP_OP_REF;
+	o->pc = m->pc;
+	o->disp = m->disp;
+	o->size = m->size;
+	o->type = m->type;
+	o->shift = (uint8_t)log2_scale(m->scale);
+	o->base = pos(m->base);
+	o->index = pos(m->index);
+	o->seg = pos(m->seg);
+}
+
+/* Emit the ops of one instruction: refs[j0..j1) all have its pc. */
+static uint32_t ops_for(struct rep_op *ops, uint32_t k, const struct rep_block *b,
+			const struct rep_instr *in, uint32_t j0, uint32_t j1)
+{
+	bool grouped = j1 > j0 && b->refs[j0].count != REP_NO_SLOT;
+
+	if (grouped) {
+		struct rep_op *g = &ops[k++];
+		memset(g, 0, sizeof(*g));
+		g->kind = REP_OP_GROUP;
+		g->pc = in ? in->pc : b->refs[j0].pc;
+		g->size = in ? in->len : 0;
+		g->type = in != NULL;
+		g->count = pos(b->refs[j0].count);
+		g->nrefs = j1 - j0;
+	} else if (in) {
+		struct rep_op *o = &ops[k++];
+		memset(o, 0, sizeof(*o));
+		o->kind = REP_OP_INSTR;
+		o->pc = in->pc;
+		o->size = in->len;
+	}
+	for (uint32_t j = j0; j < j1; j++)
+		op_ref(&ops[k++], &b->refs[j]);
+	return k;
+}
+
+static int compile(struct rep_blk *x)
+{
+	const struct rep_block *b = &x->b;
+	uint32_t k = 0, j = 0;
+
+	x->ops = calloc((size_t)b->ninstrs + 2 * (size_t)b->nrefs + 1, sizeof(*x->ops));
+	if (!x->ops)
+		return rep__fail(-ENOMEM, "out of memory");
+	if (b->ninstrs) {
+		for (uint32_t i = 0; i < b->ninstrs; i++) {
+			uint32_t j1 = j;
+			while (j1 < b->nrefs && b->refs[j1].pc == b->instrs[i].pc)
+				j1++;
+			k = ops_for(x->ops, k, b, &b->instrs[i], j, j1);
+			j = j1;
+		}
+	} else {
+		while (j < b->nrefs) {
+			uint32_t j1 = j + 1;
+			while (j1 < b->nrefs && b->refs[j1].pc == b->refs[j].pc)
+				j1++;
+			k = ops_for(x->ops, k, b, NULL, j, j1);
+			j = j1;
+		}
+	}
+	x->nops = k;
+	return 0;
+}
+
+static int grow(struct rep_table *t, uint32_t id)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		struct rep_blk *nb = realloc(t->blks, cap * sizeof(*nb));
+		if (!nb)
+			return rep__fail(-ENOMEM, "out of memory");
+		t->blks = nb;
+		t->cap = cap;
+	}
+	if (id >= t->nidx) {
+		uint32_t nidx = t->nidx ? t->nidx : 256;
+		while (nidx <= id)
+			nidx *= 2;
+		uint32_t *ni = realloc(t->idx, (size_t)nidx * sizeof(*ni));
+		if (!ni)
+			return rep__fail(-ENOMEM, "out of memory");
+		memset(ni + t->nidx, 0, (size_t)(nidx - t->nidx) * sizeof(*ni));
+		t->idx = ni;
+		t->nidx = nidx;
+	}
+	return 0;
+}
+
+int rep_table__add(struct rep_table *t, const struct rep_block *b)
+{
+	int rc = check_block(t, b);
+
+	if (rc || (rc = grow(t, b->id)))
+		return rc;
+	struct rep_blk *x = &t->blks[t->n];
+	memset(x, 0, sizeof(*x));
+	x->b = *b;
+	struct rep_instr *in = calloc(b->ninstrs + 1, sizeof(*in));
+	struct rep_mref *rf = calloc(b->nrefs + 1, sizeof(*rf));
+	if (!in || !rf) {
+		free(in);
+		free(rf);
+		return rep__fail(-ENOMEM, "out of memory");
+	}
+	if (b->ninstrs)
+		memcpy(in, b->instrs, b->ninstrs * sizeof(*in));
+	if (b->nrefs)
+		memcpy(rf, b->refs, b->nrefs * sizeof(*rf));
+	x->b.instrs = in;
+	x->b.refs = rf;
+	if ((rc = compile(x))) {
+		free(in);
+		free(rf);
+		return rc;
+	}
+	t->n++;
+	t->idx[b->id] = (uint32_t)t->n;
+	return 0;
+}
+
+size_t rep_table__size(const struct rep_table *t)
+{
+	return t->n;
+}
+
+const struct rep_block *rep_table__block(const struct rep_table *t, uint32_t id)
+{
+	const struct rep_blk *x = rep__lookup(t, id);
+
+	return x ? &x->b : NULL;
+}
+
+const struct rep_block *rep_table__nth(const struct rep_table *t, size_t i)
+{
+	return i < t->n ? &t->blks[i].b : NULL;
+}
+
+void rep_table__free(struct rep_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++) {
+		free((void *)t->blks[i].b.instrs);
+		free((void *)t->blks[i].b.refs);
+		free(t->blks[i].ops);
+	}
+	free(t->blks);
+	free(t->idx);
+	free(t);
+}

@@ -1,0 +1,279 @@
+/* rep.h: the Runtime Execution Profile (REP, after PiPA), version 1.
+ *
+ * Instrumented code does not write memory addresses. For every executed
+ * basic block it writes one unit: a REP_S word naming the block and the
+ * REP_D words ("slots") holding the register values the block's memory
+ * references are computed from, captured at their point of use. A static
+ * block table, written once per instrumented block, says how to rebuild every
+ * reference <pc, addr, size, type> from those slots. Recovery does that.
+ *
+ * Unit (64-bit little-endian words):
+ *	word 0     REP_S = REP_S_WORD(id, nslots): bits 0..31 block id (>= 1),
+ *	           bits 32..47 zero, bits 48..63 the number of slots. This is a
+ *	           CAB record header (cab.h), so units travel through CAB rings
+ *	           as they are.
+ *	word 1+k   REP_D slot k, for k < nslots.
+ *
+ * Block table entry (struct rep_block): id, pc, nslots, the instructions
+ * (pc and length of each, in execution order, so instruction fetches can be
+ * simulated) and the memory references (struct rep_mref) in program order.
+ * A reference's address is
+ *	addr = disp + slot[base] + (slot[index] << log2 scale) + slot[seg]
+ * where an absent slot (REP_NO_SLOT) counts 0: rip-relative and absolute
+ * references carry their whole address in disp and need no slot; fs/gs
+ * relative ones name the slot holding the segment base. size is in bytes.
+ * A reference with a count slot (a rep-prefixed string instruction) is
+ * repeated slot[count] times, element i at addr + i * size (the direction
+ * flag is assumed clear); references of one instruction that share a count
+ * slot are interleaved per iteration (rep movs: read, write, read, write),
+ * and the instruction is fetched once per iteration, once if the count is 0,
+ * as Valgrind reports it.
+ *
+ * Recovered stream: struct rep_ref in program order. An instruction fetch
+ * is {pc, addr = pc, size = length, REP_REF_INSTR} and comes before the
+ * instruction's data references. Recovery also counts executions per block
+ * and per edge (consecutive units of one stream).
+ *
+ * Saved REP file (what padrone-sim --rep reads), little-endian:
+ *	header (32 bytes): "PADRNREP", u32 version (REP_VERSION), u32 header
+ *	    size (32), u64 flags (0), u64 reserved (0)
+ *	sections, each u32 tag, u32 zero, u64 body length (a multiple of 8),
+ *	    then the body:
+ *	REP_SEC_TABLE  u32 nblocks, u32 zero, then per block: u32 id, u16 nslots,
+ *	    u16 flags, u64 pc, u32 ninstrs, u32 nrefs, ninstrs x {u64 pc, u32 len,
+ *	    u32 zero}, nrefs x {u64 pc, i64 disp, u32 size, u8 type, u8 scale,
+ *	    u16 base, u16 index, u16 seg, u16 count, u16 zero}; zero padding to 8
+ *	REP_SEC_STREAM u64 thread id, then whole units
+ *	REP_SEC_END    empty; the last section
+ * One table section comes first; stream sections of any threads follow.
+ * Errors name the byte offset of the bad data.
+ *
+ * Building blocks (for the instrumenter and the tests): rep_build turns the
+ * decoded instructions of a block (struct rep_insn: operands with their
+ * registers, rsp changes, clobbered registers) into a block table entry and
+ * a capture plan (which register goes to which slot before which
+ * instruction), plain or with PiPA's optimisations:
+ *  - REP_OPT_STACK: one stack-pointer value serves a run of push/pop/call
+ *    and rsp-relative references: later uses add the statically known rsp
+ *    change to disp instead of capturing rsp again;
+ *  - REP_OPT_BASE: a register used again (another field of one structure)
+ *    while unchanged reuses the slot captured at its first use.
+ * rep_encode then writes the unit for given register values.
+ *
+ * Conventions: 0 or a negative errno; the reason in words from rep_errmsg().
+ */
+#ifndef PADRONE_PIPELINE_REP_H
+#define PADRONE_PIPELINE_REP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REP_VERSION 1
+#define REP_FILE_MAGIC "PADRNREP"
+#define REP_MAX_SLOTS 4095		/* a unit is at most 4096 words */
+#define REP_MAX_BLOCK_ID 0xffffffu	/* ids are dense, 1..REP_MAX_BLOCK_ID */
+#define REP_MAX_COUNT (1ULL << 28)	/* larger rep counts are taken for corrupt data */
+#define REP_NO_SLOT 0xffffu
+#define REP_S_WORD(id, nslots) (((uint64_t)(nslots) << 48) | (uint32_t)(id))
+
+enum rep_sec_tag { REP_SEC_TABLE = 1, REP_SEC_STREAM = 2, REP_SEC_END = 3 };
+
+/* ---------------------------------------------------- shared output types */
+
+enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
+struct rep_ref { uint64_t pc; uint64_t addr; uint32_t size; uint8_t type; uint8_t pad[3]; }; /* 24 bytes */
+
+/* Recovered references, delivered in batches (the array is reused after the
+ * call returns). */
+typedef void (*rep_ref_sink)(void *arg, const struct rep_ref *refs, size_t n);
+
+/* ------------------------------------------------------ static block table */
+
+struct rep_instr {
+	uint64_t pc;
+	uint32_t len;
+	uint32_t pad;
+};
+
+struct rep_mref {
+	uint64_t pc;		/* the instruction making the reference */
+	int64_t disp;		/* constant offset; the whole address if no slot */
+	uint32_t size;		/* bytes (per iteration when count is set) */
+	uint8_t type;		/* REP_REF_READ, WRITE or MODIFY */
+	uint8_t scale;		/* 1, 2, 4 or 8 */
+	uint16_t base;		/* slot with the base register, or REP_NO_SLOT */
+	uint16_t index;		/* slot with the index register, or REP_NO_SLOT */
+	uint16_t seg;		/* slot with the fs/gs base, or REP_NO_SLOT */
+	uint16_t count;		/* slot with the iteration count, or REP_NO_SLOT */
+	uint16_t pad;
+};
+
+struct rep_block {
+	uint32_t id;		/* 1..REP_MAX_BLOCK_ID */
+	uint16_t nslots;	/* REP_D words per execution */
+	uint16_t flags;		/* 0 */
+	uint64_t pc;		/* first instruction */
+	uint32_t ninstrs;	/* 0 if instruction fetches are not described */
+	uint32_t nrefs;
+	const struct rep_instr *instrs;
+	const struct rep_mref *refs;
+};
+
+struct rep_table;
+
+const char *rep_errmsg(void);
+
+int rep_table__new(struct rep_table **out);
+/* Check and copy a block: unique id, slots < nslots, scale 1/2/4/8, known
+ * type, size > 0, references in instruction order on listed instructions,
+ * one count slot per instruction. The error names block and reference. */
+int rep_table__add(struct rep_table *t, const struct rep_block *b);
+size_t rep_table__size(const struct rep_table *t);
+/* The block with this id, or NULL. */
+const struct rep_block *rep_table__block(const struct rep_table *t, uint32_t id);
+/* The i-th block added, i < rep_table__size. */
+const struct rep_block *rep_table__nth(const struct rep_table *t, size_t i);
+void rep_table__free(struct rep_table *t);
+
+/* ----------------------------------------------------------------- recovery */
+
+struct rep_recover;
+
+struct rep_recover_stats {
+	uint64_t units;		/* executed blocks recovered */
+	uint64_t refs;		/* data references (after rep expansion) */
+	uint64_t instrs;	/* instruction fetches */
+	uint64_t bytes;		/* stream bytes consumed */
+	uint64_t gaps;		/* discontinuities (lost data, new stream) */
+};
+
+/* A recovery worker over table t (which must outlive it), delivering to
+ * sink (may be NULL: counts only). Not thread-safe; one per stream/thread. */
+int rep_recover__new(const struct rep_table *t, rep_ref_sink sink, void *arg,
+		     struct rep_recover **out);
+/* Recover units from words[0..n). A unit may be split across calls (the
+ * tail is kept). offset is the byte offset of words[0] in the stream or
+ * file, used in error messages; pass UINT64_MAX to continue from the end of
+ * the previous call. On bad data returns -EBADMSG naming the offset;
+ * everything before it has been recovered and delivered. */
+int rep_recover__feed(struct rep_recover *r, const uint64_t *words, size_t n,
+		      uint64_t offset);
+/* Data was lost, or a new stream starts: no edge across this point. An
+ * incomplete unit held from the previous feed is an error (-EBADMSG). */
+int rep_recover__gap(struct rep_recover *r);
+/* Deliver the references still batched. */
+void rep_recover__flush(struct rep_recover *r);
+/* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring. */
+int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags);
+
+uint64_t rep_recover__block_count(const struct rep_recover *r, uint32_t id);
+uint64_t rep_recover__edge_count(const struct rep_recover *r, uint32_t from, uint32_t to);
+typedef int (*rep_count_fn)(void *arg, uint32_t from, uint32_t to, uint64_t count);
+/* Every executed block (from = 0, to = id), then every edge; a nonzero
+ * return stops and is returned. Order is unspecified. */
+int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, void *arg);
+/* Add src's block/edge counts and stats into dst (same table). */
+int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src);
+void rep_recover__stats(const struct rep_recover *r, struct rep_recover_stats *st);
+void rep_recover__free(struct rep_recover *r);
+
+/* --------------------------------------------------------------- REP files */
+
+struct rep_writer;
+int rep_writer__open(const char *path, const struct rep_table *t, struct rep_writer **out);
+/* One stream section of whole units of thread tid. */
+int rep_writer__stream(struct rep_writer *w, uint64_t tid, const uint64_t *words, size_t n);
+/* Write the end section and close; returns the first write error if any. */
+int rep_writer__close(struct rep_writer *w);
+
+struct rep_reader;
+/* Map the file, check the header and load the table. */
+int rep_reader__open(const char *path, struct rep_reader **out);
+const struct rep_table *rep_reader__table(const struct rep_reader *r);
+/* Next stream section: 1 and its words, 0 at the end section, or -EBADMSG
+ * naming the offset (truncated or corrupt). offset is the file offset of
+ * the first word. */
+int rep_reader__next(struct rep_reader *r, uint64_t *tid, const uint64_t **words,
+		     size_t *n, uint64_t *offset);
+/* Recover every stream section into rec (a gap between sections of
+ * different threads). Stops at the first error, after delivering all that
+ * came before it. */
+int rep_reader__replay(struct rep_reader *r, struct rep_recover *rec);
+void rep_reader__close(struct rep_reader *r);
+
+/* ------------------------------------------ building blocks, encoder (tests) */
+
+/* General registers in x86 encoding order, plus the segment bases. */
+enum rep_reg {
+	REP_REG_NONE = 0,
+	REP_REG_RAX, REP_REG_RCX, REP_REG_RDX, REP_REG_RBX,
+	REP_REG_RSP, REP_REG_RBP, REP_REG_RSI, REP_REG_RDI,
+	REP_REG_R8, REP_REG_R9, REP_REG_R10, REP_REG_R11,
+	REP_REG_R12, REP_REG_R13, REP_REG_R14, REP_REG_R15,
+	REP_REG_FSBASE, REP_REG_GSBASE,
+	REP_NREGS
+};
+
+/* A memory operand as decoded. Registers hold their value before the
+ * instruction executes (push writes at rsp - 8: base rsp, disp -8). */
+struct rep_operand {
+	uint8_t type;		/* REP_REF_READ, WRITE, MODIFY */
+	uint8_t base;		/* enum rep_reg; NONE for absolute/rip-relative (disp = address) */
+	uint8_t index;
+	uint8_t scale;
+	uint8_t seg;		/* REP_REG_FSBASE/GSBASE or NONE */
+	uint8_t count;		/* rep prefix: the count register (rcx), or NONE */
+	uint16_t pad;
+	uint32_t size;
+	int64_t disp;
+};
+
+#define REP_MAX_OPERANDS 3
+struct rep_insn {
+	uint64_t pc;
+	uint32_t len;
+	int32_t rsp_delta;	/* rsp += rsp_delta after it, when known statically */
+	uint32_t clobbers;	/* 1u << reg for registers it sets to unknown values */
+	uint32_t nops;
+	struct rep_operand ops[REP_MAX_OPERANDS];
+};
+
+enum { REP_OPT_STACK = 1u, REP_OPT_BASE = 2u };
+
+/* Before instruction insn executes, the value of reg goes to slot. */
+struct rep_capture {
+	uint32_t insn;
+	uint16_t slot;
+	uint8_t reg;
+	uint8_t pad;
+};
+
+/* A built block: its table entry (block.instrs/refs point into this) and
+ * its capture plan, in instruction order. Free with rep_built__free. */
+struct rep_built {
+	struct rep_block block;
+	struct rep_instr *instrs;
+	struct rep_mref *refs;
+	struct rep_capture *caps;
+	uint32_t ncaps;
+};
+
+int rep_build(const struct rep_insn *insns, uint32_t n, uint32_t id, unsigned opts,
+	      struct rep_built *out);
+void rep_built__free(struct rep_built *b);
+/* Write the unit of one execution: regs[i][reg] is the value of reg before
+ * instruction i. Returns the number of words written (1 + nslots), or
+ * -ENOSPC if cap is too small. */
+int rep_encode(const struct rep_built *b, const uint64_t (*regs)[REP_NREGS],
+	       uint64_t *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,831 @@
+/* REP: block table checks, recovery of hand-written and random blocks, the
+ * PiPA optimisations against the plain encoding, counts, split feeds, bad
+ * streams, and saved files (round trip, every truncation, corruption). */
+#include "tests/lib/tu.h"
+#include "pipeline/rep.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t seed_from_env(void)
+{
+	const char *s = getenv("PADRONE_SEED");
+	return s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+static uint64_t rnd(uint64_t *s)	/* splitmix64 */
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static unsigned rnd_below(uint64_t *s, unsigned n)
+{
+	return (unsigned)(rnd(s) % n);
+}
+
+struct refvec {
+	struct rep_ref *v;
+	size_t n, cap;
+};
+
+static void refvec_push(struct refvec *rv, uint64_t pc, uint64_t addr, uint32_t size, uint8_t type)
+{
+	if (rv->n == rv->cap) {
+		rv->cap = rv->cap ? 2 * rv->cap : 256;
+		rv->v = realloc(rv->v, rv->cap * sizeof(*rv->v));
+		ck_assert_ptr_nonnull(rv->v);
+	}
+	rv->v[rv->n++] = (struct rep_ref){ .pc = pc, .addr = addr, .size = size, .type = type };
+}
+
+static void sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct refvec *rv = arg;
+	for (size_t i = 0; i < n; i++)
+		refvec_push(rv, refs[i].pc, refs[i].addr, refs[i].size, refs[i].type);
+}
+
+static bool refvec_eq(const struct refvec *a, const struct refvec *b, size_t *where)
+{
+	size_t n = a->n < b->n ? a->n : b->n;
+	for (size_t i = 0; i < n; i++)
+		if (a->v[i].pc != b->v[i].pc || a->v[i].addr != b->v[i].addr ||
+		    a->v[i].size != b->v[i].size || a->v[i].type != b->v[i].type) {
+			*where = i;
+			return false;
+		}
+	*where = n;
+	return a->n == b->n;
+}
+
+/* Recover words with a fresh recoverer over t. */
+static int recover_all(const struct rep_table *t, const uint64_t *w, size_t n, struct refvec *out)
+{
+	struct rep_recover *r;
+	ck_assert_int_eq(rep_recover__new(t, sink, out, &r), 0);
+	int rc = rep_recover__feed(r, w, n, 0);
+	rep_recover__flush(r);
+	rep_recover__free(r);
+	return rc;
+}
+
+/* ------------------------------------------------------------ table checks */
+
+START_TEST(table_rejects_bad_blocks)
+{
+	struct rep_table *t;
+	struct rep_instr in[2] = { { 0x1000, 3, 0 }, { 0x1003, 4, 0 } };
+	struct rep_mref m = { .pc = 0x1000, .size = 8, .type = REP_REF_READ, .scale = 1,
+			      .base = 0, .index = REP_NO_SLOT, .seg = REP_NO_SLOT, .count = REP_NO_SLOT };
+	struct rep_block b = { .id = 7, .nslots = 1, .pc = 0x1000, .ninstrs = 2, .nrefs = 1,
+			       .instrs = in, .refs = &m };
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	ck_assert_int_eq(rep_table__add(t, &b), 0);
+	ck_assert_int_eq(rep_table__add(t, &b), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "block id 7 is already"));
+
+	b.id = 8;
+	m.scale = 3;
+	ck_assert_int_eq(rep_table__add(t, &b), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "block 8 reference 0: scale 3"));
+	m.scale = 1;
+	m.base = 1;
+	ck_assert_int_eq(rep_table__add(t, &b), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "beyond its 1 slots"));
+	m.base = 0;
+	m.type = REP_REF_INSTR;
+	ck_assert_int_eq(rep_table__add(t, &b), -EINVAL);
+	m.type = REP_REF_WRITE;
+	m.pc = 0x2000;
+	ck_assert_int_eq(rep_table__add(t, &b), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "pc 0x2000 is not an instruction"));
+	m.pc = 0x1003;
+	b.id = 0;
+	ck_assert_int_eq(rep_table__add(t, &b), -EINVAL);
+	b.id = 8;
+	ck_assert_int_eq(rep_table__add(t, &b), 0);
+	ck_assert_uint_eq(rep_table__size(t), 2);
+	ck_assert_uint_eq(rep_table__block(t, 8)->refs[0].pc, 0x1003);
+	ck_assert_ptr_null(rep_table__block(t, 9));
+	rep_table__free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ hand-written */
+
+/*  0x1000 mov rax, [rbx+8]          slot0 = rbx
+ *  0x1004 add [rbx+rcx*4+16], eax   slot1 = rcx (rbx reused)
+ *  0x1008 push rbp                  slot2 = rsp
+ *  0x1009 mov rdx, fs:[0x28]        slot3 = fs base
+ *  0x1012 mov rsi, [rip+0x100]      absolute 0x1019+0x100
+ *  0x1019 rep movsq                 slot4 = rsi, slot5 = rdi, slot6 = rcx */
+static void handmade(struct rep_table **tp)
+{
+	static const struct rep_instr in[] = {
+		{ 0x1000, 4, 0 }, { 0x1004, 4, 0 }, { 0x1008, 1, 0 },
+		{ 0x1009, 9, 0 }, { 0x1012, 7, 0 }, { 0x1019, 3, 0 },
+	};
+	const uint16_t N = REP_NO_SLOT;
+	static struct rep_mref m[7];
+	m[0] = (struct rep_mref){ 0x1000, 8, 8, REP_REF_READ, 1, 0, N, N, N, 0 };
+	m[1] = (struct rep_mref){ 0x1004, 16, 4, REP_REF_MODIFY, 4, 0, 1, N, N, 0 };
+	m[2] = (struct rep_mref){ 0x1008, -8, 8, REP_REF_WRITE, 1, 2, N, N, N, 0 };
+	m[3] = (struct rep_mref){ 0x1009, 0x28, 8, REP_REF_READ, 1, N, N, 3, N, 0 };
+	m[4] = (struct rep_mref){ 0x1012, 0x1119, 8, REP_REF_READ, 1, N, N, N, N, 0 };
+	m[5] = (struct rep_mref){ 0x1019, 0, 8, REP_REF_READ, 1, 4, N, N, 6, 0 };
+	m[6] = (struct rep_mref){ 0x1019, 0, 8, REP_REF_WRITE, 1, 5, N, N, 6, 0 };
+	struct rep_block b = { .id = 3, .nslots = 7, .pc = 0x1000, .ninstrs = 6, .nrefs = 7,
+			       .instrs = in, .refs = m };
+	ck_assert_int_eq(rep_table__new(tp), 0);
+	ck_assert_int_eq(rep_table__add(*tp, &b), 0);
+}
+
+START_TEST(recovers_handmade_block)
+{
+	struct rep_table *t;
+	struct refvec got = { 0 }, want = { 0 };
+	uint64_t u[8] = { REP_S_WORD(3, 7), 0x5000 /* rbx */, 3 /* rcx */, 0x7ff0 /* rsp */,
+			  0x70000 /* fs */, 0x9000 /* rsi */, 0xa000 /* rdi */, 2 /* count */ };
+
+	handmade(&t);
+	ck_assert_int_eq(recover_all(t, u, 8, &got), 0);
+	refvec_push(&want, 0x1000, 0x1000, 4, REP_REF_INSTR);
+	refvec_push(&want, 0x1000, 0x5008, 8, REP_REF_READ);
+	refvec_push(&want, 0x1004, 0x1004, 4, REP_REF_INSTR);
+	refvec_push(&want, 0x1004, 0x5000 + 3 * 4 + 16, 4, REP_REF_MODIFY);
+	refvec_push(&want, 0x1008, 0x1008, 1, REP_REF_INSTR);
+	refvec_push(&want, 0x1008, 0x7fe8, 8, REP_REF_WRITE);
+	refvec_push(&want, 0x1009, 0x1009, 9, REP_REF_INSTR);
+	refvec_push(&want, 0x1009, 0x70028, 8, REP_REF_READ);
+	refvec_push(&want, 0x1012, 0x1012, 7, REP_REF_INSTR);
+	refvec_push(&want, 0x1012, 0x1119, 8, REP_REF_READ);
+	for (int i = 0; i < 2; i++) {	/* rep movsq, count 2: fetch, read, write per iteration */
+		refvec_push(&want, 0x1019, 0x1019, 3, REP_REF_INSTR);
+		refvec_push(&want, 0x1019, 0x9000 + 8 * i, 8, REP_REF_READ);
+		refvec_push(&want, 0x1019, 0xa000 + 8 * i, 8, REP_REF_WRITE);
+	}
+	size_t where;
+	ck_assert_msg(refvec_eq(&got, &want, &where), "first difference at ref %zu (got %zu refs)",
+		      where, got.n);
+
+	/* Count 0: the instruction is fetched once and touches nothing. */
+	u[7] = 0;
+	got.n = 0;
+	ck_assert_int_eq(recover_all(t, u, 8, &got), 0);
+	ck_assert_uint_eq(got.n, 11);
+	ck_assert_uint_eq(got.v[10].type, REP_REF_INSTR);
+	ck_assert_uint_eq(got.v[10].pc, 0x1019);
+
+	/* A corrupt count is refused, naming the offset. */
+	u[7] = 1ULL << 40;
+	got.n = 0;
+	uint64_t two[16];
+	memcpy(two, u, sizeof u);
+	memcpy(two + 8, u, sizeof u);
+	two[7] = 1;
+	ck_assert_int_eq(recover_all(t, two, 16, &got), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "REP unit at offset 64"));
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "iteration count"));
+	ck_assert_uint_eq(got.n, 13 + 10);	/* the first unit was delivered, and the second up to the rep */
+	free(got.v);
+	free(want.v);
+	rep_table__free(t);
+}
+END_TEST
+
+START_TEST(counts_blocks_and_edges)
+{
+	struct rep_table *t;
+	struct rep_recover *r, *r2;
+	const uint16_t N = REP_NO_SLOT;
+	struct rep_mref m = { 0x10, 0, 4, REP_REF_READ, 1, 0, N, N, N, 0 };
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	for (uint32_t id = 1; id <= 3; id++) {
+		struct rep_block b = { .id = id, .nslots = id == 2 ? 0 : 1, .pc = 0x10 * id,
+				       .nrefs = id == 2 ? 0 : 1, .refs = &m };
+		m.pc = 0x10 * id;
+		ck_assert_int_eq(rep_table__add(t, &b), 0);
+	}
+	/* 1 2 3 1 2 3 1 | gap | 3 */
+	uint64_t s[] = { REP_S_WORD(1, 1), 100, REP_S_WORD(2, 0), REP_S_WORD(3, 1), 200,
+			 REP_S_WORD(1, 1), 101, REP_S_WORD(2, 0), REP_S_WORD(3, 1), 201,
+			 REP_S_WORD(1, 1), 102 };
+	uint64_t s2[] = { REP_S_WORD(3, 1), 202 };
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r), 0);
+	ck_assert_int_eq(rep_recover__feed(r, s, sizeof s / 8, 0), 0);
+	ck_assert_int_eq(rep_recover__gap(r), 0);
+	ck_assert_int_eq(rep_recover__feed(r, s2, 2, UINT64_MAX), 0);
+	ck_assert_uint_eq(rep_recover__block_count(r, 1), 3);
+	ck_assert_uint_eq(rep_recover__block_count(r, 2), 2);
+	ck_assert_uint_eq(rep_recover__block_count(r, 3), 3);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 1, 2), 2);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 2, 3), 2);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 3, 1), 2);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 1, 3), 0);	/* not across the gap */
+	struct rep_recover_stats st;
+	rep_recover__stats(r, &st);
+	ck_assert_uint_eq(st.units, 8);
+	ck_assert_uint_eq(st.refs, 6);
+	ck_assert_uint_eq(st.bytes, sizeof s + sizeof s2);
+
+	/* Merging two workers' counts adds them. */
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r2), 0);
+	ck_assert_int_eq(rep_recover__feed(r2, s, sizeof s / 8, 0), 0);
+	ck_assert_int_eq(rep_recover__merge(r, r2), 0);
+	ck_assert_uint_eq(rep_recover__block_count(r, 1), 6);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 3, 1), 4);
+	rep_recover__free(r2);
+	rep_recover__free(r);
+	rep_table__free(t);
+}
+END_TEST
+
+START_TEST(bad_streams_name_the_offset)
+{
+	struct rep_table *t;
+	struct refvec got = { 0 };
+	uint64_t u[8] = { REP_S_WORD(3, 7), 1, 2, 3, 4, 5, 6, 0 };
+	uint64_t s[24];
+
+	handmade(&t);
+	memcpy(s, u, sizeof u);
+	memcpy(s + 8, u, sizeof u);
+	s[16] = REP_S_WORD(99, 0);
+	ck_assert_int_eq(recover_all(t, s, 17, &got), -EBADMSG);
+	ck_assert_str_eq(rep_errmsg(), "REP unit at offset 128: unknown block id 99");
+	ck_assert_uint_eq(got.n, 2 * 11);	/* what came before was delivered */
+
+	s[16] = REP_S_WORD(3, 6);
+	ck_assert_int_eq(recover_all(t, s, 17, &got), -EBADMSG);
+	ck_assert_str_eq(rep_errmsg(), "REP unit at offset 128: block 3 has 7 slots, the unit says 6");
+	s[8] = 0;
+	ck_assert_int_eq(recover_all(t, s, 16, &got), -EBADMSG);
+	ck_assert_str_eq(rep_errmsg(), "REP unit at offset 64: 0 is not a unit header");
+
+	/* A unit cut by a gap (lost data) is truncated. */
+	struct rep_recover *r;
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r), 0);
+	ck_assert_int_eq(rep_recover__feed(r, u, 8, 1000), 0);
+	ck_assert_int_eq(rep_recover__feed(r, u, 5, UINT64_MAX), 0);
+	ck_assert_int_eq(rep_recover__gap(r), -EBADMSG);
+	ck_assert_str_eq(rep_errmsg(), "truncated REP unit at offset 1064: 5 of 8 words");
+	rep_recover__free(r);
+	free(got.v);
+	rep_table__free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ random blocks */
+
+#define MAXI 24
+struct rblock {
+	struct rep_insn in[MAXI];
+	uint32_t n;
+};
+
+static const uint8_t gprs[] = { REP_REG_RAX, REP_REG_RBX, REP_REG_RCX, REP_REG_RDX, REP_REG_RSI,
+				REP_REG_RDI, REP_REG_RBP, REP_REG_R8, REP_REG_R12, REP_REG_R15 };
+
+static uint8_t rnd_gpr(uint64_t *s)
+{
+	return gprs[rnd_below(s, sizeof gprs)];
+}
+
+static void gen_operand(uint64_t *s, struct rep_operand *o, uint8_t count)
+{
+	static const uint32_t sizes[] = { 1, 2, 4, 8, 16, 32 };
+	memset(o, 0, sizeof(*o));
+	o->type = (uint8_t)(1 + rnd_below(s, 3));
+	o->size = sizes[rnd_below(s, 6)];
+	o->count = count;
+	unsigned k = rnd_below(s, 10);
+	if (k < 4)
+		o->base = REP_REG_RSP;	/* stack traffic: push/pop, spills */
+	else if (k < 9)
+		o->base = rnd_gpr(s);	/* else absolute / rip-relative */
+	if (!count && rnd_below(s, 4) == 0) {
+		o->index = rnd_gpr(s);
+		o->scale = (uint8_t)(1u << rnd_below(s, 4));
+	}
+	if (!count && rnd_below(s, 12) == 0)
+		o->seg = rnd_below(s, 2) ? REP_REG_FSBASE : REP_REG_GSBASE;
+	o->disp = rnd_below(s, 3) == 0 ? (int64_t)rnd(s) : (int64_t)rnd_below(s, 512) - 256;
+}
+
+static bool gen_no_rep;	/* corrupt-file tests: a flipped count would run for ages */
+
+static void gen_block(uint64_t *s, struct rblock *b)
+{
+	uint64_t pc = 0x400000 + (rnd(s) & 0xfffff);
+
+	b->n = 1 + rnd_below(s, MAXI);
+	for (uint32_t i = 0; i < b->n; i++) {
+		struct rep_insn *in = &b->in[i];
+		memset(in, 0, sizeof(*in));
+		in->pc = pc;
+		in->len = 1 + rnd_below(s, 15);
+		pc += in->len;
+		unsigned kind = rnd_below(s, 10);
+		if (kind < 3) {		/* push or pop */
+			in->rsp_delta = rnd_below(s, 2) ? -8 : 8;
+			in->nops = 1;
+			gen_operand(s, &in->ops[0], 0);
+			in->ops[0].base = REP_REG_RSP;
+			in->ops[0].index = 0;
+			in->ops[0].seg = 0;
+			in->ops[0].disp = in->rsp_delta < 0 ? -8 : 0;
+		} else if (kind == 3 && !gen_no_rep) {	/* rep movs / stos */
+			in->nops = 1 + rnd_below(s, 2);
+			for (uint32_t k = 0; k < in->nops; k++)
+				gen_operand(s, &in->ops[k], REP_REG_RCX);
+			in->clobbers = 1u << REP_REG_RCX | 1u << REP_REG_RSI | 1u << REP_REG_RDI;
+		} else {
+			in->nops = rnd_below(s, REP_MAX_OPERANDS + 1);
+			for (uint32_t k = 0; k < in->nops; k++)
+				gen_operand(s, &in->ops[k], 0);
+			if (rnd_below(s, 4) == 0)
+				in->rsp_delta = 8 * ((int32_t)rnd_below(s, 9) - 4);
+		}
+		if (rnd_below(s, 3) == 0)
+			in->clobbers |= 1u << rnd_gpr(s);
+		if (rnd_below(s, 40) == 0)
+			in->clobbers |= 1u << REP_REG_RSP;	/* mov rsp, rbp */
+	}
+}
+
+/* Register values before each instruction, as a run of the block. rcx stays
+ * small: it is the count of rep instructions. */
+static void gen_regs(uint64_t *s, const struct rblock *b, uint64_t (*regs)[REP_NREGS])
+{
+	for (unsigned r = 1; r < REP_NREGS; r++)
+		regs[0][r] = r == REP_REG_RCX ? rnd_below(s, 4) : rnd(s);
+	for (uint32_t i = 0; i + 1 < b->n; i++) {
+		memcpy(regs[i + 1], regs[i], sizeof regs[i]);
+		regs[i + 1][REP_REG_RSP] += (uint64_t)(int64_t)b->in[i].rsp_delta;
+		for (unsigned r = 1; r < REP_NREGS; r++)
+			if (b->in[i].clobbers & (1u << r))
+				regs[i + 1][r] = r == REP_REG_RCX ? rnd_below(s, 4) : rnd(s);
+	}
+}
+
+/* What the block really touched, straight from the registers. */
+static void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREGS], struct refvec *out)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct rep_insn *in = &b->in[i];
+		const uint64_t *v = regs[i];
+		uint64_t cnt = in->nops && in->ops[0].count ? v[in->ops[0].count] : 1;
+		bool rep = in->nops && in->ops[0].count;
+		if (rep && cnt == 0)
+			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
+		for (uint64_t it = 0; it < cnt; it++) {
+			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
+			for (uint32_t k = 0; k < in->nops; k++) {
+				const struct rep_operand *o = &in->ops[k];
+				uint64_t a = (uint64_t)o->disp + (o->base ? v[o->base] : 0) +
+					     (o->index ? v[o->index] * o->scale : 0) +
+					     (o->seg ? v[o->seg] : 0) + it * o->size;
+				refvec_push(out, in->pc, a, o->size, o->type);
+			}
+		}
+	}
+}
+
+START_TEST(optimised_streams_recover_the_same_references)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	static const unsigned opts[] = { 0, REP_OPT_STACK, REP_OPT_BASE, REP_OPT_STACK | REP_OPT_BASE };
+	uint64_t regs[MAXI][REP_NREGS];
+	uint64_t unit[4][1 + 4 * MAXI * REP_MAX_OPERANDS];
+	uint64_t saved_slots[4] = { 0 };
+
+	for (int iter = 0; iter < 3000; iter++) {
+		struct rblock b;
+		struct rep_built built[4];
+		struct rep_table *t[4];
+		struct refvec want = { 0 };
+
+		gen_block(&s, &b);
+		gen_regs(&s, &b, regs);
+		truth(&b, (const uint64_t (*)[REP_NREGS])regs, &want);
+		for (int k = 0; k < 4; k++) {
+			ck_assert_msg(rep_build(b.in, b.n, 1 + (uint32_t)iter, opts[k], &built[k]) == 0,
+				      "seed %#" PRIx64 " iter %d: %s", seed, iter, rep_errmsg());
+			ck_assert_int_eq(rep_table__new(&t[k]), 0);
+			ck_assert_msg(rep_table__add(t[k], &built[k].block) == 0,
+				      "seed %#" PRIx64 " iter %d: %s", seed, iter, rep_errmsg());
+			int len = rep_encode(&built[k], (const uint64_t (*)[REP_NREGS])regs, unit[k],
+					     sizeof unit[k] / 8);
+			ck_assert_int_eq(len, 1 + built[k].block.nslots);
+			struct refvec got = { 0 };
+			ck_assert_msg(recover_all(t[k], unit[k], (size_t)len, &got) == 0,
+				      "seed %#" PRIx64 " iter %d opts %u: %s", seed, iter, opts[k],
+				      rep_errmsg());
+			size_t where;
+			ck_assert_msg(refvec_eq(&got, &want, &where),
+				      "seed %#" PRIx64 " iter %d opts %u: differs at ref %zu (%zu vs %zu refs)",
+				      seed, iter, opts[k], where, got.n, want.n);
+			free(got.v);
+			saved_slots[k] += built[k].block.nslots;
+		}
+		/* Each optimisation only ever removes slots. */
+		ck_assert_msg(built[1].block.nslots <= built[0].block.nslots &&
+			      built[2].block.nslots <= built[0].block.nslots &&
+			      built[3].block.nslots <= built[1].block.nslots &&
+			      built[3].block.nslots <= built[2].block.nslots,
+			      "seed %#" PRIx64 " iter %d: slot counts %u %u %u %u", seed, iter,
+			      built[0].block.nslots, built[1].block.nslots, built[2].block.nslots,
+			      built[3].block.nslots);
+		for (int k = 0; k < 4; k++) {
+			rep_table__free(t[k]);
+			rep_built__free(&built[k]);
+		}
+		free(want.v);
+	}
+	/* And over many blocks they do remove some. */
+	ck_assert_msg(saved_slots[3] < saved_slots[1] && saved_slots[1] < saved_slots[0] &&
+		      saved_slots[2] < saved_slots[0], "seed %#" PRIx64 ": slots %" PRIu64 " %" PRIu64
+		      " %" PRIu64 " %" PRIu64, seed, saved_slots[0], saved_slots[1], saved_slots[2],
+		      saved_slots[3]);
+}
+END_TEST
+
+START_TEST(push_pop_run_takes_one_stack_slot)
+{
+	/* push rbp; push rbx; push r12; sub rsp, 24; mov [rsp+8], rdi; ...
+	 * pop r12; pop rbx; pop rbp. */
+	struct rep_insn in[9];
+	int32_t deltas[9] = { -8, -8, -8, -24, 0, 24, 8, 8, 8 };
+	uint64_t pc = 0x1000;
+	memset(in, 0, sizeof in);
+	for (int i = 0; i < 9; i++) {
+		in[i].pc = pc;
+		in[i].len = 2;
+		pc += 2;
+		in[i].rsp_delta = deltas[i];
+		if (i == 3 || i == 5)
+			continue;	/* sub/add rsp: no memory */
+		in[i].nops = 1;
+		in[i].ops[0] = (struct rep_operand){ .type = i < 3 || i == 4 ? REP_REF_WRITE : REP_REF_READ,
+						     .base = REP_REG_RSP, .size = 8,
+						     .disp = i < 3 ? -8 : i == 4 ? 8 : 0 };
+	}
+	struct rep_built plain, opt;
+	ck_assert_int_eq(rep_build(in, 9, 1, 0, &plain), 0);
+	ck_assert_int_eq(rep_build(in, 9, 1, REP_OPT_STACK, &opt), 0);
+	ck_assert_uint_eq(plain.block.nslots, 7);
+	ck_assert_uint_eq(opt.block.nslots, 1);
+	ck_assert_uint_eq(opt.ncaps, 1);
+	ck_assert_uint_eq(opt.caps[0].reg, REP_REG_RSP);
+	ck_assert_uint_eq(opt.caps[0].insn, 0);
+	/* The pops read where the pushes wrote, from the one value. */
+	ck_assert_int_eq(opt.block.refs[0].disp, -8);
+	ck_assert_int_eq(opt.block.refs[2].disp, -24);
+	ck_assert_int_eq(opt.block.refs[3].disp, -48 + 8);
+	ck_assert_int_eq(opt.block.refs[4].disp, -24);
+	ck_assert_int_eq(opt.block.refs[6].disp, -8);
+	rep_built__free(&plain);
+	rep_built__free(&opt);
+}
+END_TEST
+
+START_TEST(structure_fields_share_one_base_slot)
+{
+	/* mov rax,[rbx]; mov rcx,[rbx+8]; mov [rbx+16],rdx; mov rbx,[rbx+24]; mov [rbx],rax */
+	struct rep_insn in[5];
+	memset(in, 0, sizeof in);
+	for (int i = 0; i < 5; i++) {
+		in[i].pc = 0x2000 + 3 * (uint64_t)i;
+		in[i].len = 3;
+		in[i].nops = 1;
+		in[i].ops[0] = (struct rep_operand){ .type = i == 2 || i == 4 ? REP_REF_WRITE : REP_REF_READ,
+						     .base = REP_REG_RBX, .size = 8, .disp = 8 * (i % 4) };
+	}
+	in[3].clobbers = 1u << REP_REG_RBX;
+	struct rep_built plain, opt;
+	ck_assert_int_eq(rep_build(in, 5, 2, 0, &plain), 0);
+	ck_assert_int_eq(rep_build(in, 5, 2, REP_OPT_BASE, &opt), 0);
+	ck_assert_uint_eq(plain.block.nslots, 5);
+	ck_assert_uint_eq(opt.block.nslots, 2);	/* rbx before and after it was loaded */
+	ck_assert_uint_eq(opt.block.refs[3].base, 0);
+	ck_assert_uint_eq(opt.block.refs[4].base, 1);
+	ck_assert_uint_eq(opt.caps[1].insn, 4);
+	rep_built__free(&plain);
+	rep_built__free(&opt);
+}
+END_TEST
+
+/* A stream of many random units of a random table, and its truth. */
+struct corpus {
+	struct rep_table *t;
+	uint64_t *w;
+	size_t n;
+	struct refvec want;
+};
+
+static void make_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits)
+{
+	uint64_t regs[MAXI][REP_NREGS];
+	struct rblock *bs = calloc((size_t)nblocks, sizeof(*bs));
+	struct rep_built *built = calloc((size_t)nblocks, sizeof(*built));
+
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(rep_table__new(&c->t), 0);
+	for (int i = 0; i < nblocks; i++) {
+		gen_block(s, &bs[i]);
+		ck_assert_int_eq(rep_build(bs[i].in, bs[i].n, (uint32_t)i + 1,
+					   REP_OPT_STACK | REP_OPT_BASE, &built[i]), 0);
+		ck_assert_int_eq(rep_table__add(c->t, &built[i].block), 0);
+	}
+	c->w = malloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4) * 8);
+	for (int u = 0; u < nunits; u++) {
+		int i = (int)rnd_below(s, (unsigned)nblocks);
+		gen_regs(s, &bs[i], regs);
+		truth(&bs[i], (const uint64_t (*)[REP_NREGS])regs, &c->want);
+		c->n += (size_t)rep_encode(&built[i], (const uint64_t (*)[REP_NREGS])regs, c->w + c->n,
+					   1 + MAXI * REP_MAX_OPERANDS * 4);
+	}
+	for (int i = 0; i < nblocks; i++)
+		rep_built__free(&built[i]);
+	free(built);
+	free(bs);
+}
+
+static void free_corpus(struct corpus *c)
+{
+	rep_table__free(c->t);
+	free(c->w);
+	free(c->want.v);
+}
+
+START_TEST(units_split_across_feeds)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	struct corpus c;
+
+	make_corpus(&s, &c, 20, 400);
+	for (int round = 0; round < 20; round++) {
+		struct rep_recover *r;
+		struct refvec got = { 0 };
+		ck_assert_int_eq(rep_recover__new(c.t, sink, &got, &r), 0);
+		size_t at = 0;
+		while (at < c.n) {
+			size_t k = 1 + rnd_below(&s, round < 10 ? 3 : 200);
+			if (k > c.n - at)
+				k = c.n - at;
+			ck_assert_msg(rep_recover__feed(r, c.w + at, k, UINT64_MAX) == 0,
+				      "seed %#" PRIx64 ": %s", seed, rep_errmsg());
+			at += k;
+		}
+		ck_assert_int_eq(rep_recover__gap(r), 0);
+		rep_recover__flush(r);
+		size_t where;
+		ck_assert_msg(refvec_eq(&got, &c.want, &where), "seed %#" PRIx64 ": differs at %zu",
+			      seed, where);
+		rep_recover__free(r);
+		free(got.v);
+	}
+	free_corpus(&c);
+}
+END_TEST
+
+/* ------------------------------------------------------------ files */
+
+static char *tmpfile_path(void)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/padrone-rep-%d.rep", (int)getpid());
+	return path;
+}
+
+static void write_corpus(const char *path, struct corpus *c, size_t cut)
+{
+	struct rep_writer *w;
+	ck_assert_int_eq(rep_writer__open(path, c->t, &w), 0);
+	ck_assert_int_eq(rep_writer__stream(w, 1, c->w, cut), 0);
+	ck_assert_int_eq(rep_writer__stream(w, 2, c->w + cut, c->n - cut), 0);
+	ck_assert_int_eq(rep_writer__close(w), 0);
+}
+
+/* A unit boundary near the middle of the corpus. */
+static size_t unit_boundary(const struct corpus *c)
+{
+	size_t at = 0;
+	while (at < c->n / 2)
+		at += 1 + (c->w[at] >> 48);
+	return at;
+}
+
+START_TEST(file_round_trip)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	struct corpus c;
+	struct rep_reader *rd;
+	struct rep_recover *r;
+	struct refvec got = { 0 };
+	const char *path = tmpfile_path();
+
+	make_corpus(&s, &c, 30, 300);
+	write_corpus(path, &c, unit_boundary(&c));
+	ck_assert_msg(rep_reader__open(path, &rd) == 0, "%s", rep_errmsg());
+	const struct rep_table *t = rep_reader__table(rd);
+	ck_assert_uint_eq(rep_table__size(t), 30);
+	for (uint32_t id = 1; id <= 30; id++) {
+		const struct rep_block *a = rep_table__block(c.t, id), *b = rep_table__block(t, id);
+		ck_assert_uint_eq(a->nslots, b->nslots);
+		ck_assert_uint_eq(a->ninstrs, b->ninstrs);
+		ck_assert_uint_eq(a->nrefs, b->nrefs);
+		ck_assert_int_eq(memcmp(a->refs, b->refs, a->nrefs * sizeof(*a->refs)), 0);
+		ck_assert_int_eq(memcmp(a->instrs, b->instrs, a->ninstrs * sizeof(*a->instrs)), 0);
+	}
+	ck_assert_int_eq(rep_recover__new(t, sink, &got, &r), 0);
+	ck_assert_msg(rep_reader__replay(rd, r) == 0, "%s", rep_errmsg());
+	size_t where;
+	ck_assert_msg(refvec_eq(&got, &c.want, &where), "seed %#" PRIx64 ": differs at %zu", seed,
+		      where);
+	struct rep_recover_stats st;
+	rep_recover__stats(r, &st);
+	ck_assert_uint_eq(st.units, 300);
+	ck_assert_uint_eq(st.gaps, 2);	/* two threads */
+	rep_recover__free(r);
+	rep_reader__close(rd);
+	unlink(path);
+	free(got.v);
+	free_corpus(&c);
+}
+END_TEST
+
+static void *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	void *p = malloc(*n);
+	ck_assert_uint_eq(fread(p, 1, *n, f), *n);
+	fclose(f);
+	return p;
+}
+
+static void spill(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+static void count_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	*(size_t *)arg += n;
+}
+
+/* Open and replay; returns the error (0 if none) and the refs recovered. */
+static int try_file(const char *path, size_t *nrefs)
+{
+	struct rep_reader *rd;
+	struct rep_recover *r;
+	int rc = rep_reader__open(path, &rd);
+	*nrefs = 0;
+	if (rc)
+		return rc;
+	ck_assert_int_eq(rep_recover__new(rep_reader__table(rd), count_sink, nrefs, &r), 0);
+	rc = rep_reader__replay(rd, r);
+	rep_recover__free(r);
+	rep_reader__close(rd);
+	return rc;
+}
+
+START_TEST(truncated_files_name_the_offset)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	struct corpus c;
+	const char *path = tmpfile_path();
+	char cut[80];
+	size_t n, nrefs;
+
+	snprintf(cut, sizeof cut, "%s.cut", path);
+	make_corpus(&s, &c, 5, 40);
+	write_corpus(path, &c, unit_boundary(&c));
+	uint8_t *img = slurp(path, &n);
+	/* Every proper prefix is an error naming an offset; none is accepted. */
+	for (size_t len = 0; len < n; len++) {
+		spill(cut, img, len);
+		int rc = try_file(cut, &nrefs);
+		ck_assert_msg(rc == -EBADMSG, "prefix of %zu/%zu bytes: rc %d (%s)", len, n, rc,
+			      rep_errmsg());
+		ck_assert_msg(strstr(rep_errmsg(), "offset "), "prefix %zu: %s", len, rep_errmsg());
+		ck_assert(nrefs <= c.want.n);
+	}
+	spill(cut, img, 20);
+	try_file(cut, &nrefs);
+	ck_assert_str_eq(strstr(rep_errmsg(), ": ") + 2, "truncated header at offset 0 (file has 20 bytes)");
+	spill(cut, img, n - 16);	/* the end section is missing */
+	ck_assert_int_eq(try_file(cut, &nrefs), -EBADMSG);
+	ck_assert_uint_eq(nrefs, c.want.n);	/* everything before it was recovered */
+	char want[64];
+	snprintf(want, sizeof want, "truncated file: no end section at offset %zu", n - 16);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), want));
+	unlink(cut);
+	unlink(path);
+	free(img);
+	free_corpus(&c);
+}
+END_TEST
+
+START_TEST(corrupt_files_fail_cleanly)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	struct corpus c;
+	const char *path = tmpfile_path();
+	char bad[80];
+	size_t n, nrefs;
+	int errors = 0;
+
+	snprintf(bad, sizeof bad, "%s.bad", path);
+	gen_no_rep = true;
+	make_corpus(&s, &c, 5, 60);
+	gen_no_rep = false;
+	write_corpus(path, &c, unit_boundary(&c));
+	uint8_t *img = slurp(path, &n);
+	uint8_t *copy = malloc(n);
+	/* Random byte flips: either still a valid file or an error naming an
+	 * offset; never a crash or a hang (ASan watches). */
+	for (int i = 0; i < 400; i++) {
+		memcpy(copy, img, n);
+		for (unsigned k = 1 + rnd_below(&s, 4); k; k--)
+			copy[rnd_below(&s, (unsigned)n)] ^= (uint8_t)(1 + rnd_below(&s, 255));
+		spill(bad, copy, n);
+		int rc = try_file(bad, &nrefs);
+		if (rc) {
+			errors++;
+			ck_assert_msg(rc == -EBADMSG && strstr(rep_errmsg(), "offset "),
+				      "seed %#" PRIx64 " flip %d: rc %d %s", seed, i, rc, rep_errmsg());
+		}
+	}
+	ck_assert_int_gt(errors, 0);
+	unlink(bad);
+	unlink(path);
+	free(copy);
+	free(img);
+	free_corpus(&c);
+}
+END_TEST
+
+START_TEST(unit_crossing_a_section_is_an_error)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	struct corpus c;
+	const char *path = tmpfile_path();
+	size_t nrefs;
+
+	make_corpus(&s, &c, 5, 40);
+	size_t at = unit_boundary(&c);
+	while (c.w[at] >> 48 == 0)	/* a unit with slots, to cut inside */
+		at += 1;
+	write_corpus(path, &c, at + 1);
+	ck_assert_int_eq(try_file(path, &nrefs), -EBADMSG);
+	/* The unit starts one word before the section ends. */
+	unsigned long long unit_off, end_off;
+	const char *m = strstr(rep_errmsg(), "REP unit at offset ");
+	ck_assert_msg(m && sscanf(m, "REP unit at offset %llu runs past the end of its section at offset %llu",
+				  &unit_off, &end_off) == 2, "%s", rep_errmsg());
+	ck_assert_uint_eq(end_off - unit_off, 8);
+	unlink(path);
+	free_corpus(&c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("rep");
+	TCase *tc = tcase_create("rep");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, table_rejects_bad_blocks);
+	tcase_add_test(tc, recovers_handmade_block);
+	tcase_add_test(tc, counts_blocks_and_edges);
+	tcase_add_test(tc, bad_streams_name_the_offset);
+	tcase_add_test(tc, optimised_streams_recover_the_same_references);
+	tcase_add_test(tc, push_pop_run_takes_one_stack_slot);
+	tcase_add_test(tc, structure_fields_share_one_base_slot);
+	tcase_add_test(tc, units_split_across_feeds);
+	tcase_add_test(tc, file_round_trip);
+	tcase_add_test(tc, truncated_files_name_the_offset);
+	tcase_add_test(tc, corrupt_files_fail_cleanly);
+	tcase_add_test(tc, unit_crossing_a_section_is_an_error);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}
