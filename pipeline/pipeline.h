@@ -23,20 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#if __has_include("pipeline/rep.h")
 #include "pipeline/rep.h"
-#else
-/* The recovered-reference types agreed with rep.h (issue 4), until rep.h
- * lands; then rep.h alone defines them. */
-enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
-struct rep_ref {
-	uint64_t pc;
-	uint64_t addr;
-	uint32_t size;
-	uint8_t type;
-	uint8_t pad[3];
-}; /* 24 bytes */
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -220,6 +207,9 @@ struct csim_split_opts {
 	unsigned workers;	/* 0 = 1; capped at 2^csim_config_split_bits */
 	size_t ring_bytes;	/* per worker ring; 0 = 4 MiB */
 	size_t chunk_bytes;	/* ring chunk; 0 = 64 KiB */
+	unsigned slots;		/* meeting slots for cut references (Cachegrind
+				 * mode); 0 = 65536, the most. Fewer make the
+				 * splitter wait for them (tests). */
 };
 
 struct csim_split_stats {
