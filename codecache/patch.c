@@ -13,6 +13,7 @@
  */
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
+#include "cfg/cfg.h"
 
 #include <Zydis/Zydis.h>
 #include <errno.h>
@@ -239,41 +240,12 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 
 static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 
-/* The first direct branch (not a call) of the function body into
- * [lo, hi); 0 if none, -EILSEQ (at *where) if the body does not decode. */
-static int branch_into(const uint8_t *code, size_t size, uint64_t base, uint64_t lo, uint64_t hi,
-		       uint64_t *where)
-{
-	ZydisDecoder dec;
-
-	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	for (size_t pos = 0; pos < size;) {
-		ZydisDecodedInstruction d;
-		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops))) {
-			*where = base + pos;
-			return -EILSEQ;
-		}
-		if (d.meta.category != ZYDIS_CATEGORY_CALL && d.raw.imm[0].is_relative) {
-			ZyanU64 to;
-			if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], base + pos, &to)) &&
-			    to >= lo && to < hi) {
-				*where = base + pos;
-				return 1;
-			}
-		}
-		pos += d.length;
-	}
-	return 0;
-}
-
 static int read_code(struct cc_job *j, uint64_t addr, uint64_t size, const char *what,
 		     uint8_t **out)
 {
 	if (size == 0 || size > (16u << 20))
 		return cc__fail(j->c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) "
-				"is unknown or implausible; cannot check that a 5-byte jump fits",
-				what, size);
+				"is unknown or implausible", what, size);
 	uint8_t *b = malloc(size);
 	if (!b)
 		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
@@ -287,14 +259,119 @@ static int read_code(struct cc_job *j, uint64_t addr, uint64_t size, const char 
 	return 0;
 }
 
+static ssize_t self_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	int rc = cc__read(ctx, addr, buf, len);
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+static int open_cfg(struct cc_cache *c, struct cfg_reader **r)
+{
+	static const struct cfg_reader_ops ops = { .sz = sizeof ops, .read = self_read };
+
+	if (c->t)
+		return cfg_reader__open_live(c->t, NULL, r);
+	return cfg_reader__new(&ops, c, NULL, r);
+}
+
+/* The address of the last instruction of a block, for messages. */
+static uint64_t last_insn(struct cfg_reader *r, const struct cfg_block *b, char *text, size_t size)
+{
+	uint8_t buf[256];
+	size_t len = b->end - b->start < sizeof buf ? b->end - b->start : sizeof buf;
+	uint64_t at = b->start, last = b->start;
+	ZydisDecoder dec;
+	ZydisDecodedInstruction d;
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	if (cfg_reader__read(r, b->start, buf, len) != (ssize_t)len)
+		len = 0;
+	while (at < b->start + len &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, buf + (at - b->start),
+							  len - (at - b->start), &d))) {
+		last = at;
+		at += d.length;
+	}
+	cc_insn_text(buf + (last - b->start), len - (last - b->start), last, text, size);
+	return last;
+}
+
+/* From the function's CFG (jump tables included): its extent when the
+ * symbol gave none, and no branch of its own into [entry, end), the bytes the
+ * jump covers (a return into them is handled as a stack check). */
+static int check_cfg(struct cc_job *j, uint64_t end)
+{
+	struct cfg_build_opts bo = { .sz = sizeof bo, .no_callee_analysis = true };
+	struct cfg_reader *r;
+	struct cfg_function *f = NULL;
+	const char *msg;
+	uint64_t at;
+	int rc;
+
+	if ((rc = open_cfg(j->c, &r)) < 0)
+		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read the code of %s: %s",
+				j->name, strerror(-rc));
+	if ((rc = cfg_function__build(r, j->fn.addr, &bo, &f)) < 0) {
+		cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot build the control flow of %s: %s",
+			 j->name, cfg_reader__errmsg(r));
+		goto out;
+	}
+	enum cfg_error e = cfg_function__error(f, &at, &msg);
+	if (e != CFG_ERR_NONE) {
+		if (!j->o.force) {
+			rc = cc__fail(j->c, CC_PHASE_REDIRECT, -EILSEQ, "the control flow of %s is "
+				      "incomplete (%s at 0x%" PRIx64 "), so branches into its first "
+				      "bytes cannot be ruled out; use force to go ahead", j->name,
+				      msg ? msg : cfg_error_name(e), at);
+			goto out;
+		}
+		say(&j->rep, "warning: the control flow of %s is incomplete (%s at 0x%" PRIx64
+		    "); going ahead (forced)", j->name, msg ? msg : cfg_error_name(e), at);
+	}
+	size_t entry = cfg_function__entry_block(f);
+	for (size_t i = 0; i < cfg_function__edge_count(f); i++) {
+		const struct cfg_edge *ed = cfg_function__edge(f, i);
+		if (ed->to < 0 || ed->kind == CFG_EDGE_CALL_RETURN)
+			continue;
+		const struct cfg_block *to = cfg_function__block(f, (size_t)ed->to);
+		const struct cfg_block *from = cfg_function__block(f, ed->from);
+		bool into = (size_t)ed->to == entry || (to->start > j->fn.addr && to->start < end);
+		/* sequential flow (fall through, jcc not taken) into a block
+		 * split inside the bytes is no branch: the edge that split it
+		 * is the one to report */
+		bool sequential = (ed->kind == CFG_EDGE_FALLTHROUGH || ed->kind == CFG_EDGE_NOT_TAKEN) &&
+				  from->end == to->start;
+		if (!into || sequential)
+			continue;
+		char text[96];
+		uint64_t br = last_insn(r, from, text, sizeof text);
+		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s branches into its own first "
+			      "bytes (`%s` at 0x%" PRIx64 " goes to 0x%" PRIx64 "), which the jump "
+			      "would overwrite", j->name, text, br, to->start);
+		goto out;
+	}
+	if (!j->fn.size) {
+		const struct cfg_range *rg = cfg_function__range_of(f, j->fn.addr);
+		j->fn.size = rg ? rg->end - j->fn.addr : 0;
+		say(&j->rep, "%s: no symbol size; %" PRIu64 " bytes from its control flow", j->name,
+		    j->fn.size);
+	}
+	rc = 0;
+out:
+	cfg_function__free(f);
+	cfg_reader__free(r);
+	return rc;
+}
+
 static int plan_entry(struct cc_job *j)
 {
 	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = ENTRY_JMP, .jump_back = true };
 	struct cc_error err;
 	uint8_t *code;
-	uint64_t where;
 	int rc;
 
+	if (!j->fn.size && (rc = check_cfg(j, j->fn.addr)) < 0)
+		return rc;	/* the extent first, from the CFG */
 	if ((rc = read_code(j, j->fn.addr, j->fn.size, j->name, &code)) < 0)
 		return rc;
 	size_t skip = j->fn.size >= 4 && memcmp(code, endbr64, 4) == 0 ? 4 : 0;
@@ -311,31 +388,11 @@ static int plan_entry(struct cc_job *j)
 			 j->name, err.msg);
 		goto out;
 	}
-	uint64_t end = j->site + cc_reloc__src_len(j->prefix);
-	rc = branch_into(code, j->fn.size, j->fn.addr, j->fn.addr, end, &where);
-	if (rc > 0) {
-		char text[96];
-		cc_insn_text(code + (where - j->fn.addr), j->fn.size - (where - j->fn.addr), where,
-			     text, sizeof text);
-		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s branches into its own first "
-			      "bytes (`%s` at 0x%" PRIx64 "), which the jump would overwrite",
-			      j->name, text, where);
+	if ((rc = check_cfg(j, j->site + cc_reloc__src_len(j->prefix))) < 0)
 		goto out;
-	}
-	if (rc == -EILSEQ) {
-		if (!j->o.force) {
-			rc = cc__fail(j->c, CC_PHASE_REDIRECT, -EILSEQ, "%s does not decode at 0x%"
-				      PRIx64 ", so branches into its first bytes cannot be ruled "
-				      "out; use force to go ahead", j->name, where);
-			goto out;
-		}
-		say(&j->rep, "warning: %s does not decode at 0x%" PRIx64 "; branches into its "
-		    "first bytes not ruled out (forced)", j->name, where);
-	}
 	say(&j->rep, "entry: jmp rel32 at 0x%" PRIx64 " over %zu bytes (%zu instructions)%s",
 	    j->site, cc_reloc__src_len(j->prefix), cc_reloc__count(j->prefix),
-	    skip ? ", after endbr64 which stays" : "");
-	rc = 0;
+	    skip ? ", after endbr64, which stays" : "");
 out:
 	free(code);
 	return rc;

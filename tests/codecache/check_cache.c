@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,7 @@ START_TEST(replace_and_restore_a_function)
 	static const char *const sos[] = {
 		"tests/codecache/corpus-cc-O0.so", "tests/codecache/corpus-cc-O2.so",
 		"tests/codecache/corpus-clang-O0.so", "tests/codecache/corpus-clang-O2.so",
+		"tests/codecache/corpus-cc-O2-cet.so",
 	};
 	struct cc_func f = corpus_func(sos[_i], "cc_switch");
 	int_fn *sw = (int_fn *)f.addr;
@@ -196,6 +198,15 @@ START_TEST(replace_and_restore_a_function)
 	ck_assert_int_eq(sw(-7), -699);
 	ck_assert_msg(strstr(report, "entry: jmp rel32 at 0x") && strstr(report, "loaded "),
 		      "%s", report);
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	if (memcmp(before, endbr64, 4) == 0) {	/* kept, the jmp after it */
+		ck_assert_msg(strstr(report, "after endbr64, which stays"), "%s", report);
+		ck_assert_mem_eq((uint8_t *)sw, endbr64, 4);
+		ck_assert_uint_eq(((uint8_t *)sw)[4], 0xe9);
+	} else {
+		ck_assert_uint_eq(((uint8_t *)sw)[0], 0xe9);
+	}
+	ck_assert_int_eq(memcmp(before, endbr64, 4) == 0, _i == 4);
 	ck_assert_uint_eq(st.sites, 1);
 
 	struct cc_redirect_info ri[4];
@@ -264,13 +275,38 @@ START_TEST(twice_and_bad_functions_are_refused_clearly)
 	ck_assert_msg(strstr(cc_cache__errmsg(c), "cc_entry_loop branches into its own first bytes "
 			     "(`jnz 0x"), "%s", cc_cache__errmsg(c));
 
-	struct cc_func unknown = f;
-	unknown.size = 0;
-	ck_assert_int_eq(cc_cache__replace(c, &unknown, im, resolve_here, NULL, NULL), -EINVAL);
-	ck_assert_msg(strstr(cc_cache__errmsg(c), "size of cc_switch"), "%s", cc_cache__errmsg(c));
+	struct cc_func table = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_table_loop");
+	ck_assert_int_eq(cc_cache__replace(c, &table, im, resolve_here, NULL, NULL), -ENOTSUP);
+	ck_assert_msg(strstr(cc_cache__errmsg(c), "cc_table_loop branches into its own first bytes "
+			     "(`jmp rcx` at 0x"), "%s", cc_cache__errmsg(c));
+
 	/* nothing of the failures stayed patched */
 	ck_assert_int_eq(cc_cache__redirects(c, NULL, 0), 0);
 	ck_assert_int_eq(((int_fn *)f.addr)(4), 9);
+	cc_image__free(im);
+	cc_cache__close(c);
+}
+END_TEST
+
+START_TEST(without_a_symbol_size_the_extent_comes_from_the_cfg)
+{
+	struct cc_func f = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_switch");
+	struct cc_cache *c = open_here();
+	struct cc_image *im = image("tests/codecache/repl/alt.o", "cc_switch");
+	char report[2048];
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report };
+	uint64_t size = f.size;
+
+	f.size = 0;
+	ck_assert_msg(cc_cache__replace(c, &f, im, resolve_here, NULL, &o) == 0, "%s",
+		      cc_cache__errmsg(c));
+	char want[96];
+	snprintf(want, sizeof want, "cc_switch: no symbol size; %" PRIu64 " bytes from its control "
+		 "flow", size);
+	ck_assert_msg(strstr(report, want), "%s (want %s)", report, want);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 301);
+	ck_assert_int_eq(cc_cache__restore(c, f.addr, NULL, NULL), 0);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 3 ^ 0x55);
 	cc_image__free(im);
 	cc_cache__close(c);
 }
@@ -452,9 +488,10 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, areas_are_near_and_never_writable_and_executable);
 	tcase_add_test(tc, the_cache_grows_and_reuses_freed_blocks);
-	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 4);
+	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 5);
 	tcase_add_test(tc, a_later_session_finds_and_undoes_a_replacement);
 	tcase_add_test(tc, twice_and_bad_functions_are_refused_clearly);
+	tcase_add_test(tc, without_a_symbol_size_the_extent_comes_from_the_cfg);
 	tcase_add_test(tc, a_dry_run_reports_and_changes_nothing);
 	tcase_add_test(tc, calls_in_a_hot_caller_are_retargeted);
 	tcase_add_test(tc, measure_times_every_call_including_recursion);

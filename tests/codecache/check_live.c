@@ -178,6 +178,13 @@ START_TEST(vecadd_replaced_live_keeps_its_checksum)
 	ck_assert_uint_eq(st.threads, 1);
 	ck_assert_uint_gt(st.stop_ns, 0);
 	ck_assert_msg(strstr(report, "stopped the world for "), "%s", report);
+	/* the code cache: r-x and rw-, nothing writable and executable */
+	char cmd[96];
+	int st_;
+	snprintf(cmd, sizeof cmd, "awk '$2 ~ /wx/' /proc/%d/maps", l.p.pid);
+	char *wx = tu_run(cmd, &st_);
+	ck_assert_msg(wx && !wx[0], "writable and executable: %s", wx);
+	free(wx);
 	for (int i = 0; i < 3; i++) {
 		round_of(&l, &ns, &sum);
 		ck_assert_uint_eq(sum, sum0);
@@ -389,6 +396,31 @@ START_TEST(measure_agrees_with_the_targets_own_timing)
 }
 END_TEST
 
+START_TEST(measure_refuses_a_process_that_may_unwind_through_the_stub)
+{
+	struct live l;
+	struct cc_measure_opts o = { .sz = sizeof o, .calls = 100 };
+	struct cc_measure *m;
+	struct cc_measure_result r;
+
+	start(&l, "tests/targets/cc_threads", "1", "unwinder", "ready");
+	struct cc_func f = func(&l, "work");
+	ck_assert_int_eq(cc_measure__start(l.c, &f, &o, &m), -ENOTSUP);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "measure: process ") &&
+		      strstr(cc_cache__errmsg(l.c), "maps libgcc_s.so.1: an exception or cancellation "
+			     "unwinding through work"), "%s", cc_cache__errmsg(l.c));
+	o.force = true;		/* it never unwinds: allowed when asked */
+	ck_assert_msg(cc_measure__start(l.c, &f, &o, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	uint64_t done;
+	ck_assert_int_eq(cc_measure__wait(m, 10000, &done), 0);
+	ck_assert_int_eq(cc_measure__finish(m, &r), 0);
+	ck_assert_uint_eq(r.calls, 100);
+	cc_measure__free(m);
+	workers_fine(&l, 1, 200);
+	end(&l);
+}
+END_TEST
+
 START_TEST(bad_inputs_are_refused_clearly)
 {
 	struct live l;
@@ -440,6 +472,7 @@ int main(void)
 	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);
 	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);
 	tcase_add_test(tc, measure_agrees_with_the_targets_own_timing);
+	tcase_add_test(tc, measure_refuses_a_process_that_may_unwind_through_the_stub);
 	tcase_add_test(tc, bad_inputs_are_refused_clearly);
 	suite_add_tcase(s, tc);
 	return tu_main(s);

@@ -209,3 +209,24 @@ CORPUS int cc_caller(int x)
 {
 	return cc_callee(x) + cc_callee(x + 1) * 2;
 }
+
+/* A jump table one of whose targets is inside the first bytes: only a CFG
+ * that follows jump tables sees that branch. */
+__asm__(".text\n"
+	".globl cc_table_loop\n"
+	".type cc_table_loop, @function\n"
+	"cc_table_loop:\n"
+	"	mov %edi, %eax\n"
+	"1:	dec %eax\n"
+	"	cmp $1, %eax\n"
+	"	ja 2f\n"
+	"	lea 3f(%rip), %rdx\n"
+	"	movslq (%rdx,%rax,4), %rcx\n"
+	"	add %rdx, %rcx\n"
+	"	jmp *%rcx\n"
+	"2:	ret\n"
+	".size cc_table_loop, .-cc_table_loop\n"
+	".section .rodata\n"
+	".p2align 2\n"
+	"3:	.long 1b - 3b, 2b - 3b\n"
+	".text\n");

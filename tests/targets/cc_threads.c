@@ -1,6 +1,6 @@
 /* cc_threads: threads living in the functions padrone patches.
  *
- * cc_threads NTHREADS [forever]
+ * cc_threads NTHREADS [forever|unwinder]
  *  - NTHREADS workers call work() back to back and compare every result
  *    with ref_work(), the same function written differently; every ~100 ms
  *    each prints "worker I: calls N mismatches M" (M must stay 0 whatever
@@ -11,9 +11,13 @@
  *  - with "forever", one more thread calls run_it(forever) and never comes
  *    back: its pc is in forever(), and run_it's return address, which lies
  *    inside run_it's first bytes, is on its stack.
+ *  - with "unwinder", it maps libgcc_s (as a C++ program or one using
+ *    thread cancellation would), whose unwinding a measuring stub must not
+ *    meet.
  * "ready" is printed once all threads run and the blocker is about to
  * sleep for the first time.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -144,6 +148,10 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 4;
 	int with_forever = argc > 2 && strcmp(argv[2], "forever") == 0;
+	if (argc > 2 && strcmp(argv[2], "unwinder") == 0 && !dlopen("libgcc_s.so.1", RTLD_NOW)) {
+		printf("cannot load libgcc_s: %s\n", dlerror());
+		return 1;
+	}
 	pthread_t t;
 	struct sigaction sa = { .sa_handler = on_usr1 };
 	sigset_t usr1;
