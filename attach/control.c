@@ -13,6 +13,7 @@
 #include "attach/internal.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,13 @@ static void on_event(struct attach_target *t, struct athread *th)
 			c = new_thread(t, child, tid);
 		else
 			c->parent = tid;
+		th = attach__thread(t, tid);	/* the table may have moved */
+		if (c && th && th->gs_changed) {
+			/* It inherited padrone's gs_base: its own before that
+			 * was the parent's. */
+			c->gs_changed = true;
+			c->gs_orig = th->gs_orig;
+		}
 		settle(t, child);	/* reports it if its stop came first */
 		break;
 	}
@@ -435,11 +443,17 @@ static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, stru
 			return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
 		return 1;
 	}
-	if (p.tracer)
+	if (p.tracer && tid == t->pid)
 		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
 				      "process %d (%s) is already traced by process %d (%s); a process "
 				      "can have only one tracer: detach that one first", (int)t->pid,
 				      t->comm, (int)p.tracer, attach__comm(p.tracer, comm2, sizeof comm2));
+	if (p.tracer)
+		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
+				      "thread %d of process %d (%s) is already traced by process %d "
+				      "(%s); a thread can have only one tracer: detach that one first",
+				      (int)tid, (int)t->pid, t->comm, (int)p.tracer,
+				      attach__comm(p.tracer, comm2, sizeof comm2));
 	struct attach__perm_facts f;
 	attach__perm_facts(t->pid, &p, &f);
 	if (attach__perm_explain(&f, buf, sizeof buf))
@@ -630,6 +644,20 @@ static void account_pause(struct attach_target *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* While it stops and resumes the world, the tracer runs SCHED_FIFO when
+ * allowed (root or CAP_SYS_NICE): otherwise the target's threads, woken
+ * one by one by the resume (or spinning while it interrupts them), preempt
+ * it half way and the pause grows by scheduler time slices. Only these
+ * short loops run at that priority. */
+static void boost(struct attach_target *t, bool on)
+{
+	if (t->no_boost)
+		return;
+	struct sched_param sp = { .sched_priority = on ? 1 : 0 };
+	if (sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) < 0)
+		t->no_boost = true;
+}
+
 int attach__stop_world(struct attach_target *t)
 {
 	struct attach_error e;
@@ -638,6 +666,7 @@ int attach__stop_world(struct attach_target *t)
 		return r;
 	if (t->depth++ > 0)
 		return 0;
+	boost(t, true);
 	t->pause_t0 = attach__now_ns();
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
@@ -667,12 +696,14 @@ int attach__stop_world(struct attach_target *t)
 	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
 	pthread_mutex_unlock(&t->lock);
 	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
+	boost(t, false);
 	return 0;
 fail:
 	if (attach_target__state(t) == ATTACH_OK) {
 		t->depth = 0;
 		release_all(t);
 	}
+	boost(t, false);
 	return r;
 }
 
@@ -687,8 +718,10 @@ int attach__resume_world(struct attach_target *t)
 	if (--t->depth > 0)
 		return 0;
 	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	boost(t, true);
 	release_all(t);
 	account_pause(t);
+	boost(t, false);
 	return 0;
 }
 

@@ -35,8 +35,12 @@ static void wake_tracer(struct attach_target *t)
 
 int attach__call(struct attach_target *t, int (*fn)(struct attach_target *, void *), void *arg)
 {
-	if (attach__on_tracer(t))
-		return fn(t, arg);
+	if (attach__on_tracer(t)) {
+		int ret = fn(t, arg);
+		if (ret >= 0)
+			attach__clear_msg(t);
+		return ret;
+	}
 
 	struct attach_req r = { .fn = fn, .arg = arg };
 	pthread_mutex_lock(&t->lock);
@@ -74,7 +78,9 @@ static void run_requests(struct attach_target *t)
 			return;
 		attach__clear_msg(t);
 		int ret = r->fn(t, r->arg);
-		snprintf(r->msg, sizeof r->msg, "%s", attach__msg(t));
+		/* A success carries no message (not one of a step that failed
+		 * and was recovered from on the way). */
+		snprintf(r->msg, sizeof r->msg, "%s", ret >= 0 ? "" : attach__msg(t));
 		pthread_mutex_lock(&t->lock);
 		r->ret = ret;
 		r->done = true;
@@ -276,6 +282,7 @@ int attach_seize(pid_t pid, const struct attach_opts *opts, struct attach_target
 fail:
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
+	free(t->th);
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
