@@ -518,15 +518,15 @@ START_TEST(detaches_from_a_killed_target)
 }
 END_TEST
 
-START_TEST(times_out_on_a_thread_that_cannot_stop)
+/* A process whose main thread is a vfork parent: it sleeps uninterruptibly
+ * until its child (sleeping `ms`) exits; no ptrace stop can reach it. */
+static pid_t vfork_parent(int ms)
 {
-	/* A vfork parent sleeps uninterruptibly until its child execs or
-	 * exits: no ptrace stop can reach it. */
 	pid_t kid = fork();
 	if (kid == 0) {
 		setpgid(0, 0);
 		if (vfork() == 0) {
-			struct timespec ts = { 1, 500000000 };
+			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 			nanosleep(&ts, NULL);
 			_exit(0);
 		}
@@ -534,6 +534,12 @@ START_TEST(times_out_on_a_thread_that_cannot_stop)
 			pause();
 	}
 	ck_assert(at_wait_state(kid, "D", 5000));
+	return kid;
+}
+
+START_TEST(times_out_on_a_thread_that_cannot_stop)
+{
+	pid_t kid = vfork_parent(1500);
 	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 200 };
 	struct attach_target *t;
 	struct attach_error e;
@@ -554,6 +560,15 @@ START_TEST(times_out_on_a_thread_that_cannot_stop)
 	ck_assert_int_eq(attach_target__detach(t), 0);
 	ck_assert(at_wait_state(kid, "S", 2000));
 	ck_assert_int_eq(at_tracer(kid, 0), 0);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+
+	/* Detached while it still cannot stop: no failure, and free at once. */
+	kid = vfork_parent(1000);
+	ck_assert_int_eq(attach_seize(kid, &o, &t, &e), 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_eq(at_tracer(kid, 0), 0);
+	ck_assert(at_wait_state(kid, "S", 5000));	/* back in pause() */
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 }
