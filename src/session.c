@@ -399,9 +399,10 @@ static void wait_profile(struct padrone_session *s, double seconds)
 	}
 }
 
-static int build_report(struct padrone_session *s, const struct prof_hot *hot)
+/* The report of a profile: totals, and hot's functions (hot NULL: none). */
+static int build_report(struct padrone_session *s, const struct prof_totals *t,
+			const struct prof_hot *hot)
 {
-	const struct prof_totals *t = prof_hot__totals(hot);
 	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t->event,
 						      t->freq_hz, (double)t->duration_ns / 1e9,
 						      t->samples, t->lost);
@@ -410,7 +411,7 @@ static int build_report(struct padrone_session *s, const struct prof_hot *hot)
 	if (r)
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
-	for (size_t i = 0; r && e == 0 && i < prof_hot__count(hot); i++) {
+	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
 		const struct prof_func *f = prof_hot__at(hot, i);
 		e = padrone_report_add(r, f->name, f->module, f->start, f->end, f->self,
 				       f->inclusive, prof_bounds_name(f->bounds));
@@ -475,10 +476,15 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
 	if (r == 0)
 		r = need_symbolizer(s);
-	if (r == 0 && (r = prof_hot__build(smp, s->sym, &hot, &err)) < 0)
+	/* No sample at all (a stopped process): nothing to rank. */
+	if (r == 0 && prof_sampler__stack_count(smp) > 0 &&
+	    (r = prof_hot__build(smp, s->sym, &hot, &err)) < 0)
 		fail(s, PADRONE_SYSTEM, r, "%s", err.msg);
-	if (r == 0)
-		r = build_report(s, hot);
+	if (r == 0) {
+		struct prof_totals t;
+		prof_sampler__totals(smp, &t);
+		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot);
+	}
 	prof_hot__free(hot);
 	prof_sampler__free(smp);
 	if (r == 0)
