@@ -910,9 +910,13 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	}
 	if ((rc = cc_cache__load(c, im, fn->addr, resolve, arg, &l)) < 0)
 		goto out;
-	say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
-	    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
-	    l.data_size, l.data);
+	if (l.data_size)
+		say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
+		    l.data_size, l.data);
+	else
+		say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", no data", o.source, l.entry, l.code_size, l.code);
 	if ((rc = place_detour(j, fn, &copy, &dsize)) < 0)
 		goto out;
 	struct cc_dir_block owned[3];

@@ -16,6 +16,7 @@
 #include "attach/attach.h"
 #include "profile/profile.h"
 #include "src/report.h"
+#include "src/session.h"
 
 #define DEFAULT_SECONDS 2.0
 #define MAX_FRAMES 256
@@ -529,4 +530,22 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	*count = (size_t)r;
 	ok(s);
 	return 0;
+}
+
+/* ------------------------------------------------- for src/'s other files */
+
+struct attach_target *padrone__session_target(struct padrone_session *s)
+{
+	return need_target(s) < 0 ? NULL : s->t;
+}
+
+int padrone__session_fail(struct padrone_session *s, enum padrone_why why, int err,
+			  const char *msg)
+{
+	return fail(s, why, err, "%s", msg);
+}
+
+void padrone__session_ok(struct padrone_session *s)
+{
+	ok(s);
 }
