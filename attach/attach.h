@@ -135,7 +135,8 @@ int attach_seize(pid_t pid, const struct attach_opts *opts,
 
 /* Resumes everything, restores what padrone changed in thread state,
  * detaches every thread (a job-control-stopped target stays stopped),
- * stops the tracer thread and frees t. Safe on an exited target. */
+ * stops the tracer thread and frees t. Safe on an exited target. No other
+ * call on t may be under way or follow. */
 int attach_target__detach(struct attach_target *t);
 
 pid_t attach_target__pid(const struct attach_target *t);

@@ -282,6 +282,7 @@ int attach_seize(pid_t pid, const struct attach_opts *opts, struct attach_target
 fail:
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
+	free(t->th);
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

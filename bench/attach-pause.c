@@ -1,20 +1,26 @@
 /* attach-pause: how long stop-the-world stops a live process.
  *
  * For 1, 8 and 64 threads (tests/targets/threads: the main thread plus
- * busy long-lived workers, all spinning on 2 cores' worth of CPU), seizes
- * the target and times attach_target__stop + __resume: the pause (first
+ * long-lived workers), seizes the target and times attach_target__stop +
+ * __resume, ROUNDS times with 2 ms of running between: the pause (first
  * interrupt to last resume, from attach_target__pause_stats) and the time
- * until every thread was stopped. SIGCHLD is blocked, as padrone's
- * programs do, so the tracer wakes on each stop at once.
+ * until every thread was stopped. Workers either spin ("busy": more
+ * runnable threads than CPUs, the worst case, each must get a CPU to
+ * stop) or sleep in 1 ms naps ("idle", like most threads of a service).
+ * SIGCHLD is blocked, as padrone's programs do, so the tracer wakes on each
+ * stop at once. The machine's load average is printed with each line:
+ * other work on the CPUs delays the target's threads on their way to the
+ * stop, and no tracer can make up for that.
  *
- * usage: attach-pause [ROUNDS]          (default 300 per thread count)
- * output: one line per thread count,
- *   stop-the-world threads=N p50=…ms p99=…ms max=…ms stop-p50=…ms stop-p99=…ms p99/goal=…
+ * usage: attach-pause [ROUNDS]          (default 300 per line)
+ * output: one line per thread count and kind,
+ *   stop-the-world threads=N busy p50=…ms p99=…ms max=…ms stop-p50=…ms stop-p99=…ms p99/goal=… load=…
  * Goal: p99 <= 1 ms at 8 threads.
  */
 #include "attach/attach.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +35,8 @@ static const char *builddir(void)
 	return d && *d ? d : ".";
 }
 
-/* Start the threads target with `workers` busy workers; returns its pid. */
-static pid_t start_target(int workers, FILE **out)
+/* Start the threads target with `workers` workers; returns its pid. */
+static pid_t start_target(int workers, bool idle, FILE **out)
 {
 	char path[4096], n[16];
 	int fds[2];
@@ -42,7 +48,8 @@ static pid_t start_target(int workers, FILE **out)
 	if (pid == 0) {
 		dup2(fds[1], 1);
 		close(fds[0]);
-		execl(path, "threads", "-n", "0", "-l", n, "-t", "100000", (char *)NULL);
+		execl(path, "threads", "-n", "0", "-l", n, "-t", "100000", idle ? "-S" : (char *)NULL,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -67,10 +74,22 @@ static double pct_ms(uint64_t *v, int n, double p)
 	return (double)v[i] / 1e6;
 }
 
-static int run(int threads, int rounds)
+static double loadavg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "re");
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
+static int run(int threads, bool idle, int rounds)
 {
 	FILE *out;
-	pid_t pid = start_target(threads - 1, &out);
+	pid_t pid = start_target(threads - 1, idle, &out);
 	if (pid < 0)
 		return 1;
 	struct timespec settle = { 0, 200000000 };
@@ -104,11 +123,11 @@ static int run(int threads, int rounds)
 	qsort(pause, (size_t)rounds, sizeof(*pause), cmp_u64);
 	qsort(stop, (size_t)rounds, sizeof(*stop), cmp_u64);
 	double p99 = pct_ms(pause, rounds, 0.99);
-	printf("stop-the-world threads=%d p50=%.3fms p99=%.3fms max=%.3fms stop-p50=%.3fms "
-	       "stop-p99=%.3fms p99/goal=%.2f%s\n", n, pct_ms(pause, rounds, 0.5), p99,
-	       (double)pause[rounds - 1] / 1e6, pct_ms(stop, rounds, 0.5),
-	       pct_ms(stop, rounds, 0.99), p99 / 1.0, threads == 8 ? (p99 <= 1.0 ? " (goal met)"
-									 : " (goal MISSED)") : "");
+	printf("stop-the-world threads=%d %s p50=%.3fms p99=%.3fms max=%.3fms stop-p50=%.3fms "
+	       "stop-p99=%.3fms p99/goal=%.2f load=%.1f%s\n", n, idle ? "idle" : "busy",
+	       pct_ms(pause, rounds, 0.5), p99, (double)pause[rounds - 1] / 1e6,
+	       pct_ms(stop, rounds, 0.5), pct_ms(stop, rounds, 0.99), p99 / 1.0, loadavg(),
+	       threads == 8 ? (p99 <= 1.0 ? " (goal met)" : " (goal missed)") : "");
 	fflush(stdout);
 	free(pause);
 	free(stop);
@@ -124,7 +143,8 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	static const int counts[] = { 1, 8, 64 };
 	int bad = 0;
-	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-		bad |= run(counts[i], rounds);
+	for (int idle = 0; idle < 2; idle++)
+		for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+			bad |= run(counts[i], idle, rounds);
 	return bad;
 }

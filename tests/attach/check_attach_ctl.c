@@ -99,7 +99,6 @@ END_TEST
 START_TEST(stops_a_churning_process)
 {
 	struct tu_proc p;
-	char line[256];
 	pid_t pid = at_spawn(&p, "threads", "-n", "4", "-l", "2", "-w", "20000", NULL);
 	struct attach_target *t = at_seize(pid);
 	for (int i = 0; i < 30; i++) {
@@ -115,15 +114,8 @@ START_TEST(stops_a_churning_process)
 	ck_assert_int_eq(attach_target__detach(t), 0);
 	ck_assert_int_eq(at_tasks_not_traced_by(pid, 0), 0);
 	at_drain(&p);
-	long created0 = -1;
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
-		ck_assert_msg(strstr(line, " errors 0"), "%s", line);
-		long tick, created;
-		ck_assert_int_eq(sscanf(line, "tick %ld created %ld", &tick, &created), 2);
-		ck_assert_int_gt(created, created0);	/* still churning */
-		created0 = created;
-	}
+	long created0 = at_threads_ok(&p);
+	ck_assert_int_gt(at_threads_ok(&p), created0);	/* still churning */
 	tu_kill(&p);
 }
 END_TEST
@@ -131,7 +123,6 @@ END_TEST
 START_TEST(seizes_during_churn)
 {
 	struct tu_proc p;
-	char line[256];
 	pid_t pid = at_spawn(&p, "threads", "-n", "8", "-l", "1", "-w", "5000", NULL);
 	for (int i = 0; i < 15; i++) {
 		struct attach_target *t = at_seize(pid);
@@ -143,8 +134,7 @@ START_TEST(seizes_during_churn)
 		ck_assert_int_eq(at_tasks_not_traced_by(pid, 0), 0);
 	}
 	at_drain(&p);
-	ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
-	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	at_threads_ok(&p);
 	tu_kill(&p);
 }
 END_TEST
@@ -207,9 +197,7 @@ START_TEST(reports_thread_events)
 	ck_assert_int_eq(seen.regs_bad, 0);
 	ck_assert_int_eq(seen.regs_ok, seen.news);
 	at_drain(&p);
-	char line[256];
-	ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
-	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	at_threads_ok(&p);
 	tu_kill(&p);
 }
 END_TEST
@@ -592,14 +580,8 @@ START_TEST(survives_padrone_dying)
 		at_sleep_ms(1);
 	ck_assert_int_eq(at_tasks_not_traced_by(pid, 0), 0);
 	at_drain(&p);
-	char line[256];
-	long c1 = 0, c2 = 0, tick;
-	ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
-	ck_assert_int_eq(sscanf(line, "tick %ld created %ld", &tick, &c1), 2);
-	ck_assert_int_gt(tu_wait_for(&p, "tick", line, sizeof line, 5000), 0);
-	ck_assert_int_eq(sscanf(line, "tick %ld created %ld", &tick, &c2), 2);
-	ck_assert_int_gt(c2, c1);
-	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	long c1 = at_threads_ok(&p);
+	ck_assert_int_gt(at_threads_ok(&p), c1);
 	tu_kill(&p);
 }
 END_TEST
