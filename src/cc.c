@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attach/attach.h"
 #include "codecache/codecache.h"
@@ -37,19 +38,24 @@ static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 		why = PADRONE_TARGET_EXITED;
 		break;
 	}
-	return padrone__session_fail(s, why, rc, msg);
+	return padrone_session_fail(s, why, rc, "%s", msg);
 }
 
 static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 {
-	struct attach_target *t = padrone__session_target(s);
+	struct attach_target *t = padrone_session_target(s);
 	struct cc_error err;
 	int rc;
 
 	memset(x, 0, sizeof *x);
 	x->s = s;
 	if (!t)
-		return -ENOENT;	/* the session says why */
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	if (attach_target__state(t) != ATTACH_OK)
+		return padrone_session_fail(s, attach_target__state(t) == ATTACH_TARGET_EXECED ?
+					    PADRONE_TARGET_EXECED : PADRONE_TARGET_EXITED, -ESRCH,
+					    "process %d is gone", (int)attach_target__pid(t));
 	if ((rc = cc_cache__open(t, NULL, &x->c, &err)) < 0)
 		return fail_cc(s, rc, err.msg);
 	if ((rc = cc_syms__open(attach_target__pid(t), &x->sy, &err)) < 0) {
@@ -74,8 +80,7 @@ static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 	char *end;
 
 	if (!name || !*name)
-		return padrone__session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL,
-					     "no function named");
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
 	if (name[0] == '0' && name[1] == 'x') {
 		errno = 0;
 		f->addr = strtoull(name, &end, 16);
@@ -112,7 +117,7 @@ static int find_callers(struct cc_ctx *x, const char *const *names, size_t n, st
 		return 0;
 	struct cc_func *f = calloc(n, sizeof *f);
 	if (!f)
-		return padrone__session_fail(x->s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+		return padrone_session_fail(x->s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		int rc = find_func(x, names[i], &f[i]);
 		if (rc < 0) {
@@ -172,7 +177,6 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 		rc = why[0] && rc == -ENOTSUP ? fail_cc(s, rc, why) : fail_cache(&x, rc);
 		goto out;
 	}
-	padrone__session_ok(s);
 out:
 	cc_image__free(im);
 	free(callers);
@@ -206,8 +210,6 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 		fill_patch(out, &f, &st);
 		if (rc < 0)
 			rc = fail_cache(&x, rc);
-		else
-			padrone__session_ok(s);
 	}
 	close_ctx(&x);
 	return rc;
@@ -233,7 +235,6 @@ int padrone_session__replacements(struct padrone_session *s, struct padrone_repl
 		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
 	}
 	close_ctx(&x);
-	padrone__session_ok(s);
 	return n;
 }
 
@@ -281,7 +282,6 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	out->has_ipc = r.has_ipc;
 	out->ipc = r.ipc;
 	out->stop_ns = st.stop_ns;
-	padrone__session_ok(s);
 out:
 	cc_measure__free(m);
 	close_ctx(&x);
@@ -289,6 +289,26 @@ out:
 }
 
 /* ------------------------------------------------- PADRONE's calls */
+
+/* near 0: the program's own code (its executable's first mapping). */
+static uint64_t near_program(struct cc_ctx *x, uint64_t near)
+{
+	struct attach_maps *m;
+	char link[64], exe[4096];
+	pid_t pid = attach_target__pid(padrone_session_target(x->s));
+
+	if (near)
+		return near;
+	snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, exe, sizeof exe - 1);
+	if (n <= 0 || attach_maps__read(pid, &m) < 0)
+		return 0;
+	exe[n] = '\0';
+	const struct attach_map *first = attach_maps__first_of(m, exe);
+	near = first ? first->start : 0;
+	attach_maps__free(m);
+	return near;
+}
 
 int padrone_cc_create(struct padrone_session *s, uint64_t near, uint64_t *addr)
 {
@@ -299,11 +319,10 @@ int padrone_cc_create(struct padrone_session *s, uint64_t near, uint64_t *addr)
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
 	/* one byte of code makes the areas (and the directory) exist */
-	if ((rc = cc_cache__alloc(x.c, CC_CODE, 1, 1, near, &a)) == 0) {
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, 1, 1, near_program(&x, near), &a)) == 0) {
 		cc_cache__free(x.c, a, 1);
 		if (addr)
 			*addr = a;
-		padrone__session_ok(s);
 	} else {
 		rc = fail_cache(&x, rc);
 	}
@@ -319,11 +338,9 @@ int padrone_cc_insert(struct padrone_session *s, const void *code, size_t len, u
 
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near, addr)) < 0 ||
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0 ||
 	    (rc = cc_cache__write(x.c, *addr, code, len)) < 0)
 		rc = fail_cache(&x, rc);
-	else
-		padrone__session_ok(s);
 	close_ctx(&x);
 	return rc;
 }
@@ -348,8 +365,6 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 		rc = cc_cache__redirect(x.c, &f, code, &po);
 		fill_patch(out, &f, &st);
 		rc = rc < 0 ? fail_cache(&x, rc) : 0;
-		if (!rc)
-			padrone__session_ok(s);
 	}
 	close_ctx(&x);
 	return rc;

@@ -302,7 +302,8 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 			     const struct padrone_measure_opts *opts, struct padrone_measurement *out);
 
 /* PADRONE's code-cache calls. padrone_cc_create makes sure the process has a
- * code cache within +-2 GiB of near (*addr: an address in it, may be NULL);
+ * code cache within +-2 GiB of near (0: of the program's own code; *addr: an
+ * address in it, may be NULL);
  * padrone_cc_insert copies len bytes of position-independent code into it
  * (*addr: where); padrone_cc_redirect sends FUNCTION's calls there (undone
  * by padrone_session__restore). */

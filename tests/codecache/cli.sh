@@ -47,7 +47,7 @@ run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
 says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
-echo "1..14"
+echo "1..15"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
@@ -77,6 +77,11 @@ run dry "$padrone" -p "$pid" replace -n vecadd "$obj"
 run after "$padrone" -p "$pid" restore vecadd
 check "a dry run says what it would write and changes nothing" \
 	eval 'status dry 0 && says dry "would write 5 bytes at 0x" && status after 2'
+run raw "$padrone" -p "$pid" replace -r vecadd "$b/tests/codecache/repl/vecadd_avx2.bin"
+rounds 1
+run rawback "$padrone" -p "$pid" restore vecadd
+check "replace -r takes raw code (the same AVX2 vecadd, no relocations)" \
+	eval 'status raw 0 && says raw "(raw)" && status rawback 0'
 rounds 2
 check "the checksum is the same after restore" one_checksum
 
