@@ -256,8 +256,6 @@ static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t ad
  * first line's access is the reference's own (hot.refs) when counted. */
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
 		     bool counted, struct csim_hot *h, struct csim_cold *c);
-void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		    struct csim_cold *c);
 
 /* Simulate one whole reference into its row. */
 static inline void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
