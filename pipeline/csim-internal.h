@@ -20,7 +20,9 @@
 #define CSIM_EMPTY UINT64_MAX
 
 /* Cachegrind cuts dirty-helper accesses (fxsave, xsave, fnsave…) to its
- * minimum line size; plain loads and stores are at most 32 bytes (AVX). */
+ * minimum line size; plain loads and stores are vectors of 32 bytes (AVX,
+ * what valgrind 3.19 knows) or 64 (AVX-512, in REP streams from real
+ * hardware), which are kept. */
 #define CSIM_CG_MAX_DIRTY 16u
 
 struct csim_cache {
@@ -204,7 +206,7 @@ CSIM_HOT bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint3
 CSIM_HOT uint32_t csim_cg_size(const struct rep_ref *r)
 {
 	uint32_t size = r->size ? r->size : 1;
-	if (r->type != REP_REF_INSTR && size > CSIM_CG_MAX_DIRTY && size != 32)
+	if (r->type != REP_REF_INSTR && size > CSIM_CG_MAX_DIRTY && size != 32 && size != 64)
 		size = CSIM_CG_MAX_DIRTY;
 	return size;
 }

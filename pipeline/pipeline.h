@@ -55,7 +55,7 @@ struct csim_config {
 	 * counts once (a miss if any line misses, every line updated), a
 	 * modify counts as one read, the next level is consulted only on a
 	 * miss and then with the original address and size, data accesses
-	 * above 16 bytes other than 32-byte vector ones are cut to 16 bytes
+	 * above 16 bytes other than 32- and 64-byte vector ones are cut to 16 bytes
 	 * (cachegrind's dirty-helper rule), set counts are powers of two. */
 	bool cachegrind;
 };
