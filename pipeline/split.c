@@ -27,6 +27,12 @@
  * its worker's rows. Since no worker ever waits for another, the only
  * cross-thread waits are the splitter's (a full ring, a busy slot), which
  * workers always relieve.
+ *
+ * Rings. Each worker is fed by a CAB ring (cab.h) in exhaustive mode. A
+ * CAB consumer takes a chunk only once the producer is two chunks further,
+ * so a part can sit unseen in a chunk being filled; when the splitter waits
+ * for a slot (its parts still unseen), idle workers also read the chunk
+ * being filled (cab_consumer__drain), which keeps everything moving.
  */
 #include "pipeline/cab.h"
 #include "pipeline/csim-internal.h"
