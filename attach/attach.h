@@ -11,7 +11,21 @@
  * The tracer thread sleeps in sigtimedwait() on SIGCHLD. For instant handling
  * of the target's events, block SIGCHLD in every thread of the host process
  * before attaching (padroned and padrone do); otherwise the tracer also
- * polls every ATTACH_POLL_MS.
+ * polls every ATTACH_POLL_MS. It waits with waitpid(-1, __WALL|__WNOTHREAD),
+ * which never takes the host's other children's statuses; the host in turn
+ * must not waitpid(-1) without __WNOTHREAD (that would take the tracer's).
+ * The tracer may consume a SIGCHLD meant for the host's own children (not
+ * their statuses): a host must not rely on a SIGCHLD handler for them (use
+ * pidfds or waitpid on a timer).
+ * Other threads wake it with a thread-directed SIGCHLD (tgkill) that it
+ * consumes itself: no handler runs. While it stops or resumes the world it
+ * runs SCHED_FIFO when allowed, so that the target's threads do not
+ * preempt it half way (the pause would grow by scheduler time slices).
+ *
+ * padrone dying does not kill the target (no PTRACE_O_EXITKILL): the kernel
+ * detaches it and it runs on. If the host is the target's parent, the
+ * target's exit status goes to attach/ (ATTACH_EV_EXIT), not to the host's
+ * waitpid.
  *
  * Conventions: functions return 0 or a negative errno; the reason in words
  * is left in the target (attach_target__errmsg) or, for attach_seize, in a
@@ -57,7 +71,11 @@ struct attach_error {
 };
 
 /* Distinct process exit status per reason (ATTACH_OK -> 0), shared by all
- * of padrone's programs and documented in their man pages. */
+ * of padrone's programs and documented in their man pages:
+ *   0 ok, 3 no-process, 4 zombie, 5 kernel-thread, 6 not-x86-64,
+ *   7 permission, 8 already-traced, 9 target-exited, 10 target-execed,
+ *   11 timeout, 12 system (1 and 2 are left to the programs: failure, usage).
+ * attach_why_name gives the names above. */
 int attach_why_exit_status(enum attach_why why);
 const char *attach_why_name(enum attach_why why);
 
@@ -78,7 +96,8 @@ struct attach_map {
 				 * deleted file keeps " (deleted)" */
 };
 
-/* A snapshot of /proc/PID/maps, sorted by address. Needs no ptrace. */
+/* A snapshot of /proc/PID/maps, sorted by address (through a live thread
+ * when the main thread has exited). Needs no ptrace. */
 struct attach_maps;
 
 int attach_maps__read(pid_t pid, struct attach_maps **out);
@@ -89,9 +108,12 @@ const struct attach_map *attach_maps__at(const struct attach_maps *m, size_t i);
 const struct attach_map *attach_maps__find(const struct attach_maps *m, uint64_t addr);
 /* The lowest-addressed mapping of the file at path (module base), or NULL. */
 const struct attach_map *attach_maps__first_of(const struct attach_maps *m, const char *path);
-/* Largest free gap within [lo, hi) of at least size bytes, aligned to
- * align, closest to near; 0 and *addr set, or -ENOSPC. For placing code
- * within +-2 GiB of other code. */
+/* A free range [*addr, *addr + size) inside [lo, hi), *addr a multiple of
+ * align (a power of two), as close to near as possible; 0, or -ENOSPC when
+ * no gap is large enough (-EINVAL for a bad align or size). Keeps off the
+ * first 64 KiB, the stack's guard gap and anything above the 47-bit user
+ * space. For placing code within +-2 GiB of other code (then map it with
+ * MAP_FIXED_NOREPLACE: the maps may have changed since). */
 int attach_maps__find_gap(const struct attach_maps *m, uint64_t lo, uint64_t hi,
 			  uint64_t size, uint64_t align, uint64_t near, uint64_t *addr);
 
@@ -117,13 +139,18 @@ int attach_seize(pid_t pid, const struct attach_opts *opts,
 
 /* Resumes everything, restores what padrone changed in thread state,
  * detaches every thread (a job-control-stopped target stays stopped),
- * stops the tracer thread and frees t. Safe on an exited target. */
+ * stops the tracer thread and frees t. Safe on an exited target. No other
+ * call on t may be under way or follow. */
 int attach_target__detach(struct attach_target *t);
 
 pid_t attach_target__pid(const struct attach_target *t);
-/* The last error message of an operation on t ("" if none). Per calling
- * thread. */
+/* The last error message of an operation on t ("" if it succeeded). Per
+ * calling thread. */
 const char *attach_target__errmsg(const struct attach_target *t);
+/* Why the calling thread's last operation on t failed: ATTACH_OK after a
+ * success, ATTACH_TARGET_EXITED / _EXECED, ATTACH_TIMEOUT or ATTACH_SYSTEM;
+ * for the exit status (attach_why_exit_status). */
+enum attach_why attach_target__why(const struct attach_target *t);
 /* ATTACH_OK while alive; ATTACH_TARGET_EXITED / ATTACH_TARGET_EXECED once
  * that happened (padrone then only detaches). */
 enum attach_why attach_target__state(const struct attach_target *t);
@@ -136,11 +163,15 @@ int attach_target__threads(struct attach_target *t, pid_t *tids, size_t max);
 
 /* Thread events, delivered on the tracer thread while the new thread (or
  * the exiting one) is still stopped, so the callback may use the per-thread
- * calls below on it. Keep callbacks short. */
+ * calls below on it (registers, xstate, gs_base, memory). It must not use
+ * what waits for the target (stop, resume, syscall, step, detach: they
+ * return -EDEADLK there). Keep callbacks short. A new thread is held until
+ * its cloner's event names the parent (parent_tid 0 if that never came). */
 enum attach_event_kind {
 	ATTACH_EV_THREAD_NEW,	/* tid was cloned by parent_tid */
-	ATTACH_EV_THREAD_EXIT,	/* tid is exiting */
-	ATTACH_EV_EXEC,		/* the process exec'd; t is now dead */
+	ATTACH_EV_THREAD_EXIT,	/* tid is exiting (wait status in .status) */
+	ATTACH_EV_EXEC,		/* the process exec'd (parent_tid: the thread that
+				 * called exec); t is now dead */
 	ATTACH_EV_EXIT,		/* the process exited (status in .status) */
 };
 struct attach_event {
@@ -155,8 +186,12 @@ void attach_target__on_event(struct attach_target *t, attach_event_fn fn, void *
 /* ---------------------------------------------------------- stop / resume */
 
 /* PTRACE_INTERRUPT every thread and wait until each is in a ptrace stop;
- * signals that arrive meanwhile are kept and re-delivered at resume. Threads
- * created meanwhile are stopped too. Nests: only the outermost call stops. */
+ * a signal that arrives meanwhile is delivered to its thread (its handler
+ * runs at resume), never lost. Threads created meanwhile are stopped too,
+ * and exiting ones are waited for until they are zombies: no thread runs.
+ * A thread that cannot stop (a vfork parent, uninterruptible I/O) makes it
+ * fail with -ETIMEDOUT after opts.stop_timeout_ms, the world resumed.
+ * Nests: only the outermost call stops. */
 int attach_target__stop(struct attach_target *t);
 /* Undo attach_target__stop. */
 int attach_target__resume(struct attach_target *t);
@@ -174,7 +209,8 @@ void attach_target__pause_stats(const struct attach_target *t, struct attach_pau
 /* -------------------------------------------------------------- memory */
 
 /* Read len bytes at addr (process_vm_readv, falling back to /proc/PID/mem).
- * Returns bytes read (short at an unmapped page) or -errno. Needs no stop. */
+ * Returns bytes read (short at an unmapped page; -EFAULT if the first is
+ * unmapped) or -errno. Needs no stop and no tracer round trip. */
 ssize_t attach_target__read(struct attach_target *t, uint64_t addr, void *buf, size_t len);
 /* Write through /proc/PID/mem, which also writes read-only text. All of it
  * or -errno. The caller is responsible for stopping the world before
@@ -190,7 +226,9 @@ int attach_target__set_regs(struct attach_target *t, pid_t tid, const struct use
  * -ENOSPC with *len set to the size needed. */
 int attach_target__get_xstate(struct attach_target *t, pid_t tid, void *buf, size_t *len);
 int attach_target__set_xstate(struct attach_target *t, pid_t tid, const void *buf, size_t len);
-/* fs_base / gs_base (arch_prctl state, also in user_regs_struct). */
+/* Set gs_base (also in user_regs_struct). The first value padrone changes
+ * (here or with set_regs) is put back at detach, also in threads that
+ * inherited it. */
 int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_base);
 
 /* Execute one system call in the target on thread tid (default: the main
@@ -199,11 +237,16 @@ int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_b
  * `syscall` instruction found in the target's own code (never calling its
  * libc), then everything restored. *ret gets the raw result (negative errno
  * from the kernel). The return value says whether padrone managed to run it;
- * *ret whether the call succeeded. Stops the world itself if needed. */
+ * *ret whether the call succeeded. Stops the world itself if needed. A
+ * thread that was stopped inside a system call of its own restarts it as
+ * usual afterwards. A call still blocked after opts.syscall_timeout_ms is
+ * interrupted (-ETIMEDOUT; *ret then what the interrupted call returned). */
 int attach_target__syscall(struct attach_target *t, pid_t tid, long nr,
 			   const uint64_t args[6], int64_t *ret);
 
-/* Single-step tid one instruction (world stopped). */
+/* Single-step tid one instruction (world stopped), every signal held
+ * meanwhile; the trap's SIGTRAP is the step's own and is not delivered, and
+ * a SIGTRAP the target ignores stays ignored. */
 int attach_target__step(struct attach_target *t, pid_t tid);
 
 /* Run fn(arg) on the tracer thread, where ptrace requests on the target's

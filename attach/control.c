@@ -13,6 +13,7 @@
 #include "attach/internal.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,13 @@ static void on_event(struct attach_target *t, struct athread *th)
 			c = new_thread(t, child, tid);
 		else
 			c->parent = tid;
+		th = attach__thread(t, tid);	/* the table may have moved */
+		if (c && th && th->gs_changed) {
+			/* It inherited padrone's gs_base: its own before that
+			 * was the parent's. */
+			c->gs_changed = true;
+			c->gs_orig = th->gs_orig;
+		}
 		settle(t, child);	/* reports it if its stop came first */
 		break;
 	}
@@ -435,11 +443,17 @@ static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, stru
 			return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
 		return 1;
 	}
-	if (p.tracer)
+	if (p.tracer && tid == t->pid)
 		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
 				      "process %d (%s) is already traced by process %d (%s); a process "
 				      "can have only one tracer: detach that one first", (int)t->pid,
 				      t->comm, (int)p.tracer, attach__comm(p.tracer, comm2, sizeof comm2));
+	if (p.tracer)
+		return attach__seterr(e, -EBUSY, ATTACH_ALREADY_TRACED,
+				      "thread %d of process %d (%s) is already traced by process %d "
+				      "(%s); a thread can have only one tracer: detach that one first",
+				      (int)tid, (int)t->pid, t->comm, (int)p.tracer,
+				      attach__comm(p.tracer, comm2, sizeof comm2));
 	struct attach__perm_facts f;
 	attach__perm_facts(t->pid, &p, &f);
 	if (attach__perm_explain(&f, buf, sizeof buf))
@@ -630,7 +644,23 @@ static void account_pause(struct attach_target *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-int attach__stop_world(struct attach_target *t)
+/* While it stops and resumes the world, the tracer runs SCHED_FIFO when
+ * allowed (root or CAP_SYS_NICE): otherwise the target's threads, woken
+ * one by one by the resume (or spinning while it interrupts them), preempt
+ * it half way and the pause grows by scheduler time slices. Only these
+ * short loops run at that priority. */
+static void boost(struct attach_target *t, bool on)
+{
+	if (t->no_boost)
+		return;
+	struct sched_param sp = { .sched_priority = on ? 1 : 0 };
+	if (sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) < 0)
+		t->no_boost = true;
+}
+
+/* keep: on a timeout, leave the threads that did stop parked (detach
+ * wants them) instead of resuming them all. */
+static int stop_world(struct attach_target *t, bool keep)
 {
 	struct attach_error e;
 	int r = attach__check_alive(t);
@@ -638,6 +668,7 @@ int attach__stop_world(struct attach_target *t)
 		return r;
 	if (t->depth++ > 0)
 		return 0;
+	boost(t, true);
 	t->pause_t0 = attach__now_ns();
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
@@ -667,13 +698,20 @@ int attach__stop_world(struct attach_target *t)
 	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
 	pthread_mutex_unlock(&t->lock);
 	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
+	boost(t, false);
 	return 0;
 fail:
-	if (attach_target__state(t) == ATTACH_OK) {
+	if (attach_target__state(t) == ATTACH_OK && !keep) {
 		t->depth = 0;
 		release_all(t);
 	}
+	boost(t, false);
 	return r;
+}
+
+int attach__stop_world(struct attach_target *t)
+{
+	return stop_world(t, false);
 }
 
 int attach__resume_world(struct attach_target *t)
@@ -687,8 +725,10 @@ int attach__resume_world(struct attach_target *t)
 	if (--t->depth > 0)
 		return 0;
 	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
+	boost(t, true);
 	release_all(t);
 	account_pause(t);
+	boost(t, false);
 	return 0;
 }
 
@@ -698,19 +738,26 @@ int attach__detach_all(struct attach_target *t)
 	if (attach_target__state(t) != ATTACH_OK)
 		goto out;
 	if (t->depth == 0) {
-		r = attach__stop_world(t);
-		if (r < 0 && attach_target__state(t) != ATTACH_OK) {
-			r = 0;	/* it exited or exec'd meanwhile: nothing left to detach */
-			goto out;
-		}
-		/* On a timeout the parked threads are detached below and the
-		 * late ones are released when the tracer thread exits. */
+		/* A thread too slow to stop (a loaded machine, a vfork parent)
+		 * is no failure here: the others are detached below, and the
+		 * kernel detaches it when the tracer thread exits. */
+		stop_world(t, true);
+		if (attach_target__state(t) != ATTACH_OK)
+			goto out;	/* it exited or exec'd meanwhile: nothing to detach */
 		t->depth = 1;
 	}
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
-		if (th->stop == AT_RUNNING)
+		if (th->stop == AT_RUNNING) {
+			if (th->exiting || th->zombie)
+				continue;
+			t->left_running = true;
+			if (th->gs_changed && r == 0)
+				r = attach__fail(t, -ETIMEDOUT, "thread %d of process %d (%s) did not "
+						 "stop: its gs_base was not put back", (int)th->tid,
+						 (int)t->pid, t->comm);
 			continue;
+		}
 		if (th->gs_changed) {
 			struct user_regs_struct regs;
 			if (attach__ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) == 0) {

@@ -58,6 +58,7 @@ const char *attach_why_name(enum attach_why why)
 /* One message per (thread, target): the last operation's failure. */
 static __thread struct {
 	const struct attach_target *t;
+	int err;
 	char msg[ATTACH_MSG_MAX];
 } tls_msg;
 
@@ -69,13 +70,29 @@ int attach__fail(const struct attach_target *t, int err, const char *fmt, ...)
 	vsnprintf(tls_msg.msg, sizeof tls_msg.msg, fmt, ap);
 	va_end(ap);
 	tls_msg.t = t;
+	tls_msg.err = err;
 	return err;
 }
 
 void attach__clear_msg(const struct attach_target *t)
 {
 	tls_msg.t = t;
+	tls_msg.err = 0;
 	tls_msg.msg[0] = '\0';
+}
+
+enum attach_why attach_target__why(const struct attach_target *t)
+{
+	if (tls_msg.t != t || tls_msg.err >= 0)
+		return ATTACH_OK;
+	switch (attach_target__state(t)) {
+	case ATTACH_TARGET_EXITED:
+		return ATTACH_TARGET_EXITED;
+	case ATTACH_TARGET_EXECED:
+		return ATTACH_TARGET_EXECED;
+	default:
+		return tls_msg.err == -ETIMEDOUT ? ATTACH_TIMEOUT : ATTACH_SYSTEM;
+	}
 }
 
 const char *attach__msg(const struct attach_target *t)

@@ -36,6 +36,12 @@ struct ev {
 	size_t x_pos;
 	int x_fam;
 	int depth;
+	/* X loaded from a byte table at byte_c + Y (the table of character
+	 * classes glibc's printf indexes its jump tables with): Y's identity */
+	bool byte_table;
+	int64_t byte_c;
+	size_t y_pos;
+	int y_fam;
 };
 
 static const struct val UNK = { .kind = V_UNK };
@@ -150,6 +156,12 @@ static struct val load(struct ev *e, size_t p, const ZydisDecodedOperand *o, uns
 	if (a.kind == V_LIN && a.s == (int64_t)size && (size == 4 || size == 8) && a.c)
 		return (struct val){ .kind = V_LOAD, .c = a.c, .s = a.s, .size = (uint8_t)size,
 				     .sext = sext };
+	if (a.kind == V_LIN && size == 1 && !sext && a.s == 1 && a.c && !hx && e->have_x) {
+		e->byte_table = true;
+		e->byte_c = a.c;
+		e->y_pos = e->x_pos;
+		e->y_fam = e->x_fam;
+	}
 	e->have_x = hx;
 	e->x_pos = xp;
 	e->x_fam = xf;
@@ -295,6 +307,33 @@ static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 	return -1;
 }
 
+/* The index is a byte loaded from a table at byte_c + Y, Y bounded by a
+ * guard: the largest byte in the guarded range bounds the index. */
+static int64_t byte_table_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
+{
+	bool hx = e->have_x;
+	size_t xp = e->x_pos;
+	int xf = e->x_fam;
+	e->have_x = true;
+	e->x_pos = e->y_pos;
+	e->x_fam = e->y_fam;
+	int64_t cy = 0, ny = find_bound(e, taken, &cy);
+	e->have_x = hx;
+	e->x_pos = xp;
+	e->x_fam = xf;
+	if (ny <= 0 || ny > 4096)
+		return -1;
+	uint8_t *bytes = malloc((size_t)ny);
+	int64_t max = -1;
+	if (bytes && cfg_reader__read(e->r, (uint64_t)(e->byte_c - cy), bytes, (size_t)ny) == ny)
+		for (int64_t i = 0; i < ny; i++)
+			if (bytes[i] > max)
+				max = bytes[i];
+	free(bytes);
+	*c1 = 0;
+	return max + 1;
+}
+
 /* Without a guard the table's end is a guess: an entry past it usually
  * points into the middle of an instruction, and a few instructions decoded
  * from there soon turn invalid. */
@@ -340,6 +379,8 @@ int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 		goto out;
 	int64_t c1 = 0;
 	int64_t count = find_bound(e, taken, &c1);
+	if (count <= 0 && e->byte_table)
+		count = byte_table_bound(e, taken, &c1);
 	bool bounded = count > 0;
 	if (!bounded)
 		count = JT_MAX_UNBOUNDED;

@@ -13,10 +13,27 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct attach_target;
+
+/* The phases of changing a target's code; an error names the one it
+ * happened in. */
+enum cc_phase {
+	CC_PHASE_NONE,
+	CC_PHASE_OPEN,		/* finding the target's code cache */
+	CC_PHASE_ALLOCATE,	/* mappings and blocks in the target */
+	CC_PHASE_LOAD,		/* linking replacement code against the target */
+	CC_PHASE_WRITE,		/* writing into the code cache */
+	CC_PHASE_REDIRECT,	/* safety checks and patching live code */
+	CC_PHASE_RESTORE,	/* putting original code back, freeing */
+	CC_PHASE_MEASURE,	/* collecting a measurement */
+};
+const char *cc_phase_name(enum cc_phase p);
 
 struct cc_error {
 	int err;		/* negative errno */
@@ -70,6 +87,250 @@ int cc_reloc__unmap(const struct cc_reloc *r, size_t off, uint64_t *pc);
  * that lies strictly inside the relocated bytes (such a return address on
  * a stack would land inside a patch). */
 bool cc_reloc__has_inner_return(const struct cc_reloc *r);
+
+/* ------------------------------------------------------ replacement code */
+
+/* Code to put in a code cache, from a file: a relocatable object (e.g. built
+ * with -O3 -mavx2 -fPIC -c), a shared object, or a raw blob of
+ * position-independent code (entry at its first byte). Relocations are
+ * applied against where the code and data go and against the target's own
+ * symbols; outside functions out of rel32 reach are called through stubs,
+ * GOT entries are synthesized in the data block. Thread-local storage,
+ * constructors and unwinding information are not carried over. */
+struct cc_image;
+
+struct cc_image_opts {
+	size_t sz;		/* sizeof(struct cc_image_opts) */
+	const char *symbol;	/* the function to load; NULL: the only global one */
+	bool raw;		/* the file is a raw blob, not ELF */
+};
+
+/* Resolve a symbol the code needs in the target: 0 and *addr, -ENOENT, or
+ * -ENOTSUP when it exists but its address cannot be known. */
+typedef int (*cc_resolve_fn)(void *arg, const char *name, uint64_t *addr);
+
+int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc_image **out,
+		   struct cc_error *err);
+void cc_image__free(struct cc_image *im);
+const char *cc_image__symbol(const struct cc_image *im);
+const char *cc_image__path(const struct cc_image *im);
+
+#define CC_PROT_R 1u
+#define CC_PROT_W 2u
+#define CC_PROT_X 4u
+#define CC_IMAGE_MAX_SEGS 8
+
+struct cc_image_seg {
+	uint64_t off, size;	/* page-aligned, within the code block */
+	unsigned prot;		/* CC_PROT_* */
+};
+
+/* What an image needs. Relocatable objects and raw blobs: a code block
+ * (r-x) and a data block (rw-), placed independently. Shared objects
+ * (fixed): one block of code_size whose pages take each segment's
+ * protection, and no data block. */
+struct cc_image_layout {
+	size_t code_size, data_size;
+	bool fixed;
+	size_t nsegs;
+	struct cc_image_seg segs[CC_IMAGE_MAX_SEGS];
+};
+void cc_image__layout(const struct cc_image *im, struct cc_image_layout *l);
+
+/* Produce the blocks to run at code and data (buffers of the layout's
+ * sizes) and the entry address of the function. */
+int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_resolve_fn resolve,
+		   void *arg, void *code_buf, void *data_buf, uint64_t *entry, struct cc_error *err);
+
+/* A function of the target. Its size bounds the checks below; 0 (unknown)
+ * is refused, since a 5-byte jump could then overwrite what follows. */
+struct cc_func {
+	uint64_t addr, size;
+	const char *name;	/* for messages and the directory */
+};
+
+/* --------------------------------------------------------------- symbols */
+
+/* Names of a process's functions and data, from the files it maps (the
+ * executable first; .symtab, then .dynsym, default versions; IFUNCs resolved
+ * through padrone's own copy of the same file). */
+struct cc_syms;
+
+int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err);
+void cc_syms__free(struct cc_syms *s);
+/* A function by name, with its size. */
+int cc_syms__func(struct cc_syms *s, const char *name, struct cc_func *fn, struct cc_error *err);
+/* A cc_resolve_fn (arg: the cc_syms) for replacement code. */
+int cc_syms__resolve(void *syms, const char *name, uint64_t *addr);
+/* Why the last cc_syms__resolve said -ENOTSUP. */
+const char *cc_syms__errmsg(const struct cc_syms *s);
+
+/* ------------------------------------------------------------ code cache */
+
+/* The code cache of one target: r-x code areas and rw- data areas within
+ * +-2 GiB of the code they serve, made by remote mmap(MAP_FIXED_NOREPLACE)
+ * and written only through /proc/PID/mem (never writable and executable),
+ * growing by new areas. Its directory lives in the target, so what one
+ * session did (a replacement) another can find and undo. */
+struct cc_cache;
+
+struct cc_cache_opts {
+	size_t sz;		/* sizeof(struct cc_cache_opts) */
+	size_t code_size;	/* bytes per new code area; 0: 64 KiB */
+	size_t data_size;	/* bytes per new data area; 0: 256 KiB */
+};
+
+/* t: a seized target; NULL: this process (for tests and benchmarks: there
+ * nothing is stopped, the caller keeps other threads out of patched code).
+ * Finds the cache an earlier session left; mappings are made at the first
+ * allocation. */
+int cc_cache__open(struct attach_target *t, const struct cc_cache_opts *opts,
+		   struct cc_cache **out, struct cc_error *err);
+/* Forget this session's view; what is in the target stays there. */
+void cc_cache__close(struct cc_cache *c);
+const char *cc_cache__errmsg(const struct cc_cache *c);
+enum cc_phase cc_cache__errphase(const struct cc_cache *c);
+struct attach_target *cc_cache__target(const struct cc_cache *c);
+/* Whether the target has a code cache (made now or by an earlier session). */
+bool cc_cache__exists(const struct cc_cache *c);
+
+enum cc_area { CC_CODE = 1, CC_DATA = 2 };
+
+/* Phase allocate: size bytes of code (r-x) or data (rw-), aligned (power of
+ * two <= 4096; 0: 16), within +-2 GiB of near (0: anywhere). */
+int cc_cache__alloc(struct cc_cache *c, enum cc_area area, size_t size, size_t align,
+		    uint64_t near, uint64_t *addr);
+int cc_cache__free(struct cc_cache *c, uint64_t addr, size_t size);
+/* Phase write: into the code cache only (code areas included). */
+int cc_cache__write(struct cc_cache *c, uint64_t addr, const void *buf, size_t len);
+int cc_cache__read(struct cc_cache *c, uint64_t addr, void *buf, size_t len);
+
+/* An image placed in the cache. */
+struct cc_loaded {
+	uint64_t entry;
+	uint64_t code, code_size;	/* a shared object: its whole span */
+	uint64_t data, data_size;
+};
+
+/* Allocate, link (resolve: the target's symbols) and write an image near
+ * `near`. */
+int cc_cache__load(struct cc_cache *c, const struct cc_image *im, uint64_t near,
+		   cc_resolve_fn resolve, void *arg, struct cc_loaded *out);
+void cc_cache__unload(struct cc_cache *c, struct cc_loaded *l);
+
+/* ------------------------------------------------------------ redirection */
+
+
+struct cc_patch_stats {
+	uint64_t stop_ns;	/* the world was stopped this long for the write */
+	unsigned threads;	/* threads checked */
+	unsigned moved;		/* threads moved out of the patched bytes */
+	unsigned retries;	/* times the world was resumed to let threads leave */
+	unsigned sites;		/* places written */
+	bool kept_code;		/* forced: code left in the cache for a thread in it */
+};
+
+/* How to patch. A redirection writes a jmp rel32 at the function's entry
+ * (after endbr64, which stays) unless callsites_only, and re-targets the
+ * direct calls to it found in callers. Every thread is stopped and looked at
+ * first: one whose PC is inside the overwritten bytes is moved to a
+ * relocated copy of them; a return address inside them (a call among them)
+ * makes it resume and retry, and refuse after timeout_ms. Threads executing
+ * the function finish their current call in the original code, unless wait:
+ * then it waits until no thread is in the function nor has it on its stack,
+ * and refuses after timeout_ms unless force. Undoing puts the original bytes
+ * back at once and frees the code cache's code once every thread has been
+ * seen out of it; one that stays past timeout_ms leaves it in the cache. */
+struct cc_patch_opts {
+	size_t sz;			/* sizeof(struct cc_patch_opts) */
+	const struct cc_func *callers;	/* rewrite their direct calls too */
+	size_t ncallers;
+	bool callsites_only;		/* leave the entry alone */
+	bool wait;			/* replace only when no thread is in the
+					 * function (nor has it on its stack) */
+	int timeout_ms;			/* for waiting; 0: 2000 */
+	bool force;			/* with wait: go ahead after the timeout */
+	bool dry_run;			/* check and describe; change nothing */
+	char *report;			/* if set: one line per step, what was */
+	size_t report_size;		/* (or would be) done and why */
+	const char *source;		/* recorded as what replaced it; NULL:
+					 * FILE:SYMBOL of the image */
+	struct cc_patch_stats *stats;	/* if set: filled */
+};
+
+/* Phases allocate, load, write (the image, near the function), then
+ * redirect. Refused for a function already replaced or being measured. The
+ * replacement stays when padrone detaches. */
+int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
+		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts);
+/* Redirect to code the caller placed (cc_cache__alloc, cc_cache__write);
+ * undone by cc_cache__restore, which leaves dest's code alone. */
+int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
+		       const struct cc_patch_opts *opts);
+/* Phase restore: the original bytes back (checked to be still what padrone
+ * wrote), then the replacement's code freed unless a thread is in it.
+ * name: for messages (NULL: as recorded). -ENOENT if not replaced. */
+int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
+		      const struct cc_patch_opts *opts);
+
+struct cc_redirect_info {
+	uint64_t func, func_size, dest;
+	bool measure;		/* a measuring stub (else a replacement) */
+	unsigned sites;
+	uint64_t stop_ns;	/* stop-the-world time of its patch */
+	char name[96], source[160];
+};
+/* The redirections in place (also those of earlier sessions): how many
+ * there are; the first max are copied. */
+int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max);
+
+/* ----------------------------------------------------------- measurement */
+
+/* Times calls of a function inside the target, without traps: a measuring
+ * stub in the code cache takes rdtsc at entry and at return (the return
+ * address swapped for its handler), keeps one sample per call in the data
+ * area, and after N calls lets further calls through untouched until
+ * cc_measure__finish takes it out. Recursion and many threads are handled;
+ * processes where an exception or cancellation could unwind through a
+ * timed call (C++ or unwinder runtimes mapped) are refused unless forced. */
+struct cc_measure;
+
+struct cc_measure_opts {
+	size_t sz;			/* sizeof(struct cc_measure_opts) */
+	uint64_t calls;			/* N; 0: 1000 */
+	const struct cc_func *callers;	/* as in cc_patch_opts */
+	size_t ncallers;
+	bool callsites_only;
+	int timeout_ms;			/* for stopping the world; 0: 2000 */
+	bool force;			/* measure despite an unwinding runtime */
+	char *report;
+	size_t report_size;
+	struct cc_patch_stats *stats;	/* of the redirection */
+};
+
+struct cc_measure_result {
+	uint64_t calls;			/* calls timed */
+	uint64_t skipped;		/* calls let through untimed (table full) */
+	double mean_ns, p50_ns, p99_ns, min_ns, max_ns;
+	double tsc_ghz;			/* the TSC rate used to convert */
+	bool has_ipc;			/* no hardware PMU here: false */
+	double ipc;
+	bool kept_code;			/* a timed call was still running: the
+					 * stub stays in the cache */
+};
+
+int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
+		      const struct cc_measure_opts *opts, struct cc_measure **out);
+/* Calls timed so far. */
+int cc_measure__poll(struct cc_measure *m, uint64_t *done);
+/* Poll until N calls are timed: 0, or -ETIMEDOUT (finish still reports
+ * what was timed). */
+int cc_measure__wait(struct cc_measure *m, int timeout_ms, uint64_t *done);
+uint64_t cc_measure__calls(const struct cc_measure *m);
+/* Take the stub out (phase restore) and compute the figures. */
+int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res);
+/* Finishes it if needed. */
+void cc_measure__free(struct cc_measure *m);
 
 #ifdef __cplusplus
 }

@@ -2,9 +2,39 @@
 #ifndef PADRONE_CODECACHE_INTERNAL_H
 #define PADRONE_CODECACHE_INTERNAL_H
 
+#include "attach/attach.h"
+#include "codecache/codecache.h"
+#include "codecache/dir.h"
+
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+/* How far a rel32 may reach, with room for the size of what is patched. */
+#define CC_REACH 0x7ff00000ULL
+
+struct cc_cache {
+	struct attach_target *t;	/* NULL: this process */
+	pid_t pid;
+	int memfd;			/* this process: /proc/self/mem */
+	struct cc_cache_opts o;
+	uint64_t dir_addr;		/* 0 until the first allocation */
+	struct cc_dir dir;		/* padrone's copy of the target's */
+	enum cc_phase phase;
+	char errmsg[600];
+};
+
+/* Set the cache's error, "phase: message", and return err. */
+int cc__fail(struct cc_cache *c, enum cc_phase phase, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Memory of the target (or this process), anywhere: code cache or text. */
+int cc__read(struct cc_cache *c, uint64_t addr, void *buf, size_t len);
+int cc__write(struct cc_cache *c, uint64_t addr, const void *buf, size_t len);
+int cc__syscall(struct cc_cache *c, long nr, const uint64_t args[6], int64_t *ret);
+int cc__protect(struct cc_cache *c, uint64_t addr, uint64_t size, unsigned prot);
+int cc__dir_save(struct cc_cache *c);
+bool cc__in_reach(uint64_t near, uint64_t addr, uint64_t size);
 
 /* The instruction at addr in Intel syntax, for messages. */
 void cc_insn_text(const void *bytes, size_t len, uint64_t addr, char *buf, size_t size);
@@ -12,5 +42,74 @@ void cc_insn_text(const void *bytes, size_t len, uint64_t addr, char *buf, size_
  * of reach. */
 int cc_encode_jmp(uint64_t at, uint64_t target, uint8_t buf[5]);
 int cc_encode_call(uint64_t at, uint64_t target, uint8_t buf[5]);
+
+/* One redirection, planned (entry prefix relocated, call sites found) then
+ * applied: stop, check, write, move threads, resume, record. */
+struct cc_job;
+int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
+		const struct cc_patch_opts *opts, struct cc_job **out);
+const struct cc_reloc *cc__job_prefix(const struct cc_job *j);
+/* dest: where calls go; copy: where the relocated prefix was written (0:
+ * none); owned: blocks to free when it is undone; state: kind-specific. */
+int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		  size_t nowned, uint64_t state, uint32_t *id);
+void cc__job_free(struct cc_job *j);
+
+/* Undoing a measuring stub: threads in [lo, hi) are stepped out, those in
+ * the prefix copy moved back to the original. */
+struct cc_undo_stub {
+	uint64_t lo, hi;
+	const struct cc_reloc *prefix;
+	uint64_t copy;
+};
+int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
+	     const struct cc_undo_stub *stub);
+
+/* ------------------------------------------------------ threads.c */
+
+struct cc_range {
+	uint64_t lo, hi;
+};
+
+struct cc_move {
+	pid_t tid;
+	struct user_regs_struct regs;
+};
+
+/* One look at every thread of a stopped target (cc__tcheck). */
+struct cc_tcheck {
+	struct cc_cache *c;
+	/* the bytes being patched: PCs strictly inside move to the copy of
+	 * reloc at copy (back: from the copy to the original); a return
+	 * address inside them is a hard obstacle (looked for if crit_returns) */
+	struct cc_range crit;
+	bool crit_returns;
+	const struct cc_reloc *reloc;
+	uint64_t copy;
+	bool back;
+	struct cc_range step_out;	/* PCs here are single-stepped out */
+	/* threads with their PC here (and, if frames, a frame) are busy */
+	struct cc_range busy[CC_MAX_OWNED + 2];
+	size_t nbusy;
+	bool frames;
+	char busy_what[128];
+	const pid_t *ignore;		/* threads not to look at for busy */
+	size_t nignore;
+	/* found */
+	pid_t *tids;
+	size_t cap, n;
+	bool *busy_of;			/* per thread */
+	uint64_t *scan_from;
+	struct cc_move *moves;		/* registers to set before resuming */
+	size_t nmoves;
+	bool hard;
+	char hard_why[384];
+	size_t nbusy_threads;
+	char busy_why[384];		/* the first busy thread */
+};
+/* World stopped. 0 (results in k), or -errno if the target could not be
+ * inspected. */
+int cc__tcheck(struct cc_tcheck *k);
+void cc__tcheck_free(struct cc_tcheck *k);
 
 #endif

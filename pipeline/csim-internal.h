@@ -38,45 +38,75 @@ struct csim_cache {
 	uint64_t nsets_local;
 };
 
-struct csim_rowtab;
+/* A PC's row, split by how often it is touched. The hot part is one cache
+ * line and is all a reference that hits touches; the cold part (same index
+ * in a parallel array) takes first-level misses onwards.
+ *
+ * hot.refs counts accesses by kind (Ir, Dr, Dw: a modify adds to Dr, and
+ * in per-line mode to Dw too). The first level's access count is refs plus
+ * cold.access[first] (the extra lines of straddling accesses in per-line
+ * mode, and parts that do not count their reference); its misses are
+ * hot.miss1. Deeper levels live in cold. csim_row_counts() assembles the
+ * public struct csim_counts. */
+struct csim_hot {
+	uint64_t pc;
+	uint64_t refs[CSIM_NKINDS];
+	uint64_t modifies;
+	uint64_t miss1[CSIM_NKINDS];	/* I1 for instructions, D1 for data */
+} __attribute__((aligned(64)));
 
-/* Per-PC rows with stable addresses, found by open addressing. */
-struct csim_result {
-	struct csim_counts tot;
-	bool tot_dirty;
-	struct csim_pc_stats **chunks;	/* CSIM_ROW_CHUNK rows each */
-	size_t nchunks, nrows;
-	struct csim_slot_ent {
-		uint64_t pc;
-		struct csim_pc_stats *row;
-	} *slots;
-	size_t nslots;			/* power of two */
-	unsigned slot_shift;		/* 64 - log2(nslots) */
-	struct csim_pc_stats *last;	/* the row found last */
+struct csim_cold {
+	uint64_t access[CSIM_NLEVELS][CSIM_NKINDS];
+	uint64_t miss[CSIM_NLEVELS][CSIM_NKINDS];
 };
 
-#define CSIM_ROW_CHUNK 1024
+/* The table: open addressing over hot rows (pc CSIM_NO_PC marks a free
+ * slot; that pc itself gets a row of its own outside the table). */
+#define CSIM_NO_PC UINT64_MAX
 
-struct csim_pc_stats *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
+struct csim_result {
+	struct csim_hot *hot;
+	struct csim_cold *cold;
+	size_t cap, n;			/* cap: a power of two, or 0 */
+	unsigned shift;			/* 64 - log2(cap) */
+	struct csim_hot *last;		/* the row found last */
+	struct csim_hot nopc_hot;	/* pc == CSIM_NO_PC */
+	struct csim_cold nopc_cold;
+	bool nopc_used;
+	bool cachegrind;		/* counting mode (how modifies count) */
+	bool mode_set;
+	struct csim_counts tot;
+	bool tot_dirty;
+};
 
-static inline struct csim_pc_stats *csim_result_lookup(struct csim_result *r, uint64_t pc)
+struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
+
+static inline struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
 	/* An instruction fetch and its data accesses share a PC: one probe
 	 * usually serves several references. */
 	if (r->last && r->last->pc == pc)
 		return r->last;
-	if (r->nslots) {
-		size_t mask = r->nslots - 1;
-		size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->slot_shift);
-		for (;; i = (i + 1) & mask) {
-			if (r->slots[i].row == NULL)
+	if (r->cap && pc != CSIM_NO_PC) {
+		size_t mask = r->cap - 1;
+		for (size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);; i = (i + 1) & mask) {
+			if (r->hot[i].pc == pc)
+				return r->last = &r->hot[i];
+			if (r->hot[i].pc == CSIM_NO_PC)
 				break;
-			if (r->slots[i].pc == pc)
-				return r->last = r->slots[i].row;
 		}
 	}
 	return csim_result_lookup_slow(r, pc);
 }
+
+static inline struct csim_cold *csim_cold_of(struct csim_result *r, struct csim_hot *h)
+{
+	return h == &r->nopc_hot ? &r->nopc_cold : r->cold + (h - r->hot);
+}
+
+/* Set the counting mode of a result (first use) — false if it had
+ * another. */
+bool csim_result_set_mode(struct csim_result *r, bool cachegrind);
 
 /* One simulator's levels and chain. */
 struct csim_levels {
@@ -112,12 +142,12 @@ static inline uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t 
 	return c->tags + csim_cache_local_set(c, set) * c->assoc;
 }
 
-/* Look line up in its set, make it most recently used (installing it on a
- * miss, dropping the least recently used). Returns true on a miss. */
-static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
+/* Look line up in set (assoc ways, most recently used first), make it
+ * most recently used (installing it on a miss, dropping the least recently
+ * used). Returns true on a miss. */
+static inline bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
 {
-	uint64_t *set = csim_cache_set_ptr(c, csim_cache_set(c, line));
-	uint32_t a = c->assoc, i;
+	uint32_t i;
 
 	if (set[0] == line)
 		return false;
@@ -131,6 +161,11 @@ static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
 		set[i] = set[i - 1];
 	set[0] = line;
 	return miss;
+}
+
+static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
+{
+	return csim_set_ref(csim_cache_set_ptr(c, csim_cache_set(c, line)), c->assoc, line);
 }
 
 /* The lines [first, last] an access covers at a level. */
@@ -151,6 +186,8 @@ static inline bool csim_cache_access(const struct csim_cache *c, uint64_t addr, 
 	bool miss = false;
 
 	csim_cache_lines(c, addr, size, &first, &last);
+	if (__builtin_expect(first == last, 1))
+		return csim_cache_ref(c, first);
 	for (l = first;; l++) {
 		miss |= csim_cache_ref(c, l);
 		if (l == last)
@@ -168,48 +205,7 @@ static inline uint32_t csim_cg_size(const struct rep_ref *r)
 	return size;
 }
 
-/* Count a reference (not its accesses) in row. */
-static inline void csim_count_ref(struct csim_counts *c, uint8_t type, bool cachegrind)
-{
-	switch (type) {
-	case REP_REF_INSTR:
-		c->instr++;
-		c->refs[CSIM_INSTR]++;
-		break;
-	case REP_REF_READ:
-		c->reads++;
-		c->refs[CSIM_READ]++;
-		break;
-	case REP_REF_WRITE:
-		c->writes++;
-		c->refs[CSIM_WRITE]++;
-		break;
-	default:
-		c->modifies++;
-		c->refs[CSIM_READ]++;
-		if (!cachegrind)
-			c->refs[CSIM_WRITE]++;
-	}
-}
-
-/* Cachegrind mode: the chain from level lv down, for the whole access. */
-static inline void csim_cg_chain(const struct csim_levels *L, int lv, uint64_t addr,
-				 uint32_t size, int kind, struct csim_counts *c)
-{
-	while (lv >= 0) {
-		c->access[lv][kind]++;
-		if (!csim_cache_access(&L->lv[lv], addr, size))
-			return;
-		c->miss[lv][kind]++;
-		lv = L->next[lv];
-	}
-}
-
-/* Per-line mode: each line of [lo, hi] at lv is its own access; a miss
- * fetches that line's bytes from the next level. */
-void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     struct csim_counts *c);
-
+/* Type (validated, 1..4) to first level and access kind. */
 static inline int csim_first_level(uint8_t type)
 {
 	return type == REP_REF_INSTR ? CSIM_I1 : CSIM_D1;
@@ -217,32 +213,76 @@ static inline int csim_first_level(uint8_t type)
 
 static inline int csim_kind_of(uint8_t type)
 {
-	return type == REP_REF_INSTR ? CSIM_INSTR : type == REP_REF_WRITE ? CSIM_WRITE : CSIM_READ;
+	static const uint8_t kinds[8] = { CSIM_READ, CSIM_READ, CSIM_WRITE, CSIM_READ, CSIM_INSTR,
+					  CSIM_READ, CSIM_READ, CSIM_READ };
+	return kinds[type & 7];
 }
 
-/* Simulate one whole reference; counts go to row. */
-static inline void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
-				struct csim_counts *row)
+/* Count a reference (not its accesses). Without branches: reference
+ * types come in no predictable order. */
+static inline void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegrind)
 {
-	int first = csim_first_level(r->type);
+	bool modify = type == REP_REF_MODIFY;
 
-	csim_count_ref(row, r->type, L->cachegrind);
+	h->refs[csim_kind_of(type)]++;
+	h->modifies += modify;
+	if (!cachegrind)
+		h->refs[CSIM_WRITE] += modify;
+}
+
+static inline bool csim_ref_type_valid(uint8_t type)
+{
+	return type >= REP_REF_READ && type <= REP_REF_INSTR;
+}
+
+/* Cachegrind mode: deeper levels from lv on, after a first-level miss. */
+static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size,
+				int kind, struct csim_cold *c)
+{
+	for (; lv >= 0; lv = L->next[lv]) {
+		c->access[lv][kind]++;
+		if (!csim_cache_access(&L->lv[lv], addr, size))
+			return;
+		c->miss[lv][kind]++;
+	}
+}
+
+/* Per-line mode: each line of [lo, hi] at level lv is its own access; a miss
+ * brings that line's bytes from the next level. At the first level the
+ * first line's access is the reference's own (hot.refs) when counted. */
+void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		     bool counted, struct csim_hot *h, struct csim_cold *c);
+void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		    struct csim_cold *c);
+
+/* Simulate one whole reference into its row. */
+static inline void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
+				struct csim_result *res, struct csim_hot *h)
+{
+	int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
+
+	csim_count_ref(h, r->type, L->cachegrind);
 	if (L->cachegrind) {
-		csim_cg_chain(L, first, r->addr, csim_cg_size(r), csim_kind_of(r->type), row);
+		uint32_t size = csim_cg_size(r);
+		if (__builtin_expect(!csim_cache_access(&L->lv[first], r->addr, size), 1))
+			return;
+		h->miss1[kind]++;
+		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(res, h));
 		return;
 	}
 	uint64_t end = r->addr + (r->size ? r->size : 1) - 1;
 	if (end < r->addr)
 		end = UINT64_MAX;
-	if (r->type == REP_REF_MODIFY) {
-		csim_line_chain(L, first, r->addr, end, CSIM_READ, row);
-		csim_line_chain(L, first, r->addr, end, CSIM_WRITE, row);
-	} else {
-		csim_line_chain(L, first, r->addr, end, csim_kind_of(r->type), row);
-	}
+	struct csim_cold *c = csim_cold_of(res, h);
+	csim_line_first(L, first, r->addr, end, kind, true, h, c);
+	if (r->type == REP_REF_MODIFY)
+		csim_line_first(L, first, r->addr, end, CSIM_WRITE, true, h, c);
 }
 
 void csim_counts_add(struct csim_counts *dst, const struct csim_counts *src);
-bool csim_ref_type_valid(uint8_t type);
+
+/* The public counts of a row. */
+void csim_row_counts(const struct csim_result *r, const struct csim_hot *h,
+		     const struct csim_cold *c, struct csim_counts *out);
 
 #endif

@@ -10,94 +10,153 @@
 
 struct csim_result *csim_result__new(void)
 {
-	return calloc(1, sizeof(struct csim_result));
+	struct csim_result *r = calloc(1, sizeof(*r));
+	if (r)
+		r->nopc_hot.pc = CSIM_NO_PC;
+	return r;
 }
 
 void csim_result__free(struct csim_result *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->nchunks; i++)
-		free(r->chunks[i]);
-	free(r->chunks);
-	free(r->slots);
+	free(r->hot);
+	free(r->cold);
 	free(r);
 }
 
 void csim_result__clear(struct csim_result *r)
 {
-	for (size_t i = 0; i < r->nchunks; i++)
-		free(r->chunks[i]);
-	free(r->chunks);
-	free(r->slots);
+	free(r->hot);
+	free(r->cold);
 	memset(r, 0, sizeof(*r));
+	r->nopc_hot.pc = CSIM_NO_PC;
 }
 
-static struct csim_pc_stats *row_at(const struct csim_result *r, size_t i)
+bool csim_result_set_mode(struct csim_result *r, bool cachegrind)
 {
-	return &r->chunks[i / CSIM_ROW_CHUNK][i % CSIM_ROW_CHUNK];
+	if (r->mode_set)
+		return r->cachegrind == cachegrind;
+	r->mode_set = true;
+	r->cachegrind = cachegrind;
+	return true;
 }
 
-static void slot_insert(struct csim_slot_ent *slots, size_t nslots, unsigned shift,
-			struct csim_pc_stats *row)
+static size_t slot_of(const struct csim_result *r, uint64_t pc)
 {
-	size_t i = (size_t)((row->pc * 0x9E3779B97F4A7C15ull) >> shift);
-	while (slots[i].row)
-		i = (i + 1) & (nslots - 1);
-	slots[i].pc = row->pc;
-	slots[i].row = row;
+	size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);
+	while (r->hot[i].pc != CSIM_NO_PC && r->hot[i].pc != pc)
+		i = (i + 1) & (r->cap - 1);
+	return i;
 }
 
-static int grow_slots(struct csim_result *r)
+static int grow(struct csim_result *r)
 {
-	size_t n = r->nslots ? r->nslots * 2 : 1024;
-	unsigned shift = 64u - (unsigned)__builtin_ctzll(n);
-	struct csim_slot_ent *slots = calloc(n, sizeof(*slots));
-	if (!slots)
+	size_t cap = r->cap ? r->cap * 2 : 1024;
+	struct csim_result n = { .cap = cap, .shift = 64u - (unsigned)__builtin_ctzll(cap) };
+
+	n.hot = aligned_alloc(64, cap * sizeof(*n.hot));
+	n.cold = calloc(cap, sizeof(*n.cold));
+	if (!n.hot || !n.cold) {
+		free(n.hot);
+		free(n.cold);
 		return -ENOMEM;
-	for (size_t i = 0; i < r->nrows; i++)
-		slot_insert(slots, n, shift, row_at(r, i));
-	free(r->slots);
-	r->slots = slots;
-	r->nslots = n;
-	r->slot_shift = shift;
+	}
+	memset(n.hot, 0, cap * sizeof(*n.hot));
+	for (size_t i = 0; i < cap; i++)
+		n.hot[i].pc = CSIM_NO_PC;
+	for (size_t i = 0; i < r->cap; i++) {
+		if (r->hot[i].pc == CSIM_NO_PC)
+			continue;
+		size_t j = slot_of(&n, r->hot[i].pc);
+		n.hot[j] = r->hot[i];
+		n.cold[j] = r->cold[i];
+	}
+	free(r->hot);
+	free(r->cold);
+	r->hot = n.hot;
+	r->cold = n.cold;
+	r->cap = cap;
+	r->shift = n.shift;
+	r->last = NULL;
 	return 0;
 }
 
-/* Not found by csim_result_lookup: add a zero row. Allocates at most a
- * chunk of rows and a doubled table, rarely. */
-struct csim_pc_stats *csim_result_lookup_slow(struct csim_result *r, uint64_t pc)
+/* Not found by csim_result_lookup: add a zero row. Allocates only when the
+ * table doubles, rarely. */
+struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc)
 {
-	if ((r->nrows + 1) * 2 > r->nslots && grow_slots(r))
-		return NULL;
-	if (r->nrows == r->nchunks * CSIM_ROW_CHUNK) {
-		struct csim_pc_stats **chunks =
-			realloc(r->chunks, (r->nchunks + 1) * sizeof(*chunks));
-		if (!chunks)
-			return NULL;
-		r->chunks = chunks;
-		chunks[r->nchunks] = calloc(CSIM_ROW_CHUNK, sizeof(struct csim_pc_stats));
-		if (!chunks[r->nchunks])
-			return NULL;
-		r->nchunks++;
+	r->tot_dirty = true;
+	if (pc == CSIM_NO_PC) {
+		r->nopc_used = true;
+		return r->last = &r->nopc_hot;
 	}
-	struct csim_pc_stats *row = row_at(r, r->nrows++);
-	row->pc = pc;
-	slot_insert(r->slots, r->nslots, r->slot_shift, row);
-	r->tot_dirty = true;
-	return r->last = row;
-}
-
-struct csim_pc_stats *csim_result__pc(struct csim_result *r, uint64_t pc)
-{
-	struct csim_pc_stats *row = csim_result_lookup(r, pc);
-	r->tot_dirty = true;
-	return row;
+	if ((r->n + 1) * 2 > r->cap && grow(r))
+		return NULL;
+	size_t i = slot_of(r, pc);
+	if (r->hot[i].pc != pc) {
+		r->hot[i].pc = pc;
+		r->n++;
+	}
+	return r->last = &r->hot[i];
 }
 
 size_t csim_result__npcs(const struct csim_result *r)
 {
-	return r->nrows;
+	return r->n + r->nopc_used;
+}
+
+static bool first_level_of(int lv, int kind)
+{
+	return lv == (kind == CSIM_INSTR ? CSIM_I1 : CSIM_D1);
+}
+
+void csim_row_counts(const struct csim_result *r, const struct csim_hot *h,
+		     const struct csim_cold *c, struct csim_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->instr = h->refs[CSIM_INSTR];
+	out->modifies = h->modifies;
+	out->reads = h->refs[CSIM_READ] - h->modifies;
+	out->writes = h->refs[CSIM_WRITE] - (r->cachegrind ? 0 : h->modifies);
+	for (int k = 0; k < CSIM_NKINDS; k++) {
+		out->refs[k] = h->refs[k];
+		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+			bool first = first_level_of(lv, k);
+			out->access[lv][k] = c->access[lv][k] + (first ? h->refs[k] : 0);
+			out->miss[lv][k] = first ? h->miss1[k] : c->miss[lv][k];
+		}
+	}
+}
+
+/* Every used row, in table order. */
+#define FOR_EACH_ROW(r, i, h, c)                                                           \
+	for (size_t i = 0; i <= (r)->cap; i++)                                              \
+		for (const struct csim_hot *h = i < (r)->cap ? &(r)->hot[i] : &(r)->nopc_hot; \
+		     h; h = NULL)                                                           \
+			for (const struct csim_cold *c = i < (r)->cap ? &(r)->cold[i]       \
+								     : &(r)->nopc_cold;     \
+			     c; c = NULL)                                                   \
+				if (i < (r)->cap ? h->pc != CSIM_NO_PC : (r)->nopc_used)
+
+bool csim_result__get(const struct csim_result *r, uint64_t pc, struct csim_pc_stats *out)
+{
+	const struct csim_hot *h = NULL;
+	const struct csim_cold *c = NULL;
+
+	if (pc == CSIM_NO_PC) {
+		if (r->nopc_used)
+			h = &r->nopc_hot, c = &r->nopc_cold;
+	} else if (r->cap) {
+		size_t i = slot_of(r, pc);
+		if (r->hot[i].pc == pc)
+			h = &r->hot[i], c = &r->cold[i];
+	}
+	if (!h)
+		return false;
+	out->pc = pc;
+	csim_row_counts(r, h, c, &out->c);
+	return true;
 }
 
 void csim_counts_add(struct csim_counts *dst, const struct csim_counts *src)
@@ -115,22 +174,37 @@ const struct csim_counts *csim_result__totals(const struct csim_result *cr)
 	 * counts each event once. The cache is the only mutable part. */
 	struct csim_result *r = (struct csim_result *)cr;
 	if (r->tot_dirty) {
+		struct csim_counts one;
 		memset(&r->tot, 0, sizeof(r->tot));
-		for (size_t i = 0; i < r->nrows; i++)
-			csim_counts_add(&r->tot, &row_at(r, i)->c);
+		FOR_EACH_ROW(r, i, h, c) {
+			csim_row_counts(r, h, c, &one);
+			csim_counts_add(&r->tot, &one);
+		}
 		r->tot_dirty = false;
 	}
 	return &r->tot;
 }
 
+static void add_u64(uint64_t *d, const uint64_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		d[i] += s[i];
+}
+
 int csim_result__merge(struct csim_result *dst, const struct csim_result *src)
 {
-	for (size_t i = 0; i < src->nrows; i++) {
-		const struct csim_pc_stats *s = row_at(src, i);
-		struct csim_pc_stats *d = csim_result_lookup(dst, s->pc);
+	if (src->mode_set && !csim_result_set_mode(dst, src->cachegrind))
+		return -EINVAL;
+	FOR_EACH_ROW(src, i, h, c) {
+		struct csim_hot *d = csim_result_lookup(dst, h->pc);
 		if (!d)
 			return -ENOMEM;
-		csim_counts_add(&d->c, &s->c);
+		add_u64(d->refs, h->refs, CSIM_NKINDS);
+		d->modifies += h->modifies;
+		add_u64(d->miss1, h->miss1, CSIM_NKINDS);
+		struct csim_cold *dc = csim_cold_of(dst, d);
+		add_u64(&dc->access[0][0], &c->access[0][0], CSIM_NLEVELS * CSIM_NKINDS);
+		add_u64(&dc->miss[0][0], &c->miss[0][0], CSIM_NLEVELS * CSIM_NKINDS);
 	}
 	dst->tot_dirty = true;
 	return 0;
@@ -138,14 +212,15 @@ int csim_result__merge(struct csim_result *dst, const struct csim_result *src)
 
 bool csim_result__equal(const struct csim_result *a, const struct csim_result *b)
 {
-	if (a->nrows != b->nrows)
+	struct csim_pc_stats ra, rb;
+
+	if (csim_result__npcs(a) != csim_result__npcs(b))
 		return false;
 	if (memcmp(csim_result__totals(a), csim_result__totals(b), sizeof(struct csim_counts)))
 		return false;
-	for (size_t i = 0; i < a->nrows; i++) {
-		const struct csim_pc_stats *ra = row_at(a, i);
-		struct csim_pc_stats *rb = csim_result_lookup((struct csim_result *)b, ra->pc);
-		if (!rb || memcmp(&ra->c, &rb->c, sizeof(ra->c)))
+	FOR_EACH_ROW(a, i, h, c) {
+		csim_row_counts(a, h, c, &ra.c);
+		if (!csim_result__get(b, h->pc, &rb) || memcmp(&ra.c, &rb.c, sizeof(ra.c)))
 			return false;
 	}
 	return true;
@@ -188,13 +263,16 @@ static int cmp_misses(const void *x, const void *y)
 struct csim_pc_stats *csim_result__sorted(const struct csim_result *r, enum csim_order order,
 					  size_t *n)
 {
-	struct csim_pc_stats *rows = malloc((r->nrows ? r->nrows : 1) * sizeof(*rows));
+	size_t k = 0;
+	struct csim_pc_stats *rows = malloc((csim_result__npcs(r) + 1) * sizeof(*rows));
 	if (!rows)
 		return NULL;
-	for (size_t i = 0; i < r->nrows; i++)
-		rows[i] = *row_at(r, i);
-	qsort(rows, r->nrows, sizeof(*rows), order == CSIM_BY_PC ? cmp_pc : cmp_misses);
-	*n = r->nrows;
+	FOR_EACH_ROW(r, i, h, c) {
+		rows[k].pc = h->pc;
+		csim_row_counts(r, h, c, &rows[k++].c);
+	}
+	qsort(rows, k, sizeof(*rows), order == CSIM_BY_PC ? cmp_pc : cmp_misses);
+	*n = k;
 	return rows;
 }
 

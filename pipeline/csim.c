@@ -343,8 +343,8 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     struct csim_counts *c)
+void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		    struct csim_cold *c)
 {
 	const struct csim_cache *cc = &L->lv[lv];
 	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
@@ -355,8 +355,8 @@ void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 			c->miss[lv][kind]++;
 			if (L->next[lv] >= 0) {
 				uint64_t base = l << cc->line_bits;
-				csim_line_chain(L, L->next[lv], base,
-						base + (1ull << cc->line_bits) - 1, kind, c);
+				csim_line_deep(L, L->next[lv], base,
+					       base + (1ull << cc->line_bits) - 1, kind, c);
 			}
 		}
 		if (l == last)
@@ -364,9 +364,26 @@ void csim_line_chain(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 	}
 }
 
-bool csim_ref_type_valid(uint8_t type)
+void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		     bool counted, struct csim_hot *h, struct csim_cold *c)
 {
-	return type >= REP_REF_READ && type <= REP_REF_INSTR;
+	const struct csim_cache *cc = &L->lv[lv];
+	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
+
+	for (uint64_t l = first;; l++) {
+		if (l != first || !counted)
+			c->access[lv][kind]++;
+		if (csim_cache_ref(cc, l)) {
+			h->miss1[kind]++;
+			if (L->next[lv] >= 0) {
+				uint64_t base = l << cc->line_bits;
+				csim_line_deep(L, L->next[lv], base,
+					       base + (1ull << cc->line_bits) - 1, kind, c);
+			}
+		}
+		if (l == last)
+			break;
+	}
 }
 
 /* ---------------------------------------------------------- simulator */
@@ -391,6 +408,8 @@ int csim__new(const struct csim_config *cfg, struct csim **out)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->res = csim_result__new();
+	if (s->res)
+		csim_result_set_mode(s->res, cfg->cachegrind);
 	if (!s->res) {
 		free(s);
 		return -ENOMEM;
@@ -414,17 +433,52 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
+/* Cachegrind mode with power-of-two set counts, a standalone simulator's
+ * usual case: the first level's set is a mask away. */
+static int refs_cg_pow2(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	const struct csim_levels *L = &s->L;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rep_ref *r = &refs[i];
+		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
+			return -EINVAL;
+		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+		if (__builtin_expect(!h, 0))
+			return -ENOMEM;
+		int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
+		const struct csim_cache *c = &L->lv[first];
+		uint32_t size = csim_cg_size(r);
+		uint64_t line = r->addr >> c->line_bits;
+		bool miss;
+
+		csim_count_ref(h, r->type, true);
+		if (__builtin_expect((r->addr + size - 1) >> c->line_bits == line, 1))
+			miss = csim_set_ref(c->tags + (line & c->set_mask) * c->assoc, c->assoc, line);
+		else
+			miss = csim_cache_access(c, r->addr, size);
+		if (__builtin_expect(!miss, 1))
+			continue;
+		h->miss1[kind]++;
+		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(s->res, h));
+	}
+	return 0;
+}
+
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 {
 	s->res->tot_dirty = true;
+	if (s->L.cachegrind && s->L.lv[CSIM_I1].pow2 && s->L.lv[CSIM_D1].pow2 &&
+	    !s->L.lv[CSIM_I1].compact && !s->L.lv[CSIM_D1].compact)
+		return refs_cg_pow2(s, refs, n);
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		if (!csim_ref_type_valid(r->type))
 			return -EINVAL;
-		struct csim_pc_stats *row = csim_result_lookup(s->res, r->pc);
-		if (!row)
+		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+		if (!h)
 			return -ENOMEM;
-		csim_sim_ref(&s->L, r, &row->c);
+		csim_sim_ref(&s->L, r, s->res, h);
 	}
 	return 0;
 }

@@ -23,20 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#if __has_include("pipeline/rep.h")
 #include "pipeline/rep.h"
-#else
-/* The recovered-reference types agreed with rep.h (issue 4), until rep.h
- * lands; then rep.h alone defines them. */
-enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
-struct rep_ref {
-	uint64_t pc;
-	uint64_t addr;
-	uint32_t size;
-	uint8_t type;
-	uint8_t pad[3];
-}; /* 24 bytes */
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,10 +128,11 @@ struct csim_result *csim_result__new(void);	/* NULL and errno on failure */
 void csim_result__free(struct csim_result *r);
 void csim_result__clear(struct csim_result *r);
 const struct csim_counts *csim_result__totals(const struct csim_result *r);
-/* The row of pc, created (zero) if absent; NULL only when out of memory. */
-struct csim_pc_stats *csim_result__pc(struct csim_result *r, uint64_t pc);
+/* The counts of pc: true and *out filled, or false if pc has no row. */
+bool csim_result__get(const struct csim_result *r, uint64_t pc, struct csim_pc_stats *out);
 size_t csim_result__npcs(const struct csim_result *r);
-/* Add src's totals and rows into dst. 0 or -ENOMEM. */
+/* Add src's rows into dst. 0, -ENOMEM, or -EINVAL when the two were
+ * counted in different modes. */
 int csim_result__merge(struct csim_result *dst, const struct csim_result *src);
 /* Two results are equal: totals and every row. */
 bool csim_result__equal(const struct csim_result *a, const struct csim_result *b);
@@ -219,6 +207,9 @@ struct csim_split_opts {
 	unsigned workers;	/* 0 = 1; capped at 2^csim_config_split_bits */
 	size_t ring_bytes;	/* per worker ring; 0 = 4 MiB */
 	size_t chunk_bytes;	/* ring chunk; 0 = 64 KiB */
+	unsigned slots;		/* meeting slots for cut references (Cachegrind
+				 * mode); 0 = 65536, the most. Fewer make the
+				 * splitter wait for them (tests). */
 };
 
 struct csim_split_stats {
@@ -229,7 +220,10 @@ struct csim_split_stats {
 	uint64_t cross;		/* references cut across workers */
 	uint64_t per_worker[64];	/* ring entries routed to each (first 64) */
 	double imbalance;	/* max / mean of per_worker; 1.0 is perfect */
-	uint64_t waits;		/* times a worker had to wait for a partner */
+	uint64_t waits;		/* accesses deferred behind a partner's verdict */
+	double worker_cpu[64];	/* CPU seconds each worker used (first 64) */
+	double worker_busy[64];	/* ... of which simulating, not waiting for input */
+	double splitter_cpu;	/* CPU seconds the routing thread spent in push/finish */
 };
 
 int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts *opts,
@@ -288,6 +282,7 @@ int csim_lackey_write(FILE *out, const struct rep_ref *refs, size_t n);
 struct pipeline_block_count {
 	uint64_t pc;		/* block start */
 	uint64_t count;		/* executions */
+	uint64_t end;		/* address after its last instruction; 0: unknown */
 };
 struct pipeline_edge_count {
 	uint64_t from, to;	/* block start pcs */
@@ -348,6 +343,12 @@ void pipeline_analysis__free(struct pipeline_analysis *a);
 void *pipeline_analysis__priv(struct pipeline_analysis *a);
 int pipeline_analysis__fail(struct pipeline_analysis *a, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* The blocks analysis' blocks (after finish), most executed first, in a
+ * malloc'd array the caller frees; .end is where the block's instructions
+ * end (0 if unknown). -EINVAL for another analysis. */
+int pipeline_blocks_ranges(struct pipeline_analysis *a, struct pipeline_block_count **out,
+			   size_t *n);
 
 /* The cache analysis' simulator result and split statistics (NULL / zero
  * before finish or for another analysis). */

@@ -125,6 +125,9 @@ struct prof_mmap {
 /* The sampler's list, valid until it is freed. */
 size_t prof_sampler__mmaps(const struct prof_sampler *s, const struct prof_mmap **out);
 
+/* Handles one ring record as the reader thread would (for tests). */
+void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_header *h);
+
 /* ------------------------------------------------------- symbolizer */
 
 /* Mappings seen by a sampler: consulted for addresses that the current

@@ -539,6 +539,13 @@ static int on_record(const struct perf_event_header *h, void *arg)
 	return 0;
 }
 
+void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_header *h)
+{
+	pthread_mutex_lock(&s->lock);
+	on_record(h, s);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void drain_all(struct prof_sampler *s)
 {
 	for (int c = 0; c < s->ncpu; c++)

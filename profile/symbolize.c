@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -279,6 +281,18 @@ static int open_mapped_file(struct prof_symbolizer *s, const struct attach_map *
 		l -= strlen(del);
 	snprintf(path, sizeof(path), "/proc/%d/root%.*s", s->pid, (int)l, m->path);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* the process is gone (its /proc entries with it): the same path here,
+	 * if it is still the same file */
+	snprintf(path, sizeof(path), "%.*s", (int)l, m->path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != m->inode ||
+			major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)) {
+		close(fd);
+		return -ENOENT;
+	}
 	return fd >= 0 ? fd : -errno;
 }
 

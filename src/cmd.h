@@ -42,6 +42,13 @@ enum {
 	PADRONE_CMD_CLIENT = 1u << 1,	/* runs in the padrone client itself, never sent to padroned */
 };
 
+/* The bounds of profile's SECONDS and HZ (padroned checks its options
+ * against them before it attaches). Rates above 10 kHz are further refused
+ * by profile/ without a PMU unless forced. */
+#define PADRONE_PROFILE_MIN_SECONDS 0.01
+#define PADRONE_PROFILE_MAX_SECONDS 86400.0
+#define PADRONE_PROFILE_MAX_HZ 1000000ul
+
 struct padrone_ctl;
 struct padrone_cmd_ctx;
 

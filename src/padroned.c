@@ -77,7 +77,7 @@ static int usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n%s", usage_text);
+	fprintf(stderr, "\nTry 'padroned --help'.\n");
 	return PADRONE_EXIT_USAGE;
 }
 
@@ -125,6 +125,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--pid PID is required");
 	if (!o->profile && (o->freq || o->backend || o->force || o->json))
 		return usage_error("%s", "--freq, --backend, --force and --json go with --profile");
+	/* Bad values are refused before the process is touched. */
+	double secs;
+	unsigned long hz;
+	if (o->profile && padrone_parse_double("--profile SECONDS", o->profile,
+					       PADRONE_PROFILE_MIN_SECONDS,
+					       PADRONE_PROFILE_MAX_SECONDS, &secs, why, sizeof(why)) < 0)
+		return usage_error("%s", why);
+	if (o->freq && padrone_parse_ulong("--freq HZ", o->freq, 1, PADRONE_PROFILE_MAX_HZ, &hz,
+					   why, sizeof(why)) < 0)
+		return usage_error("%s", why);
+	if (o->backend && strcmp(o->backend, "ring") != 0 && strcmp(o->backend, "bpf") != 0)
+		return usage_error("unknown backend '%s': use ring or bpf", o->backend);
 	return 0;
 }
 

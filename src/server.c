@@ -177,8 +177,11 @@ static void accept_one(struct padrone_server *srv)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 		refuse(fd, "cannot read the peer's credentials: %s", strerror(errno));
 	} else if (cred.uid != geteuid() && cred.uid != 0) {
-		refuse(fd, "refused: uid %u may not control this padroned (it serves uid %u and root)",
-		       (unsigned)cred.uid, (unsigned)geteuid());
+		char who[48] = "only root may";
+		if (geteuid() != 0)
+			snprintf(who, sizeof(who), "only uid %u and root may", (unsigned)geteuid());
+		refuse(fd, "refused: uid %u may not control this padroned (%s)", (unsigned)cred.uid,
+		       who);
 	} else if (srv->nconns == PADRONE_SERVER_MAX_CLIENTS) {
 		refuse(fd, "too many clients (%d)", PADRONE_SERVER_MAX_CLIENTS);
 	} else {

@@ -16,12 +16,22 @@
 #include "attach/attach.h"
 #include "profile/profile.h"
 #include "src/report.h"
+#include "src/session.h"
 
 #define DEFAULT_SECONDS 2.0
 #define MAX_FRAMES 256
 
+/* A room's state kept across commands (session.h). */
+struct ext {
+	char *name;
+	void *data;
+	padrone_ext_release_fn release;
+};
+
 struct padrone_session {
 	struct padrone_session_opts opts;
+	struct ext *exts;		/* in the order they were added */
+	size_t nexts;
 	struct attach_target *t;
 	struct prof_symbolizer *sym;	/* made on first use */
 	struct padrone_report *report;
@@ -39,15 +49,22 @@ struct padrone_session {
 static int fail(struct padrone_session *s, enum padrone_why why, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+static int vfail(struct padrone_session *s, enum padrone_why why, int err, const char *fmt,
+		 va_list ap)
+{
+	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+	s->why = why;
+	return err < 0 ? err : -EINVAL;
+}
+
 static int fail(struct padrone_session *s, enum padrone_why why, int err, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+	err = vfail(s, why, err, fmt, ap);
 	va_end(ap);
-	s->why = why;
-	return err < 0 ? err : -EINVAL;
+	return err;
 }
 
 static void ok(struct padrone_session *s)
@@ -202,12 +219,34 @@ int padrone_session__attach(struct padrone_session *s, pid_t pid)
 	return 0;
 }
 
+/* Release every extension, newest first; keep the first failure's reason. */
+static int release_exts(struct padrone_session *s, char *err, size_t errlen)
+{
+	int first = 0;
+
+	while (s->nexts) {
+		struct ext *e = &s->exts[--s->nexts];
+		int r = e->release ? e->release(s, e->data) : 0;
+		if (r < 0 && !first) {
+			first = r;
+			snprintf(err, errlen, "%s", *s->errmsg ? s->errmsg : strerror(-r));
+		}
+		free(e->name);
+	}
+	free(s->exts);
+	s->exts = NULL;
+	return first;
+}
+
 int padrone_session__detach(struct padrone_session *s)
 {
 	int r = 0;
 
 	if (!s->t)
 		return fail(s, PADRONE_NOT_ATTACHED, -ENOENT, "not attached to a process");
+	/* Rooms first, newest first, while the process is still ours. */
+	char ext_err[sizeof(s->errmsg)] = "";
+	int ext_r = release_exts(s, ext_err, sizeof(ext_err));
 	padrone_report_free(s->report);
 	s->report = NULL;
 	prof_symbolizer__free(s->sym);
@@ -220,6 +259,8 @@ int padrone_session__detach(struct padrone_session *s)
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "detaching from process %d: %s", (int)pid,
 			    strerror(-r));
+	if (ext_r < 0)
+		return fail(s, PADRONE_SYSTEM, ext_r, "%s", ext_err);
 	ok(s);
 	return 0;
 }
@@ -330,28 +371,41 @@ static int read_pcs(struct padrone_session *s, struct padrone_thread *out, size_
 	return r < 0 ? fail_target(s, r, "resuming the process") : 0;
 }
 
-int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max)
+/* The thread ids, main first, in a malloc'd *tids; how many, or -errno. */
+static int list_tids(struct padrone_session *s, pid_t **tids)
 {
-	pid_t *tids = NULL;
-	int n, r;
+	int n;
 
-	if ((r = need_target(s)) < 0)
-		return r;
+	*tids = NULL;
 	for (size_t cap = 64;; cap *= 2) {
-		pid_t *more = realloc(tids, cap * sizeof(*tids));
+		pid_t *more = realloc(*tids, cap * sizeof(**tids));
 		if (!more) {
-			free(tids);
+			free(*tids);
+			*tids = NULL;
 			return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
 		}
-		tids = more;
-		n = attach_target__threads(s->t, tids, cap);
+		*tids = more;
+		n = attach_target__threads(s->t, *tids, cap);
 		if (n < 0 || (size_t)n <= cap)
 			break;
 	}
 	if (n < 0) {
-		free(tids);
+		free(*tids);
+		*tids = NULL;
 		return fail_target(s, n, "listing threads");
 	}
+	return n;
+}
+
+int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max)
+{
+	pid_t *tids;
+	int n, r;
+
+	if ((r = need_target(s)) < 0)
+		return r;
+	if ((n = list_tids(s, &tids)) < 0)
+		return n;
 	size_t fill = (size_t)n < max ? (size_t)n : max;
 	for (size_t i = 0; i < fill; i++) {
 		memset(&out[i], 0, sizeof(out[i]));
@@ -399,9 +453,10 @@ static void wait_profile(struct padrone_session *s, double seconds)
 	}
 }
 
-static int build_report(struct padrone_session *s, const struct prof_hot *hot)
+/* The report of a profile: totals, and hot's functions (hot NULL: none). */
+static int build_report(struct padrone_session *s, const struct prof_totals *t,
+			const struct prof_hot *hot)
 {
-	const struct prof_totals *t = prof_hot__totals(hot);
 	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t->event,
 						      t->freq_hz, (double)t->duration_ns / 1e9,
 						      t->samples, t->lost);
@@ -410,7 +465,7 @@ static int build_report(struct padrone_session *s, const struct prof_hot *hot)
 	if (r)
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
-	for (size_t i = 0; r && e == 0 && i < prof_hot__count(hot); i++) {
+	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
 		const struct prof_func *f = prof_hot__at(hot, i);
 		e = padrone_report_add(r, f->name, f->module, f->start, f->end, f->self,
 				       f->inclusive, prof_bounds_name(f->bounds));
@@ -475,10 +530,15 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
 	if (r == 0)
 		r = need_symbolizer(s);
-	if (r == 0 && (r = prof_hot__build(smp, s->sym, &hot, &err)) < 0)
+	/* No sample at all (a stopped process): nothing to rank. */
+	if (r == 0 && prof_sampler__stack_count(smp) > 0 &&
+	    (r = prof_hot__build(smp, s->sym, &hot, &err)) < 0)
 		fail(s, PADRONE_SYSTEM, r, "%s", err.msg);
-	if (r == 0)
-		r = build_report(s, hot);
+	if (r == 0) {
+		struct prof_totals t;
+		prof_sampler__totals(smp, &t);
+		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot);
+	}
 	prof_hot__free(hot);
 	prof_sampler__free(smp);
 	if (r == 0)
@@ -493,6 +553,22 @@ const struct padrone_report *padrone_session__report(const struct padrone_sessio
 
 /* -------------------------------------------------------------- backtrace */
 
+/* Is tid one of the process's threads? */
+static int check_thread(struct padrone_session *s, pid_t tid)
+{
+	pid_t *tids;
+	int n = list_tids(s, &tids);
+	bool found = false;
+
+	for (int i = 0; i < n && !found; i++)
+		found = tids[i] == tid;
+	free(tids);
+	if (n < 0 || found)
+		return n < 0 ? n : 0;
+	return fail(s, PADRONE_BAD_REQUEST, -ESRCH, "%d is not a thread of process %d", (int)tid,
+		    (int)attach_target__pid(s->t));
+}
+
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count)
 {
@@ -504,6 +580,8 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 		return r;
 	if (!tid)
 		tid = attach_target__pid(s->t);
+	else if ((r = check_thread(s, tid)) < 0)
+		return r;
 	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES);
 	if (r < 0) {
 		const char *msg = prof_symbolizer__errmsg(s->sym);
@@ -522,5 +600,72 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	*frames = s->frames;
 	*count = (size_t)r;
 	ok(s);
+	return 0;
+}
+
+/* ------------------------------------------------------ for src/'s commands */
+
+struct attach_target *padrone_session_target(const struct padrone_session *s)
+{
+	return s->t;
+}
+
+int padrone_session_symbolizer(struct padrone_session *s, struct prof_symbolizer **out)
+{
+	int r;
+
+	*out = NULL;
+	if ((r = need_target(s)) < 0 || (r = need_symbolizer(s)) < 0)
+		return r;
+	*out = s->sym;
+	return 0;
+}
+
+int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
+			 const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err = vfail(s, why, err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void *padrone_session_ext(const struct padrone_session *s, const char *name)
+{
+	for (size_t i = 0; i < s->nexts; i++)
+		if (strcmp(s->exts[i].name, name) == 0)
+			return s->exts[i].data;
+	return NULL;
+}
+
+int padrone_session_set_ext(struct padrone_session *s, const char *name, void *data,
+			    padrone_ext_release_fn release)
+{
+	int r;
+
+	if ((r = need_target(s)) < 0)
+		return r;
+	for (size_t i = 0; i < s->nexts; i++) {
+		struct ext *e = &s->exts[i];
+		if (strcmp(e->name, name) != 0)
+			continue;
+		void *old = e->data;
+		padrone_ext_release_fn old_release = e->release;
+		e->data = data;
+		e->release = release;
+		return old_release && old != data ? old_release(s, old) : 0;
+	}
+	struct ext *more = realloc(s->exts, (s->nexts + 1) * sizeof(*more));
+	char *copy = strdup(name);
+	if (!more || !copy) {
+		if (more)
+			s->exts = more;
+		free(copy);
+		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	s->exts = more;
+	s->exts[s->nexts++] = (struct ext){ .name = copy, .data = data, .release = release };
 	return 0;
 }

@@ -30,10 +30,11 @@ static int profile_options(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 	else if (backend)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE,
 					 "unknown backend '%s': use ring or bpf", backend);
-	if (secs && padrone_parse_double("SECONDS", secs, 0.01, 86400, &o->seconds, why,
+	if (secs && padrone_parse_double("SECONDS", secs, PADRONE_PROFILE_MIN_SECONDS,
+					 PADRONE_PROFILE_MAX_SECONDS, &o->seconds, why,
 					 sizeof(why)) < 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
-	if (hz && padrone_parse_ulong("HZ", hz, 1, 1000000, &v, why, sizeof(why)) < 0)
+	if (hz && padrone_parse_ulong("HZ", hz, 1, PADRONE_PROFILE_MAX_HZ, &v, why, sizeof(why)) < 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
 	o->hz = hz ? (unsigned)v : 0;
 	return 0;

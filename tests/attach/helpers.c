@@ -78,6 +78,16 @@ long at_check_ticks(struct tu_proc *p, int n, long work)
 	return last;
 }
 
+long at_threads_ok(struct tu_proc *p)
+{
+	char line[256];
+	long tick, created, errors;
+	ck_assert_int_gt(tu_wait_for(p, "tick", line, sizeof line, 5000), 0);
+	ck_assert_int_eq(sscanf(line, "tick %ld created %ld errors %ld", &tick, &created, &errors), 3);
+	ck_assert_msg(errors == 0, "threads target: %s", line);
+	return created;
+}
+
 void at_drain(struct tu_proc *p)
 {
 	char line[256];

@@ -21,6 +21,9 @@ uint64_t at_hot_function(void);
  * work and check each X against `hotloop -e N -w work`. Fails the test on
  * a mismatch or an "error" line. Returns the last tick number. */
 long at_check_ticks(struct tu_proc *p, int n, long work);
+/* Wait for the threads target's next "tick N created C errors E" line and
+ * check E == 0; returns C. */
+long at_threads_ok(struct tu_proc *p);
 /* Skip what the target printed so far: lines until 2 ms pass without one. */
 void at_drain(struct tu_proc *p);
 

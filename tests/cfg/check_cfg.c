@@ -567,6 +567,32 @@ START_TEST(hand_made_irreducible_cycle)
 }
 END_TEST
 
+/* Overlapping instructions: jmp into its own second byte (eb ff), which
+ * decodes as inc eax (ff c0), then ret. */
+START_TEST(overlapping_instructions_make_overlapping_blocks)
+{
+	static const uint8_t code[] = { 0xeb, 0xff, 0xc0, 0xc3 };
+	struct buf b = { code, sizeof(code), 0x30000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0x30000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__block_count(f), 2);
+	const struct cfg_block *b0 = cfg_function__block(f, 0), *b1 = cfg_function__block(f, 1);
+	ck_assert_uint_eq(b0->start, 0x30000);
+	ck_assert_uint_eq(b0->end, 0x30002);
+	ck_assert_uint_eq(b1->start, 0x30001);
+	ck_assert_uint_eq(b1->end, 0x30004);
+	ck_assert_uint_eq(cfg_function__edge_count(f), 1);
+	ck_assert_int_eq(cfg_function__edge(f, 0)->kind, CFG_EDGE_JUMP);
+	ck_assert_uint_eq(cfg_function__range_count(f), 1);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0x30004);
+	ck_assert_uint_eq(cfg_function__loop_count(f), 0);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
 static bool block_has_kind(const struct cfg_function *f, uint64_t insn, enum cfg_edge_kind k)
 {
 	ssize_t blk = cfg_function__block_at(f, insn);
@@ -1094,6 +1120,7 @@ int main(void)
 
 	TCase *unit = tcase_create("unit");
 	tcase_add_test(unit, hand_made_irreducible_cycle);
+	tcase_add_test(unit, overlapping_instructions_make_overlapping_blocks);
 	tcase_add_test(unit, bad_code_gives_an_error_not_a_crash);
 	suite_add_tcase(s, unit);
 

@@ -24,6 +24,7 @@ static const char *const variants[] = {
 	"tests/codecache/corpus-cc-O2.so",
 	"tests/codecache/corpus-clang-O0.so",
 	"tests/codecache/corpus-clang-O2.so",
+	"tests/codecache/corpus-cc-O2-cet.so",
 };
 
 /* A read-write mapping within reach of near (the copies are written, then
@@ -525,8 +526,8 @@ int main(void)
 	Suite *s = suite_create("reloc");
 	TCase *tc = tcase_create("reloc");
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, whole_functions_give_the_same_results, 0, 4);
-	tcase_add_loop_test(tc, displaced_prefixes_jump_back_and_give_the_same_results, 0, 4);
+	tcase_add_loop_test(tc, whole_functions_give_the_same_results, 0, 5);
+	tcase_add_loop_test(tc, displaced_prefixes_jump_back_and_give_the_same_results, 0, 5);
 	tcase_add_test(tc, short_branches_are_widened_and_internal_ones_follow_the_copy);
 	tcase_add_test(tc, jrcxz_and_loop_become_a_test_over_a_rel32_jump);
 	tcase_add_test(tc, what_cannot_be_relocated_is_refused_by_name_and_address);

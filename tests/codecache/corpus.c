@@ -183,3 +183,50 @@ CORPUS long cc_asm_loope(const char *s, long max)
 			 : "+r"(p), "+c"(c) : : "cc", "memory");
 	return p - s;
 }
+
+/* For the patching checks: too short for a 5-byte jump (at -O2), and a
+ * loop whose head is the first instruction. */
+CORPUS void cc_nothing(void)
+{
+}
+
+__asm__(".text\n"
+	".globl cc_entry_loop\n"
+	".type cc_entry_loop, @function\n"
+	"cc_entry_loop:\n"
+	"	dec %rdi\n"
+	"	jnz cc_entry_loop\n"
+	"	mov $42, %eax\n"
+	"	ret\n"
+	".size cc_entry_loop, .-cc_entry_loop\n");
+
+/* A caller with direct calls to a function (hidden: no PLT in between). */
+__attribute__((visibility("hidden"), noinline)) int cc_callee(int x)
+{
+	return x * 3 + 1;
+}
+CORPUS int cc_caller(int x)
+{
+	return cc_callee(x) + cc_callee(x + 1) * 2;
+}
+
+/* A jump table one of whose targets is inside the first bytes: only a CFG
+ * that follows jump tables sees that branch. */
+__asm__(".text\n"
+	".globl cc_table_loop\n"
+	".type cc_table_loop, @function\n"
+	"cc_table_loop:\n"
+	"	mov %edi, %eax\n"
+	"1:	dec %eax\n"
+	"	cmp $1, %eax\n"
+	"	ja 2f\n"
+	"	lea 3f(%rip), %rdx\n"
+	"	movslq (%rdx,%rax,4), %rcx\n"
+	"	add %rdx, %rcx\n"
+	"	jmp *%rcx\n"
+	"2:	ret\n"
+	".size cc_table_loop, .-cc_table_loop\n"
+	".section .rodata\n"
+	".p2align 2\n"
+	"3:	.long 1b - 3b, 2b - 3b\n"
+	".text\n");

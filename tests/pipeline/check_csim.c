@@ -115,9 +115,11 @@ START_TEST(straddle_with_one_line_cached_is_one_miss_and_updates_both)
 	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 2);
 	ck_assert_uint_eq(t->access[CSIM_LL][CSIM_READ], 2);
 	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 2);
-	struct csim_pc_stats *row = csim_result__pc(csim__result(s), 2);
-	ck_assert_uint_eq(row->c.miss[CSIM_D1][CSIM_READ], 1);
-	ck_assert_uint_eq(row->c.miss[CSIM_LL][CSIM_READ], 1);
+	struct csim_pc_stats row;
+	ck_assert(csim_result__get(csim__result(s), 2, &row));
+	ck_assert_uint_eq(row.c.miss[CSIM_D1][CSIM_READ], 1);
+	ck_assert_uint_eq(row.c.miss[CSIM_LL][CSIM_READ], 1);
+	ck_assert(!csim_result__get(csim__result(s), 77, &row));
 	csim__free(s);
 }
 END_TEST
@@ -225,11 +227,14 @@ START_TEST(per_pc_rows_attribute_misses)
 	struct csim_result *r = csim__result(s);
 
 	ck_assert_uint_eq(csim_result__npcs(r), 3);
-	struct csim_pc_stats *a = csim_result__pc(r, 0xa), *b = csim_result__pc(r, 0xb);
-	ck_assert_uint_eq(a->c.refs[CSIM_READ], 2);
-	ck_assert_uint_eq(a->c.miss[CSIM_D1][CSIM_READ], 2);
-	ck_assert_uint_eq(b->c.refs[CSIM_WRITE], 1);
-	ck_assert_uint_eq(b->c.miss[CSIM_D1][CSIM_WRITE], 0);
+	struct csim_pc_stats a, b;
+	ck_assert(csim_result__get(r, 0xa, &a) && csim_result__get(r, 0xb, &b));
+	ck_assert_uint_eq(a.c.refs[CSIM_READ], 2);
+	ck_assert_uint_eq(a.c.reads, 2);
+	ck_assert_uint_eq(a.c.miss[CSIM_D1][CSIM_READ], 2);
+	ck_assert_uint_eq(b.c.refs[CSIM_WRITE], 1);
+	ck_assert_uint_eq(b.c.writes, 1);
+	ck_assert_uint_eq(b.c.miss[CSIM_D1][CSIM_WRITE], 0);
 	size_t n;
 	struct csim_pc_stats *rows = csim_result__sorted(r, CSIM_BY_DMISSES, &n);
 	ck_assert_uint_eq(n, 3);
@@ -287,7 +292,8 @@ static void check_against_model(const struct csim_config *cfg, uint64_t seed, ui
 	struct csim_result *r = csim__result(s);
 	ck_assert_uint_eq(csim_result__npcs(r), m.npcs);
 	for (size_t i = 0; i < m.npcs; i++) {
-		struct csim_pc_stats *row = csim_result__pc(r, m.pcs[i]);
+		struct csim_pc_stats rowv, *row = &rowv;
+		ck_assert(csim_result__get(r, m.pcs[i], row));
 		if (memcmp(&row->c, &m.rows[i], sizeof(row->c))) {
 			for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 				for (int k = 0; k < CSIM_NKINDS; k++)

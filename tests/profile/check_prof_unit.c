@@ -189,6 +189,86 @@ START_TEST(stacks_count_distinct_chains)
 }
 END_TEST
 
+/* ------------------------------------------------------------ records */
+
+/* Side-band and sample records, as the kernel lays them out, counted into
+ * the totals: LOST adds its count, THROTTLE/UNTHROTTLE count, FORK marks a
+ * thread as new, a sample of another process is ignored, an executable
+ * MMAP2 is remembered. */
+START_TEST(sampler_counts_lost_throttle_and_side_band_records)
+{
+	struct tu_proc p;
+	char *argv[] = { "/bin/sleep", "30", NULL };
+	struct prof_sampler *s;
+	struct prof_error err;
+	struct prof_totals t;
+	uint64_t rec[64];
+	struct perf_event_header *h = (void *)rec;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_msg(prof_sampler__open(p.pid, NULL, &s, &err) == 0, "%s", err.msg);
+	for (int i = 0; i < 2; i++) {
+		*h = (struct perf_event_header){ PERF_RECORD_LOST, 0, 8 + 16 + 8 };
+		rec[1] = 99;	/* id */
+		rec[2] = 7;	/* lost */
+		prof_sampler__consume(s, h);
+	}
+	for (int i = 0; i < 5; i++) {
+		*h = (struct perf_event_header){ i < 3 ? PERF_RECORD_THROTTLE : PERF_RECORD_UNTHROTTLE,
+						 0, 8 + 24 + 8 };
+		prof_sampler__consume(s, h);
+	}
+	/* FORK: pid, ppid, tid, ptid, time */
+	*h = (struct perf_event_header){ PERF_RECORD_FORK, 0, 8 + 16 + 8 + 8 };
+	uint32_t *u = (uint32_t *)(rec + 1);
+	u[0] = (uint32_t)p.pid, u[1] = (uint32_t)p.pid, u[2] = 4000000, u[3] = (uint32_t)p.pid;
+	prof_sampler__consume(s, h);
+	/* SAMPLE: id, ip, pid|tid, time, period, nr, ips[nr] */
+	uint64_t smp[] = { 0, 0x401000, 0, 1, 1000000, 3, PERF_CONTEXT_USER, 0x401000, 0x402000 };
+	for (int k = 0; k < 2; k++) {
+		*h = (struct perf_event_header){ PERF_RECORD_SAMPLE, 0, sizeof(smp) + 8 };
+		memcpy(rec + 1, smp, sizeof(smp));
+		rec[3] = (uint64_t)(uint32_t)(k ? 1 : p.pid) | (uint64_t)4000000 << 32;
+		prof_sampler__consume(s, h);
+	}
+	/* MMAP2 of an executable file */
+	memset(rec, 0, sizeof(rec));
+	*h = (struct perf_event_header){ PERF_RECORD_MMAP2, 0, 8 + 64 + 16 };
+	u = (uint32_t *)(rec + 1);
+	u[0] = (uint32_t)p.pid, u[1] = (uint32_t)p.pid;
+	rec[2] = 0x7f0000000000, rec[3] = 0x3000, rec[4] = 0x1000;
+	rec[6] = 42;	/* ino (after maj, min) */
+	u = (uint32_t *)(rec + 8);
+	u[0] = 5;	/* PROT_READ | PROT_EXEC */
+	strcpy((char *)(rec + 9), "/lib/x.so");
+	prof_sampler__consume(s, h);
+
+	prof_sampler__totals(s, &t);
+	ck_assert_uint_eq(t.lost, 14);
+	ck_assert_uint_eq(t.throttled, 3);
+	ck_assert_uint_eq(t.unthrottled, 2);
+	ck_assert_uint_eq(t.forks, 1);
+	ck_assert_uint_eq(t.samples, 1);
+	ck_assert_uint_eq(t.threads, 1);
+	ck_assert_uint_eq(t.new_threads, 1);
+	ck_assert_uint_eq(t.mmaps, 1);
+	ck_assert_uint_eq(prof_sampler__stack_count(s), 1);
+	const uint64_t *ips;
+	size_t n;
+	uint64_t count;
+	ck_assert_int_eq(prof_sampler__stack(s, 0, &ips, &n, &count), 0);
+	ck_assert_uint_eq(n, 2);	/* the context marker is dropped */
+	ck_assert_uint_eq(ips[0], 0x401000);
+	ck_assert_uint_eq(ips[1], 0x402000);
+	const struct prof_mmap *mm;
+	ck_assert_uint_eq(prof_sampler__mmaps(s, &mm), 1);
+	ck_assert_str_eq(mm[0].path, "/lib/x.so");
+	ck_assert_uint_eq(mm[0].end, 0x7f0000003000);
+	prof_sampler__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
 /* ------------------------------------------------------------ ELF */
 
 static struct prof_elf *load_file(const char *path)
@@ -463,6 +543,7 @@ int main(void)
 	tcase_add_test(tc, ring_copies_out_records_that_wrap);
 	tcase_add_test(tc, ring_skips_a_corrupt_header);
 	tcase_add_test(tc, stacks_count_distinct_chains);
+	tcase_add_test(tc, sampler_counts_lost_throttle_and_side_band_records);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("elf");
 	tcase_set_timeout(tc, 60);

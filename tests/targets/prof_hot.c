@@ -2,8 +2,9 @@
  * prof_spin, called as main -> prof_unit -> prof_mix -> prof_spin.
  *
  * usage: prof_hot [SECONDS]   (default: run until killed)
- * Prints "ready" once, then every 100 ms "rate R checksum C": R work units
- * per second over the last interval, C the checksum of a unit, which must
+ * Prints "ready" once, then every 100 ms "rate R units U checksum C": R
+ * work units per second over the last interval (U units), C the checksum
+ * of a unit, which must
  * never change ("BAD checksum" if one differs). Built several ways by
  * tests/profile/Makemodule.am (PIE, stripped, without frame info).
  */
@@ -69,8 +70,8 @@ int main(int argc, char **argv)
 			units++;
 			t = now();
 		} while (t - start < 0.1);
-		printf("rate %.0f checksum %016llx\n", (double)units / (t - start),
-		       (unsigned long long)expect);
+		printf("rate %.0f units %lu checksum %016llx\n", (double)units / (t - start),
+		       units, (unsigned long long)expect);
 		if (limit > 0 && t - t0 >= limit)
 			return 0;
 	}

@@ -1,0 +1,795 @@
+/* Replacement code from a file: a relocatable object (gcc -O3 -mavx2 -c),
+ * a shared object, or a raw blob of position-independent code.
+ *
+ * Opening reads and checks the file and computes the layout; linking, once
+ * the destination addresses are known, applies the relocations against
+ * them and against the target's own symbols (found through a callback), and
+ * fills caller-provided buffers. Nothing here touches a process.
+ *
+ * A relocatable object is split in two blocks placed independently: code
+ * (its executable sections, then one 8-byte stub `jmp [rip+got]` per outside
+ * function that may be out of rel32 reach) and data (everything else that is
+ * allocated, COMMON symbols, then the GOT this loader synthesizes). A shared
+ * object keeps its own layout: one block whose pages get each segment's
+ * protection.
+ */
+#include "codecache/codecache.h"
+#include "codecache/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PLT_STUB 8	/* ff 25 disp32 (jmp [rip+slot]) + 2 bytes of int3 */
+
+enum itype { IT_RAW, IT_REL, IT_DYN };
+
+struct isect {
+	bool load;		/* placed in a block */
+	bool code;		/* in the code block (else data) */
+	bool nobits;
+	uint64_t off;		/* offset in its block */
+	uint64_t size;
+};
+
+struct isym {
+	uint32_t got;		/* 1 + GOT slot, or 0 */
+	uint32_t plt;		/* 1 + PLT stub, or 0 */
+	uint64_t common_off;	/* REL: COMMON symbol's offset in data, +1 */
+};
+
+struct cc_image {
+	char *path;
+	enum itype type;
+	int fd;
+	Elf *elf;
+	uint8_t *raw;		/* IT_RAW: the file */
+	size_t raw_len;
+	char *symbol;		/* the chosen function */
+	uint64_t sym_value;	/* REL: offset in its section; DYN: vaddr */
+	size_t sym_shndx;
+	size_t shnum;
+	struct isect *sect;	/* by section index */
+	Elf_Scn *symtab;	/* REL: .symtab, DYN: .dynsym */
+	size_t nsyms;
+	struct isym *syms;
+	size_t code_size, data_size, ngot, nplt;
+	uint64_t got_off, plt_off;	/* in data / code */
+	uint64_t vbase, span;	/* DYN: lowest page and size of the span */
+	struct cc_image_seg segs[CC_IMAGE_MAX_SEGS];
+	size_t nsegs;
+};
+
+static int fail(struct cc_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct cc_error *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		err->err = code;
+	}
+	return code;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return a > 1 ? (v + a - 1) & ~(a - 1) : v;
+}
+
+static const char *sym_name(const struct cc_image *im, const GElf_Sym *s)
+{
+	GElf_Shdr sh;
+	gelf_getshdr(im->symtab, &sh);
+	const char *n = elf_strptr(im->elf, sh.sh_link, s->st_name);
+	return n ? n : "?";
+}
+
+static bool get_sym(const struct cc_image *im, size_t i, GElf_Sym *s)
+{
+	return gelf_getsym(elf_getdata(im->symtab, NULL), (int)i, s) != NULL;
+}
+
+static const char *sect_name(const struct cc_image *im, size_t idx)
+{
+	size_t shstrndx;
+	GElf_Shdr sh;
+	Elf_Scn *scn = elf_getscn(im->elf, idx);
+
+	if (!scn || !gelf_getshdr(scn, &sh) || elf_getshdrstrndx(im->elf, &shstrndx) < 0)
+		return "?";
+	const char *n = elf_strptr(im->elf, shstrndx, sh.sh_name);
+	return n ? n : "?";
+}
+
+static const char *reloc_name(unsigned type)
+{
+	static const char *const names[] = {
+		[R_X86_64_NONE] = "R_X86_64_NONE", [R_X86_64_64] = "R_X86_64_64",
+		[R_X86_64_PC32] = "R_X86_64_PC32", [R_X86_64_GOT32] = "R_X86_64_GOT32",
+		[R_X86_64_PLT32] = "R_X86_64_PLT32", [R_X86_64_COPY] = "R_X86_64_COPY",
+		[R_X86_64_GLOB_DAT] = "R_X86_64_GLOB_DAT", [R_X86_64_JUMP_SLOT] = "R_X86_64_JUMP_SLOT",
+		[R_X86_64_RELATIVE] = "R_X86_64_RELATIVE", [R_X86_64_GOTPCREL] = "R_X86_64_GOTPCREL",
+		[R_X86_64_32] = "R_X86_64_32", [R_X86_64_32S] = "R_X86_64_32S",
+		[R_X86_64_16] = "R_X86_64_16", [R_X86_64_PC16] = "R_X86_64_PC16",
+		[R_X86_64_8] = "R_X86_64_8", [R_X86_64_PC8] = "R_X86_64_PC8",
+		[R_X86_64_DTPMOD64] = "R_X86_64_DTPMOD64", [R_X86_64_DTPOFF64] = "R_X86_64_DTPOFF64",
+		[R_X86_64_TPOFF64] = "R_X86_64_TPOFF64", [R_X86_64_TLSGD] = "R_X86_64_TLSGD",
+		[R_X86_64_TLSLD] = "R_X86_64_TLSLD", [R_X86_64_DTPOFF32] = "R_X86_64_DTPOFF32",
+		[R_X86_64_GOTTPOFF] = "R_X86_64_GOTTPOFF", [R_X86_64_TPOFF32] = "R_X86_64_TPOFF32",
+		[R_X86_64_PC64] = "R_X86_64_PC64", [R_X86_64_GOTOFF64] = "R_X86_64_GOTOFF64",
+		[R_X86_64_GOTPC32] = "R_X86_64_GOTPC32", [R_X86_64_GOT64] = "R_X86_64_GOT64",
+		[R_X86_64_GOTPCREL64] = "R_X86_64_GOTPCREL64", [R_X86_64_GOTPC64] = "R_X86_64_GOTPC64",
+		[R_X86_64_GOTPLT64] = "R_X86_64_GOTPLT64", [R_X86_64_PLTOFF64] = "R_X86_64_PLTOFF64",
+		[R_X86_64_SIZE32] = "R_X86_64_SIZE32", [R_X86_64_SIZE64] = "R_X86_64_SIZE64",
+		[R_X86_64_GOTPC32_TLSDESC] = "R_X86_64_GOTPC32_TLSDESC",
+		[R_X86_64_TLSDESC_CALL] = "R_X86_64_TLSDESC_CALL", [R_X86_64_TLSDESC] = "R_X86_64_TLSDESC",
+		[R_X86_64_IRELATIVE] = "R_X86_64_IRELATIVE", [R_X86_64_RELATIVE64] = "R_X86_64_RELATIVE64",
+		[R_X86_64_GOTPCRELX] = "R_X86_64_GOTPCRELX", [R_X86_64_REX_GOTPCRELX] = "R_X86_64_REX_GOTPCRELX",
+	};
+	return type < sizeof names / sizeof names[0] && names[type] ? names[type] : "an unknown relocation";
+}
+
+static bool is_tls_reloc(unsigned type)
+{
+	switch (type) {
+	case R_X86_64_DTPMOD64: case R_X86_64_DTPOFF64: case R_X86_64_TPOFF64:
+	case R_X86_64_TLSGD: case R_X86_64_TLSLD: case R_X86_64_DTPOFF32:
+	case R_X86_64_GOTTPOFF: case R_X86_64_TPOFF32: case R_X86_64_GOTPC32_TLSDESC:
+	case R_X86_64_TLSDESC_CALL: case R_X86_64_TLSDESC:
+		return true;
+	}
+	return false;
+}
+
+static bool is_got_reloc(unsigned type)
+{
+	return type == R_X86_64_GOTPCREL || type == R_X86_64_GOTPCRELX ||
+	       type == R_X86_64_REX_GOTPCRELX || type == R_X86_64_GOTPCREL64 ||
+	       type == R_X86_64_GOT64 || type == R_X86_64_GOTPLT64;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static Elf_Scn *find_section(Elf *e, unsigned type)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == type)
+			return scn;
+	return NULL;
+}
+
+/* The function to load: the one named, or the only global function. */
+static int choose_symbol(struct cc_image *im, const char *want, struct cc_error *err)
+{
+	char list[256] = "";
+	size_t nfound = 0, found = 0, len = 0;
+
+	for (size_t i = 1; i < im->nsyms; i++) {
+		GElf_Sym s;
+		if (!get_sym(im, i, &s) || s.st_shndx == SHN_UNDEF ||
+		    (GELF_ST_TYPE(s.st_info) != STT_FUNC && GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC))
+			continue;
+		const char *n = sym_name(im, &s);
+		if (want) {
+			if (strcmp(n, want) == 0) {
+				found = i;
+				nfound = 1;
+				break;
+			}
+		} else if (GELF_ST_BIND(s.st_info) != STB_LOCAL) {
+			found = i;
+			nfound++;
+		}
+		if (GELF_ST_BIND(s.st_info) != STB_LOCAL && len < sizeof list - 2)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", n);
+	}
+	if (nfound != 1) {
+		if (want)
+			return fail(err, -ENOENT, "%s has no function named %s%s%s", im->path, want,
+				    list[0] ? "; it defines " : "", list);
+		if (nfound == 0)
+			return fail(err, -ENOENT, "%s defines no global function", im->path);
+		return fail(err, -EINVAL, "%s defines several functions (%s): name one as %s:SYMBOL",
+			    im->path, list, im->path);
+	}
+	GElf_Sym s;
+	get_sym(im, found, &s);
+	if (GELF_ST_TYPE(s.st_info) == STT_GNU_IFUNC)
+		return fail(err, -ENOTSUP, "%s: %s is an IFUNC; load the implementation it selects",
+			    im->path, sym_name(im, &s));
+	im->symbol = strdup(sym_name(im, &s));
+	im->sym_value = s.st_value;
+	im->sym_shndx = s.st_shndx;
+	return im->symbol ? 0 : -ENOMEM;
+}
+
+/* Relocatable object: place sections, COMMONs, count GOT slots and stubs. */
+static int layout_rel(struct cc_image *im, struct cc_error *err)
+{
+	uint64_t code = 0, data = 0;
+
+	for (size_t i = 1; i < im->shnum; i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_getscn(im->elf, i);
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || sh.sh_size == 0)
+			continue;
+		if (sh.sh_type == SHT_NOTE || strcmp(sect_name(im, i), ".eh_frame") == 0)
+			continue;	/* no unwinding through the code cache */
+		if (sh.sh_flags & SHF_TLS)
+			return fail(err, -ENOTSUP, "%s: section %s holds thread-local data, which "
+				    "replacement code cannot have", im->path, sect_name(im, i));
+		struct isect *s = &im->sect[i];
+		s->load = true;
+		s->code = sh.sh_flags & SHF_EXECINSTR;
+		s->nobits = sh.sh_type == SHT_NOBITS;
+		s->size = sh.sh_size;
+		uint64_t *pos = s->code ? &code : &data;
+		*pos = align_up(*pos, sh.sh_addralign);
+		s->off = *pos;
+		*pos += sh.sh_size;
+	}
+	for (size_t i = 1; i < im->nsyms; i++) {
+		GElf_Sym s;
+		if (get_sym(im, i, &s) && s.st_shndx == SHN_COMMON) {
+			data = align_up(data, s.st_value);
+			im->syms[i].common_off = data + 1;
+			data += s.st_size;
+		}
+	}
+	/* GOT slots and stubs, one per symbol that needs them. */
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info >= im->shnum ||
+		    !im->sect[sh.sh_info].load)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
+			GElf_Rela r;
+			gelf_getrela(d, (int)k, &r);
+			unsigned type = GELF_R_TYPE(r.r_info);
+			size_t si = GELF_R_SYM(r.r_info);
+			GElf_Sym s;
+			if (si == 0 || si >= im->nsyms || !get_sym(im, si, &s))
+				continue;
+			if (is_tls_reloc(type))
+				return fail(err, -ENOTSUP, "%s: %s against %s (thread-local storage) "
+					    "cannot be loaded into a code cache", im->path,
+					    reloc_name(type), sym_name(im, &s));
+			if (is_got_reloc(type) && !im->syms[si].got)
+				im->syms[si].got = (uint32_t)++im->ngot;
+			if ((type == R_X86_64_PLT32 || type == R_X86_64_PC32) &&
+			    s.st_shndx == SHN_UNDEF && !im->syms[si].plt &&
+			    GELF_ST_TYPE(s.st_info) != STT_OBJECT) {
+				im->syms[si].plt = (uint32_t)++im->nplt;
+				if (!im->syms[si].got)
+					im->syms[si].got = (uint32_t)++im->ngot;
+			}
+		}
+	}
+	im->plt_off = align_up(code, 8);
+	im->code_size = im->plt_off + im->nplt * PLT_STUB;
+	im->got_off = align_up(data, 8);
+	im->data_size = im->got_off + im->ngot * 8;
+	if (!im->sect[im->sym_shndx].load || !im->sect[im->sym_shndx].code)
+		return fail(err, -EINVAL, "%s: %s is not in an executable section", im->path, im->symbol);
+	return 0;
+}
+
+/* Shared object: the span of its PT_LOAD segments, one protection each. */
+static int layout_dyn(struct cc_image *im, struct cc_error *err)
+{
+	size_t n;
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	if (elf_getphdrnum(im->elf, &n) < 0)
+		return fail(err, -EINVAL, "%s: no program headers", im->path);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(im->elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_TLS && ph.p_memsz)
+			return fail(err, -ENOTSUP, "%s has thread-local storage, which replacement "
+				    "code cannot have", im->path);
+		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
+			continue;
+		if (im->nsegs == CC_IMAGE_MAX_SEGS)
+			return fail(err, -E2BIG, "%s has too many segments", im->path);
+		struct cc_image_seg *sg = &im->segs[im->nsegs++];
+		sg->off = ph.p_vaddr & ~4095ULL;
+		sg->size = align_up(ph.p_vaddr + ph.p_memsz, 4096) - sg->off;
+		sg->prot = CC_PROT_R | (ph.p_flags & PF_W ? CC_PROT_W : 0) |
+			   (ph.p_flags & PF_X ? CC_PROT_X : 0);
+		if (sg->prot == (CC_PROT_R | CC_PROT_W | CC_PROT_X))
+			return fail(err, -EPERM, "%s has a segment both writable and executable",
+				    im->path);
+		if (sg->off < lo)
+			lo = sg->off;
+		if (sg->off + sg->size > hi)
+			hi = sg->off + sg->size;
+	}
+	if (im->nsegs == 0)
+		return fail(err, -EINVAL, "%s has no loadable segment", im->path);
+	for (size_t i = 0; i < im->nsegs; i++) {
+		for (size_t j = i + 1; j < im->nsegs; j++) {
+			struct cc_image_seg *a = &im->segs[i], *b = &im->segs[j];
+			if (a->off < b->off + b->size && b->off < a->off + a->size &&
+			    ((a->prot | b->prot) & (CC_PROT_W | CC_PROT_X)) == (CC_PROT_W | CC_PROT_X))
+				return fail(err, -EPERM, "%s: a writable and an executable segment "
+					    "share a page (link with -z separate-code)", im->path);
+		}
+	}
+	im->vbase = lo;
+	im->span = hi - lo;
+	for (size_t i = 0; i < im->nsegs; i++)
+		im->segs[i].off -= lo;
+	return 0;
+}
+
+/* A PIE executable is ET_DYN too; it names its interpreter. */
+static bool has_interp(Elf *e)
+{
+	size_t n;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(e, &n) < 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
+			return true;
+	return false;
+}
+
+static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *err)
+{
+	GElf_Ehdr eh;
+
+	elf_version(EV_CURRENT);
+	im->elf = elf_begin(im->fd, ELF_C_READ, NULL);
+	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &eh))
+		return fail(err, -ENOEXEC, "%s is not an ELF file (for raw code, load it as raw)",
+			    im->path);
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
+		return fail(err, -ENOEXEC, "%s is not x86-64 ELF", im->path);
+	if (eh.e_type == ET_REL)
+		im->type = IT_REL;
+	else if (eh.e_type == ET_DYN && !has_interp(im->elf))
+		im->type = IT_DYN;
+	else
+		return fail(err, -ENOEXEC, "%s is an executable; give a relocatable object "
+			    "(cc -c) or a shared object (cc -shared)", im->path);
+	if (elf_getshdrnum(im->elf, &im->shnum) < 0)
+		return fail(err, -ENOEXEC, "%s: no section headers", im->path);
+	/* A shared object's static functions are only in .symtab; its
+	 * dynamic relocations use .dynsym (link_dyn). */
+	im->symtab = find_section(im->elf, SHT_SYMTAB);
+	if (!im->symtab && im->type == IT_DYN)
+		im->symtab = find_section(im->elf, SHT_DYNSYM);
+	if (!im->symtab)
+		return fail(err, -ENOEXEC, "%s has no symbol table", im->path);
+	GElf_Shdr sh;
+	gelf_getshdr(im->symtab, &sh);
+	im->nsyms = sh.sh_size / sh.sh_entsize;
+	im->sect = calloc(im->shnum, sizeof *im->sect);
+	im->syms = calloc(im->nsyms ? im->nsyms : 1, sizeof *im->syms);
+	if (!im->sect || !im->syms)
+		return fail(err, -ENOMEM, "out of memory");
+	int rc = choose_symbol(im, symbol, err);
+	if (rc < 0)
+		return rc;
+	return im->type == IT_REL ? layout_rel(im, err) : layout_dyn(im, err);
+}
+
+static int open_raw(struct cc_image *im, struct cc_error *err)
+{
+	struct stat st;
+
+	if (fstat(im->fd, &st) < 0)
+		return fail(err, -errno, "%s: %s", im->path, strerror(errno));
+	if (st.st_size == 0)
+		return fail(err, -EINVAL, "%s is empty", im->path);
+	im->raw_len = (size_t)st.st_size;
+	im->raw = malloc(im->raw_len);
+	if (!im->raw)
+		return fail(err, -ENOMEM, "out of memory");
+	if (pread(im->fd, im->raw, im->raw_len, 0) != (ssize_t)im->raw_len)
+		return fail(err, -EIO, "%s: short read", im->path);
+	im->type = IT_RAW;
+	im->code_size = im->raw_len;
+	im->symbol = strdup("(raw)");
+	return 0;
+}
+
+int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc_image **out,
+		   struct cc_error *err)
+{
+	struct cc_image_opts o = { .sz = sizeof o };
+	int rc;
+
+	*out = NULL;
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	struct cc_image *im = calloc(1, sizeof *im);
+	if (!im || !(im->path = strdup(path))) {
+		free(im);
+		return fail(err, -ENOMEM, "out of memory");
+	}
+	im->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (im->fd < 0) {
+		rc = fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
+		goto err;
+	}
+	rc = o.raw ? open_raw(im, err) : open_elf(im, o.symbol, err);
+	if (rc < 0)
+		goto err;
+	*out = im;
+	return 0;
+err:
+	cc_image__free(im);
+	return rc;
+}
+
+void cc_image__free(struct cc_image *im)
+{
+	if (!im)
+		return;
+	if (im->elf)
+		elf_end(im->elf);
+	if (im->fd >= 0)
+		close(im->fd);
+	free(im->raw);
+	free(im->sect);
+	free(im->syms);
+	free(im->symbol);
+	free(im->path);
+	free(im);
+}
+
+const char *cc_image__symbol(const struct cc_image *im) { return im->symbol; }
+const char *cc_image__path(const struct cc_image *im) { return im->path; }
+
+void cc_image__layout(const struct cc_image *im, struct cc_image_layout *l)
+{
+	memset(l, 0, sizeof *l);
+	if (im->type == IT_DYN) {
+		l->fixed = true;
+		l->code_size = im->span;
+		l->nsegs = im->nsegs;
+		memcpy(l->segs, im->segs, sizeof im->segs);
+		return;
+	}
+	l->code_size = im->code_size;
+	l->data_size = im->data_size;
+}
+
+/* ---------------------------------------------------------------- link */
+
+struct linkctx {
+	const struct cc_image *im;
+	uint64_t code, data;		/* where the blocks go */
+	uint8_t *code_buf, *data_buf;
+	cc_resolve_fn resolve;
+	void *arg;
+	struct cc_error *err;
+};
+
+/* The address of symbol si (REL), resolving outside ones. */
+static int sym_addr(struct linkctx *cx, size_t si, uint64_t *addr)
+{
+	const struct cc_image *im = cx->im;
+	GElf_Sym s;
+
+	if (si == 0) {
+		*addr = 0;
+		return 0;
+	}
+	get_sym(im, si, &s);
+	if (s.st_shndx == SHN_ABS) {
+		*addr = s.st_value;
+		return 0;
+	}
+	if (s.st_shndx == SHN_COMMON) {
+		*addr = cx->data + im->syms[si].common_off - 1;
+		return 0;
+	}
+	if (s.st_shndx != SHN_UNDEF && s.st_shndx < im->shnum && s.st_shndx != SHN_XINDEX) {
+		const struct isect *sc = &im->sect[s.st_shndx];
+		if (!sc->load)
+			return fail(cx->err, -EINVAL, "%s: %s is in section %s, which is not loaded",
+				    im->path, sym_name(im, &s), sect_name(im, s.st_shndx));
+		*addr = (sc->code ? cx->code : cx->data) + sc->off + s.st_value;
+		return 0;
+	}
+	const char *name = sym_name(im, &s);
+	int rc = cx->resolve ? cx->resolve(cx->arg, name, addr) : -ENOENT;
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOTSUP)
+		return fail(cx->err, rc, "%s needs %s, which the target defines as an IFUNC padrone "
+			    "cannot see through", im->path, name);
+	if (GELF_ST_BIND(s.st_info) == STB_WEAK) {
+		*addr = 0;
+		return 0;
+	}
+	return fail(cx->err, -ENOENT, "%s needs %s, which the target does not define",
+		    im->path, name);
+}
+
+static bool fits_s32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+static int put(struct linkctx *cx, uint8_t *at, int64_t v, int width, bool is_signed,
+	       unsigned type, const char *what, uint64_t where)
+{
+	if (width == 4) {
+		if (is_signed ? !fits_s32(v) : (uint64_t)v > UINT32_MAX)
+			return fail(cx->err, -ERANGE, "%s: %s to %s at 0x%" PRIx64 " does not fit in "
+				    "32 bits%s", cx->im->path, reloc_name(type), what, where,
+				    type == R_X86_64_32 || type == R_X86_64_32S ?
+				    " (compile the replacement with -fPIC)" :
+				    type == R_X86_64_PC32 ? " (out of +-2 GiB reach; compile the "
+				    "replacement with -fPIC so outside data goes through the GOT)" : "");
+		int32_t w = (int32_t)v;
+		memcpy(at, &w, 4);
+	} else {
+		memcpy(at, &v, 8);
+	}
+	return 0;
+}
+
+static int link_rela(struct linkctx *cx, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	const struct cc_image *im = cx->im;
+	const struct isect *tgt = &im->sect[sh->sh_info];
+	uint8_t *base = (tgt->code ? cx->code_buf : cx->data_buf) + tgt->off;
+	uint64_t vbase = (tgt->code ? cx->code : cx->data) + tgt->off;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	uint64_t got = cx->data + im->got_off;
+	int rc;
+
+	for (size_t k = 0; k < sh->sh_size / sh->sh_entsize; k++) {
+		GElf_Rela r;
+		gelf_getrela(d, (int)k, &r);
+		unsigned type = GELF_R_TYPE(r.r_info);
+		size_t si = GELF_R_SYM(r.r_info);
+		uint64_t S, P = vbase + r.r_offset;
+		int64_t A = r.r_addend;
+		uint8_t *at = base + r.r_offset;
+		GElf_Sym s = { 0 };
+		const char *what = "?";
+
+		if (type == R_X86_64_NONE)
+			continue;
+		if (r.r_offset + (type == R_X86_64_64 || type == R_X86_64_PC64 ? 8 : 4) > tgt->size)
+			return fail(cx->err, -EINVAL, "%s: relocation outside its section", im->path);
+		if (si) {
+			get_sym(im, si, &s);
+			what = GELF_ST_TYPE(s.st_info) == STT_SECTION ? sect_name(im, s.st_shndx)
+								       : sym_name(im, &s);
+		}
+		if ((rc = sym_addr(cx, si, &S)) < 0)
+			return rc;
+		uint64_t G = si && im->syms[si].got ? got + 8 * (im->syms[si].got - 1) : 0;
+		if (G)	/* the synthesized GOT slot holds the symbol's address */
+			memcpy(cx->data_buf + (G - cx->data), &S, 8);
+		switch (type) {
+		case R_X86_64_64:
+			rc = put(cx, at, (int64_t)(S + A), 8, false, type, what, P);
+			break;
+		case R_X86_64_PC64:
+			rc = put(cx, at, (int64_t)(S + A - P), 8, true, type, what, P);
+			break;
+		case R_X86_64_PC32:
+		case R_X86_64_PLT32:
+			/* an outside function out of reach goes through its stub */
+			if (im->syms[si].plt && !fits_s32((int64_t)(S + A - P)))
+				S = cx->code + im->plt_off + PLT_STUB * (im->syms[si].plt - 1);
+			rc = put(cx, at, (int64_t)(S + A - P), 4, true, type, what, P);
+			break;
+		case R_X86_64_32:
+			rc = put(cx, at, (int64_t)(S + A), 4, false, type, what, P);
+			break;
+		case R_X86_64_32S:
+			rc = put(cx, at, (int64_t)(S + A), 4, true, type, what, P);
+			break;
+		case R_X86_64_GOTPCREL:
+		case R_X86_64_GOTPCRELX:
+		case R_X86_64_REX_GOTPCRELX:
+			rc = put(cx, at, (int64_t)(G + A - P), 4, true, type, what, P);
+			break;
+		case R_X86_64_GOTPCREL64:
+			rc = put(cx, at, (int64_t)(G + A - P), 8, true, type, what, P);
+			break;
+		case R_X86_64_GOTPC32:
+			rc = put(cx, at, (int64_t)(got + A - P), 4, true, type, what, P);
+			break;
+		case R_X86_64_GOTPC64:
+			rc = put(cx, at, (int64_t)(got + A - P), 8, true, type, what, P);
+			break;
+		case R_X86_64_GOTOFF64:
+			rc = put(cx, at, (int64_t)(S + A - got), 8, true, type, what, P);
+			break;
+		case R_X86_64_GOT64:
+		case R_X86_64_GOTPLT64:
+			rc = put(cx, at, (int64_t)(G - got + A), 8, true, type, what, P);
+			break;
+		case R_X86_64_SIZE32:
+			rc = put(cx, at, (int64_t)(s.st_size + A), 4, false, type, what, P);
+			break;
+		case R_X86_64_SIZE64:
+			rc = put(cx, at, (int64_t)(s.st_size + A), 8, false, type, what, P);
+			break;
+		default:
+			return fail(cx->err, -ENOTSUP, "%s: %s (type %u) against %s is not supported "
+				    "in replacement code", im->path, reloc_name(type), type, what);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int link_rel(struct linkctx *cx)
+{
+	const struct cc_image *im = cx->im;
+	int rc;
+
+	for (size_t i = 1; i < im->shnum; i++) {
+		const struct isect *s = &im->sect[i];
+		if (!s->load || s->nobits)
+			continue;
+		Elf_Data *d = elf_getdata(elf_getscn(im->elf, i), NULL);
+		if (!d || d->d_size != s->size)
+			return fail(cx->err, -EINVAL, "%s: cannot read section %s", im->path,
+				    sect_name(im, i));
+		memcpy((s->code ? cx->code_buf : cx->data_buf) + s->off, d->d_buf, s->size);
+	}
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_REL)
+			return fail(cx->err, -ENOTSUP, "%s: REL relocations (without addend) are "
+				    "not used on x86-64", im->path);
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info >= im->shnum ||
+		    !im->sect[sh.sh_info].load)
+			continue;
+		if ((rc = link_rela(cx, scn, &sh)) < 0)
+			return rc;
+	}
+	/* stubs: jmp [rip + slot]; int3; int3 */
+	for (size_t si = 1; si < im->nsyms; si++) {
+		if (!im->syms[si].plt)
+			continue;
+		uint64_t at = cx->code + im->plt_off + PLT_STUB * (im->syms[si].plt - 1);
+		uint64_t slot = cx->data + im->got_off + 8 * (im->syms[si].got - 1);
+		uint8_t *p = cx->code_buf + (at - cx->code);
+		uint64_t S;
+		if ((rc = sym_addr(cx, si, &S)) < 0)
+			return rc;
+		memcpy(cx->data_buf + (slot - cx->data), &S, 8);
+		int64_t disp = (int64_t)(slot - (at + 6));
+		if (!fits_s32(disp))
+			return fail(cx->err, -ERANGE, "%s: the code and data of the code cache are "
+				    "out of reach of each other", im->path);
+		int32_t d32 = (int32_t)disp;
+		p[0] = 0xff;
+		p[1] = 0x25;
+		memcpy(p + 2, &d32, 4);
+		p[6] = p[7] = 0xcc;
+	}
+	return 0;
+}
+
+/* Shared object: copy segments, apply its dynamic relocations. */
+static int link_dyn(struct linkctx *cx)
+{
+	const struct cc_image *im = cx->im;
+	size_t n;
+	uint64_t B = cx->code - im->vbase;	/* load bias */
+
+	elf_getphdrnum(im->elf, &n);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(im->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_filesz && pread(im->fd, cx->code_buf + (ph.p_vaddr - im->vbase), ph.p_filesz,
+					 (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+			return fail(cx->err, -EIO, "%s: short read", im->path);
+	}
+	Elf_Scn *dynsym = find_section(im->elf, SHT_DYNSYM);
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		GElf_Shdr ssh;
+		Elf_Data *sd = dynsym ? elf_getdata(dynsym, NULL) : NULL;
+		if (dynsym)
+			gelf_getshdr(dynsym, &ssh);
+		for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
+			GElf_Rela r;
+			gelf_getrela(d, (int)k, &r);
+			unsigned type = GELF_R_TYPE(r.r_info);
+			size_t si = GELF_R_SYM(r.r_info);
+			uint64_t S = 0, off = r.r_offset - im->vbase;
+			const char *name = "";
+			if (off + 8 > im->span)
+				return fail(cx->err, -EINVAL, "%s: relocation outside the image", im->path);
+			if (si && sd) {
+				GElf_Sym s;
+				gelf_getsym(sd, (int)si, &s);
+				name = elf_strptr(im->elf, ssh.sh_link, s.st_name);
+				if (!name)
+					name = "?";
+				if (s.st_shndx != SHN_UNDEF)
+					S = B + s.st_value;
+				else if (!(cx->resolve && cx->resolve(cx->arg, name, &S) == 0) &&
+					 GELF_ST_BIND(s.st_info) != STB_WEAK)
+					return fail(cx->err, -ENOENT, "%s needs %s, which the target "
+						    "does not define", im->path, name);
+			}
+			uint64_t v;
+			switch (type) {
+			case R_X86_64_NONE:
+				continue;
+			case R_X86_64_RELATIVE:
+				v = B + (uint64_t)r.r_addend;
+				break;
+			case R_X86_64_GLOB_DAT:
+			case R_X86_64_JUMP_SLOT:
+				v = S;
+				break;
+			case R_X86_64_64:
+				v = S + (uint64_t)r.r_addend;
+				break;
+			default:
+				return fail(cx->err, -ENOTSUP, "%s: dynamic relocation %s against %s is "
+					    "not supported in replacement code", im->path,
+					    reloc_name(type), name[0] ? name : "(none)");
+			}
+			memcpy(cx->code_buf + off, &v, 8);
+		}
+	}
+	return 0;
+}
+
+int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_resolve_fn resolve,
+		   void *arg, void *code_buf, void *data_buf, uint64_t *entry, struct cc_error *err)
+{
+	struct linkctx cx = { im, code, data, code_buf, data_buf, resolve, arg, err };
+	int rc;
+
+	switch (im->type) {
+	case IT_RAW:
+		memcpy(code_buf, im->raw, im->raw_len);
+		*entry = code;
+		return 0;
+	case IT_REL:
+		memset(code_buf, 0xcc, im->code_size);	/* padding traps */
+		memset(data_buf, 0, im->data_size);
+		if ((rc = link_rel(&cx)) < 0)
+			return rc;
+		*entry = code + im->sect[im->sym_shndx].off + im->sym_value;
+		return 0;
+	case IT_DYN:
+		memset(code_buf, 0, im->span);
+		if ((rc = link_dyn(&cx)) < 0)
+			return rc;
+		*entry = code - im->vbase + im->sym_value;
+		return 0;
+	}
+	return -EINVAL;
+}

@@ -1,0 +1,965 @@
+/* Redirection of live code, and undoing it.
+ *
+ * A function is redirected by a 5-byte jmp rel32 at its entry (after an
+ * endbr64, which stays) and/or by re-targeting the direct calls to it in
+ * given callers. Planning happens with the world running: the displaced
+ * instructions are relocated (the detour a thread caught inside them is
+ * moved to), functions shorter than the jump or whose body branches into the
+ * bytes it covers are refused, call sites are found. Then the world is
+ * stopped, every thread looked at (threads.c), the bytes written, threads
+ * moved, the world resumed; the pause is recorded. Undoing writes the
+ * original bytes back and frees the owned code after a per-thread grace
+ * period. In this process (no target) nothing is stopped.
+ */
+#include "codecache/codecache.h"
+#include "codecache/internal.h"
+#include "cfg/cfg.h"
+
+#include <Zydis/Zydis.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ENTRY_JMP 5
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ----------------------------------------------------------------- report */
+
+struct report {
+	char *buf;
+	size_t size, len;
+};
+
+static void say(struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->buf || r->len + 1 >= r->size)
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(r->buf + r->len, r->size - r->len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	r->len += (size_t)n;
+	if (r->len >= r->size - 1)
+		r->len = r->size - 1;
+	else
+		r->buf[r->len++] = '\n', r->buf[r->len] = '\0';
+}
+
+/* ----------------------------------------------------------------- job */
+
+/* One redirection being planned and applied (or one being undone). */
+struct cc_job {
+	struct cc_cache *c;
+	struct cc_func fn;
+	char name[96];
+	unsigned kind;			/* cc_redir_kind */
+	struct cc_patch_opts o;
+	struct report rep;
+	struct cc_patch_stats stats;
+	/* the entry jmp */
+	bool entry;
+	uint64_t site;			/* after endbr64 */
+	struct cc_reloc *prefix;	/* the instructions it displaces */
+	/* call sites in callers: their current bytes */
+	struct write *calls;
+	size_t ncalls;
+	/* the bytes each write replaces, to roll back a partial write */
+	struct write *undo;
+};
+
+/* ------------------------------------------------- stop, check, write */
+
+struct write {
+	uint64_t addr;
+	uint8_t len;
+	uint8_t bytes[CC_SITE_MAX];
+};
+
+static int timeout_of(const struct cc_job *j)
+{
+	return j->o.timeout_ms > 0 ? j->o.timeout_ms : 2000;
+}
+
+static void nap(unsigned *us)
+{
+	struct timespec ts = { 0, (long)*us * 1000 };
+	nanosleep(&ts, NULL);
+	if (*us < 16000)
+		*us *= 2;
+}
+
+/* Stop the world, look at every thread, write, move threads, resume; when
+ * a thread is in the way (a return address inside the bytes to patch; with
+ * wait_busy, a thread in the busy ranges), resume and retry until the
+ * timeout, then refuse with nothing written. In this process nothing is
+ * stopped or checked. */
+static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct write *w, size_t nw,
+			  enum cc_phase phase, bool wait_busy)
+{
+	struct cc_cache *c = j->c;
+	struct attach_target *t = c->t;
+	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	unsigned us = 500;
+	int rc;
+
+	if (!t) {
+		for (size_t i = 0; i < nw && !j->o.dry_run; i++)
+			if ((rc = cc__write(c, w[i].addr, w[i].bytes, w[i].len)) < 0)
+				return cc__fail(c, phase, rc, "cannot write %u bytes at 0x%" PRIx64 ": %s",
+						w[i].len, w[i].addr, strerror(-rc));
+		j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
+		return 0;
+	}
+	for (;;) {
+		uint64_t t0 = now_ns();
+		if ((rc = attach_target__stop(t)) < 0)
+			return cc__fail(c, phase, rc, "cannot stop process %d: %s", c->pid,
+					attach_target__errmsg(t));
+		rc = cc__tcheck(k);
+		bool blocked = rc == 0 && (k->hard || (wait_busy && k->nbusy_threads && !j->o.force));
+		char why[400] = "";
+		if (rc == 0 && !blocked && !j->o.dry_run) {
+			size_t done = 0;
+			for (; done < nw; done++)
+				if ((rc = cc__write(c, w[done].addr, w[done].bytes, w[done].len)) < 0)
+					break;
+			if (rc < 0) {	/* all or nothing */
+				snprintf(why, sizeof why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
+					 w[done].len, w[done].addr, strerror(-rc));
+				for (size_t i = 0; i < done; i++)
+					cc__write(c, w[i].addr, j->undo[i].bytes, j->undo[i].len);
+			}
+			for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
+				rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
+		}
+		int rrc = attach_target__resume(t);
+		uint64_t pause = now_ns() - t0;
+		j->stats.threads = (unsigned)k->n;
+		if (rc < 0)
+			return cc__fail(c, phase, rc, "%s", why[0] ? why : strerror(-rc));
+		if (!blocked) {
+			j->stats.stop_ns = pause;
+			j->stats.moved = (unsigned)k->nmoves;
+			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
+			if (rrc < 0)
+				return cc__fail(c, phase, rrc, "patched, but could not resume process %d: "
+						"%s", c->pid, attach_target__errmsg(t));
+			return 0;
+		}
+		const char *reason = k->hard ? k->hard_why : k->busy_why;
+		if (j->o.dry_run) {
+			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
+			    k->hard ? "" : "; force would go ahead");
+			return 0;
+		}
+		if (now_ns() > deadline)
+			return cc__fail(c, phase, -EBUSY, "%s: gave up after %d ms (%u tries): %s%s",
+					j->name, timeout_of(j), j->stats.retries + 1, reason,
+					k->hard ? "" : "; force goes ahead (that thread finishes in the "
+					"code it is in)");
+		j->stats.retries++;
+		nap(&us);
+	}
+}
+
+/* After an undo: wait until every thread has been seen once with no PC and
+ * no frame in the busy ranges (no thread can enter them any more, so once
+ * out is out for good), then they may be freed. -EBUSY when the timeout
+ * passes first. */
+static int grace(struct cc_job *j, struct cc_tcheck *k)
+{
+	struct attach_target *t = j->c->t;
+	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	pid_t *clear = NULL;
+	size_t nclear = 0;
+	unsigned us = 200;
+	int rc;
+
+	if (!t)
+		return 0;
+	k->frames = true;
+	k->reloc = NULL;
+	k->step_out = (struct cc_range){ 0, 0 };
+	k->crit_returns = false;
+	for (;;) {
+		if ((rc = attach_target__stop(t)) < 0)
+			break;
+		k->ignore = clear;
+		k->nignore = nclear;
+		rc = cc__tcheck(k);
+		attach_target__resume(t);
+		if (rc < 0)
+			break;
+		pid_t *more = realloc(clear, (nclear + k->n) * sizeof *clear);
+		if (!more) {
+			rc = -ENOMEM;
+			break;
+		}
+		clear = more;
+		size_t pending = 0;
+		for (size_t i = 0; i < k->n; i++) {
+			bool known = false;
+			for (size_t q = 0; q < nclear && !known; q++)
+				known = clear[q] == k->tids[i];
+			if (known)
+				continue;
+			if (k->busy_of[i])
+				pending++;
+			else
+				clear[nclear++] = k->tids[i];
+		}
+		if (!pending) {
+			rc = 0;
+			break;
+		}
+		if (now_ns() > deadline) {
+			rc = -EBUSY;
+			break;
+		}
+		nap(&us);
+	}
+	k->ignore = NULL;
+	free(clear);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- plan */
+
+static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+
+static int read_code(struct cc_job *j, uint64_t addr, uint64_t size, const char *what,
+		     uint8_t **out)
+{
+	if (size == 0 || size > (16u << 20))
+		return cc__fail(j->c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) "
+				"is unknown or implausible", what, size);
+	uint8_t *b = malloc(size);
+	if (!b)
+		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	int rc = cc__read(j->c, addr, b, size);
+	if (rc < 0) {
+		free(b);
+		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read %s at 0x%" PRIx64 " in "
+				"process %d: %s", what, addr, j->c->pid, strerror(-rc));
+	}
+	*out = b;
+	return 0;
+}
+
+static ssize_t self_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	int rc = cc__read(ctx, addr, buf, len);
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+static int open_cfg(struct cc_cache *c, struct cfg_reader **r)
+{
+	static const struct cfg_reader_ops ops = { .sz = sizeof ops, .read = self_read };
+
+	if (c->t)
+		return cfg_reader__open_live(c->t, NULL, r);
+	return cfg_reader__new(&ops, c, NULL, r);
+}
+
+/* The address of the last instruction of a block, for messages. */
+static uint64_t last_insn(struct cfg_reader *r, const struct cfg_block *b, char *text, size_t size)
+{
+	uint8_t buf[256];
+	size_t len = b->end - b->start < sizeof buf ? b->end - b->start : sizeof buf;
+	uint64_t at = b->start, last = b->start;
+	ZydisDecoder dec;
+	ZydisDecodedInstruction d;
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	if (cfg_reader__read(r, b->start, buf, len) != (ssize_t)len)
+		len = 0;
+	while (at < b->start + len &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, buf + (at - b->start),
+							  len - (at - b->start), &d))) {
+		last = at;
+		at += d.length;
+	}
+	cc_insn_text(buf + (last - b->start), len - (last - b->start), last, text, size);
+	return last;
+}
+
+/* From the function's CFG (jump tables included): its extent when the
+ * symbol gave none, and no branch of its own into [entry, end), the bytes the
+ * jump covers (a return into them is handled as a stack check). */
+static int check_cfg(struct cc_job *j, uint64_t end)
+{
+	struct cfg_build_opts bo = { .sz = sizeof bo, .no_callee_analysis = true };
+	struct cfg_reader *r;
+	struct cfg_function *f = NULL;
+	const char *msg;
+	uint64_t at;
+	int rc;
+
+	if ((rc = open_cfg(j->c, &r)) < 0)
+		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read the code of %s: %s",
+				j->name, strerror(-rc));
+	if ((rc = cfg_function__build(r, j->fn.addr, &bo, &f)) < 0) {
+		cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot build the control flow of %s: %s",
+			 j->name, cfg_reader__errmsg(r));
+		goto out;
+	}
+	enum cfg_error e = cfg_function__error(f, &at, &msg);
+	if (e != CFG_ERR_NONE) {
+		if (!j->o.force) {
+			rc = cc__fail(j->c, CC_PHASE_REDIRECT, -EILSEQ, "the control flow of %s is "
+				      "incomplete (%s at 0x%" PRIx64 "), so branches into its first "
+				      "bytes cannot be ruled out; use force to go ahead", j->name,
+				      msg ? msg : cfg_error_name(e), at);
+			goto out;
+		}
+		say(&j->rep, "warning: the control flow of %s is incomplete (%s at 0x%" PRIx64
+		    "); going ahead (forced)", j->name, msg ? msg : cfg_error_name(e), at);
+	}
+	size_t entry = cfg_function__entry_block(f);
+	for (size_t i = 0; i < cfg_function__edge_count(f); i++) {
+		const struct cfg_edge *ed = cfg_function__edge(f, i);
+		if (ed->to < 0 || ed->kind == CFG_EDGE_CALL_RETURN)
+			continue;
+		const struct cfg_block *to = cfg_function__block(f, (size_t)ed->to);
+		const struct cfg_block *from = cfg_function__block(f, ed->from);
+		bool into = (size_t)ed->to == entry || (to->start > j->fn.addr && to->start < end);
+		/* sequential flow (fall through, jcc not taken) into a block
+		 * split inside the bytes is no branch: the edge that split it
+		 * is the one to report */
+		bool sequential = (ed->kind == CFG_EDGE_FALLTHROUGH || ed->kind == CFG_EDGE_NOT_TAKEN) &&
+				  from->end == to->start;
+		if (!into || sequential)
+			continue;
+		char text[96];
+		uint64_t br = last_insn(r, from, text, sizeof text);
+		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s branches into its own first "
+			      "bytes (`%s` at 0x%" PRIx64 " goes to 0x%" PRIx64 "), which the jump "
+			      "would overwrite", j->name, text, br, to->start);
+		goto out;
+	}
+	if (!j->fn.size) {
+		const struct cfg_range *rg = cfg_function__range_of(f, j->fn.addr);
+		j->fn.size = rg ? rg->end - j->fn.addr : 0;
+		say(&j->rep, "%s: no symbol size; %" PRIu64 " bytes from its control flow", j->name,
+		    j->fn.size);
+	}
+	rc = 0;
+out:
+	cfg_function__free(f);
+	cfg_reader__free(r);
+	return rc;
+}
+
+static int plan_entry(struct cc_job *j)
+{
+	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = ENTRY_JMP, .jump_back = true };
+	struct cc_error err;
+	uint8_t *code;
+	int rc;
+
+	if (!j->fn.size && (rc = check_cfg(j, j->fn.addr)) < 0)
+		return rc;	/* the extent first, from the CFG */
+	if ((rc = read_code(j, j->fn.addr, j->fn.size, j->name, &code)) < 0)
+		return rc;
+	size_t skip = j->fn.size >= 4 && memcmp(code, endbr64, 4) == 0 ? 4 : 0;
+	j->site = j->fn.addr + skip;
+	if (j->fn.size < skip + ENTRY_JMP) {
+		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOSPC, "%s is %" PRIu64 " bytes long, too "
+			      "short for a %d-byte jump%s", j->name, j->fn.size, ENTRY_JMP,
+			      skip ? " after its endbr64" : "");
+		goto out;
+	}
+	rc = cc_reloc__new(code + skip, j->fn.size - skip, j->site, &ro, &j->prefix, &err);
+	if (rc < 0) {
+		cc__fail(j->c, CC_PHASE_REDIRECT, rc, "the first bytes of %s cannot be moved: %s",
+			 j->name, err.msg);
+		goto out;
+	}
+	if ((rc = check_cfg(j, j->site + cc_reloc__src_len(j->prefix))) < 0)
+		goto out;
+	say(&j->rep, "entry: jmp rel32 at 0x%" PRIx64 " over %zu bytes (%zu instructions)%s",
+	    j->site, cc_reloc__src_len(j->prefix), cc_reloc__count(j->prefix),
+	    skip ? ", after endbr64, which stays" : "");
+out:
+	free(code);
+	return rc;
+}
+
+static int add_call(struct cc_job *j, uint64_t addr, const uint8_t *bytes, uint8_t len)
+{
+	struct write *w = realloc(j->calls, (j->ncalls + 1) * sizeof *w);
+	if (!w)
+		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	j->calls = w;
+	w = &j->calls[j->ncalls++];
+	w->addr = addr;
+	w->len = len;
+	memcpy(w->bytes, bytes, len);
+	return 0;
+}
+
+/* Direct calls (and rel32 tail jumps) to the function in each caller. */
+static int plan_calls(struct cc_job *j)
+{
+	ZydisDecoder dec;
+	int rc;
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t i = 0; i < j->o.ncallers; i++) {
+		const struct cc_func *f = &j->o.callers[i];
+		char what[128];
+		uint8_t *code;
+		size_t found = 0;
+		snprintf(what, sizeof what, "caller %s", f->name ? f->name : "?");
+		if ((rc = read_code(j, f->addr, f->size, what, &code)) < 0)
+			return rc;
+		for (size_t pos = 0; pos < f->size;) {
+			ZydisDecodedInstruction d;
+			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, f->size - pos, &d, ops)))
+				break;
+			ZyanU64 to;
+			if (d.raw.imm[0].is_relative &&
+			    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], f->addr + pos, &to)) &&
+			    to == j->fn.addr) {
+				if (d.raw.imm[0].size != 32 || d.raw.imm[0].offset + 4 != d.length) {
+					say(&j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64,
+					    what, f->addr + pos);
+				} else if ((rc = add_call(j, f->addr + pos, code + pos, d.length)) < 0) {
+					free(code);
+					return rc;
+				} else {
+					found++;
+				}
+			}
+			pos += d.length;
+		}
+		free(code);
+		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, found,
+		    found == 1 ? "" : "s", j->name);
+	}
+	return 0;
+}
+
+int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
+		const struct cc_patch_opts *opts, struct cc_job **out)
+{
+	struct cc_job *j = calloc(1, sizeof *j);
+	int rc;
+
+	*out = NULL;
+	if (!j)
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	j->c = c;
+	j->fn = *fn;
+	j->kind = kind;
+	j->o = (struct cc_patch_opts){ .sz = sizeof j->o };
+	if (opts)
+		memcpy(&j->o, opts, opts->sz < sizeof j->o ? opts->sz : sizeof j->o);
+	j->rep = (struct report){ j->o.report, j->o.report_size, 0 };
+	if (j->rep.buf && j->rep.size)
+		j->rep.buf[0] = '\0';
+	if (fn->name)
+		snprintf(j->name, sizeof j->name, "%s", fn->name);
+	else
+		snprintf(j->name, sizeof j->name, "the function at 0x%" PRIx64, fn->addr);
+	j->fn.name = j->name;
+	j->entry = !j->o.callsites_only;
+	if (!j->entry && j->o.ncallers == 0) {
+		rc = cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "only call sites were asked for, but "
+			      "no caller was given");
+		goto err;
+	}
+	if ((j->entry && (rc = plan_entry(j)) < 0) || (rc = plan_calls(j)) < 0)
+		goto err;
+	*out = j;
+	return 0;
+err:
+	cc__job_free(j);
+	return rc;
+}
+
+const struct cc_reloc *cc__job_prefix(const struct cc_job *j)
+{
+	return j->prefix;
+}
+
+void cc__job_free(struct cc_job *j)
+{
+	if (!j)
+		return;
+	if (j->o.stats)
+		*j->o.stats = j->stats;
+	cc_reloc__free(j->prefix);
+	free(j->calls);
+	free(j->undo);
+	free(j);
+}
+
+/* ------------------------------------------------------------- directory */
+
+static struct cc_dir_redir *redir_find(struct cc_cache *c, uint64_t func, unsigned kind)
+{
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		struct cc_dir_redir *r = &c->dir.redirs[i];
+		if (r->id && r->func == func && (!kind || r->kind == kind))
+			return r;
+	}
+	return NULL;
+}
+
+static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
+{
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
+		if (c->dir.redirs[i].id == id)
+			return &c->dir.redirs[i];
+	return NULL;
+}
+
+/* Another redirection's site overlapping [addr, addr+len), or NULL. */
+static const struct cc_dir_site *site_overlap(struct cc_cache *c, uint64_t addr, size_t len)
+{
+	for (size_t i = 0; i < CC_MAX_SITES; i++) {
+		const struct cc_dir_site *s = &c->dir.sites[i];
+		if (s->redir && s->addr < addr + len && addr < s->addr + s->len)
+			return s;
+	}
+	return NULL;
+}
+
+static size_t free_sites(const struct cc_cache *c)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < CC_MAX_SITES; i++)
+		n += !c->dir.sites[i].redir;
+	return n;
+}
+
+static int record(struct cc_job *j, const struct write *w, size_t nw, uint64_t dest, uint64_t copy,
+		  const struct cc_dir_block *owned, size_t nowned, uint64_t state, uint32_t *id)
+{
+	struct cc_cache *c = j->c;
+	struct cc_dir_redir *r = redir_by_id(c, 0);
+
+	r->id = c->dir.next_id++;
+	if (!c->dir.next_id)
+		c->dir.next_id = 1;
+	r->kind = j->kind;
+	r->func = j->fn.addr;
+	r->func_size = j->fn.size;
+	r->dest = dest;
+	r->detour = copy;
+	r->detour_size = j->prefix ? cc_reloc__size(j->prefix) : 0;
+	r->state = state;
+	r->stop_ns = j->stats.stop_ns;
+	r->nowned = (uint32_t)nowned;
+	memcpy(r->owned, owned, nowned * sizeof *owned);
+	snprintf(r->name, sizeof r->name, "%s", j->name);
+	snprintf(r->source, sizeof r->source, "%s", j->o.source ? j->o.source : "");
+	size_t k = 0;
+	for (size_t i = 0; i < nw; i++) {
+		while (c->dir.sites[k].redir)
+			k++;
+		struct cc_dir_site *s = &c->dir.sites[k];
+		s->addr = w[i].addr;
+		s->redir = r->id;
+		s->kind = j->entry && i == 0 ? CC_SITE_ENTRY : CC_SITE_CALL;
+		s->len = w[i].len;
+		memcpy(s->orig, j->undo[i].bytes, w[i].len);
+		memcpy(s->now, w[i].bytes, w[i].len);
+	}
+	if (id)
+		*id = r->id;
+	return cc__dir_save(c);
+}
+
+static void forget(struct cc_cache *c, uint32_t id)
+{
+	for (size_t i = 0; i < CC_MAX_SITES; i++)
+		if (c->dir.sites[i].redir == id)
+			memset(&c->dir.sites[i], 0, sizeof c->dir.sites[i]);
+	struct cc_dir_redir *r = redir_by_id(c, id);
+	if (r)
+		memset(r, 0, sizeof *r);
+}
+
+/* ---------------------------------------------------------------- apply */
+
+static int build_writes(struct cc_job *j, uint64_t dest, struct write **out, size_t *nw)
+{
+	struct cc_cache *c = j->c;
+	size_t n = (j->entry ? 1 : 0) + j->ncalls;
+	struct write *w = calloc(n ? n : 1, sizeof *w);
+	int rc;
+
+	free(j->undo);
+	j->undo = calloc(n ? n : 1, sizeof *j->undo);
+	if (!w || !j->undo) {
+		free(w);
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	}
+	size_t k = 0;
+	if (j->entry) {
+		w[k].addr = j->undo[k].addr = j->site;
+		w[k].len = j->undo[k].len = ENTRY_JMP;
+		if ((rc = cc__read(c, j->site, j->undo[k].bytes, ENTRY_JMP)) < 0 ||
+		    (rc = cc_encode_jmp(j->site, dest, w[k].bytes)) < 0) {
+			free(w);
+			return cc__fail(c, CC_PHASE_REDIRECT, rc, "%s: no 5-byte jump from 0x%" PRIx64
+					" reaches 0x%" PRIx64, j->name, j->site, dest);
+		}
+		k++;
+	}
+	for (size_t i = 0; i < j->ncalls; i++, k++) {
+		const struct write *cs = &j->calls[i];
+		int64_t rel = (int64_t)(dest - (cs->addr + cs->len));
+		j->undo[k] = *cs;
+		w[k] = *cs;
+		if (rel < INT32_MIN || rel > INT32_MAX) {
+			free(w);
+			return cc__fail(c, CC_PHASE_REDIRECT, -ERANGE, "the call at 0x%" PRIx64 " cannot "
+					"reach 0x%" PRIx64 " with rel32", cs->addr, dest);
+		}
+		int32_t r32 = (int32_t)rel;
+		memcpy(w[k].bytes + cs->len - 4, &r32, 4);
+	}
+	*out = w;
+	*nw = n;
+	return 0;
+}
+
+int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		  size_t nowned, uint64_t state, uint32_t *id)
+{
+	struct cc_cache *c = j->c;
+	struct cc_tcheck k = { .c = c };
+	struct write *w = NULL;
+	size_t nw = 0;
+	int rc;
+
+	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
+	    redir_find(c, j->fn.addr, CC_REDIR_REPLACE)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "the entry of %s is already patched",
+				j->name);
+	for (size_t i = 0; i < j->ncalls; i++)
+		if (site_overlap(c, j->calls[i].addr, j->calls[i].len))
+			return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "the call at 0x%" PRIx64 " is "
+					"already patched", j->calls[i].addr);
+	if (!redir_by_id(c, 0) || free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOSPC, "the code cache's directory is full");
+	if ((rc = build_writes(j, dest, &w, &nw)) < 0)
+		return rc;
+	if (j->entry) {
+		k.crit = (struct cc_range){ j->site, j->site + cc_reloc__src_len(j->prefix) };
+		k.crit_returns = cc_reloc__has_inner_return(j->prefix);
+		k.reloc = j->prefix;
+		k.copy = copy;
+	}
+	/* threads in the function: looked at (frames too when asked to wait) */
+	k.busy[k.nbusy++] = (struct cc_range){ j->fn.addr, j->fn.addr + j->fn.size };
+	k.frames = j->o.wait;
+	snprintf(k.busy_what, sizeof k.busy_what, "%s", j->name);
+	for (size_t i = 0; i < nw; i++)
+		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
+		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
+	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
+	if (rc == 0 && k.nbusy_threads)
+		say(&j->rep, "%s%s: %s", k.busy_why, j->o.wait ? " (forced)" : "",
+		    "its current call finishes in the original code");
+	if (rc == 0 && !j->o.dry_run) {
+		if (k.nmoves)
+			say(&j->rep, "moved %zu thread%s out of the patched bytes", k.nmoves,
+			    k.nmoves == 1 ? "" : "s");
+		if (c->t)
+			say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
+			    (double)j->stats.stop_ns / 1000.0, j->stats.threads, j->stats.retries);
+		rc = record(j, w, nw, dest, copy, owned, nowned, state, id);
+	}
+	if (j->o.stats)
+		*j->o.stats = j->stats;
+	free(w);
+	cc__tcheck_free(&k);
+	return rc;
+}
+
+/* ----------------------------------------------------------------- undo */
+
+/* Put the original bytes back (phase restore), then free the code it owned
+ * once no thread is in it; a thread that stays past the timeout leaves the
+ * code in the cache (reported, stats.kept_code). */
+int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
+	     const struct cc_undo_stub *stub)
+{
+	struct cc_dir_redir *r = redir_by_id(c, id);
+	struct cc_tcheck k = { .c = c };
+	struct cc_job j = { .c = c };
+	struct write *w = NULL;
+	size_t nw = 0;
+	int rc;
+
+	if (!r || !id)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "no such redirection");
+	j.o = (struct cc_patch_opts){ .sz = sizeof j.o };
+	if (opts)
+		memcpy(&j.o, opts, opts->sz < sizeof j.o ? opts->sz : sizeof j.o);
+	j.rep = (struct report){ j.o.report, j.o.report_size, 0 };
+	if (j.rep.buf && j.rep.size)
+		j.rep.buf[0] = '\0';
+	snprintf(j.name, sizeof j.name, "%s", r->name);
+	for (size_t i = 0; i < CC_MAX_SITES; i++)
+		nw += c->dir.sites[i].redir == id;
+	w = calloc(nw ? nw : 1, sizeof *w);
+	j.undo = calloc(nw ? nw : 1, sizeof *j.undo);
+	if (!w || !j.undo) {
+		rc = cc__fail(c, CC_PHASE_RESTORE, -ENOMEM, "out of memory");
+		goto out;
+	}
+	nw = 0;
+	for (size_t i = 0; i < CC_MAX_SITES; i++) {
+		const struct cc_dir_site *s = &c->dir.sites[i];
+		uint8_t cur[CC_SITE_MAX];
+		if (s->redir != id)
+			continue;
+		if ((rc = cc__read(c, s->addr, cur, s->len)) < 0) {
+			cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read 0x%" PRIx64 ": %s", s->addr,
+				 strerror(-rc));
+			goto out;
+		}
+		if (memcmp(cur, s->now, s->len) != 0) {
+			rc = cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the code at 0x%" PRIx64 " (%s) "
+				      "changed since padrone patched it; not touching it", s->addr,
+				      r->name);
+			goto out;
+		}
+		w[nw] = (struct write){ .addr = s->addr, .len = s->len };
+		memcpy(w[nw].bytes, s->orig, s->len);
+		j.undo[nw] = (struct write){ .addr = s->addr, .len = s->len };
+		memcpy(j.undo[nw].bytes, s->now, s->len);
+		nw++;
+	}
+	if (stub) {	/* out of the stub, out of its copy of the first bytes */
+		k.step_out = (struct cc_range){ stub->lo, stub->hi };
+		if (stub->prefix) {
+			k.crit = (struct cc_range){ stub->copy, stub->copy + cc_reloc__size(stub->prefix) };
+			k.reloc = stub->prefix;
+			k.copy = stub->copy;
+			k.back = true;
+		}
+	}
+	for (size_t i = 0; i < nw; i++)
+		say(&j.rep, "%s the original %u bytes at 0x%" PRIx64, j.o.dry_run ? "would put back" :
+		    "put back", w[i].len, w[i].addr);
+	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false)) < 0 || j.o.dry_run)
+		goto out;
+	if (c->t)
+		say(&j.rep, "stopped the world for %.1f us (%u threads)",
+		    (double)j.stats.stop_ns / 1000.0, j.stats.threads);
+	/* the code it owned: freed once no thread is in it */
+	k.nbusy = 0;
+	for (size_t i = 0; i < r->nowned; i++)
+		if (r->owned[i].kind == CC_CODE && k.nbusy < CC_MAX_OWNED + 2)
+			k.busy[k.nbusy++] = (struct cc_range){ r->owned[i].addr,
+							       r->owned[i].addr + r->owned[i].size };
+	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
+	if (grace(&j, &k) == 0) {
+		for (size_t i = 0; i < r->nowned; i++)
+			cc_cache__free(c, r->owned[i].addr, r->owned[i].size);
+	} else {
+		j.stats.kept_code = true;
+		say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
+		    timeout_of(&j), k.busy_why[0] ? k.busy_why : "a thread was still in it");
+	}
+	forget(c, id);
+	rc = cc__dir_save(c);
+out:
+	if (j.o.stats)
+		*j.o.stats = j.stats;
+	free(w);
+	free(j.undo);
+	cc__tcheck_free(&k);
+	return rc;
+}
+
+/* ------------------------------------------------------- replace/restore */
+
+/* The detour: the relocated first bytes, where a thread caught inside them
+ * is moved (phases allocate and write). */
+static int place_detour(struct cc_job *j, const struct cc_func *fn, uint64_t *copy, size_t *size)
+{
+	struct cc_cache *c = j->c;
+	struct cc_error err;
+	uint8_t buf[256];
+	int rc;
+
+	*copy = 0;
+	*size = j->prefix ? cc_reloc__size(j->prefix) : 0;
+	if (!*size)
+		return 0;
+	if (*size > sizeof buf)
+		return cc__fail(c, CC_PHASE_REDIRECT, -E2BIG, "the relocated first bytes of %s are "
+				"too large", j->name);
+	if ((rc = cc_cache__alloc(c, CC_CODE, *size, 16, fn->addr, copy)) < 0)
+		return rc;
+	if ((rc = cc_reloc__encode(j->prefix, *copy, buf, sizeof buf, &err)) < 0)
+		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "%s", err.msg);
+	else
+		rc = cc_cache__write(c, *copy, buf, *size);
+	if (rc < 0) {
+		cc_cache__free(c, *copy, *size);
+		*copy = 0;
+	}
+	return rc;
+}
+
+int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
+		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
+{
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_dir_redir *r;
+	struct cc_job *j;
+	struct cc_loaded l = { 0 };
+	uint64_t copy = 0;
+	size_t dsize = 0;
+	char source[160];
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const char *name = fn->name ? fn->name : "the function";
+	if ((r = redir_find(c, fn->addr, CC_REDIR_REPLACE)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already replaced (by %s); "
+				"restore it first", name, r->source[0] ? r->source : "other code");
+	if (redir_find(c, fn->addr, CC_REDIR_MEASURE))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "%s is being measured", name);
+	if (!o.source) {
+		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
+		o.source = source;
+	}
+	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
+		return rc;
+	if (o.dry_run) {
+		/* link at stand-in addresses: the symbols must resolve */
+		struct cc_image_layout lay;
+		struct cc_error err;
+		cc_image__layout(im, &lay);
+		uint8_t *cb = calloc(1, lay.code_size + 1), *db = calloc(1, lay.data_size + 1);
+		uint64_t entry;
+		rc = cb && db ? cc_image__link(im, fn->addr + (64 << 20), fn->addr + (128 << 20),
+					       resolve, arg, cb, db, &entry, &err) : -ENOMEM;
+		free(cb);
+		free(db);
+		if (rc < 0) {
+			cc__fail(c, CC_PHASE_LOAD, rc, "%s", rc == -ENOMEM ? "out of memory" : err.msg);
+			goto out;
+		}
+		say(&j->rep, "would load %s (%zu bytes of code, %zu of data) within +-2 GiB of %s",
+		    o.source, lay.code_size, lay.data_size, name);
+		rc = cc__job_apply(j, fn->addr + (64 << 20), 0, NULL, 0, 0, NULL);
+		goto out;
+	}
+	if ((rc = cc_cache__load(c, im, fn->addr, resolve, arg, &l)) < 0)
+		goto out;
+	say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+	    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
+	    l.data_size, l.data);
+	if ((rc = place_detour(j, fn, &copy, &dsize)) < 0)
+		goto out;
+	struct cc_dir_block owned[3];
+	size_t n = 0;
+	owned[n++] = (struct cc_dir_block){ l.code, l.code_size, CC_CODE, 0 };
+	if (l.data)
+		owned[n++] = (struct cc_dir_block){ l.data, l.data_size, CC_DATA, 0 };
+	if (copy)
+		owned[n++] = (struct cc_dir_block){ copy, dsize, CC_CODE, 0 };
+	rc = cc__job_apply(j, l.entry, copy, owned, n, 0, NULL);
+out:
+	if (rc < 0 || o.dry_run) {
+		if (copy)
+			cc_cache__free(c, copy, dsize);
+		cc_cache__unload(c, &l);
+	}
+	cc__job_free(j);
+	return rc;
+}
+
+int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
+		       const struct cc_patch_opts *opts)
+{
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_dir_redir *r;
+	struct cc_job *j;
+	uint64_t copy = 0;
+	size_t dsize = 0;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const char *name = fn->name ? fn->name : "the function";
+	if ((r = redir_find(c, fn->addr, 0)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
+				name, r->kind == CC_REDIR_MEASURE ? "being measured" : "replaced");
+	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
+		return rc;
+	if ((rc = place_detour(j, fn, &copy, &dsize)) == 0) {
+		struct cc_dir_block owned = { copy, dsize, CC_CODE, 0 };
+		rc = cc__job_apply(j, dest, copy, &owned, copy ? 1 : 0, 0, NULL);
+	}
+	if (rc < 0 && copy)
+		cc_cache__free(c, copy, dsize);
+	cc__job_free(j);
+	return rc;
+}
+
+int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
+		      const struct cc_patch_opts *opts)
+{
+	struct cc_dir_redir *r = redir_find(c, func, CC_REDIR_REPLACE);
+	char label[96];
+
+	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : "the function");
+	if (!r)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s (0x%" PRIx64 ") is not replaced",
+				label, func);
+	if (redir_find(c, func, CC_REDIR_MEASURE))
+		return cc__fail(c, CC_PHASE_RESTORE, -EBUSY, "%s is being measured", label);
+	return cc__undo(c, r->id, opts, NULL);
+}
+
+int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		const struct cc_dir_redir *r = &c->dir.redirs[i];
+		if (!r->id)
+			continue;
+		if (n < max) {
+			struct cc_redirect_info *o = &out[n];
+			memset(o, 0, sizeof *o);
+			o->measure = r->kind == CC_REDIR_MEASURE;
+			o->func = r->func;
+			o->func_size = r->func_size;
+			o->dest = r->dest;
+			o->stop_ns = r->stop_ns;
+			snprintf(o->name, sizeof o->name, "%s", r->name);
+			snprintf(o->source, sizeof o->source, "%s", r->source);
+			for (size_t k = 0; k < CC_MAX_SITES; k++)
+				o->sites += c->dir.sites[k].redir == r->id;
+		}
+		n++;
+	}
+	return (int)n;
+}

@@ -1,0 +1,318 @@
+/* The threads of a stopped target, against the code about to change.
+ *
+ * For each thread: a PC strictly inside the bytes to patch is moved to the
+ * matching instruction of their relocated copy (or, when undoing, from the
+ * copy back to the original; a thread inside a measuring stub is
+ * single-stepped out of it); a return address inside them (possible only
+ * when they hold a call) is reported as a hard obstacle. Each thread is also
+ * marked busy when its PC, or any return address on its stack, is in the
+ * busy ranges (the function, or the code to free). Stacks are walked with
+ * libunwind-ptrace on attach/'s tracer thread; where libunwind loses a
+ * thread (code without unwind information, such as a code cache), the rest
+ * of its stack is scanned conservatively, word by word.
+ */
+#include "codecache/codecache.h"
+#include "codecache/internal.h"
+
+#include <errno.h>
+#include <libunwind-ptrace.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRAMES 512
+#define STACK_SCAN_MAX (1u << 20)
+
+static bool in(const struct cc_range *r, size_t n, uint64_t a)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a >= r[i].lo && a < r[i].hi)
+			return true;
+	return false;
+}
+
+static bool strictly_in(const struct cc_range *r, uint64_t a)
+{
+	return a > r->lo && a < r->hi;
+}
+
+void cc__tcheck_free(struct cc_tcheck *k)
+{
+	free(k->tids);
+	free(k->busy_of);
+	free(k->scan_from);
+	free(k->moves);
+	k->tids = NULL;
+	k->busy_of = NULL;
+	k->scan_from = NULL;
+	k->moves = NULL;
+	k->cap = 0;
+}
+
+static void mark_busy(struct cc_tcheck *k, size_t i, int frame, uint64_t ip)
+{
+	if (k->busy_of[i])
+		return;
+	k->busy_of[i] = true;
+	if (k->nbusy_threads++)
+		return;
+	if (frame < 0)
+		snprintf(k->busy_why, sizeof k->busy_why, "thread %d may have %s on its stack (a "
+			 "return address 0x%" PRIx64 " found by scanning it)", k->tids[i],
+			 k->busy_what, ip);
+	else if (frame == 0)
+		snprintf(k->busy_why, sizeof k->busy_why, "thread %d is executing %s (pc 0x%" PRIx64
+			 ")", k->tids[i], k->busy_what, ip);
+	else
+		snprintf(k->busy_why, sizeof k->busy_why, "thread %d has %s on its stack (frame #%d, "
+			 "return address 0x%" PRIx64 ")", k->tids[i], k->busy_what, frame, ip);
+}
+
+static void look_at_return(struct cc_tcheck *k, size_t i, int frame, uint64_t ip)
+{
+	if (k->crit_returns && !k->hard && strictly_in(&k->crit, ip)) {
+		k->hard = true;
+		snprintf(k->hard_why, sizeof k->hard_why, "thread %d would return to 0x%" PRIx64
+			 " (%s), inside the bytes to patch", k->tids[i], ip,
+			 frame < 0 ? "found by scanning its stack" : "a frame of its stack");
+	}
+	if (in(k->busy, k->nbusy, ip - 1))
+		mark_busy(k, i, frame, ip);
+}
+
+static bool ignored(const struct cc_tcheck *k, pid_t tid)
+{
+	for (size_t i = 0; i < k->nignore; i++)
+		if (k->ignore[i] == tid)
+			return true;
+	return false;
+}
+
+/* Does thread i need its stack walked? */
+static bool wants_walk(const struct cc_tcheck *k, size_t i)
+{
+	if (ignored(k, k->tids[i]))
+		return false;
+	return k->crit_returns || (k->frames && k->nbusy && !k->busy_of[i]);
+}
+
+static void unwind_one(struct cc_tcheck *k, unw_addr_space_t as, size_t i)
+{
+	void *upt = _UPT_create(k->tids[i]);
+	unw_cursor_t cur;
+	int frame = 0;
+
+	k->scan_from[i] = 0;
+	if (!upt || unw_init_remote(&cur, as, upt) < 0) {
+		k->scan_from[i] = 1;	/* from the thread's sp */
+		goto out;
+	}
+	for (;;) {
+		unw_word_t ip = 0, sp = 0;
+		unw_get_reg(&cur, UNW_REG_IP, &ip);
+		if (frame > 0)
+			look_at_return(k, i, frame, ip);
+		int s = unw_step(&cur);
+		if (s == 0)
+			break;
+		if (s < 0 || ++frame >= MAX_FRAMES) {
+			unw_get_reg(&cur, UNW_REG_SP, &sp);
+			k->scan_from[i] = sp ? sp : 1;
+			break;
+		}
+	}
+out:
+	if (upt)
+		_UPT_destroy(upt);
+}
+
+/* On attach/'s tracer thread, where libunwind's own ptrace calls work. */
+static int unwind_all(struct attach_target *t, void *arg)
+{
+	struct cc_tcheck *k = arg;
+	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+
+	(void)t;
+	if (!as)
+		return -ENOMEM;
+	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+	for (size_t i = 0; i < k->n; i++)
+		if (wants_walk(k, i))
+			unwind_one(k, as, i);
+	unw_destroy_addr_space(as);
+	return 0;
+}
+
+static int scan_stack(struct cc_tcheck *k, size_t i, uint64_t sp)
+{
+	struct attach_maps *m;
+	int rc = attach_maps__read(k->c->pid, &m);
+
+	if (rc < 0)
+		return rc;
+	const struct attach_map *mp = attach_maps__find(m, sp);
+	uint64_t end = mp ? mp->end : sp;
+	attach_maps__free(m);
+	if (end - sp > STACK_SCAN_MAX)
+		end = sp + STACK_SCAN_MAX;
+	size_t len = (size_t)(end - sp) & ~7UL;
+	if (!len)
+		return 0;
+	uint64_t *w = malloc(len);
+	if (!w)
+		return -ENOMEM;
+	ssize_t got = attach_target__read(k->c->t, sp, w, len);
+	for (size_t j = 0; got > 0 && j < (size_t)got / 8; j++)
+		look_at_return(k, i, -1, w[j]);
+	free(w);
+	return 0;
+}
+
+static int grow(struct cc_tcheck *k, size_t n)
+{
+	if (n <= k->cap)
+		return 0;
+	size_t cap = n + 16;
+	pid_t *t = realloc(k->tids, cap * sizeof *t);
+	if (t)
+		k->tids = t;
+	bool *b = realloc(k->busy_of, cap * sizeof *b);
+	if (b)
+		k->busy_of = b;
+	uint64_t *s = realloc(k->scan_from, cap * sizeof *s);
+	if (s)
+		k->scan_from = s;
+	struct cc_move *m = realloc(k->moves, cap * sizeof *m);
+	if (m)
+		k->moves = m;
+	if (!t || !b || !s || !m)
+		return -ENOMEM;
+	k->cap = cap;
+	return 0;
+}
+
+static int move_pc(const struct cc_tcheck *k, uint64_t pc, uint64_t *to)
+{
+	size_t off;
+	uint64_t orig;
+
+	if (!k->back) {
+		if (cc_reloc__map(k->reloc, pc, &off) < 0)
+			return -ENOENT;
+		*to = k->copy + off;
+		return 0;
+	}
+	if (cc_reloc__unmap(k->reloc, pc - k->copy, &orig) < 0)
+		return -ENOENT;
+	*to = orig;
+	return 0;
+}
+
+static int step_out(struct cc_tcheck *k, pid_t tid, struct user_regs_struct *regs)
+{
+	for (int i = 0; i < 100000; i++) {
+		if (!in(&k->step_out, 1, regs->rip))
+			return 0;
+		int rc = attach_target__step(k->c->t, tid);
+		if (rc < 0 || (rc = attach_target__get_regs(k->c->t, tid, regs)) < 0)
+			return rc;
+	}
+	return -ETIMEDOUT;
+}
+
+/* A thread's PC: stepped out of a stub, moved out of the patched bytes. */
+static int place_thread(struct cc_tcheck *k, size_t i)
+{
+	struct attach_target *t = k->c->t;
+	struct user_regs_struct regs;
+	pid_t tid = k->tids[i];
+	bool moved = false;
+	uint64_t to;
+	int rc;
+
+	if ((rc = attach_target__get_regs(t, tid, &regs)) < 0)
+		return rc;
+	if (k->step_out.hi && in(&k->step_out, 1, regs.rip)) {
+		if (step_out(k, tid, &regs) < 0) {
+			k->hard = true;
+			snprintf(k->hard_why, sizeof k->hard_why, "thread %d could not be stepped out "
+				 "of 0x%" PRIx64 "-0x%" PRIx64, tid, k->step_out.lo, k->step_out.hi);
+			return 0;
+		}
+		moved = true;
+	}
+	uint64_t pc = regs.rip;
+	/* apply: the first byte is where the jmp starts, fine to be at;
+	 * undo: anywhere in the copy goes back to the original */
+	bool inside = k->reloc && (k->back ? in(&k->crit, 1, pc) : strictly_in(&k->crit, pc));
+	if (inside) {
+		if (move_pc(k, pc, &to) == 0) {
+			regs.rip = to;
+		} else if (!(k->back && attach_target__step(t, tid) == 0 &&
+			     attach_target__get_regs(t, tid, &regs) == 0 &&
+			     !in(&k->crit, 1, regs.rip))) {
+			/* (the copy's trailing jmp back: one step leaves it) */
+			k->hard = true;
+			snprintf(k->hard_why, sizeof k->hard_why, "thread %d is stopped at 0x%" PRIx64
+				 ", inside the bytes to patch, and cannot be moved", tid, pc);
+			return 0;
+		}
+		moved = true;
+	}
+	if (moved)
+		k->moves[k->nmoves++] = (struct cc_move){ tid, regs };
+	if (!ignored(k, tid) && in(k->busy, k->nbusy, regs.rip))
+		mark_busy(k, i, 0, regs.rip);
+	return 0;
+}
+
+int cc__tcheck(struct cc_tcheck *k)
+{
+	struct attach_target *t = k->c->t;
+	int rc, n;
+
+	k->hard = false;
+	k->hard_why[0] = k->busy_why[0] = '\0';
+	k->nbusy_threads = 0;
+	k->nmoves = 0;
+	for (;;) {
+		n = attach_target__threads(t, k->tids, k->cap);
+		if (n < 0)
+			return n;
+		if ((size_t)n <= k->cap)
+			break;
+		if ((rc = grow(k, (size_t)n)) < 0)
+			return rc;
+	}
+	k->n = (size_t)n;
+	bool walk = false;
+	for (size_t i = 0; i < k->n; i++) {
+		k->busy_of[i] = false;
+		if ((rc = place_thread(k, i)) < 0)
+			return rc;
+		if (k->hard)
+			return 0;
+	}
+	for (size_t i = 0; i < k->n; i++)
+		walk |= wants_walk(k, i);
+	if (!walk)
+		return 0;
+	for (size_t i = 0; i < k->n; i++)
+		k->scan_from[i] = 0;
+	if ((rc = attach_target__call(t, unwind_all, k)) < 0)
+		return rc;
+	for (size_t i = 0; i < k->n && !k->hard; i++) {
+		uint64_t sp = k->scan_from[i];
+		if (!sp)
+			continue;
+		if (sp == 1) {
+			struct user_regs_struct regs;
+			if ((rc = attach_target__get_regs(t, k->tids[i], &regs)) < 0)
+				return rc;
+			sp = regs.rsp;
+		}
+		if ((rc = scan_stack(k, i, sp)) < 0)
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,43 @@
+/* session.h: what src/'s commands reach inside a session (private to
+ * libpadrone; hidden from libpadrone.so).
+ *
+ * Commands of later rooms (cfg, codecache...) live in src/cmd/ and work on
+ * the session's attached process through their own room's API: they get the
+ * attach_target and the symbolizer here, and keep state across commands
+ * (a code cache, replaced functions) as a named extension that the session
+ * releases at detach -- newest first, while the process is still attached,
+ * so what a room changed in it is restored before it is let go.
+ */
+#ifndef PADRONE_SRC_SESSION_H
+#define PADRONE_SRC_SESSION_H
+
+#include "src/padrone.h"
+#include "src/report.h"
+
+struct attach_target;
+struct prof_symbolizer;
+
+/* The attached process, or NULL. */
+PADRONE_HIDDEN struct attach_target *padrone_session_target(const struct padrone_session *s);
+/* The process's symbolizer, made on first use and refreshed (new mappings)
+ * on each call. 0 or -errno with the session's error set. */
+PADRONE_HIDDEN int padrone_session_symbolizer(struct padrone_session *s,
+					      struct prof_symbolizer **out);
+/* Record a failure on the session (for padrone_session__errmsg and the
+ * exit status). Returns err (or -EINVAL if err is not negative). */
+PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
+					const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Releases an extension: restore what it changed in the process (still
+ * attached), free it. A failure is reported by detach, which goes on. */
+typedef int (*padrone_ext_release_fn)(struct padrone_session *s, void *data);
+
+/* The extension stored under name, or NULL. */
+PADRONE_HIDDEN void *padrone_session_ext(const struct padrone_session *s, const char *name);
+/* Store data under name (replacing, and releasing, an earlier one). 0 or
+ * -ENOMEM (data is then not kept: the caller still owns it). Needs an
+ * attached process: extensions belong to one attachment. */
+PADRONE_HIDDEN int padrone_session_set_ext(struct padrone_session *s, const char *name, void *data,
+					   padrone_ext_release_fn release);
+
+#endif

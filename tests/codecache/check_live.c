@@ -1,0 +1,479 @@
+/* Live replacement, restore and measurement on running targets, checked by
+ * what the targets print themselves: cc_vecadd's checksum per round,
+ * cc_threads' per-worker mismatch counts and its blocker's wake-ups. */
+#include "attach/attach.h"
+#include "codecache/codecache.h"
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct live {
+	struct tu_proc p;
+	struct attach_target *t;
+	struct cc_cache *c;
+	struct cc_syms *sy;
+};
+
+static void attach_all(struct live *l)
+{
+	struct attach_error aerr;
+	struct cc_error err;
+
+	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
+static void detach_all(struct live *l)
+{
+	cc_syms__free(l->sy);
+	cc_cache__close(l->c);
+	if (l->t)
+		ck_assert_int_eq(attach_target__detach(l->t), 0);
+	l->sy = NULL;
+	l->c = NULL;
+	l->t = NULL;
+}
+
+static void start(struct live *l, const char *prog, const char *arg1, const char *arg2,
+		  const char *ready)
+{
+	char *argv[] = { (char *)tu_path(prog), (char *)arg1, (char *)arg2, NULL };
+	char line[256];
+
+	memset(l, 0, sizeof *l);
+	if (!arg1)
+		argv[1] = NULL;
+	ck_assert_int_eq(tu_spawn(&l->p, argv, false), 0);
+	ck_assert_msg(tu_wait_for(&l->p, ready, line, sizeof line, 10000) >= 0, "%s: no %s",
+		      prog, ready);
+	attach_all(l);
+}
+
+static void end(struct live *l)
+{
+	detach_all(l);
+	tu_kill(&l->p);
+}
+
+static struct cc_func func(struct live *l, const char *name)
+{
+	struct cc_func f;
+	struct cc_error err;
+	ck_assert_msg(cc_syms__func(l->sy, name, &f, &err) == 0, "%s", err.msg);
+	return f;
+}
+
+static struct cc_image *image(const char *rel, const char *sym)
+{
+	struct cc_image_opts o = { .sz = sizeof o, .symbol = sym };
+	struct cc_image *im;
+	struct cc_error err;
+	ck_assert_msg(cc_image__open(tu_path(rel), &o, &im, &err) == 0, "%s", err.msg);
+	return im;
+}
+
+static int replace(struct live *l, const char *name, const char *obj, struct cc_patch_opts *o)
+{
+	struct cc_func f = func(l, name);
+	struct cc_image *im = image(obj, name);
+	int rc = cc_cache__replace(l->c, &f, im, cc_syms__resolve, l->sy, o);
+	cc_image__free(im);
+	return rc;
+}
+
+static int restore(struct live *l, const char *name, struct cc_patch_opts *o)
+{
+	struct cc_func f = func(l, name);
+	return cc_cache__restore(l->c, f.addr, name, o);
+}
+
+/* The next "round N: X ns/call checksum C" of cc_vecadd. */
+static void round_of(struct live *l, double *ns, unsigned *sum)
+{
+	char line[256];
+	long r;
+	ck_assert_msg(tu_wait_for(&l->p, "round ", line, sizeof line, 10000) >= 0, "no round");
+	ck_assert_msg(sscanf(line, "round %ld: %lf ns/call checksum %x", &r, ns, sum) == 3, "%s",
+		      line);
+}
+
+/* Wait until one of pid's threads sleeps in system call nr. */
+static void wait_in_syscall(pid_t pid, long nr)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "grep -l '^%ld ' /proc/%d/task/*/syscall 2>/dev/null", nr, pid);
+	for (int i = 0; i < 500; i++) {
+		int st;
+		char *out = tu_run(cmd, &st);
+		bool found = out && out[0];
+		free(out);
+		if (found)
+			return;
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+	ck_abort_msg("no thread of %d in system call %ld", pid, nr);
+}
+
+
+/* Read cc_threads' output for at least ms, until every worker has printed
+ * (10 s at most, for a busy machine): none may report a mismatch, and each
+ * one's call count only grows. */
+static void workers_fine(struct live *l, int nworkers, int ms)
+{
+	unsigned long last[64] = { 0 };
+	char line[256];
+	int seen = 0;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if ((el >= ms && seen == nworkers) || el >= 10000)
+			break;
+		int n = tu_read_line(&l->p, line, sizeof line, 200);
+		if (n == -ETIMEDOUT)
+			continue;
+		ck_assert_int_ge(n, 0);
+		int id;
+		unsigned long calls, bad;
+		if (sscanf(line, "worker %d: calls %lu mismatches %lu", &id, &calls, &bad) == 3) {
+			ck_assert_msg(bad == 0, "%s", line);
+			ck_assert(id >= 0 && id < nworkers);
+			ck_assert_uint_ge(calls, last[id]);
+			seen += last[id] == 0;
+			last[id] = calls;
+		}
+	}
+	for (int i = 0; i < nworkers; i++)
+		ck_assert_msg(last[i] > 0, "worker %d printed nothing in 10 s", i);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(vecadd_replaced_live_keeps_its_checksum)
+{
+	struct live l;
+	double ns0, ns;
+	unsigned sum0, sum;
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st };
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	round_of(&l, &ns0, &sum0);
+	ck_assert_msg(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_uint_eq(st.threads, 1);
+	ck_assert_uint_gt(st.stop_ns, 0);
+	ck_assert_msg(strstr(report, "stopped the world for "), "%s", report);
+	/* the code cache: r-x and rw-, nothing writable and executable */
+	char cmd[96];
+	int st_;
+	snprintf(cmd, sizeof cmd, "awk '$2 ~ /wx/' /proc/%d/maps", l.p.pid);
+	char *wx = tu_run(cmd, &st_);
+	ck_assert_msg(wx && !wx[0], "writable and executable: %s", wx);
+	free(wx);
+	for (int i = 0; i < 3; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert(!st.kept_code);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	end(&l);
+}
+END_TEST
+
+START_TEST(the_replacement_outlives_the_session_and_a_later_one_restores_it)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	struct cc_redirect_info ri;
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	round_of(&l, &ns, &sum0);
+	ck_assert_int_eq(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL), 0);
+	detach_all(&l);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	attach_all(&l);
+	ck_assert(cc_cache__exists(l.c));
+	ck_assert_int_eq(cc_cache__redirects(l.c, &ri, 1), 1);
+	ck_assert_str_eq(ri.name, "vecadd");
+	ck_assert_msg(strstr(ri.source, "vecadd_avx2.o:vecadd"), "%s", ri.source);
+	ck_assert_int_eq(restore(&l, "vecadd", NULL), 0);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	round_of(&l, &ns, &sum);
+	ck_assert_uint_eq(sum, sum0);
+	end(&l);
+}
+END_TEST
+
+START_TEST(sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	detach_all(&l);
+	round_of(&l, &ns, &sum0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {	/* padrone: attach, replace, die */
+		struct live me = l;
+		attach_all(&me);
+		if (replace(&me, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL) != 0)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
+	for (int i = 0; i < 3; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	ck_assert_int_eq(kill(l.p.pid, 0), 0);
+	attach_all(&l);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 1);
+	ck_assert_int_eq(restore(&l, "vecadd", NULL), 0);
+	round_of(&l, &ns, &sum);
+	ck_assert_uint_eq(sum, sum0);
+	end(&l);
+}
+END_TEST
+
+START_TEST(workers_inside_the_function_keep_their_results)
+{
+	struct live l;
+	uint64_t worst = 0;
+
+	start(&l, "tests/targets/cc_threads", "8", NULL, "ready");
+	workers_fine(&l, 8, 300);
+	for (int i = 0; i < 6; i++) {
+		struct cc_patch_stats st;
+		struct cc_patch_opts o = { .sz = sizeof o, .stats = &st };
+		ck_assert_msg(replace(&l, "work", "tests/codecache/repl/work_alt.o", &o) == 0, "%s",
+			      cc_cache__errmsg(l.c));
+		ck_assert_uint_ge(st.threads, 10);	/* main, 8 workers, blocker */
+		if (st.stop_ns > worst)
+			worst = st.stop_ns;
+		workers_fine(&l, 8, 100);
+		ck_assert_msg(restore(&l, "work", &o) == 0, "%s", cc_cache__errmsg(l.c));
+		ck_assert(!st.kept_code);
+	}
+	fprintf(stderr, "# 10 threads: longest stop-the-world %.1f us\n", (double)worst / 1000.0);
+	workers_fine(&l, 8, 300);
+	end(&l);
+}
+END_TEST
+
+START_TEST(a_thread_asleep_in_the_first_bytes_is_moved_out)
+{
+	struct live l;
+	char line[256], report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st, .timeout_ms = 300 };
+
+	start(&l, "tests/targets/cc_threads", "2", NULL, "ready");
+	wait_in_syscall(l.p.pid, SYS_pause);	/* pc inside blocker's first bytes */
+	ck_assert_msg(replace(&l, "blocker", "tests/codecache/repl/blocker_alt.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_uint_eq(st.moved, 1);
+	ck_assert_msg(strstr(report, "moved 1 thread out of the patched bytes"), "%s", report);
+	workers_fine(&l, 2, 300);	/* it went back to sleep where it was moved */
+	ck_assert_int_eq(kill(l.p.pid, SIGUSR1), 0);
+	ck_assert_int_ge(tu_wait_for(&l.p, "blocker: woke 1", line, sizeof line, 5000), 0);
+	ck_assert_str_eq(line, "blocker: woke 1 ret -4");	/* EINTR, as before */
+	/* now asleep inside the replacement: restored, but its code stays */
+	ck_assert_int_ge(tu_wait_for(&l.p, "blocker: waiting 2", line, sizeof line, 5000), 0);
+	wait_in_syscall(l.p.pid, SYS_pause);
+	ck_assert_msg(restore(&l, "blocker", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert(st.kept_code);
+	ck_assert_msg(strstr(report, "kept the code cache's code for blocker: after 300 ms thread ") &&
+		      strstr(report, "is executing the code cache's code for blocker"), "%s", report);
+	ck_assert_int_eq(kill(l.p.pid, SIGUSR1), 0);
+	ck_assert_int_ge(tu_wait_for(&l.p, "blocker: woke 2", line, sizeof line, 5000), 0);
+	ck_assert_str_eq(line, "blocker: woke 2 ret -4");
+	ck_assert_int_ge(tu_wait_for(&l.p, "blocker: waiting 3", line, sizeof line, 5000), 0);
+	workers_fine(&l, 2, 200);
+	end(&l);
+}
+END_TEST
+
+START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
+{
+	struct live l;
+	struct cc_patch_opts o = { .sz = sizeof o, .wait = true, .timeout_ms = 300 };
+	uint8_t before[8], after[8];
+
+	start(&l, "tests/targets/cc_threads", "2", "forever", "ready");
+	struct cc_func f = func(&l, "forever");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 8), 8);
+	/* asked to wait for the function to be free: it never is */
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &o), -EBUSY);
+	const char *msg = cc_cache__errmsg(l.c);
+	ck_assert_msg(strstr(msg, "redirect: forever: gave up after 300 ms (") &&
+		      strstr(msg, "is executing forever (pc 0x") && strstr(msg, "force goes ahead"),
+		      "%s", msg);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, after, 8), 8);
+	ck_assert_mem_eq(before, after, 8);
+	/* run_it's return address lies inside its first bytes: never forced */
+	o.wait = false;
+	o.force = true;
+	ck_assert_int_eq(replace(&l, "run_it", "tests/codecache/repl/run_alt.o", &o), -EBUSY);
+	msg = cc_cache__errmsg(l.c);
+	ck_assert_msg(strstr(msg, "redirect: run_it: gave up after 300 ms") &&
+		      strstr(msg, "inside the bytes to patch"), "%s", msg);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	workers_fine(&l, 2, 300);
+	/* forced: the spinning thread stays in the original */
+	o.wait = true;
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &o), 0);
+	ck_assert_int_eq(restore(&l, "forever", &o), 0);
+	workers_fine(&l, 2, 300);
+	end(&l);
+}
+END_TEST
+
+START_TEST(measure_agrees_with_the_targets_own_timing)
+{
+	struct live l;
+	double ns, own = 1e30;
+	unsigned sum0, sum;
+	struct cc_measure_opts o = { .sz = sizeof o, .calls = 20000 };
+	struct cc_measure *m;
+	struct cc_measure_result r;
+	uint64_t done;
+	uint8_t before[16], after[16];
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum0);
+		if (ns < own)
+			own = ns;
+	}
+	struct cc_func f = func(&l, "vecadd");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 16), 16);
+	ck_assert_msg(cc_measure__start(l.c, &f, &o, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(cc_measure__wait(m, 10000, &done), 0);
+	ck_assert_int_eq(cc_measure__finish(m, &r), 0);
+	cc_measure__free(m);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, after, 16), 16);
+	ck_assert_mem_eq(before, after, 16);
+	ck_assert_uint_eq(r.calls, 20000);
+	fprintf(stderr, "# vecadd: target says %.1f ns/call, measure mean %.1f p50 %.1f p99 %.1f\n",
+		own, r.mean_ns, r.p50_ns, r.p99_ns);
+	/* the target prints its CPU time per call; a timed call preempted
+	 * counts its wait, so the median is what compares */
+	ck_assert_msg(r.p50_ns > own / 2 && r.p50_ns < own * 2, "p50 %.1f vs own %.1f", r.p50_ns,
+		      own);
+	round_of(&l, &ns, &sum);
+	round_of(&l, &ns, &sum);
+	ck_assert_uint_eq(sum, sum0);
+	end(&l);
+}
+END_TEST
+
+START_TEST(measure_refuses_a_process_that_may_unwind_through_the_stub)
+{
+	struct live l;
+	struct cc_measure_opts o = { .sz = sizeof o, .calls = 100 };
+	struct cc_measure *m;
+	struct cc_measure_result r;
+
+	start(&l, "tests/targets/cc_threads", "1", "unwinder", "ready");
+	struct cc_func f = func(&l, "work");
+	ck_assert_int_eq(cc_measure__start(l.c, &f, &o, &m), -ENOTSUP);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "measure: process ") &&
+		      strstr(cc_cache__errmsg(l.c), "maps libgcc_s.so.1: an exception or cancellation "
+			     "unwinding through work"), "%s", cc_cache__errmsg(l.c));
+	o.force = true;		/* it never unwinds: allowed when asked */
+	ck_assert_msg(cc_measure__start(l.c, &f, &o, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	uint64_t done;
+	ck_assert_int_eq(cc_measure__wait(m, 10000, &done), 0);
+	ck_assert_int_eq(cc_measure__finish(m, &r), 0);
+	ck_assert_uint_eq(r.calls, 100);
+	cc_measure__free(m);
+	workers_fine(&l, 1, 200);
+	end(&l);
+}
+END_TEST
+
+START_TEST(bad_inputs_are_refused_clearly)
+{
+	struct live l;
+	struct cc_func f;
+	struct cc_error err;
+	struct cc_image *im;
+	struct cc_image_opts io = { .sz = sizeof io, .symbol = "nothing" };
+	char report[2048];
+	struct cc_patch_opts dry = { .sz = sizeof dry, .dry_run = true, .report = report,
+				     .report_size = sizeof report };
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	ck_assert_int_eq(cc_syms__func(l.sy, "no_such_function", &f, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "has no function named no_such_function"), "%s", err.msg);
+	ck_assert_int_eq(cc_image__open(tu_path("tests/codecache/repl/vecadd_avx2.o"), &io, &im,
+					&err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "has no function named nothing; it defines vecadd"), "%s",
+		      err.msg);
+	ck_assert_int_eq(restore(&l, "main", NULL), -ENOENT);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "restore: main (0x") &&
+		      strstr(cc_cache__errmsg(l.c), ") is not replaced"), "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.o", &dry), 0);
+	ck_assert_msg(strstr(report, "would write 5 bytes at 0x"), "%s", report);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	ck_assert_int_eq(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL), 0);
+	ck_assert_int_eq(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL), -EEXIST);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "vecadd is already replaced"), "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_int_eq(restore(&l, "vecadd", NULL), 0);
+	ck_assert_int_eq(restore(&l, "vecadd", NULL), -ENOENT);
+	end(&l);
+}
+END_TEST
+
+int main(void)
+{
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	Suite *s = suite_create("live");
+	TCase *tc = tcase_create("live");
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, vecadd_replaced_live_keeps_its_checksum);
+	tcase_add_test(tc, the_replacement_outlives_the_session_and_a_later_one_restores_it);
+	tcase_add_test(tc, sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine);
+	tcase_add_test(tc, workers_inside_the_function_keep_their_results);
+	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);
+	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);
+	tcase_add_test(tc, measure_agrees_with_the_targets_own_timing);
+	tcase_add_test(tc, measure_refuses_a_process_that_may_unwind_through_the_stub);
+	tcase_add_test(tc, bad_inputs_are_refused_clearly);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

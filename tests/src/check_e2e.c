@@ -1,0 +1,654 @@
+/* padroned and padrone end to end, on real targets (tests/targets): what a
+ * user sees -- the hot function ranked first, the exact error for each bad
+ * PID, exit statuses -- and that every target runs on unharmed, its own
+ * checksums right, after padrone let go of it. */
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char rundir[64];
+
+/* Run a shell command built from fmt; its stdout (and stderr, if the
+ * command says 2>&1) and exit status. */
+static char *run(int *status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static char *run(int *status, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	char *out = tu_run(cmd, &st);
+	ck_assert_msg(out != NULL, "cannot run %s", cmd);
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return out;
+}
+
+#define PADRONED tu_path("src/padroned")
+#define PADRONE tu_path("src/padrone")
+#define HOTLOOP tu_path("tests/targets/hotloop")
+
+/* Start hotloop; wait for its ready line and a first tick. */
+static void start_hotloop(struct tu_proc *p, unsigned long long *hot_addr)
+{
+	char *argv[] = { (char *)HOTLOOP, NULL };
+	char line[256];
+	int pid;
+
+	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(p, "ready ", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(sscanf(line, "ready %d hot_function %llx", &pid, hot_addr), 2);
+	ck_assert_int_eq(pid, p->pid);
+	ck_assert_int_gt(tu_wait_for(p, "tick ", line, sizeof(line), 10000), 0);
+}
+
+/* The target's next ticks after padrone let go: each checksum exactly what
+ * `hotloop -e N` computes, no error line. */
+static void assert_ticks_right(struct tu_proc *p, int count)
+{
+	char line[256];
+
+	for (int i = 0; i < count; i++) {
+		int n = tu_read_line(p, line, sizeof(line), 10000);
+		ck_assert_msg(n > 0, "target stopped ticking (%d)", n);
+		long tick;
+		ck_assert_msg(sscanf(line, "tick %ld checksum", &tick) == 1, "target said '%s'", line);
+		int st;
+		char *want = run(&st, "%s -e %ld", HOTLOOP, tick);
+		want[strcspn(want, "\n")] = '\0';
+		ck_assert_str_eq(line, want);
+		free(want);
+	}
+}
+
+/* No tracer left on the process. */
+static void assert_untraced(pid_t pid)
+{
+	char path[64], line[256];
+	int tracer = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "TracerPid: %d", &tracer);
+	fclose(f);
+	ck_assert_int_eq(tracer, 0);
+}
+
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[256];
+	int tgid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "Tgid: %d", &tgid);
+	fclose(f);
+	return tgid;
+}
+
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	return strrchr(buf, ')')[2];
+}
+
+static struct json_object *get(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+	ck_assert_msg(json_object_object_get_ex(o, key, &v), "no \"%s\" in the report", key);
+	return v;
+}
+
+/* The report names hot_function first, at its address, with >= 80%. */
+static void assert_hot_report(const char *json, pid_t pid, unsigned long long hot_addr)
+{
+	struct json_object *o = json_tokener_parse(json);
+	char addr[32];
+
+	ck_assert_msg(o != NULL, "not JSON: %s", json);
+	ck_assert_int_eq(json_object_get_int(get(o, "pid")), pid);
+	ck_assert_int_eq(json_object_get_int(get(o, "frequency_hz")), 999);
+	const char *event = json_object_get_string(get(o, "event"));
+	ck_assert(!strcmp(event, "cpu-clock") || !strcmp(event, "cycles"));
+	/* A busy machine (parallel tests) may give the target little CPU: the
+	 * share is what counts, not the number. */
+	ck_assert_int_ge(json_object_get_int64(get(o, "samples")), 10);
+	struct json_object *f = json_object_array_get_idx(get(o, "functions"), 0);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_str_eq(json_object_get_string(get(f, "name")), "hot_function");
+	ck_assert_msg(json_object_get_double(get(f, "self_pct")) >= 80.0, "hot_function has %s",
+		      json_object_get_string(get(f, "self_pct")));
+	snprintf(addr, sizeof(addr), "0x%llx", hot_addr);
+	ck_assert_str_eq(json_object_get_string(get(f, "start")), addr);
+	ck_assert_str_eq(json_object_get_string(get(f, "bounds")), "symtab");
+	ck_assert_ptr_nonnull(strstr(json_object_get_string(get(f, "module")), "hotloop"));
+	json_object_put(o);
+}
+
+START_TEST(profile_json_names_the_hot_function_and_the_target_runs_on)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	int st;
+
+	start_hotloop(&p, &hot);
+	char *out = run(&st, "%s --pid %d --profile 2 --json", PADRONED, p.pid);
+	ck_assert_int_eq(st, 0);
+	assert_hot_report(out, p.pid, hot);
+	free(out);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 3);
+
+	/* The human form: perf-like, hot_function on the first row. */
+	out = run(&st, "%s --pid %d --profile 1", PADRONED, p.pid);
+	ck_assert_int_eq(st, 0);
+	char *row = strstr(out, "\n  ");
+	ck_assert_ptr_nonnull(row);
+	ck_assert_ptr_nonnull(strstr(out, "# Overhead"));
+	ck_assert_msg(strstr(row, "hot_function") && strstr(row, "hot_function") < strchr(row + 1, '\n'),
+		      "first row is not hot_function: %s", out);
+	free(out);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+/* Start `padroned --pid PID` serving; wait for its line. */
+static void start_padroned(struct tu_proc *d, pid_t pid)
+{
+	char arg[16], line[512], want[160];
+	char *argv[] = { (char *)PADRONED, "--pid", arg, NULL };
+
+	snprintf(arg, sizeof(arg), "%d", (int)pid);
+	ck_assert_int_eq(tu_spawn(d, argv, true), 0);
+	ck_assert_int_gt(tu_wait_for(d, "padroned: serving", line, sizeof(line), 15000), 0);
+	snprintf(want, sizeof(want), "padroned: serving process %d (1 thread) on %s/", (int)pid, rundir);
+	ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
+}
+
+START_TEST(sigterm_makes_padroned_detach_cleanly)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char line[256], sock[128];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	snprintf(sock, sizeof(sock), "%s/padroned-%d.sock", rundir, p.pid);
+	struct stat sb;
+	ck_assert_int_eq(stat(sock, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+
+	/* Commands go to padroned, which keeps the profile between them. */
+	char *out = run(&st, "%s -p %d profile -j 1", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	assert_hot_report(out, p.pid, hot);
+	char *again = run(&st, "%s -p %d hot -j 1000", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_str_eq(again, out);	/* the very same report, not a new profile */
+	free(out);
+	free(again);
+
+	kill(d.pid, SIGTERM);
+	ck_assert_int_gt(tu_wait_for(&d, "padroned: ", line, sizeof(line), 10000), 0);
+	char want[128];
+	snprintf(want, sizeof(want), "padroned: Terminated: detaching from process %d", p.pid);
+	ck_assert_str_eq(line, want);
+	st = tu_wait(&d, 10000);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padroned ended with 0x%x", st);
+	tu_kill(&d);
+	ck_assert_int_eq(access(sock, F_OK), -1);	/* the socket is gone */
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 3);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(padrone_detach_ends_padroned)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	int st;
+	char want[64];
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	char *out = run(&st, "%s -p %d info threads 2>&1", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	snprintf(want, sizeof(want), "\n%-8d hotloop ", p.pid);
+	char *row = strstr(out, want);
+	ck_assert_msg(row, "%s", out);
+	/* Where the thread was: named (mostly hot_function; at times the
+	 * write(2) of its tick line). */
+	char *fn = strstr(row, "  0x");
+	ck_assert_ptr_nonnull(fn);
+	fn = strchr(fn + 4, ' ');
+	ck_assert_msg(fn && fn[1] == ' ' && fn[2] != '?' && fn[2] != '\n', "%s", out);
+	free(out);
+	out = run(&st, "%s -p %d detach 2>&1", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	snprintf(want, sizeof(want), "detached from process %d\n", p.pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	st = tu_wait(&d, 10000);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(a_stopped_target_stays_stopped)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	int st;
+
+	start_hotloop(&p, &hot);
+	kill(p.pid, SIGSTOP);
+	for (int i = 0; i < 1000 && proc_state(p.pid) != 'T'; i++)
+		usleep(1000);
+	ck_assert_int_eq(proc_state(p.pid), 'T');
+	char *out = run(&st, "%s --pid %d --profile 0.5 --json", PADRONED, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"samples\":0,"));	/* it did not run */
+	free(out);
+	out = run(&st, "%s -p %d info threads \\; bt", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	free(out);
+	usleep(200000);
+	ck_assert_int_eq(proc_state(p.pid), 'T');	/* still stopped */
+	assert_untraced(p.pid);
+	kill(p.pid, SIGCONT);
+	assert_ticks_right(&p, 3);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(padrone_one_shot_and_a_piped_session)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	int st;
+
+	start_hotloop(&p, &hot);
+	char *out = run(&st, "%s -p %d hot 3", PADRONE, p.pid);	/* samples first */
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(strstr(out, "\n  ") && strstr(strstr(out, "\n  "), "hot_function"), "%s", out);
+	free(out);
+	out = run(&st, "%s -p %d pro -j 1 \\; bt", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	char *nl = strchr(out, '\n');
+	ck_assert_ptr_nonnull(nl);
+	*nl = '\0';
+	assert_hot_report(out, p.pid, hot);
+	ck_assert_msg(strstr(nl + 1, "#0 ") && strstr(nl + 1, " in main"), "bt: %s", nl + 1);
+	free(out);
+	assert_untraced(p.pid);
+
+	out = run(&st, "printf 'attach %d\\nprofile 1\\nhot 2\\ninfo threads\\nbt\\ndetach\\n' | %s 2>&1",
+		  p.pid, PADRONE);
+	ck_assert_msg(st == 0, "status %d: %s", st, out);
+	char want[64];
+	snprintf(want, sizeof(want), "attached to process %d, 1 thread\n", p.pid);
+	ck_assert_ptr_eq(strstr(out, want), out);
+	snprintf(want, sizeof(want), "detached from process %d\n", p.pid);
+	ck_assert_ptr_nonnull(strstr(out, want));
+	ck_assert_ptr_nonnull(strstr(out, "hot_function"));
+	free(out);
+	/* A script stops at its first failure, with that status. */
+	out = run(&st, "printf 'attach %d\\nfrob\\nprofile 1\\n' | %s 2>&1", p.pid, PADRONE);
+	ck_assert_int_eq(st, 2);
+	ck_assert_ptr_nonnull(strstr(out, "padrone: unknown command: frob (try 'help')\n"));
+	ck_assert_ptr_null(strstr(out, "Overhead"));
+	free(out);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(the_example_client_finds_the_hot_function)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	int st;
+
+	start_hotloop(&p, &hot);
+	char *out = run(&st, "%s %d 1 3", tu_path("src/examples/hotfuncs"), p.pid);
+	ck_assert_int_eq(st, 0);
+	char *second = strchr(out, '\n');
+	ck_assert_ptr_nonnull(second);
+	ck_assert_msg(strstr(second, "hot_function") == strchr(second, '%') + 3, "%s", out);
+	free(out);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(the_threads_target_keeps_its_threads_right)
+{
+	struct tu_proc p;
+	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-d", "4", NULL };
+	char line[256];
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+	char *out = run(&st, "%s --pid %d --profile 1.5 --json", PADRONED, p.pid);
+	ck_assert_int_eq(st, 0);
+	struct json_object *o = json_tokener_parse(out);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_ge(json_object_get_int64(get(o, "samples")), 10);
+	json_object_put(o);
+	free(out);
+	out = run(&st, "%s -p %d info threads", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	free(out);
+	ck_assert_int_gt(tu_wait_for(&p, "done ", line, sizeof(line), 15000), 0);
+	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	st = tu_wait(&p, 10000);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(the_signals_target_loses_no_signal)
+{
+	struct tu_proc p;
+	char *argv[] = { (char *)tu_path("tests/targets/signals"), "-d", "4", NULL };
+	char line[256];
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+	char *out = run(&st, "%s --pid %d --profile 1.5", PADRONED, p.pid);
+	ck_assert_msg(st == 0, "%s", out);
+	free(out);
+	ck_assert_int_gt(tu_wait_for(&p, "done ", line, sizeof(line), 15000), 0);
+	ck_assert_int_gt(tu_read_line(&p, line, sizeof(line), 5000), 0);
+	ck_assert_str_eq(line, "ok");
+	tu_kill(&p);
+}
+END_TEST
+
+/* Read from a pty until `want` shows up in everything read so far. */
+static bool pty_expect(int fd, char *buf, size_t size, size_t *len, const char *want)
+{
+	for (int waited = 0; waited < 20000;) {
+		buf[*len] = '\0';
+		if (strstr(buf, want))
+			return true;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 100) <= 0) {
+			waited += 100;
+			continue;
+		}
+		ssize_t n = read(fd, buf + *len, size - *len - 1);
+		if (n <= 0)
+			return false;
+		*len += (size_t)n;
+	}
+	return false;
+}
+
+START_TEST(the_terminal_session_edits_completes_and_keeps_history)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	char hist[128], buf[65536], line[64];
+	size_t len = 0;
+	int master;
+
+	start_hotloop(&p, &hot);
+	snprintf(hist, sizeof(hist), "%s/history", rundir);
+	setenv("PADRONE_HISTORY", hist, 1);
+	pid_t pid = forkpty(&master, NULL, NULL, NULL);
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl(PADRONE, "padrone", (char *)NULL);
+		_exit(127);
+	}
+	ck_assert(pty_expect(master, buf, sizeof(buf), &len, "(padrone) "));
+	snprintf(line, sizeof(line), "att %d\r", p.pid);	/* a prefix */
+	ck_assert_int_eq(write(master, line, strlen(line)), (ssize_t)strlen(line));
+	snprintf(line, sizeof(line), "(padrone %d) ", p.pid);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	/* "hel<TAB>" completes to "help " (libedit redraws only the tail, so
+	 * the proof is what runs); then " hot". */
+	ck_assert_int_eq(write(master, "hel\t", 4), 4);
+	usleep(200000);
+	ck_assert_int_eq(write(master, " hot\r", 5), 5);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "usage: hot [-j] [N]"), "%s", buf);
+	ck_assert_int_eq(write(master, "profile 0.5\r", 12), 12);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
+	ck_assert_int_eq(write(master, "quit\r", 5), 5);
+	snprintf(line, sizeof(line), "detached from process %d", p.pid);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(master);
+	unsetenv("PADRONE_HISTORY");
+
+	char *h = run(&st, "cat %s", hist);
+	/* libedit's format: a header, then lines with blanks escaped as \040. */
+	ck_assert_msg(strstr(h, "_HiStOrY_V2_\n") && strstr(h, "\nhelp\\040\\040hot\n") &&
+		      strstr(h, "\nprofile\\0400.5\n") && strstr(h, "\nquit\n"), "%s", h);
+	free(h);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- errors */
+
+/* padroned and padrone say exactly `want` (after "PROG: ") and exit with
+ * `status` on pid. */
+static void assert_refused(pid_t pid, const char *want, int status, const char *as_user)
+{
+	int st;
+	char *out = run(&st, "%s%s --pid %d --profile 1 2>&1", as_user, PADRONED, (int)pid);
+	char expect[1024];
+
+	snprintf(expect, sizeof(expect), "padroned: %s\n", want);
+	ck_assert_str_eq(out, expect);
+	ck_assert_int_eq(st, status);
+	free(out);
+	out = run(&st, "%s%s -p %d hot 2>&1", as_user, PADRONE, (int)pid);
+	snprintf(expect, sizeof(expect), "padrone: %s\n", want);
+	ck_assert_str_eq(out, expect);
+	ck_assert_int_eq(st, status);
+	free(out);
+}
+
+START_TEST(no_such_process)
+{
+	pid_t gone = fork();
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	char want[128];
+	snprintf(want, sizeof(want), "no such process: PID %d does not exist", (int)gone);
+	assert_refused(gone, want, 3, "");
+}
+END_TEST
+
+START_TEST(a_zombie)
+{
+	pid_t z = fork();
+	if (z == 0)
+		_exit(0);
+	for (int i = 0; i < 1000 && proc_state(z) != 'Z'; i++)
+		usleep(1000);
+	char want[256];
+	snprintf(want, sizeof(want), "process %d (check_e2e) is a zombie: it has exited and its "
+		 "parent %d (check_e2e) has not reaped it yet; there is nothing left to attach to",
+		 (int)z, (int)getpid());
+	assert_refused(z, want, 4, "");
+	waitpid(z, NULL, 0);
+}
+END_TEST
+
+START_TEST(a_kernel_thread)
+{
+	assert_refused(2, "process 2 (kthreadd) is a kernel thread: it has no user space to "
+			  "attach to", 5, "");
+}
+END_TEST
+
+START_TEST(an_already_traced_process)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char want[256];
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	/* padrone would use that padroned: ask padroned itself twice. */
+	int st;
+	char *out = run(&st, "%s --pid %d --profile 1 2>&1", PADRONED, p.pid);
+	/* The tracer named is padroned's tracer thread (TracerPid is a tid). */
+	int tracer = 0;
+	ck_assert_int_eq(sscanf(out, "padroned: process %*d (hotloop) is already traced by process %d",
+				&tracer), 1);
+	ck_assert_int_eq(tgid_of(tracer), d.pid);
+	snprintf(want, sizeof(want), "padroned: process %d (hotloop) is already traced by process "
+		 "%d (padroned); a process can have only one tracer: detach that one first\n",
+		 p.pid, tracer);
+	ck_assert_str_eq(out, want);
+	ck_assert_int_eq(st, 8);
+	free(out);
+	kill(d.pid, SIGTERM);
+	tu_wait(&d, 10000);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(permission_denied)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	char want[512];
+
+	if (geteuid() != 0)
+		return;	/* only root can run the client as another user */
+	start_hotloop(&p, &hot);
+	snprintf(want, sizeof(want), "permission denied: process %d (hotloop) runs as uid 0 (gid 0) "
+		 "and padrone as uid 65534 (gid 65534), without CAP_SYS_PTRACE; run padrone as "
+		 "the same user or as root", p.pid);
+	assert_refused(p.pid, want, 7, "setpriv --reuid=65534 --regid=65534 --clear-groups ");
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(bad_command_lines_give_usage_errors)
+{
+	static const struct { const char *args, *err; } cases[] = {
+		{ "", "padroned: --pid PID is required\n" },
+		{ "--pid x", "padroned: PID must be an integer from 1 to 2147483647, not 'x'\n" },
+		{ "--pid 1 --json", "padroned: --freq, --backend, --force and --json go with --profile\n" },
+		{ "--pid 1 extra", "padroned: unexpected argument: extra\n" },
+		{ "--pid 1 --profile 0", "padroned: --profile SECONDS must be a number from 0.01 to 86400, not '0'\n" },
+		{ "--pid 1 --profile 1 --freq 0", "padroned: --freq HZ must be an integer from 1 to 1000000, not '0'\n" },
+		{ "--pid 1 --profile 1 -b dtrace", "padroned: unknown backend 'dtrace': use ring or bpf\n" },
+	};
+	int st;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *out = run(&st, "%s %s 2>&1", PADRONED, cases[i].args);
+		ck_assert_int_eq(st, 2);
+		ck_assert_msg(strncmp(out, cases[i].err, strlen(cases[i].err)) == 0, "%s: %s",
+			      cases[i].args, out);
+		free(out);
+	}
+	/* Every option padroned knows is in its man page, and the other way. */
+	char *help = run(&st, "%s --help", PADRONED);
+	ck_assert_int_eq(st, 0);
+	char *man = run(&st, "cat %s", tu_srcpath("man/padroned.8"));
+	const char *opts[] = { "pid", "profile", "freq", "backend", "force", "json", "help", "version" };
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		char a[32], b[32];
+		snprintf(a, sizeof(a), "--%s", opts[i]);
+		snprintf(b, sizeof(b), "Fl \\-%s", opts[i]);
+		ck_assert_msg(strstr(help, a), "--help lacks %s", a);
+		ck_assert_msg(strstr(man, b), "padroned.8 lacks %s", a);
+	}
+	free(help);
+	free(man);
+	char *v = run(&st, "%s --version", PADRONE);
+	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(strncmp(v, "padrone ", 8), 0);
+	free(v);
+}
+END_TEST
+
+static void setup(void)
+{
+	snprintf(rundir, sizeof(rundir), "/tmp/padrone-e2e-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	setenv("PADRONE_RUNDIR", rundir, 1);	/* children find it too */
+}
+
+static void teardown(void)
+{
+	int st;
+	free(run(&st, "rm -rf %s", rundir));
+}
+
+int main(void)
+{
+	Suite *s = suite_create("e2e");
+	TCase *tc = tcase_create("e2e");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, profile_json_names_the_hot_function_and_the_target_runs_on);
+	tcase_add_test(tc, sigterm_makes_padroned_detach_cleanly);
+	tcase_add_test(tc, padrone_detach_ends_padroned);
+	tcase_add_test(tc, a_stopped_target_stays_stopped);
+	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
+	tcase_add_test(tc, the_example_client_finds_the_hot_function);
+	tcase_add_test(tc, the_threads_target_keeps_its_threads_right);
+	tcase_add_test(tc, the_signals_target_loses_no_signal);
+	tcase_add_test(tc, the_terminal_session_edits_completes_and_keeps_history);
+	tcase_add_test(tc, no_such_process);
+	tcase_add_test(tc, a_zombie);
+	tcase_add_test(tc, a_kernel_thread);
+	tcase_add_test(tc, an_already_traced_process);
+	tcase_add_test(tc, permission_denied);
+	tcase_add_test(tc, bad_command_lines_give_usage_errors);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

@@ -1,0 +1,250 @@
+/* libpadrone's session API on a real process (tests/targets/hotloop): the
+ * failure reasons, interrupting a profile, the exit event, the BPF backend,
+ * and the extensions later rooms keep in a session. */
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attach/attach.h"
+#include "src/padrone.h"
+#include "src/session.h"
+
+static void start_hotloop(struct tu_proc *p, const char *duration)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), "-d", (char *)duration, NULL };
+	char line[256];
+
+	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(p, "tick ", line, sizeof(line), 10000), 0);
+}
+
+static struct padrone_session *attached(struct tu_proc *p, const char *duration)
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+
+	ck_assert_ptr_nonnull(s);
+	start_hotloop(p, duration);
+	ck_assert_msg(padrone_session__attach(s, p->pid) == 0, "%s", padrone_session__errmsg(s));
+	return s;
+}
+
+START_TEST(failures_have_a_reason_a_message_and_a_status)
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 0.1 };
+
+	ck_assert_int_lt(padrone_session__profile(s, &o), 0);
+	ck_assert_int_eq(padrone_session__why(s), PADRONE_NOT_ATTACHED);
+	ck_assert_str_eq(padrone_session__errmsg(s), "not attached to a process");
+	ck_assert_int_eq(padrone_session__exit_status(s), 1);
+	ck_assert_int_eq(padrone_session__detach(s), -ENOENT);
+
+	ck_assert_int_eq(padrone_session__attach(s, 2), -EPERM);	/* kthreadd */
+	ck_assert_int_eq(padrone_session__why(s), PADRONE_KERNEL_THREAD);
+	ck_assert_int_eq(padrone_session__exit_status(s), 5);
+	ck_assert_str_eq(padrone_why_name(PADRONE_KERNEL_THREAD), "kernel-thread");
+	ck_assert(!padrone_session__attached(s));
+
+	struct tu_proc p;
+	start_hotloop(&p, "0");
+	ck_assert_int_eq(padrone_session__attach(s, p.pid), 0);
+	ck_assert_int_eq(padrone_session__why(s), PADRONE_OK);
+	ck_assert_str_eq(padrone_session__errmsg(s), "");
+	ck_assert_int_eq(padrone_session__pid(s), p.pid);
+	ck_assert_int_eq(padrone_session__attach(s, p.pid), -EBUSY);
+	ck_assert_int_eq(padrone_session__why(s), PADRONE_BAD_REQUEST);
+
+	const struct padrone_frame *f;
+	size_t n;
+	ck_assert_int_eq(padrone_session__backtrace(s, 1, &f, &n), -ESRCH);
+	char want[96];
+	snprintf(want, sizeof(want), "1 is not a thread of process %d", p.pid);
+	ck_assert_str_eq(padrone_session__errmsg(s), want);
+
+	/* Without a PMU, more than 10 kHz is refused unless forced. */
+	o.hz = 20000;
+	if (padrone_session__profile(s, &o) < 0) {
+		ck_assert_int_eq(padrone_session__why(s), PADRONE_BAD_REQUEST);
+		ck_assert_int_eq(padrone_session__exit_status(s), 2);
+		ck_assert_ptr_nonnull(strstr(padrone_session__errmsg(s), "10000"));
+	}
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	ck_assert_int_eq(padrone_session__pid(s), 0);
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+struct interrupter {
+	struct padrone_session *s;
+	volatile bool done;
+};
+
+static void *interrupt_soon(void *arg)
+{
+	struct interrupter *it = arg;
+
+	usleep(300000);
+	while (!it->done) {	/* until the profile has begun and ended */
+		padrone_session__interrupt(it->s);
+		usleep(50000);
+	}
+	return NULL;
+}
+
+START_TEST(an_interrupt_ends_a_profile_early_keeping_its_samples)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 30 };
+	struct interrupter it = { .s = s };
+	pthread_t th;
+
+	/* An interrupt while nothing runs is forgotten. */
+	padrone_session__interrupt(s);
+	ck_assert_int_eq(pthread_create(&th, NULL, interrupt_soon, &it), 0);
+	ck_assert_int_eq(padrone_session__profile(s, &o), 0);
+	it.done = true;
+	pthread_join(th, NULL);
+	const struct padrone_report *r = padrone_session__report(s);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(padrone_report__duration_s(r) < 10);
+	ck_assert(padrone_report__duration_s(r) > 0.2);
+	ck_assert_uint_gt(padrone_report__samples(r), 0);
+	ck_assert_str_eq(padrone_report__function(r, 0)->name, "hot_function");
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(the_event_fd_says_when_the_process_exits)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "1");
+	struct pollfd pfd = { .fd = padrone_session__event_fd(s), .events = POLLIN };
+	char want[64];
+
+	ck_assert_int_ge(pfd.fd, 0);
+	ck_assert_int_eq(padrone_session__target_state(s), PADRONE_OK);
+	ck_assert_int_eq(poll(&pfd, 1, 15000), 1);
+	ck_assert_int_eq(padrone_session__target_state(s), PADRONE_TARGET_EXITED);
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 0.1 };
+	ck_assert_int_eq(padrone_session__profile(s, &o), -ESRCH);
+	snprintf(want, sizeof(want), "process %d has exited", p.pid);
+	ck_assert_str_eq(padrone_session__errmsg(s), want);
+	ck_assert_int_eq(padrone_session__exit_status(s), 9);
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	ck_assert_int_eq(padrone_session__event_fd(s), -1);
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(threads_and_the_bpf_backend)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	struct padrone_thread t[4];
+
+	ck_assert_int_eq(padrone_session__threads(s, NULL, 0), 1);
+	ck_assert_int_eq(padrone_session__threads(s, t, 4), 1);
+	ck_assert_int_eq(t[0].tid, p.pid);
+	ck_assert_str_eq(t[0].name, "hotloop");
+	ck_assert_uint_ne(t[0].pc, 0);
+
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 1,
+					  .backend = PADRONE_BACKEND_BPF };
+	ck_assert_msg(padrone_session__profile(s, &o) == 0, "%s", padrone_session__errmsg(s));
+	const struct padrone_report *r = padrone_session__report(s);
+	/* BPF runs here (root, BTF); elsewhere the fallback must say why. */
+	ck_assert(strcmp(padrone_report__backend(r), "bpf") == 0 ||
+		  *padrone_report__fallback(r) != '\0');
+	ck_assert_str_eq(padrone_report__function(r, 0)->name, "hot_function");
+	ck_assert(padrone_report__function(r, 0)->self_pct >= 80);
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+/* ------------------------------------------------- extensions (session.h) */
+
+struct probe {
+	uint64_t addr;	/* somewhere in the process's code */
+	char tag;
+};
+static char released[8];
+static int nreleased;
+
+static int release(struct padrone_session *s, void *data)
+{
+	struct probe *pr = data;
+	unsigned char byte;
+
+	/* Still attached, the process still readable: time to restore things. */
+	ck_assert(padrone_session__attached(s));
+	ck_assert_int_eq(attach_target__read(padrone_session_target(s), pr->addr, &byte, 1), 1);
+	released[nreleased++] = pr->tag;
+	return 0;
+}
+
+START_TEST(extensions_are_released_at_detach_newest_first_while_attached)
+{
+	struct tu_proc p;
+	struct padrone_session *s = padrone_session__new(NULL);
+	struct probe a, b, c;
+
+	ck_assert_int_eq(padrone_session_set_ext(s, "x", &a, release), -ENOENT);	/* not attached */
+	padrone_session__free(s);
+	s = attached(&p, "0");
+	uint64_t pc = 0;
+	struct padrone_thread t;
+	ck_assert_int_eq(padrone_session__threads(s, &t, 1), 1);
+	pc = t.pc;
+	a = (struct probe){ pc, 'a' };
+	b = (struct probe){ pc, 'b' };
+	c = (struct probe){ pc, 'c' };
+	nreleased = 0;
+	ck_assert_int_eq(padrone_session_set_ext(s, "codecache", &a, release), 0);
+	ck_assert_int_eq(padrone_session_set_ext(s, "cfg", &b, release), 0);
+	ck_assert_ptr_eq(padrone_session_ext(s, "codecache"), &a);
+	ck_assert_ptr_null(padrone_session_ext(s, "nothing"));
+	/* Replacing releases the one replaced, at once. */
+	ck_assert_int_eq(padrone_session_set_ext(s, "codecache", &c, release), 0);
+	ck_assert_int_eq(nreleased, 1);
+	ck_assert_int_eq(released[0], 'a');
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	ck_assert_int_eq(nreleased, 3);
+	ck_assert_int_eq(released[1], 'b');	/* newest first */
+	ck_assert_int_eq(released[2], 'c');
+	ck_assert_ptr_null(padrone_session_ext(s, "cfg"));
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+int main(void)
+{
+	/* As padrone.h asks of every client. */
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+
+	Suite *s = suite_create("session");
+	TCase *tc = tcase_create("session");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, failures_have_a_reason_a_message_and_a_status);
+	tcase_add_test(tc, an_interrupt_ends_a_profile_early_keeping_its_samples);
+	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
+	tcase_add_test(tc, threads_and_the_bpf_backend);
+	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}
