@@ -658,7 +658,9 @@ static void boost(struct attach_target *t, bool on)
 		t->no_boost = true;
 }
 
-int attach__stop_world(struct attach_target *t)
+/* keep: on a timeout, leave the threads that did stop parked (detach
+ * wants them) instead of resuming them all. */
+static int stop_world(struct attach_target *t, bool keep)
 {
 	struct attach_error e;
 	int r = attach__check_alive(t);
@@ -699,12 +701,17 @@ int attach__stop_world(struct attach_target *t)
 	boost(t, false);
 	return 0;
 fail:
-	if (attach_target__state(t) == ATTACH_OK) {
+	if (attach_target__state(t) == ATTACH_OK && !keep) {
 		t->depth = 0;
 		release_all(t);
 	}
 	boost(t, false);
 	return r;
+}
+
+int attach__stop_world(struct attach_target *t)
+{
+	return stop_world(t, false);
 }
 
 int attach__resume_world(struct attach_target *t)
@@ -731,19 +738,26 @@ int attach__detach_all(struct attach_target *t)
 	if (attach_target__state(t) != ATTACH_OK)
 		goto out;
 	if (t->depth == 0) {
-		r = attach__stop_world(t);
-		if (r < 0 && attach_target__state(t) != ATTACH_OK) {
-			r = 0;	/* it exited or exec'd meanwhile: nothing left to detach */
-			goto out;
-		}
-		/* On a timeout the parked threads are detached below and the
-		 * late ones are released when the tracer thread exits. */
+		/* A thread too slow to stop (a loaded machine, a vfork parent)
+		 * is no failure here: the others are detached below, and the
+		 * kernel detaches it when the tracer thread exits. */
+		stop_world(t, true);
+		if (attach_target__state(t) != ATTACH_OK)
+			goto out;	/* it exited or exec'd meanwhile: nothing to detach */
 		t->depth = 1;
 	}
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
-		if (th->stop == AT_RUNNING)
+		if (th->stop == AT_RUNNING) {
+			if (th->exiting || th->zombie)
+				continue;
+			t->left_running = true;
+			if (th->gs_changed && r == 0)
+				r = attach__fail(t, -ETIMEDOUT, "thread %d of process %d (%s) did not "
+						 "stop: its gs_base was not put back", (int)th->tid,
+						 (int)t->pid, t->comm);
 			continue;
+		}
 		if (th->gs_changed) {
 			struct user_regs_struct regs;
 			if (attach__ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) == 0) {

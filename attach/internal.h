@@ -161,6 +161,7 @@ struct attach_target {
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
 	bool no_boost;		/* SCHED_FIFO refused: do not try again */
+	bool left_running;	/* detach left threads for the kernel to release */
 	char exec_comm[64];
 };
 
