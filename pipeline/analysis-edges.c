@@ -28,13 +28,13 @@ static int edges_start(struct pipeline_analysis *a, const struct pipeline_args *
 static int edges_refs(struct pipeline_analysis *a, const struct rep_ref *refs, size_t n)
 {
 	struct edges_priv *p = pipeline_analysis__priv(a);
-	uint64_t start, prev;
+	uint64_t start, prev, prev_end;
 	bool has_prev;
 
 	if (p->explicit)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!pl_flow_step(&p->flow, &refs[i], &start, &prev, &has_prev) || !has_prev)
+		if (!pl_flow_step(&p->flow, &refs[i], &start, &prev, &prev_end, &has_prev) || !has_prev)
 			continue;
 		uint64_t *c = pl_map_get(&p->counts, prev, start, true);
 		if (!c)

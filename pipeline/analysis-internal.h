@@ -36,18 +36,21 @@ struct pl_flow {
 };
 
 /* Feed one reference. true when an instruction starts a block: *start is its
- * PC and *prev the previous block's (valid when *has_prev). */
+ * PC, and *prev and *prev_end (valid when *has_prev) the previous block's
+ * start and the end of what ran of it. */
 static inline bool pl_flow_step(struct pl_flow *f, const struct rep_ref *r, uint64_t *start,
-				uint64_t *prev, bool *has_prev)
+				uint64_t *prev, uint64_t *prev_end, bool *has_prev)
 {
 	if (r->type != REP_REF_INSTR)
 		return false;
 	bool new_block = !f->have || r->addr != f->expect;
+	uint64_t end = f->expect;
 	f->expect = r->addr + r->size;
 	if (!new_block)
 		return false;
 	*has_prev = f->have;
 	*prev = f->cur;
+	*prev_end = end;
 	*start = f->cur = r->addr;
 	f->have = true;
 	return true;

@@ -23,20 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#if __has_include("pipeline/rep.h")
 #include "pipeline/rep.h"
-#else
-/* The recovered-reference types agreed with rep.h (issue 4), until rep.h
- * lands; then rep.h alone defines them. */
-enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
-struct rep_ref {
-	uint64_t pc;
-	uint64_t addr;
-	uint32_t size;
-	uint8_t type;
-	uint8_t pad[3];
-}; /* 24 bytes */
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -220,6 +207,9 @@ struct csim_split_opts {
 	unsigned workers;	/* 0 = 1; capped at 2^csim_config_split_bits */
 	size_t ring_bytes;	/* per worker ring; 0 = 4 MiB */
 	size_t chunk_bytes;	/* ring chunk; 0 = 64 KiB */
+	unsigned slots;		/* meeting slots for cut references (Cachegrind
+				 * mode); 0 = 65536, the most. Fewer make the
+				 * splitter wait for them (tests). */
 };
 
 struct csim_split_stats {
@@ -292,6 +282,7 @@ int csim_lackey_write(FILE *out, const struct rep_ref *refs, size_t n);
 struct pipeline_block_count {
 	uint64_t pc;		/* block start */
 	uint64_t count;		/* executions */
+	uint64_t end;		/* address after its last instruction; 0: unknown */
 };
 struct pipeline_edge_count {
 	uint64_t from, to;	/* block start pcs */
@@ -352,6 +343,12 @@ void pipeline_analysis__free(struct pipeline_analysis *a);
 void *pipeline_analysis__priv(struct pipeline_analysis *a);
 int pipeline_analysis__fail(struct pipeline_analysis *a, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* The blocks analysis' blocks (after finish), most executed first, in a
+ * malloc'd array the caller frees; .end is where the block's instructions
+ * end (0 if unknown). -EINVAL for another analysis. */
+int pipeline_blocks_ranges(struct pipeline_analysis *a, struct pipeline_block_count **out,
+			   size_t *n);
 
 /* The cache analysis' simulator result and split statistics (NULL / zero
  * before finish or for another analysis). */

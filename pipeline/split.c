@@ -28,6 +28,7 @@
  * cross-thread waits are the splitter's (a full ring, a busy slot), which
  * workers always relieve.
  */
+#include "pipeline/cab.h"
 #include "pipeline/csim-internal.h"
 
 #include <errno.h>
@@ -40,44 +41,20 @@
 #include <time.h>
 
 #define SPLIT_MAX_WORKERS 64
-#define SPLIT_NSLOTS 65536	/* slot ids travel in 16 bits of rep_ref.pad */
-#define SPLIT_STAGE 256		/* refs staged per worker before a ring write */
+#define SPLIT_NSLOTS 65536	/* at most: slot ids travel in 16 bits of rep_ref.pad */
 
 /* rep_ref.pad[0] on the rings. */
 #define PART_CUT 0x01u		/* one part of a reference cut across workers */
 #define PART_NOCOUNT 0x02u	/* per-line mode: not the first part */
 
-/* ------------------------------------------------------------- queues */
+/* ------------------------------------------------------------- rings */
 
-/* A single-producer single-consumer queue of rep_refs. */
-struct split_q {
-	struct rep_ref *buf;
-	size_t cap;			/* power of two */
-	_Alignas(64) _Atomic size_t head;	/* consumer */
-	_Alignas(64) _Atomic size_t tail;	/* producer */
-	_Atomic int closed;
-};
-
-static int q_init(struct split_q *q, size_t bytes)
-{
-	size_t cap = 1024;
-	while (cap * sizeof(struct rep_ref) < bytes)
-		cap <<= 1;
-	q->buf = malloc(cap * sizeof(*q->buf));
-	if (!q->buf)
-		return -ENOMEM;
-	q->cap = cap;
-	atomic_init(&q->head, 0);
-	atomic_init(&q->tail, 0);
-	atomic_init(&q->closed, 0);
-	return 0;
-}
-
-static void q_free(struct split_q *q)
-{
-	free(q->buf);
-	q->buf = NULL;
-}
+/* Each worker is fed through a CAB ring (cab.h) used within this process:
+ * records of up to SPLIT_STAGE references (3 words each) behind a header
+ * whose tag says what follows. */
+#define SPLIT_TAG_REFS 1u
+#define SPLIT_STAGE 21			/* 63 payload words: CAB's 64-word records */
+#define SPLIT_RECORD_WORDS (1 + 3 * SPLIT_STAGE)
 
 static double thread_cpu(void)
 {
@@ -96,64 +73,6 @@ static void backoff(unsigned *spins)
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
 	}
-}
-
-/* Blocks while full, unless *abort. */
-static int q_put(struct split_q *q, const struct rep_ref *refs, size_t n, _Atomic int *abort)
-{
-	size_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
-	unsigned spins = 0;
-
-	while (n) {
-		size_t head = atomic_load_explicit(&q->head, memory_order_acquire);
-		size_t room = q->cap - (tail - head);
-		if (!room) {
-			if (atomic_load_explicit(abort, memory_order_relaxed))
-				return -ECANCELED;
-			backoff(&spins);
-			continue;
-		}
-		spins = 0;
-		size_t k = n < room ? n : room, at = tail & (q->cap - 1);
-		size_t first = k < q->cap - at ? k : q->cap - at;
-		memcpy(q->buf + at, refs, first * sizeof(*refs));
-		memcpy(q->buf, refs + first, (k - first) * sizeof(*refs));
-		tail += k;
-		refs += k;
-		n -= k;
-		atomic_store_explicit(&q->tail, tail, memory_order_release);
-	}
-	return 0;
-}
-
-static void q_close(struct split_q *q)
-{
-	atomic_store_explicit(&q->closed, 1, memory_order_release);
-}
-
-/* The contiguous run of entries ready at the head, or 0. */
-static size_t q_peek(struct split_q *q, const struct rep_ref **at)
-{
-	size_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
-	size_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
-	size_t i = head & (q->cap - 1), n = tail - head;
-	if (n > q->cap - i)
-		n = q->cap - i;
-	*at = q->buf + i;
-	return n;
-}
-
-static void q_release(struct split_q *q, size_t n)
-{
-	atomic_fetch_add_explicit(&q->head, n, memory_order_release);
-}
-
-static bool q_eof(struct split_q *q)
-{
-	if (!atomic_load_explicit(&q->closed, memory_order_acquire))
-		return false;
-	return atomic_load_explicit(&q->head, memory_order_relaxed) ==
-	       atomic_load_explicit(&q->tail, memory_order_acquire);
 }
 
 /* -------------------------------------------------------------- slots */
@@ -191,7 +110,10 @@ struct worker {
 	unsigned id;
 	pthread_t thread;
 	bool started;
-	struct split_q q;
+	struct cab_ring *ring;
+	struct cab_producer *prod;	/* the splitter's end */
+	struct cab_consumer *cons;	/* the worker's end */
+	uint64_t consumed;		/* references taken from the ring */
 	struct csim_levels L;
 	struct csim_result *res;
 	int32_t *krank;
@@ -216,9 +138,12 @@ struct csim_split {
 	uint8_t *owner;			/* key -> worker (key % workers) */
 	struct worker *w;
 	struct split_slot *slots;
-	uint32_t next_slot;
+	uint32_t nslots, next_slot;
 	struct rep_ref *stage;		/* SPLIT_STAGE per worker */
 	size_t *nstage;
+	/* Set while someone waits on data still in a ring's current chunk (a
+	 * CAB consumer only sees whole chunks): idle workers then drain. */
+	_Atomic int hurry;
 	struct csim_split_stats st;
 	struct csim_result *result;
 	bool finished;
@@ -506,7 +431,48 @@ static int consume(struct worker *w, const struct rep_ref *refs, size_t n)
 		if (rc)
 			return rc;
 	}
-	return w->icount ? retry(w) : 0;
+	return 0;
+}
+
+/* A span of records from the ring. */
+static int on_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct worker *w = arg;
+
+	if (flags & CAB_SPAN_GAP) {
+		w->err = -EPIPE;	/* exhaustive rings lose nothing: a bug */
+		return 1;
+	}
+	for (size_t i = 0; i < nwords; i += 1 + CAB_HDR_LEN(words[i])) {
+		size_t len = CAB_HDR_LEN(words[i]);
+		if (CAB_HDR_TAG(words[i]) != SPLIT_TAG_REFS || len % 3) {
+			w->err = -EBADMSG;
+			return 1;
+		}
+		/* Payload words are rep_refs (24 bytes, 8-aligned). */
+		const struct rep_ref *refs = (const struct rep_ref *)(const void *)(words + i + 1);
+		if ((w->err = consume(w, refs, len / 3)))
+			return 1;
+		w->consumed += len / 3;
+	}
+	return 0;
+}
+
+/* Deliver what the ring has: complete chunks, or with drain also the chunk
+ * being written. Returns references taken, or -1 on error. */
+static int64_t take(struct worker *w, bool drain)
+{
+	uint64_t before = w->consumed;
+	double t = thread_cpu();
+	int rc = drain ? cab_consumer__drain(w->cons, on_span, w)
+		       : cab_consumer__poll(w->cons, on_span, w);
+	w->busy += thread_cpu() - t;
+	if (rc < 0) {
+		if (!w->err)
+			w->err = rc;
+		return -1;
+	}
+	return (int64_t)(w->consumed - before);
 }
 
 static void *worker_main(void *arg)
@@ -516,26 +482,35 @@ static void *worker_main(void *arg)
 	unsigned spins = 0;
 
 	w->res->tot_dirty = true;
-	for (;;) {
-		const struct rep_ref *at;
-		size_t n = q_peek(&w->q, &at);
-		if (n) {
-			double t = thread_cpu();
-			spins = 0;
-			w->err = consume(w, at, n);
-			w->busy += thread_cpu() - t;
-			if (w->err)
-				break;
-			q_release(&w->q, n);
-			continue;
-		}
-		if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
-			break;
-		if (q_eof(&w->q) && !w->icount)
+	while (!atomic_load_explicit(&sp->abort, memory_order_relaxed)) {
+		int64_t n = take(w, false);
+		if (n < 0)
 			break;
 		if (w->icount && (w->err = retry(w)))
 			break;
-		backoff(&spins);
+		if (n > 0) {
+			spins = 0;
+			continue;
+		}
+		if (cab_consumer__eof(w->cons)) {
+			if (!w->icount)
+				break;
+			backoff(&spins);	/* partners' verdicts still to come */
+			continue;
+		}
+		/* Idle. Only what someone waits for is worth reading out of
+		 * the chunk the splitter is filling. */
+		if (atomic_load_explicit(&sp->hurry, memory_order_relaxed) &&
+		    (n = take(w, true)) != 0) {
+			if (n < 0)
+				break;
+			spins = 0;
+			continue;
+		}
+		if (w->icount)
+			backoff(&spins);
+		else
+			cab_consumer__wait(w->cons, 2);
 	}
 	if (w->err)
 		atomic_store(&sp->abort, 1);
@@ -549,7 +524,9 @@ static void split_destroy_workers(struct csim_split *sp)
 {
 	for (unsigned i = 0; sp->w && i < sp->nworkers; i++) {
 		struct worker *w = &sp->w[i];
-		q_free(&w->q);
+		cab_producer__close(w->prod);
+		cab_consumer__close(w->cons);
+		cab_ring__close(w->ring);
 		csim_levels_free(&w->L);
 		csim_result__free(w->res);
 		free(w->krank);
@@ -563,7 +540,39 @@ static void split_destroy_workers(struct csim_split *sp)
 	sp->w = NULL;
 }
 
-static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, size_t ring_bytes)
+static int ring_init(struct csim_split *sp, struct worker *w, size_t ring_bytes,
+		     size_t chunk_bytes)
+{
+	/* At least 4 chunks (CAB's consumer stays two behind), of whole
+	 * cache lines, each holding at least two records. */
+	while (chunk_bytes > 2048 && ring_bytes / chunk_bytes < 4)
+		chunk_bytes /= 2;
+	chunk_bytes &= ~(size_t)63;
+	if (chunk_bytes < 2 * 8 * SPLIT_RECORD_WORDS)
+		chunk_bytes = 2048;
+	struct cab_opts o = {
+		.sz = sizeof(o), .kind = CAB_KIND_CAB, .mode = CAB_EXHAUSTIVE,
+		.chunk_bytes = chunk_bytes,
+		.nchunks = (unsigned)(ring_bytes / chunk_bytes < 4 ? 4 : ring_bytes / chunk_bytes),
+		/* One word more than our records: a record of exactly
+		 * max_record_words at the last position before the guard
+		 * covers the whole guard, and the producer's fast path then
+		 * runs into the next chunk (or past the ring) — cab.c's
+		 * data_end leaves max_rec - 1 words of guard, not max_rec. */
+		.max_record_words = SPLIT_RECORD_WORDS + 1,
+		/* Both ends live in this process: a worker is never "gone",
+		 * only perhaps descheduled for a while on a busy machine. */
+		.consumer_timeout_ms = 600000,
+	};
+	int rc;
+	if ((rc = cab_ring__create(&o, &w->ring)) || (rc = cab_producer__open(w->ring, &w->prod)) ||
+	    (rc = cab_consumer__open(w->ring, &w->cons)))
+		return fail(sp, rc, "worker %u's ring: %s", w->id, cab_errmsg());
+	return 0;
+}
+
+static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, size_t ring_bytes,
+		       size_t chunk_bytes)
 {
 	uint64_t nkeys = 1ull << sp->bits, owned = 0;
 	int rc;
@@ -582,7 +591,7 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 			       : csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned);
 	if (rc)
 		return rc;
-	if ((rc = q_init(&w->q, ring_bytes)))
+	if ((rc = ring_init(sp, w, ring_bytes, chunk_bytes)))
 		return rc;
 	if (!sp->cfg.cachegrind)
 		return 0;
@@ -644,17 +653,20 @@ int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts 
 	sp->result = csim_result__new();
 	if (sp->result)
 		csim_result_set_mode(sp->result, cfg->cachegrind);
+	sp->nslots = o.slots && o.slots < SPLIT_NSLOTS ? o.slots : SPLIT_NSLOTS;
 	if (cfg->cachegrind)
-		sp->slots = aligned_alloc(64, SPLIT_NSLOTS * sizeof(*sp->slots));
+		sp->slots = aligned_alloc(64, sp->nslots * sizeof(*sp->slots));
 	if (!sp->w || !sp->stage || !sp->nstage || !sp->result || (cfg->cachegrind && !sp->slots)) {
 		rc = -ENOMEM;
 		goto err;
 	}
 	if (sp->slots)
-		memset(sp->slots, 0, SPLIT_NSLOTS * sizeof(*sp->slots));
+		memset(sp->slots, 0, sp->nslots * sizeof(*sp->slots));
 	size_t ring = o.ring_bytes ? o.ring_bytes : 4u << 20;
+	size_t chunk = o.chunk_bytes ? o.chunk_bytes : 64u << 10;
+	atomic_init(&sp->hurry, 0);
 	for (unsigned i = 0; i < sp->nworkers; i++)
-		if ((rc = worker_init(sp, &sp->w[i], i, ring)))
+		if ((rc = worker_init(sp, &sp->w[i], i, ring, chunk)))
 			goto err;
 	for (unsigned i = 0; i < sp->nworkers; i++) {
 		if ((rc = -pthread_create(&sp->w[i].thread, NULL, worker_main, &sp->w[i]))) {
@@ -672,10 +684,16 @@ err:
 
 static int flush_stage(struct csim_split *sp, unsigned wi)
 {
-	int rc = q_put(&sp->w[wi].q, sp->stage + (size_t)wi * SPLIT_STAGE, sp->nstage[wi],
-		       &sp->abort);
+	size_t n = sp->nstage[wi];
+	const uint64_t *payload = (const uint64_t *)(const void *)(sp->stage + (size_t)wi * SPLIT_STAGE);
+	int rc = cab_producer__put(sp->w[wi].prod, CAB_HDR(SPLIT_TAG_REFS, 3 * n), payload, 3 * n);
+
 	sp->nstage[wi] = 0;
-	return rc;
+	if (rc == 1)	/* exhaustive mode drops only when the worker is gone */
+		return fail(sp, -EPIPE, "worker %u stopped taking references", wi);
+	if (rc < 0)
+		return fail(sp, rc, "worker %u's ring: %s", wi, cab_errmsg());
+	return 0;
 }
 
 static int flush_all(struct csim_split *sp)
@@ -712,16 +730,21 @@ static int take_slot(struct csim_split *sp, uint32_t parts, uint16_t *id)
 		int rc = flush_all(sp);
 		if (rc)
 			return rc;
+		/* The parts still unseen may sit in chunks being filled. */
+		atomic_fetch_add(&sp->hurry, 1);
 		while (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
-			if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
+			if (atomic_load_explicit(&sp->abort, memory_order_relaxed)) {
+				atomic_fetch_sub(&sp->hurry, 1);
 				return -ECANCELED;
+			}
 			backoff(&spins);
 		}
+		atomic_fetch_sub(&sp->hurry, 1);
 	}
 	sl->parts = parts;
 	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
 	*id = (uint16_t)sp->next_slot;
-	sp->next_slot = (sp->next_slot + 1) % SPLIT_NSLOTS;
+	sp->next_slot = (sp->next_slot + 1) % sp->nslots;
 	return 0;
 }
 
@@ -812,9 +835,9 @@ int csim_split__finish(struct csim_split *sp)
 	sp->finished = true;
 	double t = thread_cpu();
 	rc = flush_all(sp);
-	sp->st.splitter_cpu += thread_cpu() - t;
 	for (unsigned i = 0; i < sp->nworkers; i++)
-		q_close(&sp->w[i].q);
+		cab_producer__flush(sp->w[i].prod);
+	sp->st.splitter_cpu += thread_cpu() - t;
 	for (unsigned i = 0; i < sp->nworkers; i++) {
 		struct worker *w = &sp->w[i];
 		if (w->started)
@@ -862,7 +885,6 @@ void csim_split__free(struct csim_split *sp)
 		return;
 	atomic_store(&sp->abort, 1);
 	for (unsigned i = 0; sp->w && i < sp->nworkers; i++) {
-		q_close(&sp->w[i].q);
 		if (sp->w[i].started)
 			pthread_join(sp->w[i].thread, NULL);
 	}

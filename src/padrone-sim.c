@@ -226,6 +226,10 @@ struct run {
 	size_t n;
 };
 
+struct block_row;
+static int report_analyses(struct opts *o, struct run *run, const struct block_row *blocks,
+			   size_t nblocks);
+
 static int sink(void *arg, const struct rep_ref *refs, size_t n)
 {
 	struct run *run = arg;
@@ -256,7 +260,139 @@ static void print_geometry(const struct csim_config *cfg)
 	}
 }
 
+static struct pipeline_analysis *find(struct run *run, const char *name)
+{
+	for (size_t i = 0; i < run->n; i++)
+		if (!strcmp(pipeline_analysis__name(run->a[i]), name))
+			return run->a[i];
+	return NULL;
+}
+
+struct block_row {
+	struct pipeline_block_count b;
+	struct csim_counts c;
+};
+
+static uint64_t dmisses(const struct csim_counts *c)
+{
+	return c->miss[CSIM_D1][CSIM_READ] + c->miss[CSIM_D1][CSIM_WRITE] +
+	       c->miss[CSIM_LL][CSIM_READ] + c->miss[CSIM_LL][CSIM_WRITE];
+}
+
+static int cmp_block_rows(const void *x, const void *y)
+{
+	const struct block_row *a = x, *b = y;
+	uint64_t ma = dmisses(&a->c), mb = dmisses(&b->c);
+	if (ma != mb)
+		return ma > mb ? -1 : 1;
+	return a->b.pc < b->b.pc ? -1 : a->b.pc > b->b.pc;
+}
+
+static int cmp_block_pc(const void *x, const void *y)
+{
+	const struct pipeline_block_count *a = x, *b = y;
+	return a->pc < b->pc ? -1 : a->pc > b->pc;
+}
+
+/* With both the cache and the blocks analyses: the cache counts of each
+ * block's instructions, most data misses first. Blocks seen in a trace may
+ * overlap (a jump into the middle of a run of instructions starts another):
+ * each is cut at the next block start, so every instruction counts in one
+ * block, and a block's executions are those of its first instruction. NULL
+ * unless both analyses ran. */
+static struct block_row *block_rows(struct run *run, size_t *n)
+{
+	struct pipeline_analysis *cache = find(run, "cache"), *blocks = find(run, "blocks");
+	struct pipeline_block_count *b;
+	size_t nb, k = 0;
+
+	*n = 0;
+	if (!cache || !blocks || pipeline_blocks_ranges(blocks, &b, &nb))
+		return NULL;
+	const struct csim_result *res = pipeline_cache_result(cache);
+	qsort(b, nb, sizeof(*b), cmp_block_pc);
+	struct block_row *rows = calloc(nb ? nb : 1, sizeof(*rows));
+	struct csim_block_range *ranges = calloc(nb ? nb : 1, sizeof(*ranges));
+	for (size_t i = 0; rows && ranges && i < nb; i++) {
+		struct csim_pc_stats first;
+		if (!b[i].end)
+			continue;
+		if (i + 1 < nb && b[i + 1].pc < b[i].end)
+			b[i].end = b[i + 1].pc;
+		rows[k].b = b[i];
+		rows[k].b.count = csim_result__get(res, b[i].pc, &first) ? first.c.instr : 0;
+		ranges[k++] = (struct csim_block_range){ b[i].pc, b[i].end };
+	}
+	struct csim_counts *c = calloc(k ? k : 1, sizeof(*c));
+	if (!rows || !ranges || !c || csim_result__fold_blocks(res, ranges, k, c)) {
+		free(rows);
+		rows = NULL;
+		k = 0;
+	}
+	for (size_t i = 0; i < k; i++)
+		rows[i].c = c[i];
+	if (rows)
+		qsort(rows, k, sizeof(*rows), cmp_block_rows);
+	free(c);
+	free(ranges);
+	free(b);
+	*n = k;
+	return rows;
+}
+
+static void write_block_rows(const struct block_row *rows, size_t n, size_t top, FILE *out)
+{
+	fprintf(out, "\nTop blocks by data misses (instructions in [block, end)):\n"
+		     "%-18s %-18s %12s %12s %12s %12s %10s %10s %10s %10s\n",
+		"block", "end", "executions", "Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "DLmr");
+	for (size_t i = 0; i < n && (!top || i < top); i++) {
+		const struct csim_counts *c = &rows[i].c;
+		fprintf(out,
+			"0x%-16" PRIx64 " 0x%-16" PRIx64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64
+			" %12" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
+			rows[i].b.pc, rows[i].b.end, rows[i].b.count, c->refs[CSIM_INSTR],
+			c->refs[CSIM_READ], c->refs[CSIM_WRITE], c->miss[CSIM_I1][CSIM_INSTR],
+			c->miss[CSIM_D1][CSIM_READ], c->miss[CSIM_D1][CSIM_WRITE],
+			c->miss[CSIM_LL][CSIM_READ]);
+	}
+}
+
+static struct json_object *json_block_rows(const struct block_row *rows, size_t n, size_t top)
+{
+	struct json_object *arr = json_object_new_array();
+	for (size_t i = 0; arr && i < n && (!top || i < top); i++) {
+		const struct csim_counts *c = &rows[i].c;
+		char pc[32], end[32];
+		struct json_object *e = json_object_new_object();
+		snprintf(pc, sizeof pc, "0x%" PRIx64, rows[i].b.pc);
+		snprintf(end, sizeof end, "0x%" PRIx64, rows[i].b.end);
+		json_object_object_add(e, "pc", json_object_new_string(pc));
+		json_object_object_add(e, "end", json_object_new_string(end));
+		json_object_object_add(e, "executions", json_object_new_uint64(rows[i].b.count));
+		json_object_object_add(e, "reads", json_object_new_uint64(c->refs[CSIM_READ]));
+		json_object_object_add(e, "writes", json_object_new_uint64(c->refs[CSIM_WRITE]));
+		json_object_object_add(e, "D1_misses",
+				       json_object_new_uint64(c->miss[CSIM_D1][CSIM_READ] +
+							      c->miss[CSIM_D1][CSIM_WRITE]));
+		json_object_object_add(e, "LL_misses",
+				       json_object_new_uint64(c->miss[CSIM_LL][CSIM_READ] +
+							      c->miss[CSIM_LL][CSIM_WRITE]));
+		json_object_array_add(arr, e);
+	}
+	return arr;
+}
+
 static int report(struct opts *o, struct run *run)
+{
+	size_t nblocks;
+	struct block_row *blocks = block_rows(run, &nblocks);
+	int rc = report_analyses(o, run, blocks, nblocks);
+	free(blocks);
+	return rc;
+}
+
+static int report_analyses(struct opts *o, struct run *run, const struct block_row *blocks,
+			   size_t nblocks)
 {
 	if (o->json) {
 		struct json_object *top = NULL;
@@ -272,6 +408,9 @@ static int report(struct opts *o, struct run *run)
 			if (j)
 				json_object_object_add(top, pipeline_analysis__name(run->a[i]), j);
 		}
+		if (blocks)
+			json_object_object_add(top, "per_block",
+					       json_block_rows(blocks, nblocks, o->top));
 		puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN));
 		json_object_put(top);
 		return 0;
@@ -285,6 +424,8 @@ static int report(struct opts *o, struct run *run)
 		if (i + 1 < run->n)
 			putchar('\n');
 	}
+	if (blocks)
+		write_block_rows(blocks, nblocks, o->top, stdout);
 	return 0;
 }
 

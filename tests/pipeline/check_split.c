@@ -19,12 +19,15 @@ static struct csim_config cg_cfg(void)
 	return c;
 }
 
+static unsigned test_slots;	/* 0: the default */
+
 /* Run refs through a splitter of nworkers, pushing in batches of batch. */
 static struct csim_split *split_run(const struct csim_config *cfg, unsigned nworkers,
 				    const struct rep_ref *refs, size_t n, size_t batch,
 				    size_t ring_bytes)
 {
-	struct csim_split_opts o = { .sz = sizeof(o), .workers = nworkers, .ring_bytes = ring_bytes };
+	struct csim_split_opts o = { .sz = sizeof(o), .workers = nworkers, .ring_bytes = ring_bytes,
+				     .slots = test_slots };
 	struct csim_split *sp;
 
 	ck_assert_int_eq(csim_split__new(cfg, &o, &sp), 0);
@@ -136,6 +139,21 @@ START_TEST(every_reference_straddles)
 					    .size = type == REP_REF_INSTR ? 9 : 8, .type = type };
 	}
 	expect_same(&cfg, refs, N, w, 2, 16384);
+}
+END_TEST
+
+START_TEST(few_slots_make_workers_read_chunks_being_filled)
+{
+	/* With 8 meeting slots the splitter keeps waiting for cut references
+	 * to complete while their parts sit in chunks still being filled
+	 * (large chunks, so many references per chunk): idle workers must
+	 * read those out, or everything stops. */
+	static const unsigned w[] = { 2, 3 };
+	struct csim_config cfg = cg_cfg();
+	make_stream(refs, N, 31, 1 << 16, 200);
+	test_slots = 8;
+	expect_same(&cfg, refs, N, w, 2, 0);
+	test_slots = 0;
 }
 END_TEST
 
@@ -326,7 +344,7 @@ START_TEST(blocks_and_edges_from_the_instruction_stream)
 	json_object_put(jb);
 	json_object_put(je);
 	/* Counts from the source replace the derived ones. */
-	struct pipeline_block_count bc[] = { { 0x100, 7 } };
+	struct pipeline_block_count bc[] = { { .pc = 0x100, .count = 7, .end = 0x120 } };
 	ck_assert_int_eq(pipeline_analysis__blocks(b, bc, 1), 0);
 	ck_assert_int_eq(pipeline_analysis__refs(b, r, n), 0);
 	jb = pipeline_analysis__to_json(b);
@@ -378,6 +396,7 @@ int main(void)
 	tcase_add_test(tc, workers_match_per_line_mode);
 	tcase_add_test(tc, split_matches_the_naive_model);
 	tcase_add_test(tc, every_reference_straddles);
+	tcase_add_test(tc, few_slots_make_workers_read_chunks_being_filled);
 	tcase_add_test(tc, uneven_routing_is_reported_and_still_exact);
 	tcase_add_test(tc, balanced_stream_has_low_imbalance);
 	tcase_add_test(tc, workers_are_capped_by_the_set_count);

@@ -14,7 +14,7 @@ check() {	# check DESCRIPTION COMMAND...: ok if the command succeeds
 	n=$((n + 1))
 	if "$@"; then echo "ok $n - $what"; else echo "not ok $n - $what"; fi
 }
-echo "1..16"
+echo "1..17"
 
 # Tiny geometry: D1 2 sets x 2 ways of 64 B.
 G=(--I1=256,2,64 --D1=256,2,64 --LL=1024,4,64 --cachegrind)
@@ -84,8 +84,10 @@ check "--trace-out writes the trace back (lackey lines round-trip)" \
 	bash -c "grep -E '^(I  | [LSM] )' '$tmp/trace' | cmp -s - '$tmp/round'"
 check "-a list lists the analyses" \
 	bash -c "test \"\$('$sim' -a list | cut -d' ' -f1 | tr '\n' ' ')\" = 'blocks cache edges memtrace reuse '"
-"$sim" --lackey "$tmp/trace" "${G[@]}" -a blocks -a reuse --json > "$tmp/multi.json"
+"$sim" --lackey "$tmp/trace" "${G[@]}" -a cache -a blocks -a reuse --json > "$tmp/multi.json"
 check "other analyses add their object to the JSON" \
 	bash -c "grep -q '\"blocks\":{\"distinct\":1,\"executions\":1' '$tmp/multi.json' && grep -q '\"reuse\":{\"line\":64,\"accesses\":8,\"cold\":5,\"buckets\":\[{\"min\":0,\"max\":0,\"count\":2},{\"min\":4,\"max\":7,\"count\":1}\]' '$tmp/multi.json'"
+check "with blocks, the cache counts per block" \
+	grep -q '"per_block":\[{"pc":"0x1000","end":"0x100a","executions":1,"reads":6,"writes":1,"D1_misses":6,"LL_misses":5}\]' "$tmp/multi.json"
 "$sim" --lackey "$tmp/trace" "${G[@]}" --workers 64 --json > "$tmp/w.json"
 check "workers are capped at the set groups (2 sets: 2)" grep -q '"workers":2,' "$tmp/w.json"
