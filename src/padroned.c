@@ -134,7 +134,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* --profile: the profile command of padrone's table, run here. */
+/* --profile: the profile command of padrone's table, run here. A one-shot
+ * mode is always a command of the table run once with the modifiers turned
+ * into its options; a later mode (--cfg FUNC with --json or --dot) adds its
+ * option above and a function like this one. */
 static int profile_once(const struct options *o)
 {
 	char *words[10];
