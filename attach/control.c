@@ -653,8 +653,20 @@ static void boost(struct attach_target *t, bool on)
 {
 	if (t->no_boost)
 		return;
-	struct sched_param sp = { .sched_priority = on ? 1 : 0 };
-	if (sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) < 0)
+	if (!t->sched_saved) {
+		/* A host that runs real-time already keeps its own policy. */
+		t->sched_policy = sched_getscheduler(0);
+		sched_getparam(0, &t->sched_param);
+		t->sched_saved = true;
+		if (t->sched_policy != SCHED_OTHER) {
+			t->no_boost = true;
+			return;
+		}
+	}
+	struct sched_param fifo = { .sched_priority = 1 };
+	int r = on ? sched_setscheduler(0, SCHED_FIFO, &fifo)
+		   : sched_setscheduler(0, t->sched_policy, &t->sched_param);
+	if (r < 0)
 		t->no_boost = true;
 }
 
