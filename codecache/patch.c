@@ -101,6 +101,56 @@ static void nap(unsigned *us)
 		*us *= 2;
 }
 
+/* One try, run on attach/'s tracer thread (where every ptrace request of
+ * it is a plain call, not a hand-over between threads): stop, look, write,
+ * move threads, resume. */
+struct attempt {
+	struct cc_job *j;
+	struct cc_tcheck *k;
+	const struct write *w;
+	size_t nw;
+	bool wait_busy;
+	bool blocked;		/* out: a thread is in the way */
+	int resume_rc;
+	uint64_t pause_ns;
+	char why[400];
+};
+
+static int attempt(struct attach_target *t, void *arg)
+{
+	struct attempt *a = arg;
+	struct cc_job *j = a->j;
+	struct cc_tcheck *k = a->k;
+	uint64_t t0 = now_ns();
+	int rc;
+
+	a->why[0] = '\0';
+	if ((rc = attach_target__stop(t)) < 0) {
+		snprintf(a->why, sizeof a->why, "cannot stop process %d: %s", j->c->pid,
+			 attach_target__errmsg(t));
+		return rc;
+	}
+	rc = cc__tcheck(k);
+	a->blocked = rc == 0 && (k->hard || (a->wait_busy && k->nbusy_threads && !j->o.force));
+	if (rc == 0 && !a->blocked && !j->o.dry_run) {
+		size_t done = 0;
+		for (; done < a->nw; done++)
+			if ((rc = cc__write(j->c, a->w[done].addr, a->w[done].bytes, a->w[done].len)) < 0)
+				break;
+		if (rc < 0) {	/* all or nothing */
+			snprintf(a->why, sizeof a->why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
+				 a->w[done].len, a->w[done].addr, strerror(-rc));
+			for (size_t i = 0; i < done; i++)
+				cc__write(j->c, a->w[i].addr, j->undo[i].bytes, j->undo[i].len);
+		}
+		for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
+			rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
+	}
+	a->resume_rc = attach_target__resume(t);
+	a->pause_ns = now_ns() - t0;
+	return rc;
+}
+
 /* Stop the world, look at every thread, write, move threads, resume; when
  * a thread is in the way (a return address inside the bytes to patch; with
  * wait_busy, a thread in the busy ranges), resume and retry until the
@@ -112,6 +162,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 	struct cc_cache *c = j->c;
 	struct attach_target *t = c->t;
 	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	struct attempt a = { .j = j, .k = k, .w = w, .nw = nw, .wait_busy = wait_busy };
 	unsigned us = 500;
 	int rc;
 
@@ -124,39 +175,17 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		return 0;
 	}
 	for (;;) {
-		uint64_t t0 = now_ns();
-		if ((rc = attach_target__stop(t)) < 0)
-			return cc__fail(c, phase, rc, "cannot stop process %d: %s", c->pid,
-					attach_target__errmsg(t));
-		rc = cc__tcheck(k);
-		bool blocked = rc == 0 && (k->hard || (wait_busy && k->nbusy_threads && !j->o.force));
-		char why[400] = "";
-		if (rc == 0 && !blocked && !j->o.dry_run) {
-			size_t done = 0;
-			for (; done < nw; done++)
-				if ((rc = cc__write(c, w[done].addr, w[done].bytes, w[done].len)) < 0)
-					break;
-			if (rc < 0) {	/* all or nothing */
-				snprintf(why, sizeof why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
-					 w[done].len, w[done].addr, strerror(-rc));
-				for (size_t i = 0; i < done; i++)
-					cc__write(c, w[i].addr, j->undo[i].bytes, j->undo[i].len);
-			}
-			for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
-				rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
-		}
-		int rrc = attach_target__resume(t);
-		uint64_t pause = now_ns() - t0;
+		rc = attach_target__call(t, attempt, &a);
 		j->stats.threads = (unsigned)k->n;
 		if (rc < 0)
-			return cc__fail(c, phase, rc, "%s", why[0] ? why : strerror(-rc));
-		if (!blocked) {
-			j->stats.stop_ns = pause;
+			return cc__fail(c, phase, rc, "%s", a.why[0] ? a.why : strerror(-rc));
+		if (!a.blocked) {
+			j->stats.stop_ns = a.pause_ns;
 			j->stats.moved = (unsigned)k->nmoves;
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
-			if (rrc < 0)
-				return cc__fail(c, phase, rrc, "patched, but could not resume process %d: "
-						"%s", c->pid, attach_target__errmsg(t));
+			if (a.resume_rc < 0)
+				return cc__fail(c, phase, a.resume_rc, "patched, but could not resume "
+						"process %d: %s", c->pid, attach_target__errmsg(t));
 			return 0;
 		}
 		const char *reason = k->hard ? k->hard_why : k->busy_why;
@@ -173,6 +202,19 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		j->stats.retries++;
 		nap(&us);
 	}
+}
+
+/* One look for the grace period, on the tracer thread. */
+static int look(struct attach_target *t, void *arg)
+{
+	struct cc_tcheck *k = arg;
+	int rc = attach_target__stop(t);
+
+	if (rc < 0)
+		return rc;
+	rc = cc__tcheck(k);
+	int rrc = attach_target__resume(t);
+	return rc < 0 ? rc : rrc;
 }
 
 /* After an undo: wait until every thread has been seen once with no PC and
@@ -195,13 +237,9 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 	k->step_out = (struct cc_range){ 0, 0 };
 	k->crit_returns = false;
 	for (;;) {
-		if ((rc = attach_target__stop(t)) < 0)
-			break;
 		k->ignore = clear;
 		k->nignore = nclear;
-		rc = cc__tcheck(k);
-		attach_target__resume(t);
-		if (rc < 0)
+		if ((rc = attach_target__call(t, look, k)) < 0)
 			break;
 		pid_t *more = realloc(clear, (nclear + k->n) * sizeof *clear);
 		if (!more) {
@@ -872,9 +910,13 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	}
 	if ((rc = cc_cache__load(c, im, fn->addr, resolve, arg, &l)) < 0)
 		goto out;
-	say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
-	    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
-	    l.data_size, l.data);
+	if (l.data_size)
+		say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
+		    l.data_size, l.data);
+	else
+		say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", no data", o.source, l.entry, l.code_size, l.code);
 	if ((rc = place_detour(j, fn, &copy, &dsize)) < 0)
 		goto out;
 	struct cc_dir_block owned[3];

@@ -13,10 +13,13 @@
  * lets a consumer step over records without knowing what they mean.
  *
  * Layout (kind CAB). The data area is nchunks chunks of chunk_words words.
- * The last max_record_words-1 words of every chunk are a guard holding
+ * The last max_record_words words of every chunk are a guard holding
  * CAB_MAGIC; every other free word holds CAB_CLEAR. A record starts before the
- * guard and may run into it, so a record never crosses a chunk boundary and
- * the first word of every chunk in use is a record header.
+ * guard and may run into it but never to the chunk's last word, so a record
+ * never crosses a chunk boundary, the first word of every chunk in use is a
+ * record header, and the producer always leaves a chunk through the slow
+ * path (which is where it wakes a sleeping consumer). One line of CAB_MAGIC
+ * after the last chunk marks the end of the buffer.
  *
  * Producer fast path (what instrumented code will emit inline; nothing else
  * is touched, in particular no shared index):
@@ -27,9 +30,9 @@
  *	w[0] = header;                    // header last (a release store;
  *	p->ptr = w + 1 + n;               // a plain mov on x86), advance.
  *
- * The slow path sees either CAB_MAGIC (the guard: move p->ptr to the start of
- * the next chunk, wrapping after the last one, and look again) or a header
- * at a chunk start: that chunk is not consumed yet, the ring is full.
+ * The slow path sees either CAB_MAGIC (the guard: move p->ptr to the start
+ * of the next chunk, wrapping after the last one, and look again) or a
+ * header at a chunk start: that chunk is not consumed yet, the ring is full.
  *
  * Consumer. It takes whole chunks, in order, and only once the producer has
  * started the chunk two ahead (it reads that chunk's first word), so the two

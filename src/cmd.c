@@ -17,6 +17,9 @@ extern const struct padrone_cmd_entry padrone_cmd_hot_entry;
 extern const struct padrone_cmd_entry padrone_cmd_bt_entry;
 extern const struct padrone_cmd_entry padrone_cmd_help_entry;
 extern const struct padrone_cmd_entry padrone_cmd_quit_entry;
+extern const struct padrone_cmd_entry padrone_cmd_replace_entry;
+extern const struct padrone_cmd_entry padrone_cmd_restore_entry;
+extern const struct padrone_cmd_entry padrone_cmd_measure_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
@@ -24,6 +27,9 @@ const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_profile_entry,
 	&padrone_cmd_hot_entry,
 	&padrone_cmd_bt_entry,
+	&padrone_cmd_replace_entry,
+	&padrone_cmd_restore_entry,
+	&padrone_cmd_measure_entry,
 	&padrone_cmd_detach_entry,
 	&padrone_cmd_help_entry,
 	&padrone_cmd_quit_entry,
