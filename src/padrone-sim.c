@@ -614,6 +614,15 @@ int main(int argc, char **argv)
 		}
 		run.n++;
 	}
+	struct pipeline_analysis *cache = find(&run, "cache");
+	struct csim_split_stats st;
+	if (cache) {
+		pipeline_cache_stats(cache, &st);
+		if (st.workers < o.workers)
+			fprintf(stderr, "padrone-sim: %u workers, not %u: these caches' set counts "
+					"allow only %u groups of sets\n",
+				st.workers, o.workers, 1u << st.bits);
+	}
 	status = o.rep ? replay_rep(&o, &run) : replay_lackey(&o, &run);
 	if (status < 0) {
 		status = -status;
