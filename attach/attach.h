@@ -14,6 +14,9 @@
  * polls every ATTACH_POLL_MS. It waits with waitpid(-1, __WALL|__WNOTHREAD),
  * which never takes the host's other children's statuses; the host in turn
  * must not waitpid(-1) without __WNOTHREAD (that would take the tracer's).
+ * The tracer may consume a SIGCHLD meant for the host's own children (not
+ * their statuses): a host must not rely on a SIGCHLD handler for them (use
+ * pidfds or waitpid on a timer).
  * Other threads wake it with a thread-directed SIGCHLD (tgkill) that it
  * consumes itself: no handler runs. While it stops or resumes the world it
  * runs SCHED_FIFO when allowed, so that the target's threads do not
@@ -93,7 +96,8 @@ struct attach_map {
 				 * deleted file keeps " (deleted)" */
 };
 
-/* A snapshot of /proc/PID/maps, sorted by address. Needs no ptrace. */
+/* A snapshot of /proc/PID/maps, sorted by address (through a live thread
+ * when the main thread has exited). Needs no ptrace. */
 struct attach_maps;
 
 int attach_maps__read(pid_t pid, struct attach_maps **out);

@@ -100,10 +100,28 @@ int attach__maps_parse(const char *text, size_t len, struct attach_maps **out)
 	return 0;
 }
 
+static int read_maps_file(const char *path, struct attach_maps **out);
+
 int attach_maps__read(pid_t pid, struct attach_maps **out)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	int r = read_maps_file(path, out);
+	if (r < 0 || (*out)->n > 0)
+		return r;
+	/* Empty: a leader that exited while its threads run has no mm of
+	 * its own any more; a live thread shows the process's maps. */
+	pid_t live = attach__live_task(pid);
+	if (live == pid)
+		return 0;
+	attach_maps__free(*out);
+	*out = NULL;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/maps", (int)pid, (int)live);
+	return read_maps_file(path, out);
+}
+
+static int read_maps_file(const char *path, struct attach_maps **out)
+{
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;

@@ -13,7 +13,9 @@
  */
 #include "attach/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -298,6 +300,36 @@ static int detach_fn(struct attach_target *t, void *arg)
 	return r;
 }
 
+/* The kernel detaches what the tracer thread still traced when it exits,
+ * a moment after pthread_join returns: wait for that, so that the target
+ * is free when attach_target__detach returns. */
+static void wait_released(struct attach_target *t)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
+	for (int i = 0; i < 2000; i++) {
+		DIR *d = opendir(path);
+		if (!d)
+			return;
+		bool held = false;
+		struct dirent *de;
+		while ((de = readdir(d)) && !held) {
+			struct attach__proc p;
+			char dir[64];
+			int tid = atoi(de->d_name);
+			if (tid <= 0)
+				continue;
+			snprintf(dir, sizeof dir, "%d/task/%d", (int)t->pid, tid);
+			held = attach__proc_read_path(dir, &p) == 0 && p.tracer == getpid();
+		}
+		closedir(d);
+		if (!held)
+			return;
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+	}
+}
+
 int attach_target__detach(struct attach_target *t)
 {
 	if (!t)
@@ -307,6 +339,8 @@ int attach_target__detach(struct attach_target *t)
 					      "thread (from an event callback or attach_target__call)");
 	int r = attach__call(t, detach_fn, NULL);
 	pthread_join(t->thread, NULL);
+	if (t->left_running)
+		wait_released(t);
 	close(t->mem_fd);
 	free(t->th);
 	pthread_cond_destroy(&t->cond);

@@ -4,8 +4,6 @@
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <json-c/json.h>
 #include <stdlib.h>
 
 extern const struct pipeline_analysis_ops pipeline_analysis_blocks;
@@ -90,43 +88,14 @@ static int blocks_blocks(struct pipeline_analysis *a, const struct pipeline_bloc
 static int blocks_write_text(struct pipeline_analysis *a, FILE *out)
 {
 	struct blocks_priv *p = pipeline_analysis__priv(a);
-	size_t n;
-	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
-	if (!e)
-		return -ENOMEM;
-	fprintf(out, "Blocks (%s): %zu distinct, %" PRIu64 " executions\n",
-		p->explicit ? "from the source" : "from the instruction stream", n, p->executions);
-	for (size_t i = 0; i < n && (!p->top || i < p->top); i++)
-		fprintf(out, "  0x%-16" PRIx64 " %14" PRIu64 "\n", e[i].a, e[i].v);
-	free(e);
-	return ferror(out) ? -EIO : 0;
+	return pl_map_write_text(out, &p->counts, p->top, false, "Blocks", p->explicit, "executions",
+				 p->executions);
 }
 
 static struct json_object *blocks_to_json(struct pipeline_analysis *a)
 {
 	struct blocks_priv *p = pipeline_analysis__priv(a);
-	size_t n;
-	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
-	if (!e || !o || !arr) {
-		free(e);
-		json_object_put(o);
-		json_object_put(arr);
-		return NULL;
-	}
-	json_object_object_add(o, "distinct", json_object_new_uint64(n));
-	json_object_object_add(o, "executions", json_object_new_uint64(p->executions));
-	for (size_t i = 0; i < n && (!p->top || i < p->top); i++) {
-		char pc[32];
-		struct json_object *r = json_object_new_object();
-		snprintf(pc, sizeof pc, "0x%" PRIx64, e[i].a);
-		json_object_object_add(r, "pc", json_object_new_string(pc));
-		json_object_object_add(r, "count", json_object_new_uint64(e[i].v));
-		json_object_array_add(arr, r);
-	}
-	json_object_object_add(o, "top", arr);
-	free(e);
-	return o;
+	return pl_map_to_json(&p->counts, p->top, false, "executions", p->executions);
 }
 
 static void blocks_destroy(struct pipeline_analysis *a)

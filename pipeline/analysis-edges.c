@@ -4,8 +4,6 @@
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <json-c/json.h>
 #include <stdlib.h>
 
 extern const struct pipeline_analysis_ops pipeline_analysis_edges;
@@ -67,46 +65,14 @@ static int edges_edges(struct pipeline_analysis *a, const struct pipeline_edge_c
 static int edges_write_text(struct pipeline_analysis *a, FILE *out)
 {
 	struct edges_priv *p = pipeline_analysis__priv(a);
-	size_t n;
-	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
-	if (!e)
-		return -ENOMEM;
-	fprintf(out, "Edges (%s): %zu distinct, %" PRIu64 " traversals\n",
-		p->explicit ? "from the source" : "from the instruction stream", n, p->traversals);
-	for (size_t i = 0; i < n && (!p->top || i < p->top); i++)
-		fprintf(out, "  0x%-16" PRIx64 " -> 0x%-16" PRIx64 " %14" PRIu64 "\n", e[i].a,
-			e[i].b, e[i].v);
-	free(e);
-	return ferror(out) ? -EIO : 0;
+	return pl_map_write_text(out, &p->counts, p->top, true, "Edges", p->explicit, "traversals",
+				 p->traversals);
 }
 
 static struct json_object *edges_to_json(struct pipeline_analysis *a)
 {
 	struct edges_priv *p = pipeline_analysis__priv(a);
-	size_t n;
-	struct pl_map_ent *e = pl_map_sorted(&p->counts, &n);
-	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
-	if (!e || !o || !arr) {
-		free(e);
-		json_object_put(o);
-		json_object_put(arr);
-		return NULL;
-	}
-	json_object_object_add(o, "distinct", json_object_new_uint64(n));
-	json_object_object_add(o, "traversals", json_object_new_uint64(p->traversals));
-	for (size_t i = 0; i < n && (!p->top || i < p->top); i++) {
-		char from[32], to[32];
-		struct json_object *r = json_object_new_object();
-		snprintf(from, sizeof from, "0x%" PRIx64, e[i].a);
-		snprintf(to, sizeof to, "0x%" PRIx64, e[i].b);
-		json_object_object_add(r, "from", json_object_new_string(from));
-		json_object_object_add(r, "to", json_object_new_string(to));
-		json_object_object_add(r, "count", json_object_new_uint64(e[i].v));
-		json_object_array_add(arr, r);
-	}
-	json_object_object_add(o, "top", arr);
-	free(e);
-	return o;
+	return pl_map_to_json(&p->counts, p->top, true, "traversals", p->traversals);
 }
 
 static void edges_destroy(struct pipeline_analysis *a)

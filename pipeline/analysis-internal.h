@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pipeline/pipeline.h"
 
@@ -25,6 +26,15 @@ uint64_t *pl_map_get(struct pl_map *m, uint64_t a, uint64_t b, bool create);
 void pl_map_free(struct pl_map *m);
 /* The used entries, sorted by value descending then (a, b); caller frees. */
 struct pl_map_ent *pl_map_sorted(const struct pl_map *m, size_t *n);
+
+/* A count map's report: its rows, most first (at most top; 0: all), as
+ * text lines "  0xA -> 0xB  N" (pair) or "  0xA  N", after a header line
+ * "TITLE (from SOURCE): N distinct, TOTAL TOTAL_NAME"; or as JSON
+ * {"distinct":N,TOTAL_NAME:T,"top":[{"from","to"|"pc","count"}]}. */
+int pl_map_write_text(FILE *out, const struct pl_map *m, size_t top, bool pair, const char *title,
+		      bool explicit, const char *total_name, uint64_t total);
+struct json_object *pl_map_to_json(const struct pl_map *m, size_t top, bool pair,
+				   const char *total_name, uint64_t total);
 
 /* Blocks from an instruction stream that carries no block table (a lackey
  * trace): a block starts at an instruction that does not follow the previous

@@ -4,6 +4,8 @@
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,4 +213,61 @@ struct pl_map_ent *pl_map_sorted(const struct pl_map *m, size_t *n)
 	qsort(out, k, sizeof(*out), cmp_ent);
 	*n = k;
 	return out;
+}
+
+int pl_map_write_text(FILE *out, const struct pl_map *m, size_t top, bool pair, const char *title,
+		      bool explicit, const char *total_name, uint64_t total)
+{
+	size_t n;
+	struct pl_map_ent *e = pl_map_sorted(m, &n);
+	if (!e)
+		return -ENOMEM;
+	fprintf(out, "%s (%s): %zu distinct, %" PRIu64 " %s\n", title,
+		explicit ? "from the source" : "from the instruction stream", n, total, total_name);
+	for (size_t i = 0; i < n && (!top || i < top); i++) {
+		if (pair)
+			fprintf(out, "  0x%-16" PRIx64 " -> 0x%-16" PRIx64 " %14" PRIu64 "\n", e[i].a,
+				e[i].b, e[i].v);
+		else
+			fprintf(out, "  0x%-16" PRIx64 " %14" PRIu64 "\n", e[i].a, e[i].v);
+	}
+	free(e);
+	return ferror(out) ? -EIO : 0;
+}
+
+static struct json_object *json_pc(uint64_t pc)
+{
+	char buf[32];
+	snprintf(buf, sizeof buf, "0x%" PRIx64, pc);
+	return json_object_new_string(buf);
+}
+
+struct json_object *pl_map_to_json(const struct pl_map *m, size_t top, bool pair,
+				   const char *total_name, uint64_t total)
+{
+	size_t n;
+	struct pl_map_ent *e = pl_map_sorted(m, &n);
+	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	if (!e || !o || !arr) {
+		free(e);
+		json_object_put(o);
+		json_object_put(arr);
+		return NULL;
+	}
+	json_object_object_add(o, "distinct", json_object_new_uint64(n));
+	json_object_object_add(o, total_name, json_object_new_uint64(total));
+	for (size_t i = 0; i < n && (!top || i < top); i++) {
+		struct json_object *r = json_object_new_object();
+		if (pair) {
+			json_object_object_add(r, "from", json_pc(e[i].a));
+			json_object_object_add(r, "to", json_pc(e[i].b));
+		} else {
+			json_object_object_add(r, "pc", json_pc(e[i].a));
+		}
+		json_object_object_add(r, "count", json_object_new_uint64(e[i].v));
+		json_object_array_add(arr, r);
+	}
+	json_object_object_add(o, "top", arr);
+	free(e);
+	return o;
 }

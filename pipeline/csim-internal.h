@@ -11,12 +11,18 @@
 
 #include "pipeline/pipeline.h"
 
+/* The per-reference helpers: always inlined (the compiler sometimes keeps
+ * them out of line in the worker loop, at a measurable cost). */
+#define CSIM_HOT static inline __attribute__((always_inline))
+
 /* A tag that no line number can equal (line numbers are addresses shifted
  * right by at least four bits). */
 #define CSIM_EMPTY UINT64_MAX
 
 /* Cachegrind cuts dirty-helper accesses (fxsave, xsave, fnsave…) to its
- * minimum line size; plain loads and stores are at most 32 bytes (AVX). */
+ * minimum line size; plain loads and stores are vectors of 32 bytes (AVX,
+ * what valgrind 3.19 knows) or 64 (AVX-512, in REP streams from real
+ * hardware), which are kept. */
 #define CSIM_CG_MAX_DIRTY 16u
 
 struct csim_cache {
@@ -81,7 +87,7 @@ struct csim_result {
 
 struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
 
-static inline struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
+CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
 	/* An instruction fetch and its data accesses share a PC: one probe
 	 * usually serves several references. */
@@ -120,13 +126,13 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 void csim_levels_free(struct csim_levels *L);
 void csim_levels_flush(struct csim_levels *L);
 
-static inline uint64_t csim_cache_set(const struct csim_cache *c, uint64_t line)
+CSIM_HOT uint64_t csim_cache_set(const struct csim_cache *c, uint64_t line)
 {
 	return c->pow2 ? (line & c->set_mask) : (line % c->sets);
 }
 
 /* Where a set is stored: itself, or its place among a worker's sets. */
-static inline uint64_t csim_cache_local_set(const struct csim_cache *c, uint64_t set)
+CSIM_HOT uint64_t csim_cache_local_set(const struct csim_cache *c, uint64_t set)
 {
 	if (c->compact) {
 		uint64_t low = set & ((1ull << c->kshift) - 1);
@@ -137,7 +143,7 @@ static inline uint64_t csim_cache_local_set(const struct csim_cache *c, uint64_t
 	return set;
 }
 
-static inline uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t set)
+CSIM_HOT uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t set)
 {
 	return c->tags + csim_cache_local_set(c, set) * c->assoc;
 }
@@ -145,7 +151,7 @@ static inline uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t 
 /* Look line up in set (assoc ways, most recently used first), make it
  * most recently used (installing it on a miss, dropping the least recently
  * used). Returns true on a miss. */
-static inline bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
+CSIM_HOT bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
 {
 	uint32_t i;
 
@@ -163,13 +169,13 @@ static inline bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
 	return miss;
 }
 
-static inline bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
+CSIM_HOT bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
 {
 	return csim_set_ref(csim_cache_set_ptr(c, csim_cache_set(c, line)), c->assoc, line);
 }
 
 /* The lines [first, last] an access covers at a level. */
-static inline void csim_cache_lines(const struct csim_cache *c, uint64_t addr, uint32_t size,
+CSIM_HOT void csim_cache_lines(const struct csim_cache *c, uint64_t addr, uint32_t size,
 				    uint64_t *first, uint64_t *last)
 {
 	uint64_t end = addr + (size ? size : 1) - 1;
@@ -180,7 +186,7 @@ static inline void csim_cache_lines(const struct csim_cache *c, uint64_t addr, u
 }
 
 /* Cachegrind's access: every line updated, one miss if any line missed. */
-static inline bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
+CSIM_HOT bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
 {
 	uint64_t l, first, last;
 	bool miss = false;
@@ -197,21 +203,21 @@ static inline bool csim_cache_access(const struct csim_cache *c, uint64_t addr, 
 }
 
 /* Size as cachegrind simulates it (CSIM_CG_MAX_DIRTY). */
-static inline uint32_t csim_cg_size(const struct rep_ref *r)
+CSIM_HOT uint32_t csim_cg_size(const struct rep_ref *r)
 {
 	uint32_t size = r->size ? r->size : 1;
-	if (r->type != REP_REF_INSTR && size > CSIM_CG_MAX_DIRTY && size != 32)
+	if (r->type != REP_REF_INSTR && size > CSIM_CG_MAX_DIRTY && size != 32 && size != 64)
 		size = CSIM_CG_MAX_DIRTY;
 	return size;
 }
 
 /* Type (validated, 1..4) to first level and access kind. */
-static inline int csim_first_level(uint8_t type)
+CSIM_HOT int csim_first_level(uint8_t type)
 {
 	return type == REP_REF_INSTR ? CSIM_I1 : CSIM_D1;
 }
 
-static inline int csim_kind_of(uint8_t type)
+CSIM_HOT int csim_kind_of(uint8_t type)
 {
 	static const uint8_t kinds[8] = { CSIM_READ, CSIM_READ, CSIM_WRITE, CSIM_READ, CSIM_INSTR,
 					  CSIM_READ, CSIM_READ, CSIM_READ };
@@ -220,7 +226,7 @@ static inline int csim_kind_of(uint8_t type)
 
 /* Count a reference (not its accesses). Without branches: reference
  * types come in no predictable order. */
-static inline void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegrind)
+CSIM_HOT void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegrind)
 {
 	bool modify = type == REP_REF_MODIFY;
 
@@ -230,7 +236,7 @@ static inline void csim_count_ref(struct csim_hot *h, uint8_t type, bool cachegr
 		h->refs[CSIM_WRITE] += modify;
 }
 
-static inline bool csim_ref_type_valid(uint8_t type)
+CSIM_HOT bool csim_ref_type_valid(uint8_t type)
 {
 	return type >= REP_REF_READ && type <= REP_REF_INSTR;
 }
@@ -252,8 +258,6 @@ static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t ad
  * first line's access is the reference's own (hot.refs) when counted. */
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
 		     bool counted, struct csim_hot *h, struct csim_cold *c);
-void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		    struct csim_cold *c);
 
 /* Simulate one whole reference into its row. */
 static inline void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,

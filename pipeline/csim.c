@@ -343,20 +343,27 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		    struct csim_cold *c)
+/* Per-line mode at level lv: h is the row's hot part at a first level
+ * (whose first line's access is the reference's own when counted, and
+ * whose misses are hot.miss1), NULL at deeper levels. */
+static void line_level(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		       bool counted, struct csim_hot *h, struct csim_cold *c)
 {
 	const struct csim_cache *cc = &L->lv[lv];
 	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
 
 	for (uint64_t l = first;; l++) {
-		c->access[lv][kind]++;
+		if (!h || l != first || !counted)
+			c->access[lv][kind]++;
 		if (csim_cache_ref(cc, l)) {
-			c->miss[lv][kind]++;
+			if (h)
+				h->miss1[kind]++;
+			else
+				c->miss[lv][kind]++;
 			if (L->next[lv] >= 0) {
 				uint64_t base = l << cc->line_bits;
-				csim_line_deep(L, L->next[lv], base,
-					       base + (1ull << cc->line_bits) - 1, kind, c);
+				line_level(L, L->next[lv], base, base + (1ull << cc->line_bits) - 1,
+					   kind, false, NULL, c);
 			}
 		}
 		if (l == last)
@@ -367,23 +374,7 @@ void csim_line_deep(const struct csim_levels *L, int lv, uint64_t lo, uint64_t h
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
 		     bool counted, struct csim_hot *h, struct csim_cold *c)
 {
-	const struct csim_cache *cc = &L->lv[lv];
-	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
-
-	for (uint64_t l = first;; l++) {
-		if (l != first || !counted)
-			c->access[lv][kind]++;
-		if (csim_cache_ref(cc, l)) {
-			h->miss1[kind]++;
-			if (L->next[lv] >= 0) {
-				uint64_t base = l << cc->line_bits;
-				csim_line_deep(L, L->next[lv], base,
-					       base + (1ull << cc->line_bits) - 1, kind, c);
-			}
-		}
-		if (l == last)
-			break;
-	}
+	line_level(L, lv, lo, hi, kind, counted, h, c);
 }
 
 /* ---------------------------------------------------------- simulator */

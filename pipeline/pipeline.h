@@ -55,7 +55,7 @@ struct csim_config {
 	 * counts once (a miss if any line misses, every line updated), a
 	 * modify counts as one read, the next level is consulted only on a
 	 * miss and then with the original address and size, data accesses
-	 * above 16 bytes other than 32-byte vector ones are cut to 16 bytes
+	 * above 16 bytes other than 32- and 64-byte vector ones are cut to 16 bytes
 	 * (cachegrind's dirty-helper rule), set counts are powers of two. */
 	bool cachegrind;
 };
@@ -198,8 +198,9 @@ void csim__flush_caches(struct csim *s);
  * its lines missed, so the reference still counts once, misses if any line
  * misses, and the next level is consulted for every line exactly when the
  * sequential simulator would. A worker whose part still waits for its
- * partner's verdict defers the deeper-level access and keeps going; only a
- * later access to the same set waits. Results equal csim__refs' exactly. */
+ * partner's verdict defers the deeper-level access, and later accesses to
+ * the sets it may touch behind it, and keeps going: no worker ever waits
+ * for another. Results equal csim__refs' exactly. */
 struct csim_split;
 
 struct csim_split_opts {
@@ -228,7 +229,8 @@ struct csim_split_stats {
 
 int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts *opts,
 		    struct csim_split **out);
-/* Route refs (in order, after every earlier push). */
+/* Route refs (in order, after every earlier push). Their pad bytes are
+ * ignored (the rings use them). Blocks while a worker's ring is full. */
 int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n);
 /* Drain, stop the workers, merge their results. Idempotent. */
 int csim_split__finish(struct csim_split *sp);

@@ -27,6 +27,12 @@
  * its worker's rows. Since no worker ever waits for another, the only
  * cross-thread waits are the splitter's (a full ring, a busy slot), which
  * workers always relieve.
+ *
+ * Rings. Each worker is fed by a CAB ring (cab.h) in exhaustive mode. A
+ * CAB consumer takes a chunk only once the producer is two chunks further,
+ * so a part can sit unseen in a chunk being filled; when the splitter waits
+ * for a slot (its parts still unseen), idle workers also read the chunk
+ * being filled (cab_consumer__drain), which keeps everything moving.
  */
 #include "pipeline/cab.h"
 #include "pipeline/csim-internal.h"
@@ -793,13 +799,13 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 {
 	if (sp->finished)
 		return fail(sp, -EPIPE, "push after finish");
+	if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
+		return fail(sp, -ECANCELED, "a worker failed (out of memory)");
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
-		int rc;
+		int rc = 0;
 		if (!csim_ref_type_valid(r->type))
 			return fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
-		if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
-			return fail(sp, -ECANCELED, "a worker failed (out of memory)");
 		uint32_t size = sp->cfg.cachegrind ? csim_cg_size(r) : (r->size ? r->size : 1);
 		uint64_t end = r->addr + size - 1;
 		if (end < r->addr)
@@ -813,10 +819,14 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 				break;
 			}
 		sp->st.refs++;
-		if (!cut) {
-			struct rep_ref whole = *r;
-			memset(whole.pad, 0, sizeof whole.pad);
-			rc = stage(sp, w1, &whole);
+		if (__builtin_expect(!cut, 1)) {
+			/* Straight into the worker's next record. */
+			struct rep_ref *d = &sp->stage[(size_t)w1 * SPLIT_STAGE + sp->nstage[w1]++];
+			*d = *r;
+			d->pad[0] = d->pad[1] = d->pad[2] = 0;
+			sp->st.per_worker[w1 < 64 ? w1 : 63]++;
+			if (sp->nstage[w1] == SPLIT_STAGE)
+				rc = flush_stage(sp, w1);
 		} else {
 			rc = route_cut(sp, r, end);
 		}

@@ -2,6 +2,7 @@
  * splitter, parallel cache simulators and the other analyses — and report
  * like cachegrind. See padrone-sim(1). */
 #include "pipeline/pipeline.h"
+#include "pipeline/rep.h"
 #include "src/padrone.h"
 
 #include <errno.h>
@@ -26,12 +27,14 @@ enum {
 
 static const char usage_text[] =
 	"usage: padrone-sim [OPTIONS] --lackey FILE\n"
+	"       padrone-sim [OPTIONS] --rep FILE\n"
 	"\n"
-	"Replay a valgrind lackey address trace (`valgrind --tool=lackey --trace-mem=yes`)\n"
-	"through padrone's cache simulators and analyses; FILE '-' is standard input.\n"
+	"Replay a memory reference trace through padrone's cache simulators and analyses.\n"
 	"\n"
-	"Input:\n"
-	"  --lackey FILE         the trace to replay\n"
+	"Input (one of):\n"
+	"  --lackey FILE         a trace from valgrind's lackey tool with its memory\n"
+	"                        trace on; FILE '-' is standard input\n"
+	"  --rep FILE            a saved REP stream with its block table\n"
 	"Cache geometry (SIZE,ASSOC,LINE in bytes; default: this host's caches, as\n"
 	"cachegrind detects them):\n"
 	"  --I1=S,A,L            level-1 instruction cache\n"
@@ -48,11 +51,13 @@ static const char usage_text[] =
 	"  -h, --help            this text\n"
 	"  -V, --version         padrone's version\n"
 	"\n"
-	"Exit status: 0 success; 1 malformed trace lines (reported; everything else\n"
-	"simulated and printed); 2 bad options; 3 the input could not be read.\n";
+	"Exit status: 0 success; 1 malformed input (reported, naming the line or byte\n"
+	"offset; everything else simulated and printed); 2 bad options; 3 the input\n"
+	"could not be read.\n";
 
 struct opts {
 	const char *lackey;
+	const char *rep;
 	const char *trace_out;
 	struct csim_config cfg;
 	bool have[CSIM_NLEVELS];
@@ -108,9 +113,10 @@ static int add_analysis(struct opts *o, const struct pipeline_analysis_ops *ops)
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_LACKEY = 256, O_I1, O_D1, O_L2, O_LL, O_CG, O_WORKERS, O_JSON, O_TOP, O_TRACE };
+	enum { O_LACKEY = 256, O_REP, O_I1, O_D1, O_L2, O_LL, O_CG, O_WORKERS, O_JSON, O_TOP, O_TRACE };
 	static const struct option longopts[] = {
 		{ "lackey", required_argument, NULL, O_LACKEY },
+		{ "rep", required_argument, NULL, O_REP },
 		{ "I1", required_argument, NULL, O_I1 },
 		{ "D1", required_argument, NULL, O_D1 },
 		{ "L2", required_argument, NULL, O_L2 },
@@ -136,6 +142,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		switch (c) {
 		case O_LACKEY:
 			o->lackey = optarg;
+			break;
+		case O_REP:
+			o->rep = optarg;
 			break;
 		case O_I1:
 		case O_D1:
@@ -196,8 +205,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (!o->lackey)
-		return usage_error("%s", "no input: give --lackey FILE (or - for stdin)");
+	if (!o->lackey == !o->rep)
+		return usage_error("%s", o->lackey ? "give one input, --lackey or --rep"
+						   : "no input: give --lackey FILE (- for stdin) or --rep FILE");
 	if (!o->nops)
 		add_analysis(o, pipeline_analysis_find("cache"));
 	return -1;
@@ -429,12 +439,153 @@ static int report_analyses(struct opts *o, struct run *run, const struct block_r
 	return 0;
 }
 
+/* --lackey: returns an exit status (the report follows), or minus one (no
+ * report). */
+static int replay_lackey(const struct opts *o, struct run *run)
+{
+	struct csim_lackey *lk;
+	bool std = !strcmp(o->lackey, "-");
+	FILE *in = std ? stdin : fopen(o->lackey, "re");
+	int status = EXIT_OK, rc;
+
+	if (!in) {
+		fprintf(stderr, "padrone-sim: cannot open %s: %s\n", o->lackey, strerror(errno));
+		return -EXIT_FAILURE_RUN;
+	}
+	if ((rc = csim_lackey__open(in, std ? "<stdin>" : o->lackey, &lk))) {
+		fprintf(stderr, "padrone-sim: %s\n", strerror(-rc));
+		if (!std)
+			fclose(in);
+		return -EXIT_FAILURE_RUN;
+	}
+	rc = csim_lackey__run(lk, 4096, sink, run);
+	if (rc == -EBADMSG) {
+		fprintf(stderr, "padrone-sim: %s\n", csim_lackey__errmsg(lk));
+		if (csim_lackey__bad_lines(lk) > 1)
+			fprintf(stderr, "padrone-sim: %" PRIu64 " malformed lines in all, skipped\n",
+				csim_lackey__bad_lines(lk));
+		status = EXIT_BADINPUT;
+	} else if (rc == -EIO) {
+		fprintf(stderr, "padrone-sim: %s\n", csim_lackey__errmsg(lk));
+		status = EXIT_FAILURE_RUN;
+	} else if (rc) {
+		status = -EXIT_FAILURE_RUN;	/* an analysis said why; no report */
+	}
+	csim_lackey__close(lk);
+	if (!std)
+		fclose(in);
+	return status;
+}
+
+struct rep_run {
+	struct run *run;
+	int rc;		/* the first analysis error */
+};
+
+/* rep_ref_sink cannot stop the replay: remember the first error. */
+static void rep_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct rep_run *rr = arg;
+	if (!rr->rc)
+		rr->rc = sink(rr->run, refs, n);
+}
+
+struct rep_counts {
+	const struct rep_table *t;
+	struct pipeline_block_count *blocks;
+	struct pipeline_edge_count *edges;
+	size_t nblocks, nedges, capb, cape;
+};
+
+static int count_fn(void *arg, uint32_t from, uint32_t to, uint64_t count)
+{
+	struct rep_counts *c = arg;
+	const struct rep_block *bt = rep_table__block(c->t, to);
+	const struct rep_block *bf = from ? rep_table__block(c->t, from) : NULL;
+
+	if (!bt || (from && !bf))
+		return -EINVAL;
+	if (!from) {
+		if (c->nblocks == c->capb) {
+			c->capb = c->capb ? 2 * c->capb : 256;
+			void *p = realloc(c->blocks, c->capb * sizeof(*c->blocks));
+			if (!p)
+				return -ENOMEM;
+			c->blocks = p;
+		}
+		const struct rep_instr *last = bt->ninstrs ? &bt->instrs[bt->ninstrs - 1] : NULL;
+		c->blocks[c->nblocks++] = (struct pipeline_block_count){
+			.pc = bt->pc, .count = count, .end = last ? last->pc + last->len : 0 };
+		return 0;
+	}
+	if (c->nedges == c->cape) {
+		c->cape = c->cape ? 2 * c->cape : 256;
+		void *p = realloc(c->edges, c->cape * sizeof(*c->edges));
+		if (!p)
+			return -ENOMEM;
+		c->edges = p;
+	}
+	c->edges[c->nedges++] = (struct pipeline_edge_count){ bf->pc, bt->pc, count };
+	return 0;
+}
+
+/* Hand the recovery's block and edge counts to the analyses. */
+static int deliver_counts(struct run *run, const struct rep_table *t, const struct rep_recover *rec)
+{
+	struct rep_counts c = { .t = t };
+	int rc = rep_recover__foreach_count(rec, count_fn, &c);
+
+	for (size_t i = 0; !rc && i < run->n; i++) {
+		if ((rc = pipeline_analysis__blocks(run->a[i], c.blocks, c.nblocks)) ||
+		    (rc = pipeline_analysis__edges(run->a[i], c.edges, c.nedges)))
+			fprintf(stderr, "padrone-sim: %s: %s\n", pipeline_analysis__name(run->a[i]),
+				pipeline_analysis__errmsg(run->a[i]));
+	}
+	free(c.blocks);
+	free(c.edges);
+	return rc;
+}
+
+/* --rep: a saved REP file (rep.h), recovered and fed to the analyses.
+ * Returns an exit status; negative: stop without a report. */
+static int replay_rep(const struct opts *o, struct run *run)
+{
+	struct rep_reader *rd;
+	struct rep_recover *rec;
+	struct rep_run rr = { .run = run };
+	int status = EXIT_OK, rc;
+
+	if ((rc = rep_reader__open(o->rep, &rd))) {
+		fprintf(stderr, "padrone-sim: %s\n", rep_errmsg());
+		/* A file that cannot be opened, or whose header or block table
+		 * is bad: nothing of it can be recovered. */
+		return -(rc == -EBADMSG ? EXIT_BADINPUT : EXIT_FAILURE_RUN);
+	}
+	const struct rep_table *t = rep_reader__table(rd);
+	if ((rc = rep_recover__new(t, rep_sink, &rr, &rec))) {
+		fprintf(stderr, "padrone-sim: %s\n", rep_errmsg());
+		rep_reader__close(rd);
+		return -EXIT_FAILURE_RUN;
+	}
+	rc = rep_reader__replay(rd, rec);
+	if (rc) {
+		/* Everything before the bad data was recovered and delivered. */
+		fprintf(stderr, "padrone-sim: %s\n", rep_errmsg());
+		status = rc == -EBADMSG ? EXIT_BADINPUT : EXIT_FAILURE_RUN;
+	}
+	rep_recover__flush(rec);
+	if (rr.rc || deliver_counts(run, t, rec))
+		status = -EXIT_FAILURE_RUN;	/* said why; no report */
+	rep_recover__free(rec);
+	rep_reader__close(rd);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
 	struct run run = { 0 };
-	struct csim_lackey *lk = NULL;
-	FILE *in = NULL, *trace = NULL;
+	FILE *trace = NULL;
 	int status = EXIT_OK, rc;
 	char err[512];
 
@@ -442,18 +593,12 @@ int main(int argc, char **argv)
 		return rc;
 	if ((rc = make_geometry(&o)) >= 0)
 		return rc;
-	in = strcmp(o.lackey, "-") ? fopen(o.lackey, "re") : stdin;
-	if (!in) {
-		fprintf(stderr, "padrone-sim: cannot open %s: %s\n", o.lackey, strerror(errno));
-		return EXIT_FAILURE_RUN;
-	}
 	if (o.trace_out) {
 		trace = strcmp(o.trace_out, "-") ? fopen(o.trace_out, "we") : stdout;
 		if (!trace) {
 			fprintf(stderr, "padrone-sim: cannot create %s: %s\n", o.trace_out,
 				strerror(errno));
-			status = EXIT_FAILURE_RUN;
-			goto out;
+			return EXIT_FAILURE_RUN;
 		}
 	}
 	struct pipeline_args args = {
@@ -469,23 +614,18 @@ int main(int argc, char **argv)
 		}
 		run.n++;
 	}
-	if ((rc = csim_lackey__open(in, strcmp(o.lackey, "-") ? o.lackey : "<stdin>", &lk))) {
-		fprintf(stderr, "padrone-sim: %s\n", strerror(-rc));
-		status = EXIT_FAILURE_RUN;
-		goto out;
+	struct pipeline_analysis *cache = find(&run, "cache");
+	struct csim_split_stats st;
+	if (cache) {
+		pipeline_cache_stats(cache, &st);
+		if (st.workers < o.workers)
+			fprintf(stderr, "padrone-sim: %u workers, not %u: these caches' set counts "
+					"allow only %u groups of sets\n",
+				st.workers, o.workers, 1u << st.bits);
 	}
-	rc = csim_lackey__run(lk, 4096, sink, &run);
-	if (rc == -EBADMSG) {
-		fprintf(stderr, "padrone-sim: %s\n", csim_lackey__errmsg(lk));
-		if (csim_lackey__bad_lines(lk) > 1)
-			fprintf(stderr, "padrone-sim: %" PRIu64 " malformed lines in all, skipped\n",
-				csim_lackey__bad_lines(lk));
-		status = EXIT_BADINPUT;
-	} else if (rc == -EIO) {
-		fprintf(stderr, "padrone-sim: %s\n", csim_lackey__errmsg(lk));
-		status = EXIT_FAILURE_RUN;
-	} else if (rc) {
-		status = EXIT_FAILURE_RUN;	/* an analysis said why */
+	status = o.rep ? replay_rep(&o, &run) : replay_lackey(&o, &run);
+	if (status < 0) {
+		status = -status;
 		goto out;
 	}
 	for (size_t i = 0; i < run.n; i++) {
@@ -503,9 +643,6 @@ int main(int argc, char **argv)
 out:
 	for (size_t i = 0; i < run.n; i++)
 		pipeline_analysis__free(run.a[i]);
-	csim_lackey__close(lk);
-	if (in && in != stdin)
-		fclose(in);
 	if (trace && trace != stdout && fclose(trace)) {
 		fprintf(stderr, "padrone-sim: writing %s: %s\n", o.trace_out, strerror(errno));
 		status = EXIT_FAILURE_RUN;

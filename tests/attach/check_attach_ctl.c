@@ -518,15 +518,15 @@ START_TEST(detaches_from_a_killed_target)
 }
 END_TEST
 
-START_TEST(times_out_on_a_thread_that_cannot_stop)
+/* A process whose main thread is a vfork parent: it sleeps uninterruptibly
+ * until its child (sleeping `ms`) exits; no ptrace stop can reach it. */
+static pid_t vfork_parent(int ms)
 {
-	/* A vfork parent sleeps uninterruptibly until its child execs or
-	 * exits: no ptrace stop can reach it. */
 	pid_t kid = fork();
 	if (kid == 0) {
 		setpgid(0, 0);
 		if (vfork() == 0) {
-			struct timespec ts = { 1, 500000000 };
+			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 			nanosleep(&ts, NULL);
 			_exit(0);
 		}
@@ -534,6 +534,12 @@ START_TEST(times_out_on_a_thread_that_cannot_stop)
 			pause();
 	}
 	ck_assert(at_wait_state(kid, "D", 5000));
+	return kid;
+}
+
+START_TEST(times_out_on_a_thread_that_cannot_stop)
+{
+	pid_t kid = vfork_parent(1500);
 	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 200 };
 	struct attach_target *t;
 	struct attach_error e;
@@ -554,6 +560,15 @@ START_TEST(times_out_on_a_thread_that_cannot_stop)
 	ck_assert_int_eq(attach_target__detach(t), 0);
 	ck_assert(at_wait_state(kid, "S", 2000));
 	ck_assert_int_eq(at_tracer(kid, 0), 0);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+
+	/* Detached while it still cannot stop: no failure, and free at once. */
+	kid = vfork_parent(1000);
+	ck_assert_int_eq(attach_seize(kid, &o, &t, &e), 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_eq(at_tracer(kid, 0), 0);
+	ck_assert(at_wait_state(kid, "S", 5000));	/* back in pause() */
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 }
@@ -586,6 +601,72 @@ START_TEST(survives_padrone_dying)
 }
 END_TEST
 
+START_TEST(works_with_a_zombie_leader)
+{
+	/* The main thread called pthread_exit: its zombie stays, the process
+	 * lives on in its other threads. */
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "threads", "-X", "-n", "2", "-l", "2", "-w", "20000", NULL);
+	ck_assert(at_wait_state(pid, "Z", 5000));
+	struct attach_target *t = at_seize(pid);
+	pid_t tids[64];
+	int n = attach_target__threads(t, tids, 64);
+	ck_assert_int_ge(n, 3);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_ne(tids[i], pid);	/* a zombie cannot be seized */
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(attach_target__stop(t), 0);
+		assert_all_stopped(pid);
+		ck_assert_int_eq(attach_target__resume(t), 0);
+		at_sleep_ms(5);
+	}
+	/* Memory through a live thread; system calls on one too. */
+	struct attach_maps *m;
+	ck_assert_int_eq(attach_maps__read(tids[0], &m), 0);
+	uint64_t a = attach_maps__at(m, 0)->start;
+	attach_maps__free(m);
+	unsigned char elf[4];
+	ck_assert_int_eq(attach_target__read(t, a, elf, 4), 4);
+	ck_assert_mem_eq(elf, "\177ELF", 4);
+	uint64_t none[6] = { 0 };
+	int64_t ret;
+	ck_assert_int_eq(attach_target__syscall(t, 0, SYS_getpid, none, &ret), 0);
+	ck_assert_int_eq(ret, pid);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_int_eq(at_tasks_not_traced_by(pid, 0), 0);
+	at_drain(&p);
+	long c = at_threads_ok(&p);
+	ck_assert_int_gt(at_threads_ok(&p), c);
+	tu_kill(&p);
+}
+END_TEST
+
+/* LeakSanitizer (in the ASan build) stops the world with ptrace of its own
+ * at exit; run its check while padrone holds a target stopped. */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+START_TEST(coexists_with_leak_sanitizer)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", WORK, NULL);
+	struct attach_target *t = at_seize(pid);
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	if (__lsan_do_recoverable_leak_check)
+		ck_assert_int_eq(__lsan_do_recoverable_leak_check(), 0);
+	ck_assert(attach_target__is_stopped(t));
+	assert_all_stopped(pid);
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	if (__lsan_do_recoverable_leak_check)
+		ck_assert_int_eq(__lsan_do_recoverable_leak_check(), 0);
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	at_drain(&p);
+	at_check_ticks(&p, 2, WORK_N);
+	tu_kill(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("attach-ctl");
@@ -607,6 +688,8 @@ int main(void)
 	tcase_add_test(tc, detaches_from_a_killed_target);
 	tcase_add_test(tc, times_out_on_a_thread_that_cannot_stop);
 	tcase_add_test(tc, survives_padrone_dying);
+	tcase_add_test(tc, works_with_a_zombie_leader);
+	tcase_add_test(tc, coexists_with_leak_sanitizer);
 	suite_add_tcase(s, tc);
 
 	/* The host need not block SIGCHLD: the tracer then polls. */

@@ -135,7 +135,7 @@ static inline void model_ref(struct model *m, const struct rep_ref *r)
 	/* cachegrind: dirty-helper sizes cut to 16; one access per level;
 	 * miss if any line missed; all lines updated; next level with the
 	 * same address and size. */
-	if (r->type != REP_REF_INSTR && size > 16 && size != 32)
+	if (r->type != REP_REF_INSTR && size > 16 && size != 32 && size != 64)
 		size = 16;
 	for (int lv = first; lv >= 0; lv = m->next[lv]) {
 		struct mcache *mc = &m->lv[lv];

@@ -1,6 +1,6 @@
 /* threads: a multithreaded target with constant thread churn.
  *
- * usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] [-t TICK_MS] [-S]
+ * usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] [-t TICK_MS] [-S] [-X]
  *   -d SECONDS  run that long, then print "done ..." and exit 0 (default 0: forever)
  *   -n CHURN    short-lived threads alive at once, created and joined
  *               continuously by the main thread (default 4; 0: none)
@@ -8,6 +8,9 @@
  *   -w WORK     iterations of work() per short-lived thread (default 20000)
  *   -t TICK_MS  print a tick line every TICK_MS (default 100)
  *   -S          long-lived threads sleep in 1 ms nanosleeps instead of spinning
+ *   -X          the main thread calls pthread_exit after "ready" (its zombie
+ *               stays while a new "driver" thread does its work); the
+ *               process ends with exit(0) after "done"
  *
  * output (line-buffered):
  *   ready PID                                  once, after the long-lived threads start
@@ -75,33 +78,16 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int main(int argc, char **argv)
-{
-	double duration = 0, tick_s = 0.1;
-	int churn = 4, nlong = 2, c;
+static double duration, tick_s = 0.1;
+static int churn = 4, nlong = 2, main_exits;
+static pthread_t *longs;
 
-	while ((c = getopt(argc, argv, "d:n:l:w:t:S")) != -1) {
-		switch (c) {
-		case 'd': duration = atof(optarg); break;
-		case 'n': churn = atoi(optarg); break;
-		case 'l': nlong = atoi(optarg); break;
-		case 'w': work_iters = atol(optarg); break;
-		case 't': tick_s = atof(optarg) / 1000.0; break;
-		case 'S': sleepy = 1; break;
-		default:
-			fprintf(stderr, "usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] "
-					"[-t TICK_MS] [-S]\n");
-			return 2;
-		}
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	pthread_t *longs = calloc((size_t)nlong + 1, sizeof(*longs));
+/* Creates and joins the short-lived threads, prints the ticks, ends the
+ * process. */
+static void *driver(void *arg)
+{
 	pthread_t *ring = calloc((size_t)churn + 1, sizeof(*ring));
 	uintptr_t *ring_id = calloc((size_t)churn + 1, sizeof(*ring_id));
-	for (int i = 0; i < nlong; i++)
-		pthread_create(&longs[i], NULL, long_lived, (void *)(uintptr_t)(i + 1));
-	printf("ready %d\n", (int)getpid());
-
 	double start = now_s(), next_tick = start + tick_s;
 	uintptr_t created = 0;
 	long tick = 0;
@@ -142,5 +128,39 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nlong; i++)
 		pthread_join(longs[i], NULL);
 	printf("done created %lu errors %ld\n", (unsigned long)created, atomic_load(&errors));
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	int c;
+
+	while ((c = getopt(argc, argv, "d:n:l:w:t:SX")) != -1) {
+		switch (c) {
+		case 'd': duration = atof(optarg); break;
+		case 'n': churn = atoi(optarg); break;
+		case 'l': nlong = atoi(optarg); break;
+		case 'w': work_iters = atol(optarg); break;
+		case 't': tick_s = atof(optarg) / 1000.0; break;
+		case 'S': sleepy = 1; break;
+		case 'X': main_exits = 1; break;
+		default:
+			fprintf(stderr, "usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] "
+					"[-t TICK_MS] [-S] [-X]\n");
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	longs = calloc((size_t)nlong + 1, sizeof(*longs));
+	for (int i = 0; i < nlong; i++)
+		pthread_create(&longs[i], NULL, long_lived, (void *)(uintptr_t)(i + 1));
+	printf("ready %d\n", (int)getpid());
+
+	if (main_exits) {
+		pthread_t drv;
+		pthread_create(&drv, NULL, driver, NULL);
+		pthread_exit(NULL);
+	}
+	driver(NULL);
 	return 0;
 }
