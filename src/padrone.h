@@ -207,6 +207,56 @@ struct padrone_frame {
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count);
 
+/* ------------------------------------------------------------------ cfg */
+
+/* A function's control-flow graph and loop forest, rebuilt from the
+ * attached process's memory alone (basic blocks, edges, jump tables, calls,
+ * where the function ends, dominators, loops). */
+struct padrone_cfg;
+
+enum padrone_cfg_format {
+	PADRONE_CFG_TEXT,	/* blocks with instructions, edges, calls, loops */
+	PADRONE_CFG_JSON,	/* one object, the shape padroned --cfg --json prints */
+	PADRONE_CFG_DOT,	/* Graphviz: loops as nested clusters, hot blocks shaded */
+	PADRONE_CFG_DISAS,	/* disassembly, block by block */
+	PADRONE_CFG_LOOPS,	/* the loop forest, one line per loop */
+};
+
+/* Build the CFG of the function `what` names: a symbol ("main", "printf")
+ * or an address ("0x401136") anywhere inside the function. Samples of the
+ * last profile, if any, are attributed to its blocks and loops. 0 and *out
+ * (free with padrone_cfg__free), or -errno with the reason in the session
+ * ("no function named 'foo' in process 4242"). */
+int padrone_session__cfg(struct padrone_session *s, const char *what, struct padrone_cfg **out);
+void padrone_cfg__free(struct padrone_cfg *c);
+uint64_t padrone_cfg__entry(const struct padrone_cfg *c);
+const char *padrone_cfg__name(const struct padrone_cfg *c);	/* "" if unknown */
+/* Why the CFG is incomplete (unreadable or invalid code at an address, a
+ * limit), or "". */
+const char *padrone_cfg__error(const struct padrone_cfg *c);
+/* The CFG as text in fmt: a malloc'd string the caller frees, or NULL and
+ * errno. */
+char *padrone_cfg__format(const struct padrone_cfg *c, enum padrone_cfg_format fmt);
+
+/* A hot function of the last profile and its hottest loop (the loop whose
+ * own blocks hold the most samples). Strings belong to the report. */
+struct padrone_hot_loop {
+	const char *function, *module;
+	uint64_t entry;
+	uint64_t function_samples;	/* self samples of the function */
+	uint64_t header;	/* the loop's header block; 0: no loop has samples */
+	unsigned depth;		/* 1: outermost */
+	unsigned blocks;
+	bool irreducible;
+	uint64_t samples;	/* in the loop, nested loops included */
+};
+
+/* The hottest functions of the last profile (as many as fit in max, hottest
+ * first), each with its hottest loop. Returns how many were filled, or
+ * -errno (no profile yet, the process gone). */
+int padrone_session__hot_loops(struct padrone_session *s, struct padrone_hot_loop *out,
+			       size_t max);
+
 /* ----------------------------------------------------------- code cache */
 
 /* Live replacement and measurement (PADRONE's optimisation step). padrone
