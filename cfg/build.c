@@ -40,8 +40,7 @@ struct fb {
 	struct work *wv;
 	size_t nw, cw;
 	struct cfg_jt_result *tv;
-	uint64_t *tat;
-	size_t nt, ct, ctat;
+	size_t nt, ct;
 	struct cfg_call *cv;
 	size_t nc, cc;
 	char *names;
@@ -781,7 +780,6 @@ static void fb_fini(struct fb *b)
 	for (size_t t = 0; t < b->nt; t++)
 		free(b->tv[t].targets);
 	free(b->tv);
-	free(b->tat);
 	free(b->cv);
 	free(b->names);
 }

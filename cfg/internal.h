@@ -201,9 +201,8 @@ struct cfg_finsn {	/* an instruction kept in the built function */
 };
 
 struct cfg_function {
-	struct cfg_reader *r;	/* for disassembly; NULL after free of r? no:
-				 * insns keep their bytes */
-	struct cfg_decoder dec;
+	struct cfg_decoder dec;	/* for disassembly: insns keep their bytes, so
+				 * a function outlives its reader */
 	uint64_t entry;
 	char name[128];
 	enum cfg_error err;

@@ -55,6 +55,14 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		  size_t nowned, uint64_t state, uint32_t *id);
 void cc__job_free(struct cc_job *j);
 
+/* The redirection of func of that kind (0: any), or NULL. */
+struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind);
+/* The detour: the job's relocated first bytes written to the cache, where
+ * a thread caught inside them is moved (phases allocate, write). */
+int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size);
+/* The job's own report, to add a line to. */
+void cc__job_say(struct cc_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Undoing a measuring stub: threads in [lo, hi) are stepped out, those in
  * the prefix copy moved back to the original. */
 struct cc_undo_stub {

@@ -101,6 +101,56 @@ static void nap(unsigned *us)
 		*us *= 2;
 }
 
+/* One try, run on attach/'s tracer thread (where every ptrace request of
+ * it is a plain call, not a hand-over between threads): stop, look, write,
+ * move threads, resume. */
+struct attempt {
+	struct cc_job *j;
+	struct cc_tcheck *k;
+	const struct write *w;
+	size_t nw;
+	bool wait_busy;
+	bool blocked;		/* out: a thread is in the way */
+	int resume_rc;
+	uint64_t pause_ns;
+	char why[400];
+};
+
+static int attempt(struct attach_target *t, void *arg)
+{
+	struct attempt *a = arg;
+	struct cc_job *j = a->j;
+	struct cc_tcheck *k = a->k;
+	uint64_t t0 = now_ns();
+	int rc;
+
+	a->why[0] = '\0';
+	if ((rc = attach_target__stop(t)) < 0) {
+		snprintf(a->why, sizeof a->why, "cannot stop process %d: %s", j->c->pid,
+			 attach_target__errmsg(t));
+		return rc;
+	}
+	rc = cc__tcheck(k);
+	a->blocked = rc == 0 && (k->hard || (a->wait_busy && k->nbusy_threads && !j->o.force));
+	if (rc == 0 && !a->blocked && !j->o.dry_run) {
+		size_t done = 0;
+		for (; done < a->nw; done++)
+			if ((rc = cc__write(j->c, a->w[done].addr, a->w[done].bytes, a->w[done].len)) < 0)
+				break;
+		if (rc < 0) {	/* all or nothing */
+			snprintf(a->why, sizeof a->why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
+				 a->w[done].len, a->w[done].addr, strerror(-rc));
+			for (size_t i = 0; i < done; i++)
+				cc__write(j->c, a->w[i].addr, j->undo[i].bytes, j->undo[i].len);
+		}
+		for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
+			rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
+	}
+	a->resume_rc = attach_target__resume(t);
+	a->pause_ns = now_ns() - t0;
+	return rc;
+}
+
 /* Stop the world, look at every thread, write, move threads, resume; when
  * a thread is in the way (a return address inside the bytes to patch; with
  * wait_busy, a thread in the busy ranges), resume and retry until the
@@ -112,6 +162,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 	struct cc_cache *c = j->c;
 	struct attach_target *t = c->t;
 	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	struct attempt a = { .j = j, .k = k, .w = w, .nw = nw, .wait_busy = wait_busy };
 	unsigned us = 500;
 	int rc;
 
@@ -124,39 +175,17 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		return 0;
 	}
 	for (;;) {
-		uint64_t t0 = now_ns();
-		if ((rc = attach_target__stop(t)) < 0)
-			return cc__fail(c, phase, rc, "cannot stop process %d: %s", c->pid,
-					attach_target__errmsg(t));
-		rc = cc__tcheck(k);
-		bool blocked = rc == 0 && (k->hard || (wait_busy && k->nbusy_threads && !j->o.force));
-		char why[400] = "";
-		if (rc == 0 && !blocked && !j->o.dry_run) {
-			size_t done = 0;
-			for (; done < nw; done++)
-				if ((rc = cc__write(c, w[done].addr, w[done].bytes, w[done].len)) < 0)
-					break;
-			if (rc < 0) {	/* all or nothing */
-				snprintf(why, sizeof why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
-					 w[done].len, w[done].addr, strerror(-rc));
-				for (size_t i = 0; i < done; i++)
-					cc__write(c, w[i].addr, j->undo[i].bytes, j->undo[i].len);
-			}
-			for (size_t i = 0; rc == 0 && i < k->nmoves; i++)
-				rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
-		}
-		int rrc = attach_target__resume(t);
-		uint64_t pause = now_ns() - t0;
+		rc = attach_target__call(t, attempt, &a);
 		j->stats.threads = (unsigned)k->n;
 		if (rc < 0)
-			return cc__fail(c, phase, rc, "%s", why[0] ? why : strerror(-rc));
-		if (!blocked) {
-			j->stats.stop_ns = pause;
+			return cc__fail(c, phase, rc, "%s", a.why[0] ? a.why : strerror(-rc));
+		if (!a.blocked) {
+			j->stats.stop_ns = a.pause_ns;
 			j->stats.moved = (unsigned)k->nmoves;
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
-			if (rrc < 0)
-				return cc__fail(c, phase, rrc, "patched, but could not resume process %d: "
-						"%s", c->pid, attach_target__errmsg(t));
+			if (a.resume_rc < 0)
+				return cc__fail(c, phase, a.resume_rc, "patched, but could not resume "
+						"process %d: %s", c->pid, attach_target__errmsg(t));
 			return 0;
 		}
 		const char *reason = k->hard ? k->hard_why : k->busy_why;
@@ -173,6 +202,19 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		j->stats.retries++;
 		nap(&us);
 	}
+}
+
+/* One look for the grace period, on the tracer thread. */
+static int look(struct attach_target *t, void *arg)
+{
+	struct cc_tcheck *k = arg;
+	int rc = attach_target__stop(t);
+
+	if (rc < 0)
+		return rc;
+	rc = cc__tcheck(k);
+	int rrc = attach_target__resume(t);
+	return rc < 0 ? rc : rrc;
 }
 
 /* After an undo: wait until every thread has been seen once with no PC and
@@ -195,13 +237,9 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 	k->step_out = (struct cc_range){ 0, 0 };
 	k->crit_returns = false;
 	for (;;) {
-		if ((rc = attach_target__stop(t)) < 0)
-			break;
 		k->ignore = clear;
 		k->nignore = nclear;
-		rc = cc__tcheck(k);
-		attach_target__resume(t);
-		if (rc < 0)
+		if ((rc = attach_target__call(t, look, k)) < 0)
 			break;
 		pid_t *more = realloc(clear, (nclear + k->n) * sizeof *clear);
 		if (!more) {
@@ -511,7 +549,7 @@ void cc__job_free(struct cc_job *j)
 
 /* ------------------------------------------------------------- directory */
 
-static struct cc_dir_redir *redir_find(struct cc_cache *c, uint64_t func, unsigned kind)
+struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind)
 {
 	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
 		struct cc_dir_redir *r = &c->dir.redirs[i];
@@ -651,7 +689,7 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	int rc;
 
 	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
-	    redir_find(c, j->fn.addr, CC_REDIR_REPLACE)))
+	    cc__redir_find(c, j->fn.addr, CC_REDIR_REPLACE)))
 		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "the entry of %s is already patched",
 				j->name);
 	for (size_t i = 0; i < j->ncalls; i++)
@@ -793,11 +831,9 @@ out:
 	return rc;
 }
 
-/* ------------------------------------------------------- replace/restore */
-
 /* The detour: the relocated first bytes, where a thread caught inside them
  * is moved (phases allocate and write). */
-static int place_detour(struct cc_job *j, const struct cc_func *fn, uint64_t *copy, size_t *size)
+int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size)
 {
 	struct cc_cache *c = j->c;
 	struct cc_error err;
@@ -811,7 +847,7 @@ static int place_detour(struct cc_job *j, const struct cc_func *fn, uint64_t *co
 	if (*size > sizeof buf)
 		return cc__fail(c, CC_PHASE_REDIRECT, -E2BIG, "the relocated first bytes of %s are "
 				"too large", j->name);
-	if ((rc = cc_cache__alloc(c, CC_CODE, *size, 16, fn->addr, copy)) < 0)
+	if ((rc = cc_cache__alloc(c, CC_CODE, *size, 16, j->fn.addr, copy)) < 0)
 		return rc;
 	if ((rc = cc_reloc__encode(j->prefix, *copy, buf, sizeof buf, &err)) < 0)
 		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "%s", err.msg);
@@ -824,142 +860,13 @@ static int place_detour(struct cc_job *j, const struct cc_func *fn, uint64_t *co
 	return rc;
 }
 
-int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
-		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
+void cc__job_say(struct cc_job *j, const char *fmt, ...)
 {
-	struct cc_patch_opts o = { .sz = sizeof o };
-	struct cc_dir_redir *r;
-	struct cc_job *j;
-	struct cc_loaded l = { 0 };
-	uint64_t copy = 0;
-	size_t dsize = 0;
-	char source[160];
-	int rc;
+	char line[512];
+	va_list ap;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-	const char *name = fn->name ? fn->name : "the function";
-	if ((r = redir_find(c, fn->addr, CC_REDIR_REPLACE)))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already replaced (by %s); "
-				"restore it first", name, r->source[0] ? r->source : "other code");
-	if (redir_find(c, fn->addr, CC_REDIR_MEASURE))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "%s is being measured", name);
-	if (!o.source) {
-		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
-		o.source = source;
-	}
-	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
-		return rc;
-	if (o.dry_run) {
-		/* link at stand-in addresses: the symbols must resolve */
-		struct cc_image_layout lay;
-		struct cc_error err;
-		cc_image__layout(im, &lay);
-		uint8_t *cb = calloc(1, lay.code_size + 1), *db = calloc(1, lay.data_size + 1);
-		uint64_t entry;
-		rc = cb && db ? cc_image__link(im, fn->addr + (64 << 20), fn->addr + (128 << 20),
-					       resolve, arg, cb, db, &entry, &err) : -ENOMEM;
-		free(cb);
-		free(db);
-		if (rc < 0) {
-			cc__fail(c, CC_PHASE_LOAD, rc, "%s", rc == -ENOMEM ? "out of memory" : err.msg);
-			goto out;
-		}
-		say(&j->rep, "would load %s (%zu bytes of code, %zu of data) within +-2 GiB of %s",
-		    o.source, lay.code_size, lay.data_size, name);
-		rc = cc__job_apply(j, fn->addr + (64 << 20), 0, NULL, 0, 0, NULL);
-		goto out;
-	}
-	if ((rc = cc_cache__load(c, im, fn->addr, resolve, arg, &l)) < 0)
-		goto out;
-	say(&j->rep, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
-	    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
-	    l.data_size, l.data);
-	if ((rc = place_detour(j, fn, &copy, &dsize)) < 0)
-		goto out;
-	struct cc_dir_block owned[3];
-	size_t n = 0;
-	owned[n++] = (struct cc_dir_block){ l.code, l.code_size, CC_CODE, 0 };
-	if (l.data)
-		owned[n++] = (struct cc_dir_block){ l.data, l.data_size, CC_DATA, 0 };
-	if (copy)
-		owned[n++] = (struct cc_dir_block){ copy, dsize, CC_CODE, 0 };
-	rc = cc__job_apply(j, l.entry, copy, owned, n, 0, NULL);
-out:
-	if (rc < 0 || o.dry_run) {
-		if (copy)
-			cc_cache__free(c, copy, dsize);
-		cc_cache__unload(c, &l);
-	}
-	cc__job_free(j);
-	return rc;
-}
-
-int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
-		       const struct cc_patch_opts *opts)
-{
-	struct cc_patch_opts o = { .sz = sizeof o };
-	struct cc_dir_redir *r;
-	struct cc_job *j;
-	uint64_t copy = 0;
-	size_t dsize = 0;
-	int rc;
-
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-	const char *name = fn->name ? fn->name : "the function";
-	if ((r = redir_find(c, fn->addr, 0)))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
-				name, r->kind == CC_REDIR_MEASURE ? "being measured" : "replaced");
-	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
-		return rc;
-	if ((rc = place_detour(j, fn, &copy, &dsize)) == 0) {
-		struct cc_dir_block owned = { copy, dsize, CC_CODE, 0 };
-		rc = cc__job_apply(j, dest, copy, &owned, copy ? 1 : 0, 0, NULL);
-	}
-	if (rc < 0 && copy)
-		cc_cache__free(c, copy, dsize);
-	cc__job_free(j);
-	return rc;
-}
-
-int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
-		      const struct cc_patch_opts *opts)
-{
-	struct cc_dir_redir *r = redir_find(c, func, CC_REDIR_REPLACE);
-	char label[96];
-
-	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : "the function");
-	if (!r)
-		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s (0x%" PRIx64 ") is not replaced",
-				label, func);
-	if (redir_find(c, func, CC_REDIR_MEASURE))
-		return cc__fail(c, CC_PHASE_RESTORE, -EBUSY, "%s is being measured", label);
-	return cc__undo(c, r->id, opts, NULL);
-}
-
-int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
-		const struct cc_dir_redir *r = &c->dir.redirs[i];
-		if (!r->id)
-			continue;
-		if (n < max) {
-			struct cc_redirect_info *o = &out[n];
-			memset(o, 0, sizeof *o);
-			o->measure = r->kind == CC_REDIR_MEASURE;
-			o->func = r->func;
-			o->func_size = r->func_size;
-			o->dest = r->dest;
-			o->stop_ns = r->stop_ns;
-			snprintf(o->name, sizeof o->name, "%s", r->name);
-			snprintf(o->source, sizeof o->source, "%s", r->source);
-			for (size_t k = 0; k < CC_MAX_SITES; k++)
-				o->sites += c->dir.sites[k].redir == r->id;
-		}
-		n++;
-	}
-	return (int)n;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	say(&j->rep, "%s", line);
 }

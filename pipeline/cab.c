@@ -138,7 +138,9 @@ static int geom_from_opts(const struct cab_opts *in, struct geom *g)
 	g->meta_offset = round_up(sizeof(struct cab_shared), CAB_LINE);
 	g->data_offset = round_up(g->meta_offset + (size_t)o->nchunks * sizeof(struct cab_meta),
 				  4096);
-	g->total = g->data_offset + g->data_bytes;
+	/* One line of MAGIC after the last chunk: the end of the buffer. A
+	 * record ending exactly there leaves the producer pointing at it. */
+	g->total = g->data_offset + g->data_bytes + CAB_LINE;
 	return 0;
 }
 
@@ -161,7 +163,7 @@ static void ring_fill(struct cab_ring *r, const struct geom *g)
 	r->chunk_words = g->chunk_words;
 	r->nchunks = g->o.nchunks;
 	r->max_rec = g->o.max_record_words;
-	r->data_end = r->chunk_words - (r->max_rec - 1);
+	r->data_end = r->chunk_words - r->max_rec;
 	r->slot_words = g->slot_words;
 	r->nslots = g->nslots;
 	r->spin_us = g->o.spin_us;
@@ -226,6 +228,8 @@ int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out)
 	if (r->kind == CAB_KIND_CAB)
 		for (uint32_t k = 0; k < r->nchunks; k++)
 			init_chunk(r, k);
+	for (uint32_t i = 0; i < CAB_LINE / 8; i++)
+		cab__chunk(r, r->nchunks)[i] = CAB_MAGIC;
 	__atomic_store_n(&sh->magic, CAB_RING_MAGIC, __ATOMIC_RELEASE);
 	*out = r;
 	return 0;
@@ -469,19 +473,30 @@ static bool cab_two_free(struct cab_producer *p, void *arg)
 	       __atomic_load_n(cab__chunk(r, k2), __ATOMIC_ACQUIRE) == CAB_CLEAR;
 }
 
+/* The guard is as long as the longest record, so a record never ends on
+ * its chunk's last word: every move to another chunk comes through here.
+ * The chunk is still worked out from the pointer, and the end line wraps,
+ * so that nothing depends on that. */
 static int cab_slow(struct cab_producer *p, uint64_t hdr, const uint64_t *pl, size_t n)
 {
 	struct cab_ring *r = p->ring;
 	bool entered = false;
 
 	for (;;) {
-		uint64_t *start = cab__chunk(r, p->chunk);
 		uint64_t *w = p->ptr == &p->blocked ? p->resume : p->ptr;
-		uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+		uint32_t k = (uint32_t)((size_t)(w - r->data) / r->chunk_words);
+		uint64_t *start = cab__chunk(r, k);
 
+		if (k >= r->nchunks) {	/* the end line: wrap */
+			p->ptr = r->data;
+			entered = true;
+			continue;
+		}
+		p->chunk = k;
+		uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
 		if (v == CAB_CLEAR) {
 			if (w == start && p->gap) {
-				r->meta[p->chunk].gap = 1;
+				r->meta[k].gap = 1;
 				p->gap = false;
 			}
 			if (p->dropping) {	/* space appeared: a consumer is back */
@@ -497,9 +512,8 @@ static int cab_slow(struct cab_producer *p, uint64_t hdr, const uint64_t *pl, si
 		}
 		if (w != start) {
 			/* The guard (or anything not CLEAR inside our chunk):
-			 * the chunk ends here; the next one, wrapping. */
-			p->chunk = (p->chunk + 1) % r->nchunks;
-			p->ptr = cab__chunk(r, p->chunk);
+			 * the chunk ends here; on to the next. */
+			p->ptr = cab__chunk(r, k + 1);
 			entered = true;
 			continue;
 		}

@@ -13,10 +13,13 @@
  * lets a consumer step over records without knowing what they mean.
  *
  * Layout (kind CAB). The data area is nchunks chunks of chunk_words words.
- * The last max_record_words-1 words of every chunk are a guard holding
+ * The last max_record_words words of every chunk are a guard holding
  * CAB_MAGIC; every other free word holds CAB_CLEAR. A record starts before the
- * guard and may run into it, so a record never crosses a chunk boundary and
- * the first word of every chunk in use is a record header.
+ * guard and may run into it but never to the chunk's last word, so a record
+ * never crosses a chunk boundary, the first word of every chunk in use is a
+ * record header, and the producer always leaves a chunk through the slow
+ * path (which is where it wakes a sleeping consumer). One line of CAB_MAGIC
+ * after the last chunk marks the end of the buffer.
  *
  * Producer fast path (what instrumented code will emit inline; nothing else
  * is touched, in particular no shared index):
@@ -27,9 +30,9 @@
  *	w[0] = header;                    // header last (a release store;
  *	p->ptr = w + 1 + n;               // a plain mov on x86), advance.
  *
- * The slow path sees either CAB_MAGIC (the guard: move p->ptr to the start of
- * the next chunk, wrapping after the last one, and look again) or a header
- * at a chunk start: that chunk is not consumed yet, the ring is full.
+ * The slow path sees either CAB_MAGIC (the guard: move p->ptr to the start
+ * of the next chunk, wrapping after the last one, and look again) or a
+ * header at a chunk start: that chunk is not consumed yet, the ring is full.
  *
  * Consumer. It takes whole chunks, in order, and only once the producer has
  * started the chunk two ahead (it reads that chunk's first word), so the two
@@ -44,9 +47,9 @@
  *    across processes) in slices of wait_ms, resuming when two chunks are
  *    free. It never waits forever: when the consumer has closed the ring, its
  *    pid is gone, or its heartbeat (a CLOCK_MONOTONIC timestamp the consumer
- *    refreshes on every poll) is older than consumer_timeout_ms, the producer
- *    switches to dropping records and counts them; it resumes writing as soon
- *    as space appears again.
+ *    refreshes as it polls and waits) is older than consumer_timeout_ms, the
+ *    producer switches to dropping records and counts them; it resumes
+ *    writing as soon as space appears again.
  *  - CAB_SAMPLING: the producer never waits; a record that finds the ring
  *    full is dropped and counted. The consumer analyses bursts of
  *    burst_chunks consecutive chunks and skips (clears unread) enough chunks
@@ -121,7 +124,7 @@ struct cab_producer {
 	uint32_t kind;
 	uint32_t max_payload;	/* records carry at most this many payload words */
 	uint32_t slot_words;	/* FFQ: words per slot */
-	uint32_t chunk;		/* index of the chunk/buffer/slot ptr is in */
+	uint32_t chunk;		/* chunk/buffer of ptr, as of the last slow path */
 	uint64_t *resume;	/* while blocked: where writing resumes */
 	uint64_t blocked;	/* a non-CLEAR word ptr points at while blocked */
 	uint64_t drop_checks;	/* drops since the consumer was last looked at */
@@ -144,8 +147,8 @@ struct cab_stats {
 	uint64_t records_delivered, words_delivered;
 	uint64_t records_skipped;	/* in skipped chunks */
 	uint64_t records_dropped, words_dropped;	/* by the producer */
-	uint64_t producer_waits;	/* times the producer found the ring full and waited */
-	uint64_t producer_wait_ns;
+	uint64_t producer_waits;	/* times the producer, finding the ring full, slept */
+	uint64_t producer_wait_ns;	/* time spent in those waits */
 	uint64_t corrupt;		/* malformed headers found (chunk rest discarded) */
 	double achieved_rate;		/* delivered / (delivered + skipped + dropped) */
 	bool producer_dropping;		/* the producer judged the consumer gone */

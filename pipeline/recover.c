@@ -10,17 +10,25 @@
 
 #define REP_BATCH 2048
 
+/* Executions of a block, and of the edges to its first two successors
+ * (a block rarely has more); further edges go to the hash table. */
+struct bcount {
+	uint64_t n;
+	uint32_t succ[2];	/* ids, 0 = none yet */
+	uint64_t sn[2];
+};
+
 struct rep_recover {
 	const struct rep_table *t;
 	rep_ref_sink sink;
 	void *arg;
 	struct rep_ref *batch;
 	size_t nbatch;
-	uint64_t *counts;	/* per table position */
+	struct bcount *counts;	/* per table position */
 	size_t ncounts;
-	uint64_t *ekeys, *evals;	/* edges: key (from << 32 | to), open addressing */
+	uint64_t *ekeys, *evals;	/* other edges: key (from << 32 | to), open addressing */
 	size_t ecap, en;
-	uint32_t prev;		/* id of the previous unit's block, 0 after a gap */
+	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -139,22 +147,48 @@ static int edge_add(struct rep_recover *r, uint64_t key, uint64_t n)
 	return 0;
 }
 
+static int grow_counts(struct rep_recover *r, size_t n)
+{
+	struct bcount *nc = realloc(r->counts, n * sizeof(*nc));
+
+	if (!nc)
+		return rep__fail(-ENOMEM, "out of memory");
+	memset(nc + r->ncounts, 0, (n - r->ncounts) * sizeof(*nc));
+	r->counts = nc;
+	r->ncounts = n;
+	return 0;
+}
+
+static int count_edge(struct rep_recover *r, struct bcount *from, uint32_t from_id, uint32_t id,
+		      uint64_t n)
+{
+	for (int k = 0; k < 2; k++) {
+		if (from->succ[k] == id) {
+			from->sn[k] += n;
+			return 0;
+		}
+		if (!from->succ[k]) {
+			from->succ[k] = id;
+			from->sn[k] = n;
+			return 0;
+		}
+	}
+	return edge_add(r, (uint64_t)from_id << 32 | id, n);
+}
+
 static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id)
 {
-	if (pos_in_table >= r->ncounts) {	/* the table grew after we were made */
-		size_t n = r->t->n;
-		uint64_t *nc = realloc(r->counts, n * sizeof(*nc));
-		if (!nc)
-			return rep__fail(-ENOMEM, "out of memory");
-		memset(nc + r->ncounts, 0, (n - r->ncounts) * sizeof(*nc));
-		r->counts = nc;
-		r->ncounts = n;
-	}
-	r->counts[pos_in_table]++;
 	int rc = 0;
-	if (r->prev)
-		rc = edge_add(r, (uint64_t)r->prev << 32 | id, 1);
-	r->prev = id;
+
+	/* the table may have grown after we were made */
+	if (pos_in_table >= r->ncounts && (rc = grow_counts(r, r->t->n)))
+		return rc;
+	r->counts[pos_in_table].n++;
+	if (r->prev) {
+		uint32_t p = r->prev - 1;
+		rc = count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
+	}
+	r->prev = pos_in_table + 1;
 	return rc;
 }
 
@@ -238,7 +272,8 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
 	r->v[0] = 0;
-	memcpy(r->v + 1, u + 1, (size_t)x->b.nslots * 8);
+	for (uint32_t i = 1; i <= x->b.nslots; i++)	/* a few words: no memcpy call */
+		r->v[i] = u[i];
 	int rc = run_block(r, x, off);
 	if (rc)
 		return rc;
@@ -340,16 +375,21 @@ uint64_t rep_recover__block_count(const struct rep_recover *r, uint32_t id)
 	const struct rep_blk *x = rep__lookup(r->t, id);
 	size_t p = x ? (size_t)(x - r->t->blks) : SIZE_MAX;
 
-	return p < r->ncounts ? r->counts[p] : 0;
+	return p < r->ncounts ? r->counts[p].n : 0;
 }
 
 uint64_t rep_recover__edge_count(const struct rep_recover *r, uint32_t from, uint32_t to)
 {
+	const struct rep_blk *x = rep__lookup(r->t, from);
+	size_t p = x ? (size_t)(x - r->t->blks) : SIZE_MAX;
 	uint64_t key = (uint64_t)from << 32 | to;
 	size_t i = ehash(key, r->ecap);
 
-	if (!from || !to)
+	if (!to || p >= r->ncounts)
 		return 0;
+	for (int k = 0; k < 2; k++)
+		if (r->counts[p].succ[k] == to)
+			return r->counts[p].sn[k];
 	while (r->ekeys[i]) {
 		if (r->ekeys[i] == key)
 			return r->evals[i];
@@ -362,9 +402,15 @@ int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, voi
 {
 	int rc;
 
-	for (size_t p = 0; p < r->ncounts; p++)
-		if (r->counts[p] && (rc = fn(arg, 0, r->t->blks[p].b.id, r->counts[p])))
+	for (size_t p = 0; p < r->ncounts; p++) {
+		const struct bcount *b = &r->counts[p];
+		uint32_t id = r->t->blks[p].b.id;
+		if (b->n && (rc = fn(arg, 0, id, b->n)))
 			return rc;
+		for (int k = 0; k < 2; k++)
+			if (b->succ[k] && (rc = fn(arg, id, b->succ[k], b->sn[k])))
+				return rc;
+	}
 	for (size_t i = 0; i < r->ecap; i++)
 		if (r->ekeys[i] &&
 		    (rc = fn(arg, (uint32_t)(r->ekeys[i] >> 32), (uint32_t)r->ekeys[i], r->evals[i])))
@@ -374,25 +420,26 @@ int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, voi
 
 int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 {
+	int rc;
+
 	if (dst->t != src->t)
 		return rep__fail(-EINVAL, "merging recoveries of different block tables");
+	if (src->ncounts > dst->ncounts && (rc = grow_counts(dst, src->ncounts)))
+		return rc;
 	for (size_t p = 0; p < src->ncounts; p++) {
-		if (!src->counts[p])
-			continue;
-		if (p >= dst->ncounts) {
-			size_t n = src->ncounts;
-			uint64_t *nc = realloc(dst->counts, n * sizeof(*nc));
-			if (!nc)
-				return rep__fail(-ENOMEM, "out of memory");
-			memset(nc + dst->ncounts, 0, (n - dst->ncounts) * sizeof(*nc));
-			dst->counts = nc;
-			dst->ncounts = n;
-		}
-		dst->counts[p] += src->counts[p];
+		const struct bcount *b = &src->counts[p];
+		uint32_t id = src->t->blks[p].b.id;
+		dst->counts[p].n += b->n;
+		for (int k = 0; k < 2; k++)
+			if (b->succ[k] && (rc = count_edge(dst, &dst->counts[p], id, b->succ[k], b->sn[k])))
+				return rc;
 	}
 	for (size_t i = 0; i < src->ecap; i++) {
-		int rc;
-		if (src->ekeys[i] && (rc = edge_add(dst, src->ekeys[i], src->evals[i])))
+		if (!src->ekeys[i])
+			continue;
+		uint32_t from = (uint32_t)(src->ekeys[i] >> 32), to = (uint32_t)src->ekeys[i];
+		const struct rep_blk *x = rep__lookup(dst->t, from);
+		if ((rc = count_edge(dst, &dst->counts[x - dst->t->blks], from, to, src->evals[i])))
 			return rc;
 	}
 	dst->st.units += src->st.units;

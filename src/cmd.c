@@ -15,8 +15,14 @@ extern const struct padrone_cmd_entry padrone_cmd_info_entry;
 extern const struct padrone_cmd_entry padrone_cmd_profile_entry;
 extern const struct padrone_cmd_entry padrone_cmd_hot_entry;
 extern const struct padrone_cmd_entry padrone_cmd_bt_entry;
+extern const struct padrone_cmd_entry padrone_cmd_cfg_entry;
+extern const struct padrone_cmd_entry padrone_cmd_loops_entry;
+extern const struct padrone_cmd_entry padrone_cmd_disas_entry;
 extern const struct padrone_cmd_entry padrone_cmd_help_entry;
 extern const struct padrone_cmd_entry padrone_cmd_quit_entry;
+extern const struct padrone_cmd_entry padrone_cmd_replace_entry;
+extern const struct padrone_cmd_entry padrone_cmd_restore_entry;
+extern const struct padrone_cmd_entry padrone_cmd_measure_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
@@ -24,6 +30,12 @@ const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_profile_entry,
 	&padrone_cmd_hot_entry,
 	&padrone_cmd_bt_entry,
+	&padrone_cmd_cfg_entry,
+	&padrone_cmd_loops_entry,
+	&padrone_cmd_disas_entry,
+	&padrone_cmd_replace_entry,
+	&padrone_cmd_restore_entry,
+	&padrone_cmd_measure_entry,
 	&padrone_cmd_detach_entry,
 	&padrone_cmd_help_entry,
 	&padrone_cmd_quit_entry,

@@ -84,6 +84,13 @@ int padrone_cmd_session_error(struct padrone_cmd_ctx *ctx);
 /* Print the session's last report: as text (at most max functions, 0: all)
  * or as JSON. Shared by profile and hot. */
 int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max);
+/* Build the CFG of the function `what` names and print it in fmt. Shared
+ * by cfg, loops and disas (src/cmd/cfg.c). */
+int padrone_cmd_print_cfg(struct padrone_cmd_ctx *ctx, const char *what,
+			  enum padrone_cfg_format fmt);
+/* The max hottest functions of the last profile with their hottest loops,
+ * as text or JSON (hot -l; src/cmd/loops.c). */
+int padrone_cmd_print_hot_loops(struct padrone_cmd_ctx *ctx, bool json, size_t max);
 
 /* Find a command by exact name, alias or unique prefix. NULL when none or
  * several match; *ambiguous tells which. */

@@ -207,6 +207,162 @@ struct padrone_frame {
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count);
 
+/* ------------------------------------------------------------------ cfg */
+
+/* A function's control-flow graph and loop forest, rebuilt from the
+ * attached process's memory alone (basic blocks, edges, jump tables, calls,
+ * where the function ends, dominators, loops). */
+struct padrone_cfg;
+
+enum padrone_cfg_format {
+	PADRONE_CFG_TEXT,	/* blocks with instructions, edges, calls, loops */
+	PADRONE_CFG_JSON,	/* one object, the shape padroned --cfg --json prints */
+	PADRONE_CFG_DOT,	/* Graphviz: loops as nested clusters, hot blocks shaded */
+	PADRONE_CFG_DISAS,	/* disassembly, block by block */
+	PADRONE_CFG_LOOPS,	/* the loop forest, one line per loop */
+};
+
+/* Build the CFG of the function `what` names: a symbol ("main", "printf")
+ * or an address ("0x401136") anywhere inside the function. Samples of the
+ * last profile, if any, are attributed to its blocks and loops. 0 and *out
+ * (free with padrone_cfg__free), or -errno with the reason in the session
+ * ("no function named 'foo' in process 4242"). */
+int padrone_session__cfg(struct padrone_session *s, const char *what, struct padrone_cfg **out);
+void padrone_cfg__free(struct padrone_cfg *c);
+uint64_t padrone_cfg__entry(const struct padrone_cfg *c);
+const char *padrone_cfg__name(const struct padrone_cfg *c);	/* "" if unknown */
+/* Why the CFG is incomplete (unreadable or invalid code at an address, a
+ * limit), or "". */
+const char *padrone_cfg__error(const struct padrone_cfg *c);
+/* The CFG as text in fmt: a malloc'd string the caller frees, or NULL and
+ * errno. */
+char *padrone_cfg__format(const struct padrone_cfg *c, enum padrone_cfg_format fmt);
+
+/* A hot function of the last profile and its hottest loop (the loop whose
+ * own blocks hold the most samples). Strings belong to the report. */
+struct padrone_hot_loop {
+	const char *function, *module;
+	uint64_t entry;
+	uint64_t function_samples;	/* self samples of the function */
+	uint64_t header;	/* the loop's header block; 0: no loop has samples */
+	unsigned depth;		/* 1: outermost */
+	unsigned blocks;
+	bool irreducible;
+	uint64_t samples;	/* in the loop, nested loops included */
+};
+
+/* The hottest functions of the last profile (as many as fit in max, hottest
+ * first), each with its hottest loop. Returns how many were filled, or
+ * -errno (no profile yet, the process gone). */
+int padrone_session__hot_loops(struct padrone_session *s, struct padrone_hot_loop *out,
+			       size_t max);
+
+/* ----------------------------------------------------------- code cache */
+
+/* Live replacement and measurement (PADRONE's optimisation step). padrone
+ * keeps a code cache inside the process, within +-2 GiB of its code, never
+ * writable and executable at once. A replacement outlives the session:
+ * padrone_session__restore, in this session or a later one, puts the
+ * original back. FUNCTION is a name, or an address "0x..." (its extent then
+ * comes from its control flow). Every thread is stopped while code is
+ * patched; one caught inside the overwritten bytes is moved out. */
+
+struct padrone_patch {
+	uint64_t function;	/* its address */
+	uint64_t stop_ns;	/* how long the world was stopped for the write */
+	unsigned threads;	/* threads looked at */
+	unsigned moved;		/* threads moved out of the overwritten bytes */
+	unsigned sites;		/* places written */
+	bool kept_code;		/* restore: a thread was still in the replacement
+				 * past the timeout; its code stays in the cache */
+	char report[2048];	/* one line per step: what was (or would be) done, why */
+};
+
+struct padrone_replace_opts {
+	size_t sz;		/* sizeof(struct padrone_replace_opts) */
+	const char *symbol;	/* in the file; NULL: FUNCTION's own name if the
+				 * file has it, else the file's only function */
+	bool raw;		/* the file is raw position-independent code */
+	const char *const *callers;	/* also re-target the direct calls in these */
+	size_t ncallers;
+	bool callsites_only;	/* only those: leave the entry alone */
+	bool wait;		/* only once no thread is in FUNCTION (else threads
+				 * inside finish their call in the original) */
+	bool force;		/* with wait: go ahead after the timeout */
+	bool dry_run;		/* check and describe in the report; change nothing */
+	int timeout_ms;		/* 0: 2000 */
+};
+
+/* Replace FUNCTION by a function of file: a relocatable object (cc -O3
+ * -mavx2 -fPIC -c), a shared object, or a raw blob. It is linked against the
+ * process's own libraries. Fails (with the reason) for a function already
+ * replaced, one too short for a 5-byte jump or that branches into its own
+ * first bytes, a missing symbol. out may be NULL. */
+int padrone_session__replace(struct padrone_session *s, const char *function, const char *file,
+			     const struct padrone_replace_opts *opts, struct padrone_patch *out);
+
+struct padrone_restore_opts {
+	size_t sz;		/* sizeof(struct padrone_restore_opts) */
+	bool dry_run;
+	int timeout_ms;		/* how long to wait for threads to leave the
+				 * replacement before keeping its code; 0: 2000 */
+};
+
+/* Put FUNCTION's original code back. Fails when it is not replaced. */
+int padrone_session__restore(struct padrone_session *s, const char *function,
+			     const struct padrone_restore_opts *opts, struct padrone_patch *out);
+
+struct padrone_replacement {
+	uint64_t function;	/* its address */
+	uint64_t code;		/* where its calls go */
+	uint64_t stop_ns;	/* the pause of its patch */
+	bool measuring;		/* a measuring stub, not a replacement */
+	char name[96];
+	char source[160];	/* FILE:SYMBOL */
+};
+
+/* The replacements in place (made by any session): how many there are; the
+ * first max are copied. */
+int padrone_session__replacements(struct padrone_session *s, struct padrone_replacement *out,
+				  size_t max);
+
+struct padrone_measure_opts {
+	size_t sz;		/* sizeof(struct padrone_measure_opts) */
+	uint64_t calls;		/* how many calls to time; 0: 1000 */
+	double timeout;		/* seconds to wait for them; 0: 10 */
+	bool force;		/* even in a process with a C++ or unwinding
+				 * runtime (an exception through a timed call
+				 * would abort it) */
+};
+
+struct padrone_measurement {
+	char function[128];
+	uint64_t requested, calls;	/* calls asked for, calls timed */
+	bool complete;		/* all requested calls came in time */
+	uint64_t skipped;	/* calls let through untimed */
+	double mean_ns, p50_ns, p99_ns, min_ns, max_ns;
+	bool has_ipc;		/* false without a hardware PMU: IPC unknown */
+	double ipc;
+	uint64_t stop_ns;	/* the pause of putting the stub in */
+};
+
+/* Time CALLS calls of FUNCTION inside the process (rdtsc at entry and
+ * return, no traps), then take the measuring stub out again. */
+int padrone_session__measure(struct padrone_session *s, const char *function,
+			     const struct padrone_measure_opts *opts, struct padrone_measurement *out);
+
+/* PADRONE's code-cache calls. padrone_cc_create makes sure the process has a
+ * code cache within +-2 GiB of near (0: of the program's own code; *addr: an
+ * address in it, may be NULL);
+ * padrone_cc_insert copies len bytes of position-independent code into it
+ * (*addr: where); padrone_cc_redirect sends FUNCTION's calls there (undone
+ * by padrone_session__restore). */
+int padrone_cc_create(struct padrone_session *s, uint64_t near, uint64_t *addr);
+int padrone_cc_insert(struct padrone_session *s, const void *code, size_t len, uint64_t near,
+		      uint64_t *addr);
+int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_t code,
+			struct padrone_patch *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,15 +24,18 @@ static const char usage_text[] =
 	"usage: padroned --pid PID\n"
 	"       padroned --pid PID --profile SECONDS [--freq HZ] [--backend ring|bpf]\n"
 	"                [--force] [--json]\n"
+	"       padroned --pid PID --cfg FUNC|0xADDR [--json | --dot]\n"
 	"       padroned --help | --version\n"
 	"Attaches to process PID and serves padrone's commands on a control socket\n"
 	"until a 'detach' or SIGTERM/SIGINT; with --profile, samples it for SECONDS,\n"
-	"prints the report and detaches.\n";
+	"prints the report and detaches; with --cfg, prints the control-flow graph\n"
+	"of one function, read from the process's memory, and detaches.\n";
 
 struct options {
 	unsigned long pid;
 	const char *profile, *freq, *backend;
-	bool force, json;
+	const char *cfg;	/* --cfg FUNC|0xADDR */
+	bool force, json, dot;
 };
 
 static void on_signal(int sig)
@@ -90,6 +93,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "cfg", required_argument, NULL, 'C' },
+		{ "dot", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -97,7 +102,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	char why[160];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:P:F:b:fjhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &o->pid, why, sizeof(why)) < 0)
@@ -108,6 +113,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'b': o->backend = optarg; break;
 		case 'f': o->force = true; break;
 		case 'j': o->json = true; break;
+		case 'C': o->cfg = optarg; break;
+		case 'D': o->dot = true; break;
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(PADRONE_EXIT_OK);
@@ -123,6 +130,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return usage_error("unexpected argument: %s", argv[optind]);
 	if (!o->pid)
 		return usage_error("%s", "--pid PID is required");
+	if (o->cfg) {
+		if (o->profile)
+			return usage_error("%s", "--cfg and --profile exclude each other");
+		if (o->freq || o->backend || o->force)
+			return usage_error("%s", "--freq, --backend and --force go with --profile");
+		if (o->json && o->dot)
+			return usage_error("%s", "--json and --dot exclude each other");
+		return 0;
+	}
+	if (o->dot)
+		return usage_error("%s", "--dot goes with --cfg");
 	if (!o->profile && (o->freq || o->backend || o->force || o->json))
 		return usage_error("%s", "--freq, --backend, --force and --json go with --profile");
 	/* Bad values are refused before the process is touched. */
@@ -138,6 +156,23 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (o->backend && strcmp(o->backend, "ring") != 0 && strcmp(o->backend, "bpf") != 0)
 		return usage_error("unknown backend '%s': use ring or bpf", o->backend);
 	return 0;
+}
+
+/* --cfg: the cfg command of padrone's table, run here. */
+static int cfg_once(const struct options *o)
+{
+	char *words[] = { "cfg", o->json ? "--json" : o->dot ? "--dot" : "--", "--",
+			  (char *)o->cfg, NULL };
+	char **w = words;
+	int n = 4;
+	if (!o->json && !o->dot) {	/* no option: drop the placeholder */
+		w = words + 1;
+		w[0] = "cfg";
+		n = 3;
+	}
+	int status = padrone_ctl_run(&ctl, n, w, stdout, stderr);
+	fflush(stdout);
+	return status;
 }
 
 /* --profile: the profile command of padrone's table, run here. */
@@ -208,7 +243,7 @@ int main(int argc, char **argv)
 	}
 	status = padrone_ctl_attach(&ctl, (pid_t)o.pid, stdout, stderr);
 	if (status == PADRONE_EXIT_OK) {
-		status = o.profile ? profile_once(&o) : serve((pid_t)o.pid);
+		status = o.profile ? profile_once(&o) : o.cfg ? cfg_once(&o) : serve((pid_t)o.pid);
 		if (padrone_session__attached(ctl.session) &&
 		    padrone_session__detach(ctl.session) < 0) {
 			fprintf(stderr, "padroned: %s\n", padrone_session__errmsg(ctl.session));

@@ -35,6 +35,8 @@ struct padrone_session {
 	struct attach_target *t;
 	struct prof_symbolizer *sym;	/* made on first use */
 	struct padrone_report *report;
+	struct padrone_ip_count *samples;	/* of the last profile */
+	size_t nsamples;
 	int event_fd;			/* the target exited or exec'd */
 	int interrupt_fd;		/* padrone_session__interrupt */
 	volatile sig_atomic_t profiling;
@@ -43,6 +45,8 @@ struct padrone_session {
 	enum padrone_why why;
 	char errmsg[512];
 };
+
+static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp);
 
 /* --------------------------------------------------------------- failures */
 
@@ -249,6 +253,7 @@ int padrone_session__detach(struct padrone_session *s)
 	int ext_r = release_exts(s, ext_err, sizeof(ext_err));
 	padrone_report_free(s->report);
 	s->report = NULL;
+	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
 	pid_t pid = attach_target__pid(s->t);
@@ -502,6 +507,32 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, doub
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
 
+/* Keep where each user-space sample was, for cfg/'s hot loops; smp NULL
+ * just forgets. */
+static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp)
+{
+	free(s->samples);
+	s->samples = NULL;
+	s->nsamples = 0;
+	size_t n = smp ? prof_sampler__stack_count(smp) : 0;
+	if (!n)
+		return 0;
+	s->samples = calloc(n, sizeof(*s->samples));
+	if (!s->samples)
+		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *ips;
+		size_t nips;
+		uint64_t count;
+		if (prof_sampler__stack(smp, i, &ips, &nips, &count) < 0)
+			continue;
+		/* in the kernel: not this process's code (as the report's self) */
+		if (nips && ips[0] < PROF_KERNEL_START)
+			s->samples[s->nsamples++] = (struct padrone_ip_count){ ips[0], count };
+	}
+	return 0;
+}
+
 int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts)
 {
 	struct padrone_profile_opts o = { .sz = sizeof(o) };
@@ -539,11 +570,19 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		prof_sampler__totals(smp, &t);
 		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot);
 	}
+	if (r == 0)
+		r = keep_samples(s, smp);
 	prof_hot__free(hot);
 	prof_sampler__free(smp);
 	if (r == 0)
 		ok(s);
 	return r;
+}
+
+const struct padrone_ip_count *padrone_session_samples(const struct padrone_session *s, size_t *n)
+{
+	*n = s->nsamples;
+	return s->samples;
 }
 
 const struct padrone_report *padrone_session__report(const struct padrone_session *s)

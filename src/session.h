@@ -28,6 +28,16 @@ PADRONE_HIDDEN int padrone_session_symbolizer(struct padrone_session *s,
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
 					const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* The last profile's samples taken in user space: the sampled instruction
+ * of each distinct call chain and how many samples had it (what cfg/
+ * attributes to blocks and loops). NULL and 0 before any profile; valid until the next
+ * profile or detach. */
+struct padrone_ip_count {
+	uint64_t ip, count;
+};
+PADRONE_HIDDEN const struct padrone_ip_count *padrone_session_samples(const struct padrone_session *s,
+								      size_t *n);
+
 /* Releases an extension: restore what it changed in the process (still
  * attached), free it. A failure is reported by detach, which goes on. */
 typedef int (*padrone_ext_release_fn)(struct padrone_session *s, void *data);

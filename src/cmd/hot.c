@@ -1,10 +1,12 @@
-/* hot [-j] [N]: the hottest functions of the last profile. */
+/* hot [-jl] [N]: the hottest functions of the last profile (and their
+ * hottest loops). */
 #include "src/cmd.h"
 
 #define HOT_DEFAULT 10
 
 static const struct padrone_opt hot_opts[] = {
 	{ 'j', "json", NULL },
+	{ 'l', "loops", NULL },
 	{ 0 },
 };
 
@@ -22,15 +24,18 @@ static int hot_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args
 		if (padrone_session__profile(s, &o) < 0)
 			return padrone_cmd_session_error(ctx);
 	}
+	if (padrone_args_has(args, 'l'))
+		return padrone_cmd_print_hot_loops(ctx, padrone_args_has(args, 'j'), n);
 	return padrone_cmd_print_report(ctx, padrone_args_has(args, 'j'), n);
 }
 
 const struct padrone_cmd_entry padrone_cmd_hot_entry = {
 	.name = "hot",
-	.usage = "[-j] [N]",
+	.usage = "[-jl] [N]",
 	.summary = "show the N hottest functions of the last profile",
 	.help = "N defaults to 10. Without a profile yet, samples for 2 seconds first.\n"
-		"-j (--json) prints the report as JSON.",
+		"-j (--json) prints the report as JSON. -l (--loops) shows each function's\n"
+		"hottest loop, from its control-flow graph rebuilt from memory.",
 	.opts = hot_opts,
 	.lower = 0,
 	.upper = 1,

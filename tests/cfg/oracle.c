@@ -211,9 +211,9 @@ int or_callgrind_jumps(const char *out_file, const char *obj, struct or_jump **o
 			cap = cap ? cap * 2 : 256;
 			*out = realloc(*out, cap * sizeof(**out));
 		}
-		(*out)[(*n)++] = (struct or_jump){ last, pto, pcall, 0, false };
+		(*out)[(*n)++] = (struct or_jump){ last, pto, pcall, false };
 		if (exe > cnt)
-			(*out)[(*n)++] = (struct or_jump){ last, 0, false, 0, true };
+			(*out)[(*n)++] = (struct or_jump){ last, 0, false, true };
 	}
 	for (int i = 0; i < 4096; i++)
 		free(names[i]);
@@ -298,28 +298,6 @@ void or_program_free(struct or_program *p)
 	free(p->f);
 	cfg_reader__free(p->r);
 	memset(p, 0, sizeof(*p));
-}
-
-const struct cfg_function *or_block_ending(const struct or_program *p, uint64_t addr,
-					  size_t *block)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		const struct cfg_function *f = p->f[i];
-		ssize_t b = cfg_function__block_at(f, addr);
-		if (b < 0)
-			continue;
-		/* the block ending with the instruction at addr */
-		for (size_t k = (size_t)b; k < cfg_function__block_count(f); k++) {
-			const struct cfg_block *bl = cfg_function__block(f, k);
-			if (bl->start > addr)
-				break;
-			if (addr < bl->end) {
-				*block = k;
-				return f;
-			}
-		}
-	}
-	return NULL;
 }
 
 const struct cfg_function *or_function_at(const struct or_program *p, uint64_t addr)

@@ -43,9 +43,9 @@ int or_section(const char *path, const char *name, uint64_t *lo, uint64_t *hi);
 
 struct or_jump {
 	uint64_t from, to;
-	bool call;		/* recorded as a call (jump into another function) */
-	uint64_t fallthrough;	/* for jcnd lines executed but not always taken: from's next */
-	bool cond_not_taken;
+	bool call;		/* recorded as a call (a jump into another function) */
+	bool cond_not_taken;	/* a jcnd executed more often than taken: its
+				 * fallthrough was observed (to is 0) */
 };
 /* Jumps callgrind (--dump-instr=yes --collect-jumps=yes) saw in object obj. */
 int or_callgrind_jumps(const char *out_file, const char *obj, struct or_jump **out, size_t *n);
@@ -67,9 +67,6 @@ struct or_program {
 };
 int or_program_build(const char *path, struct or_program *p);
 void or_program_free(struct or_program *p);
-/* The function and block whose last instruction is at addr (-1 if none). */
-const struct cfg_function *or_block_ending(const struct or_program *p, uint64_t addr,
-					  size_t *block);
 /* The function whose ranges cover addr. */
 const struct cfg_function *or_function_at(const struct or_program *p, uint64_t addr);
 

@@ -28,8 +28,12 @@
 
 /* Record i: tag i + 1, a length cycling through 0..maxp payload words, and
  * payload words that include CLEAR and MAGIC values on purpose. */
+static bool max_len_only;	/* every record as long as allowed */
+
 static size_t rec_len(uint64_t i, unsigned maxp)
 {
+	if (max_len_only)
+		return maxp;
 	return (size_t)((i * 7 + i / 3) % (maxp + 1));
 }
 
@@ -200,28 +204,28 @@ START_TEST(sentinels_and_two_chunks_behind)
 	struct cab_ring *r;
 	struct cab_producer *p;
 	struct cab_consumer *c;
-	struct cab_opts o = opts_of(CAB_KIND_CAB, 512, 4, 8);	/* 64 words: 57 data + 7 guard */
-	struct verify v = { .maxp = 7 };
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 512, 4, 8);	/* 64 words: 56 data + 8 guard */
 	uint64_t pl[7] = { 1, 2, 3, 4, 5, 6, 7 };
 
 	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
-	ck_assert_uint_eq(r->data_end, 57);
+	ck_assert_uint_eq(r->data_end, 56);
 	for (uint32_t k = 0; k < 4; k++)
 		ck_assert(chunk_pristine(r, k));
 	ck_assert_int_eq(cab_producer__open(r, &p), 0);
 	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
 
-	/* Records of 8 words: 7 fit below word 57 (0..55), the 8th starts at
-	 * 56 and runs into the guard (56..63): the chunk is full. */
-	for (uint64_t i = 0; i < 8; i++)
+	/* Records of 8 words: 7 fill words 0..55; the producer stops on the
+	 * guard. A record of 5 words at 52 would have run into it. */
+	for (uint64_t i = 0; i < 7; i++)
 		ck_assert_int_eq(cab_producer__put(p, CAB_HDR(i + 1, 7), pl, 7), 0);
-	ck_assert_ptr_eq(p->ptr, cab__chunk(r, 1));	/* exactly at the next chunk: not entered */
+	ck_assert_ptr_eq(p->ptr, cab__chunk(r, 0) + 56);
+	ck_assert_uint_eq(*p->ptr, CAB_MAGIC);
 	ck_assert_int_eq(cab_consumer__poll(c, NULL, NULL), 0);
-	/* Two more chunks' worth: the producer enters chunk 1, then chunk 2. */
-	for (uint64_t i = 8; i < 17; i++)
+	/* Eight more: through chunk 1 and into chunk 2. */
+	for (uint64_t i = 7; i < 15; i++)
 		ck_assert_int_eq(cab_producer__put(p, CAB_HDR(i + 1, 7), pl, 7), 0);
 	ck_assert_ptr_eq(p->ptr, cab__chunk(r, 2) + 8);
-	ck_assert_uint_eq(cab__chunk(r, 1)[64 - 8], CAB_HDR(16, 7));
+	ck_assert_uint_eq(cab__chunk(r, 1)[48], CAB_HDR(14, 7));
 	uint64_t seen = 0;
 	ck_assert_int_eq(cab_consumer__poll(c, NULL, NULL), 1);	/* chunk 0 only */
 	ck_assert(chunk_pristine(r, 0));	/* cleared, guard restored */
@@ -229,20 +233,19 @@ START_TEST(sentinels_and_two_chunks_behind)
 	ck_assert_int_eq(cab_consumer__poll(c, NULL, NULL), 0);
 	struct cab_stats st;
 	cab_consumer__stats(c, &st);
-	ck_assert_uint_eq(st.records_delivered, 8);
+	ck_assert_uint_eq(st.records_delivered, 7);
 	seen = st.records_delivered;
-	ck_assert_uint_eq(seen, 8);
+	ck_assert_uint_eq(seen, 7);
 
 	/* Flush: the rest (chunk 1 and the partial chunk 2) follows. */
 	cab_producer__flush(p);
 	ck_assert_int_eq(cab_consumer__poll(c, NULL, NULL), 2);
 	ck_assert(cab_consumer__eof(c));
 	cab_consumer__stats(c, &st);
-	ck_assert_uint_eq(st.records_delivered, 17);
+	ck_assert_uint_eq(st.records_delivered, 15);
 	ck_assert_uint_eq(st.records_dropped, 0);
 	for (uint32_t k = 0; k < 4; k++)
 		ck_assert(chunk_pristine(r, k));
-	(void)v;
 	cab_producer__close(p);
 	cab_consumer__close(c);
 	cab_ring__close(r);
@@ -305,6 +308,17 @@ static void interleaved(const struct geo *g, uint64_t nrec)
 START_TEST(wraps_and_chunk_boundaries_exact)
 {
 	interleaved(&geos[_i], _i == 3 ? 3000 : 20000);
+}
+END_TEST
+
+/* Records of the largest size fill every chunk exactly to its last word,
+ * so the producer reaches each next chunk (and the end of the ring) on the
+ * fast path. */
+START_TEST(max_records_end_exactly_at_chunk_ends)
+{
+	max_len_only = true;
+	interleaved(&geos[_i], 5000);
+	max_len_only = false;
 }
 END_TEST
 
@@ -598,6 +612,15 @@ START_TEST(two_processes_slow_consumer_makes_producer_wait)
 {
 	static const enum cab_kind kinds[] = { CAB_KIND_CAB, CAB_KIND_NWAY, CAB_KIND_FFQ };
 	cross_process(kinds[_i], 1024, 4, 8, 50, 5000);
+}
+END_TEST
+
+START_TEST(two_processes_max_records)
+{
+	static const enum cab_kind kinds[] = { CAB_KIND_CAB, CAB_KIND_NWAY, CAB_KIND_FFQ };
+	max_len_only = true;
+	cross_process(kinds[_i], 4096, 4, 4, 0, 200000);
+	max_len_only = false;
 }
 END_TEST
 
@@ -946,11 +969,13 @@ int main(void)
 	tcase_add_test(tc, one_producer_one_consumer);
 	tcase_add_test(tc, sentinels_and_two_chunks_behind);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
+	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);
 	tcase_add_test(tc, corrupt_chunk_is_counted_not_followed);
 	tcase_add_test(tc, closed_consumer_means_drops_not_waits);
 	tcase_add_loop_test(tc, two_processes_exhaustive, 0, 3);
 	tcase_add_loop_test(tc, two_processes_slow_consumer_makes_producer_wait, 0, 3);
+	tcase_add_loop_test(tc, two_processes_max_records, 0, 3);
 	tcase_add_test(tc, two_processes_large_ring);
 	tcase_add_test(tc, fd_passing);
 	tcase_add_test(tc, two_processes_sampling);

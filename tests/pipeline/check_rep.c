@@ -204,6 +204,55 @@ START_TEST(recovers_handmade_block)
 }
 END_TEST
 
+static int tally_fn(void *arg, uint32_t from, uint32_t to, uint64_t n)
+{
+	uint64_t *t = arg;
+	t[from ? 1 : 0] += n;
+	return 0;
+}
+
+/* More successors than the two kept inline per block go to the hash
+ * table; counts, lookups and merges agree either way. */
+START_TEST(many_successors)
+{
+	struct rep_table *t;
+	struct rep_recover *r, *r2;
+	uint64_t s[2 * 40 * 10];
+	size_t n = 0;
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	for (uint32_t id = 1; id <= 40; id++) {
+		struct rep_block b = { .id = id, .pc = 0x100 * id };
+		ck_assert_int_eq(rep_table__add(t, &b), 0);
+	}
+	/* 1 k 1 k ... (k % 9 + 1 times) for k = 2..40 */
+	for (uint32_t k = 2; k <= 40; k++)
+		for (uint32_t j = 0; j < k % 9 + 1; j++) {
+			s[n++] = REP_S_WORD(1, 0);
+			s[n++] = REP_S_WORD(k, 0);
+		}
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r), 0);
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r2), 0);
+	ck_assert_int_eq(rep_recover__feed(r, s, n, 0), 0);
+	ck_assert_int_eq(rep_recover__feed(r2, s, n, 0), 0);
+	for (uint32_t k = 2; k <= 40; k++)
+		ck_assert_uint_eq(rep_recover__edge_count(r, 1, k), k % 9 + 1);
+	/* and back: every k -> 1, but the last unit (40) has no successor */
+	for (uint32_t k = 2; k <= 40; k++)
+		ck_assert_uint_eq(rep_recover__edge_count(r, k, 1), k % 9 + 1 - (k == 40));
+	ck_assert_int_eq(rep_recover__merge(r, r2), 0);
+	uint64_t tally[2] = { 0, 0 };
+	ck_assert_int_eq(rep_recover__foreach_count(r, tally_fn, tally), 0);
+	ck_assert_uint_eq(tally[0], n * 2);	/* units, twice */
+	ck_assert_uint_eq(tally[1], (n - 1) * 2);	/* edges, twice */
+	for (uint32_t k = 2; k <= 40; k++)
+		ck_assert_uint_eq(rep_recover__edge_count(r, 1, k), 2 * (k % 9 + 1));
+	rep_recover__free(r2);
+	rep_recover__free(r);
+	rep_table__free(t);
+}
+END_TEST
+
 START_TEST(counts_blocks_and_edges)
 {
 	struct rep_table *t;
@@ -239,6 +288,13 @@ START_TEST(counts_blocks_and_edges)
 	ck_assert_uint_eq(st.units, 8);
 	ck_assert_uint_eq(st.refs, 6);
 	ck_assert_uint_eq(st.bytes, sizeof s + sizeof s2);
+
+	/* Every block and edge once: 3 blocks, 4 edges (1-2, 2-3, 3-1 and none
+	 * across the gap). */
+	uint64_t tally[2] = { 0, 0 };
+	ck_assert_int_eq(rep_recover__foreach_count(r, tally_fn, tally), 0);
+	ck_assert_uint_eq(tally[0], 3 + 2 + 3);
+	ck_assert_uint_eq(tally[1], 2 + 2 + 2);
 
 	/* Merging two workers' counts adds them. */
 	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &r2), 0);
@@ -817,6 +873,7 @@ int main(void)
 	tcase_add_test(tc, table_rejects_bad_blocks);
 	tcase_add_test(tc, recovers_handmade_block);
 	tcase_add_test(tc, counts_blocks_and_edges);
+	tcase_add_test(tc, many_successors);
 	tcase_add_test(tc, bad_streams_name_the_offset);
 	tcase_add_test(tc, optimised_streams_recover_the_same_references);
 	tcase_add_test(tc, push_pop_run_takes_one_stack_slot);

@@ -66,9 +66,10 @@ START_TEST(names_aliases_and_unique_prefixes_find_commands)
 {
 	static const struct { const char *typed, *found; } cases[] = {
 		{ "profile", "profile" }, { "pro", "profile" }, { "p", "profile" },
-		{ "a", "attach" }, { "d", "detach" }, { "i", "info" }, { "q", "quit" },
+		{ "a", "attach" }, { "i", "info" }, { "q", "quit" },
 		{ "hel", "help" }, { "ho", "hot" }, { "b", "bt" }, { "backtrace", "bt" },
-		{ "exit", "quit" },
+		{ "exit", "quit" }, { "det", "detach" }, { "dis", "disas" },
+		{ "disassemble", "disas" }, { "c", "cfg" }, { "l", "loops" },
 	};
 	bool ambiguous;
 
@@ -79,6 +80,8 @@ START_TEST(names_aliases_and_unique_prefixes_find_commands)
 		ck_assert(!ambiguous);
 	}
 	ck_assert_ptr_null(padrone_cmd_find("h", &ambiguous));
+	ck_assert(ambiguous);
+	ck_assert_ptr_null(padrone_cmd_find("d", &ambiguous));	/* detach, disas */
 	ck_assert(ambiguous);
 	ck_assert_ptr_null(padrone_cmd_find("frob", &ambiguous));
 	ck_assert(!ambiguous);
@@ -105,7 +108,7 @@ END_TEST
 START_TEST(bad_arguments_print_the_usage)
 {
 	static const struct { const char *line, *err; } cases[] = {
-		{ "hot 1 2", "padrone: hot: too many arguments\nusage: hot [-j] [N]\n" },
+		{ "hot 1 2", "padrone: hot: too many arguments\nusage: hot [-jl] [N]\n" },
 		{ "attach", "padrone: attach: too few arguments\nusage: attach PID\n" },
 		{ "pro -z", "padrone: profile: unknown option: -z\n"
 			    "usage: profile [-fj] [-b ring|bpf] [SECONDS [HZ]]\n" },

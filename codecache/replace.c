@@ -1,0 +1,157 @@
+/* The verbs on a function: replace it by loaded code, redirect it to code
+ * already in the cache, restore it, list what is redirected. Each is the
+ * phases in order -- allocate, load, write (the new code, the detour), then
+ * redirect (patch.c) -- and undoes its own earlier phases when a later one
+ * fails, so a refusal leaves the target as it was.
+ */
+#include "codecache/codecache.h"
+#include "codecache/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
+		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
+{
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_dir_redir *r;
+	struct cc_job *j;
+	struct cc_loaded l = { 0 };
+	uint64_t copy = 0;
+	size_t dsize = 0;
+	char source[160];
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const char *name = fn->name ? fn->name : "the function";
+	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_REPLACE)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already replaced (by %s); "
+				"restore it first", name, r->source[0] ? r->source : "other code");
+	if (cc__redir_find(c, fn->addr, CC_REDIR_MEASURE))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "%s is being measured", name);
+	if (!o.source) {
+		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
+		o.source = source;
+	}
+	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
+		return rc;
+	if (o.dry_run) {
+		/* link at stand-in addresses: the symbols must resolve */
+		struct cc_image_layout lay;
+		struct cc_error err;
+		cc_image__layout(im, &lay);
+		uint8_t *cb = calloc(1, lay.code_size + 1), *db = calloc(1, lay.data_size + 1);
+		uint64_t entry;
+		rc = cb && db ? cc_image__link(im, fn->addr + (64 << 20), fn->addr + (128 << 20),
+					       resolve, arg, cb, db, &entry, &err) : -ENOMEM;
+		free(cb);
+		free(db);
+		if (rc < 0) {
+			cc__fail(c, CC_PHASE_LOAD, rc, "%s", rc == -ENOMEM ? "out of memory" : err.msg);
+			goto out;
+		}
+		cc__job_say(j, "would load %s (%zu bytes of code, %zu of data) within +-2 GiB of %s",
+		    o.source, lay.code_size, lay.data_size, name);
+		rc = cc__job_apply(j, fn->addr + (64 << 20), 0, NULL, 0, 0, NULL);
+		goto out;
+	}
+	if ((rc = cc_cache__load(c, im, fn->addr, resolve, arg, &l)) < 0)
+		goto out;
+	if (l.data_size)
+		cc__job_say(j, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", %" PRIu64 " of data at 0x%" PRIx64, o.source, l.entry, l.code_size, l.code,
+		    l.data_size, l.data);
+	else
+		cc__job_say(j, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
+		    ", no data", o.source, l.entry, l.code_size, l.code);
+	if ((rc = cc__job_place_detour(j, &copy, &dsize)) < 0)
+		goto out;
+	struct cc_dir_block owned[3];
+	size_t n = 0;
+	owned[n++] = (struct cc_dir_block){ l.code, l.code_size, CC_CODE, 0 };
+	if (l.data)
+		owned[n++] = (struct cc_dir_block){ l.data, l.data_size, CC_DATA, 0 };
+	if (copy)
+		owned[n++] = (struct cc_dir_block){ copy, dsize, CC_CODE, 0 };
+	rc = cc__job_apply(j, l.entry, copy, owned, n, 0, NULL);
+out:
+	if (rc < 0 || o.dry_run) {
+		if (copy)
+			cc_cache__free(c, copy, dsize);
+		cc_cache__unload(c, &l);
+	}
+	cc__job_free(j);
+	return rc;
+}
+
+int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
+		       const struct cc_patch_opts *opts)
+{
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_dir_redir *r;
+	struct cc_job *j;
+	uint64_t copy = 0;
+	size_t dsize = 0;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const char *name = fn->name ? fn->name : "the function";
+	if ((r = cc__redir_find(c, fn->addr, 0)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
+				name, r->kind == CC_REDIR_MEASURE ? "being measured" : "replaced");
+	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
+		return rc;
+	if ((rc = cc__job_place_detour(j, &copy, &dsize)) == 0) {
+		struct cc_dir_block owned = { copy, dsize, CC_CODE, 0 };
+		rc = cc__job_apply(j, dest, copy, &owned, copy ? 1 : 0, 0, NULL);
+	}
+	if (rc < 0 && copy)
+		cc_cache__free(c, copy, dsize);
+	cc__job_free(j);
+	return rc;
+}
+
+int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
+		      const struct cc_patch_opts *opts)
+{
+	struct cc_dir_redir *r = cc__redir_find(c, func, CC_REDIR_REPLACE);
+	char label[96];
+
+	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : "the function");
+	if (!r)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s (0x%" PRIx64 ") is not replaced",
+				label, func);
+	if (cc__redir_find(c, func, CC_REDIR_MEASURE))
+		return cc__fail(c, CC_PHASE_RESTORE, -EBUSY, "%s is being measured", label);
+	return cc__undo(c, r->id, opts, NULL);
+}
+
+int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		const struct cc_dir_redir *r = &c->dir.redirs[i];
+		if (!r->id)
+			continue;
+		if (n < max) {
+			struct cc_redirect_info *o = &out[n];
+			memset(o, 0, sizeof *o);
+			o->measure = r->kind == CC_REDIR_MEASURE;
+			o->func = r->func;
+			o->func_size = r->func_size;
+			o->dest = r->dest;
+			o->stop_ns = r->stop_ns;
+			snprintf(o->name, sizeof o->name, "%s", r->name);
+			snprintf(o->source, sizeof o->source, "%s", r->source);
+			for (size_t k = 0; k < CC_MAX_SITES; k++)
+				o->sites += c->dir.sites[k].redir == r->id;
+		}
+		n++;
+	}
+	return (int)n;
+}

@@ -1,0 +1,371 @@
+/* cc.c: libpadrone's code-cache verbs over codecache/: replace, restore,
+ * measure, and PADRONE's padrone_cc_* calls. Each call opens the target's
+ * code cache afresh (finding what earlier sessions left there) and the
+ * target's symbols, so a later session restores what an earlier one
+ * replaced. */
+#include "src/padrone.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attach/attach.h"
+#include "codecache/codecache.h"
+#include "src/session.h"
+
+struct cc_ctx {
+	struct padrone_session *s;
+	struct cc_cache *c;
+	struct cc_syms *sy;
+};
+
+/* The session's failure from codecache's: its message, a reason. */
+static int fail_cc(struct padrone_session *s, int rc, const char *msg)
+{
+	enum padrone_why why = PADRONE_SYSTEM;
+
+	switch (rc) {
+	case -ENOENT: case -EEXIST: case -EINVAL: case -ENOTSUP: case -ENOSPC: case -ENOEXEC:
+	case -ERANGE: case -EILSEQ: case -EALREADY: case -ESTALE:
+		why = PADRONE_BAD_REQUEST;
+		break;
+	case -EBUSY: case -ETIMEDOUT:
+		why = PADRONE_TIMEOUT;
+		break;
+	case -ESRCH:
+		why = PADRONE_TARGET_EXITED;
+		break;
+	}
+	return padrone_session_fail(s, why, rc, "%s", msg);
+}
+
+static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
+{
+	struct attach_target *t = padrone_session_target(s);
+	struct cc_error err;
+	int rc;
+
+	memset(x, 0, sizeof *x);
+	x->s = s;
+	if (!t)
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	if (attach_target__state(t) != ATTACH_OK)
+		return padrone_session_fail(s, attach_target__state(t) == ATTACH_TARGET_EXECED ?
+					    PADRONE_TARGET_EXECED : PADRONE_TARGET_EXITED, -ESRCH,
+					    "process %d is gone", (int)attach_target__pid(t));
+	if ((rc = cc_cache__open(t, NULL, &x->c, &err)) < 0)
+		return fail_cc(s, rc, err.msg);
+	if ((rc = cc_syms__open(attach_target__pid(t), &x->sy, &err)) < 0) {
+		cc_cache__close(x->c);
+		x->c = NULL;
+		return fail_cc(s, rc, err.msg);
+	}
+	return 0;
+}
+
+static void close_ctx(struct cc_ctx *x)
+{
+	cc_syms__free(x->sy);
+	cc_cache__close(x->c);
+}
+
+/* A function by name, or by address ("0x401136"; its extent then comes
+ * from its control flow). */
+static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
+{
+	struct cc_error err;
+	char *end;
+
+	if (!name || !*name)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
+	if (name[0] == '0' && name[1] == 'x') {
+		errno = 0;
+		f->addr = strtoull(name, &end, 16);
+		f->size = 0;
+		f->name = name;
+		if (!*end && !errno && f->addr)
+			return 0;
+	}
+	int rc = cc_syms__func(x->sy, name, f, &err);
+	return rc < 0 ? fail_cc(x->s, rc, err.msg) : 0;
+}
+
+static int fail_cache(struct cc_ctx *x, int rc)
+{
+	return fail_cc(x->s, rc, cc_cache__errmsg(x->c));
+}
+
+static void fill_patch(struct padrone_patch *out, const struct cc_func *f,
+		       const struct cc_patch_stats *st)
+{
+	out->function = f->addr;
+	out->stop_ns = st->stop_ns;
+	out->threads = st->threads;
+	out->moved = st->moved;
+	out->sites = st->sites;
+	out->kept_code = st->kept_code;
+}
+
+/* The callers named in opts, looked up. */
+static int find_callers(struct cc_ctx *x, const char *const *names, size_t n, struct cc_func **out)
+{
+	*out = NULL;
+	if (!n)
+		return 0;
+	struct cc_func *f = calloc(n, sizeof *f);
+	if (!f)
+		return padrone_session_fail(x->s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		int rc = find_func(x, names[i], &f[i]);
+		if (rc < 0) {
+			free(f);
+			return rc;
+		}
+	}
+	*out = f;
+	return 0;
+}
+
+int padrone_session__replace(struct padrone_session *s, const char *function, const char *file,
+			     const struct padrone_replace_opts *opts, struct padrone_patch *out)
+{
+	struct padrone_replace_opts o = { .sz = sizeof o };
+	struct padrone_patch dummy;
+	struct cc_ctx x;
+	struct cc_func f, *callers = NULL;
+	struct cc_image *im = NULL;
+	struct cc_error err;
+	struct cc_patch_stats st = { 0 };
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!out)
+		out = &dummy;
+	memset(out, 0, sizeof *out);
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	if ((rc = find_func(&x, function, &f)) < 0 ||
+	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
+		goto out;
+	/* SYMBOL: as asked; else the function's own name if FILE has it,
+	 * else FILE's only function */
+	struct cc_image_opts io = { .sz = sizeof io, .symbol = o.symbol ? o.symbol : function,
+				    .raw = o.raw };
+	rc = cc_image__open(file, &io, &im, &err);
+	if (rc == -ENOENT && !o.symbol && !o.raw && strstr(err.msg, "has no function named")) {
+		io.symbol = NULL;
+		rc = cc_image__open(file, &io, &im, &err);
+	}
+	if (rc < 0) {
+		rc = fail_cc(s, rc, err.msg);
+		goto out;
+	}
+	struct cc_patch_opts po = {
+		.sz = sizeof po, .callers = callers, .ncallers = o.ncallers,
+		.callsites_only = o.callsites_only, .wait = o.wait, .timeout_ms = o.timeout_ms,
+		.force = o.force, .dry_run = o.dry_run, .report = out->report,
+		.report_size = sizeof out->report, .stats = &st,
+	};
+	rc = cc_cache__replace(x.c, &f, im, cc_syms__resolve, x.sy, &po);
+	fill_patch(out, &f, &st);
+	if (rc < 0) {
+		const char *why = cc_syms__errmsg(x.sy);
+		rc = why[0] && rc == -ENOTSUP ? fail_cc(s, rc, why) : fail_cache(&x, rc);
+		goto out;
+	}
+out:
+	cc_image__free(im);
+	free(callers);
+	close_ctx(&x);
+	return rc;
+}
+
+int padrone_session__restore(struct padrone_session *s, const char *function,
+			     const struct padrone_restore_opts *opts, struct padrone_patch *out)
+{
+	struct padrone_restore_opts o = { .sz = sizeof o };
+	struct padrone_patch dummy;
+	struct cc_patch_stats st = { 0 };
+	struct cc_ctx x;
+	struct cc_func f;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!out)
+		out = &dummy;
+	memset(out, 0, sizeof *out);
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	if ((rc = find_func(&x, function, &f)) == 0) {
+		struct cc_patch_opts po = {
+			.sz = sizeof po, .timeout_ms = o.timeout_ms, .dry_run = o.dry_run,
+			.report = out->report, .report_size = sizeof out->report, .stats = &st,
+		};
+		rc = cc_cache__restore(x.c, f.addr, function, &po);
+		fill_patch(out, &f, &st);
+		if (rc < 0)
+			rc = fail_cache(&x, rc);
+	}
+	close_ctx(&x);
+	return rc;
+}
+
+int padrone_session__replacements(struct padrone_session *s, struct padrone_replacement *out,
+				  size_t max)
+{
+	struct cc_redirect_info ri[64];
+	struct cc_ctx x;
+	int rc;
+
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	int n = cc_cache__redirects(x.c, ri, 64);
+	for (int i = 0; i < n && i < 64 && (size_t)i < max; i++) {
+		memset(&out[i], 0, sizeof out[i]);
+		out[i].function = ri[i].func;
+		out[i].code = ri[i].dest;
+		out[i].stop_ns = ri[i].stop_ns;
+		out[i].measuring = ri[i].measure;
+		snprintf(out[i].name, sizeof out[i].name, "%s", ri[i].name);
+		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
+	}
+	close_ctx(&x);
+	return n;
+}
+
+int padrone_session__measure(struct padrone_session *s, const char *function,
+			     const struct padrone_measure_opts *opts, struct padrone_measurement *out)
+{
+	struct padrone_measure_opts o = { .sz = sizeof o };
+	struct cc_patch_stats st = { 0 };
+	struct cc_measure *m = NULL;
+	struct cc_measure_result r;
+	struct cc_ctx x;
+	struct cc_func f;
+	uint64_t done = 0;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	memset(out, 0, sizeof *out);
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	if ((rc = find_func(&x, function, &f)) < 0)
+		goto out;
+	struct cc_measure_opts mo = { .sz = sizeof mo, .calls = o.calls, .force = o.force,
+				      .stats = &st };
+	if ((rc = cc_measure__start(x.c, &f, &mo, &m)) < 0) {
+		rc = fail_cache(&x, rc);
+		goto out;
+	}
+	double timeout = o.timeout > 0 ? o.timeout : 10;
+	int wrc = cc_measure__wait(m, (int)(timeout * 1000), &done);
+	if ((rc = cc_measure__finish(m, &r)) < 0) {
+		rc = fail_cache(&x, rc);
+		goto out;
+	}
+	snprintf(out->function, sizeof out->function, "%s", function);
+	out->requested = cc_measure__calls(m);
+	out->complete = wrc == 0;
+	out->calls = r.calls;
+	out->skipped = r.skipped;
+	out->mean_ns = r.mean_ns;
+	out->p50_ns = r.p50_ns;
+	out->p99_ns = r.p99_ns;
+	out->min_ns = r.min_ns;
+	out->max_ns = r.max_ns;
+	out->has_ipc = r.has_ipc;
+	out->ipc = r.ipc;
+	out->stop_ns = st.stop_ns;
+out:
+	cc_measure__free(m);
+	close_ctx(&x);
+	return rc;
+}
+
+/* ------------------------------------------------- PADRONE's calls */
+
+/* near 0: the program's own code (its executable's first mapping). */
+static uint64_t near_program(struct cc_ctx *x, uint64_t near)
+{
+	struct attach_maps *m;
+	char link[64], exe[4096];
+	pid_t pid = attach_target__pid(padrone_session_target(x->s));
+
+	if (near)
+		return near;
+	snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, exe, sizeof exe - 1);
+	if (n <= 0 || attach_maps__read(pid, &m) < 0)
+		return 0;
+	exe[n] = '\0';
+	const struct attach_map *first = attach_maps__first_of(m, exe);
+	near = first ? first->start : 0;
+	attach_maps__free(m);
+	return near;
+}
+
+int padrone_cc_create(struct padrone_session *s, uint64_t near, uint64_t *addr)
+{
+	struct cc_ctx x;
+	uint64_t a;
+	int rc;
+
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	/* one byte of code makes the areas (and the directory) exist */
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, 1, 1, near_program(&x, near), &a)) == 0) {
+		cc_cache__free(x.c, a, 1);
+		if (addr)
+			*addr = a;
+	} else {
+		rc = fail_cache(&x, rc);
+	}
+	close_ctx(&x);
+	return rc;
+}
+
+int padrone_cc_insert(struct padrone_session *s, const void *code, size_t len, uint64_t near,
+		      uint64_t *addr)
+{
+	struct cc_ctx x;
+	int rc;
+
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0 ||
+	    (rc = cc_cache__write(x.c, *addr, code, len)) < 0)
+		rc = fail_cache(&x, rc);
+	close_ctx(&x);
+	return rc;
+}
+
+int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_t code,
+			struct padrone_patch *out)
+{
+	struct padrone_patch dummy;
+	struct cc_patch_stats st = { 0 };
+	struct cc_ctx x;
+	struct cc_func f;
+	int rc;
+
+	if (!out)
+		out = &dummy;
+	memset(out, 0, sizeof *out);
+	if ((rc = open_ctx(s, &x)) < 0)
+		return rc;
+	if ((rc = find_func(&x, function, &f)) == 0) {
+		struct cc_patch_opts po = { .sz = sizeof po, .report = out->report,
+					    .report_size = sizeof out->report, .stats = &st };
+		rc = cc_cache__redirect(x.c, &f, code, &po);
+		fill_patch(out, &f, &st);
+		rc = rc < 0 ? fail_cache(&x, rc) : 0;
+	}
+	close_ctx(&x);
+	return rc;
+}

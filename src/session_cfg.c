@@ -1,0 +1,234 @@
+/* session_cfg.c: control-flow graphs and hot loops of the attached process
+ * (cfg/ over the session's target: code from its memory, names from the
+ * session's symbolizer). */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attach/attach.h"
+#include "cfg/cfg.h"
+#include "profile/profile.h"
+#include "src/session.h"
+
+struct padrone_cfg {
+	struct cfg_function *f;
+};
+
+/* Names for cfg/ from profile/'s symbolizer (.symtab from the files on
+ * disk, .dynsym, PLT, .eh_frame). */
+static int symbolize(void *arg, uint64_t addr, char *name, size_t size, uint64_t *start)
+{
+	struct prof_sym sym;
+	if (prof_symbolizer__lookup(arg, addr, &sym) < 0 || sym.bounds == PROF_BOUNDS_NONE ||
+	    sym.bounds == PROF_BOUNDS_EH_FRAME)
+		return -ENOENT;
+	snprintf(name, size, "%s", sym.name);
+	*start = sym.start;
+	return 0;
+}
+
+static int open_reader(struct padrone_session *s, struct cfg_reader **r)
+{
+	struct attach_target *t = padrone_session_target(s);
+	struct prof_symbolizer *sym;
+	if (!t)
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	int err = padrone_session_symbolizer(s, &sym);
+	if (err < 0)
+		return err;
+	err = cfg_reader__open_live(t, NULL, r);
+	if (err < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, err,
+					    "cannot read the code of process %d: %s",
+					    (int)attach_target__pid(t), strerror(-err));
+	cfg_reader__set_symbolizer(*r, symbolize, NULL, sym);
+	return 0;
+}
+
+/* A name in the .symtab of a mapped file (the symbolizer names addresses
+ * but does not look names up): the file's reader at its load bias. */
+static int lookup_in_files(struct padrone_session *s, const char *name, uint64_t *addr)
+{
+	struct attach_maps *maps;
+	pid_t pid = attach_target__pid(padrone_session_target(s));
+	if (attach_maps__read(pid, &maps) < 0)
+		return -ENOENT;
+	int found = -ENOENT;
+	for (size_t i = 0; i < attach_maps__count(maps) && found < 0; i++) {
+		const struct attach_map *m = attach_maps__at(maps, i);
+		if (m->offset != 0 || m->path[0] != '/' || attach_maps__first_of(maps, m->path) != m)
+			continue;
+		Elf64_Ehdr eh;
+		int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+		bool ok = fd >= 0 && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+			  !memcmp(eh.e_ident, ELFMAG, SELFMAG);
+		if (fd >= 0)
+			close(fd);
+		struct cfg_reader *r;
+		if (!ok || cfg_reader__open_elf(m->path, eh.e_type == ET_DYN ? m->start : 0, NULL,
+						&r) < 0)
+			continue;
+		found = cfg_reader__lookup(r, name, addr);
+		cfg_reader__free(r);
+	}
+	attach_maps__free(maps);
+	return found;
+}
+
+static int resolve(struct padrone_session *s, struct cfg_reader *r, const char *what,
+		   uint64_t *addr)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(what, &end, 0);
+	if (*what && !*end && !errno) {
+		*addr = v;
+		return 0;
+	}
+	if (cfg_reader__lookup(r, what, addr) == 0 || lookup_in_files(s, what, addr) == 0)
+		return 0;
+	return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
+				    "no function named '%s' in process %d", what,
+				    (int)attach_target__pid(padrone_session_target(s)));
+}
+
+static int build(struct padrone_session *s, struct cfg_reader *r, uint64_t addr,
+		 struct cfg_function **f)
+{
+	struct cfg_build_opts bo = { .sz = sizeof(bo), .find_entry = true };
+	uint8_t b;
+	if (cfg_reader__read(r, addr, &b, 1) != 1)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EFAULT,
+					    "no code at %#lx in process %d", (unsigned long)addr,
+					    (int)attach_target__pid(padrone_session_target(s)));
+	int err = cfg_function__build(r, addr, &bo, f);
+	if (err < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, err, "%s", cfg_reader__errmsg(r));
+	size_t n;
+	const struct padrone_ip_count *smp = padrone_session_samples(s, &n);
+	struct cfg_sample *v = n ? malloc(n * sizeof(*v)) : NULL;
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = (struct cfg_sample){ smp[i].ip, smp[i].count };
+	if (v)
+		cfg_function__attribute(*f, v, n);
+	free(v);
+	return 0;
+}
+
+int padrone_session__cfg(struct padrone_session *s, const char *what, struct padrone_cfg **out)
+{
+	struct cfg_reader *r;
+	uint64_t addr;
+	*out = NULL;
+	int err = open_reader(s, &r);
+	if (err < 0)
+		return err;
+	struct padrone_cfg *c = calloc(1, sizeof(*c));
+	if (!c)
+		err = padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	if (err == 0)
+		err = resolve(s, r, what, &addr);
+	if (err == 0)
+		err = build(s, r, addr, &c->f);
+	cfg_reader__free(r);
+	if (err < 0) {
+		free(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+}
+
+void padrone_cfg__free(struct padrone_cfg *c)
+{
+	if (!c)
+		return;
+	cfg_function__free(c->f);
+	free(c);
+}
+
+uint64_t padrone_cfg__entry(const struct padrone_cfg *c)
+{
+	return cfg_function__entry(c->f);
+}
+
+const char *padrone_cfg__name(const struct padrone_cfg *c)
+{
+	return cfg_function__name(c->f);
+}
+
+const char *padrone_cfg__error(const struct padrone_cfg *c)
+{
+	const char *msg;
+	return cfg_function__error(c->f, NULL, &msg) == CFG_ERR_NONE ? "" : msg;
+}
+
+char *padrone_cfg__format(const struct padrone_cfg *c, enum padrone_cfg_format fmt)
+{
+	static const enum cfg_format map[] = {
+		[PADRONE_CFG_TEXT] = CFG_FORMAT_TEXT, [PADRONE_CFG_JSON] = CFG_FORMAT_JSON,
+		[PADRONE_CFG_DOT] = CFG_FORMAT_DOT,   [PADRONE_CFG_DISAS] = CFG_FORMAT_DISAS,
+		[PADRONE_CFG_LOOPS] = CFG_FORMAT_LOOPS,
+	};
+	if ((unsigned)fmt >= sizeof(map) / sizeof(map[0])) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = map[fmt] };
+	ssize_t n = cfg_function__snprint(c->f, NULL, 0, &wo);
+	char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (!text || cfg_function__snprint(c->f, text, (size_t)n + 1, &wo) < 0) {
+		free(text);
+		errno = n < 0 ? (int)-n : ENOMEM;
+		return NULL;
+	}
+	return text;
+}
+
+/* ---------------------------------------------------------- hot loops */
+
+int padrone_session__hot_loops(struct padrone_session *s, struct padrone_hot_loop *out,
+			       size_t max)
+{
+	const struct padrone_report *rep = padrone_session__report(s);
+	if (!rep)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
+					    "no profile yet: run 'profile' first");
+	struct cfg_reader *r;
+	int err = open_reader(s, &r);
+	if (err < 0)
+		return err;
+	size_t n = padrone_report__count(rep);
+	if (n > max)
+		n = max;
+	for (size_t i = 0; i < n; i++) {
+		const struct padrone_function *pf = padrone_report__function(rep, i);
+		struct padrone_hot_loop *h = &out[i];
+		memset(h, 0, sizeof(*h));
+		h->function = pf->name;
+		h->module = pf->module;
+		h->entry = pf->start;
+		h->function_samples = pf->self;
+		struct cfg_function *f;
+		if (pf->end <= pf->start || build(s, r, pf->start, &f) < 0)
+			continue;	/* no code we can read: no loop */
+		h->entry = cfg_function__entry(f);
+		ssize_t l = cfg_function__hottest_loop(f);
+		if (l >= 0) {
+			const struct cfg_loop *L = cfg_function__loop(f, (size_t)l);
+			h->header = cfg_function__block(f, L->header)->start;
+			h->depth = L->depth;
+			h->irreducible = L->irreducible;
+			h->samples = L->samples;
+			h->blocks = L->block_count;
+		}
+		cfg_function__free(f);
+	}
+	cfg_reader__free(r);
+	return (int)n;
+}

@@ -1,0 +1,191 @@
+/* cfg/ through padrone: the cfg, loops, disas and hot -l commands and
+ * padroned --cfg on a live target, which keeps running unharmed. */
+#include "src/cmd.h"
+#include "tests/lib/tu.h"
+
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define WORK "200000"
+
+struct out {
+	char *text;
+	size_t len;
+	FILE *f;
+};
+
+/* Run one command line on ctl; its stdout and stderr (merged) in o. */
+static int run(struct padrone_ctl *ctl, const char *line, struct out *o)
+{
+	free(o->text);
+	o->text = NULL;
+	o->f = open_memstream(&o->text, &o->len);
+	int st = padrone_ctl_run_line(ctl, line, o->f, o->f);
+	fclose(o->f);
+	return st;
+}
+
+static void spawn_hotloop(struct tu_proc *p, pid_t *pid, unsigned long *hot)
+{
+	/* -d: it ends by itself even if a failed test cannot kill it */
+	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), "-w", WORK, "-s", "2000", "-d",
+			 "120", NULL };
+	char line[256];
+	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(p, "ready", line, sizeof(line), 10000), 0);
+	int ipid;
+	ck_assert_int_eq(sscanf(line, "ready %d hot_function %lx", &ipid, hot), 2);
+	*pid = ipid;
+}
+
+/* The target's next ticks still carry the checksums it would compute alone. */
+static void still_right(struct tu_proc *p)
+{
+	char line[256], want[256];
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_gt(tu_wait_for(p, "tick", line, sizeof(line), 10000), 0);
+		long tick;
+		ck_assert_int_eq(sscanf(line, "tick %ld", &tick), 1);
+		char *cmd;
+		int st;
+		ck_assert(asprintf(&cmd, "'%s' -w " WORK " -e %ld", tu_path("tests/targets/hotloop"),
+				   tick) > 0);
+		char *expect = tu_run(cmd, &st);
+		free(cmd);
+		ck_assert_ptr_nonnull(expect);
+		snprintf(want, sizeof(want), "%s", expect);
+		want[strcspn(want, "\n")] = 0;
+		ck_assert_str_eq(line, want);
+		free(expect);
+	}
+}
+
+START_TEST(cfg_loops_disas_and_hot_loops_commands)
+{
+	struct tu_proc p;
+	pid_t pid;
+	unsigned long hot;
+	spawn_hotloop(&p, &pid, &hot);
+	struct padrone_ctl ctl;
+	ck_assert_int_eq(padrone_ctl_init(&ctl, "padrone", false), 0);
+	struct out o = { 0 };
+	char line[64];
+	snprintf(line, sizeof(line), "attach %d", (int)pid);
+	ck_assert_int_eq(run(&ctl, line, &o), 0);
+
+	ck_assert_int_eq(run(&ctl, "cfg hot_function", &o), 0);
+	char head[128];
+	snprintf(head, sizeof(head), "function hot_function at %#lx:", hot);
+	ck_assert_msg(strstr(o.text, head), "%s", o.text);
+	ck_assert_ptr_nonnull(strstr(o.text, "ret"));
+
+	snprintf(line, sizeof(line), "cfg -j %#lx", hot + 8);	/* inside the function */
+	ck_assert_int_eq(run(&ctl, line, &o), 0);
+	struct json_object *j = json_tokener_parse(o.text), *v;
+	ck_assert_msg(j, "not JSON: %s", o.text);
+	ck_assert(json_object_object_get_ex(j, "entry", &v));
+	char hex[32];
+	snprintf(hex, sizeof(hex), "%#lx", hot);
+	ck_assert_str_eq(json_object_get_string(v), hex);
+	ck_assert(json_object_object_get_ex(j, "name", &v));
+	ck_assert_str_eq(json_object_get_string(v), "hot_function");
+	ck_assert(json_object_object_get_ex(j, "loops", &v));
+	ck_assert_uint_ge(json_object_array_length(v), 1);
+	json_object_put(j);
+
+	ck_assert_int_eq(run(&ctl, "cfg -d hot_function", &o), 0);
+	ck_assert_ptr_nonnull(strstr(o.text, "subgraph cluster_loop"));
+	ck_assert_int_eq(run(&ctl, "loops hot_function", &o), 0);
+	ck_assert_ptr_nonnull(strstr(o.text, "depth 1"));
+	ck_assert_int_eq(run(&ctl, "disas hot_function", &o), 0);
+	snprintf(head, sizeof(head), "\n%#lx:\n", hot);	/* the entry block */
+	ck_assert_msg(strstr(o.text, head), "%s", o.text);
+	ck_assert_ptr_nonnull(strstr(o.text, "xor"));
+
+	/* hot -l: profiles first, then the hottest loop of the hottest function */
+	ck_assert_int_eq(run(&ctl, "hot -l 3", &o), 0);
+	ck_assert_msg(strstr(o.text, "hot_function") && strstr(o.text, "loop 0x"), "%s", o.text);
+	char *hl = strstr(o.text, "hot_function");
+	ck_assert_ptr_nonnull(strstr(hl, "depth 1"));
+	ck_assert_int_eq(run(&ctl, "hot -jl 1", &o), 0);
+	j = json_tokener_parse(o.text);
+	ck_assert_msg(j && json_object_array_length(j) == 1, "%s", o.text);
+	json_object_put(j);
+	/* after a profile, the loop has samples */
+	ck_assert_int_eq(run(&ctl, "loops hot_function", &o), 0);
+	ck_assert_msg(strstr(o.text, " samples"), "%s", o.text);
+
+	/* errors: named, with a status */
+	ck_assert_int_ne(run(&ctl, "cfg no_such_function", &o), 0);
+	ck_assert_msg(strstr(o.text, "no function named 'no_such_function'"), "%s", o.text);
+	ck_assert_int_ne(run(&ctl, "cfg 0x10", &o), 0);
+	ck_assert_msg(strstr(o.text, "no code at 0x10"), "%s", o.text);
+	ck_assert_int_eq(run(&ctl, "cfg -dj hot_function", &o), PADRONE_EXIT_USAGE);
+	ck_assert_int_eq(run(&ctl, "cfg", &o), PADRONE_EXIT_USAGE);
+	ck_assert_ptr_nonnull(strstr(o.text, "usage: cfg [-dj] FUNC|ADDR"));
+
+	ck_assert_int_eq(run(&ctl, "detach", &o), 0);
+	padrone_ctl_fini(&ctl);
+	free(o.text);
+	still_right(&p);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(padroned_prints_one_cfg)
+{
+	struct tu_proc p;
+	pid_t pid;
+	unsigned long hot;
+	spawn_hotloop(&p, &pid, &hot);
+	char *cmd;
+	int st;
+	ck_assert(asprintf(&cmd, "'%s' --pid %d --cfg hot_function --json 2>&1",
+			   tu_path("src/padroned"), (int)pid) > 0);
+	char *out = tu_run(cmd, &st);
+	free(cmd);
+	ck_assert(out && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct json_object *j = json_tokener_parse(out), *v;
+	ck_assert_msg(j, "not JSON: %s", out);
+	ck_assert(json_object_object_get_ex(j, "blocks", &v));
+	ck_assert_uint_ge(json_object_array_length(v), 2);
+	json_object_put(j);
+	free(out);
+
+	ck_assert(asprintf(&cmd, "'%s' --pid %d --cfg %#lx --dot 2>&1", tu_path("src/padroned"),
+			   (int)pid, hot) > 0);
+	out = tu_run(cmd, &st);
+	free(cmd);
+	ck_assert(out && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_ptr_eq(strstr(out, "digraph"), out);
+	free(out);
+
+	ck_assert(asprintf(&cmd, "'%s' --pid %d --dot 2>&1", tu_path("src/padroned"), (int)pid) > 0);
+	out = tu_run(cmd, &st);
+	free(cmd);
+	ck_assert_int_eq(WEXITSTATUS(st), PADRONE_EXIT_USAGE);
+	ck_assert_msg(strstr(out, "--dot goes with --cfg"), "%s", out);
+	free(out);
+	still_right(&p);
+	tu_kill(&p);
+}
+END_TEST
+
+int main(void)
+{
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	Suite *s = suite_create("cfg_cmd");
+	TCase *tc = tcase_create("cmd");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, cfg_loops_disas_and_hot_loops_commands);
+	tcase_add_test(tc, padroned_prints_one_cfg);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

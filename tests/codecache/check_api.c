@@ -1,0 +1,131 @@
+/* The code cache through libpadrone's API (padrone.h): replace, measure,
+ * restore, the replacements list, and PADRONE's own calls -- create a code
+ * cache, insert raw code, redirect a function to it -- on a live cc_vecadd,
+ * checked by its checksum. */
+#include "src/padrone.h"
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct tu_proc p;
+static struct padrone_session *s;
+
+static void start(void)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/cc_vecadd"), NULL };
+	char line[256];
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_ge(tu_wait_for(&p, "cc_vecadd:", line, sizeof line, 10000), 0);
+	s = padrone_session__new(NULL);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_msg(padrone_session__attach(s, p.pid) == 0, "%s", padrone_session__errmsg(s));
+}
+
+static void end(void)
+{
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+
+static unsigned checksum(void)
+{
+	char line[256];
+	unsigned sum;
+	double ns;
+	long r;
+	ck_assert_int_ge(tu_wait_for(&p, "round ", line, sizeof line, 10000), 0);
+	ck_assert(sscanf(line, "round %ld: %lf ns/call checksum %x", &r, &ns, &sum) == 3);
+	return sum;
+}
+
+START_TEST(replace_measure_restore)
+{
+	struct padrone_patch pt;
+	struct padrone_measurement m;
+	struct padrone_replacement rl[4];
+	struct padrone_measure_opts mo = { .sz = sizeof mo, .calls = 500 };
+
+	start();
+	unsigned sum = checksum();
+	ck_assert_msg(padrone_session__replace(s, "vecadd", tu_path("tests/codecache/repl/vecadd_avx2.o"),
+					       NULL, &pt) == 0, "%s", padrone_session__errmsg(s));
+	ck_assert_uint_eq(pt.sites, 1);
+	ck_assert_int_eq(padrone_session__replacements(s, rl, 4), 1);
+	ck_assert_str_eq(rl[0].name, "vecadd");
+	ck_assert(!rl[0].measuring);
+	ck_assert_msg(padrone_session__measure(s, "vecadd", &mo, &m) == 0, "%s",
+		      padrone_session__errmsg(s));
+	ck_assert_uint_eq(m.calls, 500);
+	ck_assert(m.complete && !m.has_ipc && m.p50_ns > 0);
+	ck_assert_uint_eq(checksum(), sum);
+	ck_assert_int_eq(padrone_session__restore(s, "vecadd", NULL, &pt), 0);
+	ck_assert_int_eq(padrone_session__restore(s, "vecadd", NULL, &pt), -ENOENT);
+	ck_assert_int_eq(padrone_session__why(s), PADRONE_BAD_REQUEST);
+	ck_assert_msg(strstr(padrone_session__errmsg(s), "is not replaced"), "%s",
+		      padrone_session__errmsg(s));
+	ck_assert_uint_eq(checksum(), sum);
+	end();
+}
+END_TEST
+
+START_TEST(padrone_cc_create_insert_redirect)
+{
+	struct padrone_patch pt;
+	uint64_t area, code;
+
+	start();
+	unsigned sum = checksum();
+	FILE *f = fopen(tu_path("tests/codecache/repl/vecadd_avx2.bin"), "rb");
+	ck_assert_ptr_nonnull(f);
+	unsigned char blob[4096];
+	size_t n = fread(blob, 1, sizeof blob, f);
+	fclose(f);
+	ck_assert_uint_gt(n, 16);
+	/* the code cache near the program's code (vecadd is in it) */
+	ck_assert_int_eq(padrone_cc_create(s, 0, &area), 0);
+	ck_assert_uint_ne(area, 0);
+	ck_assert_msg(padrone_cc_insert(s, blob, n, 0, &code) == 0, "%s",
+		      padrone_session__errmsg(s));
+	ck_assert_msg(padrone_cc_redirect(s, "vecadd", code, &pt) == 0, "%s",
+		      padrone_session__errmsg(s));
+	ck_assert_uint_eq(checksum(), sum);
+	ck_assert_uint_eq(checksum(), sum);
+	ck_assert_int_eq(padrone_session__restore(s, "vecadd", NULL, &pt), 0);
+	ck_assert_uint_eq(checksum(), sum);
+	end();
+}
+END_TEST
+
+START_TEST(without_a_process_it_says_so)
+{
+	struct padrone_session *un = padrone_session__new(NULL);
+	struct padrone_patch pt;
+
+	ck_assert_int_lt(padrone_session__replace(un, "f", "x.o", NULL, &pt), 0);
+	ck_assert_int_eq(padrone_session__why(un), PADRONE_NOT_ATTACHED);
+	ck_assert_str_eq(padrone_session__errmsg(un), "not attached to a process");
+	padrone_session__free(un);
+}
+END_TEST
+
+int main(void)
+{
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	Suite *su = suite_create("api");
+	TCase *tc = tcase_create("api");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, replace_measure_restore);
+	tcase_add_test(tc, padrone_cc_create_insert_redirect);
+	tcase_add_test(tc, without_a_process_it_says_so);
+	suite_add_tcase(su, tc);
+	return tu_main(su);
+}

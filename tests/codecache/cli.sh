@@ -1,0 +1,104 @@
+#!/bin/sh
+# padrone's replace, restore and measure commands on a live cc_vecadd, as a
+# user types them, checked by the target's own checksum; and SIGKILL of
+# padroned right after a replacement, which must leave the target running.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+padroned=$b/src/padroned
+obj=$b/tests/codecache/repl/vecadd_avx2.o
+tmp=$(mktemp -d /tmp/padrone-cc-cli.XXXXXX)
+PADRONE_RUNDIR=$tmp/run
+export PADRONE_RUNDIR
+mkdir -p "$PADRONE_RUNDIR"
+"$b/tests/targets/cc_vecadd" >"$tmp/out" 2>&1 &
+pid=$!
+dpid=
+cleanup() {
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	kill -9 "$pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+n=0
+check() {	# check DESCRIPTION COMMAND...: one TAP line
+	n=$((n + 1))
+	d=$1
+	shift
+	if "$@"; then echo "ok $n - $d"; else echo "not ok $n - $d"; fi
+}
+# rounds N: wait for N more rounds; the checksums seen go to $tmp/sums
+rounds() {
+	have=$(grep -c '^round' "$tmp/out")
+	i=0
+	while [ "$(grep -c '^round' "$tmp/out")" -lt $((have + $1)) ] && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep '^round' "$tmp/out" | awk '{ print $6 }' | sort -u >"$tmp/sums"
+}
+one_checksum() { [ "$(wc -l <"$tmp/sums")" -eq 1 ]; }
+run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
+	name=$1
+	shift
+	"$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+	echo $? >"$tmp/$name.st"
+}
+says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
+status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
+
+echo "1..15"
+rounds 1
+run replace "$padrone" -p "$pid" replace vecadd "$obj"
+check "replace exits 0 and says what it did" \
+	eval 'status replace 0 && says replace "^replaced vecadd (0x" && says replace "stopped the world for "'
+rounds 2
+check "the checksum stays the same with the AVX2 vecadd" one_checksum
+run measure "$padrone" -p "$pid" measure -j vecadd 2000
+check "measure -j prints one JSON object with 2000 calls and ipc null" \
+	eval 'status measure 0 && grep -Eq "^\{\"function\":\"vecadd\",\"calls\":2000,\"mean_ns\":[0-9.]+,\"p50_ns\":[0-9.]+,\"p99_ns\":[0-9.]+,\"ipc\":null\}$" "$tmp/measure.out"'
+run twice "$padrone" -p "$pid" replace vecadd "$obj"
+check "replacing twice is refused" \
+	eval 'status twice 2 && says twice "padrone: redirect: vecadd is already replaced (by .*vecadd_avx2.o:vecadd); restore it first"'
+run restore "$padrone" -p "$pid" restore vecadd
+check "restore exits 0" eval 'status restore 0 && says restore "^restored vecadd (0x"'
+run again "$padrone" -p "$pid" restore vecadd
+check "restoring twice is refused" \
+	eval 'status again 2 && says again "padrone: restore: vecadd (0x[0-9a-f]*) is not replaced"'
+run nosym "$padrone" -p "$pid" replace vecadd "$obj:nothing"
+check "a missing symbol is named" \
+	eval 'status nosym 2 && says nosym "has no function named nothing; it defines vecadd"'
+run nofunc "$padrone" -p "$pid" replace no_such_function "$obj"
+check "a missing function is named" \
+	eval 'status nofunc 2 && says nofunc "process $pid has no function named no_such_function"'
+run nofile "$padrone" -p "$pid" replace vecadd "$tmp/absent.o"
+check "a missing file is named" eval 'status nofile 2 && says nofile "cannot open $tmp/absent.o"'
+run dry "$padrone" -p "$pid" replace -n vecadd "$obj"
+run after "$padrone" -p "$pid" restore vecadd
+check "a dry run says what it would write and changes nothing" \
+	eval 'status dry 0 && says dry "would write 5 bytes at 0x" && status after 2'
+run raw "$padrone" -p "$pid" replace -r vecadd "$b/tests/codecache/repl/vecadd_avx2.bin"
+rounds 1
+run rawback "$padrone" -p "$pid" restore vecadd
+check "replace -r takes raw code (the same AVX2 vecadd, no relocations)" \
+	eval 'status raw 0 && says raw "(raw)" && status rawback 0'
+rounds 2
+check "the checksum is the same after restore" one_checksum
+
+# padroned: replace through it, then SIGKILL it at once
+"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+dpid=$!
+i=0
+while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+run viad "$padrone" -p "$pid" replace vecadd "$obj"
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null
+dpid=
+check "replace through padroned exits 0" eval 'status viad 0 && says viad "^replaced vecadd"'
+rounds 3
+check "SIGKILL of padroned leaves the target running, checksum unchanged" \
+	eval 'kill -0 $pid && one_checksum'
+run later "$padrone" -p "$pid" restore vecadd
+rounds 1
+check "a later padrone restores what the killed padroned replaced" \
+	eval 'status later 0 && one_checksum'
