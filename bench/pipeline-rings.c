@@ -184,6 +184,43 @@ static double best(enum cab_kind kind, size_t chunk, uint64_t nrec, double *shar
 	return b;
 }
 
+/* Both ends in this thread, alternating every half chunk: the CPU ns per
+ * record of producer plus consumer with no other core involved (no
+ * spinning, no cache-line transfers): what each design costs in itself. */
+static double one_thread(enum cab_kind kind, size_t chunk, uint64_t nrec)
+{
+	struct cab_opts o = { .sz = sizeof o, .kind = kind, .chunk_bytes = chunk,
+			      .nchunks = NCHUNKS, .max_record_words = RECORD_WORDS };
+	static uint64_t pl[PAYLOADS][RECORD_WORDS - 1];
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct sum a = { 0, 0 };
+	struct timespec t0, t1;
+	uint64_t batch = chunk / (RECORD_WORDS * 8) / 2;
+
+	if (cab_ring__create(&o, &r) || cab_producer__open(r, &p) || cab_consumer__open(r, &c))
+		return -1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	for (uint64_t i = 0; i < nrec;) {
+		for (uint64_t j = 0; j < batch && i < nrec; j++, i++)
+			cab_producer__put(p, CAB_HDR(i + 1, RECORD_WORDS - 1), pl[i % PAYLOADS],
+					  RECORD_WORDS - 1);
+		cab_consumer__poll(c, consume, &a);
+	}
+	cab_producer__flush(p);
+	while (!cab_consumer__eof(c))
+		cab_consumer__poll(c, consume, &a);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	cab_producer__close(p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+	if (a.words != nrec * RECORD_WORDS)
+		return -1;
+	return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
+	       (double)nrec;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t chunks[] = { 4096, 16384, 65536, 262144 };
@@ -245,6 +282,27 @@ int main(int argc, char **argv)
 		       sum[1] / sum[0], sum[2] / sum[0]);
 	}
 	printf("(ratios: total CPU per record of the other kind over CAB's; > 1 means CAB is cheaper)\n");
+	printf("one thread, both ends alternating every half chunk: CPU ns per record, producer + consumer\n"
+	       "(no second core: the designs' own cost, unaffected by the machine's load):\n");
+	printf("%8s  %-24s %-24s %-26s %9s %9s\n", "chunk", "CAB", "N-way", "FastForward",
+	       "Nway/CAB", "FF/CAB");
+	for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+		double ns[3];
+		for (int kind = 0; kind < 3; kind++) {
+			ns[kind] = 1e9;
+			for (int i = 0; i < reps; i++) {
+				double t = one_thread((enum cab_kind)kind, chunks[k], nrec);
+				if (t < 0) {
+					fprintf(stderr, "pipeline-rings: %s failed in one thread\n", names[kind]);
+					return 1;
+				}
+				if (t < ns[kind])
+					ns[kind] = t;
+			}
+		}
+		printf("%7zuK  %-24.2f %-24.2f %-26.2f %8.2fx %8.2fx\n", chunks[k] / 1024, ns[0], ns[1],
+		       ns[2], ns[1] / ns[0], ns[2] / ns[0]);
+	}
 	getloadavg(load + 1, 1);
 	printf("load average %.1f at the start, %.1f at the end (other processes on this machine)\n",
 	       load[0], load[1]);
