@@ -393,26 +393,44 @@ int attach__pump(struct attach_target *t, int wait_ms)
 
 /* ----------------------------------------------------------------- seize */
 
-/* Read the tids of /proc/PID/task; returns how many (may be > max). */
-static int list_tasks(pid_t pid, pid_t *tids, int max)
+/* The tids of /proc/PID/task in a malloc'd array; how many, or -errno. */
+static int list_tasks(pid_t pid, pid_t **out)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
 	if (!d)
 		return -errno;
-	int n = 0;
+	size_t n = 0, cap = 64;
+	pid_t *v = malloc(cap * sizeof(*v));
 	struct dirent *de;
-	while ((de = readdir(d))) {
+	while (v && (de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
 		if (tid <= 0)
 			continue;
-		if (n < max)
-			tids[n] = tid;
-		n++;
+		if (n == cap) {
+			pid_t *bigger = realloc(v, 2 * cap * sizeof(*v));
+			if (!bigger) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = bigger;
+			cap *= 2;
+		}
+		v[n++] = tid;
 	}
 	closedir(d);
-	return n;
+	if (!v)
+		return -ENOMEM;
+	*out = v;
+	return (int)n;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 /* Seize one task we have not met. 1 if it is now ours, 0 to skip it, or
@@ -468,21 +486,36 @@ static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, stru
  * seized, or -errno. */
 static int seize_new(struct attach_target *t, bool interrupt_them, struct attach_error *e)
 {
-	pid_t tids[1024];
-	int n = list_tasks(t->pid, tids, 1024);
+	pid_t *tids = NULL;
+	int n = list_tasks(t->pid, &tids);
 	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	if (n > 1024)
-		n = 1024;	/* the rest next round */
+		return n == -ENOENT ? 0 : attach__seterr(e, n, ATTACH_SYSTEM, "cannot list the "
+							 "threads of process %d (%s): %s",
+							 (int)t->pid, t->comm, strerror(-n));
+	/* Ours, sorted, to look the listed ones up. */
+	size_t known_n = t->nth;
+	pid_t *known = malloc((known_n + 1) * sizeof(*known));
+	if (!known) {
+		free(tids);
+		return attach__seterr(e, -ENOMEM, ATTACH_SYSTEM, "out of memory");
+	}
+	for (size_t i = 0; i < known_n; i++)
+		known[i] = t->th[i].tid;
+	qsort(known, known_n, sizeof(*known), cmp_tid);
 	int added = 0;
 	for (int i = 0; i < n; i++) {
-		if (attach__thread(t, tids[i]))
+		if (bsearch(&tids[i], known, known_n, sizeof(*known), cmp_tid) ||
+		    attach__thread(t, tids[i]))	/* met meanwhile */
 			continue;
 		int r = seize_one(t, tids[i], interrupt_them, e);
-		if (r < 0)
-			return r;
+		if (r < 0) {
+			added = r;
+			break;
+		}
 		added += r;
 	}
+	free(known);
+	free(tids);
 	return added;
 }
 
@@ -510,7 +543,7 @@ int attach__seize_all(struct attach_target *t, struct attach_error *e)
 		if (added < 0)
 			return added;
 		attach__pump(t, 0);
-		if (attach_target__state(t) != ATTACH_OK || (t->nth == 0 && round > 0))
+		if (attach_target__state(t) != ATTACH_OK || t->nth == 0)
 			break;
 		if (added == 0) {
 			if (close_clone_window(t) == 0)
@@ -653,8 +686,20 @@ static void boost(struct attach_target *t, bool on)
 {
 	if (t->no_boost)
 		return;
-	struct sched_param sp = { .sched_priority = on ? 1 : 0 };
-	if (sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) < 0)
+	if (!t->sched_saved) {
+		/* A host that runs real-time already keeps its own policy. */
+		t->sched_policy = sched_getscheduler(0);
+		sched_getparam(0, &t->sched_param);
+		t->sched_saved = true;
+		if (t->sched_policy != SCHED_OTHER) {
+			t->no_boost = true;
+			return;
+		}
+	}
+	struct sched_param fifo = { .sched_priority = 1 };
+	int r = on ? sched_setscheduler(0, SCHED_FIFO, &fifo)
+		   : sched_setscheduler(0, t->sched_policy, &t->sched_param);
+	if (r < 0)
 		t->no_boost = true;
 }
 

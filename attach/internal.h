@@ -6,6 +6,7 @@
 #include "attach/attach.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 
@@ -160,7 +161,10 @@ struct attach_target {
 	size_t xstate_size;
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
-	bool no_boost;		/* SCHED_FIFO refused: do not try again */
+	bool no_boost;		/* SCHED_FIFO refused (or not ours to set) */
+	bool sched_saved;	/* the tracer's own policy, put back after */
+	int sched_policy;
+	struct sched_param sched_param;
 	bool left_running;	/* detach left threads for the kernel to release */
 	char exec_comm[64];
 };

@@ -8,9 +8,12 @@
  * runnable threads than CPUs, the worst case, each must get a CPU to
  * stop) or sleep in 1 ms naps ("idle", like most threads of a service).
  * SIGCHLD is blocked, as padrone's programs do, so the tracer wakes on each
- * stop at once. The machine's load average is printed with each line:
- * other work on the CPUs delays the target's threads on their way to the
- * stop, and no tracer can make up for that.
+ * stop at once, and the benchmark's own thread runs SCHED_FIFO when allowed
+ * (as padrone's tracer thread does while it stops and resumes), so that
+ * other work on the machine does not delay its requests. The machine's load
+ * average is printed with each line: other work on the CPUs still delays
+ * the target's threads on their way to the stop, and no tracer can make up
+ * for that.
  *
  * usage: attach-pause [ROUNDS]          (default 300 per line)
  * output: one line per thread count and kind,
@@ -20,6 +23,7 @@
 #include "attach/attach.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -96,7 +100,8 @@ static int run(int threads, bool idle, int rounds)
 	nanosleep(&settle, NULL);	/* let every worker get going */
 	struct attach_target *t;
 	struct attach_error e;
-	if (attach_seize(pid, NULL, &t, &e) < 0) {
+	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 10000 };
+	if (attach_seize(pid, &o, &t, &e) < 0) {
 		fprintf(stderr, "attach-pause: %s\n", e.msg);
 		return 1;
 	}
@@ -141,6 +146,8 @@ int main(int argc, char **argv)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
+	struct sched_param sp = { .sched_priority = 1 };
+	sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp);	/* not the target */
 	static const int counts[] = { 1, 8, 64 };
 	int bad = 0;
 	for (int idle = 0; idle < 2; idle++)
