@@ -144,8 +144,19 @@ static uint64_t stop_perf(pid_t p)
 	int st;
 	FILE *f;
 
+	/* perf can miss a SIGINT that lands before it polls: repeat it, and
+	 * after 5 s give up on a clean stop */
 	kill(p, SIGINT);
-	waitpid(p, &st, 0);
+	for (int i = 0; waitpid(p, &st, WNOHANG) == 0; i++) {
+		if (i == 50) {
+			kill(p, SIGKILL);
+			waitpid(p, &st, 0);
+			break;
+		}
+		usleep(100000);
+		if (i % 10 == 9)
+			kill(p, SIGINT);
+	}
 	snprintf(cmd, sizeof(cmd), "'%s' report -i %s --pid %d --stdio --sort pid 2>/dev/null",
 		 perf_bin, PERF_DATA, target_pid);
 	f = popen(cmd, "r");
