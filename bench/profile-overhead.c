@@ -37,6 +37,7 @@ struct mode {
 	double cpu_ratio[32];	/* per-CPU-second rate ratios */
 	int n;
 	uint64_t samples, lost;
+	double cpu_s;		/* the target's CPU time while profiled */
 };
 
 static FILE *target_out;
@@ -89,6 +90,7 @@ static double target_cpu(void)
 struct rates {
 	double wall;	/* units per second */
 	double cpu;	/* units per second of the target's CPU time */
+	double cpu_s;	/* the target's CPU time in the window */
 };
 
 /* Units over lines lines, starting at a line just printed (lines that
@@ -107,7 +109,8 @@ static struct rates window(int lines)
 	c0 = target_cpu();
 	for (int i = 0; i < lines; i++)
 		units += read_units();
-	return (struct rates){ units / (now() - t0), units / (target_cpu() - c0) };
+	double c1 = target_cpu();
+	return (struct rates){ units / (now() - t0), units / (c1 - c0), c1 - c0 };
 }
 
 #define PERF_DATA "/tmp/padrone-bench-perf.data"
@@ -178,6 +181,7 @@ static struct rates measure(struct mode *m, int lines)
 	struct prof_error err;
 	pid_t perf = 0;
 	struct rates rate;
+	double c0 = target_cpu();	/* the profiler's whole life, for its samples */
 
 	if (m->tool == PERF || m->tool == PERF_ALL) {
 		perf = start_perf(m->tool, m->hz);
@@ -190,6 +194,7 @@ static struct rates measure(struct mode *m, int lines)
 		}
 	}
 	rate = window(lines);
+	m->cpu_s += target_cpu() - c0;
 	if (perf)
 		m->samples += stop_perf(perf);
 	if (s) {
@@ -293,12 +298,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		double cpu = median(modes[i].cpu_ratio, modes[i].n);
-		/* what one sample costs the target, from the CPU-time ratio */
-		double us = (1 - cpu) / modes[i].hz * 1e6;
-		printf("%-15s %4u Hz: ratio wall %.4f cpu %.4f  (%.1f us of target CPU per sample)",
-		       tool_name[modes[i].tool], modes[i].hz, median(modes[i].ratio, modes[i].n), cpu,
-		       us);
-		printf("  %llu samples of the target", (unsigned long long)modes[i].samples);
+		/* what one recorded sample costs the target: the CPU share lost,
+		 * times its CPU time, over the samples (perf's count spans its
+		 * start-up and stop too, so its cost is, if anything, low) */
+		double per_s = modes[i].cpu_s > 0 ? modes[i].samples / modes[i].cpu_s : 0;
+		printf("%-15s %4u Hz: ratio wall %.4f cpu %.4f", tool_name[modes[i].tool],
+		       modes[i].hz, median(modes[i].ratio, modes[i].n), cpu);
+		if (per_s > 0)
+			printf("  %.0f samples/CPU-s, %.1f us each", per_s, (1 - cpu) / per_s * 1e6);
 		if (modes[i].tool == RING || modes[i].tool == BPF)
 			printf(", %llu lost", (unsigned long long)modes[i].lost);
 		if (!modes[i].samples)
