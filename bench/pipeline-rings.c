@@ -58,9 +58,16 @@ static int consume(void *arg, const uint64_t *w, size_t n, unsigned flags)
 }
 
 struct result {
-	uint64_t end_ns, words, sum;
+	uint64_t end_ns, words, sum, cpu_ns;
 	int rc;
 };
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static void consumer(int fd, int out)
 {
@@ -76,16 +83,22 @@ static void consumer(int fd, int out)
 		res.rc = cab_consumer__open(r, &c);
 	if (write(out, "S", 1) != 1)
 		_exit(1);
+	uint64_t c0 = cpu_ns();
 	if (!res.rc)
 		res.rc = cab_consumer__run(c, consume, &a, NULL);
 	res.end_ns = now_ns();
+	res.cpu_ns = cpu_ns() - c0;
 	res.words = a.words;
 	res.sum = a.s;
 	_exit(write(out, &res, sizeof res) == sizeof res ? 0 : 1);
 }
 
+/* CPU share each side had during the last run (CPU time / wall time), and
+ * its CPU nanoseconds per record. */
+static double share_prod, share_cons, ns_prod, ns_cons;
+
 /* One run: seconds, or a negative value on error. */
-static double run(enum cab_kind kind, size_t chunk, uint64_t nrec, uint64_t *sum_ok)
+static double run(enum cab_kind kind, size_t chunk, uint64_t nrec)
 {
 	struct cab_opts o = { .sz = sizeof o, .kind = kind, .chunk_bytes = chunk,
 			      .nchunks = NCHUNKS, .max_record_words = RECORD_WORDS,
@@ -118,10 +131,11 @@ static double run(enum cab_kind kind, size_t chunk, uint64_t nrec, uint64_t *sum
 	for (uint64_t i = 0; i < PAYLOADS; i++)
 		for (int k = 0; k < RECORD_WORDS - 1; k++)
 			pl[i][k] = i * 0x9E3779B97F4A7C15ULL + (uint64_t)k;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), c0 = cpu_ns();
 	for (uint64_t i = 0; i < nrec; i++)
 		cab_producer__put(p, CAB_HDR(i + 1, RECORD_WORDS - 1), pl[i % PAYLOADS], RECORD_WORDS - 1);
 	cab_producer__flush(p);
+	uint64_t pcpu = cpu_ns() - c0;
 	for (uint64_t i = 0; i < nrec; i++) {	/* what the consumer must have summed */
 		expect += CAB_HDR(i + 1, RECORD_WORDS - 1);
 		for (int k = 0; k < RECORD_WORDS - 1; k++)
@@ -139,24 +153,72 @@ static double run(enum cab_kind kind, size_t chunk, uint64_t nrec, uint64_t *sum
 			(unsigned long long)(nrec * RECORD_WORDS));
 		return -1;
 	}
-	*sum_ok = 1;
+	share_prod = (double)pcpu / (double)(res.end_ns - t0);
+	share_cons = (double)res.cpu_ns / (double)(res.end_ns - t0);
+	ns_prod = (double)pcpu / (double)nrec;
+	ns_cons = (double)res.cpu_ns / (double)nrec;
 	return (double)(res.end_ns - t0) / 1e9;
 }
 
 static int reps = 7;
 
-static double best(enum cab_kind kind, size_t chunk, uint64_t nrec)
+/* The best run's seconds; *share: the CPU its slower-served side had;
+ * ns[2]: the least CPU ns per record of producer and consumer over the runs. */
+static double best(enum cab_kind kind, size_t chunk, uint64_t nrec, double *share, double *ns)
 {
 	double b = 1e9;
-	uint64_t ok = 0;
+	ns[0] = ns[1] = 1e9;
 	for (int i = 0; i < reps; i++) {
-		double t = run(kind, chunk, nrec, &ok);
+		double t = run(kind, chunk, nrec);
 		if (t < 0)
 			return -1;
-		if (t < b)
+		if (ns_prod < ns[0])
+			ns[0] = ns_prod;
+		if (ns_cons < ns[1])
+			ns[1] = ns_cons;
+		if (t < b) {
 			b = t;
+			*share = share_prod < share_cons ? share_prod : share_cons;
+		}
 	}
 	return b;
+}
+
+/* Both ends in this thread, alternating every half chunk: the CPU ns per
+ * record of producer plus consumer with no other core involved (no
+ * spinning, no cache-line transfers): what each design costs in itself. */
+static double one_thread(enum cab_kind kind, size_t chunk, uint64_t nrec)
+{
+	struct cab_opts o = { .sz = sizeof o, .kind = kind, .chunk_bytes = chunk,
+			      .nchunks = NCHUNKS, .max_record_words = RECORD_WORDS };
+	static uint64_t pl[PAYLOADS][RECORD_WORDS - 1];
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct sum a = { 0, 0 };
+	struct timespec t0, t1;
+	uint64_t batch = chunk / (RECORD_WORDS * 8) / 2;
+
+	if (cab_ring__create(&o, &r) || cab_producer__open(r, &p) || cab_consumer__open(r, &c))
+		return -1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	for (uint64_t i = 0; i < nrec;) {
+		for (uint64_t j = 0; j < batch && i < nrec; j++, i++)
+			cab_producer__put(p, CAB_HDR(i + 1, RECORD_WORDS - 1), pl[i % PAYLOADS],
+					  RECORD_WORDS - 1);
+		cab_consumer__poll(c, consume, &a);
+	}
+	cab_producer__flush(p);
+	while (!cab_consumer__eof(c))
+		cab_consumer__poll(c, consume, &a);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	cab_producer__close(p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+	if (a.words != nrec * RECORD_WORDS)
+		return -1;
+	return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
+	       (double)nrec;
 }
 
 int main(int argc, char **argv)
@@ -167,6 +229,7 @@ int main(int argc, char **argv)
 	double load[2] = { 0, 0 };
 	uint64_t nrec = mib * 1024 * 1024 / (RECORD_WORDS * 8);
 	double best_cab = 0, worst_nway_ratio = 1e9, worst_ffq_ratio = 1e9;
+	double cost[4][3][2];
 
 	if (argc > 2)
 		reps = atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
@@ -175,12 +238,14 @@ int main(int argc, char **argv)
 	       "%d chunks per ring, best of %d, producer CPU 0, consumer CPU 1, %ld CPUs online\n",
 	       (unsigned long long)mib, (unsigned long long)nrec, RECORD_WORDS * 8, NCHUNKS, reps,
 	       sysconf(_SC_NPROCESSORS_ONLN));
-	printf("%8s  %-22s %-22s %-22s %9s %9s\n", "chunk", "CAB GB/s (Mev/s)",
-	       "N-way GB/s (Mev/s)", "FastForward GB/s (Mev/s)", "CAB/Nway", "CAB/FF");
+	printf("(cpu: the smaller share of a CPU the producer or the consumer got in the best run;\n"
+	       " 100%% = the ring ran undisturbed, as on an idle machine)\n");
+	printf("%8s  %-24s %-24s %-26s %9s %9s\n", "chunk", "CAB GB/s (Mev/s) cpu",
+	       "N-way GB/s (Mev/s) cpu", "FastForward GB/s (Mev/s) cpu", "CAB/Nway", "CAB/FF");
 	for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
-		double gbs[3], mev[3];
+		double gbs[3], mev[3], share[3];
 		for (int kind = 0; kind < 3; kind++) {
-			double t = best((enum cab_kind)kind, chunks[k], nrec);
+			double t = best((enum cab_kind)kind, chunks[k], nrec, &share[kind], cost[k][kind]);
 			if (t <= 0) {
 				fprintf(stderr, "pipeline-rings: %s failed\n", names[kind]);
 				return 1;
@@ -188,10 +253,11 @@ int main(int argc, char **argv)
 			gbs[kind] = (double)nrec * RECORD_WORDS * 8 / t / 1e9;
 			mev[kind] = (double)nrec / t / 1e6;
 		}
-		char col[3][32];
+		char col[3][40];
 		for (int kind = 0; kind < 3; kind++)
-			snprintf(col[kind], sizeof col[kind], "%6.2f (%6.1f)", gbs[kind], mev[kind]);
-		printf("%7zuK  %-22s %-22s %-22s %8.2fx %8.2fx\n", chunks[k] / 1024, col[0], col[1],
+			snprintf(col[kind], sizeof col[kind], "%5.2f (%6.1f) %3.0f%%", gbs[kind], mev[kind],
+				 100 * share[kind]);
+		printf("%7zuK  %-24s %-24s %-26s %8.2fx %8.2fx\n", chunks[k] / 1024, col[0], col[1],
 		       col[2], gbs[0] / gbs[1], gbs[0] / gbs[2]);
 		if (gbs[0] > best_cab)
 			best_cab = gbs[0];
@@ -199,6 +265,43 @@ int main(int argc, char **argv)
 			worst_nway_ratio = gbs[0] / gbs[1];
 		if (gbs[0] / gbs[2] < worst_ffq_ratio)
 			worst_ffq_ratio = gbs[0] / gbs[2];
+	}
+	printf("CPU cost per record (least over the runs; includes spinning while the other side is\n"
+	       "descheduled), producer / consumer ns:\n");
+	printf("%8s  %-24s %-24s %-26s %9s %9s\n", "chunk", "CAB", "N-way", "FastForward",
+	       "Nway/CAB", "FF/CAB");
+	for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+		char col[3][40];
+		for (int kind = 0; kind < 3; kind++)
+			snprintf(col[kind], sizeof col[kind], "%6.2f / %6.2f", cost[k][kind][0],
+				 cost[k][kind][1]);
+		double sum[3];
+		for (int kind = 0; kind < 3; kind++)
+			sum[kind] = cost[k][kind][0] + cost[k][kind][1];
+		printf("%7zuK  %-24s %-24s %-26s %8.2fx %8.2fx\n", chunks[k] / 1024, col[0], col[1], col[2],
+		       sum[1] / sum[0], sum[2] / sum[0]);
+	}
+	printf("(ratios: total CPU per record of the other kind over CAB's; > 1 means CAB is cheaper)\n");
+	printf("one thread, both ends alternating every half chunk: CPU ns per record, producer + consumer\n"
+	       "(no second core: the designs' own cost, unaffected by the machine's load):\n");
+	printf("%8s  %-24s %-24s %-26s %9s %9s\n", "chunk", "CAB", "N-way", "FastForward",
+	       "Nway/CAB", "FF/CAB");
+	for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+		double ns[3];
+		for (int kind = 0; kind < 3; kind++) {
+			ns[kind] = 1e9;
+			for (int i = 0; i < reps; i++) {
+				double t = one_thread((enum cab_kind)kind, chunks[k], nrec);
+				if (t < 0) {
+					fprintf(stderr, "pipeline-rings: %s failed in one thread\n", names[kind]);
+					return 1;
+				}
+				if (t < ns[kind])
+					ns[kind] = t;
+			}
+		}
+		printf("%7zuK  %-24.2f %-24.2f %-26.2f %8.2fx %8.2fx\n", chunks[k] / 1024, ns[0], ns[1],
+		       ns[2], ns[1] / ns[0], ns[2] / ns[0]);
 	}
 	getloadavg(load + 1, 1);
 	printf("load average %.1f at the start, %.1f at the end (other processes on this machine)\n",

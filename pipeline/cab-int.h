@@ -28,25 +28,34 @@ struct cab_shared {
 	uint32_t burst_chunks, pad1;
 	double sample_rate;
 
-	/* written by the producer (slow path only) */
+	/* Grouped by who writes how often, so that neither side reads a line
+	 * the other dirties per chunk: a side's per-chunk writes go to its own
+	 * line, and the flags the other side checks per chunk change only
+	 * when someone sleeps, attaches or ends. */
+
+	/* the producer, per chunk (the consumer reads it only to sleep) */
 	_Alignas(CAB_LINE) uint32_t prod_seq;	/* futex: bumped at chunk entry, handoff, flush */
-	uint32_t prod_waiting;			/* producer sleeps on cons_seq */
-	uint32_t prod_state;
-	int32_t prod_pid;
-	uint32_t prod_dropping;
 	uint32_t pad2;
 	uint64_t dropped_records, dropped_words;
 	uint64_t prod_waits, prod_wait_ns;
 
-	/* written by the consumer once per chunk; read by the producer per chunk */
-	_Alignas(CAB_LINE) uint32_t cons_seq;	/* futex: bumped when space is freed */
-	uint32_t cons_sleeping;			/* consumer sleeps on prod_seq */
+	/* the producer, rarely */
+	_Alignas(CAB_LINE) uint32_t prod_waiting;	/* producer sleeps on cons_seq */
+	uint32_t prod_state;
+	int32_t prod_pid;
+	uint32_t prod_dropping;
 
-	/* written by the consumer; read by a waiting producer */
-	_Alignas(CAB_LINE) uint64_t cons_heartbeat_ns;
-	int32_t cons_pid;
-	uint32_t cons_state;
+	/* the consumer, per chunk (the producer reads it only to sleep) */
+	_Alignas(CAB_LINE) uint32_t cons_seq;	/* futex: bumped when space is freed */
 	uint32_t cons_chunk, cons_off;		/* where a re-attached consumer resumes */
+
+	/* the consumer, rarely */
+	_Alignas(CAB_LINE) uint32_t cons_sleeping;	/* consumer sleeps on prod_seq */
+	uint32_t cons_state;
+	int32_t cons_pid;
+
+	/* the consumer's heartbeat, about once a millisecond */
+	_Alignas(CAB_LINE) uint64_t cons_heartbeat_ns;
 };
 
 /* Per chunk (CAB) or buffer (NWAY). */

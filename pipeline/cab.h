@@ -47,9 +47,9 @@
  *    across processes) in slices of wait_ms, resuming when two chunks are
  *    free. It never waits forever: when the consumer has closed the ring, its
  *    pid is gone, or its heartbeat (a CLOCK_MONOTONIC timestamp the consumer
- *    refreshes on every poll) is older than consumer_timeout_ms, the producer
- *    switches to dropping records and counts them; it resumes writing as soon
- *    as space appears again.
+ *    refreshes as it polls and waits) is older than consumer_timeout_ms, the
+ *    producer switches to dropping records and counts them; it resumes
+ *    writing as soon as space appears again.
  *  - CAB_SAMPLING: the producer never waits; a record that finds the ring
  *    full is dropped and counted. The consumer analyses bursts of
  *    burst_chunks consecutive chunks and skips (clears unread) enough chunks
@@ -124,7 +124,7 @@ struct cab_producer {
 	uint32_t kind;
 	uint32_t max_payload;	/* records carry at most this many payload words */
 	uint32_t slot_words;	/* FFQ: words per slot */
-	uint32_t chunk;		/* index of the chunk/buffer/slot ptr is in */
+	uint32_t chunk;		/* chunk/buffer of ptr, as of the last slow path */
 	uint64_t *resume;	/* while blocked: where writing resumes */
 	uint64_t blocked;	/* a non-CLEAR word ptr points at while blocked */
 	uint64_t drop_checks;	/* drops since the consumer was last looked at */
@@ -147,8 +147,8 @@ struct cab_stats {
 	uint64_t records_delivered, words_delivered;
 	uint64_t records_skipped;	/* in skipped chunks */
 	uint64_t records_dropped, words_dropped;	/* by the producer */
-	uint64_t producer_waits;	/* times the producer found the ring full and waited */
-	uint64_t producer_wait_ns;
+	uint64_t producer_waits;	/* times the producer, finding the ring full, slept */
+	uint64_t producer_wait_ns;	/* time spent in those waits */
 	uint64_t corrupt;		/* malformed headers found (chunk rest discarded) */
 	double achieved_rate;		/* delivered / (delivered + skipped + dropped) */
 	bool producer_dropping;		/* the producer judged the consumer gone */

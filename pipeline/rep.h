@@ -42,7 +42,7 @@
  *	REP_SEC_TABLE  u32 nblocks, u32 zero, then per block: u32 id, u16 nslots,
  *	    u16 flags, u64 pc, u32 ninstrs, u32 nrefs, ninstrs x {u64 pc, u32 len,
  *	    u32 zero}, nrefs x {u64 pc, i64 disp, u32 size, u8 type, u8 scale,
- *	    u16 base, u16 index, u16 seg, u16 count, u16 zero}; zero padding to 8
+ *	    u16 base, u16 index, u16 seg, u16 count, u16 zero} (all multiples of 8)
  *	REP_SEC_STREAM u64 thread id, then whole units
  *	REP_SEC_END    empty; the last section
  * One table section comes first; stream sections of any threads follow.

@@ -31,7 +31,9 @@ static int run(struct padrone_ctl *ctl, const char *line, struct out *o)
 
 static void spawn_hotloop(struct tu_proc *p, pid_t *pid, unsigned long *hot)
 {
-	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), "-w", WORK, "-s", "2000", NULL };
+	/* -d: it ends by itself even if a failed test cannot kill it */
+	char *argv[] = { (char *)tu_path("tests/targets/hotloop"), "-w", WORK, "-s", "2000", "-d",
+			 "120", NULL };
 	char line[256];
 	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
 	ck_assert_int_gt(tu_wait_for(p, "ready", line, sizeof(line), 10000), 0);

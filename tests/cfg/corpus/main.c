@@ -4,6 +4,7 @@
 #include "corpus.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 10;
 	if (argc > 2 && strcmp(argv[2], "wait") == 0) {
+		/* a test that fails before it lets us run must not leave us */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		sigset_t block, old;
 		sigemptyset(&block);
 		sigaddset(&block, SIGUSR1);
