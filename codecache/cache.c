@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -55,13 +56,42 @@ struct attach_target *cc_cache__target(const struct cc_cache *c) { return c->t; 
 
 /* ------------------------------------------------------------- the space */
 
+/* A target that exited (or exec'd) meanwhile: say that, not "bad address".
+ * attach/ may not have seen the exit yet; a zombie has no memory left. */
+static int gone_or(struct cc_cache *c, int rc)
+{
+	char path[64], buf[256];
+
+	if (!c->t)
+		return rc;
+	/* an exiting process loses its memory a moment before it is a
+	 * zombie: look a few times */
+	for (int i = 0; i < 20; i++) {
+		if (attach_target__state(c->t) != ATTACH_OK)
+			return -ESRCH;
+		snprintf(path, sizeof path, "/proc/%d/stat", c->pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -ESRCH;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		const char *paren = strrchr(buf, ')');
+		if (paren && (paren[2] == 'Z' || paren[2] == 'X'))
+			return -ESRCH;
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
 int cc__read(struct cc_cache *c, uint64_t addr, void *buf, size_t len)
 {
 	if (c->t) {
 		ssize_t n = attach_target__read(c->t, addr, buf, len);
 		if (n < 0)
-			return (int)n;
-		return (size_t)n == len ? 0 : -EFAULT;
+			return gone_or(c, (int)n);
+		return (size_t)n == len ? 0 : gone_or(c, -EFAULT);
 	}
 	ssize_t n = pread(c->memfd, buf, len, (off_t)addr);
 	if (n < 0)
@@ -71,8 +101,10 @@ int cc__read(struct cc_cache *c, uint64_t addr, void *buf, size_t len)
 
 int cc__write(struct cc_cache *c, uint64_t addr, const void *buf, size_t len)
 {
-	if (c->t)
-		return attach_target__write(c->t, addr, buf, len);
+	if (c->t) {
+		int rc = attach_target__write(c->t, addr, buf, len);
+		return rc < 0 ? gone_or(c, rc) : 0;
+	}
 	/* /proc/self/mem writes through read-only and r-x pages, as in a
 	 * target: the code stays unwritable through its mapping. */
 	ssize_t n = pwrite(c->memfd, buf, len, (off_t)addr);

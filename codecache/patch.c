@@ -772,8 +772,11 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 		if (s->redir != id)
 			continue;
 		if ((rc = cc__read(c, s->addr, cur, s->len)) < 0) {
-			cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read 0x%" PRIx64 ": %s", s->addr,
-				 strerror(-rc));
+			if (rc == -ESRCH)
+				cc__fail(c, CC_PHASE_RESTORE, rc, "process %d has exited", c->pid);
+			else
+				cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read 0x%" PRIx64 ": %s",
+					 s->addr, strerror(-rc));
 			goto out;
 		}
 		if (memcmp(cur, s->now, s->len) != 0) {

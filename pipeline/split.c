@@ -368,43 +368,54 @@ static int retry(struct worker *w)
 }
 
 /* A fresh entry from the ring, Cachegrind mode. */
+/* The deeper levels of a fresh entry (a part, or a whole reference that
+ * missed its first level): go on, or defer. */
+static int cg_go_on(struct worker *w, struct item *it)
+{
+	enum step st = step(w, it, true);
+	if (st == STEP_ERR)
+		return -ENOMEM;
+	return st == STEP_KEPT ? defer(w, it) : 0;
+}
+
 static int cg_entry(struct worker *w, const struct rep_ref *r)
 {
-	int first = csim_first_level(r->type), nx = w->L.next[first];
-	struct item it = { .pc = r->pc, .addr = r->addr, .type = r->type,
-			   .kind = (uint8_t)csim_kind_of(r->type), .reg = -1 };
+	int first = csim_first_level(r->type), nx = w->L.next[first], kind = csim_kind_of(r->type);
 
 	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
 		/* A whole reference: nothing to wait for at the first level. */
 		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 		if (!h)
 			return -ENOMEM;
-		it.size = csim_cg_size(r);
+		uint32_t size = csim_cg_size(r);
 		csim_count_ref(h, r->type, true);
-		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], it.addr, it.size), 1))
+		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], r->addr, size), 1))
 			return 0;
-		h->miss1[it.kind]++;
+		h->miss1[kind]++;
 		if (nx < 0)
 			return 0;
-		it.level = (int8_t)nx;
-	} else {
-		/* A part: its size was cut to cachegrind's by the splitter. */
-		it.size = r->size;
-		it.cut = true;
-		it.slot = (uint16_t)(r->pad[1] | r->pad[2] << 8);
-		bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
-		struct split_slot *sl = &w->sp->slots[it.slot];
-		atomic_fetch_add_explicit(&sl->lv[first], 1u + (miss ? 65536u : 0u),
-					  memory_order_acq_rel);
-		if (nx < 0)
-			return part_done(w, &it);
-		it.level = (int8_t)(miss ? nx : first);
-		it.waiting = !miss;
+		if (!w->icount) {
+			/* Nothing deferred, so nothing registered: no set to
+			 * wait behind. */
+			csim_cg_deep(&w->L, nx, r->addr, size, kind, csim_cold_of(w->res, h));
+			return 0;
+		}
+		struct item it = { .pc = r->pc, .addr = r->addr, .size = size, .type = r->type,
+				   .kind = (uint8_t)kind, .reg = -1, .level = (int8_t)nx };
+		return cg_go_on(w, &it);
 	}
-	enum step st = step(w, &it, true);
-	if (st == STEP_ERR)
-		return -ENOMEM;
-	return st == STEP_KEPT ? defer(w, &it) : 0;
+	/* A part: its size was cut to cachegrind's by the splitter. */
+	struct item it = { .pc = r->pc, .addr = r->addr, .size = r->size, .type = r->type,
+			   .kind = (uint8_t)kind, .reg = -1, .cut = true,
+			   .slot = (uint16_t)(r->pad[1] | r->pad[2] << 8) };
+	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
+	struct split_slot *sl = &w->sp->slots[it.slot];
+	atomic_fetch_add_explicit(&sl->lv[first], 1u + (miss ? 65536u : 0u), memory_order_acq_rel);
+	if (nx < 0)
+		return part_done(w, &it);
+	it.level = (int8_t)(miss ? nx : first);
+	it.waiting = !miss;
+	return cg_go_on(w, &it);
 }
 
 /* A fresh entry, per-line mode: parts are independent. */

@@ -155,6 +155,7 @@ struct prof_sampler {
 	bool reader_on;
 	int stop_pipe[2];
 	bool running;
+	bool stop_req;		/* set by stop, read by the reader */
 	uint64_t start_ns, last_scan_ns;
 	struct prof_totals tot;
 	struct prof_bpf *bpf;
@@ -686,9 +687,8 @@ static void *reader_main(void *arg)
 				pf[n++] = (struct pollfd){ .fd = s->cpus[c].fd, .events = POLLIN };
 			}
 		int r = poll(pf, (nfds_t)n, POLL_MS);
-		if (r < 0 && errno != EINTR)
-			break;
-		if (r > 0 && pf[0].revents)
+		if ((r < 0 && errno != EINTR) || (r > 0 && pf[0].revents) ||
+		    __atomic_load_n(&s->stop_req, __ATOMIC_ACQUIRE))
 			break;
 		pthread_mutex_lock(&s->lock);
 		for (int i = 1; r > 0 && i < n; i++)
@@ -931,6 +931,7 @@ int prof_sampler__start(struct prof_sampler *s)
 		enable_all(s, false);
 		goto fail;
 	}
+	s->stop_req = false;
 	r = pthread_create(&s->reader, NULL, reader_main, s);
 	if (r) {
 		enable_all(s, false);
@@ -995,9 +996,11 @@ int prof_sampler__stop(struct prof_sampler *s)
 		if (r < 0)
 			seterrmsg(s, "cannot read the BPF maps: %s", strerror(-r));
 	} else {
-		enable_all(s, false);
-		if (write(s->stop_pipe[1], "x", 1) < 0)
-			r = -errno;
+		/* the reader may open events on new threads until it is gone:
+		 * join it first, then disable everything */
+		__atomic_store_n(&s->stop_req, true, __ATOMIC_RELEASE);
+		ssize_t w = write(s->stop_pipe[1], "x", 1);
+		(void)w;	/* if not woken, it sees stop_req within POLL_MS */
 		if (s->reader_on)
 			pthread_join(s->reader, NULL);
 		s->reader_on = false;
@@ -1005,6 +1008,7 @@ int prof_sampler__stop(struct prof_sampler *s)
 		close(s->stop_pipe[1]);
 		s->stop_pipe[0] = s->stop_pipe[1] = -1;
 		pthread_mutex_lock(&s->lock);
+		enable_all(s, false);
 		drain_all(s);
 		settle_probation(s);
 		pthread_mutex_unlock(&s->lock);

@@ -17,10 +17,7 @@ struct padrone_args {
 	int nowned;
 };
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+int padrone_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -31,6 +28,7 @@ static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 	}
 	return ret;
 }
+
 
 static const struct padrone_opt *find_short(const struct padrone_opt *opts, char c)
 {
@@ -91,17 +89,18 @@ static int parse_long(struct padrone_args *a, const struct padrone_opt *opts, ch
 	const struct padrone_opt *o = find_long(opts, name, len, &ambiguous);
 
 	if (!o)
-		return fail(err, errlen, -EINVAL, ambiguous ? "ambiguous option: --%.*s" :
+		return padrone_errf(err, errlen, -EINVAL, ambiguous ? "ambiguous option: --%.*s" :
 			    "unknown option: --%.*s", (int)len, name);
 	if (!o->value) {
 		if (eq)
-			return fail(err, errlen, -EINVAL, "option --%s takes no value", o->long_name);
+			return padrone_errf(err, errlen, -EINVAL, "option --%s takes no value", o->long_name);
 		return set_opt(a, o, NULL);
 	}
 	if (eq)
 		return set_opt(a, o, keep(a, eq + 1, strlen(eq + 1)));
 	if (*i + 1 >= count)
-		return fail(err, errlen, -EINVAL, "option --%s needs a value (%s)", o->long_name, o->value);
+		return padrone_errf(err, errlen, -EINVAL, "option --%s needs a value (%s)",
+				    o->long_name, o->value);
 	++*i;
 	return set_opt(a, o, words[*i]);
 }
@@ -116,7 +115,7 @@ static int parse_short(struct padrone_args *a, const struct padrone_opt *opts, c
 	for (size_t j = 1; w[j]; j++) {
 		const struct padrone_opt *o = find_short(opts, w[j]);
 		if (!o)
-			return fail(err, errlen, -EINVAL, "unknown option: -%c", w[j]);
+			return padrone_errf(err, errlen, -EINVAL, "unknown option: -%c", w[j]);
 		if (!o->value) {
 			set_opt(a, o, NULL);
 			continue;
@@ -124,7 +123,7 @@ static int parse_short(struct padrone_args *a, const struct padrone_opt *opts, c
 		if (w[j + 1])
 			return set_opt(a, o, keep(a, w + j + 1, strlen(w + j + 1)));
 		if (*i + 1 >= count)
-			return fail(err, errlen, -EINVAL, "option -%c needs a value (%s)", o->name, o->value);
+			return padrone_errf(err, errlen, -EINVAL, "option -%c needs a value (%s)", o->name, o->value);
 		++*i;
 		return set_opt(a, o, words[*i]);
 	}
@@ -184,11 +183,11 @@ int padrone_args_parse(const struct padrone_opt *opts, int lower, int upper,
 	if (r < 0)
 		goto err;
 	if (a->npos < lower) {
-		r = fail(err, errlen, -EINVAL, "too few arguments");
+		r = padrone_errf(err, errlen, -EINVAL, "too few arguments");
 		goto err;
 	}
 	if (upper >= 0 && a->npos > upper) {
-		r = fail(err, errlen, -EINVAL, "too many arguments");
+		r = padrone_errf(err, errlen, -EINVAL, "too many arguments");
 		goto err;
 	}
 	/* Positional values and detached option values point into words,
@@ -242,7 +241,7 @@ int padrone_parse_ulong(const char *what, const char *s, unsigned long min, unsi
 	/* Decimal, or hexadecimal with 0x (addresses); never octal ("010" is ten). */
 	v = strtoul(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
 	if (!*s || *end || s[0] == '-' || s[0] == '+' || errno == ERANGE || v < min || v > max)
-		return fail(err, errlen, -EINVAL, "%s must be an integer from %lu to %lu, not '%s'",
+		return padrone_errf(err, errlen, -EINVAL, "%s must be an integer from %lu to %lu, not '%s'",
 			    what, min, max, s);
 	*out = v;
 	return 0;
@@ -257,7 +256,7 @@ int padrone_parse_double(const char *what, const char *s, double min, double max
 	errno = 0;
 	v = strtod(s, &end);
 	if (!*s || *end || errno == ERANGE || !isfinite(v) || v < min || v > max)
-		return fail(err, errlen, -EINVAL, "%s must be a number from %g to %g, not '%s'",
+		return padrone_errf(err, errlen, -EINVAL, "%s must be a number from %g to %g, not '%s'",
 			    what, min, max, s);
 	*out = v;
 	return 0;

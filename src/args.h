@@ -38,6 +38,11 @@ const char *padrone_args_get(const struct padrone_args *a, char name);
 int padrone_args_count(const struct padrone_args *a);
 const char *padrone_args_value(const struct padrone_args *a, int i);
 
+/* Write the message into err (if any) and return ret: the error helper of
+ * the command layer. */
+int padrone_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Number conversion with a ready error message ("HZ must be an integer
  * from 1 to 10000, not 'x'"). 0 or -EINVAL / -ERANGE. */
 int padrone_parse_ulong(const char *what, const char *s, unsigned long min, unsigned long max,

@@ -3,6 +3,7 @@
 #include "src/cmd.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,16 @@ static int ctl_error(struct padrone_ctl *ctl, FILE *err, int status, const char 
 	print_error(err, ctl->prog, fmt, ap);
 	va_end(ap);
 	return status;
+}
+
+void padrone_prepare_signals(void)
+{
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* ------------------------------------------------------------------- ctl */

@@ -98,6 +98,12 @@ const struct padrone_cmd_entry *padrone_cmd_find(const char *name, bool *ambiguo
 /* "usage: profile [-f] ..." */
 void padrone_cmd_print_usage(FILE *f, const struct padrone_cmd_entry *e);
 
+/* What padrone and padroned do first, before any thread exists: block
+ * SIGCHLD (attach/'s tracer thread inherits the mask and waits for it with
+ * sigtimedwait(), see attach/attach.h) and ignore SIGPIPE (a client or
+ * padroned that hangs up is an error to report, not a reason to die). */
+void padrone_prepare_signals(void);
+
 /* ------------------------------------------------------------------- ctl */
 
 /* Where commands execute: a local session, or a connection to the padroned

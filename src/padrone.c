@@ -34,15 +34,9 @@ static void on_signal(int sig)
 
 static void setup_signals(void)
 {
-	sigset_t chld;
 	struct sigaction sa = { .sa_handler = on_signal };
 
-	/* Block SIGCHLD before attach/ starts its tracer thread: that thread
-	 * waits for it with sigtimedwait() (see attach/attach.h). */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	padrone_prepare_signals();
 	/* ^C stops a profile, not padrone (reading a line just goes on); TERM
 	 * and HUP interrupt the read so padrone detaches and leaves. */
 	sa.sa_flags = SA_RESTART;

@@ -53,15 +53,9 @@ static void on_signal(int sig)
 
 static int setup_signals(void)
 {
-	sigset_t chld;
 	struct sigaction sa = { .sa_handler = on_signal };
 
-	/* Before any thread exists: attach/'s tracer thread inherits the mask
-	 * and waits for SIGCHLD with sigtimedwait() (see attach/attach.h). */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	padrone_prepare_signals();
 	if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	sigaction(SIGTERM, &sa, NULL);
@@ -175,7 +169,9 @@ static int cfg_once(const struct options *o)
 	return status;
 }
 
-/* --profile: the profile command of padrone's table, run here. */
+/* --profile: the profile command of padrone's table, run here. A one-shot
+ * mode is always a command of the table run once, with the modifiers turned
+ * into its options. */
 static int profile_once(const struct options *o)
 {
 	char *words[10];

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+#include "src/args.h"
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
 
 static int send_all(int fd, const void *buf, size_t len)
 {
@@ -100,13 +87,13 @@ int padrone_msgbuf_next(struct padrone_msgbuf *b, struct padrone_msg *m, char *e
 		return 0;
 	memcpy(&h, b->data + b->consumed, sizeof(h));
 	if (h.magic != PADRONE_PROTO_MAGIC)
-		return fail(err, errlen, -EPROTO, "not a padrone protocol message");
+		return padrone_errf(err, errlen, -EPROTO, "not a padrone protocol message");
 	if (h.version != PADRONE_PROTO_VERSION)
-		return fail(err, errlen, -EPROTONOSUPPORT,
+		return padrone_errf(err, errlen, -EPROTONOSUPPORT,
 			    "protocol version %u is not supported (this side speaks version %u)",
 			    h.version, PADRONE_PROTO_VERSION);
 	if (h.len > PADRONE_MSG_MAX)
-		return fail(err, errlen, -EMSGSIZE, "message of %u bytes exceeds the limit of %u",
+		return padrone_errf(err, errlen, -EMSGSIZE, "message of %u bytes exceeds the limit of %u",
 			    h.len, PADRONE_MSG_MAX);
 	if (avail < sizeof(h) + h.len)
 		return 0;
@@ -143,7 +130,7 @@ int padrone_msg_recv(int fd, struct padrone_msgbuf *b, struct padrone_msg *m, in
 		if (timeout_ms >= 0) {
 			long left = deadline - now_ms();
 			if (left <= 0)
-				return fail(err, errlen, -ETIMEDOUT, "no reply from padroned in %d ms",
+				return padrone_errf(err, errlen, -ETIMEDOUT, "no reply from padroned in %d ms",
 					    timeout_ms);
 			wait = (int)left;
 		}
@@ -152,14 +139,14 @@ int padrone_msg_recv(int fd, struct padrone_msgbuf *b, struct padrone_msg *m, in
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			return fail(err, errlen, -errno, "poll: %s", strerror(errno));
+			return padrone_errf(err, errlen, -errno, "poll: %s", strerror(errno));
 		if (r == 0)
 			continue;
 		ssize_t n = padrone_msgbuf_fill(b, fd);
 		if (n == 0 || n == -ECONNRESET)
-			return fail(err, errlen, -EPIPE, "padroned closed the connection");
+			return padrone_errf(err, errlen, -EPIPE, "padroned closed the connection");
 		if (n < 0 && n != -EAGAIN)
-			return fail(err, errlen, (int)n, "read: %s", strerror((int)-n));
+			return padrone_errf(err, errlen, (int)n, "read: %s", strerror((int)-n));
 	}
 }
 
@@ -192,15 +179,17 @@ int padrone_msg_unpack_words(const char *payload, size_t len, int *count, char *
 	int n = 0;
 
 	if (len == 0 || payload[len - 1] != '\0')
-		return fail(err, errlen, -EPROTO, "command message is not a list of NUL-terminated words");
+		return padrone_errf(err, errlen, -EPROTO,
+				    "command message is not a list of NUL-terminated words");
 	for (size_t i = 0; i < len; i++)
 		n += payload[i] == '\0';
 	if (n > PADRONE_MSG_MAX_WORDS)
-		return fail(err, errlen, -EPROTO, "command has more than %d words", PADRONE_MSG_MAX_WORDS);
+		return padrone_errf(err, errlen, -EPROTO, "command has more than %d words",
+				    PADRONE_MSG_MAX_WORDS);
 	/* One block: the vector, then a copy of the strings. */
 	char **v = malloc((size_t)(n + 1) * sizeof(*v) + len);
 	if (!v)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return padrone_errf(err, errlen, -ENOMEM, "out of memory");
 	char *s = (char *)(v + n + 1);
 	memcpy(s, payload, len);
 	for (int i = 0; i < n; i++) {
@@ -241,19 +230,19 @@ static int rundir_check(const char *dir, char *err, size_t errlen)
 	struct stat st;
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return fail(err, errlen, -errno, "cannot create %s: %s", dir, strerror(errno));
+		return padrone_errf(err, errlen, -errno, "cannot create %s: %s", dir, strerror(errno));
 	if (lstat(dir, &st) < 0)
-		return fail(err, errlen, -errno, "cannot stat %s: %s", dir, strerror(errno));
+		return padrone_errf(err, errlen, -errno, "cannot stat %s: %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return fail(err, errlen, -ENOTDIR, "%s is not a directory", dir);
+		return padrone_errf(err, errlen, -ENOTDIR, "%s is not a directory", dir);
 	if (st.st_uid != geteuid())
-		return fail(err, errlen, -EPERM, "%s belongs to uid %u, not to us (uid %u)",
+		return padrone_errf(err, errlen, -EPERM, "%s belongs to uid %u, not to us (uid %u)",
 			    dir, (unsigned)st.st_uid, (unsigned)geteuid());
 	if (st.st_mode & 077)
-		return fail(err, errlen, -EPERM, "%s is open to other users (mode %04o; must be 0700)",
+		return padrone_errf(err, errlen, -EPERM, "%s is open to other users (mode %04o; must be 0700)",
 			    dir, (unsigned)(st.st_mode & 07777));
 	if (access(dir, W_OK | X_OK) < 0)
-		return fail(err, errlen, -errno, "cannot write to %s: %s", dir, strerror(errno));
+		return padrone_errf(err, errlen, -errno, "cannot write to %s: %s", dir, strerror(errno));
 	return 0;
 }
 
@@ -269,7 +258,7 @@ int padrone_rundir_open(char *dir, size_t size, char *err, size_t errlen)
 		r = rundir_check(dirs[i], err, errlen);
 		if (r == 0) {
 			if ((size_t)snprintf(dir, size, "%s", dirs[i]) >= size)
-				return fail(err, errlen, -ENAMETOOLONG, "run directory name too long");
+				return padrone_errf(err, errlen, -ENAMETOOLONG, "run directory name too long");
 			return 0;
 		}
 	}

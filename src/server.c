@@ -32,18 +32,6 @@ struct padrone_server {
 	int nconns;
 };
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
 
 /* Is somebody listening on path? */
 static bool socket_alive(const struct sockaddr_un *sa)
@@ -66,27 +54,27 @@ static int bind_socket(struct padrone_server *srv, char *err, size_t errlen)
 	strcpy(sa.sun_path, srv->path);
 	if (lstat(srv->path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
-			return fail(err, errlen, -EEXIST, "%s exists and is not a socket", srv->path);
+			return padrone_errf(err, errlen, -EEXIST, "%s exists and is not a socket", srv->path);
 		if (socket_alive(&sa))
-			return fail(err, errlen, -EADDRINUSE,
+			return padrone_errf(err, errlen, -EADDRINUSE,
 				    "another padroned already serves process %d (%s)", (int)srv->pid,
 				    srv->path);
 		unlink(srv->path);	/* left behind by a padroned that died */
 	}
 	srv->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (srv->fd < 0)
-		return fail(err, errlen, -errno, "socket: %s", strerror(errno));
+		return padrone_errf(err, errlen, -errno, "socket: %s", strerror(errno));
 	/* The socket is born 0600: no window in which others could connect. */
 	mode_t old = umask(0177);
 	int r = bind(srv->fd, (struct sockaddr *)&sa, sizeof(sa));
 	int e = errno;
 	umask(old);
 	if (r < 0)
-		return fail(err, errlen, -e, "cannot create %s: %s", srv->path, strerror(e));
+		return padrone_errf(err, errlen, -e, "cannot create %s: %s", srv->path, strerror(e));
 	if (listen(srv->fd, 8) < 0) {
 		e = errno;
 		unlink(srv->path);
-		return fail(err, errlen, -e, "listen on %s: %s", srv->path, strerror(e));
+		return padrone_errf(err, errlen, -e, "listen on %s: %s", srv->path, strerror(e));
 	}
 	return 0;
 }
@@ -99,13 +87,13 @@ int padrone_server_open(pid_t pid, struct padrone_server **out, char *err, size_
 
 	*out = NULL;
 	if (!srv)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return padrone_errf(err, errlen, -ENOMEM, "out of memory");
 	srv->fd = -1;
 	srv->pid = pid;
 	r = padrone_rundir_open(dir, sizeof(dir), err, errlen);
 	if (r == 0 && (size_t)snprintf(srv->path, sizeof(srv->path), "%s/" PADRONE_SOCKET_NAME,
 				       dir, (int)pid) >= sizeof(srv->path))
-		r = fail(err, errlen, -ENAMETOOLONG, "socket path in %s is too long", dir);
+		r = padrone_errf(err, errlen, -ENAMETOOLONG, "socket path in %s is too long", dir);
 	if (r == 0)
 		r = bind_socket(srv, err, errlen);
 	if (r < 0) {

@@ -6,6 +6,9 @@
  * Build against an installed libpadrone:
  *	cc -o hotfuncs hotfuncs.c -lpadrone
  */
+#ifndef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L	/* sigset_t, pthread_sigmask */
+#endif
 #include <padrone.h>
 
 #include <signal.h>

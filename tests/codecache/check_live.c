@@ -6,6 +6,7 @@
 #include "tests/lib/tu.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +422,63 @@ START_TEST(measure_refuses_a_process_that_may_unwind_through_the_stub)
 }
 END_TEST
 
+/* A program padrone did not build, checked by its own output: mawk sums
+ * numbers it converts from strings with libc's strtod; strtod is replaced
+ * by a wrapper (tests/codecache/repl/strtod_wrap.c) counting its calls. */
+static unsigned long wrapper_calls(struct live *l, uint64_t counter)
+{
+	unsigned long n = 0;
+	ck_assert_int_eq(attach_target__read(l->t, counter, &n, sizeof n), (ssize_t)sizeof n);
+	return n;
+}
+
+static void mawk_sum(struct live *l, char *sum, size_t size)
+{
+	char line[256];
+	ck_assert_int_ge(tu_wait_for(&l->p, "round ", line, sizeof line, 20000), 0);
+	const char *s = strstr(line, " sum ");
+	ck_assert_ptr_nonnull(s);
+	snprintf(sum, size, "%s", s + 5);
+}
+
+START_TEST(libc_strtod_replaced_in_mawk_keeps_its_sums)
+{
+	static const char prog[] = "BEGIN { for (r = 1; ; r++) { s = 0; "
+		"for (i = 0; i < 100000; i++) s += (\"0.\" i) + 0; "
+		"printf \"round %d sum %.6f\\n\", r, s; fflush() } }";
+	struct live l;
+	char report[2048], sum0[64], sum[64];
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report };
+	uint64_t data = 0;
+
+	if (access("/usr/bin/mawk", X_OK) != 0) {
+		fprintf(stderr, "# no /usr/bin/mawk here\n");
+		return;
+	}
+	memset(&l, 0, sizeof l);
+	char *argv[] = { "/usr/bin/mawk", (char *)prog, NULL };
+	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
+	mawk_sum(&l, sum0, sizeof sum0);
+	attach_all(&l);
+	ck_assert_msg(replace(&l, "strtod", "tests/codecache/repl/strtod_wrap.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	const char *at = strstr(report, " of data at 0x");
+	ck_assert_msg(at && sscanf(at, " of data at 0x%" SCNx64, &data) == 1, "%s", report);
+	unsigned long n0 = wrapper_calls(&l, data);
+	for (int i = 0; i < 2; i++) {
+		mawk_sum(&l, sum, sizeof sum);
+		ck_assert_str_eq(sum, sum0);
+	}
+	unsigned long n1 = wrapper_calls(&l, data);
+	ck_assert_uint_ge(n1 - n0, 100000);	/* every conversion of a round */
+	ck_assert_int_eq(restore(&l, "strtod", NULL), 0);
+	mawk_sum(&l, sum, sizeof sum);
+	mawk_sum(&l, sum, sizeof sum);
+	ck_assert_str_eq(sum, sum0);
+	end(&l);
+}
+END_TEST
+
 START_TEST(bad_inputs_are_refused_clearly)
 {
 	struct live l;
@@ -473,6 +531,7 @@ int main(void)
 	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);
 	tcase_add_test(tc, measure_agrees_with_the_targets_own_timing);
 	tcase_add_test(tc, measure_refuses_a_process_that_may_unwind_through_the_stub);
+	tcase_add_test(tc, libc_strtod_replaced_in_mawk_keeps_its_sums);
 	tcase_add_test(tc, bad_inputs_are_refused_clearly);
 	suite_add_tcase(s, tc);
 	return tu_main(s);

@@ -13,9 +13,10 @@ progs=$top_builddir/tests/pipeline/progs
 geom=(--I1=32768,8,64 --D1=32768,8,64 --LL=262144,8,64)
 cases=("rowcol row" "rowcol col" "chase" "copy" "scatter")
 
-echo "1..$(( ${#cases[@]} * 3 ))"
+ntests=$(( ${#cases[@]} * 3 + 2 ))
+echo "1..$ntests"
 if ! command -v valgrind >/dev/null; then
-	for i in $(seq 1 $(( ${#cases[@]} * 3 ))); do echo "ok $i # SKIP valgrind not installed"; done
+	for i in $(seq 1 $ntests); do echo "ok $i # SKIP valgrind not installed"; done
 	exit 0
 fi
 tmp=$(mktemp -d /tmp/padrone-validate.XXXXXX)
@@ -82,3 +83,33 @@ for c in "${cases[@]}"; do
 	fi
 	rm -f "$lk"
 done
+
+# The default geometry: cachegrind's own (this host's caches, LL adjusted
+# when its set count is not a power of two) against padrone-sim's, with no
+# --I1/--D1/--LL on either side.
+prog=$progs/chase
+valgrind --tool=lackey --trace-mem=yes --log-file="$tmp/host.lackey" "$prog" >/dev/null 2>&1
+valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file="$tmp/host.cg" "$prog" \
+	>/dev/null 2>&1
+"$sim" --lackey "$tmp/host.lackey" --cachegrind --workers 2 >"$tmp/host.txt" 2>&1
+"$sim" --lackey "$tmp/host.lackey" --cachegrind --workers 2 --json >"$tmp/host.json" 2>&1
+cg_geom=$(sed -n 's/^desc: //p' "$tmp/host.cg")
+our_geom=$(grep -E '^(I1|D1|LL) cache:' "$tmp/host.txt")
+echo "# host geometry: cachegrind: $(echo $cg_geom)"
+echo "# host geometry: ours:       $(echo $our_geom)"
+n=$((n + 1))
+if [ -n "$cg_geom" ] && [ "$cg_geom" = "$our_geom" ]; then
+	echo "ok $n - with no geometry given, the caches are cachegrind's"
+else
+	echo "not ok $n - with no geometry given, the caches differ from cachegrind's"
+fi
+read -r c_ir c_i1 c_il c_dr c_d1r c_dlr c_dw c_d1w c_dlw < <(sed -n 's/^summary: //p' "$tmp/host.cg")
+read -r o_ir o_i1 _ o_dr o_d1r o_dlr o_dw o_d1w o_dlw < <(ours "$tmp/host.json")
+echo "# host geometry (chase): D1mr ours $o_d1r cg $c_d1r | D1mw ours $o_d1w cg $c_d1w | DLmr ours $o_dlr cg $c_dlr | DLmw ours $o_dlw cg $c_dlw"
+n=$((n + 1))
+if [ -n "${c_d1r:-}" ] && [ -n "${o_d1r:-}" ] && within "$o_d1r" "$c_d1r" && within "$o_d1w" "$c_d1w" &&
+   within "$o_dlr" "$c_dlr" && within "$o_dlw" "$c_dlw"; then
+	echo "ok $n - ... and D1 and LL misses are within 0.5% of cachegrind's"
+else
+	echo "not ok $n - ... but D1/LL misses differ from cachegrind's"
+fi
