@@ -1,12 +1,16 @@
 /* codecache-pause: the stop-the-world pause of a live patch.
  *
  * Runs tests/targets/cc_threads with 1, 8 and 64 worker threads (plus its
- * main and blocker threads), attaches, and replaces work() by
+ * main and blocker threads), busy (each spinning on work()) and napping
+ * (1 ms asleep after every 256 calls, like a server's threads), attaches,
+ * and replaces work() by
  * tests/codecache/repl/work_alt.o and restores it ROUNDS times. Each patch
  * (replace or restore) reports its stop-the-world time: from the first
  * PTRACE_INTERRUPT to the last resume, thread checks and writes included.
  * Prints p50/p99 per thread count beside attach/'s bare stop+resume. The
  * workers compare every result with a reference; any mismatch fails it.
+ * Busy workers outnumbering the CPUs make the pause a scheduling latency:
+ * a thread not on a CPU stops only when it next gets one.
  *
  * usage: codecache-pause [ROUNDS]          Goal: p99 <= 1 ms with 8 workers.
  */
@@ -14,6 +18,7 @@
 #include "codecache/codecache.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,7 +70,7 @@ static double pct_us(uint64_t *v, size_t n, double p)
 	return (double)v[i] / 1000.0;
 }
 
-static void run(int workers, int rounds)
+static void run(int workers, bool nap, int rounds)
 {
 	char path[4096], nbuf[16], line[256];
 	int fds[2];
@@ -78,7 +83,7 @@ static void run(int workers, int rounds)
 	if (pid == 0) {
 		dup2(fds[1], 1);
 		close(fds[0]);
-		execl(path, path, nbuf, (char *)NULL);
+		execl(path, path, nbuf, nap ? "nap" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -123,8 +128,9 @@ static void run(int workers, int rounds)
 			die("stop", attach_target__errmsg(t));
 		bare[i] = now_ns() - t0;
 	}
-	printf("pause per patch, %2d workers (%u threads): p50 %7.1f us  p99 %7.1f us   "
-	       "bare stop+resume: p50 %7.1f us  p99 %7.1f us\n", workers, threads,
+	printf("pause per patch, %2d workers %s (%2u threads, %ld CPUs): p50 %7.1f us  p99 %8.1f us"
+	       "   bare stop+resume: p50 %7.1f us  p99 %8.1f us\n", workers,
+	       nap ? "napping" : "busy   ", threads, sysconf(_SC_NPROCESSORS_ONLN),
 	       pct_us(p, (size_t)rounds * 2, 0.5), pct_us(p, (size_t)rounds * 2, 0.99),
 	       pct_us(bare, (size_t)rounds, 0.5), pct_us(bare, (size_t)rounds, 0.99));
 	fflush(stdout);
@@ -150,7 +156,8 @@ int main(int argc, char **argv)
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, NULL);
 	static const int workers[] = { 1, 8, 64 };
-	for (size_t i = 0; i < 3; i++)
-		run(workers[i], rounds);
+	for (int nap = 1; nap >= 0; nap--)
+		for (size_t i = 0; i < 3; i++)
+			run(workers[i], nap, rounds);
 	return 0;
 }

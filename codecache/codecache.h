@@ -142,8 +142,8 @@ void cc_image__layout(const struct cc_image *im, struct cc_image_layout *l);
 int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_resolve_fn resolve,
 		   void *arg, void *code_buf, void *data_buf, uint64_t *entry, struct cc_error *err);
 
-/* A function of the target. Its size bounds the checks below; 0 (unknown)
- * is refused, since a 5-byte jump could then overwrite what follows. */
+/* A function of the target. size 0 (unknown, e.g. stripped): its extent is
+ * taken from its control flow (cfg/). */
 struct cc_func {
 	uint64_t addr, size;
 	const char *name;	/* for messages and the directory */
@@ -227,7 +227,8 @@ struct cc_patch_stats {
 	unsigned moved;		/* threads moved out of the patched bytes */
 	unsigned retries;	/* times the world was resumed to let threads leave */
 	unsigned sites;		/* places written */
-	bool kept_code;		/* forced: code left in the cache for a thread in it */
+	bool kept_code;		/* undo: a thread stayed in the code to free past
+				 * the timeout, so it stays in the cache */
 };
 
 /* How to patch. A redirection writes a jmp rel32 at the function's entry
@@ -268,8 +269,9 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t dest,
 		       const struct cc_patch_opts *opts);
 /* Phase restore: the original bytes back (checked to be still what padrone
- * wrote), then the replacement's code freed unless a thread is in it.
- * name: for messages (NULL: as recorded). -ENOENT if not replaced. */
+ * wrote), then the replacement's code freed once every thread has been seen
+ * out of it (kept if one stays past timeout_ms). name: for messages (NULL:
+ * as recorded). -ENOENT if not replaced. */
 int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 		      const struct cc_patch_opts *opts);
 

@@ -67,20 +67,6 @@ struct cc_image {
 	size_t nsegs;
 };
 
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-		err->err = code;
-	}
-	return code;
-}
-
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return a > 1 ? (v + a - 1) & ~(a - 1) : v;
@@ -198,17 +184,17 @@ static int choose_symbol(struct cc_image *im, const char *want, struct cc_error 
 	}
 	if (nfound != 1) {
 		if (want)
-			return fail(err, -ENOENT, "%s has no function named %s%s%s", im->path, want,
+			return cc__err(err, -ENOENT, "%s has no function named %s%s%s", im->path, want,
 				    list[0] ? "; it defines " : "", list);
 		if (nfound == 0)
-			return fail(err, -ENOENT, "%s defines no global function", im->path);
-		return fail(err, -EINVAL, "%s defines several functions (%s): name one as %s:SYMBOL",
+			return cc__err(err, -ENOENT, "%s defines no global function", im->path);
+		return cc__err(err, -EINVAL, "%s defines several functions (%s): name one as %s:SYMBOL",
 			    im->path, list, im->path);
 	}
 	GElf_Sym s;
 	get_sym(im, found, &s);
 	if (GELF_ST_TYPE(s.st_info) == STT_GNU_IFUNC)
-		return fail(err, -ENOTSUP, "%s: %s is an IFUNC; load the implementation it selects",
+		return cc__err(err, -ENOTSUP, "%s: %s is an IFUNC; load the implementation it selects",
 			    im->path, sym_name(im, &s));
 	im->symbol = strdup(sym_name(im, &s));
 	im->sym_value = s.st_value;
@@ -229,7 +215,7 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 		if (sh.sh_type == SHT_NOTE || strcmp(sect_name(im, i), ".eh_frame") == 0)
 			continue;	/* no unwinding through the code cache */
 		if (sh.sh_flags & SHF_TLS)
-			return fail(err, -ENOTSUP, "%s: section %s holds thread-local data, which "
+			return cc__err(err, -ENOTSUP, "%s: section %s holds thread-local data, which "
 				    "replacement code cannot have", im->path, sect_name(im, i));
 		struct isect *s = &im->sect[i];
 		s->load = true;
@@ -266,7 +252,7 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 			if (si == 0 || si >= im->nsyms || !get_sym(im, si, &s))
 				continue;
 			if (is_tls_reloc(type))
-				return fail(err, -ENOTSUP, "%s: %s against %s (thread-local storage) "
+				return cc__err(err, -ENOTSUP, "%s: %s against %s (thread-local storage) "
 					    "cannot be loaded into a code cache", im->path,
 					    reloc_name(type), sym_name(im, &s));
 			if (is_got_reloc(type) && !im->syms[si].got)
@@ -285,7 +271,7 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 	im->got_off = align_up(data, 8);
 	im->data_size = im->got_off + im->ngot * 8;
 	if (!im->sect[im->sym_shndx].load || !im->sect[im->sym_shndx].code)
-		return fail(err, -EINVAL, "%s: %s is not in an executable section", im->path, im->symbol);
+		return cc__err(err, -EINVAL, "%s: %s is not in an executable section", im->path, im->symbol);
 	return 0;
 }
 
@@ -296,25 +282,25 @@ static int layout_dyn(struct cc_image *im, struct cc_error *err)
 	uint64_t lo = UINT64_MAX, hi = 0;
 
 	if (elf_getphdrnum(im->elf, &n) < 0)
-		return fail(err, -EINVAL, "%s: no program headers", im->path);
+		return cc__err(err, -EINVAL, "%s: no program headers", im->path);
 	for (size_t i = 0; i < n; i++) {
 		GElf_Phdr ph;
 		if (!gelf_getphdr(im->elf, (int)i, &ph))
 			continue;
 		if (ph.p_type == PT_TLS && ph.p_memsz)
-			return fail(err, -ENOTSUP, "%s has thread-local storage, which replacement "
+			return cc__err(err, -ENOTSUP, "%s has thread-local storage, which replacement "
 				    "code cannot have", im->path);
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
 		if (im->nsegs == CC_IMAGE_MAX_SEGS)
-			return fail(err, -E2BIG, "%s has too many segments", im->path);
+			return cc__err(err, -E2BIG, "%s has too many segments", im->path);
 		struct cc_image_seg *sg = &im->segs[im->nsegs++];
 		sg->off = ph.p_vaddr & ~4095ULL;
 		sg->size = align_up(ph.p_vaddr + ph.p_memsz, 4096) - sg->off;
 		sg->prot = CC_PROT_R | (ph.p_flags & PF_W ? CC_PROT_W : 0) |
 			   (ph.p_flags & PF_X ? CC_PROT_X : 0);
 		if (sg->prot == (CC_PROT_R | CC_PROT_W | CC_PROT_X))
-			return fail(err, -EPERM, "%s has a segment both writable and executable",
+			return cc__err(err, -EPERM, "%s has a segment both writable and executable",
 				    im->path);
 		if (sg->off < lo)
 			lo = sg->off;
@@ -322,13 +308,13 @@ static int layout_dyn(struct cc_image *im, struct cc_error *err)
 			hi = sg->off + sg->size;
 	}
 	if (im->nsegs == 0)
-		return fail(err, -EINVAL, "%s has no loadable segment", im->path);
+		return cc__err(err, -EINVAL, "%s has no loadable segment", im->path);
 	for (size_t i = 0; i < im->nsegs; i++) {
 		for (size_t j = i + 1; j < im->nsegs; j++) {
 			struct cc_image_seg *a = &im->segs[i], *b = &im->segs[j];
 			if (a->off < b->off + b->size && b->off < a->off + a->size &&
 			    ((a->prot | b->prot) & (CC_PROT_W | CC_PROT_X)) == (CC_PROT_W | CC_PROT_X))
-				return fail(err, -EPERM, "%s: a writable and an executable segment "
+				return cc__err(err, -EPERM, "%s: a writable and an executable segment "
 					    "share a page (link with -z separate-code)", im->path);
 		}
 	}
@@ -360,33 +346,33 @@ static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *er
 	elf_version(EV_CURRENT);
 	im->elf = elf_begin(im->fd, ELF_C_READ, NULL);
 	if (!im->elf || elf_kind(im->elf) != ELF_K_ELF || !gelf_getehdr(im->elf, &eh))
-		return fail(err, -ENOEXEC, "%s is not an ELF file (for raw code, load it as raw)",
+		return cc__err(err, -ENOEXEC, "%s is not an ELF file (for raw code, load it as raw)",
 			    im->path);
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
-		return fail(err, -ENOEXEC, "%s is not x86-64 ELF", im->path);
+		return cc__err(err, -ENOEXEC, "%s is not x86-64 ELF", im->path);
 	if (eh.e_type == ET_REL)
 		im->type = IT_REL;
 	else if (eh.e_type == ET_DYN && !has_interp(im->elf))
 		im->type = IT_DYN;
 	else
-		return fail(err, -ENOEXEC, "%s is an executable; give a relocatable object "
+		return cc__err(err, -ENOEXEC, "%s is an executable; give a relocatable object "
 			    "(cc -c) or a shared object (cc -shared)", im->path);
 	if (elf_getshdrnum(im->elf, &im->shnum) < 0)
-		return fail(err, -ENOEXEC, "%s: no section headers", im->path);
+		return cc__err(err, -ENOEXEC, "%s: no section headers", im->path);
 	/* A shared object's static functions are only in .symtab; its
 	 * dynamic relocations use .dynsym (link_dyn). */
 	im->symtab = find_section(im->elf, SHT_SYMTAB);
 	if (!im->symtab && im->type == IT_DYN)
 		im->symtab = find_section(im->elf, SHT_DYNSYM);
 	if (!im->symtab)
-		return fail(err, -ENOEXEC, "%s has no symbol table", im->path);
+		return cc__err(err, -ENOEXEC, "%s has no symbol table", im->path);
 	GElf_Shdr sh;
 	gelf_getshdr(im->symtab, &sh);
 	im->nsyms = sh.sh_size / sh.sh_entsize;
 	im->sect = calloc(im->shnum, sizeof *im->sect);
 	im->syms = calloc(im->nsyms ? im->nsyms : 1, sizeof *im->syms);
 	if (!im->sect || !im->syms)
-		return fail(err, -ENOMEM, "out of memory");
+		return cc__err(err, -ENOMEM, "out of memory");
 	int rc = choose_symbol(im, symbol, err);
 	if (rc < 0)
 		return rc;
@@ -398,15 +384,15 @@ static int open_raw(struct cc_image *im, struct cc_error *err)
 	struct stat st;
 
 	if (fstat(im->fd, &st) < 0)
-		return fail(err, -errno, "%s: %s", im->path, strerror(errno));
+		return cc__err(err, -errno, "%s: %s", im->path, strerror(errno));
 	if (st.st_size == 0)
-		return fail(err, -EINVAL, "%s is empty", im->path);
+		return cc__err(err, -EINVAL, "%s is empty", im->path);
 	im->raw_len = (size_t)st.st_size;
 	im->raw = malloc(im->raw_len);
 	if (!im->raw)
-		return fail(err, -ENOMEM, "out of memory");
+		return cc__err(err, -ENOMEM, "out of memory");
 	if (pread(im->fd, im->raw, im->raw_len, 0) != (ssize_t)im->raw_len)
-		return fail(err, -EIO, "%s: short read", im->path);
+		return cc__err(err, -EIO, "%s: short read", im->path);
 	im->type = IT_RAW;
 	im->code_size = im->raw_len;
 	im->symbol = strdup("(raw)");
@@ -425,11 +411,11 @@ int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc
 	struct cc_image *im = calloc(1, sizeof *im);
 	if (!im || !(im->path = strdup(path))) {
 		free(im);
-		return fail(err, -ENOMEM, "out of memory");
+		return cc__err(err, -ENOMEM, "out of memory");
 	}
 	im->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (im->fd < 0) {
-		rc = fail(err, -errno, "cannot open %s: %s", path, strerror(errno));
+		rc = cc__err(err, -errno, "cannot open %s: %s", path, strerror(errno));
 		goto err;
 	}
 	rc = o.raw ? open_raw(im, err) : open_elf(im, o.symbol, err);
@@ -508,7 +494,7 @@ static int sym_addr(struct linkctx *cx, size_t si, uint64_t *addr)
 	if (s.st_shndx != SHN_UNDEF && s.st_shndx < im->shnum && s.st_shndx != SHN_XINDEX) {
 		const struct isect *sc = &im->sect[s.st_shndx];
 		if (!sc->load)
-			return fail(cx->err, -EINVAL, "%s: %s is in section %s, which is not loaded",
+			return cc__err(cx->err, -EINVAL, "%s: %s is in section %s, which is not loaded",
 				    im->path, sym_name(im, &s), sect_name(im, s.st_shndx));
 		*addr = (sc->code ? cx->code : cx->data) + sc->off + s.st_value;
 		return 0;
@@ -518,13 +504,13 @@ static int sym_addr(struct linkctx *cx, size_t si, uint64_t *addr)
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOTSUP)
-		return fail(cx->err, rc, "%s needs %s, which the target defines as an IFUNC padrone "
+		return cc__err(cx->err, rc, "%s needs %s, which the target defines as an IFUNC padrone "
 			    "cannot see through", im->path, name);
 	if (GELF_ST_BIND(s.st_info) == STB_WEAK) {
 		*addr = 0;
 		return 0;
 	}
-	return fail(cx->err, -ENOENT, "%s needs %s, which the target does not define",
+	return cc__err(cx->err, -ENOENT, "%s needs %s, which the target does not define",
 		    im->path, name);
 }
 
@@ -535,7 +521,7 @@ static int put(struct linkctx *cx, uint8_t *at, int64_t v, int width, bool is_si
 {
 	if (width == 4) {
 		if (is_signed ? !fits_s32(v) : (uint64_t)v > UINT32_MAX)
-			return fail(cx->err, -ERANGE, "%s: %s to %s at 0x%" PRIx64 " does not fit in "
+			return cc__err(cx->err, -ERANGE, "%s: %s to %s at 0x%" PRIx64 " does not fit in "
 				    "32 bits%s", cx->im->path, reloc_name(type), what, where,
 				    type == R_X86_64_32 || type == R_X86_64_32S ?
 				    " (compile the replacement with -fPIC)" :
@@ -573,7 +559,7 @@ static int link_rela(struct linkctx *cx, Elf_Scn *scn, const GElf_Shdr *sh)
 		if (type == R_X86_64_NONE)
 			continue;
 		if (r.r_offset + (type == R_X86_64_64 || type == R_X86_64_PC64 ? 8 : 4) > tgt->size)
-			return fail(cx->err, -EINVAL, "%s: relocation outside its section", im->path);
+			return cc__err(cx->err, -EINVAL, "%s: relocation outside its section", im->path);
 		if (si) {
 			get_sym(im, si, &s);
 			what = GELF_ST_TYPE(s.st_info) == STT_SECTION ? sect_name(im, s.st_shndx)
@@ -632,7 +618,7 @@ static int link_rela(struct linkctx *cx, Elf_Scn *scn, const GElf_Shdr *sh)
 			rc = put(cx, at, (int64_t)(s.st_size + A), 8, false, type, what, P);
 			break;
 		default:
-			return fail(cx->err, -ENOTSUP, "%s: %s (type %u) against %s is not supported "
+			return cc__err(cx->err, -ENOTSUP, "%s: %s (type %u) against %s is not supported "
 				    "in replacement code", im->path, reloc_name(type), type, what);
 		}
 		if (rc < 0)
@@ -652,7 +638,7 @@ static int link_rel(struct linkctx *cx)
 			continue;
 		Elf_Data *d = elf_getdata(elf_getscn(im->elf, i), NULL);
 		if (!d || d->d_size != s->size)
-			return fail(cx->err, -EINVAL, "%s: cannot read section %s", im->path,
+			return cc__err(cx->err, -EINVAL, "%s: cannot read section %s", im->path,
 				    sect_name(im, i));
 		memcpy((s->code ? cx->code_buf : cx->data_buf) + s->off, d->d_buf, s->size);
 	}
@@ -660,7 +646,7 @@ static int link_rel(struct linkctx *cx)
 	while ((scn = elf_nextscn(im->elf, scn))) {
 		GElf_Shdr sh;
 		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_REL)
-			return fail(cx->err, -ENOTSUP, "%s: REL relocations (without addend) are "
+			return cc__err(cx->err, -ENOTSUP, "%s: REL relocations (without addend) are "
 				    "not used on x86-64", im->path);
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info >= im->shnum ||
 		    !im->sect[sh.sh_info].load)
@@ -681,7 +667,7 @@ static int link_rel(struct linkctx *cx)
 		memcpy(cx->data_buf + (slot - cx->data), &S, 8);
 		int64_t disp = (int64_t)(slot - (at + 6));
 		if (!fits_s32(disp))
-			return fail(cx->err, -ERANGE, "%s: the code and data of the code cache are "
+			return cc__err(cx->err, -ERANGE, "%s: the code and data of the code cache are "
 				    "out of reach of each other", im->path);
 		int32_t d32 = (int32_t)disp;
 		p[0] = 0xff;
@@ -706,7 +692,7 @@ static int link_dyn(struct linkctx *cx)
 			continue;
 		if (ph.p_filesz && pread(im->fd, cx->code_buf + (ph.p_vaddr - im->vbase), ph.p_filesz,
 					 (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
-			return fail(cx->err, -EIO, "%s: short read", im->path);
+			return cc__err(cx->err, -EIO, "%s: short read", im->path);
 	}
 	Elf_Scn *dynsym = find_section(im->elf, SHT_DYNSYM);
 	Elf_Scn *scn = NULL;
@@ -727,7 +713,7 @@ static int link_dyn(struct linkctx *cx)
 			uint64_t S = 0, off = r.r_offset - im->vbase;
 			const char *name = "";
 			if (off + 8 > im->span)
-				return fail(cx->err, -EINVAL, "%s: relocation outside the image", im->path);
+				return cc__err(cx->err, -EINVAL, "%s: relocation outside the image", im->path);
 			if (si && sd) {
 				GElf_Sym s;
 				gelf_getsym(sd, (int)si, &s);
@@ -738,7 +724,7 @@ static int link_dyn(struct linkctx *cx)
 					S = B + s.st_value;
 				else if (!(cx->resolve && cx->resolve(cx->arg, name, &S) == 0) &&
 					 GELF_ST_BIND(s.st_info) != STB_WEAK)
-					return fail(cx->err, -ENOENT, "%s needs %s, which the target "
+					return cc__err(cx->err, -ENOENT, "%s needs %s, which the target "
 						    "does not define", im->path, name);
 			}
 			uint64_t v;
@@ -756,7 +742,7 @@ static int link_dyn(struct linkctx *cx)
 				v = S + (uint64_t)r.r_addend;
 				break;
 			default:
-				return fail(cx->err, -ENOTSUP, "%s: dynamic relocation %s against %s is "
+				return cc__err(cx->err, -ENOTSUP, "%s: dynamic relocation %s against %s is "
 					    "not supported in replacement code", im->path,
 					    reloc_name(type), name[0] ? name : "(none)");
 			}

@@ -36,6 +36,9 @@ int cc__protect(struct cc_cache *c, uint64_t addr, uint64_t size, unsigned prot)
 int cc__dir_save(struct cc_cache *c);
 bool cc__in_reach(uint64_t near, uint64_t addr, uint64_t size);
 
+/* Fill err (if not NULL): the code and the message; returns code. */
+int cc__err(struct cc_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* The instruction at addr in Intel syntax, for messages. */
 void cc_insn_text(const void *bytes, size_t len, uint64_t addr, char *buf, size_t size);
 /* A 5-byte jmp/call rel32 placed at `at` going to target; -ERANGE when out

@@ -50,9 +50,7 @@ struct cc_reloc {
 	struct rinsn *in;
 };
 
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
+int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 {
 	if (err) {
 		va_list ap;
@@ -111,7 +109,7 @@ static int classify(struct rinsn *ri, const ZydisDecodedInstruction *d,
 				ri->target = abs;
 				if (d->raw.disp.size != 32) {
 					insn_text(ri->bytes, ri->len, ri->src, text, sizeof text);
-					return fail(err, -ENOTSUP,
+					return cc__err(err, -ENOTSUP,
 						    "cannot relocate `%s` at 0x%" PRIx64
 						    ": rip-relative displacement of %u bits",
 						    text, ri->src, d->raw.disp.size);
@@ -147,7 +145,7 @@ static int classify(struct rinsn *ri, const ZydisDecodedInstruction *d,
 					break;
 				}
 				insn_text(ri->bytes, ri->len, ri->src, text, sizeof text);
-				return fail(err, -ENOTSUP,
+				return cc__err(err, -ENOTSUP,
 					    "cannot relocate `%s` at 0x%" PRIx64
 					    ": unsupported relative operand", text, ri->src);
 			}
@@ -175,9 +173,9 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	if (!code || len == 0)
-		return fail(err, -EINVAL, "nothing to relocate at 0x%" PRIx64, src);
+		return cc__err(err, -EINVAL, "nothing to relocate at 0x%" PRIx64, src);
 	if (o.min_len > len)
-		return fail(err, -EINVAL,
+		return cc__err(err, -EINVAL,
 			    "asked to relocate %zu bytes at 0x%" PRIx64 " but only %zu are given",
 			    o.min_len, src, len);
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -186,7 +184,7 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 	size_t cap = 16;
 	if (!r || !(r->in = calloc(cap, sizeof *r->in))) {
 		free(r);
-		return fail(err, -ENOMEM, "out of memory");
+		return cc__err(err, -ENOMEM, "out of memory");
 	}
 	r->src = src;
 	size_t want = o.min_len ? o.min_len : len;
@@ -196,7 +194,7 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 		ZydisDecodedInstruction d;
 		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, p + pos, len - pos, &d, ops))) {
-			rc = fail(err, -EILSEQ, "cannot relocate the bytes at 0x%" PRIx64
+			rc = cc__err(err, -EILSEQ, "cannot relocate the bytes at 0x%" PRIx64
 				  ": %s", src + pos,
 				  len - pos < ZYDIS_MAX_INSTRUCTION_LENGTH ?
 				  "no valid instruction before the end of the code given" :
@@ -206,7 +204,7 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 		if (r->n == cap) {
 			struct rinsn *in = realloc(r->in, 2 * cap * sizeof *in);
 			if (!in) {
-				rc = fail(err, -ENOMEM, "out of memory");
+				rc = cc__err(err, -ENOMEM, "out of memory");
 				goto err;
 			}
 			r->in = in;
@@ -240,7 +238,7 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 		    cc_reloc__map(r, ri->target, &off) < 0) {
 			char text[96];
 			insn_text(ri->bytes, ri->len, ri->src, text, sizeof text);
-			rc = fail(err, -ENOTSUP, "cannot relocate `%s` at 0x%" PRIx64
+			rc = cc__err(err, -ENOTSUP, "cannot relocate `%s` at 0x%" PRIx64
 				  ": it branches into the middle of an instruction (0x%" PRIx64 ")",
 				  text, ri->src, ri->target);
 			goto err;
@@ -397,7 +395,7 @@ static int enc_one(const struct cc_reloc *r, const struct rinsn *ri, uint64_t ds
 
 	if (ri->kind != RK_COPY && !fits_rel32(at + ri->new_len, to)) {
 		insn_text(ri->bytes, ri->len, ri->src, text, sizeof text);
-		return fail(err, -ERANGE, "cannot relocate `%s` at 0x%" PRIx64 " to 0x%" PRIx64
+		return cc__err(err, -ERANGE, "cannot relocate `%s` at 0x%" PRIx64 " to 0x%" PRIx64
 			    ": its target 0x%" PRIx64 " is out of the +-2 GiB reach of rel32",
 			    text, ri->src, at, to);
 	}
@@ -431,7 +429,7 @@ static int enc_one(const struct cc_reloc *r, const struct rinsn *ri, uint64_t ds
 		break;
 	}
 	insn_text(ri->bytes, ri->len, ri->src, text, sizeof text);
-	return fail(err, -EINVAL, "cannot relocate `%s` at 0x%" PRIx64 ": the encoder refused it",
+	return cc__err(err, -EINVAL, "cannot relocate `%s` at 0x%" PRIx64 ": the encoder refused it",
 		    text, ri->src);
 }
 
@@ -442,7 +440,7 @@ int cc_reloc__encode(const struct cc_reloc *r, uint64_t dst, void *buf, size_t s
 	int rc;
 
 	if (size < r->size)
-		return fail(err, -ENOSPC, "relocating %zu bytes needs %zu, the buffer has %zu",
+		return cc__err(err, -ENOSPC, "relocating %zu bytes needs %zu, the buffer has %zu",
 			    r->src_len, r->size, size);
 	for (size_t i = 0; i < r->n; i++)
 		if ((rc = enc_one(r, &r->in[i], dst, out + r->in[i].off, err)) < 0)
@@ -451,7 +449,7 @@ int cc_reloc__encode(const struct cc_reloc *r, uint64_t dst, void *buf, size_t s
 		uint64_t at = dst + r->size - 5;
 		uint64_t to = r->src + r->src_len;
 		if (cc_encode_jmp(at, to, out + r->size - 5) < 0)
-			return fail(err, -ERANGE, "cannot jump back from 0x%" PRIx64 " to 0x%" PRIx64
+			return cc__err(err, -ERANGE, "cannot jump back from 0x%" PRIx64 " to 0x%" PRIx64
 				    ": out of the +-2 GiB reach of rel32", at, to);
 	}
 	return 0;

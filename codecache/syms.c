@@ -43,20 +43,6 @@ struct cc_syms {
 	char errmsg[512];
 };
 
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct cc_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-		err->err = code;
-	}
-	return code;
-}
-
 /* Load bias: where file offset 0 is mapped minus the vaddr it was linked at. */
 static int open_module(struct module *md, pid_t pid, const struct attach_map *first)
 {
@@ -108,7 +94,7 @@ int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err)
 	*out = NULL;
 	elf_version(EV_CURRENT);
 	if ((rc = attach_maps__read(pid, &maps)) < 0)
-		return fail(err, rc, "cannot read the maps of process %d: %s", pid, strerror(-rc));
+		return cc__err(err, rc, "cannot read the maps of process %d: %s", pid, strerror(-rc));
 	snprintf(link, sizeof link, "/proc/%d/exe", pid);
 	ssize_t l = readlink(link, exe, sizeof exe - 1);
 	exe[l > 0 ? l : 0] = '\0';
@@ -117,7 +103,7 @@ int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err)
 	if (!s || !(s->m = calloc(nm + 1, sizeof *s->m))) {
 		free(s);
 		attach_maps__free(maps);
-		return fail(err, -ENOMEM, "out of memory");
+		return cc__err(err, -ENOMEM, "out of memory");
 	}
 	s->pid = pid;
 	for (size_t i = 0; i < nm; i++) {
@@ -241,9 +227,9 @@ int cc_syms__func(struct cc_syms *s, const char *name, struct cc_func *fn, struc
 	struct hit h = lookup(s, name, true);
 
 	if (!h.found)
-		return fail(err, -ENOENT, "process %d has no function named %s", s->pid, name);
+		return cc__err(err, -ENOENT, "process %d has no function named %s", s->pid, name);
 	if (GELF_ST_TYPE(h.sym.st_info) == STT_GNU_IFUNC)
-		return fail(err, -ENOTSUP, "%s in %s is an IFUNC: name the implementation it "
+		return cc__err(err, -ENOTSUP, "%s in %s is an IFUNC: name the implementation it "
 			    "selects", name, h.md->path);
 	fn->addr = h.sym.st_value + h.md->bias;
 	fn->size = h.sym.st_size;

@@ -1,6 +1,6 @@
 /* cc_threads: threads living in the functions padrone patches.
  *
- * cc_threads NTHREADS [forever|unwinder]
+ * cc_threads NTHREADS [forever|unwinder|nap]
  *  - NTHREADS workers call work() back to back and compare every result
  *    with ref_work(), the same function written differently; every ~100 ms
  *    each prints "worker I: calls N mismatches M" (M must stay 0 whatever
@@ -11,6 +11,8 @@
  *  - with "forever", one more thread calls run_it(forever) and never comes
  *    back: its pc is in forever(), and run_it's return address, which lies
  *    inside run_it's first bytes, is on its stack.
+ *  - with "nap", workers sleep 1 ms after every 256 calls (mostly idle,
+ *    like a server's threads) instead of spinning;
  *  - with "unwinder", it maps libgcc_s (as a C++ program or one using
  *    thread cancellation would), whose unwinding a measuring stub must not
  *    meet.
@@ -75,6 +77,7 @@ __asm__(".text\n"
 	".size run_it, .-run_it\n");
 
 static volatile unsigned long forever_spins;
+static int nap;
 
 /* (a load first: a loop head at the entry would be refused as a branch
  * into the bytes an entry jump overwrites) */
@@ -109,9 +112,13 @@ static void *worker(void *arg)
 		if (r != ref_work(x))
 			bad++;
 		x = r + 1;
-		if ((++calls & 255) == 0 && now() >= next) {
-			printf("worker %ld: calls %lu mismatches %lu\n", id, calls, bad);
-			next += 0.1;
+		if ((++calls & 255) == 0) {
+			if (nap)
+				usleep(1000);
+			if (now() >= next) {
+				printf("worker %ld: calls %lu mismatches %lu\n", id, calls, bad);
+				next += 0.1;
+			}
 		}
 	}
 	return NULL;
@@ -148,6 +155,7 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 4;
 	int with_forever = argc > 2 && strcmp(argv[2], "forever") == 0;
+	nap = argc > 2 && strcmp(argv[2], "nap") == 0;
 	if (argc > 2 && strcmp(argv[2], "unwinder") == 0 && !dlopen("libgcc_s.so.1", RTLD_NOW)) {
 		printf("cannot load libgcc_s: %s\n", dlerror());
 		return 1;
