@@ -172,6 +172,7 @@ static uint64_t stop_perf(pid_t p)
 	if (f)
 		pclose(f);
 	unlink(PERF_DATA);
+	unlink(PERF_DATA ".old");	/* perf keeps the previous file under that name */
 	return n;
 }
 
