@@ -18,8 +18,9 @@
  *    only, padrone's fields, user-only and full call chains, a 120-deep
  *    frame-pointer stack with and without a depth limit, side-band
  *    records, task-clock, one event per thread instead of per thread and
- *    CPU, a wake-up of the reader per sample; then padrone's ring and bpf
- *    backends as shipped.
+ *    CPU, a wake-up of the reader per sample; then padrone's ring backend
+ *    as shipped (and with its reader thread on the target's CPU or on
+ *    another) and its bpf backend.
  *
  * 3. Context switches. A child whose two threads pass a token back and
  *    forth on one CPU: per-task events (the ring backend, perf record -p)
@@ -31,6 +32,7 @@
  */
 #include "profile/profile.h"
 
+#include <bpf/bpf.h>
 #include <cpuid.h>
 #include <dirent.h>
 #include <errno.h>
@@ -272,11 +274,14 @@ struct variant {
 	bool per_thread;	/* cpu = -1, no inherit: one event */
 	bool wake_each;		/* wakeup_events = 1 instead of a watermark */
 	bool sideband;		/* comm/task/mmap records, as padrone asks */
+	int reader;		/* padrone: 1 = its reader thread on the target's
+				 * CPU, 2 = on another one, 0 = where it runs */
 
 	double ratio[32], hole_us[32], ratio_us[32];
 	int n;
 	uint64_t samples;
 	double cpu_s;
+	uint64_t bpf_runs, bpf_ns;	/* the bpf backend's program */
 };
 
 static unsigned hz = 4000;
@@ -443,6 +448,59 @@ static uint64_t raw_close(const struct variant *v, struct raw *w, double *cpu)
 	return v->counting ? 0 : w->nring ? w->samples : counted / period;
 }
 
+/* Pins the child to CPU 0 and this thread (so the reader thread it
+ * starts) to CPU 0 or 1; how = 0 lets both run anywhere again. */
+static void place(int how)
+{
+	cpu_set_t mine, target;
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&mine);
+	CPU_ZERO(&target);
+	if (how) {
+		CPU_SET(0, &target);
+		CPU_SET(how == 1 ? 0 : 1, &mine);
+	} else {
+		for (int c = 0; c < ncpu && c < CPU_SETSIZE; c++) {
+			CPU_SET(c, &mine);
+			CPU_SET(c, &target);
+		}
+	}
+	sched_setaffinity(child, sizeof(target), &target);
+	pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+}
+
+/* The highest BPF program id now: programs loaded later have higher ids. */
+static uint32_t last_prog_id(void)
+{
+	uint32_t id = 0, next;
+
+	while (bpf_prog_get_next_id(id, &next) == 0)
+		id = next;
+	return id;
+}
+
+/* Adds the run count and run time of the programs named prof_sample
+ * loaded after id `after` (the bpf backend's) to v. */
+static void bpf_prog_time(struct variant *v, uint32_t after)
+{
+	uint32_t id = after;
+
+	while (bpf_prog_get_next_id(id, &id) == 0) {
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(id);
+		memset(&info, 0, sizeof(info));
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    !strcmp(info.name, "prof_sample")) {
+			v->bpf_runs += info.run_cnt;
+			v->bpf_ns += info.run_time_ns;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
 /* One window sampled with v (NULL: not sampled). */
 static struct win measure(struct variant *v, int ms)
 {
@@ -451,6 +509,8 @@ static struct win measure(struct variant *v, int ms)
 	struct raw w;
 	struct win r;
 	double c0, c1;
+	uint32_t prog_id = 0;
+	int stats = -1;
 
 	if (!v)
 		return window(ms);
@@ -460,11 +520,18 @@ static struct win measure(struct variant *v, int ms)
 	} else {
 		struct prof_opts o = { .sz = sizeof(o), .freq_hz = hz,
 				       .backend = v->kind == K_BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING };
+		if (v->kind == K_BPF) {
+			/* the kernel times BPF programs while this fd is open */
+			stats = bpf_enable_stats(BPF_STATS_RUN_TIME);
+			prog_id = last_prog_id();
+		}
 		if (prof_sampler__open(child, &o, &s, &err) < 0) {
 			fprintf(stderr, "profile-cost: %s\n", err.msg);
 			exit(1);
 		}
 		c0 = child_cpu();	/* samples are taken from start to stop */
+		if (v->reader)
+			place(v->reader);
 		if (prof_sampler__start(s) < 0) {
 			fprintf(stderr, "profile-cost: %s\n", prof_sampler__errmsg(s));
 			exit(1);
@@ -478,6 +545,12 @@ static struct win measure(struct variant *v, int ms)
 		struct prof_totals t;
 		prof_sampler__stop(s);
 		c1 = child_cpu();
+		if (stats >= 0) {
+			bpf_prog_time(v, prog_id);
+			close(stats);
+		}
+		if (v->reader)
+			place(0);
 		prof_sampler__totals(s, &t);
 		if (t.fell_back) {
 			fprintf(stderr, "profile-cost: bpf fell back: %s\n", t.fallback_reason);
@@ -541,6 +614,8 @@ static void per_sample_costs(int rounds, int ms)
 		{ .name = "  same, a wake-up per sample", .sample_type = PAD, .chain = CH_FULL,
 		  .mmap = true, .sideband = true, .wake_each = true },
 		{ .name = "padrone ring", .kind = K_RING },
+		{ .name = "  reader on the target's CPU", .kind = K_RING, .reader = 1 },
+		{ .name = "  reader on another CPU", .kind = K_RING, .reader = 2 },
 		{ .name = "padrone bpf", .kind = K_BPF },
 		{ .name = "120 frames deep: full chain", .depth = DEEP, .sample_type = PAD,
 		  .chain = CH_FULL, .mmap = true },
@@ -566,6 +641,9 @@ static void per_sample_costs(int rounds, int ms)
 		if (per_s > 0)
 			printf("  %5.0f samples/CPU-s, lost %5.1f us, by ratio %5.1f us", per_s,
 			       median(v->hole_us, v->n), median(v->ratio_us, v->n));
+		if (v->bpf_runs)
+			printf("; its program %.2f us a run (on any CPU, any process)",
+			       (double)v->bpf_ns / v->bpf_runs * 1e-3);
 		printf("\n");
 	}
 }
