@@ -26,12 +26,13 @@
 #define CSIM_CG_MAX_DIRTY 16u
 
 struct csim_cache {
-	uint64_t *tags;		/* nsets_local * assoc, each set MRU first */
+	uint64_t *tags;		/* nsets_local * assoc, each set MRU first; 64-byte aligned */
 	uint64_t sets;		/* sets of the level */
 	uint64_t set_mask;	/* sets - 1 when pow2 */
 	uint32_t assoc;
 	uint32_t line_bits;
 	bool pow2;
+	bool simd;		/* csim_set_ref_avx2 serves this assoc (and CPU) */
 	/* A split worker stores only the sets it owns. The routing key is
 	 * kbits of the set number above its low kshift bits (which only tell
 	 * apart the lines of one routing block when lines are smaller than
@@ -75,7 +76,6 @@ struct csim_result {
 	struct csim_cold *cold;
 	size_t cap, n;			/* cap: a power of two, or 0 */
 	unsigned shift;			/* 64 - log2(cap) */
-	struct csim_hot *last;		/* the row found last */
 	struct csim_hot nopc_hot;	/* pc == CSIM_NO_PC */
 	struct csim_cold nopc_cold;
 	bool nopc_used;
@@ -89,18 +89,14 @@ struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
 
 CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
-	/* An instruction fetch and its data accesses share a PC: one probe
-	 * usually serves several references. */
-	if (r->last && r->last->pc == pc)
-		return r->last;
-	if (r->cap && pc != CSIM_NO_PC) {
-		size_t mask = r->cap - 1;
-		for (size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);; i = (i + 1) & mask) {
-			if (r->hot[i].pc == pc)
-				return r->last = &r->hot[i];
-			if (r->hot[i].pc == CSIM_NO_PC)
-				break;
-		}
+	/* The table is at most half full: a PC is nearly always in its home
+	 * slot. No test of the last row found: an instruction fetch and its
+	 * data accesses come in no predictable pattern, and its row is
+	 * cached anyway. */
+	if (__builtin_expect(r->cap != 0, 1)) {
+		struct csim_hot *h = &r->hot[(pc * 0x9E3779B97F4A7C15ull) >> r->shift];
+		if (__builtin_expect(h->pc == pc && pc != CSIM_NO_PC, 1))
+			return h;
 	}
 	return csim_result_lookup_slow(r, pc);
 }
@@ -119,6 +115,7 @@ struct csim_levels {
 	struct csim_cache lv[CSIM_NLEVELS];
 	int next[CSIM_NLEVELS];		/* next level on a miss, -1 for none */
 	bool cachegrind;
+	bool avx2;			/* some level is simd: take the CSIM_AVX2 loops */
 };
 
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
@@ -148,13 +145,77 @@ CSIM_HOT uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t set)
 	return c->tags + csim_cache_local_set(c, set) * c->assoc;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CSIM_HAVE_AVX2 1
+/* Functions compiled for AVX2, called only when the CPU has it. Hot loops
+ * come in two copies, plain and CSIM_AVX2 (csim_levels.avx2 picks one),
+ * so that csim_set_ref_avx2 is inlined into the second. */
+#define CSIM_AVX2 __attribute__((target("avx2")))
+
+/* A set of n4 groups of 4 ways, most recently used first. The line is
+ * compared with every way at once; then every group is rewritten: the ways
+ * up to the one that matched (all of them on a miss) take their left
+ * neighbour's tag, way 0 the line. No branch depends on where the line
+ * was. */
+CSIM_AVX2 static inline __attribute__((always_inline)) bool csim_set_ref_x4(uint64_t *set,
+									    uint64_t line,
+									    const unsigned n4)
+{
+	__m256i t = _mm256_set1_epi64x((long long)line), v[4], prev = t;
+	unsigned m = 0;
+
+#pragma GCC unroll 4
+	for (unsigned g = 0; g < n4; g++) {
+		v[g] = _mm256_load_si256((const __m256i *)(const void *)(set + 4 * g));
+		__m256i eq = _mm256_cmpeq_epi64(v[g], t);
+		m |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(eq)) << (4 * g);
+	}
+	/* The way that matched, or the last one on a miss. */
+	__m256i upto = _mm256_set1_epi64x(__builtin_ctz(m | 1u << (4 * n4 - 1)));
+#pragma GCC unroll 4
+	for (unsigned g = 0; g < n4; g++) {
+		/* The last way of the previous group, then ways 0..2 of this. */
+		__m256i sh = _mm256_alignr_epi8(v[g], _mm256_permute2x128_si256(prev, v[g], 0x21), 8);
+		__m256i idx = _mm256_setr_epi64x(4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3);
+		__m256i keep = _mm256_cmpgt_epi64(idx, upto);
+		_mm256_store_si256((__m256i *)(void *)(set + 4 * g), _mm256_blendv_epi8(sh, v[g], keep));
+		prev = v[g];
+	}
+	return m == 0;
+}
+
+/* 4, 8, 12 or 16 ways (csim_cache.simd). Not always_inline: plain code
+ * calls it out of line. */
+CSIM_AVX2 static inline bool csim_set_ref_avx2(uint64_t *set, uint32_t a, uint64_t line)
+{
+	switch (a) {
+	case 4:
+		return csim_set_ref_x4(set, line, 1);
+	case 8:
+		return csim_set_ref_x4(set, line, 2);
+	case 12:
+		return csim_set_ref_x4(set, line, 3);
+	default:
+		return csim_set_ref_x4(set, line, 4);
+	}
+}
+#else
+#define CSIM_HAVE_AVX2 0
+#define CSIM_AVX2
+#endif
+
 /* Look line up in set (assoc ways, most recently used first), make it
  * most recently used (installing it on a miss, dropping the least recently
  * used). Returns true on a miss. */
-CSIM_HOT bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
+CSIM_HOT bool csim_set_ref(const struct csim_cache *c, uint64_t *set, uint64_t line)
 {
-	uint32_t i;
+	uint32_t a = c->assoc, i;
 
+#if CSIM_HAVE_AVX2
+	if (c->simd)
+		return csim_set_ref_avx2(set, a, line);
+#endif
 	if (set[0] == line)
 		return false;
 	for (i = 1; i < a; i++)
@@ -171,7 +232,7 @@ CSIM_HOT bool csim_set_ref(uint64_t *set, uint32_t a, uint64_t line)
 
 CSIM_HOT bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
 {
-	return csim_set_ref(csim_cache_set_ptr(c, csim_cache_set(c, line)), c->assoc, line);
+	return csim_set_ref(c, csim_cache_set_ptr(c, csim_cache_set(c, line)), line);
 }
 
 /* The lines [first, last] an access covers at a level. */
@@ -206,9 +267,10 @@ CSIM_HOT bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint3
 CSIM_HOT uint32_t csim_cg_size(const struct rep_ref *r)
 {
 	uint32_t size = r->size ? r->size : 1;
-	if (r->type != REP_REF_INSTR && size > CSIM_CG_MAX_DIRTY && size != 32 && size != 64)
-		size = CSIM_CG_MAX_DIRTY;
-	return size;
+	/* & rather than &&: no branches on sizes of no consequence. */
+	bool cut = (r->type != REP_REF_INSTR) & (size > CSIM_CG_MAX_DIRTY) & (size != 32) &
+		   (size != 64);
+	return cut ? CSIM_CG_MAX_DIRTY : size;
 }
 
 /* Type (validated, 1..4) to first level and access kind. */
@@ -253,6 +315,26 @@ static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t ad
 	}
 }
 
+/* Cachegrind mode, a whole reference: count it and access its first
+ * level (*size: the size simulated). Returns true on a miss, which is to go
+ * on to the deeper levels. */
+CSIM_HOT bool csim_cg_first(const struct csim_levels *L, const struct rep_ref *r,
+			    struct csim_hot *h, uint32_t *size)
+{
+	const struct csim_cache *c = &L->lv[csim_first_level(r->type)];
+	uint64_t line = r->addr >> c->line_bits;
+	bool miss;
+
+	*size = csim_cg_size(r);
+	csim_count_ref(h, r->type, true);
+	if (__builtin_expect((r->addr + *size - 1) >> c->line_bits == line, 1))
+		miss = csim_set_ref(c, csim_cache_set_ptr(c, csim_cache_set(c, line)), line);
+	else
+		miss = csim_cache_access(c, r->addr, *size);
+	h->miss1[csim_kind_of(r->type)] += miss;
+	return miss;
+}
+
 /* Per-line mode: each line of [lo, hi] at level lv is its own access; a miss
  * brings that line's bytes from the next level. At the first level the
  * first line's access is the reference's own (hot.refs) when counted. */
@@ -260,20 +342,18 @@ void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 		     bool counted, struct csim_hot *h, struct csim_cold *c);
 
 /* Simulate one whole reference into its row. */
-static inline void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
-				struct csim_result *res, struct csim_hot *h)
+CSIM_HOT void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
+			   struct csim_result *res, struct csim_hot *h)
 {
 	int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
 
-	csim_count_ref(h, r->type, L->cachegrind);
 	if (L->cachegrind) {
-		uint32_t size = csim_cg_size(r);
-		if (__builtin_expect(!csim_cache_access(&L->lv[first], r->addr, size), 1))
-			return;
-		h->miss1[kind]++;
-		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(res, h));
+		uint32_t size;
+		if (__builtin_expect(csim_cg_first(L, r, h, &size), 0))
+			csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(res, h));
 		return;
 	}
+	csim_count_ref(h, r->type, false);
 	uint64_t end = r->addr + (r->size ? r->size : 1) - 1;
 	if (end < r->addr)
 		end = UINT64_MAX;

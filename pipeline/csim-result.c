@@ -78,27 +78,29 @@ static int grow(struct csim_result *r)
 	r->cold = n.cold;
 	r->cap = cap;
 	r->shift = n.shift;
-	r->last = NULL;
 	return 0;
 }
 
-/* Not found by csim_result_lookup: add a zero row. Allocates only when the
+/* Not in its home slot: look further, or add a zero row. Allocates only when the
  * table doubles, rarely. */
 struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc)
 {
 	r->tot_dirty = true;
 	if (pc == CSIM_NO_PC) {
 		r->nopc_used = true;
-		return r->last = &r->nopc_hot;
+		return &r->nopc_hot;
+	}
+	if (r->cap) {
+		size_t i = slot_of(r, pc);
+		if (r->hot[i].pc == pc)
+			return &r->hot[i];
 	}
 	if ((r->n + 1) * 2 > r->cap && grow(r))
 		return NULL;
 	size_t i = slot_of(r, pc);
-	if (r->hot[i].pc != pc) {
-		r->hot[i].pc = pc;
-		r->n++;
-	}
-	return r->last = &r->hot[i];
+	r->hot[i].pc = pc;
+	r->n++;
+	return &r->hot[i];
 }
 
 size_t csim_result__npcs(const struct csim_result *r)

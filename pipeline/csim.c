@@ -278,6 +278,16 @@ unsigned csim_config_split_bits(const struct csim_config *cfg)
 
 /* -------------------------------------------------------------- levels */
 
+static bool simd_ways(uint32_t assoc)
+{
+#if CSIM_HAVE_AVX2
+	return assoc % 4 == 0 && assoc <= 16 && __builtin_cpu_supports("avx2");
+#else
+	(void)assoc;
+	return false;
+#endif
+}
+
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
 		     const int32_t *krank, uint64_t kowned)
 {
@@ -312,7 +322,9 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 			c->nsets_local = ((c->sets >> (c->kshift + kbits)) * kowned) << c->kshift;
 		}
 		size_t n = (size_t)c->nsets_local * c->assoc;
-		c->tags = malloc(n * sizeof(*c->tags));
+		/* Sets of 8 ways are then one cache line each. */
+		c->tags = aligned_alloc(64, (n * sizeof(*c->tags) + 63) & ~(size_t)63);
+		c->simd = simd_ways(c->assoc);
 		if (!c->tags) {
 			csim_levels_free(L);
 			return -ENOMEM;
@@ -321,6 +333,8 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 	L->next[CSIM_I1] = L->next[CSIM_D1] = cfg->level[CSIM_L2].size ? CSIM_L2 : CSIM_LL;
 	if (cfg->level[CSIM_L2].size)
 		L->next[CSIM_L2] = CSIM_LL;
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		L->avx2 |= L->lv[i].simd;
 	csim_levels_flush(L);
 	return 0;
 }
@@ -424,12 +438,9 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
-/* Cachegrind mode with power-of-two set counts, a standalone simulator's
- * usual case: the first level's set is a mask away. */
-static int refs_cg_pow2(struct csim *s, const struct rep_ref *refs, size_t n)
+/* A batch, both modes: the body of the two copies below. */
+CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n)
 {
-	const struct csim_levels *L = &s->L;
-
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
@@ -437,41 +448,25 @@ static int refs_cg_pow2(struct csim *s, const struct rep_ref *refs, size_t n)
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
-		int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
-		const struct csim_cache *c = &L->lv[first];
-		uint32_t size = csim_cg_size(r);
-		uint64_t line = r->addr >> c->line_bits;
-		bool miss;
-
-		csim_count_ref(h, r->type, true);
-		if (__builtin_expect((r->addr + size - 1) >> c->line_bits == line, 1))
-			miss = csim_set_ref(c->tags + (line & c->set_mask) * c->assoc, c->assoc, line);
-		else
-			miss = csim_cache_access(c, r->addr, size);
-		if (__builtin_expect(!miss, 1))
-			continue;
-		h->miss1[kind]++;
-		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(s->res, h));
+		csim_sim_ref(&s->L, r, s->res, h);
 	}
 	return 0;
+}
+
+static int refs_plain(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	return refs_batch(s, refs, n);
+}
+
+CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	return refs_batch(s, refs, n);
 }
 
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 {
 	s->res->tot_dirty = true;
-	if (s->L.cachegrind && s->L.lv[CSIM_I1].pow2 && s->L.lv[CSIM_D1].pow2 &&
-	    !s->L.lv[CSIM_I1].compact && !s->L.lv[CSIM_D1].compact)
-		return refs_cg_pow2(s, refs, n);
-	for (size_t i = 0; i < n; i++) {
-		const struct rep_ref *r = &refs[i];
-		if (!csim_ref_type_valid(r->type))
-			return -EINVAL;
-		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
-		if (!h)
-			return -ENOMEM;
-		csim_sim_ref(&s->L, r, s->res, h);
-	}
-	return 0;
+	return s->L.avx2 ? refs_avx2(s, refs, n) : refs_plain(s, refs, n);
 }
 
 struct csim_result *csim__result(struct csim *s)

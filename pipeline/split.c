@@ -387,11 +387,9 @@ static int cg_entry(struct worker *w, const struct rep_ref *r)
 		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 		if (!h)
 			return -ENOMEM;
-		uint32_t size = csim_cg_size(r);
-		csim_count_ref(h, r->type, true);
-		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], r->addr, size), 1))
+		uint32_t size;
+		if (__builtin_expect(!csim_cg_first(&w->L, r, h, &size), 1))
 			return 0;
-		h->miss1[kind]++;
 		if (nx < 0)
 			return 0;
 		if (!w->icount) {
