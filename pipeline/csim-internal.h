@@ -45,26 +45,29 @@ struct csim_cache {
 	uint64_t nsets_local;
 };
 
-/* A PC's row, split by how often it is touched. The hot part is one cache
- * line and is all a reference that hits touches; the cold part (same index
- * in a parallel array) takes first-level misses onwards.
+/* A PC's row, split by how often it is touched. The hot part is two cache
+ * lines, 128-byte aligned (CPUs fetch such pairs together): the first is all
+ * a reference that hits touches, the second takes the last level, which
+ * first-level misses reach. The cold part (same index in a parallel array)
+ * takes L2 and per-line mode's extra first-level accesses.
  *
  * hot.refs counts accesses by kind (Ir, Dr, Dw: a modify adds to Dr, and
  * in per-line mode to Dw too). The first level's access count is refs plus
  * cold.access[first] (the extra lines of straddling accesses in per-line
  * mode, and parts that do not count their reference); its misses are
- * hot.miss1. Deeper levels live in cold. csim_row_counts() assembles the
- * public struct csim_counts. */
+ * hot.miss1. csim_row_counts() assembles the public struct csim_counts. */
 struct csim_hot {
 	uint64_t pc;
 	uint64_t refs[CSIM_NKINDS];
 	uint64_t modifies;
 	uint64_t miss1[CSIM_NKINDS];	/* I1 for instructions, D1 for data */
-} __attribute__((aligned(64)));
+	uint64_t ll_access[CSIM_NKINDS];
+	uint64_t ll_miss[CSIM_NKINDS];
+} __attribute__((aligned(128)));
 
 struct csim_cold {
-	uint64_t access[CSIM_NLEVELS][CSIM_NKINDS];
-	uint64_t miss[CSIM_NLEVELS][CSIM_NKINDS];
+	uint64_t access[CSIM_LL][CSIM_NKINDS];	/* I1, D1, L2 */
+	uint64_t miss[CSIM_LL][CSIM_NKINDS];	/* L2 (first levels: hot.miss1) */
 };
 
 /* The table: open addressing over hot rows (pc CSIM_NO_PC marks a free
@@ -104,6 +107,18 @@ CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 static inline struct csim_cold *csim_cold_of(struct csim_result *r, struct csim_hot *h)
 {
 	return h == &r->nopc_hot ? &r->nopc_cold : r->cold + (h - r->hot);
+}
+
+/* A row's access and miss counters (by kind) at level lv: hot for the
+ * last level, cold otherwise. */
+CSIM_HOT uint64_t *csim_row_access(struct csim_result *r, struct csim_hot *h, int lv)
+{
+	return lv == CSIM_LL ? h->ll_access : csim_cold_of(r, h)->access[lv];
+}
+
+CSIM_HOT uint64_t *csim_row_miss(struct csim_result *r, struct csim_hot *h, int lv)
+{
+	return lv == CSIM_LL ? h->ll_miss : csim_cold_of(r, h)->miss[lv];
 }
 
 /* Set the counting mode of a result (first use) — false if it had
@@ -305,13 +320,13 @@ CSIM_HOT bool csim_ref_type_valid(uint8_t type)
 
 /* Cachegrind mode: deeper levels from lv on, after a first-level miss. */
 static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size,
-				int kind, struct csim_cold *c)
+				int kind, struct csim_result *res, struct csim_hot *h)
 {
 	for (; lv >= 0; lv = L->next[lv]) {
-		c->access[lv][kind]++;
+		csim_row_access(res, h, lv)[kind]++;
 		if (!csim_cache_access(&L->lv[lv], addr, size))
 			return;
-		c->miss[lv][kind]++;
+		csim_row_miss(res, h, lv)[kind]++;
 	}
 }
 
@@ -339,28 +354,21 @@ CSIM_HOT bool csim_cg_first(const struct csim_levels *L, const struct rep_ref *r
  * brings that line's bytes from the next level. At the first level the
  * first line's access is the reference's own (hot.refs) when counted. */
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     bool counted, struct csim_hot *h, struct csim_cold *c);
+		     bool counted, struct csim_result *res, struct csim_hot *h);
 
-/* Simulate one whole reference into its row. */
-CSIM_HOT void csim_sim_ref(const struct csim_levels *L, const struct rep_ref *r,
-			   struct csim_result *res, struct csim_hot *h)
+/* Per-line mode: one whole reference into its row. */
+CSIM_HOT void csim_line_ref(const struct csim_levels *L, const struct rep_ref *r,
+			    struct csim_result *res, struct csim_hot *h)
 {
 	int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
 
-	if (L->cachegrind) {
-		uint32_t size;
-		if (__builtin_expect(csim_cg_first(L, r, h, &size), 0))
-			csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(res, h));
-		return;
-	}
 	csim_count_ref(h, r->type, false);
 	uint64_t end = r->addr + (r->size ? r->size : 1) - 1;
 	if (end < r->addr)
 		end = UINT64_MAX;
-	struct csim_cold *c = csim_cold_of(res, h);
-	csim_line_first(L, first, r->addr, end, kind, true, h, c);
+	csim_line_first(L, first, r->addr, end, kind, true, res, h);
 	if (r->type == REP_REF_MODIFY)
-		csim_line_first(L, first, r->addr, end, CSIM_WRITE, true, h, c);
+		csim_line_first(L, first, r->addr, end, CSIM_WRITE, true, res, h);
 }
 
 void csim_counts_add(struct csim_counts *dst, const struct csim_counts *src);

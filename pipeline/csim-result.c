@@ -10,9 +10,12 @@
 
 struct csim_result *csim_result__new(void)
 {
-	struct csim_result *r = calloc(1, sizeof(*r));
-	if (r)
-		r->nopc_hot.pc = CSIM_NO_PC;
+	/* Aligned as its rows (nopc_hot). */
+	struct csim_result *r = aligned_alloc(_Alignof(struct csim_result), sizeof(*r));
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->nopc_hot.pc = CSIM_NO_PC;
 	return r;
 }
 
@@ -55,7 +58,7 @@ static int grow(struct csim_result *r)
 	size_t cap = r->cap ? r->cap * 2 : 1024;
 	struct csim_result n = { .cap = cap, .shift = 64u - (unsigned)__builtin_ctzll(cap) };
 
-	n.hot = aligned_alloc(64, cap * sizeof(*n.hot));
+	n.hot = aligned_alloc(_Alignof(struct csim_hot), cap * sizeof(*n.hot));
 	n.cold = calloc(cap, sizeof(*n.cold));
 	if (!n.hot || !n.cold) {
 		free(n.hot);
@@ -123,11 +126,13 @@ void csim_row_counts(const struct csim_result *r, const struct csim_hot *h,
 	out->writes = h->refs[CSIM_WRITE] - (r->cachegrind ? 0 : h->modifies);
 	for (int k = 0; k < CSIM_NKINDS; k++) {
 		out->refs[k] = h->refs[k];
-		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+		for (int lv = 0; lv < CSIM_LL; lv++) {
 			bool first = first_level_of(lv, k);
 			out->access[lv][k] = c->access[lv][k] + (first ? h->refs[k] : 0);
 			out->miss[lv][k] = first ? h->miss1[k] : c->miss[lv][k];
 		}
+		out->access[CSIM_LL][k] = h->ll_access[k];
+		out->miss[CSIM_LL][k] = h->ll_miss[k];
 	}
 }
 
@@ -204,9 +209,11 @@ int csim_result__merge(struct csim_result *dst, const struct csim_result *src)
 		add_u64(d->refs, h->refs, CSIM_NKINDS);
 		d->modifies += h->modifies;
 		add_u64(d->miss1, h->miss1, CSIM_NKINDS);
+		add_u64(d->ll_access, h->ll_access, CSIM_NKINDS);
+		add_u64(d->ll_miss, h->ll_miss, CSIM_NKINDS);
 		struct csim_cold *dc = csim_cold_of(dst, d);
-		add_u64(&dc->access[0][0], &c->access[0][0], CSIM_NLEVELS * CSIM_NKINDS);
-		add_u64(&dc->miss[0][0], &c->miss[0][0], CSIM_NLEVELS * CSIM_NKINDS);
+		add_u64(&dc->access[0][0], &c->access[0][0], CSIM_LL * CSIM_NKINDS);
+		add_u64(&dc->miss[0][0], &c->miss[0][0], CSIM_LL * CSIM_NKINDS);
 	}
 	dst->tot_dirty = true;
 	return 0;

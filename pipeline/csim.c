@@ -357,27 +357,27 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-/* Per-line mode at level lv: h is the row's hot part at a first level
- * (whose first line's access is the reference's own when counted, and
- * whose misses are hot.miss1), NULL at deeper levels. */
-static void line_level(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		       bool counted, struct csim_hot *h, struct csim_cold *c)
+/* Per-line mode at level lv: a first level (whose first line's access is
+ * the reference's own when counted, and whose misses are hot.miss1), or a
+ * deeper one. */
+static void line_level(const struct csim_levels *L, int lv, bool is_first, uint64_t lo, uint64_t hi,
+		       int kind, bool counted, struct csim_result *res, struct csim_hot *h)
 {
 	const struct csim_cache *cc = &L->lv[lv];
 	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
 
 	for (uint64_t l = first;; l++) {
-		if (!h || l != first || !counted)
-			c->access[lv][kind]++;
+		if (!is_first || l != first || !counted)
+			csim_row_access(res, h, lv)[kind]++;
 		if (csim_cache_ref(cc, l)) {
-			if (h)
+			if (is_first)
 				h->miss1[kind]++;
 			else
-				c->miss[lv][kind]++;
+				csim_row_miss(res, h, lv)[kind]++;
 			if (L->next[lv] >= 0) {
 				uint64_t base = l << cc->line_bits;
-				line_level(L, L->next[lv], base, base + (1ull << cc->line_bits) - 1,
-					   kind, false, NULL, c);
+				line_level(L, L->next[lv], false, base,
+					   base + (1ull << cc->line_bits) - 1, kind, false, res, h);
 			}
 		}
 		if (l == last)
@@ -386,9 +386,9 @@ static void line_level(const struct csim_levels *L, int lv, uint64_t lo, uint64_
 }
 
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     bool counted, struct csim_hot *h, struct csim_cold *c)
+		     bool counted, struct csim_result *res, struct csim_hot *h)
 {
-	line_level(L, lv, lo, hi, kind, counted, h, c);
+	line_level(L, lv, true, lo, hi, kind, counted, res, h);
 }
 
 /* ---------------------------------------------------------- simulator */
@@ -438,9 +438,11 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
-/* A batch, both modes: the body of the two copies below. */
-CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n)
+/* A batch in one mode: the body of the two copies below. */
+CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, const bool cg)
 {
+	const struct csim_levels *L = &s->L;
+
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
@@ -448,19 +450,25 @@ CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n)
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
-		csim_sim_ref(&s->L, r, s->res, h);
+		uint32_t size;
+		if (!cg)
+			csim_line_ref(L, r, s->res, h);
+		else if (__builtin_expect(csim_cg_first(L, r, h, &size), 0))
+			csim_cg_deep(L, L->next[csim_first_level(r->type)], r->addr, size,
+				     csim_kind_of(r->type), s->res, h);
 	}
 	return 0;
 }
 
 static int refs_plain(struct csim *s, const struct rep_ref *refs, size_t n)
 {
-	return refs_batch(s, refs, n);
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
 }
 
-CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const struct rep_ref *refs, size_t n)
+CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const struct rep_ref *refs,
+							 size_t n)
 {
-	return refs_batch(s, refs, n);
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
 }
 
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)

@@ -238,7 +238,6 @@ static int part_done(struct worker *w, const struct item *it)
 	struct csim_hot *h = csim_result_lookup(w->res, it->pc);
 	if (!h)
 		return -ENOMEM;
-	struct csim_cold *c = csim_cold_of(w->res, h);
 	int first = csim_first_level(it->type);
 	csim_count_ref(h, it->type, true);
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
@@ -246,8 +245,8 @@ static int part_done(struct worker *w, const struct item *it)
 		if (lv == first) {
 			h->miss1[it->kind] += SLOT_MISSES(v) != 0;
 		} else {
-			c->access[lv][it->kind] += SLOT_COUNT(v) != 0;
-			c->miss[lv][it->kind] += SLOT_MISSES(v) != 0;
+			csim_row_access(w->res, h, lv)[it->kind] += SLOT_COUNT(v) != 0;
+			csim_row_miss(w->res, h, lv)[it->kind] += SLOT_MISSES(v) != 0;
 		}
 		atomic_store_explicit(&sl->lv[lv], 0, memory_order_relaxed);
 	}
@@ -302,11 +301,10 @@ static enum step step(struct worker *w, struct item *it, bool fresh)
 		struct csim_hot *h = csim_result_lookup(w->res, it->pc);
 		if (!h)
 			return STEP_ERR;
-		struct csim_cold *c = csim_cold_of(w->res, h);
-		c->access[lv][it->kind]++;
+		csim_row_access(w->res, h, lv)[it->kind]++;
 		if (!miss)
 			goto done;
-		c->miss[lv][it->kind]++;
+		csim_row_miss(w->res, h, lv)[it->kind]++;
 		if (nx < 0)
 			goto done;
 		it->level = (int8_t)nx;
@@ -367,10 +365,9 @@ static int retry(struct worker *w)
 	return 0;
 }
 
-/* A fresh entry from the ring, Cachegrind mode. */
 /* The deeper levels of a fresh entry (a part, or a whole reference that
- * missed its first level): go on, or defer. */
-static int cg_go_on(struct worker *w, struct item *it)
+ * missed its first level behind deferred items): go on, or defer. */
+static __attribute__((noinline)) int cg_go_on(struct worker *w, struct item *it)
 {
 	enum step st = step(w, it, true);
 	if (st == STEP_ERR)
@@ -378,33 +375,13 @@ static int cg_go_on(struct worker *w, struct item *it)
 	return st == STEP_KEPT ? defer(w, it) : 0;
 }
 
-static int cg_entry(struct worker *w, const struct rep_ref *r)
+/* A part of a cut reference (its size was cut to cachegrind's by the
+ * splitter): report its first level to the slot, then go on. */
+static __attribute__((noinline)) int cg_part(struct worker *w, const struct rep_ref *r)
 {
-	int first = csim_first_level(r->type), nx = w->L.next[first], kind = csim_kind_of(r->type);
-
-	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
-		/* A whole reference: nothing to wait for at the first level. */
-		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-		if (!h)
-			return -ENOMEM;
-		uint32_t size;
-		if (__builtin_expect(!csim_cg_first(&w->L, r, h, &size), 1))
-			return 0;
-		if (nx < 0)
-			return 0;
-		if (!w->icount) {
-			/* Nothing deferred, so nothing registered: no set to
-			 * wait behind. */
-			csim_cg_deep(&w->L, nx, r->addr, size, kind, csim_cold_of(w->res, h));
-			return 0;
-		}
-		struct item it = { .pc = r->pc, .addr = r->addr, .size = size, .type = r->type,
-				   .kind = (uint8_t)kind, .reg = -1, .level = (int8_t)nx };
-		return cg_go_on(w, &it);
-	}
-	/* A part: its size was cut to cachegrind's by the splitter. */
+	int first = csim_first_level(r->type), nx = w->L.next[first];
 	struct item it = { .pc = r->pc, .addr = r->addr, .size = r->size, .type = r->type,
-			   .kind = (uint8_t)kind, .reg = -1, .cut = true,
+			   .kind = (uint8_t)csim_kind_of(r->type), .reg = -1, .cut = true,
 			   .slot = (uint16_t)(r->pad[1] | r->pad[2] << 8) };
 	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
 	struct split_slot *sl = &w->sp->slots[it.slot];
@@ -416,37 +393,78 @@ static int cg_entry(struct worker *w, const struct rep_ref *r)
 	return cg_go_on(w, &it);
 }
 
+/* A fresh entry from the ring, Cachegrind mode. */
+CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
+{
+	if (__builtin_expect(r->pad[0] & PART_CUT, 0))
+		return cg_part(w, r);
+	/* A whole reference: nothing to wait for at the first level. */
+	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+	if (__builtin_expect(!h, 0))
+		return -ENOMEM;
+	uint32_t size;
+	if (__builtin_expect(!csim_cg_first(&w->L, r, h, &size), 1))
+		return 0;
+	int nx = w->L.next[csim_first_level(r->type)], kind = csim_kind_of(r->type);
+	if (nx < 0)
+		return 0;
+	if (!w->icount) {
+		/* Nothing deferred, so nothing registered: no set to wait
+		 * behind. */
+		csim_cg_deep(&w->L, nx, r->addr, size, kind, w->res, h);
+		return 0;
+	}
+	struct item it = { .pc = r->pc, .addr = r->addr, .size = size, .type = r->type,
+			   .kind = (uint8_t)kind, .reg = -1, .level = (int8_t)nx };
+	return cg_go_on(w, &it);
+}
+
 /* A fresh entry, per-line mode: parts are independent. */
-static int line_entry(struct worker *w, const struct rep_ref *r)
+CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 {
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-	if (!h)
+	if (__builtin_expect(!h, 0))
 		return -ENOMEM;
-	if (!(r->pad[0] & PART_CUT)) {
-		csim_sim_ref(&w->L, r, w->res, h);
+	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
+		csim_line_ref(&w->L, r, w->res, h);
 		return 0;
 	}
 	int first = csim_first_level(r->type);
 	uint64_t end = r->addr + r->size - 1;
 	bool counted = !(r->pad[0] & PART_NOCOUNT);
-	struct csim_cold *c = csim_cold_of(w->res, h);
 	if (counted)
 		csim_count_ref(h, r->type, false);
-	csim_line_first(&w->L, first, r->addr, end, csim_kind_of(r->type), counted, h, c);
+	csim_line_first(&w->L, first, r->addr, end, csim_kind_of(r->type), counted, w->res, h);
 	if (r->type == REP_REF_MODIFY)
-		csim_line_first(&w->L, first, r->addr, end, CSIM_WRITE, counted, h, c);
+		csim_line_first(&w->L, first, r->addr, end, CSIM_WRITE, counted, w->res, h);
 	return 0;
+}
+
+/* Entries in one mode: the body of the two copies below. */
+CSIM_HOT int consume_batch(struct worker *w, const struct rep_ref *refs, size_t n, const bool cg)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
+		if (__builtin_expect(rc != 0, 0))
+			return rc;
+	}
+	return 0;
+}
+
+static int consume_plain(struct worker *w, const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
+}
+
+CSIM_AVX2 __attribute__((flatten)) static int consume_avx2(struct worker *w,
+							  const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
 }
 
 static int consume(struct worker *w, const struct rep_ref *refs, size_t n)
 {
-	bool cg = w->sp->cfg.cachegrind;
-	for (size_t i = 0; i < n; i++) {
-		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return w->L.avx2 ? consume_avx2(w, refs, n) : consume_plain(w, refs, n);
 }
 
 /* A span of records from the ring. */
