@@ -37,9 +37,13 @@ struct csim_cache {
 	 * kbits of the set number above its low kshift bits (which only tell
 	 * apart the lines of one routing block when lines are smaller than
 	 * the largest); key k is owned when krank[k] >= 0 and the set stored
-	 * at ((set >> (kshift + kbits)) * kowned + krank[k]) << kshift | low. */
+	 * at ((set >> (kshift + kbits)) * kowned + krank[k]) << kshift | low.
+	 * When the owned keys are those alike in their low kdrop bits (a
+	 * power-of-two number of workers), that is the set without those
+	 * kdrop bits: one shift, no table. */
 	bool compact;
-	uint32_t kshift, kbits;
+	uint32_t kshift, kbits, kdrop;
+	uint64_t low_mask, key_mask;	/* low kshift bits; kbits bits */
 	uint64_t kowned;
 	const int32_t *krank;
 	uint64_t nsets_local;
@@ -147,8 +151,10 @@ CSIM_HOT uint64_t csim_cache_set(const struct csim_cache *c, uint64_t line)
 CSIM_HOT uint64_t csim_cache_local_set(const struct csim_cache *c, uint64_t set)
 {
 	if (c->compact) {
-		uint64_t low = set & ((1ull << c->kshift) - 1);
-		uint64_t key = (set >> c->kshift) & ((1ull << c->kbits) - 1);
+		uint64_t low = set & c->low_mask;
+		if (c->kdrop)
+			return ((set >> (c->kshift + c->kdrop)) << c->kshift) | low;
+		uint64_t key = (set >> c->kshift) & c->key_mask;
 		uint64_t hi = set >> (c->kshift + c->kbits);
 		set = ((hi * c->kowned + (uint64_t)c->krank[key]) << c->kshift) | low;
 	}

@@ -288,6 +288,26 @@ static bool simd_ways(uint32_t assoc)
 #endif
 }
 
+/* The d of csim_cache.kdrop: every owned key has the same low d bits and
+ * its rank is the key without them. 0 when the table is needed. */
+static uint32_t key_drop_bits(uint32_t kbits, const int32_t *krank, uint64_t kowned)
+{
+	uint64_t nkeys = 1ull << kbits, first = nkeys;
+
+	if (!kowned || !is_pow2(kowned) || kowned >= nkeys)
+		return 0;
+	uint32_t d = log2u(nkeys / kowned);
+	for (uint64_t k = 0; k < nkeys && first == nkeys; k++)
+		if (krank[k] >= 0)
+			first = k;
+	for (uint64_t k = 0; k < nkeys; k++) {
+		bool alike = ((k ^ first) & ((1ull << d) - 1)) == 0;
+		if (alike != (krank[k] >= 0) || (alike && (uint64_t)krank[k] != k >> d))
+			return 0;
+	}
+	return d;
+}
+
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
 		     const int32_t *krank, uint64_t kowned)
 {
@@ -319,6 +339,9 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 			c->kbits = kbits;
 			c->kowned = kowned;
 			c->krank = krank;
+			c->kdrop = key_drop_bits(kbits, krank, kowned);
+			c->low_mask = (1ull << c->kshift) - 1;
+			c->key_mask = (1ull << kbits) - 1;
 			c->nsets_local = ((c->sets >> (c->kshift + kbits)) * kowned) << c->kshift;
 		}
 		size_t n = (size_t)c->nsets_local * c->assoc;

@@ -126,11 +126,9 @@ struct worker {
 	/* Deferred items, a growable ring in stream order. */
 	struct item *items;
 	size_t icap, ihead, icount;
-	/* Per deeper level and local set: registered items, and the pass
-	 * in which an item kept back was seen (blocks younger ones). */
+	/* Per deeper level and local set: deferred items registered there
+	 * (they block fresh entries). */
 	uint32_t *preg[CSIM_NLEVELS];
-	uint32_t *pgen[CSIM_NLEVELS];
-	uint32_t gen;
 	uint64_t deferred;
 	double cpu;		/* seconds of CPU, measured at exit */
 	double busy;		/* of which simulating (not waiting for input) */
@@ -194,36 +192,22 @@ static void reg_range(struct worker *w, const struct item *it, int from, int del
 		reg_level(w, it, lv, delta);
 }
 
-/* Is some older item registered on a set it touches at lv? Fresh items
- * (not registered) look at the counts, kept items at this pass' marks. */
+/* Is a deferred item registered on a set a fresh entry touches at lv?
+ * (Deferred items are retried oldest first and only once all older ones are
+ * done, so nothing ever blocks them.) */
 static bool blocked(const struct worker *w, const struct item *it, int lv, bool fresh)
 {
 	const struct csim_cache *c = &w->L.lv[lv];
 	uint64_t f, e;
 
-	if (!deeper(lv))
+	if (!fresh || !deeper(lv))
 		return false;
 	csim_cache_lines(c, it->addr, it->size, &f, &e);
 	for (uint64_t l = f;; l++) {
-		uint64_t s = csim_cache_local_set(c, csim_cache_set(c, l));
-		if (fresh ? w->preg[lv][s] != 0 : w->pgen[lv][s] == w->gen)
+		if (w->preg[lv][csim_cache_local_set(c, csim_cache_set(c, l))])
 			return true;
 		if (l == e)
 			return false;
-	}
-}
-
-static void mark_kept(struct worker *w, const struct item *it)
-{
-	for (int lv = it->reg; lv >= 0; lv = w->L.next[lv]) {
-		uint64_t f, e;
-		const struct csim_cache *c = &w->L.lv[lv];
-		csim_cache_lines(c, it->addr, it->size, &f, &e);
-		for (uint64_t l = f;; l++) {
-			w->pgen[lv][csim_cache_local_set(c, csim_cache_set(c, l))] = w->gen;
-			if (l == e)
-				break;
-		}
 	}
 }
 
@@ -258,8 +242,8 @@ static int part_done(struct worker *w, const struct item *it)
 enum step { STEP_DONE, STEP_KEPT, STEP_ERR };
 
 /* Take it as far as it can go (Cachegrind mode). fresh: not in the
- * deferred ring (nothing registered); otherwise kept items of this pass
- * block it. On STEP_DONE everything it registered is released. */
+ * deferred ring (nothing registered), so deferred items block it. On
+ * STEP_DONE everything it registered is released. */
 static enum step step(struct worker *w, struct item *it, bool fresh)
 {
 	for (;;) {
@@ -341,27 +325,23 @@ static int defer(struct worker *w, struct item *it)
 	return 0;
 }
 
-/* One pass over the deferred items, oldest first. */
+/* The deferred items, oldest first, as far as they go. The first one kept
+ * back (it waits for its partners' verdicts) ends the pass: the younger
+ * ones wait behind it, so a pass costs what it completes, not the length
+ * of the queue. This always progresses: the oldest unfinished reference
+ * of the whole stream waits for nothing older, so its parts are at the
+ * heads of their workers' queues (or fresh) and reach each verdict. */
 static int retry(struct worker *w)
 {
-	size_t n = w->icount, kept = 0;
-
-	if (!n)
-		return 0;
-	if (++w->gen == 0)
-		++w->gen;	/* 0 marks nothing */
-	/* Survivors are compacted in order towards the tail. */
-	for (size_t i = 0; i < n; i++) {
-		struct item *it = &w->items[(w->ihead + i) & (w->icap - 1)];
-		enum step r = step(w, it, false);
+	while (w->icount) {
+		enum step r = step(w, &w->items[w->ihead], false);
 		if (r == STEP_ERR)
 			return -ENOMEM;
-		if (r == STEP_KEPT) {
-			mark_kept(w, it);
-			w->items[(w->ihead + kept++) & (w->icap - 1)] = *it;
-		}
+		if (r == STEP_KEPT)
+			return 0;
+		w->ihead = (w->ihead + 1) & (w->icap - 1);
+		w->icount--;
 	}
-	w->icount = kept;
 	return 0;
 }
 
@@ -566,7 +546,6 @@ static void split_destroy_workers(struct csim_split *sp)
 		free(w->items);
 		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
 			free(w->preg[lv]);
-			free(w->pgen[lv]);
 		}
 	}
 	free(sp->w);
@@ -618,7 +597,7 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 		return -ENOMEM;
 	csim_result_set_mode(w->res, sp->cfg.cachegrind);
 	for (uint64_t k = 0; k < nkeys; k++)
-		w->krank[k] = k % sp->nworkers == id ? (int32_t)owned++ : -1;
+		w->krank[k] = sp->owner[k] == id ? (int32_t)owned++ : -1;
 	/* A single worker owns every set: the plain layout. */
 	rc = sp->nworkers == 1 ? csim_levels_init(&w->L, &sp->cfg, 0, NULL, 0)
 			       : csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned);
@@ -632,8 +611,7 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 		if (!deeper(lv) || !w->L.lv[lv].tags)
 			continue;
 		w->preg[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
-		w->pgen[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
-		if (!w->preg[lv] || !w->pgen[lv])
+		if (!w->preg[lv])
 			return -ENOMEM;
 	}
 	return 0;
