@@ -336,6 +336,21 @@ START_TEST(matches_model_per_line_mode)
 }
 END_TEST
 
+START_TEST(matches_model_at_every_associativity)
+{
+	/* Sets of 4, 8, 12 or 16 ways take the vector search and update on
+	 * CPUs with AVX2 (with the batch loop's vector copy when some level
+	 * does), the others the scalar one: all must be exactly LRU. */
+	for (uint32_t a = 1; a <= 17; a++) {
+		struct csim_config cfg = { .cachegrind = a % 2 == 1 };
+		cfg.level[CSIM_I1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+		cfg.level[CSIM_D1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+		cfg.level[CSIM_LL] = (struct csim_geom){ 64ull * (18 - a) * 64, 18 - a, 64 };
+		check_against_model(&cfg, 100 + a, 1 << 15);
+	}
+}
+END_TEST
+
 START_TEST(geometry_parse_and_check)
 {
 	struct csim_geom g;
@@ -702,6 +717,7 @@ int main(void)
 	tcase_add_test(tc, merge_sums_rows_and_totals);
 	tcase_add_test(tc, matches_model_cachegrind_mode);
 	tcase_add_test(tc, matches_model_per_line_mode);
+	tcase_add_test(tc, matches_model_at_every_associativity);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
 	tcase_add_test(tc, host_geometry_from_sysfs);
