@@ -27,12 +27,13 @@
 
 struct csim_cache {
 	uint64_t *tags;		/* nsets_local * assoc, each set MRU first; 64-byte aligned */
-	uint64_t sets;		/* sets of the level */
 	uint64_t set_mask;	/* sets - 1 when pow2 */
 	uint32_t assoc;
 	uint32_t line_bits;
-	bool pow2;
+	bool direct;		/* pow2 and not compact: a set is line & set_mask */
 	bool simd;		/* csim_set_ref_avx2 serves this assoc (and CPU) */
+	bool pow2;
+	uint64_t sets;		/* sets of the level */
 	/* A split worker stores only the sets it owns. The routing key is
 	 * kbits of the set number above its low kshift bits (which only tell
 	 * apart the lines of one routing block when lines are smaller than
@@ -74,43 +75,59 @@ struct csim_cold {
 	uint64_t miss[CSIM_LL][CSIM_NKINDS];	/* L2 (first levels: hot.miss1) */
 };
 
-/* The table: open addressing over hot rows (pc CSIM_NO_PC marks a free
- * slot; that pc itself gets a row of its own outside the table). */
+/* Rows are dense, in the order their PCs first came, so that a row's size
+ * does not multiply with the table's slack. An index maps PCs to rows by
+ * open addressing: 16 bytes a slot, a free one holding CSIM_NO_PC (that
+ * pc itself is found through nopc_row). */
 #define CSIM_NO_PC UINT64_MAX
 
+struct csim_slot {
+	uint64_t pc;
+	uint64_t row;
+};
+
 struct csim_result {
-	struct csim_hot *hot;
-	struct csim_cold *cold;
-	size_t cap, n;			/* cap: a power of two, or 0 */
+	struct csim_slot *index;
+	size_t cap;			/* slots: a power of two, or 0 */
 	unsigned shift;			/* 64 - log2(cap) */
-	struct csim_hot nopc_hot;	/* pc == CSIM_NO_PC */
-	struct csim_cold nopc_cold;
-	bool nopc_used;
+	struct csim_hot *hot;		/* rows: n used of nalloc */
+	struct csim_cold *cold;
+	size_t n, nalloc;
+	size_t nopc_row;		/* the row of CSIM_NO_PC, or SIZE_MAX */
 	bool cachegrind;		/* counting mode (how modifies count) */
 	bool mode_set;
 	struct csim_counts tot;
 	bool tot_dirty;
 };
 
+/* Not found by csim_result_lookup: CSIM_NO_PC, or a new row. The rows may
+ * move (as after any lookup). NULL when out of memory. */
 struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
 
+/* The row of pc, created zero if new. A row found is valid until the next
+ * lookup. */
 CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
-	/* The table is at most half full: a PC is nearly always in its home
+	/* The index is at most half full: a PC is nearly always in its home
 	 * slot. No test of the last row found: an instruction fetch and its
 	 * data accesses come in no predictable pattern, and its row is
 	 * cached anyway. */
 	if (__builtin_expect(r->cap != 0, 1)) {
-		struct csim_hot *h = &r->hot[(pc * 0x9E3779B97F4A7C15ull) >> r->shift];
-		if (__builtin_expect(h->pc == pc && pc != CSIM_NO_PC, 1))
-			return h;
+		size_t mask = r->cap - 1;
+		for (size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);; i = (i + 1) & mask) {
+			const struct csim_slot *s = &r->index[i];
+			if (__builtin_expect(s->pc == pc && pc != CSIM_NO_PC, 1))
+				return &r->hot[s->row];
+			if (s->pc == CSIM_NO_PC)
+				break;
+		}
 	}
 	return csim_result_lookup_slow(r, pc);
 }
 
 static inline struct csim_cold *csim_cold_of(struct csim_result *r, struct csim_hot *h)
 {
-	return h == &r->nopc_hot ? &r->nopc_cold : r->cold + (h - r->hot);
+	return r->cold + (h - r->hot);
 }
 
 /* A row's access and miss counters (by kind) at level lv: hot for the
@@ -161,9 +178,12 @@ CSIM_HOT uint64_t csim_cache_local_set(const struct csim_cache *c, uint64_t set)
 	return set;
 }
 
-CSIM_HOT uint64_t *csim_cache_set_ptr(const struct csim_cache *c, uint64_t set)
+/* The tags of the set where line lives. */
+CSIM_HOT uint64_t *csim_line_set(const struct csim_cache *c, uint64_t line)
 {
-	return c->tags + csim_cache_local_set(c, set) * c->assoc;
+	if (__builtin_expect(c->direct, 1))
+		return c->tags + (line & c->set_mask) * c->assoc;
+	return c->tags + csim_cache_local_set(c, csim_cache_set(c, line)) * c->assoc;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -253,7 +273,7 @@ CSIM_HOT bool csim_set_ref(const struct csim_cache *c, uint64_t *set, uint64_t l
 
 CSIM_HOT bool csim_cache_ref(const struct csim_cache *c, uint64_t line)
 {
-	return csim_set_ref(c, csim_cache_set_ptr(c, csim_cache_set(c, line)), line);
+	return csim_set_ref(c, csim_line_set(c, line), line);
 }
 
 /* The lines [first, last] an access covers at a level. */
@@ -267,30 +287,17 @@ CSIM_HOT void csim_cache_lines(const struct csim_cache *c, uint64_t addr, uint32
 	*last = end >> c->line_bits;
 }
 
-/* Cachegrind's access: every line updated, one miss if any line missed. */
-CSIM_HOT bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
-{
-	uint64_t l, first, last;
-	bool miss = false;
-
-	csim_cache_lines(c, addr, size, &first, &last);
-	if (__builtin_expect(first == last, 1))
-		return csim_cache_ref(c, first);
-	for (l = first;; l++) {
-		miss |= csim_cache_ref(c, l);
-		if (l == last)
-			break;
-	}
-	return miss;
-}
+/* Cachegrind's access: every line updated, one miss if any line missed.
+ * Out of line (csim.c): straddles and deeper levels are the rare case, and
+ * the batch loops keep fewer values live without them. */
+bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size);
 
 /* Size as cachegrind simulates it (CSIM_CG_MAX_DIRTY). */
-CSIM_HOT uint32_t csim_cg_size(const struct rep_ref *r)
+CSIM_HOT uint32_t csim_cg_size(uint8_t type, uint32_t size)
 {
-	uint32_t size = r->size ? r->size : 1;
+	size = size ? size : 1;
 	/* & rather than &&: no branches on sizes of no consequence. */
-	bool cut = (r->type != REP_REF_INSTR) & (size > CSIM_CG_MAX_DIRTY) & (size != 32) &
-		   (size != 64);
+	bool cut = (type != REP_REF_INSTR) & (size > CSIM_CG_MAX_DIRTY) & (size != 32) & (size != 64);
 	return cut ? CSIM_CG_MAX_DIRTY : size;
 }
 
@@ -324,35 +331,28 @@ CSIM_HOT bool csim_ref_type_valid(uint8_t type)
 	return type >= REP_REF_READ && type <= REP_REF_INSTR;
 }
 
-/* Cachegrind mode: deeper levels from lv on, after a first-level miss. */
-static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size,
-				int kind, struct csim_result *res, struct csim_hot *h)
-{
-	for (; lv >= 0; lv = L->next[lv]) {
-		csim_row_access(res, h, lv)[kind]++;
-		if (!csim_cache_access(&L->lv[lv], addr, size))
-			return;
-		csim_row_miss(res, h, lv)[kind]++;
-	}
-}
+/* Cachegrind mode: deeper levels from lv on, after a first-level miss
+ * (csim.c). */
+void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size, int kind,
+		  struct csim_result *res, struct csim_hot *h);
 
-/* Cachegrind mode, a whole reference: count it and access its first
- * level (*size: the size simulated). Returns true on a miss, which is to go
- * on to the deeper levels. */
-CSIM_HOT bool csim_cg_first(const struct csim_levels *L, const struct rep_ref *r,
-			    struct csim_hot *h, uint32_t *size)
+/* Cachegrind mode, a whole reference of a valid type and cachegrind's
+ * size (by value: the counters written here could alias a rep_ref's type
+ * byte): count it and access its first level. Returns true on a miss,
+ * which is to go on to the deeper levels. */
+CSIM_HOT bool csim_cg_first(const struct csim_levels *L, struct csim_hot *h, uint8_t type,
+			    uint64_t addr, uint32_t size)
 {
-	const struct csim_cache *c = &L->lv[csim_first_level(r->type)];
-	uint64_t line = r->addr >> c->line_bits;
+	const struct csim_cache *c = &L->lv[csim_first_level(type)];
+	uint64_t line = addr >> c->line_bits;
 	bool miss;
 
-	*size = csim_cg_size(r);
-	csim_count_ref(h, r->type, true);
-	if (__builtin_expect((r->addr + *size - 1) >> c->line_bits == line, 1))
-		miss = csim_set_ref(c, csim_cache_set_ptr(c, csim_cache_set(c, line)), line);
+	csim_count_ref(h, type, true);
+	if (__builtin_expect((addr + size - 1) >> c->line_bits == line, 1))
+		miss = csim_set_ref(c, csim_line_set(c, line), line);
 	else
-		miss = csim_cache_access(c, r->addr, *size);
-	h->miss1[csim_kind_of(r->type)] += miss;
+		miss = csim_cache_access(c, addr, size);
+	h->miss1[csim_kind_of(type)] += miss;
 	return miss;
 }
 

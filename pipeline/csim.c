@@ -328,6 +328,7 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 		c->assoc = g->assoc;
 		c->line_bits = log2u(g->line);
 		c->pow2 = is_pow2(c->sets);
+		c->direct = c->pow2 && !krank;
 		c->set_mask = c->sets - 1;
 		c->nsets_local = c->sets;
 		if (krank) {
@@ -377,6 +378,31 @@ void csim_levels_free(struct csim_levels *L)
 	for (int i = 0; i < CSIM_NLEVELS; i++) {
 		free(L->lv[i].tags);
 		L->lv[i].tags = NULL;
+	}
+}
+
+bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
+{
+	uint64_t l, first, last;
+	bool miss = false;
+
+	csim_cache_lines(c, addr, size, &first, &last);
+	for (l = first;; l++) {
+		miss |= csim_cache_ref(c, l);
+		if (l == last)
+			break;
+	}
+	return miss;
+}
+
+void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size, int kind,
+		  struct csim_result *res, struct csim_hot *h)
+{
+	for (; lv >= 0; lv = L->next[lv]) {
+		csim_row_access(res, h, lv)[kind]++;
+		if (!csim_cache_access(&L->lv[lv], addr, size))
+			return;
+		csim_row_miss(res, h, lv)[kind]++;
 	}
 }
 
@@ -468,17 +494,21 @@ CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, co
 
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
-		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
+		uint8_t type = r->type;
+		if (__builtin_expect(!csim_ref_type_valid(type), 0))
 			return -EINVAL;
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
-		uint32_t size;
-		if (!cg)
+		if (!cg) {
 			csim_line_ref(L, r, s->res, h);
-		else if (__builtin_expect(csim_cg_first(L, r, h, &size), 0))
-			csim_cg_deep(L, L->next[csim_first_level(r->type)], r->addr, size,
-				     csim_kind_of(r->type), s->res, h);
+			continue;
+		}
+		uint64_t addr = r->addr;
+		uint32_t size = csim_cg_size(type, r->size);
+		if (__builtin_expect(csim_cg_first(L, h, type, addr, size), 0))
+			csim_cg_deep(L, L->next[csim_first_level(type)], addr, size,
+				     csim_kind_of(type), s->res, h);
 	}
 	return 0;
 }

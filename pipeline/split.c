@@ -383,10 +383,12 @@ CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 	if (__builtin_expect(!h, 0))
 		return -ENOMEM;
-	uint32_t size;
-	if (__builtin_expect(!csim_cg_first(&w->L, r, h, &size), 1))
+	uint8_t type = r->type;
+	uint64_t addr = r->addr;
+	uint32_t size = csim_cg_size(type, r->size);
+	if (__builtin_expect(!csim_cg_first(&w->L, h, type, addr, size), 1))
 		return 0;
-	int nx = w->L.next[csim_first_level(r->type)], kind = csim_kind_of(r->type);
+	int nx = w->L.next[csim_first_level(type)], kind = csim_kind_of(type);
 	if (nx < 0)
 		return 0;
 	if (!w->icount) {
@@ -829,7 +831,7 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 			rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
 			break;
 		}
-		uint32_t size = cg ? csim_cg_size(r) : (r->size ? r->size : 1);
+		uint32_t size = cg ? csim_cg_size(r->type, r->size) : (r->size ? r->size : 1);
 		uint64_t end = r->addr + size - 1;
 		uint64_t b1 = r->addr >> rshift;
 		unsigned w1 = worker_of(sp, b1);
