@@ -31,7 +31,7 @@ struct csim_cache {
 	uint32_t assoc;
 	uint32_t line_bits;
 	bool direct;		/* pow2 and not compact: a set is line & set_mask */
-	bool simd;		/* csim_set_ref_avx2 serves this assoc (and CPU) */
+	uint8_t simd;		/* enum csim_simd: the search for this assoc and CPU */
 	bool pow2;
 	uint64_t sets;		/* sets of the level */
 	/* A split worker stores only the sets it owns. The routing key is
@@ -151,7 +151,7 @@ struct csim_levels {
 	struct csim_cache lv[CSIM_NLEVELS];
 	int next[CSIM_NLEVELS];		/* next level on a miss, -1 for none */
 	bool cachegrind;
-	bool avx2;			/* some level is simd: take the CSIM_AVX2 loops */
+	uint8_t simd;			/* the best of the levels': which loops to take */
 };
 
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
@@ -186,19 +186,29 @@ CSIM_HOT uint64_t *csim_line_set(const struct csim_cache *c, uint64_t line)
 	return c->tags + csim_cache_local_set(c, csim_cache_set(c, line)) * c->assoc;
 }
 
+/* Vector set searches, chosen per level at run time (csim_cache.simd).
+ * Functions compiled for AVX2 or AVX-512 run only on CPUs that have them:
+ * the batch loops come in copies, plain, CSIM_AVX2 and CSIM_AVX512
+ * (csim_levels.simd picks one), so that the searches are inlined into the
+ * copy that may run them; plain code calls them out of line. */
+enum csim_simd { CSIM_SCALAR, CSIM_SIMD_AVX2, CSIM_SIMD_AVX512 };
+
+/* The best search new levels may use (tests lower it to try the others;
+ * the CPU may allow less). */
+extern enum csim_simd csim_simd_max;
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define CSIM_HAVE_AVX2 1
-/* Functions compiled for AVX2, called only when the CPU has it. Hot loops
- * come in two copies, plain and CSIM_AVX2 (csim_levels.avx2 picks one),
- * so that csim_set_ref_avx2 is inlined into the second. */
+#define CSIM_HAVE_SIMD 1
 #define CSIM_AVX2 __attribute__((target("avx2")))
+#define CSIM_AVX512 __attribute__((target("avx2,avx512f")))
 
-/* A set of n4 groups of 4 ways, most recently used first. The line is
- * compared with every way at once; then every group is rewritten: the ways
- * up to the one that matched (all of them on a miss) take their left
- * neighbour's tag, way 0 the line. No branch depends on where the line
- * was. */
+/* The two searches below compare the line with every way at once, then
+ * rewrite the set: the ways up to the one that matched (all of them on a
+ * miss) take their left neighbour's tag, way 0 the line. No branch depends
+ * on where the line was, which no predictor could guess. */
+
+/* AVX2: n4 groups of 4 ways. */
 CSIM_AVX2 static inline __attribute__((always_inline)) bool csim_set_ref_x4(uint64_t *set,
 									    uint64_t line,
 									    const unsigned n4)
@@ -226,8 +236,7 @@ CSIM_AVX2 static inline __attribute__((always_inline)) bool csim_set_ref_x4(uint
 	return m == 0;
 }
 
-/* 4, 8, 12 or 16 ways (csim_cache.simd). Not always_inline: plain code
- * calls it out of line. */
+/* 4, 8, 12 or 16 ways. */
 CSIM_AVX2 static inline bool csim_set_ref_avx2(uint64_t *set, uint32_t a, uint64_t line)
 {
 	switch (a) {
@@ -241,9 +250,42 @@ CSIM_AVX2 static inline bool csim_set_ref_avx2(uint64_t *set, uint32_t a, uint64
 		return csim_set_ref_x4(set, line, 4);
 	}
 }
+
+/* AVX-512: n8 groups of 8 ways, a cache line each. */
+CSIM_AVX512 static inline __attribute__((always_inline)) bool csim_set_ref_x8(uint64_t *set,
+									      uint64_t line,
+									      const unsigned n8)
+{
+	__m512i t = _mm512_set1_epi64((long long)line), v[2], prev = t;
+	unsigned m = 0;
+
+#pragma GCC unroll 2
+	for (unsigned g = 0; g < n8; g++) {
+		v[g] = _mm512_load_si512((const void *)(set + 8 * g));
+		m |= (unsigned)_mm512_cmpeq_epi64_mask(v[g], t) << (8 * g);
+	}
+	/* Ways 0 up to the match (m has at most one bit), or all of them. */
+	unsigned upto = m ^ (m - 1);
+#pragma GCC unroll 2
+	for (unsigned g = 0; g < n8; g++) {
+		/* Where upto says: the previous group's last way, then ways
+		 * 0..6 of this one. */
+		__m512i nv = _mm512_mask_alignr_epi64(v[g], (__mmask8)(upto >> (8 * g)), v[g], prev, 7);
+		_mm512_store_si512((void *)(set + 8 * g), nv);
+		prev = v[g];
+	}
+	return m == 0;
+}
+
+/* 8 or 16 ways. */
+CSIM_AVX512 static inline bool csim_set_ref_avx512(uint64_t *set, uint32_t a, uint64_t line)
+{
+	return a == 8 ? csim_set_ref_x8(set, line, 1) : csim_set_ref_x8(set, line, 2);
+}
 #else
-#define CSIM_HAVE_AVX2 0
+#define CSIM_HAVE_SIMD 0
 #define CSIM_AVX2
+#define CSIM_AVX512
 #endif
 
 /* Look line up in set (assoc ways, most recently used first), make it
@@ -253,8 +295,10 @@ CSIM_HOT bool csim_set_ref(const struct csim_cache *c, uint64_t *set, uint64_t l
 {
 	uint32_t a = c->assoc, i;
 
-#if CSIM_HAVE_AVX2
-	if (c->simd)
+#if CSIM_HAVE_SIMD
+	if (c->simd == CSIM_SIMD_AVX512)
+		return csim_set_ref_avx512(set, a, line);
+	if (c->simd == CSIM_SIMD_AVX2)
 		return csim_set_ref_avx2(set, a, line);
 #endif
 	if (set[0] == line)

@@ -278,14 +278,21 @@ unsigned csim_config_split_bits(const struct csim_config *cfg)
 
 /* -------------------------------------------------------------- levels */
 
-static bool simd_ways(uint32_t assoc)
+enum csim_simd csim_simd_max = CSIM_SIMD_AVX512;
+
+/* The vector search for sets of assoc ways on this CPU, if any. */
+static uint8_t simd_for(uint32_t assoc)
 {
-#if CSIM_HAVE_AVX2
-	return assoc % 4 == 0 && assoc <= 16 && __builtin_cpu_supports("avx2");
-#else
-	(void)assoc;
-	return false;
+#if CSIM_HAVE_SIMD
+	if (csim_simd_max >= CSIM_SIMD_AVX512 && (assoc == 8 || assoc == 16) &&
+	    __builtin_cpu_supports("avx512f"))
+		return CSIM_SIMD_AVX512;
+	if (csim_simd_max >= CSIM_SIMD_AVX2 && assoc % 4 == 0 && assoc <= 16 &&
+	    __builtin_cpu_supports("avx2"))
+		return CSIM_SIMD_AVX2;
 #endif
+	(void)assoc;
+	return CSIM_SCALAR;
 }
 
 /* The d of csim_cache.kdrop: every owned key has the same low d bits and
@@ -348,7 +355,7 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 		size_t n = (size_t)c->nsets_local * c->assoc;
 		/* Sets of 8 ways are then one cache line each. */
 		c->tags = aligned_alloc(64, (n * sizeof(*c->tags) + 63) & ~(size_t)63);
-		c->simd = simd_ways(c->assoc);
+		c->simd = simd_for(c->assoc);
 		if (!c->tags) {
 			csim_levels_free(L);
 			return -ENOMEM;
@@ -358,7 +365,8 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 	if (cfg->level[CSIM_L2].size)
 		L->next[CSIM_L2] = CSIM_LL;
 	for (int i = 0; i < CSIM_NLEVELS; i++)
-		L->avx2 |= L->lv[i].simd;
+		if (L->lv[i].simd > L->simd)
+			L->simd = L->lv[i].simd;
 	csim_levels_flush(L);
 	return 0;
 }
@@ -524,10 +532,23 @@ CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const st
 	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
 }
 
+CSIM_AVX512 __attribute__((flatten)) static int refs_avx512(struct csim *s,
+							   const struct rep_ref *refs, size_t n)
+{
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+}
+
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 {
 	s->res->tot_dirty = true;
-	return s->L.avx2 ? refs_avx2(s, refs, n) : refs_plain(s, refs, n);
+	switch (s->L.simd) {
+	case CSIM_SIMD_AVX512:
+		return refs_avx512(s, refs, n);
+	case CSIM_SIMD_AVX2:
+		return refs_avx2(s, refs, n);
+	default:
+		return refs_plain(s, refs, n);
+	}
 }
 
 struct csim_result *csim__result(struct csim *s)

@@ -445,9 +445,22 @@ CSIM_AVX2 __attribute__((flatten)) static int consume_avx2(struct worker *w,
 	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
 }
 
+CSIM_AVX512 __attribute__((flatten)) static int consume_avx512(struct worker *w,
+							      const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
+}
+
 static int consume(struct worker *w, const struct rep_ref *refs, size_t n)
 {
-	return w->L.avx2 ? consume_avx2(w, refs, n) : consume_plain(w, refs, n);
+	switch (w->L.simd) {
+	case CSIM_SIMD_AVX512:
+		return consume_avx512(w, refs, n);
+	case CSIM_SIMD_AVX2:
+		return consume_avx2(w, refs, n);
+	default:
+		return consume_plain(w, refs, n);
+	}
 }
 
 /* A span of records from the ring. */
