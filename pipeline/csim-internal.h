@@ -331,10 +331,20 @@ CSIM_HOT void csim_cache_lines(const struct csim_cache *c, uint64_t addr, uint32
 	*last = end >> c->line_bits;
 }
 
-/* Cachegrind's access: every line updated, one miss if any line missed.
- * Out of line (csim.c): straddles and deeper levels are the rare case, and
- * the batch loops keep fewer values live without them. */
-bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size);
+/* Cachegrind's access: every line updated, one miss if any line missed. */
+static inline bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
+{
+	uint64_t l, first, last;
+	bool miss = false;
+
+	csim_cache_lines(c, addr, size, &first, &last);
+	for (l = first;; l++) {
+		miss |= csim_cache_ref(c, l);
+		if (l == last)
+			break;
+	}
+	return miss;
+}
 
 /* Size as cachegrind simulates it (CSIM_CG_MAX_DIRTY). */
 CSIM_HOT uint32_t csim_cg_size(uint8_t type, uint32_t size)
@@ -375,10 +385,17 @@ CSIM_HOT bool csim_ref_type_valid(uint8_t type)
 	return type >= REP_REF_READ && type <= REP_REF_INSTR;
 }
 
-/* Cachegrind mode: deeper levels from lv on, after a first-level miss
- * (csim.c). */
-void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size, int kind,
-		  struct csim_result *res, struct csim_hot *h);
+/* Cachegrind mode: deeper levels from lv on, after a first-level miss. */
+static inline void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size,
+				int kind, struct csim_result *res, struct csim_hot *h)
+{
+	for (; lv >= 0; lv = L->next[lv]) {
+		csim_row_access(res, h, lv)[kind]++;
+		if (!csim_cache_access(&L->lv[lv], addr, size))
+			return;
+		csim_row_miss(res, h, lv)[kind]++;
+	}
+}
 
 /* Cachegrind mode, a whole reference of a valid type and cachegrind's
  * size (by value: the counters written here could alias a rep_ref's type

@@ -389,31 +389,6 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
-{
-	uint64_t l, first, last;
-	bool miss = false;
-
-	csim_cache_lines(c, addr, size, &first, &last);
-	for (l = first;; l++) {
-		miss |= csim_cache_ref(c, l);
-		if (l == last)
-			break;
-	}
-	return miss;
-}
-
-void csim_cg_deep(const struct csim_levels *L, int lv, uint64_t addr, uint32_t size, int kind,
-		  struct csim_result *res, struct csim_hot *h)
-{
-	for (; lv >= 0; lv = L->next[lv]) {
-		csim_row_access(res, h, lv)[kind]++;
-		if (!csim_cache_access(&L->lv[lv], addr, size))
-			return;
-		csim_row_miss(res, h, lv)[kind]++;
-	}
-}
-
 /* Per-line mode at level lv: a first level (whose first line's access is
  * the reference's own when counted, and whose misses are hot.miss1), or a
  * deeper one. */
