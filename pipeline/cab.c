@@ -698,6 +698,17 @@ static void heartbeat(struct cab_consumer *c, bool force)
 	}
 }
 
+/* Reading the clock after every chunk cost 6% at 4 KiB chunks: beat about
+ * every 256 KiB delivered instead (even a slow analysis gets through that
+ * in milliseconds; the producer waits seconds for a beat). */
+void cab__chunk_done(struct cab_consumer *c)
+{
+	if (++c->hb_count >= c->hb_every) {
+		c->hb_count = 0;
+		heartbeat(c, false);
+	}
+}
+
 int cab_consumer__open(struct cab_ring *r, struct cab_consumer **out)
 {
 	struct cab_shared *sh = r->sh;
@@ -722,6 +733,7 @@ int cab_consumer__open(struct cab_ring *r, struct cab_consumer **out)
 		c->off = 0;
 	}
 	c->gap = st != CAB_SIDE_NONE;	/* a predecessor may have lost data */
+	c->hb_every = r->chunk_words >= 32768 ? 1 : 32768 / r->chunk_words;
 	__atomic_store_n(&sh->cons_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
 	heartbeat(c, true);
 	*out = c;
@@ -822,7 +834,7 @@ static int cab_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool a
 		n++;
 		if (rc)
 			return rc;
-		heartbeat(c, false);
+		cab__chunk_done(c);
 	}
 	return n;
 }
