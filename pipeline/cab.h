@@ -43,8 +43,9 @@
  * headers: records vary in length, so any word may be a record start in the
  * next lap, and a stale word there would look like the guard to the
  * producer (which would leave the chunk early) and like a record to a
- * drain. (Clearing one word per line or per header would save nothing
- * anyway: the cost is the lines written, and every line holds a header.)
+ * drain. (Clearing only headers, or one word per line, would not be
+ * cheaper anyway: the cost is per line written, and with records of a few
+ * words nearly every line holds a header.)
  * Before handing records over, the consumer walks their headers to check
  * them (the callback gets whole records, whatever the target scribbled).
  *
