@@ -35,6 +35,7 @@
 #define PAYLOADS 1024
 #define MAX_RUNS 64
 #define NKINDS 3
+#define UNDISTURBED 0.9	/* a best run with less CPU than this is not judged */
 
 struct geo {
 	size_t chunk;
@@ -231,13 +232,16 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Runs reps times; while no run had both CPUs (a busy machine), up to
+ * twice as many again. */
 static int measure(enum cab_kind kind, const struct geo *g, uint64_t nrec, struct figures *st)
 {
-	double gbs[MAX_RUNS];
+	double gbs[3 * MAX_RUNS];
+	int i;
 
-	st->best = 0;
+	st->best = st->share = 0;
 	st->ns[0] = st->ns[1] = 1e9;
-	for (int i = 0; i < reps; i++) {
+	for (i = 0; i < reps || (i < 3 * reps && st->share < UNDISTURBED); i++) {
 		struct run x;
 		if (run(kind, g, nrec, &x))
 			return -1;
@@ -251,8 +255,8 @@ static int measure(enum cab_kind kind, const struct geo *g, uint64_t nrec, struc
 		if (x.ns_cons < st->ns[1])
 			st->ns[1] = x.ns_cons;
 	}
-	qsort(gbs, (size_t)reps, sizeof gbs[0], cmp_double);
-	st->median = reps % 2 ? gbs[reps / 2] : (gbs[reps / 2 - 1] + gbs[reps / 2]) / 2;
+	qsort(gbs, (size_t)i, sizeof gbs[0], cmp_double);
+	st->median = i % 2 ? gbs[i / 2] : (gbs[i / 2 - 1] + gbs[i / 2]) / 2;
 	return 0;
 }
 
@@ -326,6 +330,15 @@ static void ratio_add(struct ratio *q, double v)
 	q->n++;
 }
 
+static void goal(const char *what, const struct ratio *q, double want)
+{
+	if (q->n)
+		printf("  %s: %.2fx .. %.2fx over %d rows, %s\n", what, q->worst, q->best, q->n,
+		       q->worst >= want ? "met" : "NOT MET");
+	else
+		printf("  %s: no undisturbed row to judge\n", what);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib = 32;
@@ -367,6 +380,7 @@ int main(int argc, char **argv)
 	printf("%-17s %-20s %-20s %-20s %-15s %s\n", "ring  chunks", "CAB GB/s  cpu",
 	       "N-way GB/s  cpu", "FastFwd GB/s  cpu", "CAB/N-way", "CAB/FF");
 	struct ratio in_nway = { 0 }, out_nway = { 0 }, all_ff = { 0 };
+	int disturbed = 0;
 	double best_cab = 0;
 	for (size_t k = 0; k < NGEOS; k++) {
 		for (int kind = 0; kind < NKINDS; kind++)
@@ -384,8 +398,15 @@ int main(int argc, char **argv)
 		printf("%-17s %-20s %-20s %-20s %5.2fx (%4.2fx) %5.2fx (%4.2fx)%s\n", label, col[0],
 		       col[1], col[2], rn, st[k][0].median / st[k][1].median, rf,
 		       st[k][0].median / st[k][2].median, big ? "  > L2" : "");
-		ratio_add(big ? &out_nway : &in_nway, rn);
-		ratio_add(&all_ff, rf);
+		/* A ratio counts for the goals only if both best runs had their CPUs. */
+		if (st[k][0].share >= UNDISTURBED && st[k][1].share >= UNDISTURBED)
+			ratio_add(big ? &out_nway : &in_nway, rn);
+		else
+			disturbed++;
+		if (st[k][0].share >= UNDISTURBED && st[k][2].share >= UNDISTURBED)
+			ratio_add(&all_ff, rf);
+		else
+			disturbed++;
 		if (st[k][0].best > best_cab)
 			best_cab = st[k][0].best;
 	}
@@ -436,15 +457,14 @@ int main(int argc, char **argv)
 	getloadavg(load + 1, 1);
 	printf("load average %.1f at the start, %.1f at the end (other processes on this machine)\n",
 	       load[0], load[1]);
-	printf("goals (CAB paper), on the best runs:\n");
-	if (in_nway.n)
-		printf("  CAB >= 1.08x N-way, rings within L2: %.2fx .. %.2fx, %s\n", in_nway.worst,
-		       in_nway.best, in_nway.worst >= 1.08 ? "met" : "NOT MET");
-	if (out_nway.n)
-		printf("  CAB >= 1.08x N-way, rings beyond L2: %.2fx .. %.2fx, %s\n", out_nway.worst,
-		       out_nway.best, out_nway.worst >= 1.08 ? "met" : "NOT MET");
-	printf("  CAB >= 1.4x FastForward: %.2fx .. %.2fx, %s\n", all_ff.worst, all_ff.best,
-	       all_ff.worst >= 1.4 ? "met" : "NOT MET");
+	printf("goals (CAB paper), on the best runs");
+	if (disturbed)
+		printf(" (%d ratios left out: a best run had under %.0f%% of a CPU)", disturbed,
+		       100 * UNDISTURBED);
+	printf(":\n");
+	goal("CAB >= 1.08x N-way, rings within L2", &in_nway, 1.08);
+	goal("CAB >= 1.08x N-way, rings beyond L2", &out_nway, 1.08);
+	goal("CAB >= 1.4x FastForward", &all_ff, 1.4);
 	printf("  CAB >= 4 GB/s: best %.2f GB/s, %s\n", best_cab, best_cab >= 4 ? "met" : "NOT MET");
 	return 0;
 }
