@@ -18,9 +18,14 @@
  * their statuses): a host must not rely on a SIGCHLD handler for them (use
  * pidfds or waitpid on a timer).
  * Other threads wake it with a thread-directed SIGCHLD (tgkill) that it
- * consumes itself: no handler runs. While it stops or resumes the world it
- * runs SCHED_FIFO when allowed, so that the target's threads do not
- * preempt it half way (the pause would grow by scheduler time slices).
+ * consumes itself: no handler runs. From the first interrupt of a stop
+ * until it is idle again with the world resumed, it runs SCHED_FIFO when
+ * allowed (root or CAP_SYS_NICE), so that neither the target's threads nor
+ * other tasks take its CPU while the world waits for it (each would cost a
+ * scheduler tick, 4 ms at HZ=250). Work a caller runs on it inside a pause
+ * (attach_target__call) runs at that priority too. The pause of a stop and
+ * resume asked for by another thread also includes that thread's own
+ * scheduling between the two calls.
  *
  * padrone dying does not kill the target (no PTRACE_O_EXITKILL): the kernel
  * detaches it and it runs on. If the host is the target's parent, the

@@ -677,14 +677,21 @@ static void account_pause(struct attach_target *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* While it stops and resumes the world, the tracer runs SCHED_FIFO when
- * allowed (root or CAP_SYS_NICE): otherwise the target's threads, woken
- * one by one by the resume (or spinning while it interrupts them), preempt
- * it half way and the pause grows by scheduler time slices. Only these
- * short loops run at that priority. */
+/* From the first interrupt of a stop until it is idle again with the world
+ * running, the tracer runs SCHED_FIFO when allowed (root or CAP_SYS_NICE).
+ * As a normal task it would lose its CPU three ways, each time until the
+ * task that took it ends its time slice at a scheduler tick (4 ms at
+ * HZ=250): to the target's threads, woken one by one by the resume (or
+ * spinning while it interrupts them); to any other task while the world is
+ * stopped and only the tracer can end the pause; and at the switch back
+ * itself, since a task leaving SCHED_FIFO with others runnable on its CPU
+ * is rescheduled at once. So the policy is given back only when the tracer
+ * goes idle (attach__unboost, from its loop before it sleeps), with the
+ * world running and every request answered: never inside a pause, nor
+ * between a resume and the answer to whoever asked for it. */
 static void boost(struct attach_target *t, bool on)
 {
-	if (t->no_boost)
+	if (t->no_boost || t->boosted == on)
 		return;
 	if (!t->sched_saved) {
 		/* A host that runs real-time already keeps its own policy. */
@@ -701,6 +708,14 @@ static void boost(struct attach_target *t, bool on)
 		   : sched_setscheduler(0, t->sched_policy, &t->sched_param);
 	if (r < 0)
 		t->no_boost = true;
+	else
+		t->boosted = on;
+}
+
+void attach__unboost(struct attach_target *t)
+{
+	if (t->depth == 0)
+		boost(t, false);
 }
 
 /* keep: on a timeout, leave the threads that did stop parked (detach
@@ -743,14 +758,12 @@ static int stop_world(struct attach_target *t, bool keep)
 	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
 	pthread_mutex_unlock(&t->lock);
 	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
-	boost(t, false);
-	return 0;
+	return 0;	/* still SCHED_FIFO: see boost() */
 fail:
 	if (attach_target__state(t) == ATTACH_OK && !keep) {
 		t->depth = 0;
 		release_all(t);
 	}
-	boost(t, false);
 	return r;
 }
 
@@ -770,10 +783,9 @@ int attach__resume_world(struct attach_target *t)
 	if (--t->depth > 0)
 		return 0;
 	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
-	boost(t, true);
+	boost(t, true);	/* (normally still on since the stop) */
 	release_all(t);
 	account_pause(t);
-	boost(t, false);
 	return 0;
 }
 

@@ -162,6 +162,7 @@ struct attach_target {
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
 	bool no_boost;		/* SCHED_FIFO refused (or not ours to set) */
+	bool boosted;		/* running SCHED_FIFO now */
 	bool sched_saved;	/* the tracer's own policy, put back after */
 	int sched_policy;
 	struct sched_param sched_param;
@@ -182,6 +183,9 @@ int attach__detach_all(struct attach_target *t);
 int attach__pump(struct attach_target *t, int wait_ms);
 int attach__stop_world(struct attach_target *t);
 int attach__resume_world(struct attach_target *t);
+/* The tracer's loop, before it sleeps: give SCHED_FIFO back if the world
+ * runs (see boost() in control.c). */
+void attach__unboost(struct attach_target *t);
 struct athread *attach__thread(struct attach_target *t, pid_t tid);
 /* The thread, in a ptrace stop; else NULL and a message. */
 struct athread *attach__stopped_thread(struct attach_target *t, pid_t tid, int *err);

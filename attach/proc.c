@@ -108,18 +108,19 @@ int attach__proc_read_path(const char *dir, struct attach__proc *p)
 		p->threads = (int)v[0];
 	if (status_ids(buf, "TracerPid", v, 1) == 1)
 		p->tracer = (pid_t)v[0];
-	/* TracerPid is the tracing thread; name its process. */
-	if (p->tracer > 0) {
-		snprintf(path, sizeof path, "/proc/%d/status", (int)p->tracer);
-		if (read_text(path, buf, sizeof buf) > 0 && status_ids(buf, "Tgid", v, 1) == 1)
-			p->tracer = (pid_t)v[0];
-	}
 	if (status_ids(buf, "Uid", v, 4) == 4)
 		for (int i = 0; i < 4; i++)
 			p->uid[i] = (uid_t)v[i];
 	if (status_ids(buf, "Gid", v, 4) == 4)
 		for (int i = 0; i < 4; i++)
 			p->gid[i] = (gid_t)v[i];
+	/* TracerPid is the tracing thread; name its process
+	 * (this reads the tracer's status into buf: keep it last). */
+	if (p->tracer > 0) {
+		snprintf(path, sizeof path, "/proc/%d/status", (int)p->tracer);
+		if (read_text(path, buf, sizeof buf) > 0 && status_ids(buf, "Tgid", v, 1) == 1)
+			p->tracer = (pid_t)v[0];
+	}
 	return 0;
 }
 

@@ -131,6 +131,7 @@ static void *tracer_main(void *arg)
 		pthread_mutex_unlock(&t->lock);
 		if (quit)
 			break;
+		attach__unboost(t);
 		attach__pump(t, ATTACH_POLL_MS);
 	}
 	refuse_requests(t);

@@ -1,37 +1,24 @@
 /* attach-pause: how long stop-the-world stops a live process.
  *
- * For 1, 8 and 64 threads (tests/targets/threads: the main thread plus
- * long-lived workers), seizes the target and times attach_target__stop +
- * __resume, ROUNDS times with 2 ms of running between: the pause (first
- * interrupt to last resume, from attach_target__pause_stats) and the time
- * until every thread was stopped. Workers either spin ("busy": more
- * runnable threads than CPUs, the worst case, each must get a CPU to
- * stop) or sleep in 1 ms naps ("idle", like most threads of a service).
- * SIGCHLD is blocked, as padrone's programs do, so the tracer wakes on each
- * stop at once, and the benchmark's own thread runs SCHED_FIFO when allowed
- * (as padrone's tracer thread does while it stops and resumes), so that
- * other work on the machine does not delay its requests. The machine's load
- * average is printed with each line: other work on the CPUs still delays
- * the target's threads on their way to the stop, and no tracer can make up
- * for that.
+ * For 1, 8 and 64 workers (tests/targets/threads: the main thread, asleep
+ * in 1 ms naps, plus long-lived workers), seizes the target and times
+ * attach_target__stop + __resume ROUNDS times with 2 ms of running between.
+ * Workers either spin ("busy": more runnable threads than CPUs, the worst
+ * case, each must get a CPU to stop) or sleep in 1 ms naps ("napping", like
+ * most threads of a service). Measured and printed as bench/pause.h says,
+ * the same way as codecache-pause: the pause is attach/'s count (first
+ * interrupt to last resume), "to-stop" the time until every thread was
+ * stopped; this thread runs SCHED_FIFO, so the pause also holds the hand-
+ * over of the resume request from it to the tracer thread.
  *
- * usage: attach-pause [ROUNDS]          (default 300 per line)
- * output: one line per thread count and kind,
- *   stop-the-world threads=N busy p50=…ms p99=…ms max=…ms stop-p50=…ms stop-p99=…ms p99/goal=… load=…
- * Goal: p99 <= 1 ms at 8 threads.
+ * usage: attach-pause [ROUNDS [WORKERS [busy|napping]]]
+ *        (default 300 per line; all lines)
+ * Goal: p99 <= 1 ms at 8 workers (9 threads), busy and napping.
  */
 #include "attach/attach.h"
+#include "bench/pause.h"
 
-#include <errno.h>
-#include <sched.h>
-#include <stdbool.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 static const char *builddir(void)
 {
@@ -40,7 +27,7 @@ static const char *builddir(void)
 }
 
 /* Start the threads target with `workers` workers; returns its pid. */
-static pid_t start_target(int workers, bool idle, FILE **out)
+static pid_t start_target(int workers, bool nap, FILE **out)
 {
 	char path[4096], n[16];
 	int fds[2];
@@ -52,7 +39,7 @@ static pid_t start_target(int workers, bool idle, FILE **out)
 	if (pid == 0) {
 		dup2(fds[1], 1);
 		close(fds[0]);
-		execl(path, "threads", "-n", "0", "-l", n, "-t", "100000", idle ? "-S" : (char *)NULL,
+		execl(path, "threads", "-n", "0", "-l", n, "-t", "100000", nap ? "-S" : (char *)NULL,
 		      (char *)NULL);
 		_exit(127);
 	}
@@ -66,92 +53,78 @@ static pid_t start_target(int workers, bool idle, FILE **out)
 	return pid;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double pct_ms(uint64_t *v, int n, double p)
-{
-	int i = (int)(p * (n - 1) + 0.5);
-	return (double)v[i] / 1e6;
-}
-
-static double loadavg(void)
-{
-	double l = -1;
-	FILE *f = fopen("/proc/loadavg", "re");
-	if (f) {
-		if (fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		fclose(f);
-	}
-	return l;
-}
-
-static int run(int threads, bool idle, int rounds)
+/* One line; -1 on failure, else 1 when it misses the goal. */
+static int run(int workers, bool nap, int rounds, double *others)
 {
 	FILE *out;
-	pid_t pid = start_target(threads - 1, idle, &out);
+	pid_t pid = start_target(workers, nap, &out);
 	if (pid < 0)
-		return 1;
-	struct timespec settle = { 0, 200000000 };
-	nanosleep(&settle, NULL);	/* let every worker get going */
+		return -1;
+	pause_nap_ms(200);	/* let every worker get going */
 	struct attach_target *t;
 	struct attach_error e;
 	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 10000 };
 	if (attach_seize(pid, &o, &t, &e) < 0) {
 		fprintf(stderr, "attach-pause: %s\n", e.msg);
-		return 1;
+		return -1;
 	}
-	pid_t tids[128];
-	int n = attach_target__threads(t, tids, 128);
+	int n = attach_target__threads(t, NULL, 0);
 	uint64_t *pause = calloc((size_t)rounds, sizeof(*pause));
 	uint64_t *stop = calloc((size_t)rounds, sizeof(*stop));
+	struct pause_load load;
+	pause_load_start(&load, pid);
 	for (int i = 0; i < rounds; i++) {
+		pause_nap_ms(2);	/* let it run between pauses */
 		if (attach_target__stop(t) < 0 || attach_target__resume(t) < 0) {
 			fprintf(stderr, "attach-pause: %s\n", attach_target__errmsg(t));
-			return 1;
+			return -1;
 		}
 		struct attach_pause_stats st;
 		attach_target__pause_stats(t, &st);
 		pause[i] = st.last_ns;
 		stop[i] = st.last_stop_ns;
-		struct timespec gap = { 0, 2000000 };	/* let it run between pauses */
-		nanosleep(&gap, NULL);
 	}
+	*others = pause_load_others(&load);
 	attach_target__detach(t);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	fclose(out);
-	qsort(pause, (size_t)rounds, sizeof(*pause), cmp_u64);
-	qsort(stop, (size_t)rounds, sizeof(*stop), cmp_u64);
-	double p99 = pct_ms(pause, rounds, 0.99);
-	printf("stop-the-world threads=%d %s p50=%.3fms p99=%.3fms max=%.3fms stop-p50=%.3fms "
-	       "stop-p99=%.3fms p99/goal=%.2f load=%.1f%s\n", n, idle ? "idle" : "busy",
-	       pct_ms(pause, rounds, 0.5), p99, (double)pause[rounds - 1] / 1e6,
-	       pct_ms(stop, rounds, 0.5), pct_ms(stop, rounds, 0.99), p99 / 1.0, loadavg(),
-	       threads == 8 ? (p99 <= 1.0 ? " (goal met)" : " (goal missed)") : "");
-	fflush(stdout);
+	int missed = pause_print("attach stop+resume", workers, nap ? "napping" : "busy", n, pause,
+				 stop, (size_t)rounds, *others);
 	free(pause);
 	free(stop);
-	return 0;
+	return missed;
 }
 
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 300;
-	sigset_t chld;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	struct sched_param sp = { .sched_priority = 1 };
-	sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp);	/* not the target */
+	int only = argc > 2 ? atoi(argv[2]) : 0;
+	const char *kind = argc > 3 ? argv[3] : NULL;
 	static const int counts[] = { 1, 8, 64 };
-	int bad = 0;
-	for (int idle = 0; idle < 2; idle++)
-		for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-			bad |= run(counts[i], idle, rounds);
-	return bad;
+	int missed = 0, failed = 0;
+	double worst = 0;
+	int goal_lines = 0;
+
+	if (rounds < 1)
+		rounds = 300;
+	pause_setup("attach-pause");
+	for (int nap = 0; nap < 2; nap++)
+		for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+			if (!pause_wanted(counts[i], nap, only, kind))
+				continue;
+			double others = 0;
+			int r = run(counts[i], nap, rounds, &others);
+			if (r < 0)
+				failed = 1;
+			else if (r > 0)
+				missed++;
+			if (counts[i] == PAUSE_GOAL_AT) {
+				goal_lines += 1;
+				if (others > worst)
+					worst = others;
+			}
+		}
+	pause_verdict("attach-pause", goal_lines, missed, worst);
+	return failed;
 }

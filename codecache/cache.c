@@ -271,6 +271,7 @@ void cc_cache__close(struct cc_cache *c)
 		return;
 	if (c->memfd >= 0)
 		close(c->memfd);
+	cc__unwinder_free(c);
 	free(c);
 }
 

@@ -222,13 +222,18 @@ void cc_cache__unload(struct cc_cache *c, struct cc_loaded *l);
 
 
 struct cc_patch_stats {
-	uint64_t stop_ns;	/* the world was stopped this long for the write */
+	uint64_t stop_ns;	/* the world was stopped this long for the write
+				 * (as attach_pause_stats.last_ns counts it) */
+	uint64_t to_stop_ns;	/* of which, until every thread was stopped */
 	unsigned threads;	/* threads checked */
 	unsigned moved;		/* threads moved out of the patched bytes */
 	unsigned retries;	/* times the world was resumed to let threads leave */
 	unsigned sites;		/* places written */
 	bool kept_code;		/* undo: a thread stayed in the code to free past
 				 * the timeout, so it stays in the cache */
+	unsigned looks;		/* undo: brief stops of the world after the write,
+				 * to see every thread out of the code to free */
+	uint64_t look_max_ns;	/* the longest of them */
 };
 
 /* How to patch. A redirection writes a jmp rel32 at the function's entry

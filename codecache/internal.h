@@ -23,6 +23,7 @@ struct cc_cache {
 	struct cc_dir dir;		/* padrone's copy of the target's */
 	enum cc_phase phase;
 	char errmsg[600];
+	struct cc_unwinder *uw;		/* threads.c: kept between stops */
 };
 
 /* Set the cache's error, "phase: message", and return err. */
@@ -122,5 +123,7 @@ struct cc_tcheck {
  * inspected. */
 int cc__tcheck(struct cc_tcheck *k);
 void cc__tcheck_free(struct cc_tcheck *k);
+/* The stack walker's caches (cc_cache__close). */
+void cc__unwinder_free(struct cc_cache *c);
 
 #endif

@@ -112,7 +112,7 @@ struct attempt {
 	bool wait_busy;
 	bool blocked;		/* out: a thread is in the way */
 	int resume_rc;
-	uint64_t pause_ns;
+	uint64_t pause_ns, to_stop_ns;
 	char why[400];
 };
 
@@ -125,6 +125,7 @@ static int attempt(struct attach_target *t, void *arg)
 	int rc;
 
 	a->why[0] = '\0';
+	bool outer = !attach_target__is_stopped(t);
 	if ((rc = attach_target__stop(t)) < 0) {
 		snprintf(a->why, sizeof a->why, "cannot stop process %d: %s", j->c->pid,
 			 attach_target__errmsg(t));
@@ -148,6 +149,16 @@ static int attempt(struct attach_target *t, void *arg)
 	}
 	a->resume_rc = attach_target__resume(t);
 	a->pause_ns = now_ns() - t0;
+	a->to_stop_ns = 0;
+	if (outer && a->resume_rc == 0) {
+		/* attach/'s own count, from the first interrupt to the last
+		 * resume: the pause the target saw, the same figure as a bare
+		 * stop and resume */
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		a->pause_ns = ps.last_ns;
+		a->to_stop_ns = ps.last_stop_ns;
+	}
 	return rc;
 }
 
@@ -181,6 +192,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 			return cc__fail(c, phase, rc, "%s", a.why[0] ? a.why : strerror(-rc));
 		if (!a.blocked) {
 			j->stats.stop_ns = a.pause_ns;
+			j->stats.to_stop_ns = a.to_stop_ns;
 			j->stats.moved = (unsigned)k->nmoves;
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
 			if (a.resume_rc < 0)
@@ -204,16 +216,30 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 	}
 }
 
-/* One look for the grace period, on the tracer thread. */
+/* One look for the grace period, on the tracer thread; its pause is
+ * counted in the job's stats. */
+struct look {
+	struct cc_tcheck *k;
+	struct cc_patch_stats *stats;
+};
+
 static int look(struct attach_target *t, void *arg)
 {
-	struct cc_tcheck *k = arg;
+	struct look *l = arg;
+	bool outer = !attach_target__is_stopped(t);
 	int rc = attach_target__stop(t);
 
 	if (rc < 0)
 		return rc;
-	rc = cc__tcheck(k);
+	rc = cc__tcheck(l->k);
 	int rrc = attach_target__resume(t);
+	if (outer && rrc == 0) {
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		l->stats->looks++;
+		if (ps.last_ns > l->stats->look_max_ns)
+			l->stats->look_max_ns = ps.last_ns;
+	}
 	return rc < 0 ? rc : rrc;
 }
 
@@ -236,10 +262,11 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 	k->reloc = NULL;
 	k->step_out = (struct cc_range){ 0, 0 };
 	k->crit_returns = false;
+	struct look l = { k, &j->stats };
 	for (;;) {
 		k->ignore = clear;
 		k->nignore = nclear;
-		if ((rc = attach_target__call(t, look, k)) < 0)
+		if ((rc = attach_target__call(t, look, &l)) < 0)
 			break;
 		pid_t *more = realloc(clear, (nclear + k->n) * sizeof *clear);
 		if (!more) {

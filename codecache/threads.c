@@ -96,16 +96,143 @@ static bool wants_walk(const struct cc_tcheck *k, size_t i)
 	return k->crit_returns || (k->frames && k->nbusy && !k->busy_of[i]);
 }
 
-static void unwind_one(struct cc_tcheck *k, unw_addr_space_t as, size_t i)
+/* libunwind-ptrace, kept from one stop of the world to the next: building
+ * an address space and reading each module's unwind tables again for every
+ * thread at every look cost about 0.1 ms per thread, inside the pause. The
+ * address space caches the unwind rules per instruction, each thread's UPT
+ * handle the ELF image it last used. Both describe the code mapped in the
+ * target, so they are dropped whenever its executable mappings change
+ * (a library loaded or unloaded, code cache grown). */
+struct cc_unwinder {
+	unw_addr_space_t as;
+	uint64_t maps_sig;	/* of the executable mappings it describes */
+	struct cc_upt {
+		pid_t tid;
+		void *upt;
+	} *upts;
+	size_t nupts, cap;
+};
+
+static void drop_upts(struct cc_unwinder *uw)
 {
-	void *upt = _UPT_create(k->tids[i]);
+	for (size_t i = 0; i < uw->nupts; i++)
+		_UPT_destroy(uw->upts[i].upt);
+	uw->nupts = 0;
+}
+
+void cc__unwinder_free(struct cc_cache *c)
+{
+	struct cc_unwinder *uw = c->uw;
+
+	if (!uw)
+		return;
+	drop_upts(uw);
+	free(uw->upts);
+	if (uw->as)
+		unw_destroy_addr_space(uw->as);
+	free(uw);
+	c->uw = NULL;
+}
+
+/* FNV-1a over what places code: start, end, offset, file of each
+ * executable mapping. 0 when the maps cannot be read. */
+static uint64_t exec_maps_sig(pid_t pid)
+{
+	struct attach_maps *m;
+	uint64_t h = 1469598103934665603ull;
+
+	if (attach_maps__read(pid, &m) < 0)
+		return 0;
+	for (size_t i = 0; i < attach_maps__count(m); i++) {
+		const struct attach_map *mp = attach_maps__at(m, i);
+		if (!(mp->prot & ATTACH_MAP_X))
+			continue;
+		uint64_t v[5] = { mp->start, mp->end, mp->offset, mp->inode,
+				  (uint64_t)mp->dev_major << 32 | mp->dev_minor };
+		const unsigned char *b = (const unsigned char *)v;
+		for (size_t j = 0; j < sizeof v; j++)
+			h = (h ^ b[j]) * 1099511628211ull;
+		for (const char *q = mp->path; *q; q++)
+			h = (h ^ (unsigned char)*q) * 1099511628211ull;
+	}
+	attach_maps__free(m);
+	return h | 1;
+}
+
+/* The unwinder, its caches dropped if the code changed since last time. */
+static struct cc_unwinder *unwinder(struct cc_cache *c)
+{
+	struct cc_unwinder *uw = c->uw;
+	uint64_t sig = exec_maps_sig(c->pid);
+
+	if (!uw) {
+		uw = calloc(1, sizeof *uw);
+		if (!uw)
+			return NULL;
+		uw->as = unw_create_addr_space(&_UPT_accessors, 0);
+		if (!uw->as) {
+			free(uw);
+			return NULL;
+		}
+		unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
+		unw_set_cache_size(uw->as, 1024, 0);
+		uw->maps_sig = sig;
+		c->uw = uw;
+	} else if (!sig || sig != uw->maps_sig) {
+		unw_flush_cache(uw->as, 0, 0);
+		drop_upts(uw);
+		uw->maps_sig = sig;
+	}
+	return uw;
+}
+
+/* tid's handle, made the first time. */
+static void *upt_of(struct cc_unwinder *uw, pid_t tid)
+{
+	for (size_t i = 0; i < uw->nupts; i++)
+		if (uw->upts[i].tid == tid)
+			return uw->upts[i].upt;
+	if (uw->nupts == uw->cap) {
+		size_t cap = uw->cap ? uw->cap * 2 : 16;
+		struct cc_upt *v = realloc(uw->upts, cap * sizeof *v);
+		if (!v)
+			return NULL;
+		uw->upts = v;
+		uw->cap = cap;
+	}
+	void *upt = _UPT_create(tid);
+	if (upt)
+		uw->upts[uw->nupts++] = (struct cc_upt){ tid, upt };
+	return upt;
+}
+
+/* Drop the handles of threads that are gone (a tid may come back as
+ * another thread: its handle holds nothing of the old one's but the tid). */
+static void prune_upts(struct cc_unwinder *uw, const struct cc_tcheck *k)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < uw->nupts; i++) {
+		bool live = false;
+		for (size_t j = 0; j < k->n && !live; j++)
+			live = k->tids[j] == uw->upts[i].tid;
+		if (live)
+			uw->upts[kept++] = uw->upts[i];
+		else
+			_UPT_destroy(uw->upts[i].upt);
+	}
+	uw->nupts = kept;
+}
+
+static void unwind_one(struct cc_tcheck *k, struct cc_unwinder *uw, size_t i)
+{
+	void *upt = upt_of(uw, k->tids[i]);
 	unw_cursor_t cur;
 	int frame = 0;
 
 	k->scan_from[i] = 0;
-	if (!upt || unw_init_remote(&cur, as, upt) < 0) {
+	if (!upt || unw_init_remote(&cur, uw->as, upt) < 0) {
 		k->scan_from[i] = 1;	/* from the thread's sp */
-		goto out;
+		return;
 	}
 	for (;;) {
 		unw_word_t ip = 0, sp = 0;
@@ -121,25 +248,21 @@ static void unwind_one(struct cc_tcheck *k, unw_addr_space_t as, size_t i)
 			break;
 		}
 	}
-out:
-	if (upt)
-		_UPT_destroy(upt);
 }
 
 /* On attach/'s tracer thread, where libunwind's own ptrace calls work. */
 static int unwind_all(struct attach_target *t, void *arg)
 {
 	struct cc_tcheck *k = arg;
-	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+	struct cc_unwinder *uw = unwinder(k->c);
 
 	(void)t;
-	if (!as)
+	if (!uw)
 		return -ENOMEM;
-	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+	prune_upts(uw, k);
 	for (size_t i = 0; i < k->n; i++)
 		if (wants_walk(k, i))
-			unwind_one(k, as, i);
-	unw_destroy_addr_space(as);
+			unwind_one(k, uw, i);
 	return 0;
 }
 

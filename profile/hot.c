@@ -305,7 +305,8 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		}
 	}
 	h->tot.samples = total;
-	qsort(h->funcs, h->n, sizeof(*h->funcs), cmp_func);
+	if (h->n)	/* qsort's array may not be NULL, even when empty */
+		qsort(h->funcs, h->n, sizeof(*h->funcs), cmp_func);
 	for (size_t i = 0; i < h->n; i++) {
 		h->funcs[i].self_pct = total ? 100.0 * (double)h->funcs[i].self / (double)total : 0;
 		h->funcs[i].inclusive_pct =

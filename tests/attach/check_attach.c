@@ -321,6 +321,40 @@ START_TEST(refuses_an_already_traced_process)
 }
 END_TEST
 
+/* A process of another user, traced by root: the refusal must name the
+ * tracer, judged with the target's own uid (not the tracer's). */
+START_TEST(names_the_tracer_of_another_users_process)
+{
+	struct tu_proc p, s;
+	char msg[512], pidarg[16], uidarg[32], gidarg[32];
+	struct attach_error e;
+	int r;
+
+	snprintf(uidarg, sizeof uidarg, "--reuid=%d", NOBODY);
+	snprintf(gidarg, sizeof gidarg, "--regid=%d", NOBODY);
+	char *targv[] = { "setpriv", uidarg, gidarg, "--clear-groups",
+			  (char *)tu_path("tests/targets/hotloop"), "-w", "200000", NULL };
+	pid_t pid = at_spawn_argv(&p, targv);
+	snprintf(pidarg, sizeof pidarg, "%d", (int)pid);
+	char *argv[] = { "strace", "-qq", "-o", "/dev/null", "-p", pidarg, NULL };
+	ck_assert_int_eq(tu_spawn(&s, argv, false), 0);
+	for (int i = 0; i < 5000 && at_tracer(pid, 0) != s.pid; i++)
+		at_sleep_ms(1);
+	ck_assert_int_eq(at_tracer(pid, 0), s.pid);
+	seize_as(pid, NOBODY, &e, &r);
+	snprintf(msg, sizeof msg, "process %d (hotloop) is already traced by process %d (strace); "
+		 "a process can have only one tracer: detach that one first", (int)pid, (int)s.pid);
+	ck_assert_int_eq(r, -EBUSY);
+	ck_assert_str_eq(e.msg, msg);
+	kill(s.pid, SIGINT);
+	ck_assert(tu_wait(&s, 5000) >= 0);
+	tu_kill(&s);
+	at_drain(&p);
+	at_check_ticks(&p, 2, 200000);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(undoes_a_partial_seize)
 {
 	/* One thread is under strace: the threads seized before it are let go. */
@@ -652,6 +686,7 @@ int main(void)
 	tcase_add_test(tc, refuses_a_process_that_is_not_dumpable);
 	tcase_add_test(tc, explains_yama_and_uids);
 	tcase_add_test(tc, refuses_an_already_traced_process);
+	tcase_add_test(tc, names_the_tracer_of_another_users_process);
 	tcase_add_test(tc, undoes_a_partial_seize);
 	suite_add_tcase(s, tc);
 

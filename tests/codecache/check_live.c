@@ -282,6 +282,12 @@ START_TEST(workers_inside_the_function_keep_their_results)
 		workers_fine(&l, 8, 100);
 		ck_assert_msg(restore(&l, "work", &o) == 0, "%s", cc_cache__errmsg(l.c));
 		ck_assert(!st.kept_code);
+		/* the patch's pause includes the time to stop; then at least
+		 * one look at every thread before the code is freed */
+		ck_assert_uint_gt(st.stop_ns, 0);
+		ck_assert_uint_le(st.to_stop_ns, st.stop_ns);
+		ck_assert_uint_ge(st.looks, 1);
+		ck_assert_uint_gt(st.look_max_ns, 0);
 	}
 	fprintf(stderr, "# 10 threads: longest stop-the-world %.1f us\n", (double)worst / 1000.0);
 	workers_fine(&l, 8, 300);
@@ -312,6 +318,7 @@ START_TEST(a_thread_asleep_in_the_first_bytes_is_moved_out)
 	wait_in_syscall(l.p.pid, SYS_pause);
 	ck_assert_msg(restore(&l, "blocker", &o) == 0, "%s", cc_cache__errmsg(l.c));
 	ck_assert(st.kept_code);
+	ck_assert_uint_ge(st.looks, 2);	/* looked again until the timeout */
 	ck_assert_msg(strstr(report, "kept the code cache's code for blocker: after 300 ms thread ") &&
 		      strstr(report, "is executing the code cache's code for blocker"), "%s", report);
 	ck_assert_int_eq(kill(l.p.pid, SIGUSR1), 0);

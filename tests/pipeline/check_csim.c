@@ -2,6 +2,7 @@
  * reader. */
 #include "tests/lib/tu.h"
 #include "tests/pipeline/check_csim-model.h"
+#include "pipeline/csim-internal.h"	/* csim_simd_max */
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -333,6 +334,26 @@ START_TEST(matches_model_per_line_mode)
 	cfg.level[CSIM_L2] = (struct csim_geom){ 20480, 5, 128 };	/* 32 sets */
 	cfg.level[CSIM_LL] = (struct csim_geom){ 3 * 65536, 16, 64 };	/* 192 sets */
 	check_against_model(&cfg, 4, 1 << 18);
+}
+END_TEST
+
+START_TEST(matches_model_at_every_associativity)
+{
+	/* Sets of 8 or 16 ways take the AVX-512 search, of 4, 8, 12 or 16
+	 * the AVX2 one, the others the scalar one, each in its copy of the
+	 * batch loop (as far as this CPU has them): all must be exactly LRU. */
+	static const enum csim_simd tiers[] = { CSIM_SCALAR, CSIM_SIMD_AVX2, CSIM_SIMD_AVX512 };
+	for (size_t t = 0; t < 3; t++) {
+		csim_simd_max = tiers[t];
+		for (uint32_t a = 1; a <= 17; a++) {
+			struct csim_config cfg = { .cachegrind = a % 2 == 1 };
+			cfg.level[CSIM_I1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+			cfg.level[CSIM_D1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+			cfg.level[CSIM_LL] = (struct csim_geom){ 64ull * (18 - a) * 64, 18 - a, 64 };
+			check_against_model(&cfg, 100 + a, 1 << 15);
+		}
+	}
+	csim_simd_max = CSIM_SIMD_AVX512;
 }
 END_TEST
 
@@ -702,6 +723,7 @@ int main(void)
 	tcase_add_test(tc, merge_sums_rows_and_totals);
 	tcase_add_test(tc, matches_model_cachegrind_mode);
 	tcase_add_test(tc, matches_model_per_line_mode);
+	tcase_add_test(tc, matches_model_at_every_associativity);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
 	tcase_add_test(tc, host_geometry_from_sysfs);
