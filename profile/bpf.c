@@ -120,6 +120,14 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 				 c, strerror(-r));
 			goto fail;
 		}
+		/* libbpf enables the event it attaches to: off until start, or
+		 * the target would be sampled (and pay for it) from open on */
+		if (ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0) {
+			r = -errno;
+			prof_fmt(why, whylen, "cannot disable CPU %d's perf event: %s", c,
+				 strerror(-r));
+			goto fail;
+		}
 	}
 	*out = b;
 	return 0;

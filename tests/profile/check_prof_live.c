@@ -1,7 +1,8 @@
 /* profile/ on live targets: both sampling backends on a hot loop, a
  * stripped PIE without frame pointers (found through .eh_frame), code
  * without unwind tables (found from the call chain), thread churn, a
- * target taking ~2000 signals a second, a deleted executable; bt of a
+ * target taking ~2000 signals a second, a deleted executable; samples only
+ * between start and stop; bt of a
  * known call stack; the refusals. Every test checks that the target's own
  * checksums go on unchanged after profiling. */
 #include "profile/profile.h"
@@ -690,6 +691,36 @@ END_TEST
 
 /* ------------------------------------------------------------ refusals */
 
+/* Samples are taken between start and stop only, not from open on nor
+ * while stopped (each costs the target ~18 us on a VM). */
+START_TEST(samples_only_between_start_and_stop)
+{
+	struct target t;
+	struct prof_opts o = { .sz = sizeof(o), .backend = (enum prof_backend)_i };
+	struct prof_sampler *s = NULL;
+	struct prof_error err;
+	struct prof_totals tot;
+
+	start_target(&t, tu_path("tests/targets/prof_hot"), "rate");
+	ck_assert_msg(prof_sampler__open(t.p.pid, &o, &s, &err) == 0, "open: %s", err.msg);
+	for (int round = 0; round < 2; round++) {
+		usleep(600000);	/* opened or stopped: nothing may be sampled */
+		ck_assert_msg(prof_sampler__start(s) == 0, "start: %s", prof_sampler__errmsg(s));
+		usleep(200000);
+		ck_assert_int_eq(prof_sampler__stop(s), 0);
+	}
+	prof_sampler__totals(s, &tot);
+	ck_assert_msg(!tot.fell_back, "fell back: %s", tot.fallback_reason);
+	/* ~400 ms sampled: at most ~460 samples; 1.6 s would give ~1600 */
+	ck_assert_msg(tot.samples >= 1 && tot.samples <= max_samples(&tot, 1),
+		      "%llu samples in %.3f s sampled", (unsigned long long)tot.samples,
+		      (double)tot.duration_ns * 1e-9);
+	prof_sampler__free(s);
+	check_target_fine(&t);
+	tu_kill(&t.p);
+}
+END_TEST
+
 START_TEST(refuses_more_than_10khz_without_a_pmu)
 {
 	struct target t;
@@ -835,6 +866,7 @@ int main(void)
 	tcase_add_test(tc, bt_of_a_new_thread);
 	tcase_add_loop_test(tc, seized_hotloop_profiled_then_detached, 0, 2);
 	tcase_add_loop_test(tc, target_exiting_while_sampled, 0, 2);
+	tcase_add_loop_test(tc, samples_only_between_start_and_stop, 0, 2);
 	tcase_add_test(tc, refuses_more_than_10khz_without_a_pmu);
 	tcase_add_test(tc, refuses_a_missing_process);
 	tcase_add_test(tc, bpf_falls_back_to_the_ring_when_it_cannot_load);
