@@ -2,9 +2,9 @@
  * stripped PIE without frame pointers (found through .eh_frame), code
  * without unwind tables (found from the call chain), thread churn, a
  * target taking ~2000 signals a second, a deleted executable; samples only
- * between start and stop; bt of a
- * known call stack; the refusals. Every test checks that the target's own
- * checksums go on unchanged after profiling. */
+ * between start and stop; bt of a known call stack; the refusals. Every
+ * test checks that the target's own checksums go on unchanged after
+ * profiling. */
 #include "profile/profile.h"
 #include "attach/attach.h"
 #include "tests/lib/tu.h"
