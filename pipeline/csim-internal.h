@@ -419,23 +419,58 @@ CSIM_HOT bool csim_cg_first(const struct csim_levels *L, struct csim_hot *h, uin
 
 /* Per-line mode: each line of [lo, hi] at level lv is its own access; a miss
  * brings that line's bytes from the next level. At the first level the
- * first line's access is the reference's own (hot.refs) when counted. */
+ * first line's access is the reference's own (hot.refs) when counted;
+ * csim_line_deeper starts at a deeper level. */
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
 		     bool counted, struct csim_result *res, struct csim_hot *h);
+void csim_line_deeper(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		      struct csim_result *res, struct csim_hot *h);
+
+/* Per-line mode: line missed at level lv, so its bytes come from the levels
+ * below. Inline while each is one line there (lines no smaller). */
+CSIM_HOT void csim_line_below(const struct csim_levels *L, int lv, uint64_t line, int kind,
+			      struct csim_result *res, struct csim_hot *h)
+{
+	for (int nx = L->next[lv]; nx >= 0; lv = nx, nx = L->next[nx]) {
+		const struct csim_cache *c = &L->lv[lv], *d = &L->lv[nx];
+		uint64_t base = line << c->line_bits;
+		if (d->line_bits < c->line_bits) {
+			csim_line_deeper(L, nx, base, base + (1ull << c->line_bits) - 1, kind, res, h);
+			return;
+		}
+		line = base >> d->line_bits;
+		csim_row_access(res, h, nx)[kind]++;
+		if (!csim_set_ref(d, csim_line_set(d, line), line))
+			return;
+		csim_row_miss(res, h, nx)[kind]++;
+	}
+}
 
 /* Per-line mode: one whole reference into its row. */
 CSIM_HOT void csim_line_ref(const struct csim_levels *L, const struct rep_ref *r,
 			    struct csim_result *res, struct csim_hot *h)
 {
-	int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
+	uint8_t type = r->type;
+	uint64_t addr = r->addr, end = addr + (r->size ? r->size : 1) - 1;
+	int first = csim_first_level(type), kind = csim_kind_of(type);
+	const struct csim_cache *c = &L->lv[first];
+	uint64_t line = addr >> c->line_bits;
 
-	csim_count_ref(h, r->type, false);
-	uint64_t end = r->addr + (r->size ? r->size : 1) - 1;
-	if (end < r->addr)
+	csim_count_ref(h, type, false);
+	if (__builtin_expect(end >> c->line_bits == line && end >= addr, 1)) {
+		/* One line, the reference's own access. A modify's write then
+		 * hits the line just made most recent, which changes nothing. */
+		if (__builtin_expect(csim_set_ref(c, csim_line_set(c, line), line), 0)) {
+			h->miss1[kind]++;
+			csim_line_below(L, first, line, kind, res, h);
+		}
+		return;
+	}
+	if (end < addr)
 		end = UINT64_MAX;
-	csim_line_first(L, first, r->addr, end, kind, true, res, h);
-	if (r->type == REP_REF_MODIFY)
-		csim_line_first(L, first, r->addr, end, CSIM_WRITE, true, res, h);
+	csim_line_first(L, first, addr, end, kind, true, res, h);
+	if (type == REP_REF_MODIFY)
+		csim_line_first(L, first, addr, end, CSIM_WRITE, true, res, h);
 }
 
 void csim_counts_add(struct csim_counts *dst, const struct csim_counts *src);

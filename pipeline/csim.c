@@ -423,6 +423,12 @@ void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 	line_level(L, lv, true, lo, hi, kind, counted, res, h);
 }
 
+void csim_line_deeper(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		      struct csim_result *res, struct csim_hot *h)
+{
+	line_level(L, lv, false, lo, hi, kind, false, res, h);
+}
+
 /* ---------------------------------------------------------- simulator */
 
 struct csim {
