@@ -76,18 +76,15 @@ struct csim_cold {
 };
 
 /* Rows are dense, in the order their PCs first came, so that a row's size
- * does not multiply with the table's slack. An index maps PCs to rows by
- * open addressing: 16 bytes a slot, a free one holding CSIM_NO_PC (that
- * pc itself is found through nopc_row). */
+ * does not multiply with the table's slack. An index of row numbers finds
+ * them by open addressing on the PC (CSIM_NO_ROW marks a free slot): 4
+ * bytes a slot, so that the index of a program's hot PCs stays in cache.
+ * The row of pc CSIM_NO_PC is found through nopc_row, not the index. */
 #define CSIM_NO_PC UINT64_MAX
-
-struct csim_slot {
-	uint64_t pc;
-	uint64_t row;
-};
+#define CSIM_NO_ROW UINT32_MAX
 
 struct csim_result {
-	struct csim_slot *index;
+	uint32_t *index;
 	size_t cap;			/* slots: a power of two, or 0 */
 	unsigned shift;			/* 64 - log2(cap) */
 	struct csim_hot *hot;		/* rows: n used of nalloc */
@@ -108,18 +105,18 @@ struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
  * lookup. */
 CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
-	/* The index is at most half full: a PC is nearly always in its home
-	 * slot. No test of the last row found: an instruction fetch and its
-	 * data accesses come in no predictable pattern, and its row is
+	/* The index is at most a quarter full: a PC is nearly always in its
+	 * home slot. No test of the last row found: an instruction fetch and
+	 * its data accesses come in no predictable pattern, and its row is
 	 * cached anyway. */
 	if (__builtin_expect(r->cap != 0, 1)) {
 		size_t mask = r->cap - 1;
 		for (size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);; i = (i + 1) & mask) {
-			const struct csim_slot *s = &r->index[i];
-			if (__builtin_expect(s->pc == pc && pc != CSIM_NO_PC, 1))
-				return &r->hot[s->row];
-			if (s->pc == CSIM_NO_PC)
+			uint32_t row = r->index[i];
+			if (row == CSIM_NO_ROW)
 				break;
+			if (__builtin_expect(r->hot[row].pc == pc, 1))
+				return &r->hot[row];
 		}
 	}
 	return csim_result_lookup_slow(r, pc);
