@@ -34,7 +34,8 @@ struct csim_cache {
 	uint8_t simd;		/* enum csim_simd: the search for this assoc and CPU */
 	bool pow2;
 	uint64_t sets;		/* sets of the level */
-	/* A split worker stores only the sets it owns. The routing key is
+	/* A split worker stores only the sets it owns, of levels whose tags
+	 * take more than csim_compact_min bytes. The routing key is
 	 * kbits of the set number above its low kshift bits (which only tell
 	 * apart the lines of one routing block when lines are smaller than
 	 * the largest); key k is owned when krank[k] >= 0 and the set stored
@@ -150,6 +151,10 @@ struct csim_levels {
 	bool cachegrind;
 	uint8_t simd;			/* the best of the levels': which loops to take */
 };
+
+/* Levels with more tags than this (bytes) are compact in split workers
+ * (tests lower it to make every level compact). */
+extern size_t csim_compact_min;
 
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
 		     const int32_t *krank, uint64_t kowned);
