@@ -34,7 +34,8 @@ struct csim_cache {
 	uint8_t simd;		/* enum csim_simd: the search for this assoc and CPU */
 	bool pow2;
 	uint64_t sets;		/* sets of the level */
-	/* A split worker stores only the sets it owns. The routing key is
+	/* A split worker stores only the sets it owns, of levels whose tags
+	 * take more than csim_compact_min bytes. The routing key is
 	 * kbits of the set number above its low kshift bits (which only tell
 	 * apart the lines of one routing block when lines are smaller than
 	 * the largest); key k is owned when krank[k] >= 0 and the set stored
@@ -76,18 +77,15 @@ struct csim_cold {
 };
 
 /* Rows are dense, in the order their PCs first came, so that a row's size
- * does not multiply with the table's slack. An index maps PCs to rows by
- * open addressing: 16 bytes a slot, a free one holding CSIM_NO_PC (that
- * pc itself is found through nopc_row). */
+ * does not multiply with the table's slack. An index of row numbers finds
+ * them by open addressing on the PC (CSIM_NO_ROW marks a free slot): 4
+ * bytes a slot, so that the index of a program's hot PCs stays in cache.
+ * The row of pc CSIM_NO_PC is found through nopc_row, not the index. */
 #define CSIM_NO_PC UINT64_MAX
-
-struct csim_slot {
-	uint64_t pc;
-	uint64_t row;
-};
+#define CSIM_NO_ROW UINT32_MAX
 
 struct csim_result {
-	struct csim_slot *index;
+	uint32_t *index;
 	size_t cap;			/* slots: a power of two, or 0 */
 	unsigned shift;			/* 64 - log2(cap) */
 	struct csim_hot *hot;		/* rows: n used of nalloc */
@@ -108,18 +106,18 @@ struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
  * lookup. */
 CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
 {
-	/* The index is at most half full: a PC is nearly always in its home
-	 * slot. No test of the last row found: an instruction fetch and its
-	 * data accesses come in no predictable pattern, and its row is
+	/* The index is at most a quarter full: a PC is nearly always in its
+	 * home slot. No test of the last row found: an instruction fetch and
+	 * its data accesses come in no predictable pattern, and its row is
 	 * cached anyway. */
 	if (__builtin_expect(r->cap != 0, 1)) {
 		size_t mask = r->cap - 1;
 		for (size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);; i = (i + 1) & mask) {
-			const struct csim_slot *s = &r->index[i];
-			if (__builtin_expect(s->pc == pc && pc != CSIM_NO_PC, 1))
-				return &r->hot[s->row];
-			if (s->pc == CSIM_NO_PC)
+			uint32_t row = r->index[i];
+			if (row == CSIM_NO_ROW)
 				break;
+			if (__builtin_expect(r->hot[row].pc == pc, 1))
+				return &r->hot[row];
 		}
 	}
 	return csim_result_lookup_slow(r, pc);
@@ -153,6 +151,10 @@ struct csim_levels {
 	bool cachegrind;
 	uint8_t simd;			/* the best of the levels': which loops to take */
 };
+
+/* Levels with more tags than this (bytes) are compact in split workers
+ * (tests lower it to make every level compact). */
+extern size_t csim_compact_min;
 
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
 		     const int32_t *krank, uint64_t kowned);
@@ -419,23 +421,58 @@ CSIM_HOT bool csim_cg_first(const struct csim_levels *L, struct csim_hot *h, uin
 
 /* Per-line mode: each line of [lo, hi] at level lv is its own access; a miss
  * brings that line's bytes from the next level. At the first level the
- * first line's access is the reference's own (hot.refs) when counted. */
+ * first line's access is the reference's own (hot.refs) when counted;
+ * csim_line_deeper starts at a deeper level. */
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
 		     bool counted, struct csim_result *res, struct csim_hot *h);
+void csim_line_deeper(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		      struct csim_result *res, struct csim_hot *h);
+
+/* Per-line mode: line missed at level lv, so its bytes come from the levels
+ * below. Inline while each is one line there (lines no smaller). */
+CSIM_HOT void csim_line_below(const struct csim_levels *L, int lv, uint64_t line, int kind,
+			      struct csim_result *res, struct csim_hot *h)
+{
+	for (int nx = L->next[lv]; nx >= 0; lv = nx, nx = L->next[nx]) {
+		const struct csim_cache *c = &L->lv[lv], *d = &L->lv[nx];
+		uint64_t base = line << c->line_bits;
+		if (d->line_bits < c->line_bits) {
+			csim_line_deeper(L, nx, base, base + (1ull << c->line_bits) - 1, kind, res, h);
+			return;
+		}
+		line = base >> d->line_bits;
+		csim_row_access(res, h, nx)[kind]++;
+		if (!csim_set_ref(d, csim_line_set(d, line), line))
+			return;
+		csim_row_miss(res, h, nx)[kind]++;
+	}
+}
 
 /* Per-line mode: one whole reference into its row. */
 CSIM_HOT void csim_line_ref(const struct csim_levels *L, const struct rep_ref *r,
 			    struct csim_result *res, struct csim_hot *h)
 {
-	int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
+	uint8_t type = r->type;
+	uint64_t addr = r->addr, end = addr + (r->size ? r->size : 1) - 1;
+	int first = csim_first_level(type), kind = csim_kind_of(type);
+	const struct csim_cache *c = &L->lv[first];
+	uint64_t line = addr >> c->line_bits;
 
-	csim_count_ref(h, r->type, false);
-	uint64_t end = r->addr + (r->size ? r->size : 1) - 1;
-	if (end < r->addr)
+	csim_count_ref(h, type, false);
+	if (__builtin_expect(end >> c->line_bits == line && end >= addr, 1)) {
+		/* One line, the reference's own access. A modify's write then
+		 * hits the line just made most recent, which changes nothing. */
+		if (__builtin_expect(csim_set_ref(c, csim_line_set(c, line), line), 0)) {
+			h->miss1[kind]++;
+			csim_line_below(L, first, line, kind, res, h);
+		}
+		return;
+	}
+	if (end < addr)
 		end = UINT64_MAX;
-	csim_line_first(L, first, r->addr, end, kind, true, res, h);
-	if (r->type == REP_REF_MODIFY)
-		csim_line_first(L, first, r->addr, end, CSIM_WRITE, true, res, h);
+	csim_line_first(L, first, addr, end, kind, true, res, h);
+	if (type == REP_REF_MODIFY)
+		csim_line_first(L, first, addr, end, CSIM_WRITE, true, res, h);
 }
 
 void csim_counts_add(struct csim_counts *dst, const struct csim_counts *src);

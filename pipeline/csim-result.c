@@ -48,7 +48,7 @@ bool csim_result_set_mode(struct csim_result *r, bool cachegrind)
 static size_t slot_of(const struct csim_result *r, uint64_t pc)
 {
 	size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);
-	while (r->index[i].pc != CSIM_NO_PC && r->index[i].pc != pc)
+	while (r->index[i] != CSIM_NO_ROW && r->hot[r->index[i]].pc != pc)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
@@ -57,11 +57,11 @@ static size_t slot_of(const struct csim_result *r, uint64_t pc)
 static int grow_index(struct csim_result *r)
 {
 	size_t cap = r->cap ? r->cap * 2 : 1024;
-	struct csim_slot *index = malloc(cap * sizeof(*index));
+	uint32_t *index = malloc(cap * sizeof(*index));
 
 	if (!index)
 		return -ENOMEM;
-	memset(index, 0xff, cap * sizeof(*index));	/* every pc CSIM_NO_PC */
+	memset(index, 0xff, cap * sizeof(*index));	/* every slot CSIM_NO_ROW */
 	free(r->index);
 	r->index = index;
 	r->cap = cap;
@@ -69,8 +69,7 @@ static int grow_index(struct csim_result *r)
 	for (size_t k = 0; k < r->n; k++) {
 		if (k == r->nopc_row)
 			continue;
-		size_t i = slot_of(r, r->hot[k].pc);
-		r->index[i] = (struct csim_slot){ r->hot[k].pc, k };
+		r->index[slot_of(r, r->hot[k].pc)] = (uint32_t)k;
 	}
 	return 0;
 }
@@ -121,14 +120,16 @@ struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc)
 			r->nopc_row = SIZE_MAX;
 		return h;
 	}
+	if (r->n >= CSIM_NO_ROW)
+		return NULL;
 	if ((r->n + 1) * 4 > r->cap && grow_index(r))
 		return NULL;
 	size_t i = slot_of(r, pc);
-	if (r->index[i].pc == pc)
-		return &r->hot[r->index[i].row];
+	if (r->index[i] != CSIM_NO_ROW)
+		return &r->hot[r->index[i]];
 	struct csim_hot *h = add_row(r, pc);
 	if (h)
-		r->index[i] = (struct csim_slot){ pc, r->n - 1 };
+		r->index[i] = (uint32_t)(r->n - 1);
 	return h;
 }
 
@@ -174,7 +175,7 @@ bool csim_result__get(const struct csim_result *r, uint64_t pc, struct csim_pc_s
 
 	if (pc != CSIM_NO_PC) {
 		size_t i = r->cap ? slot_of(r, pc) : 0;
-		row = r->cap && r->index[i].pc == pc ? r->index[i].row : SIZE_MAX;
+		row = r->cap && r->index[i] != CSIM_NO_ROW ? r->index[i] : SIZE_MAX;
 	}
 	if (row == SIZE_MAX)
 		return false;

@@ -295,6 +295,8 @@ static uint8_t simd_for(uint32_t assoc)
 	return CSIM_SCALAR;
 }
 
+size_t csim_compact_min = 256u << 10;
+
 /* The d of csim_cache.kdrop: every owned key has the same low d bits and
  * its rank is the key without them. 0 when the table is needed. */
 static uint32_t key_drop_bits(uint32_t kbits, const int32_t *krank, uint64_t kowned)
@@ -335,14 +337,17 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 		c->assoc = g->assoc;
 		c->line_bits = log2u(g->line);
 		c->pow2 = is_pow2(c->sets);
-		c->direct = c->pow2 && !krank;
 		c->set_mask = c->sets - 1;
 		c->nsets_local = c->sets;
-		if (krank) {
+		/* A worker stores only its own sets where that saves memory
+		 * worth the arithmetic (the sets it does not own are never
+		 * touched, so never cached, either way). */
+		c->compact = krank && c->sets * c->assoc * sizeof(*c->tags) > csim_compact_min;
+		c->direct = c->pow2 && !c->compact;
+		if (c->compact) {
 			/* The key bits sit above the bits that only tell apart
 			 * the lines of one routing block (larger lines
 			 * elsewhere). */
-			c->compact = true;
 			c->kshift = maxline - c->line_bits;
 			c->kbits = kbits;
 			c->kowned = kowned;
@@ -421,6 +426,12 @@ void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t 
 		     bool counted, struct csim_result *res, struct csim_hot *h)
 {
 	line_level(L, lv, true, lo, hi, kind, counted, res, h);
+}
+
+void csim_line_deeper(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		      struct csim_result *res, struct csim_hot *h)
+{
+	line_level(L, lv, false, lo, hi, kind, false, res, h);
 }
 
 /* ---------------------------------------------------------- simulator */

@@ -92,7 +92,7 @@ struct split_slot {
 	_Atomic uint32_t done;		/* parts finished */
 	_Atomic uint32_t busy;		/* 1 from routing until counted */
 	uint32_t parts;
-} __attribute__((aligned(32)));
+} __attribute__((aligned(64)));	/* a line each: no false sharing between neighbours */
 
 #define SLOT_COUNT(v) ((v) & 0xffffu)
 #define SLOT_MISSES(v) ((v) >> 16)
@@ -348,7 +348,7 @@ static int retry(struct worker *w)
 
 /* The deeper levels of a fresh entry (a part, or a whole reference that
  * missed its first level behind deferred items): go on, or defer. */
-static __attribute__((noinline)) int cg_go_on(struct worker *w, struct item *it)
+static int cg_go_on(struct worker *w, struct item *it)
 {
 	enum step st = step(w, it, true);
 	if (st == STEP_ERR)
@@ -358,7 +358,7 @@ static __attribute__((noinline)) int cg_go_on(struct worker *w, struct item *it)
 
 /* A part of a cut reference (its size was cut to cachegrind's by the
  * splitter): report its first level to the slot, then go on. */
-static __attribute__((noinline)) int cg_part(struct worker *w, const struct rep_ref *r)
+static int cg_part(struct worker *w, const struct rep_ref *r)
 {
 	int first = csim_first_level(r->type), nx = w->L.next[first];
 	struct item it = { .pc = r->pc, .addr = r->addr, .size = r->size, .type = r->type,

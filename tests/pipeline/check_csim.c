@@ -247,6 +247,40 @@ START_TEST(per_pc_rows_attribute_misses)
 }
 END_TEST
 
+START_TEST(rows_for_many_pcs_and_extreme_pcs)
+{
+	/* Enough PCs to grow the row index and the rows many times, pc 0 and
+	 * the all-ones pc (not in the index), each with its own count. */
+	enum { NPC = 70000 };
+	struct csim_config cfg = tiny(true);
+	static struct rep_ref refs[3 * NPC];
+	size_t n = 0;
+	for (uint64_t k = 0; k < NPC; k++) {
+		uint64_t pc = k == 1 ? UINT64_MAX : k * 0x1000;	/* k == 0: pc 0 */
+		for (uint64_t j = 0; j <= k % 3; j++)
+			refs[n++] = R(pc, 0x10000 + 8 * j, 8, REP_REF_READ);
+	}
+	struct csim *s;
+	run(&s, &cfg, refs, n);
+	struct csim_result *m = csim_result__new();
+	ck_assert_int_eq(csim_result__merge(m, csim__result(s)), 0);
+	ck_assert(csim_result__equal(m, csim__result(s)));
+	for (int pass = 0; pass < 2; pass++) {
+		const struct csim_result *r = pass ? m : csim__result(s);
+		ck_assert_uint_eq(csim_result__npcs(r), NPC);
+		for (uint64_t k = 0; k < NPC; k++) {
+			struct csim_pc_stats row;
+			ck_assert(csim_result__get(r, k == 1 ? UINT64_MAX : k * 0x1000, &row));
+			ck_assert_uint_eq(row.c.refs[CSIM_READ], k % 3 + 1);
+		}
+		struct csim_pc_stats row;
+		ck_assert(!csim_result__get(r, 0x1001, &row));
+	}
+	csim_result__free(m);
+	csim__free(s);
+}
+END_TEST
+
 START_TEST(merge_sums_rows_and_totals)
 {
 	struct csim_config cfg = tiny(false);
@@ -720,6 +754,7 @@ int main(void)
 	tcase_add_test(tc, instructions_go_through_i1);
 	tcase_add_test(tc, dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode);
 	tcase_add_test(tc, per_pc_rows_attribute_misses);
+	tcase_add_test(tc, rows_for_many_pcs_and_extreme_pcs);
 	tcase_add_test(tc, merge_sums_rows_and_totals);
 	tcase_add_test(tc, matches_model_cachegrind_mode);
 	tcase_add_test(tc, matches_model_per_line_mode);
