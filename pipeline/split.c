@@ -427,6 +427,7 @@ CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 CSIM_HOT int consume_batch(struct worker *w, const struct rep_ref *refs, size_t n, const bool cg)
 {
 	for (size_t i = 0; i < n; i++) {
+		__builtin_prefetch(&refs[i + 64]);	/* as in csim.c's batches */
 		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
 		if (__builtin_expect(rc != 0, 0))
 			return rc;
@@ -840,6 +841,7 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 		return fail(sp, -ECANCELED, "a worker failed (out of memory)");
 	for (i = 0; i < n && !rc; i++) {
 		const struct rep_ref *r = &refs[i];
+		__builtin_prefetch(r + 64);	/* as in csim.c's batches */
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
 			rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
 			break;
