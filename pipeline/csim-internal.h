@@ -334,12 +334,14 @@ CSIM_HOT void csim_cache_lines(const struct csim_cache *c, uint64_t addr, uint32
 }
 
 /* Cachegrind's access: every line updated, one miss if any line missed. */
-static inline bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
+CSIM_HOT bool csim_cache_access(const struct csim_cache *c, uint64_t addr, uint32_t size)
 {
 	uint64_t l, first, last;
 	bool miss = false;
 
 	csim_cache_lines(c, addr, size, &first, &last);
+	if (__builtin_expect(first == last, 1))
+		return csim_cache_ref(c, first);
 	for (l = first;; l++) {
 		miss |= csim_cache_ref(c, l);
 		if (l == last)

@@ -488,6 +488,9 @@ CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, co
 
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
+		/* 1.5 KiB ahead: little work per reference, so the hardware
+		 * prefetcher alone falls behind the stream. */
+		__builtin_prefetch(r + 64);
 		uint8_t type = r->type;
 		if (__builtin_expect(!csim_ref_type_valid(type), 0))
 			return -EINVAL;

@@ -4,7 +4,8 @@
  * at the largest line size (csim_config_split_bits): at every level these
  * bits are part of the set number, so a line, and the set it lives in,
  * belongs to one worker (key % workers) at every level. Each worker stores
- * only its own sets (csim_cache.compact).
+ * only its own sets of the large levels (csim_cache.compact); the small
+ * ones it keeps whole, sets it never touches costing only memory.
  *
  * A reference whose bytes lie in blocks of different workers (an unaligned
  * access, or an instruction crossing a line) is cut into one part per
@@ -22,11 +23,11 @@
  * touch; later accesses to a registered set are deferred behind it, so each
  * set of each level still sees its accesses in the order of the stream,
  * which is all the sequential simulator's outcome depends on. Deferred items
- * are retried in order whenever the worker has nothing else to do or has
- * finished a batch. The last part to finish counts the reference, once, in
- * its worker's rows. Since no worker ever waits for another, the only
- * cross-thread waits are the splitter's (a full ring, a busy slot), which
- * workers always relieve.
+ * are retried in order, as far as they go, whenever the worker has nothing
+ * else to do or has finished a batch. The last part to finish counts the
+ * reference, once, in its worker's rows. Since no worker ever waits for
+ * another, the only cross-thread waits are the splitter's (a full ring, a
+ * busy slot), which workers always relieve.
  *
  * Rings. Each worker is fed by a CAB ring (cab.h) in exhaustive mode. A
  * CAB consumer takes a chunk only once the producer is two chunks further,
@@ -427,6 +428,7 @@ CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 CSIM_HOT int consume_batch(struct worker *w, const struct rep_ref *refs, size_t n, const bool cg)
 {
 	for (size_t i = 0; i < n; i++) {
+		__builtin_prefetch(&refs[i + 64]);	/* as in csim.c's batches */
 		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
 		if (__builtin_expect(rc != 0, 0))
 			return rc;
@@ -840,6 +842,7 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 		return fail(sp, -ECANCELED, "a worker failed (out of memory)");
 	for (i = 0; i < n && !rc; i++) {
 		const struct rep_ref *r = &refs[i];
+		__builtin_prefetch(r + 64);	/* as in csim.c's batches */
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
 			rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
 			break;
