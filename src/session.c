@@ -1,6 +1,7 @@
 /* session.c: libpadrone's session, composing attach/ and profile/. */
 #include "src/padrone.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -320,6 +321,20 @@ static int need_symbolizer(struct padrone_session *s)
 		s->sym = NULL;
 		return fail(s, PADRONE_SYSTEM, r, "%s", err.msg);
 	}
+	return 0;
+}
+
+int padrone_sub_name_addr(const char *name, uint64_t *addr)
+{
+	char *end;
+
+	if (strncmp(name, "sub_", 4) != 0 || !isxdigit((unsigned char)name[4]))
+		return -ENOENT;
+	errno = 0;
+	unsigned long long v = strtoull(name + 4, &end, 16);
+	if (*end || errno || !v)
+		return -ENOENT;
+	*addr = v;
 	return 0;
 }
 
