@@ -574,6 +574,9 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
 			    err.msg);
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	/* gone during the profile: its code can no longer be named */
+	if (r == 0)
+		r = need_target(s);
 	if (r == 0)
 		r = need_symbolizer(s);
 	/* No sample at all (a stopped process): nothing to rank. */
