@@ -91,6 +91,7 @@ struct cab_consumer {
 	uint32_t burst_left;
 	uint64_t analysed_chunks, seen_chunks;
 	uint64_t last_hb_ns, last_pid_check_ns;
+	uint32_t hb_every, hb_count;	/* beat after every hb_every chunks/buffers */
 	uint64_t dropped_seen;
 	struct cab_stats st;
 };
@@ -108,6 +109,8 @@ bool cab__consumer_back(struct cab_producer *p);
 int cab__wait_space(struct cab_producer *p, bool (*ready)(struct cab_producer *, void *),
 		    void *arg);
 bool cab__sampling_take(struct cab_consumer *c);
+/* A chunk or buffer was delivered: refresh the heartbeat now and then. */
+void cab__chunk_done(struct cab_consumer *c);
 int cab__deliver(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		 const uint64_t *w, size_t n, bool gap);
 /* Walk records in w[0..lim): stops at CLEAR, at lim, or at a bad header

@@ -39,7 +39,27 @@
  * never touch the same cache lines. After handing a chunk's records to the
  * callback it clears the chunk (CLEAR, guard back to MAGIC) and stores the
  * chunk's first word last, with release: a producer that sees that word
- * CLEAR owns the whole chunk.
+ * CLEAR owns the whole chunk. Every word written is cleared, not only the
+ * headers: records vary in length, so any word may be a record start in the
+ * next lap, and a stale word there would look like the guard to the
+ * producer (which would leave the chunk early) and like a record to a
+ * drain. (Clearing only headers, or one word per line, would not be
+ * cheaper anyway: the cost is per line written, and with records of a few
+ * words nearly every line holds a header.)
+ * Before handing records over, the consumer walks their headers to check
+ * them (the callback gets whole records, whatever the target scribbled).
+ *
+ * Costs, measured (bench/pipeline-rings): per line, CAB's consumer reads
+ * and clears and its producer loads the sentinel, then writes; N-way's
+ * consumer only reads. While the ring fits in a core's L2 that makes CAB
+ * up to ~10% slower than N-way (the clear is about a sixth of the
+ * consumer's time); beyond L2 CAB is faster: its producer's first touch of
+ * a line is a load, which the hardware fetches well ahead, where N-way's is
+ * a store that waits for the line (the benchmark's one-thread table shows
+ * it without a second core). Tried and dropped: non-temporal or CLDEMOTE'd
+ * clears (the producer then fetches from farther: -45..-60%), reading with
+ * ownership before clearing, wider stores, deferred clears, producer
+ * prefetches of the next chunk (each within noise, or worse).
  *
  * Modes.
  *  - CAB_EXHAUSTIVE: a full ring makes the producer wait: spin for spin_us,

@@ -12,7 +12,7 @@ struct csim_result *csim_result__new(void)
 {
 	struct csim_result *r = calloc(1, sizeof(*r));
 	if (r)
-		r->nopc_hot.pc = CSIM_NO_PC;
+		r->nopc_row = SIZE_MAX;
 	return r;
 }
 
@@ -20,6 +20,7 @@ void csim_result__free(struct csim_result *r)
 {
 	if (!r)
 		return;
+	free(r->index);
 	free(r->hot);
 	free(r->cold);
 	free(r);
@@ -27,10 +28,11 @@ void csim_result__free(struct csim_result *r)
 
 void csim_result__clear(struct csim_result *r)
 {
+	free(r->index);
 	free(r->hot);
 	free(r->cold);
 	memset(r, 0, sizeof(*r));
-	r->nopc_hot.pc = CSIM_NO_PC;
+	r->nopc_row = SIZE_MAX;
 }
 
 bool csim_result_set_mode(struct csim_result *r, bool cachegrind)
@@ -42,68 +44,98 @@ bool csim_result_set_mode(struct csim_result *r, bool cachegrind)
 	return true;
 }
 
+/* Where pc is in the index, or the free slot where it would go. */
 static size_t slot_of(const struct csim_result *r, uint64_t pc)
 {
 	size_t i = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> r->shift);
-	while (r->hot[i].pc != CSIM_NO_PC && r->hot[i].pc != pc)
+	while (r->index[i] != CSIM_NO_ROW && r->hot[r->index[i]].pc != pc)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
 
-static int grow(struct csim_result *r)
+/* Twice the slots, filled again from the rows. */
+static int grow_index(struct csim_result *r)
 {
 	size_t cap = r->cap ? r->cap * 2 : 1024;
-	struct csim_result n = { .cap = cap, .shift = 64u - (unsigned)__builtin_ctzll(cap) };
+	uint32_t *index = malloc(cap * sizeof(*index));
 
-	n.hot = aligned_alloc(64, cap * sizeof(*n.hot));
-	n.cold = calloc(cap, sizeof(*n.cold));
-	if (!n.hot || !n.cold) {
-		free(n.hot);
-		free(n.cold);
+	if (!index)
 		return -ENOMEM;
-	}
-	memset(n.hot, 0, cap * sizeof(*n.hot));
-	for (size_t i = 0; i < cap; i++)
-		n.hot[i].pc = CSIM_NO_PC;
-	for (size_t i = 0; i < r->cap; i++) {
-		if (r->hot[i].pc == CSIM_NO_PC)
-			continue;
-		size_t j = slot_of(&n, r->hot[i].pc);
-		n.hot[j] = r->hot[i];
-		n.cold[j] = r->cold[i];
-	}
-	free(r->hot);
-	free(r->cold);
-	r->hot = n.hot;
-	r->cold = n.cold;
+	memset(index, 0xff, cap * sizeof(*index));	/* every slot CSIM_NO_ROW */
+	free(r->index);
+	r->index = index;
 	r->cap = cap;
-	r->shift = n.shift;
-	r->last = NULL;
+	r->shift = 64u - (unsigned)__builtin_ctzll(cap);
+	for (size_t k = 0; k < r->n; k++) {
+		if (k == r->nopc_row)
+			continue;
+		r->index[slot_of(r, r->hot[k].pc)] = (uint32_t)k;
+	}
 	return 0;
 }
 
-/* Not found by csim_result_lookup: add a zero row. Allocates only when the
- * table doubles, rarely. */
+/* Room for twice the rows. */
+static int grow_rows(struct csim_result *r)
+{
+	size_t nalloc = r->nalloc ? r->nalloc * 2 : 256;
+	struct csim_hot *hot = aligned_alloc(_Alignof(struct csim_hot), nalloc * sizeof(*hot));
+	struct csim_cold *cold = realloc(r->cold, nalloc * sizeof(*cold));
+
+	if (cold)
+		r->cold = cold;
+	if (!hot || !cold) {
+		free(hot);
+		return -ENOMEM;
+	}
+	if (r->n)
+		memcpy(hot, r->hot, r->n * sizeof(*hot));
+	free(r->hot);
+	r->hot = hot;
+	r->nalloc = nalloc;
+	return 0;
+}
+
+/* A new zero row for pc. */
+static struct csim_hot *add_row(struct csim_result *r, uint64_t pc)
+{
+	if (r->n == r->nalloc && grow_rows(r))
+		return NULL;
+	struct csim_hot *h = &r->hot[r->n];
+	memset(h, 0, sizeof(*h));
+	memset(&r->cold[r->n], 0, sizeof(r->cold[r->n]));
+	h->pc = pc;
+	r->n++;
+	return h;
+}
+
 struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc)
 {
 	r->tot_dirty = true;
 	if (pc == CSIM_NO_PC) {
-		r->nopc_used = true;
-		return r->last = &r->nopc_hot;
+		if (r->nopc_row != SIZE_MAX)
+			return &r->hot[r->nopc_row];
+		r->nopc_row = r->n;
+		struct csim_hot *h = add_row(r, pc);
+		if (!h)
+			r->nopc_row = SIZE_MAX;
+		return h;
 	}
-	if ((r->n + 1) * 2 > r->cap && grow(r))
+	if (r->n >= CSIM_NO_ROW)
+		return NULL;
+	if ((r->n + 1) * 4 > r->cap && grow_index(r))
 		return NULL;
 	size_t i = slot_of(r, pc);
-	if (r->hot[i].pc != pc) {
-		r->hot[i].pc = pc;
-		r->n++;
-	}
-	return r->last = &r->hot[i];
+	if (r->index[i] != CSIM_NO_ROW)
+		return &r->hot[r->index[i]];
+	struct csim_hot *h = add_row(r, pc);
+	if (h)
+		r->index[i] = (uint32_t)(r->n - 1);
+	return h;
 }
 
 size_t csim_result__npcs(const struct csim_result *r)
 {
-	return r->n + r->nopc_used;
+	return r->n;
 }
 
 static bool first_level_of(int lv, int kind)
@@ -121,41 +153,34 @@ void csim_row_counts(const struct csim_result *r, const struct csim_hot *h,
 	out->writes = h->refs[CSIM_WRITE] - (r->cachegrind ? 0 : h->modifies);
 	for (int k = 0; k < CSIM_NKINDS; k++) {
 		out->refs[k] = h->refs[k];
-		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+		for (int lv = 0; lv < CSIM_LL; lv++) {
 			bool first = first_level_of(lv, k);
 			out->access[lv][k] = c->access[lv][k] + (first ? h->refs[k] : 0);
 			out->miss[lv][k] = first ? h->miss1[k] : c->miss[lv][k];
 		}
+		out->access[CSIM_LL][k] = h->ll_access[k];
+		out->miss[CSIM_LL][k] = h->ll_miss[k];
 	}
 }
 
-/* Every used row, in table order. */
-#define FOR_EACH_ROW(r, i, h, c)                                                           \
-	for (size_t i = 0; i <= (r)->cap; i++)                                              \
-		for (const struct csim_hot *h = i < (r)->cap ? &(r)->hot[i] : &(r)->nopc_hot; \
-		     h; h = NULL)                                                           \
-			for (const struct csim_cold *c = i < (r)->cap ? &(r)->cold[i]       \
-								     : &(r)->nopc_cold;     \
-			     c; c = NULL)                                                   \
-				if (i < (r)->cap ? h->pc != CSIM_NO_PC : (r)->nopc_used)
+/* Every row, in the order their PCs came. */
+#define FOR_EACH_ROW(r, i, h, c)                                         \
+	for (size_t i = 0; i < (r)->n; i++)                               \
+		for (const struct csim_hot *h = &(r)->hot[i]; h; h = NULL) \
+			for (const struct csim_cold *c = &(r)->cold[i]; c; c = NULL)
 
 bool csim_result__get(const struct csim_result *r, uint64_t pc, struct csim_pc_stats *out)
 {
-	const struct csim_hot *h = NULL;
-	const struct csim_cold *c = NULL;
+	size_t row = r->nopc_row;
 
-	if (pc == CSIM_NO_PC) {
-		if (r->nopc_used)
-			h = &r->nopc_hot, c = &r->nopc_cold;
-	} else if (r->cap) {
-		size_t i = slot_of(r, pc);
-		if (r->hot[i].pc == pc)
-			h = &r->hot[i], c = &r->cold[i];
+	if (pc != CSIM_NO_PC) {
+		size_t i = r->cap ? slot_of(r, pc) : 0;
+		row = r->cap && r->index[i] != CSIM_NO_ROW ? r->index[i] : SIZE_MAX;
 	}
-	if (!h)
+	if (row == SIZE_MAX)
 		return false;
 	out->pc = pc;
-	csim_row_counts(r, h, c, &out->c);
+	csim_row_counts(r, &r->hot[row], &r->cold[row], &out->c);
 	return true;
 }
 
@@ -202,9 +227,11 @@ int csim_result__merge(struct csim_result *dst, const struct csim_result *src)
 		add_u64(d->refs, h->refs, CSIM_NKINDS);
 		d->modifies += h->modifies;
 		add_u64(d->miss1, h->miss1, CSIM_NKINDS);
+		add_u64(d->ll_access, h->ll_access, CSIM_NKINDS);
+		add_u64(d->ll_miss, h->ll_miss, CSIM_NKINDS);
 		struct csim_cold *dc = csim_cold_of(dst, d);
-		add_u64(&dc->access[0][0], &c->access[0][0], CSIM_NLEVELS * CSIM_NKINDS);
-		add_u64(&dc->miss[0][0], &c->miss[0][0], CSIM_NLEVELS * CSIM_NKINDS);
+		add_u64(&dc->access[0][0], &c->access[0][0], CSIM_LL * CSIM_NKINDS);
+		add_u64(&dc->miss[0][0], &c->miss[0][0], CSIM_LL * CSIM_NKINDS);
 	}
 	dst->tot_dirty = true;
 	return 0;

@@ -278,6 +278,45 @@ unsigned csim_config_split_bits(const struct csim_config *cfg)
 
 /* -------------------------------------------------------------- levels */
 
+enum csim_simd csim_simd_max = CSIM_SIMD_AVX512;
+
+/* The vector search for sets of assoc ways on this CPU, if any. */
+static uint8_t simd_for(uint32_t assoc)
+{
+#if CSIM_HAVE_SIMD
+	if (csim_simd_max >= CSIM_SIMD_AVX512 && (assoc == 8 || assoc == 16) &&
+	    __builtin_cpu_supports("avx512f"))
+		return CSIM_SIMD_AVX512;
+	if (csim_simd_max >= CSIM_SIMD_AVX2 && assoc % 4 == 0 && assoc <= 16 &&
+	    __builtin_cpu_supports("avx2"))
+		return CSIM_SIMD_AVX2;
+#endif
+	(void)assoc;
+	return CSIM_SCALAR;
+}
+
+size_t csim_compact_min = 256u << 10;
+
+/* The d of csim_cache.kdrop: every owned key has the same low d bits and
+ * its rank is the key without them. 0 when the table is needed. */
+static uint32_t key_drop_bits(uint32_t kbits, const int32_t *krank, uint64_t kowned)
+{
+	uint64_t nkeys = 1ull << kbits, first = nkeys;
+
+	if (!kowned || !is_pow2(kowned) || kowned >= nkeys)
+		return 0;
+	uint32_t d = log2u(nkeys / kowned);
+	for (uint64_t k = 0; k < nkeys && first == nkeys; k++)
+		if (krank[k] >= 0)
+			first = k;
+	for (uint64_t k = 0; k < nkeys; k++) {
+		bool alike = ((k ^ first) & ((1ull << d) - 1)) == 0;
+		if (alike != (krank[k] >= 0) || (alike && (uint64_t)krank[k] != k >> d))
+			return 0;
+	}
+	return d;
+}
+
 int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint32_t kbits,
 		     const int32_t *krank, uint64_t kowned)
 {
@@ -300,19 +339,28 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 		c->pow2 = is_pow2(c->sets);
 		c->set_mask = c->sets - 1;
 		c->nsets_local = c->sets;
-		if (krank) {
+		/* A worker stores only its own sets where that saves memory
+		 * worth the arithmetic (the sets it does not own are never
+		 * touched, so never cached, either way). */
+		c->compact = krank && c->sets * c->assoc * sizeof(*c->tags) > csim_compact_min;
+		c->direct = c->pow2 && !c->compact;
+		if (c->compact) {
 			/* The key bits sit above the bits that only tell apart
 			 * the lines of one routing block (larger lines
 			 * elsewhere). */
-			c->compact = true;
 			c->kshift = maxline - c->line_bits;
 			c->kbits = kbits;
 			c->kowned = kowned;
 			c->krank = krank;
+			c->kdrop = key_drop_bits(kbits, krank, kowned);
+			c->low_mask = (1ull << c->kshift) - 1;
+			c->key_mask = (1ull << kbits) - 1;
 			c->nsets_local = ((c->sets >> (c->kshift + kbits)) * kowned) << c->kshift;
 		}
 		size_t n = (size_t)c->nsets_local * c->assoc;
-		c->tags = malloc(n * sizeof(*c->tags));
+		/* Sets of 8 ways are then one cache line each. */
+		c->tags = aligned_alloc(64, (n * sizeof(*c->tags) + 63) & ~(size_t)63);
+		c->simd = simd_for(c->assoc);
 		if (!c->tags) {
 			csim_levels_free(L);
 			return -ENOMEM;
@@ -321,6 +369,9 @@ int csim_levels_init(struct csim_levels *L, const struct csim_config *cfg, uint3
 	L->next[CSIM_I1] = L->next[CSIM_D1] = cfg->level[CSIM_L2].size ? CSIM_L2 : CSIM_LL;
 	if (cfg->level[CSIM_L2].size)
 		L->next[CSIM_L2] = CSIM_LL;
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (L->lv[i].simd > L->simd)
+			L->simd = L->lv[i].simd;
 	csim_levels_flush(L);
 	return 0;
 }
@@ -343,27 +394,27 @@ void csim_levels_free(struct csim_levels *L)
 	}
 }
 
-/* Per-line mode at level lv: h is the row's hot part at a first level
- * (whose first line's access is the reference's own when counted, and
- * whose misses are hot.miss1), NULL at deeper levels. */
-static void line_level(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		       bool counted, struct csim_hot *h, struct csim_cold *c)
+/* Per-line mode at level lv: a first level (whose first line's access is
+ * the reference's own when counted, and whose misses are hot.miss1), or a
+ * deeper one. */
+static void line_level(const struct csim_levels *L, int lv, bool is_first, uint64_t lo, uint64_t hi,
+		       int kind, bool counted, struct csim_result *res, struct csim_hot *h)
 {
 	const struct csim_cache *cc = &L->lv[lv];
 	uint64_t first = lo >> cc->line_bits, last = hi >> cc->line_bits;
 
 	for (uint64_t l = first;; l++) {
-		if (!h || l != first || !counted)
-			c->access[lv][kind]++;
+		if (!is_first || l != first || !counted)
+			csim_row_access(res, h, lv)[kind]++;
 		if (csim_cache_ref(cc, l)) {
-			if (h)
+			if (is_first)
 				h->miss1[kind]++;
 			else
-				c->miss[lv][kind]++;
+				csim_row_miss(res, h, lv)[kind]++;
 			if (L->next[lv] >= 0) {
 				uint64_t base = l << cc->line_bits;
-				line_level(L, L->next[lv], base, base + (1ull << cc->line_bits) - 1,
-					   kind, false, NULL, c);
+				line_level(L, L->next[lv], false, base,
+					   base + (1ull << cc->line_bits) - 1, kind, false, res, h);
 			}
 		}
 		if (l == last)
@@ -372,9 +423,15 @@ static void line_level(const struct csim_levels *L, int lv, uint64_t lo, uint64_
 }
 
 void csim_line_first(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
-		     bool counted, struct csim_hot *h, struct csim_cold *c)
+		     bool counted, struct csim_result *res, struct csim_hot *h)
 {
-	line_level(L, lv, lo, hi, kind, counted, h, c);
+	line_level(L, lv, true, lo, hi, kind, counted, res, h);
+}
+
+void csim_line_deeper(const struct csim_levels *L, int lv, uint64_t lo, uint64_t hi, int kind,
+		      struct csim_result *res, struct csim_hot *h)
+{
+	line_level(L, lv, false, lo, hi, kind, false, res, h);
 }
 
 /* ---------------------------------------------------------- simulator */
@@ -424,54 +481,60 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
-/* Cachegrind mode with power-of-two set counts, a standalone simulator's
- * usual case: the first level's set is a mask away. */
-static int refs_cg_pow2(struct csim *s, const struct rep_ref *refs, size_t n)
+/* A batch in one mode: the body of the two copies below. */
+CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, const bool cg)
 {
 	const struct csim_levels *L = &s->L;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
-		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
+		uint8_t type = r->type;
+		if (__builtin_expect(!csim_ref_type_valid(type), 0))
 			return -EINVAL;
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
-		int first = csim_first_level(r->type), kind = csim_kind_of(r->type);
-		const struct csim_cache *c = &L->lv[first];
-		uint32_t size = csim_cg_size(r);
-		uint64_t line = r->addr >> c->line_bits;
-		bool miss;
-
-		csim_count_ref(h, r->type, true);
-		if (__builtin_expect((r->addr + size - 1) >> c->line_bits == line, 1))
-			miss = csim_set_ref(c->tags + (line & c->set_mask) * c->assoc, c->assoc, line);
-		else
-			miss = csim_cache_access(c, r->addr, size);
-		if (__builtin_expect(!miss, 1))
+		if (!cg) {
+			csim_line_ref(L, r, s->res, h);
 			continue;
-		h->miss1[kind]++;
-		csim_cg_deep(L, L->next[first], r->addr, size, kind, csim_cold_of(s->res, h));
+		}
+		uint64_t addr = r->addr;
+		uint32_t size = csim_cg_size(type, r->size);
+		if (__builtin_expect(csim_cg_first(L, h, type, addr, size), 0))
+			csim_cg_deep(L, L->next[csim_first_level(type)], addr, size,
+				     csim_kind_of(type), s->res, h);
 	}
 	return 0;
+}
+
+static int refs_plain(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+}
+
+CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const struct rep_ref *refs,
+							 size_t n)
+{
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+}
+
+CSIM_AVX512 __attribute__((flatten)) static int refs_avx512(struct csim *s,
+							   const struct rep_ref *refs, size_t n)
+{
+	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
 }
 
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)
 {
 	s->res->tot_dirty = true;
-	if (s->L.cachegrind && s->L.lv[CSIM_I1].pow2 && s->L.lv[CSIM_D1].pow2 &&
-	    !s->L.lv[CSIM_I1].compact && !s->L.lv[CSIM_D1].compact)
-		return refs_cg_pow2(s, refs, n);
-	for (size_t i = 0; i < n; i++) {
-		const struct rep_ref *r = &refs[i];
-		if (!csim_ref_type_valid(r->type))
-			return -EINVAL;
-		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
-		if (!h)
-			return -ENOMEM;
-		csim_sim_ref(&s->L, r, s->res, h);
+	switch (s->L.simd) {
+	case CSIM_SIMD_AVX512:
+		return refs_avx512(s, refs, n);
+	case CSIM_SIMD_AVX2:
+		return refs_avx2(s, refs, n);
+	default:
+		return refs_plain(s, refs, n);
 	}
-	return 0;
 }
 
 struct csim_result *csim__result(struct csim *s)

@@ -125,6 +125,7 @@ int cab__nway_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool al
 		n++;
 		if (rc)
 			return rc;
+		cab__chunk_done(c);
 	}
 	(void)all;
 	return n;

@@ -57,9 +57,10 @@
 
 /* Each worker is fed through a CAB ring (cab.h) used within this process:
  * records of up to SPLIT_STAGE references (3 words each) behind a header
- * whose tag says what follows. */
+ * whose tag says what follows. Long records: a header per 85 references
+ * rather than per 21 makes the worker's walk over the ring cheaper. */
 #define SPLIT_TAG_REFS 1u
-#define SPLIT_STAGE 21			/* 63 payload words: CAB's 64-word records */
+#define SPLIT_STAGE 85			/* 255 payload words */
 #define SPLIT_RECORD_WORDS (1 + 3 * SPLIT_STAGE)
 
 static double thread_cpu(void)
@@ -91,7 +92,7 @@ struct split_slot {
 	_Atomic uint32_t done;		/* parts finished */
 	_Atomic uint32_t busy;		/* 1 from routing until counted */
 	uint32_t parts;
-} __attribute__((aligned(32)));
+} __attribute__((aligned(64)));	/* a line each: no false sharing between neighbours */
 
 #define SLOT_COUNT(v) ((v) & 0xffffu)
 #define SLOT_MISSES(v) ((v) >> 16)
@@ -126,11 +127,9 @@ struct worker {
 	/* Deferred items, a growable ring in stream order. */
 	struct item *items;
 	size_t icap, ihead, icount;
-	/* Per deeper level and local set: registered items, and the pass
-	 * in which an item kept back was seen (blocks younger ones). */
+	/* Per deeper level and local set: deferred items registered there
+	 * (they block fresh entries). */
 	uint32_t *preg[CSIM_NLEVELS];
-	uint32_t *pgen[CSIM_NLEVELS];
-	uint32_t gen;
 	uint64_t deferred;
 	double cpu;		/* seconds of CPU, measured at exit */
 	double busy;		/* of which simulating (not waiting for input) */
@@ -194,36 +193,22 @@ static void reg_range(struct worker *w, const struct item *it, int from, int del
 		reg_level(w, it, lv, delta);
 }
 
-/* Is some older item registered on a set it touches at lv? Fresh items
- * (not registered) look at the counts, kept items at this pass' marks. */
+/* Is a deferred item registered on a set a fresh entry touches at lv?
+ * (Deferred items are retried oldest first and only once all older ones are
+ * done, so nothing ever blocks them.) */
 static bool blocked(const struct worker *w, const struct item *it, int lv, bool fresh)
 {
 	const struct csim_cache *c = &w->L.lv[lv];
 	uint64_t f, e;
 
-	if (!deeper(lv))
+	if (!fresh || !deeper(lv))
 		return false;
 	csim_cache_lines(c, it->addr, it->size, &f, &e);
 	for (uint64_t l = f;; l++) {
-		uint64_t s = csim_cache_local_set(c, csim_cache_set(c, l));
-		if (fresh ? w->preg[lv][s] != 0 : w->pgen[lv][s] == w->gen)
+		if (w->preg[lv][csim_cache_local_set(c, csim_cache_set(c, l))])
 			return true;
 		if (l == e)
 			return false;
-	}
-}
-
-static void mark_kept(struct worker *w, const struct item *it)
-{
-	for (int lv = it->reg; lv >= 0; lv = w->L.next[lv]) {
-		uint64_t f, e;
-		const struct csim_cache *c = &w->L.lv[lv];
-		csim_cache_lines(c, it->addr, it->size, &f, &e);
-		for (uint64_t l = f;; l++) {
-			w->pgen[lv][csim_cache_local_set(c, csim_cache_set(c, l))] = w->gen;
-			if (l == e)
-				break;
-		}
 	}
 }
 
@@ -238,7 +223,6 @@ static int part_done(struct worker *w, const struct item *it)
 	struct csim_hot *h = csim_result_lookup(w->res, it->pc);
 	if (!h)
 		return -ENOMEM;
-	struct csim_cold *c = csim_cold_of(w->res, h);
 	int first = csim_first_level(it->type);
 	csim_count_ref(h, it->type, true);
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
@@ -246,8 +230,8 @@ static int part_done(struct worker *w, const struct item *it)
 		if (lv == first) {
 			h->miss1[it->kind] += SLOT_MISSES(v) != 0;
 		} else {
-			c->access[lv][it->kind] += SLOT_COUNT(v) != 0;
-			c->miss[lv][it->kind] += SLOT_MISSES(v) != 0;
+			csim_row_access(w->res, h, lv)[it->kind] += SLOT_COUNT(v) != 0;
+			csim_row_miss(w->res, h, lv)[it->kind] += SLOT_MISSES(v) != 0;
 		}
 		atomic_store_explicit(&sl->lv[lv], 0, memory_order_relaxed);
 	}
@@ -259,8 +243,8 @@ static int part_done(struct worker *w, const struct item *it)
 enum step { STEP_DONE, STEP_KEPT, STEP_ERR };
 
 /* Take it as far as it can go (Cachegrind mode). fresh: not in the
- * deferred ring (nothing registered); otherwise kept items of this pass
- * block it. On STEP_DONE everything it registered is released. */
+ * deferred ring (nothing registered), so deferred items block it. On
+ * STEP_DONE everything it registered is released. */
 static enum step step(struct worker *w, struct item *it, bool fresh)
 {
 	for (;;) {
@@ -302,11 +286,10 @@ static enum step step(struct worker *w, struct item *it, bool fresh)
 		struct csim_hot *h = csim_result_lookup(w->res, it->pc);
 		if (!h)
 			return STEP_ERR;
-		struct csim_cold *c = csim_cold_of(w->res, h);
-		c->access[lv][it->kind]++;
+		csim_row_access(w->res, h, lv)[it->kind]++;
 		if (!miss)
 			goto done;
-		c->miss[lv][it->kind]++;
+		csim_row_miss(w->res, h, lv)[it->kind]++;
 		if (nx < 0)
 			goto done;
 		it->level = (int8_t)nx;
@@ -343,33 +326,28 @@ static int defer(struct worker *w, struct item *it)
 	return 0;
 }
 
-/* One pass over the deferred items, oldest first. */
+/* The deferred items, oldest first, as far as they go. The first one kept
+ * back (it waits for its partners' verdicts) ends the pass: the younger
+ * ones wait behind it, so a pass costs what it completes, not the length
+ * of the queue. This always progresses: the oldest unfinished reference
+ * of the whole stream waits for nothing older, so its parts are at the
+ * heads of their workers' queues (or fresh) and reach each verdict. */
 static int retry(struct worker *w)
 {
-	size_t n = w->icount, kept = 0;
-
-	if (!n)
-		return 0;
-	if (++w->gen == 0)
-		++w->gen;	/* 0 marks nothing */
-	/* Survivors are compacted in order towards the tail. */
-	for (size_t i = 0; i < n; i++) {
-		struct item *it = &w->items[(w->ihead + i) & (w->icap - 1)];
-		enum step r = step(w, it, false);
+	while (w->icount) {
+		enum step r = step(w, &w->items[w->ihead], false);
 		if (r == STEP_ERR)
 			return -ENOMEM;
-		if (r == STEP_KEPT) {
-			mark_kept(w, it);
-			w->items[(w->ihead + kept++) & (w->icap - 1)] = *it;
-		}
+		if (r == STEP_KEPT)
+			return 0;
+		w->ihead = (w->ihead + 1) & (w->icap - 1);
+		w->icount--;
 	}
-	w->icount = kept;
 	return 0;
 }
 
-/* A fresh entry from the ring, Cachegrind mode. */
 /* The deeper levels of a fresh entry (a part, or a whole reference that
- * missed its first level): go on, or defer. */
+ * missed its first level behind deferred items): go on, or defer. */
 static int cg_go_on(struct worker *w, struct item *it)
 {
 	enum step st = step(w, it, true);
@@ -378,35 +356,13 @@ static int cg_go_on(struct worker *w, struct item *it)
 	return st == STEP_KEPT ? defer(w, it) : 0;
 }
 
-static int cg_entry(struct worker *w, const struct rep_ref *r)
+/* A part of a cut reference (its size was cut to cachegrind's by the
+ * splitter): report its first level to the slot, then go on. */
+static int cg_part(struct worker *w, const struct rep_ref *r)
 {
-	int first = csim_first_level(r->type), nx = w->L.next[first], kind = csim_kind_of(r->type);
-
-	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
-		/* A whole reference: nothing to wait for at the first level. */
-		struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-		if (!h)
-			return -ENOMEM;
-		uint32_t size = csim_cg_size(r);
-		csim_count_ref(h, r->type, true);
-		if (__builtin_expect(!csim_cache_access(&w->L.lv[first], r->addr, size), 1))
-			return 0;
-		h->miss1[kind]++;
-		if (nx < 0)
-			return 0;
-		if (!w->icount) {
-			/* Nothing deferred, so nothing registered: no set to
-			 * wait behind. */
-			csim_cg_deep(&w->L, nx, r->addr, size, kind, csim_cold_of(w->res, h));
-			return 0;
-		}
-		struct item it = { .pc = r->pc, .addr = r->addr, .size = size, .type = r->type,
-				   .kind = (uint8_t)kind, .reg = -1, .level = (int8_t)nx };
-		return cg_go_on(w, &it);
-	}
-	/* A part: its size was cut to cachegrind's by the splitter. */
+	int first = csim_first_level(r->type), nx = w->L.next[first];
 	struct item it = { .pc = r->pc, .addr = r->addr, .size = r->size, .type = r->type,
-			   .kind = (uint8_t)kind, .reg = -1, .cut = true,
+			   .kind = (uint8_t)csim_kind_of(r->type), .reg = -1, .cut = true,
 			   .slot = (uint16_t)(r->pad[1] | r->pad[2] << 8) };
 	bool miss = csim_cache_access(&w->L.lv[first], it.addr, it.size);
 	struct split_slot *sl = &w->sp->slots[it.slot];
@@ -418,37 +374,93 @@ static int cg_entry(struct worker *w, const struct rep_ref *r)
 	return cg_go_on(w, &it);
 }
 
+/* A fresh entry from the ring, Cachegrind mode. */
+CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
+{
+	if (__builtin_expect(r->pad[0] & PART_CUT, 0))
+		return cg_part(w, r);
+	/* A whole reference: nothing to wait for at the first level. */
+	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+	if (__builtin_expect(!h, 0))
+		return -ENOMEM;
+	uint8_t type = r->type;
+	uint64_t addr = r->addr;
+	uint32_t size = csim_cg_size(type, r->size);
+	if (__builtin_expect(!csim_cg_first(&w->L, h, type, addr, size), 1))
+		return 0;
+	int nx = w->L.next[csim_first_level(type)], kind = csim_kind_of(type);
+	if (nx < 0)
+		return 0;
+	if (!w->icount) {
+		/* Nothing deferred, so nothing registered: no set to wait
+		 * behind. */
+		csim_cg_deep(&w->L, nx, r->addr, size, kind, w->res, h);
+		return 0;
+	}
+	struct item it = { .pc = r->pc, .addr = r->addr, .size = size, .type = r->type,
+			   .kind = (uint8_t)kind, .reg = -1, .level = (int8_t)nx };
+	return cg_go_on(w, &it);
+}
+
 /* A fresh entry, per-line mode: parts are independent. */
-static int line_entry(struct worker *w, const struct rep_ref *r)
+CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 {
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-	if (!h)
+	if (__builtin_expect(!h, 0))
 		return -ENOMEM;
-	if (!(r->pad[0] & PART_CUT)) {
-		csim_sim_ref(&w->L, r, w->res, h);
+	if (__builtin_expect(!(r->pad[0] & PART_CUT), 1)) {
+		csim_line_ref(&w->L, r, w->res, h);
 		return 0;
 	}
 	int first = csim_first_level(r->type);
 	uint64_t end = r->addr + r->size - 1;
 	bool counted = !(r->pad[0] & PART_NOCOUNT);
-	struct csim_cold *c = csim_cold_of(w->res, h);
 	if (counted)
 		csim_count_ref(h, r->type, false);
-	csim_line_first(&w->L, first, r->addr, end, csim_kind_of(r->type), counted, h, c);
+	csim_line_first(&w->L, first, r->addr, end, csim_kind_of(r->type), counted, w->res, h);
 	if (r->type == REP_REF_MODIFY)
-		csim_line_first(&w->L, first, r->addr, end, CSIM_WRITE, counted, h, c);
+		csim_line_first(&w->L, first, r->addr, end, CSIM_WRITE, counted, w->res, h);
 	return 0;
+}
+
+/* Entries in one mode: the body of the two copies below. */
+CSIM_HOT int consume_batch(struct worker *w, const struct rep_ref *refs, size_t n, const bool cg)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
+		if (__builtin_expect(rc != 0, 0))
+			return rc;
+	}
+	return 0;
+}
+
+static int consume_plain(struct worker *w, const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
+}
+
+CSIM_AVX2 __attribute__((flatten)) static int consume_avx2(struct worker *w,
+							  const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
+}
+
+CSIM_AVX512 __attribute__((flatten)) static int consume_avx512(struct worker *w,
+							      const struct rep_ref *refs, size_t n)
+{
+	return w->L.cachegrind ? consume_batch(w, refs, n, true) : consume_batch(w, refs, n, false);
 }
 
 static int consume(struct worker *w, const struct rep_ref *refs, size_t n)
 {
-	bool cg = w->sp->cfg.cachegrind;
-	for (size_t i = 0; i < n; i++) {
-		int rc = cg ? cg_entry(w, &refs[i]) : line_entry(w, &refs[i]);
-		if (rc)
-			return rc;
+	switch (w->L.simd) {
+	case CSIM_SIMD_AVX512:
+		return consume_avx512(w, refs, n);
+	case CSIM_SIMD_AVX2:
+		return consume_avx2(w, refs, n);
+	default:
+		return consume_plain(w, refs, n);
 	}
-	return 0;
 }
 
 /* A span of records from the ring. */
@@ -550,7 +562,6 @@ static void split_destroy_workers(struct csim_split *sp)
 		free(w->items);
 		for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
 			free(w->preg[lv]);
-			free(w->pgen[lv]);
 		}
 	}
 	free(sp->w);
@@ -561,12 +572,14 @@ static int ring_init(struct csim_split *sp, struct worker *w, size_t ring_bytes,
 		     size_t chunk_bytes)
 {
 	/* At least 4 chunks (CAB's consumer stays two behind), of whole
-	 * cache lines, each holding at least two records. */
-	while (chunk_bytes > 2048 && ring_bytes / chunk_bytes < 4)
+	 * cache lines, each holding at least two records (of the ring's
+	 * maximum size, below). */
+	size_t min_chunk = (2 * 8 * (SPLIT_RECORD_WORDS + 1) + 63) & ~(size_t)63;
+	while (chunk_bytes / 2 >= min_chunk && ring_bytes / chunk_bytes < 4)
 		chunk_bytes /= 2;
 	chunk_bytes &= ~(size_t)63;
-	if (chunk_bytes < 2 * 8 * SPLIT_RECORD_WORDS)
-		chunk_bytes = 2048;
+	if (chunk_bytes < min_chunk)
+		chunk_bytes = min_chunk;
 	struct cab_opts o = {
 		.sz = sizeof(o), .kind = CAB_KIND_CAB, .mode = CAB_EXHAUSTIVE,
 		.chunk_bytes = chunk_bytes,
@@ -602,7 +615,7 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 		return -ENOMEM;
 	csim_result_set_mode(w->res, sp->cfg.cachegrind);
 	for (uint64_t k = 0; k < nkeys; k++)
-		w->krank[k] = k % sp->nworkers == id ? (int32_t)owned++ : -1;
+		w->krank[k] = sp->owner[k] == id ? (int32_t)owned++ : -1;
 	/* A single worker owns every set: the plain layout. */
 	rc = sp->nworkers == 1 ? csim_levels_init(&w->L, &sp->cfg, 0, NULL, 0)
 			       : csim_levels_init(&w->L, &sp->cfg, sp->bits, w->krank, owned);
@@ -616,8 +629,7 @@ static int worker_init(struct csim_split *sp, struct worker *w, unsigned id, siz
 		if (!deeper(lv) || !w->L.lv[lv].tags)
 			continue;
 		w->preg[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
-		w->pgen[lv] = calloc(w->L.lv[lv].nsets_local, sizeof(uint32_t));
-		if (!w->preg[lv] || !w->pgen[lv])
+		if (!w->preg[lv])
 			return -ENOMEM;
 	}
 	return 0;
@@ -705,6 +717,7 @@ static int flush_stage(struct csim_split *sp, unsigned wi)
 	const uint64_t *payload = (const uint64_t *)(const void *)(sp->stage + (size_t)wi * SPLIT_STAGE);
 	int rc = cab_producer__put(sp->w[wi].prod, CAB_HDR(SPLIT_TAG_REFS, 3 * n), payload, 3 * n);
 
+	sp->st.per_worker[wi] += n;
 	sp->nstage[wi] = 0;
 	if (rc == 1)	/* exhaustive mode drops only when the worker is gone */
 		return fail(sp, -EPIPE, "worker %u stopped taking references", wi);
@@ -727,13 +740,21 @@ static int flush_all(struct csim_split *sp)
 static int stage(struct csim_split *sp, unsigned wi, const struct rep_ref *r)
 {
 	sp->stage[(size_t)wi * SPLIT_STAGE + sp->nstage[wi]++] = *r;
-	sp->st.per_worker[wi < 64 ? wi : 63]++;
 	return sp->nstage[wi] == SPLIT_STAGE ? flush_stage(sp, wi) : 0;
 }
 
 static unsigned worker_of(const struct csim_split *sp, uint64_t block)
 {
 	return sp->owner[block & sp->kmask];
+}
+
+/* Do blocks b1..b2 all belong to worker w? */
+static bool one_worker(const struct csim_split *sp, uint64_t b1, uint64_t end, unsigned w)
+{
+	for (uint64_t b = b1 + 1; b <= end >> sp->rshift && b > b1; b++)
+		if (worker_of(sp, b) != w)
+			return false;
+	return true;
 }
 
 /* A free slot; the workers free them as cut references complete. Staged
@@ -808,43 +829,39 @@ int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n
 
 static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 {
+	const bool cg = sp->cfg.cachegrind;
+	const unsigned rshift = sp->rshift;
+	size_t i;
+	int rc = 0;
+
 	if (sp->finished)
 		return fail(sp, -EPIPE, "push after finish");
 	if (atomic_load_explicit(&sp->abort, memory_order_relaxed))
 		return fail(sp, -ECANCELED, "a worker failed (out of memory)");
-	for (size_t i = 0; i < n; i++) {
+	for (i = 0; i < n && !rc; i++) {
 		const struct rep_ref *r = &refs[i];
-		int rc = 0;
-		if (!csim_ref_type_valid(r->type))
-			return fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
-		uint32_t size = sp->cfg.cachegrind ? csim_cg_size(r) : (r->size ? r->size : 1);
-		uint64_t end = r->addr + size - 1;
-		if (end < r->addr)
-			end = UINT64_MAX;
-		uint64_t b1 = r->addr >> sp->rshift, b2 = end >> sp->rshift;
-		unsigned w1 = worker_of(sp, b1);
-		bool cut = false;
-		for (uint64_t b = b1 + 1; __builtin_expect(b <= b2, 0) && b > b1; b++)
-			if (worker_of(sp, b) != w1) {
-				cut = true;
-				break;
-			}
-		sp->st.refs++;
-		if (__builtin_expect(!cut, 1)) {
-			/* Straight into the worker's next record. */
-			struct rep_ref *d = &sp->stage[(size_t)w1 * SPLIT_STAGE + sp->nstage[w1]++];
-			*d = *r;
-			d->pad[0] = d->pad[1] = d->pad[2] = 0;
-			sp->st.per_worker[w1 < 64 ? w1 : 63]++;
-			if (sp->nstage[w1] == SPLIT_STAGE)
-				rc = flush_stage(sp, w1);
-		} else {
-			rc = route_cut(sp, r, end);
+		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
+			rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
+			break;
 		}
-		if (rc)
-			return rc == -ECANCELED ? fail(sp, rc, "a worker failed (out of memory)") : rc;
+		uint32_t size = cg ? csim_cg_size(r->type, r->size) : (r->size ? r->size : 1);
+		uint64_t end = r->addr + size - 1;
+		uint64_t b1 = r->addr >> rshift;
+		unsigned w1 = worker_of(sp, b1);
+		if (__builtin_expect(end >> rshift != b1 || end < r->addr, 0) &&
+		    !one_worker(sp, b1, end < r->addr ? UINT64_MAX : end, w1)) {
+			rc = route_cut(sp, r, end < r->addr ? UINT64_MAX : end);
+			continue;
+		}
+		/* Straight into the worker's next record. */
+		struct rep_ref *d = &sp->stage[(size_t)w1 * SPLIT_STAGE + sp->nstage[w1]++];
+		*d = *r;
+		d->pad[0] = d->pad[1] = d->pad[2] = 0;
+		if (sp->nstage[w1] == SPLIT_STAGE)
+			rc = flush_stage(sp, w1);
 	}
-	return 0;
+	sp->st.refs += i;
+	return rc == -ECANCELED ? fail(sp, rc, "a worker failed (out of memory)") : rc;
 }
 
 int csim_split__finish(struct csim_split *sp)

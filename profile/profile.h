@@ -34,8 +34,8 @@ extern "C" {
 struct attach_target;
 
 #define PROF_DEFAULT_FREQ_HZ 999u
-/* Above this, without a hardware PMU, each sample's cost (~20 us on a VM)
- * can lock up a CPU: refused unless opts.force. */
+/* Above this, without a hardware PMU, each sample's cost (~18 us on a
+ * nested VM, see below) can lock up a CPU: refused unless opts.force. */
 #define PROF_MAX_SOFT_FREQ_HZ 10000u
 
 struct prof_error {
@@ -45,6 +45,20 @@ struct prof_error {
 
 /* --------------------------------------------------------------- sampler */
 
+/* What sampling costs the target (measured by bench/profile-cost on a
+ * 2-vCPU nested KVM guest without a PMU; the bench prints them):
+ * - Each cpu-clock sample is a timer interrupt: two VM exits (delivery,
+ *   then re-arming the TSC deadline), ~17 us here, whatever is recorded.
+ *   perf's own work is ~0.4 us of that; the call chain adds ~0.5-1 us,
+ *   ~50 ns a frame. So at 999 Hz the target loses ~1.8%, and no
+ *   timer-driven sampler (perf record included) can keep 0.99 of its rate.
+ * - ring: events on the target's threads. Each context switch of a sampled
+ *   thread stops and restarts its event's hrtimer: ~7.5 us more per switch
+ *   here, which slows a target that switches often (a server waking per
+ *   request) far more than its samples do. perf record -p pays the same.
+ * - bpf: events on every CPU: no cost per switch, the same per sample, but
+ *   every process on the machine is interrupted at the rate, and it needs
+ *   CAP_BPF and CAP_PERFMON. The better choice for servers. */
 enum prof_backend {
 	PROF_BACKEND_RING = 0,	/* perf_event mmap rings, read in padrone */
 	PROF_BACKEND_BPF = 1,	/* BPF program, aggregation in kernel maps */

@@ -3,7 +3,7 @@
  * processes (fork and fd passing), sampling mode, a consumer killed or
  * gone mid-stream (the producer must not hang and must count drops),
  * re-attaching, corrupt data, drain, and REP units recovered across
- * processes. */
+ * processes, the guessing header walk, and chunks handed back fully clear. */
 #include "tests/lib/tu.h"
 #include "pipeline/cab-int.h"
 #include "pipeline/rep.h"
@@ -242,6 +242,124 @@ START_TEST(sentinels_and_two_chunks_behind)
 	ck_assert_uint_eq(st.records_delivered, 15);
 	ck_assert_uint_eq(st.records_dropped, 0);
 	for (uint32_t k = 0; k < 4; k++)
+		ck_assert(chunk_pristine(r, k));
+	cab_producer__close(p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+}
+END_TEST
+
+/* The consumer's walk guesses each record is as long as the one before; it
+ * must accept and refuse exactly what a plain walk does: a CLEAR word ends
+ * the data even after records of one word (whose length, 1, is CLEAR's
+ * too), MAGIC and over-long headers are refused inside a run of equal
+ * lengths, and a change of length is followed. */
+START_TEST(header_walk_checks_every_guess)
+{
+	struct cab_ring *r;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 512, 4, 8);
+	uint64_t w[64], nrec;
+	bool bad;
+
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	memset(w, 0, sizeof w);
+	for (int i = 0; i < 5; i++)	/* five records of no payload, then CLEAR */
+		w[i] = CAB_HDR(i + 1, 0);
+	nrec = 0, bad = false;
+	ck_assert_uint_eq(cab__scan(r, w, 0, 56, &nrec, &bad), 5);
+	ck_assert_uint_eq(nrec, 5);
+	ck_assert(!bad);
+
+	/* Runs of 3-word records, a change to 1 and 8 words, back to 3. */
+	size_t at = 0, want = 0;
+	static const unsigned lens[] = { 3, 3, 3, 1, 1, 8, 3, 3, 3, 3 };
+	memset(w, 0, sizeof w);
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		w[at] = CAB_HDR(i + 1, lens[i] - 1);
+		for (unsigned k = 1; k < lens[i]; k++)
+			w[at + k] = k % 2 ? CAB_MAGIC : CAB_CLEAR;	/* payload is never read */
+		at += lens[i];
+	}
+	want = at;
+	nrec = 0, bad = false;
+	ck_assert_uint_eq(cab__scan(r, w, 0, 56, &nrec, &bad), want);
+	ck_assert_uint_eq(nrec, 10);
+	ck_assert(!bad);
+	/* The walk stops at lim, at a record boundary past it. */
+	nrec = 0;
+	ck_assert_uint_eq(cab__scan(r, w, 0, 8, &nrec, &bad), 9);
+	ck_assert_uint_eq(nrec, 3);
+
+	/* Inside a run of equal lengths: MAGIC, then an over-long header. */
+	uint64_t bads[2] = { CAB_MAGIC, CAB_HDR(77, 8) };
+	for (int b = 0; b < 2; b++) {
+		memset(w, 0, sizeof w);
+		for (int i = 0; i < 12; i++)
+			w[i * 4] = CAB_HDR(i + 1, 3);
+		w[6 * 4] = bads[b];
+		nrec = 0, bad = false;
+		ck_assert_uint_eq(cab__scan(r, w, 0, 56, &nrec, &bad), 24);
+		ck_assert_uint_eq(nrec, 6);
+		ck_assert(bad);
+	}
+	cab_ring__close(r);
+}
+END_TEST
+
+/* Every chunk the consumer hands back is as new: CLEAR up to the guard,
+ * MAGIC in it, whatever was there. Records of every length (so the next
+ * lap's record starts fall on the last lap's payload words), payload words
+ * never CLEAR (so any word left uncleared would stop the producer early,
+ * and a drain would read it as a record), records spilling into the guard
+ * by every amount, and many wraps. */
+START_TEST(consumed_chunks_are_handed_back_clear)
+{
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 512, 6, 16);	/* 64 words: 48 data + 16 guard */
+	uint64_t pl[15];
+	uint64_t got = 0, words = 0;
+
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	for (uint64_t i = 0; i < 20000; i++) {
+		size_t n = (size_t)((i * 7 + i / 5) % 16);
+		for (size_t k = 0; k < n; k++)
+			pl[k] = ~0ULL - i - k;
+		uint64_t *at = p->ptr;
+		ck_assert_int_eq(cab_producer__put(p, CAB_HDR(i + 1, n), pl, n), 0);
+		/* The fast path never leaves a chunk before its guard: a record
+		 * starting below it went exactly where the last one ended. */
+		uint32_t k = (uint32_t)((size_t)(at - r->data) / r->chunk_words);
+		if (at < r->data + (size_t)r->nchunks * r->chunk_words &&
+		    at < cab__chunk(r, k) + r->data_end && at != cab__chunk(r, k))
+			ck_assert_ptr_eq(p->ptr, at + 1 + n);
+		uint32_t from = c->chunk;
+		int rc = cab_consumer__poll(c, NULL, NULL);
+		ck_assert_int_ge(rc, 0);
+		for (int j = 0; j < rc; j++)
+			ck_assert_msg(chunk_pristine(r, (from + (uint32_t)j) % r->nchunks),
+				      "chunk %u handed back dirty (record %" PRIu64 ")",
+				      (from + (uint32_t)j) % r->nchunks, i);
+		got += (uint64_t)rc;
+		words += 1 + n;
+	}
+	ck_assert_uint_gt(got, 3 * r->nchunks);	/* many wraps */
+	/* A chunk holds data_end words and at most a record's spill: with
+	 * nothing cut short, the chunks used are few. */
+	struct cab_stats st;
+	cab_consumer__stats(c, &st);
+	ck_assert_uint_le(st.chunks_consumed * r->data_end, words);
+	cab_producer__flush(p);
+	while (!cab_consumer__eof(c))
+		ck_assert_int_ge(cab_consumer__poll(c, NULL, NULL), 0);
+	cab_consumer__stats(c, &st);
+	ck_assert_uint_eq(st.records_delivered, 20000);
+	ck_assert_uint_eq(st.words_delivered, words);
+	ck_assert_uint_eq(st.corrupt, 0);
+	for (uint32_t k = 0; k < r->nchunks; k++)
 		ck_assert(chunk_pristine(r, k));
 	cab_producer__close(p);
 	cab_consumer__close(c);
@@ -965,6 +1083,8 @@ int main(void)
 	tcase_add_test(tc, bad_geometry_is_refused);
 	tcase_add_test(tc, one_producer_one_consumer);
 	tcase_add_test(tc, sentinels_and_two_chunks_behind);
+	tcase_add_test(tc, header_walk_checks_every_guess);
+	tcase_add_test(tc, consumed_chunks_are_handed_back_clear);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);

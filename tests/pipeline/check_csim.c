@@ -2,6 +2,7 @@
  * reader. */
 #include "tests/lib/tu.h"
 #include "tests/pipeline/check_csim-model.h"
+#include "pipeline/csim-internal.h"	/* csim_simd_max */
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -246,6 +247,40 @@ START_TEST(per_pc_rows_attribute_misses)
 }
 END_TEST
 
+START_TEST(rows_for_many_pcs_and_extreme_pcs)
+{
+	/* Enough PCs to grow the row index and the rows many times, pc 0 and
+	 * the all-ones pc (not in the index), each with its own count. */
+	enum { NPC = 70000 };
+	struct csim_config cfg = tiny(true);
+	static struct rep_ref refs[3 * NPC];
+	size_t n = 0;
+	for (uint64_t k = 0; k < NPC; k++) {
+		uint64_t pc = k == 1 ? UINT64_MAX : k * 0x1000;	/* k == 0: pc 0 */
+		for (uint64_t j = 0; j <= k % 3; j++)
+			refs[n++] = R(pc, 0x10000 + 8 * j, 8, REP_REF_READ);
+	}
+	struct csim *s;
+	run(&s, &cfg, refs, n);
+	struct csim_result *m = csim_result__new();
+	ck_assert_int_eq(csim_result__merge(m, csim__result(s)), 0);
+	ck_assert(csim_result__equal(m, csim__result(s)));
+	for (int pass = 0; pass < 2; pass++) {
+		const struct csim_result *r = pass ? m : csim__result(s);
+		ck_assert_uint_eq(csim_result__npcs(r), NPC);
+		for (uint64_t k = 0; k < NPC; k++) {
+			struct csim_pc_stats row;
+			ck_assert(csim_result__get(r, k == 1 ? UINT64_MAX : k * 0x1000, &row));
+			ck_assert_uint_eq(row.c.refs[CSIM_READ], k % 3 + 1);
+		}
+		struct csim_pc_stats row;
+		ck_assert(!csim_result__get(r, 0x1001, &row));
+	}
+	csim_result__free(m);
+	csim__free(s);
+}
+END_TEST
+
 START_TEST(merge_sums_rows_and_totals)
 {
 	struct csim_config cfg = tiny(false);
@@ -333,6 +368,26 @@ START_TEST(matches_model_per_line_mode)
 	cfg.level[CSIM_L2] = (struct csim_geom){ 20480, 5, 128 };	/* 32 sets */
 	cfg.level[CSIM_LL] = (struct csim_geom){ 3 * 65536, 16, 64 };	/* 192 sets */
 	check_against_model(&cfg, 4, 1 << 18);
+}
+END_TEST
+
+START_TEST(matches_model_at_every_associativity)
+{
+	/* Sets of 8 or 16 ways take the AVX-512 search, of 4, 8, 12 or 16
+	 * the AVX2 one, the others the scalar one, each in its copy of the
+	 * batch loop (as far as this CPU has them): all must be exactly LRU. */
+	static const enum csim_simd tiers[] = { CSIM_SCALAR, CSIM_SIMD_AVX2, CSIM_SIMD_AVX512 };
+	for (size_t t = 0; t < 3; t++) {
+		csim_simd_max = tiers[t];
+		for (uint32_t a = 1; a <= 17; a++) {
+			struct csim_config cfg = { .cachegrind = a % 2 == 1 };
+			cfg.level[CSIM_I1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+			cfg.level[CSIM_D1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+			cfg.level[CSIM_LL] = (struct csim_geom){ 64ull * (18 - a) * 64, 18 - a, 64 };
+			check_against_model(&cfg, 100 + a, 1 << 15);
+		}
+	}
+	csim_simd_max = CSIM_SIMD_AVX512;
 }
 END_TEST
 
@@ -699,9 +754,11 @@ int main(void)
 	tcase_add_test(tc, instructions_go_through_i1);
 	tcase_add_test(tc, dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode);
 	tcase_add_test(tc, per_pc_rows_attribute_misses);
+	tcase_add_test(tc, rows_for_many_pcs_and_extreme_pcs);
 	tcase_add_test(tc, merge_sums_rows_and_totals);
 	tcase_add_test(tc, matches_model_cachegrind_mode);
 	tcase_add_test(tc, matches_model_per_line_mode);
+	tcase_add_test(tc, matches_model_at_every_associativity);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
 	tcase_add_test(tc, host_geometry_from_sysfs);

@@ -3,6 +3,7 @@
  * across workers, uneven routing, tiny rings; and the analyses. */
 #include "tests/lib/tu.h"
 #include "tests/pipeline/check_csim-model.h"
+#include "pipeline/csim-internal.h"	/* csim_compact_min */
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -43,11 +44,16 @@ static void expect_same(const struct csim_config *cfg, const struct rep_ref *ref
 	struct csim *s;
 	ck_assert_int_eq(csim__new(cfg, &s), 0);
 	ck_assert_int_eq(csim__refs(s, refs, n), 0);
-	for (size_t i = 0; i < nw; i++) {
-		struct csim_split *sp = split_run(cfg, workers[i], refs, n, 1000 + 77 * i, ring_bytes);
+	/* Every level stored compact in the workers, then (with the first
+	 * worker count) only the large ones, as in use. */
+	size_t compact_min = csim_compact_min;
+	for (size_t i = 0; i <= nw; i++) {
+		csim_compact_min = i < nw ? 0 : compact_min;
+		struct csim_split *sp = split_run(cfg, workers[i % nw], refs, n, 1000 + 77 * i,
+						  ring_bytes);
 		struct csim_split_stats st;
 		csim_split__stats(sp, &st);
-		ck_assert_uint_eq(st.workers, workers[i]);
+		ck_assert_uint_eq(st.workers, workers[i % nw]);
 		ck_assert_uint_eq(st.refs, n);
 		if (!csim_result__equal(csim_split__result(sp), csim__result(s))) {
 			const struct csim_counts *a = csim_result__totals(csim_split__result(sp));
@@ -57,10 +63,11 @@ static void expect_same(const struct csim_config *cfg, const struct rep_ref *ref
 					fprintf(stderr, "lv %d kind %d: split %lu/%lu one %lu/%lu\n", lv, k,
 						(unsigned long)a->access[lv][k], (unsigned long)a->miss[lv][k],
 						(unsigned long)b->access[lv][k], (unsigned long)b->miss[lv][k]);
-			ck_abort_msg("%u workers differ from one simulator", workers[i]);
+			ck_abort_msg("%u workers differ from one simulator", workers[i % nw]);
 		}
 		csim_split__free(sp);
 	}
+	csim_compact_min = compact_min;
 	csim__free(s);
 }
 
@@ -85,6 +92,20 @@ START_TEST(workers_match_with_l2_and_mixed_line_sizes)
 	cfg.level[CSIM_LL] = (struct csim_geom){ 131072, 8, 128 };
 	make_stream(refs, N, 12, 1 << 18, 300);
 	expect_same(&cfg, refs, N, w, 3, 0);
+}
+END_TEST
+
+START_TEST(workers_match_with_a_large_last_level)
+{
+	/* A last level large enough to be stored compact in the workers while
+	 * the first levels are not (in both modes). */
+	static const unsigned w[] = { 2, 3 };
+	struct csim_config cfg = cg_cfg();
+	cfg.level[CSIM_LL] = (struct csim_geom){ 4 << 20, 16, 64 };	/* 512 KiB of tags */
+	make_stream(refs, N, 15, 1 << 23, 300);
+	expect_same(&cfg, refs, N, w, 2, 0);
+	cfg.cachegrind = false;
+	expect_same(&cfg, refs, N, w, 2, 0);
 }
 END_TEST
 
@@ -393,6 +414,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, workers_match_one_simulator_cachegrind_mode);
 	tcase_add_test(tc, workers_match_with_l2_and_mixed_line_sizes);
+	tcase_add_test(tc, workers_match_with_a_large_last_level);
 	tcase_add_test(tc, workers_match_per_line_mode);
 	tcase_add_test(tc, split_matches_the_naive_model);
 	tcase_add_test(tc, every_reference_straddles);
