@@ -13,6 +13,7 @@
 
 #include "attach/attach.h"
 #include "codecache/codecache.h"
+#include "profile/profile.h"
 #include "src/session.h"
 
 struct cc_ctx {
@@ -72,8 +73,40 @@ static void close_ctx(struct cc_ctx *x)
 	cc_cache__close(x->c);
 }
 
-/* A function by name, or by address ("0x401136"; its extent then comes
- * from its control flow). */
+/* A jump written anywhere but at a function's entry (inside a function, or
+ * inside one of its instructions) would break the process: an address must
+ * be in code, and at the start of whatever symbol or FDE covers it. */
+static int check_entry(struct cc_ctx *x, uint64_t addr, const char *name)
+{
+	pid_t pid = attach_target__pid(padrone_session_target(x->s));
+	struct prof_symbolizer *sym;
+	struct attach_maps *maps;
+	struct prof_sym ps;
+	int rc;
+
+	if ((rc = attach_maps__read(pid, &maps)) < 0)
+		return padrone_session_fail(x->s, PADRONE_SYSTEM, rc, "cannot read the maps of "
+					    "process %d: %s", (int)pid, strerror(-rc));
+	const struct attach_map *m = attach_maps__find(maps, addr);
+	bool code = m && (m->prot & ATTACH_MAP_X);
+	attach_maps__free(maps);
+	if (!code)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EFAULT,
+					    "no code at %s in process %d", name, (int)pid);
+	if ((rc = padrone_session_symbolizer(x->s, &sym)) < 0)
+		return rc;
+	if (prof_symbolizer__lookup(sym, addr, &ps) < 0 || ps.bounds == PROF_BOUNDS_NONE ||
+	    ps.start == addr)
+		return 0;
+	return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL,
+				    "%s is inside %s (%#lx-%#lx), not at its entry: give %s or "
+				    "%#lx", name, ps.name, (unsigned long)ps.start,
+				    (unsigned long)ps.end, ps.name, (unsigned long)ps.start);
+}
+
+/* A function by name, by address ("0x401136"; its extent then comes from
+ * its control flow), or by the "sub_401136" name reports give code
+ * without symbols. */
 static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 {
 	struct cc_error err;
@@ -81,15 +114,17 @@ static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 
 	if (!name || !*name)
 		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
+	f->size = 0;
+	f->name = name;
 	if (name[0] == '0' && name[1] == 'x') {
 		errno = 0;
 		f->addr = strtoull(name, &end, 16);
-		f->size = 0;
-		f->name = name;
 		if (!*end && !errno && f->addr)
-			return 0;
+			return check_entry(x, f->addr, name);
 	}
 	int rc = cc_syms__func(x->sy, name, f, &err);
+	if (rc == -ENOENT && padrone_sub_name_addr(name, &f->addr) == 0)
+		return check_entry(x, f->addr, name);
 	return rc < 0 ? fail_cc(x->s, rc, err.msg) : 0;
 }
 

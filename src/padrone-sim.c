@@ -234,6 +234,7 @@ static int make_geometry(struct opts *o)
 struct run {
 	struct pipeline_analysis *a[MAX_ANALYSES];
 	size_t n;
+	uint64_t refs;		/* references fed to the analyses */
 };
 
 struct block_row;
@@ -243,6 +244,7 @@ static int report_analyses(struct opts *o, struct run *run, const struct block_r
 static int sink(void *arg, const struct rep_ref *refs, size_t n)
 {
 	struct run *run = arg;
+	run->refs += n;
 	for (size_t i = 0; i < run->n; i++) {
 		int rc = pipeline_analysis__refs(run->a[i], refs, n);
 		if (rc) {
@@ -470,6 +472,11 @@ static int replay_lackey(const struct opts *o, struct run *run)
 		status = EXIT_FAILURE_RUN;
 	} else if (rc) {
 		status = -EXIT_FAILURE_RUN;	/* an analysis said why; no report */
+	} else if (!run->refs) {	/* not a trace: nothing to report */
+		fprintf(stderr, "padrone-sim: %s: not a lackey trace: none of its %" PRIu64 " lines "
+				"is a trace line (valgrind --tool=lackey --trace-mem=yes writes them)\n",
+			std ? "<stdin>" : o->lackey, csim_lackey__lines(lk));
+		status = -EXIT_BADINPUT;
 	}
 	csim_lackey__close(lk);
 	if (!std)

@@ -1,6 +1,7 @@
 /* session.c: libpadrone's session, composing attach/ and profile/. */
 #include "src/padrone.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -323,6 +324,20 @@ static int need_symbolizer(struct padrone_session *s)
 	return 0;
 }
 
+int padrone_sub_name_addr(const char *name, uint64_t *addr)
+{
+	char *end;
+
+	if (strncmp(name, "sub_", 4) != 0 || !isxdigit((unsigned char)name[4]))
+		return -ENOENT;
+	errno = 0;
+	unsigned long long v = strtoull(name + 4, &end, 16);
+	if (*end || errno || !v)
+		return -ENOENT;
+	*addr = v;
+	return 0;
+}
+
 /* ---------------------------------------------------------------- threads */
 
 /* name, state and CPU times from /proc/PID/task/TID/stat (no ptrace). */
@@ -559,6 +574,9 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
 			    err.msg);
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	/* gone during the profile: its code can no longer be named */
+	if (r == 0)
+		r = need_target(s);
 	if (r == 0)
 		r = need_symbolizer(s);
 	/* No sample at all (a stopped process): nothing to rank. */

@@ -23,6 +23,9 @@ PADRONE_HIDDEN struct attach_target *padrone_session_target(const struct padrone
  * on each call. 0 or -errno with the session's error set. */
 PADRONE_HIDDEN int padrone_session_symbolizer(struct padrone_session *s,
 					      struct prof_symbolizer **out);
+/* The address in a "sub_<hex>" name, which reports give code that has no
+ * symbol (after its runtime address). 0, or -ENOENT for any other name. */
+PADRONE_HIDDEN int padrone_sub_name_addr(const char *name, uint64_t *addr);
 /* Record a failure on the session (for padrone_session__errmsg and the
  * exit status). Returns err (or -EINVAL if err is not negative). */
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,

@@ -90,7 +90,8 @@ static int resolve(struct padrone_session *s, struct cfg_reader *r, const char *
 		*addr = v;
 		return 0;
 	}
-	if (cfg_reader__lookup(r, what, addr) == 0 || lookup_in_files(s, what, addr) == 0)
+	if (cfg_reader__lookup(r, what, addr) == 0 || lookup_in_files(s, what, addr) == 0 ||
+	    padrone_sub_name_addr(what, addr) == 0)
 		return 0;
 	return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
 				    "no function named '%s' in process %d", what,

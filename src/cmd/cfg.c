@@ -45,7 +45,8 @@ const struct padrone_cmd_entry padrone_cmd_cfg_entry = {
 	.name = "cfg",
 	.usage = "[-dj] FUNC|ADDR",
 	.summary = "show a function's control-flow graph, rebuilt from the process's memory",
-	.help = "FUNC is a symbol name; ADDR (0x...) may be anywhere inside the function.\n"
+	.help = "FUNC is a symbol name, or the sub_ADDR name reports give code without\n"
+		"symbols; ADDR (0x...) may be anywhere inside the function.\n"
 		"Lists blocks with their instructions, edges, jump tables, calls and loops;\n"
 		"-j (--json) prints JSON, -d (--dot) Graphviz with loops as clusters and,\n"
 		"after a profile, hot blocks shaded.",

@@ -121,15 +121,15 @@ const struct padrone_cmd_entry padrone_cmd_replace_entry = {
 	.name = "replace",
 	.usage = "[-nwfrC] [-t MS] [-c CALLER,...] FUNC FILE[:SYMBOL]",
 	.summary = "replace FUNC live by a function of FILE",
-	.help = "FILE is a relocatable object (e.g. cc -O3 -mavx2 -fPIC -c), a shared object,\n"
-		"or with -r raw position-independent code. SYMBOL defaults to FUNC's own name,\n"
-		"else FILE's only function. FUNC may be an address (0x...). The new code is\n"
-		"linked against the process's own libraries and put in its code cache; calls\n"
-		"go to it through a jump at FUNC's entry (and, with -c, re-targeted direct\n"
-		"calls in the callers; -C: only those). Threads inside FUNC finish their call\n"
-		"in the original; -w waits until none is in it (-t MS, default 2000), -f then\n"
-		"goes ahead anyway. -n prints what would be done. The replacement stays after\n"
-		"padrone detaches; restore FUNC undoes it.",
+	.help = "FILE is a relocatable object (e.g. cc -O3 -mavx2 -fPIC -c), a shared object, or\n"
+		"with -r raw position-independent code. SYMBOL defaults to FUNC's own name, else\n"
+		"FILE's only function. FUNC may be sub_ADDR or the address (0x...) of its entry.\n"
+		"The new code is linked against the process's own libraries and put in its code\n"
+		"cache; calls go to it through a jump at FUNC's entry (and, with -c, re-targeted\n"
+		"direct calls in the callers; -C: only those). Threads inside FUNC finish their\n"
+		"call in the original; -w waits until none is in it (-t MS, default 2000), -f\n"
+		"then goes ahead anyway. -n prints what would be done. The replacement stays\n"
+		"after padrone detaches; restore FUNC undoes it.",
 	.opts = replace_opts,
 	.lower = 2,
 	.upper = 2,

@@ -47,7 +47,7 @@ run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
 says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
-echo "1..15"
+echo "1..18"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
@@ -77,6 +77,17 @@ run dry "$padrone" -p "$pid" replace -n vecadd "$obj"
 run after "$padrone" -p "$pid" restore vecadd
 check "a dry run says what it would write and changes nothing" \
 	eval 'status dry 0 && says dry "would write 5 bytes at 0x" && status after 2'
+entry=$("$padrone" -p "$pid" disas vecadd | sed -n '1s/^function vecadd at \(0x[0-9a-f]*\):.*/\1/p')
+inside=$(printf '0x%x' $((entry + 1)))
+run inside "$padrone" -p "$pid" replace -n "$inside" "$obj"
+check "an address inside a function is refused, naming its entry" \
+	eval 'status inside 2 && says inside "padrone: $inside is inside vecadd (${entry}-0x[0-9a-f]*), not at its entry: give vecadd or $entry"'
+sub=sub_${entry#0x}
+run sub "$padrone" -p "$pid" replace -n "$sub" "$obj"
+check "replace takes the sub_ADDR names of reports" \
+	eval 'status sub 0 && says sub "would write 5 bytes at $entry"'
+run subcfg "$padrone" -p "$pid" cfg "$sub"
+check "... and so does cfg" eval 'status subcfg 0 && says subcfg "^function vecadd at $entry"'
 run raw "$padrone" -p "$pid" replace -r vecadd "$b/tests/codecache/repl/vecadd_avx2.bin"
 rounds 1
 run rawback "$padrone" -p "$pid" restore vecadd

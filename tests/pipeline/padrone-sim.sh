@@ -14,7 +14,7 @@ check() {	# check DESCRIPTION COMMAND...: ok if the command succeeds
 	n=$((n + 1))
 	if "$@"; then echo "ok $n - $what"; else echo "not ok $n - $what"; fi
 }
-echo "1..17"
+echo "1..18"
 
 # Tiny geometry: D1 2 sets x 2 ways of 64 B.
 G=(--I1=256,2,64 --D1=256,2,64 --LL=1024,4,64 --cachegrind)
@@ -75,6 +75,10 @@ check "cachegrind mode refuses a non-power-of-two set count as cachegrind does" 
 "$sim" --lackey "$tmp/trace" --bogus 2>> "$tmp/err"; st2=$?
 "$sim" 2>> "$tmp/err"; st3=$?
 check "bad options exit 2" test "$st1$st2$st3" = 222
+printf '==1== Lackey without --trace-mem=yes\n\001\377 binary\n' > "$tmp/notrace"
+"$sim" --lackey "$tmp/notrace" > "$tmp/out" 2> "$tmp/err"; st=$?
+check "a file with no trace line exits 1 saying so, with no report" \
+	bash -c "test $st = 1 && test ! -s '$tmp/out' && grep -q '^padrone-sim: $tmp/notrace: not a lackey trace: none of its 2 lines is a trace line' '$tmp/err'"
 "$sim" --lackey "$tmp/nonexistent" 2> "$tmp/err"; st=$?
 check "an unreadable input exits 3 naming it" \
 	bash -c "test $st = 3 && grep -q 'cannot open $tmp/nonexistent: No such file' '$tmp/err'"
