@@ -576,7 +576,7 @@ static int ring_init(struct csim_split *sp, struct worker *w, size_t ring_bytes,
 	/* At least 4 chunks (CAB's consumer stays two behind), of whole
 	 * cache lines, each holding at least two records (of the ring's
 	 * maximum size, below). */
-	size_t min_chunk = (2 * 8 * (SPLIT_RECORD_WORDS + 1) + 63) & ~(size_t)63;
+	size_t min_chunk = (2 * 8 * SPLIT_RECORD_WORDS + 63) & ~(size_t)63;
 	while (chunk_bytes / 2 >= min_chunk && ring_bytes / chunk_bytes < 4)
 		chunk_bytes /= 2;
 	chunk_bytes &= ~(size_t)63;
@@ -586,12 +586,7 @@ static int ring_init(struct csim_split *sp, struct worker *w, size_t ring_bytes,
 		.sz = sizeof(o), .kind = CAB_KIND_CAB, .mode = CAB_EXHAUSTIVE,
 		.chunk_bytes = chunk_bytes,
 		.nchunks = (unsigned)(ring_bytes / chunk_bytes < 4 ? 4 : ring_bytes / chunk_bytes),
-		/* One word more than our records: a record of exactly
-		 * max_record_words at the last position before the guard
-		 * covers the whole guard, and the producer's fast path then
-		 * runs into the next chunk (or past the ring) — cab.c's
-		 * data_end leaves max_rec - 1 words of guard, not max_rec. */
-		.max_record_words = SPLIT_RECORD_WORDS + 1,
+		.max_record_words = SPLIT_RECORD_WORDS,
 		/* Both ends live in this process: a worker is never "gone",
 		 * only perhaps descheduled for a while on a busy machine. */
 		.consumer_timeout_ms = 600000,
