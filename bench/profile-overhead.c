@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -406,6 +407,29 @@ static double median(const double *v, int n)
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
+/* The noise of a mode's median ratio: its standard error, from the median
+ * absolute deviation of the windows (robust to a disturbed window). */
+static double median_error(const double *v, int n)
+{
+	double med = median(v, n), dev[MAX_WINDOWS];
+
+	for (int i = 0; i < n; i++)
+		dev[i] = fabs(v[i] - med);
+	return 1.253 * 1.4826 * median(dev, n) / sqrt((double)n);
+}
+
+/* ours against theirs: ahead, or behind by less than twice the noise of the
+ * difference (the two medians cannot be told apart), or behind. */
+static const char *verdict(const struct mode *a, const struct mode *b)
+{
+	double ca = median(a->cpu_ratio, a->n), cb = median(b->cpu_ratio, b->n);
+	double ea = median_error(a->cpu_ratio, a->n), eb = median_error(b->cpu_ratio, b->n);
+
+	if (ca >= cb)
+		return "met";
+	return cb - ca <= 2 * sqrt(ea * ea + eb * eb) ? "a tie (the gap is within the noise)" : "MISSED";
+}
+
 static const struct mode *find_mode(const struct mode *modes, size_t n, enum tool tool,
 				    unsigned hz)
 {
@@ -464,8 +488,8 @@ static void print_goals(const struct mode *modes, size_t nm)
 				       cf < 0.99 ? "; out of reach, the floor is below it" : "");
 			if (b && b->samples) {
 				double cb = median(b->cpu_ratio, b->n);
-				printf(" vs %s %.4f (goal >= perf: %s)", tool_name[theirs], cb,
-				       ca >= cb ? "met" : "MISSED");
+				printf(" vs %s %.4f (goal >= perf: %s; noise +-%.4f)", tool_name[theirs],
+				       cb, verdict(a, b), median_error(a->cpu_ratio, a->n));
 			} else if (b) {
 				printf(" vs %s: no samples recorded, nothing to compare",
 				       tool_name[theirs]);
