@@ -267,6 +267,10 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 	}
 	if (n < r->n)
 		fprintf(f, "# ... %zu more functions\n", r->n - n);
+	if (!r->samples)
+		fprintf(f, "# no samples: no thread of process %d ran on a CPU while it was sampled "
+			"(sleeping, blocked or stopped); is the busy process a child of it?\n",
+			(int)r->pid);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

@@ -135,6 +135,9 @@ START_TEST(an_empty_profile_is_still_a_report)
 	ck_assert_int_eq(padrone_report_set_backend(r, "ring", "BPF is not available here"), 0);
 	ck_assert_str_eq(padrone_report__fallback(r), "BPF is not available here");
 	free(json);
+	char *text = padrone_report__text(r, 20);	/* says why the table is empty */
+	ck_assert_ptr_nonnull(strstr(text, "# no samples: no thread of process 1 ran on a CPU"));
+	free(text);
 	padrone_report_free(r);
 }
 END_TEST
