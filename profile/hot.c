@@ -280,12 +280,12 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		return -ENOMEM;
 	}
 	prof_sampler__totals(smp, &h->tot);
-	/* code mapped while sampling: the current maps first, then what the
-	 * MMAP2 records said for code unmapped since */
+	/* code mapped while sampling: the current maps first (and the JIT's
+	 * perf map as it is now), then what the MMAP2 records said for code
+	 * unmapped since */
 	const struct prof_mmap *mm;
 	size_t nmm = prof_sampler__mmaps(smp, &mm);
-	if (nmm)
-		prof_symbolizer__refresh(sym);	/* fails only if the target is gone */
+	prof_symbolizer__refresh(sym);	/* fails only if the target is gone */
 	if (nmm && prof_symbolizer__note_mmaps(sym, mm, nmm) < 0) {
 		prof_seterr(err, -ENOMEM, "%s", prof_symbolizer__errmsg(sym));
 		prof_hot__free(h);

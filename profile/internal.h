@@ -128,6 +128,61 @@ size_t prof_sampler__mmaps(const struct prof_sampler *s, const struct prof_mmap 
 /* Handles one ring record as the reader thread would (for tests). */
 void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_header *h);
 
+/* ------------------------------------------------------- perf map files */
+
+/* A huge or hostile file costs at most this much memory. */
+#define PROF_PERFMAP_MAX_ENTRIES (1u << 20)
+#define PROF_PERFMAP_MAX_NAME_BYTES (64u << 20)
+
+struct prof_perfmap_ent {
+	uint64_t start, end;	/* runtime [start, end) */
+	size_t name;		/* offset into strings */
+};
+/* A piece of the address space and the entry that owns it (the last one
+ * in the file that covers it). */
+struct prof_perfmap_seg {
+	uint64_t start, end;
+	uint32_t ent;
+};
+
+/* The entries of one perf map file, as much of it as was read. */
+struct prof_perfmap {
+	struct prof_perfmap_ent *ents;	/* in file order */
+	size_t n, cap;
+	char *strings;
+	size_t strings_len, strings_cap;
+	struct prof_perfmap_seg *segs;	/* sorted, disjoint */
+	size_t nsegs;
+	uint64_t malformed;	/* lines skipped */
+	uint64_t dropped;	/* entries beyond the caps */
+	uint64_t consumed;	/* bytes of the file parsed (whole lines) */
+	uint64_t dev, ino;	/* which file that was */
+	bool skipping;		/* inside an over-long line */
+};
+
+void prof_perfmap__init(struct prof_perfmap *m);
+void prof_perfmap__fini(struct prof_perfmap *m);
+/* Parses the complete lines of buf; returns the bytes they took (the
+ * unfinished tail is left for the next call) or -ENOMEM. */
+int prof_perfmap__feed(struct prof_perfmap *m, const char *buf, size_t len);
+/* Works out which entry owns each address, after feeding. */
+int prof_perfmap__index(struct prof_perfmap *m);
+/* Reads what the open file holds beyond what was read before (all of it
+ * again if it is another file or has shrunk), and re-indexes. */
+int prof_perfmap__update(struct prof_perfmap *m, int fd);
+const struct prof_perfmap_ent *prof_perfmap__find(const struct prof_perfmap *m, uint64_t addr);
+const char *prof_perfmap__name(const struct prof_perfmap *m, const struct prof_perfmap_ent *e);
+/* Opens the perf map of pid (nspid inside its pid namespace): its root's
+ * /tmp/perf-NSPID.map, else /tmp/perf-PID.map. Symlinks are refused
+ * (-ELOOP), and files that are not regular, have other links or belong to
+ * neither root nor one of uids (-EPERM). Returns an fd, and in path what
+ * was opened; or -errno. */
+int prof_perfmap__open(pid_t pid, pid_t nspid, const uid_t *uids, size_t nuids, char *path,
+		       size_t pathlen);
+/* The target's pid in its own namespace and its real, effective, saved
+ * and filesystem uids, from /proc/PID/status. */
+int prof_perfmap__ids(pid_t pid, pid_t *nspid, uid_t uids[4]);
+
 /* ------------------------------------------------------- symbolizer */
 
 /* Mappings seen by a sampler: consulted for addresses that the current

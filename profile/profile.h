@@ -9,7 +9,9 @@
  *   prof_symbolizer  names runtime addresses of one process: ELF .symtab /
  *                    .dynsym, PLT entries, .eh_frame FDE ranges for stripped
  *                    code (sub_<addr>), "module+0xoff" as the last resort,
- *                    kernel symbols from /proc/kallsyms; build-id per module.
+ *                    kernel symbols from /proc/kallsyms; build-id per module;
+ *                    JIT code from the perf map the JIT writes
+ *                    (/tmp/perf-PID.map), as perf report does.
  *                    Also unwinds a stopped thread (libunwind-ptrace).
  *   prof_hot         the samples of a sampler ranked by function: self and
  *                    inclusive counts, function bounds and where they came
@@ -141,13 +143,15 @@ enum prof_bounds {
 	PROF_BOUNDS_DYNSYM,	/* also PLT entries, named from .dynsym */
 	PROF_BOUNDS_EH_FRAME,	/* an FDE of a stripped function: sub_<addr> */
 	PROF_BOUNDS_CALLCHAIN,	/* entry found from a caller's call insn */
+	PROF_BOUNDS_PERFMAP,	/* JIT code: a line of /tmp/perf-PID.map */
 };
-/* "none", "symtab", "dynsym", "eh_frame", "callchain". */
+/* "none", "symtab", "dynsym", "eh_frame", "callchain", "perfmap". */
 const char *prof_bounds_name(enum prof_bounds b);
 
 struct prof_sym {
 	const char *name;	/* owned by the symbolizer, valid until free */
-	const char *module;	/* mapped path, "[vdso]", "[kernel.kallsyms]"... */
+	const char *module;	/* mapped path, "[vdso]", "[kernel.kallsyms]",
+				 * "[anon]", "[perf-PID.map]" for JIT code... */
 	const char *build_id;	/* hex NT_GNU_BUILD_ID, "" if none */
 	uint64_t start, end;	/* runtime [start, end) */
 	uint64_t addr;		/* the address asked about */
@@ -161,12 +165,32 @@ struct prof_symbolizer;
 int prof_symbolizer__new(pid_t pid, struct prof_symbolizer **out, struct prof_error *err);
 void prof_symbolizer__free(struct prof_symbolizer *s);
 const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s);
-/* Re-reads the maps (after the target mapped new code). */
+/* Re-reads the maps (after the target mapped new code), and the perf map
+ * file on the next lookup that needs it. */
 int prof_symbolizer__refresh(struct prof_symbolizer *s);
-/* Names addr. 0 when a symbol, PLT entry or FDE covers it; -ENOENT with
+/* Names addr. 0 when a symbol, PLT entry or FDE covers it, or (for
+ * addresses no ELF symbol covers, such as JIT code in anonymous memory) a
+ * line of the target's perf map file; -ENOENT with
  * sym filled as "module+0xoff" (bounds NONE) when only the module is known,
  * or "[unknown]" when no mapping holds addr. */
 int prof_symbolizer__lookup(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym);
+
+/* The target's perf map file as last read. It is looked for when an
+ * address has no ELF symbol, in the target's root as
+ * /tmp/perf-<pid in its namespace>.map, else as /tmp/perf-PID.map, read
+ * again when it has grown (at most once a second, and after a refresh), and
+ * used only if it is a regular file, not a symlink, owned by the target's
+ * user or root. */
+struct prof_perfmap_stats {
+	char path[128];		/* what was read; "" if nothing */
+	uint64_t entries;	/* lines used */
+	uint64_t malformed;	/* lines skipped */
+	uint64_t dropped;	/* lines beyond the cap (1M entries, 64 MiB of names) */
+	int err;		/* the last attempt: 0, -ENOENT (no file), -ELOOP (a
+				 * symlink), -EPERM (wrong owner, not a regular file) */
+};
+void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
+				    struct prof_perfmap_stats *st);
 
 /* Reads len bytes of the target at addr (process_vm_readv; no ptrace).
  * Returns bytes read or -errno. */

@@ -5,7 +5,8 @@
  * inside another mount namespace still open), else /proc/PID/root/<path>,
  * and loaded once, cached by device and inode, and shared by build-id.
  * The vdso is read from the target's memory. Kernel addresses are named
- * from /proc/kallsyms.
+ * from /proc/kallsyms. Addresses no ELF symbol covers (JIT code in
+ * anonymous memory) are looked up in the perf map file the JIT writes.
  */
 #include "profile/internal.h"
 
@@ -25,6 +26,9 @@
 
 #define ARENA_BLOCK 65536
 #define REFRESH_NS 50000000ull	/* re-read maps at most every 50 ms on a miss */
+/* look at the perf map file at most once a second on a miss: re-indexing a
+ * big one costs more than re-reading the maps */
+#define PERFMAP_RECHECK_NS 1000000000ull
 
 struct module {
 	uint64_t dev, ino;
@@ -64,6 +68,15 @@ struct prof_symbolizer {
 	unw_addr_space_t as;
 	struct attach_map *noted;	/* mappings a sampler saw made */
 	size_t nnoted;
+	/* the perf map file: who may own it, what was read */
+	pid_t nspid;
+	uid_t uids[4];
+	size_t nuids;
+	struct prof_perfmap jit;
+	uint64_t jit_ns;		/* last looked at; 0 = look again */
+	const char *jit_module;		/* interned "[perf-N.map]" */
+	char jit_path[128];
+	int jit_err;
 };
 
 /* ------------------------------------------------------------ strings */
@@ -162,6 +175,12 @@ int prof_symbolizer__new(pid_t pid, struct prof_symbolizer **out, struct prof_er
 		return r;
 	}
 	s->maps_ns = prof_now_ns();
+	prof_perfmap__init(&s->jit);
+	s->jit_err = -ENOENT;
+	/* now, while /proc/PID/status exists: the file may be read after the
+	 * target is gone (then no uid but root's is trusted) */
+	if (prof_perfmap__ids(pid, &s->nspid, s->uids) == 0)
+		s->nuids = 4;
 	*out = s;
 	return 0;
 }
@@ -183,6 +202,7 @@ void prof_symbolizer__free(struct prof_symbolizer *s)
 	if (s->as)
 		unw_destroy_addr_space(s->as);
 	attach_maps__free(s->maps);
+	prof_perfmap__fini(&s->jit);
 	free(s->mods);
 	free(s->set);
 	free(s->ks);
@@ -226,6 +246,7 @@ int prof_symbolizer__refresh(struct prof_symbolizer *s)
 	attach_maps__free(s->maps);
 	s->maps = m;
 	s->maps_ns = prof_now_ns();
+	s->jit_ns = 0;
 	return 0;
 }
 
@@ -441,21 +462,62 @@ static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t add
 	return m;
 }
 
-int prof_symbolizer__lookup(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym)
+/* ------------------------------------------------------------ perf map */
+
+/* Reads the perf map file if it is new or has grown since last time. */
+static void perfmap_check(struct prof_symbolizer *s)
 {
-	memset(sym, 0, sizeof(*sym));
-	sym->addr = addr;
-	sym->build_id = "";
-	if (addr >= PROF_KERNEL_START)
-		return lookup_kernel(s, addr, sym);
-	const struct attach_map *m = find_map(s, addr);
-	if (!m) {
-		sym->name = intern(s, "[unknown]");
-		sym->module = intern(s, "[unknown]");
-		sym->start = addr;
-		sym->end = addr + 1;
-		return -ENOENT;
+	uint64_t now = prof_now_ns();
+	char path[sizeof(s->jit_path)];
+
+	if (s->jit_ns && now - s->jit_ns < PERFMAP_RECHECK_NS)
+		return;
+	s->jit_ns = now;
+	int fd = prof_perfmap__open(s->pid, s->nspid, s->uids, s->nuids, path, sizeof(path));
+	if (fd < 0) {
+		s->jit_err = fd;	/* keep what an earlier read found */
+		return;
 	}
+	s->jit_err = prof_perfmap__update(&s->jit, fd);
+	close(fd);
+	if (strcmp(path, s->jit_path)) {
+		snprintf(s->jit_path, sizeof(s->jit_path), "%s", path);
+		s->jit_module = prof_symbolizer__intern(s, "[%s]", base_name(path));
+	}
+}
+
+static int lookup_perfmap(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym)
+{
+	perfmap_check(s);
+	const struct prof_perfmap_ent *e = prof_perfmap__find(&s->jit, addr);
+	if (!e)
+		return -ENOENT;
+	sym->name = intern(s, prof_perfmap__name(&s->jit, e));
+	sym->module = s->jit_module;
+	sym->build_id = "";
+	sym->start = e->start;
+	sym->end = e->end;
+	sym->bounds = PROF_BOUNDS_PERFMAP;
+	return 0;
+}
+
+void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
+				    struct prof_perfmap_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	snprintf(st->path, sizeof(st->path), "%s", s->jit_path);
+	st->entries = s->jit.n;
+	st->malformed = s->jit.malformed;
+	st->dropped = s->jit.dropped;
+	st->err = s->jit_err;
+}
+
+/* ------------------------------------------------------------ names */
+
+/* Names addr from the ELF file mapped at m; else "module+0xoff". */
+static int lookup_mapped(struct prof_symbolizer *s, const struct attach_map *m, uint64_t addr,
+			 struct prof_sym *sym)
+{
 	struct module *mod = module_for(s, m);
 	uint64_t fo = addr - m->start + m->offset, v = 0;
 	sym->module = mod ? mod->name : intern(s, m->path[0] ? m->path : "[anon]");
@@ -484,6 +546,29 @@ int prof_symbolizer__lookup(struct prof_symbolizer *s, uint64_t addr, struct pro
 	sym->start = addr;
 	sym->end = addr + 1;
 	sym->bounds = PROF_BOUNDS_NONE;
+	return -ENOENT;
+}
+
+int prof_symbolizer__lookup(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym)
+{
+	memset(sym, 0, sizeof(*sym));
+	sym->addr = addr;
+	sym->build_id = "";
+	if (addr >= PROF_KERNEL_START)
+		return lookup_kernel(s, addr, sym);
+	const struct attach_map *m = find_map(s, addr);
+	if (m && lookup_mapped(s, m, addr, sym) == 0)
+		return 0;
+	/* JIT code has no ELF file to name it (and a JIT may have freed it
+	 * already): its own perf map, as perf report does */
+	if (lookup_perfmap(s, addr, sym) == 0)
+		return 0;
+	if (m)
+		return -ENOENT;	/* "module+0xoff", from lookup_mapped */
+	sym->name = intern(s, "[unknown]");
+	sym->module = intern(s, "[unknown]");
+	sym->start = addr;
+	sym->end = addr + 1;
 	return -ENOENT;
 }
 

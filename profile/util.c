@@ -58,6 +58,7 @@ const char *prof_bounds_name(enum prof_bounds b)
 	case PROF_BOUNDS_DYNSYM: return "dynsym";
 	case PROF_BOUNDS_EH_FRAME: return "eh_frame";
 	case PROF_BOUNDS_CALLCHAIN: return "callchain";
+	case PROF_BOUNDS_PERFMAP: return "perfmap";
 	case PROF_BOUNDS_NONE: break;
 	}
 	return "none";

@@ -158,14 +158,17 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 
 /* One function in a report. Strings belong to the report. */
 struct padrone_function {
-	const char *name;	/* symbol, sub_ADDR (from .eh_frame) or module+0xOFF */
-	const char *module;	/* path of the file mapped there ("" if anonymous) */
+	const char *name;	/* symbol, sub_ADDR (from .eh_frame), a JIT's name
+				 * for its code (from /tmp/perf-PID.map) or
+				 * module+0xOFF */
+	const char *module;	/* path of the file mapped there, "[vdso]",
+				 * "[anon]", "[perf-PID.map]" for JIT code */
 	uint64_t start, end;	/* runtime addresses, [start, end); end == start: unknown */
 	uint64_t self;		/* samples whose pc is in the function */
 	uint64_t inclusive;	/* samples with the function anywhere on the call chain */
 	double self_pct;	/* self / samples * 100 */
 	const char *bounds;	/* where start/end came from: "symtab", "dynsym",
-				 * "eh_frame", "callchain" or "none" */
+				 * "eh_frame", "callchain", "perfmap" or "none" */
 };
 
 /* The last profile's report, or NULL. Valid until the next profile, detach

@@ -1,6 +1,7 @@
 /* profile/ on live targets: both sampling backends on a hot loop, a
  * stripped PIE without frame pointers (found through .eh_frame), code
- * without unwind tables (found from the call chain), thread churn, a
+ * without unwind tables (found from the call chain), JIT code named from
+ * its perf map file, thread churn, a
  * target taking ~2000 signals a second, a deleted executable; samples only
  * between start and stop; bt of a known call stack; the refusals. Every
  * test checks that the target's own checksums go on unchanged after
@@ -28,6 +29,7 @@ struct target {
 	struct tu_proc p;
 	char checksum[64];	/* the value the target prints, from its first line */
 	const char *key;	/* the word that starts those lines: "rate", "threads"... */
+	char ready[256];	/* the target's "ready" line */
 	long first;		/* the number after key in the first line */
 };
 
@@ -37,7 +39,7 @@ static void start_target(struct target *t, const char *path, const char *key)
 	char line[256];
 
 	ck_assert_int_eq(tu_spawn(&t->p, argv, false), 0);
-	ck_assert_int_ge(tu_wait_for(&t->p, "ready", line, sizeof(line), 10000), 0);
+	ck_assert_int_ge(tu_wait_for(&t->p, "ready", t->ready, sizeof(t->ready), 10000), 0);
 	ck_assert_int_ge(tu_wait_for(&t->p, key, line, sizeof(line), 10000), 0);
 	const char *c = strstr(line, "checksum ");
 	ck_assert_ptr_nonnull(c);
@@ -320,6 +322,41 @@ START_TEST(code_without_unwind_tables_found_from_call_chain)
 	ck_assert_uint_ge(mix->inclusive, f->self * 9 / 10);
 	run_finish(&r);
 	tu_kill(&r.t.p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ JIT code */
+
+/* Code a JIT generated in anonymous memory is named from the perf map
+ * file it wrote, the later of two overlapping lines winning, with the
+ * line's bounds; the target's calls go on returning the right value. */
+START_TEST(jit_code_named_from_its_perf_map)
+{
+	struct run r;
+	char map[64], module[64];
+	unsigned long long start, end;
+	struct prof_perfmap_stats st;
+
+	run_profile(&r, tu_path("tests/targets/prof_jit"), "rate", (enum prof_backend)_i);
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)r.t.p.pid);
+	snprintf(module, sizeof(module), "[perf-%d.map]", (int)r.t.p.pid);
+	ck_assert_int_eq(sscanf(r.t.ready, "ready jit %llx %llx", &start, &end), 2);
+	expect_top(r.h, "jit_spin_loop", 80);
+	const struct prof_func *f = prof_hot__at(r.h, 0);
+	ck_assert_int_eq(f->bounds, PROF_BOUNDS_PERFMAP);
+	ck_assert_str_eq(prof_bounds_name(f->bounds), "perfmap");
+	ck_assert_uint_eq(f->start, start);
+	ck_assert_uint_eq(f->end, end);
+	ck_assert_str_eq(f->module, module);
+	ck_assert_str_eq(f->build_id, "");
+	prof_symbolizer__perfmap_stats(r.sym, &st);
+	ck_assert_uint_eq(st.entries, 2);
+	ck_assert_uint_eq(st.malformed, 0);
+	ck_assert_int_eq(st.err, 0);
+	ck_assert_ptr_nonnull(strstr(st.path, map));
+	run_finish(&r);
+	tu_kill(&r.t.p);
+	ck_assert_int_eq(unlink(map), 0);
 }
 END_TEST
 
@@ -856,6 +893,7 @@ int main(void)
 	tcase_add_test(tc, bpf_finds_the_hot_function);
 	tcase_add_loop_test(tc, stripped_pie_found_through_eh_frame, 0, 2);
 	tcase_add_loop_test(tc, code_without_unwind_tables_found_from_call_chain, 0, 2);
+	tcase_add_loop_test(tc, jit_code_named_from_its_perf_map, 0, 2);
 	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 2);
 	tcase_add_loop_test(tc, target_taking_signals_is_sampled, 0, 2);
 	tcase_add_test(tc, thread_born_between_open_and_start_counted_once);

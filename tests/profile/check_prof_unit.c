@@ -1,6 +1,7 @@
 /* profile/ without a live target: the mmap ring reader on synthetic data
  * (records that wrap, a corrupt header), the stack table, and ELF function
- * tables checked against readelf, nm and objdump on real binaries. */
+ * tables checked against readelf, nm and objdump on real binaries; perf
+ * map files (parsing, overrides, growth, refusals). */
 #include "profile/internal.h"
 #include "tests/lib/tu.h"
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ ring */
@@ -535,6 +537,260 @@ START_TEST(eh_frame_parser_decodes_pcrel_fdes)
 }
 END_TEST
 
+/* ------------------------------------------------------------ perf map */
+
+static struct prof_perfmap *feed_str(const char *text)
+{
+	static struct prof_perfmap m;
+
+	prof_perfmap__init(&m);
+	ck_assert_int_eq(prof_perfmap__feed(&m, text, strlen(text)), (int)strlen(text));
+	ck_assert_int_eq(prof_perfmap__index(&m), 0);
+	return &m;
+}
+
+/* The name of the entry that owns addr, "-" for none. */
+static const char *owner(const struct prof_perfmap *m, uint64_t addr)
+{
+	const struct prof_perfmap_ent *e = prof_perfmap__find(m, addr);
+	return e ? prof_perfmap__name(m, e) : "-";
+}
+
+START_TEST(perfmap_parses_lines_and_skips_malformed_ones)
+{
+	struct prof_perfmap *m = feed_str(
+		"1000 10 plain\n"
+		"0x2000 0X20 LazyCompile:*add file.js:12  with  spaces \n"
+		"  3000\t40\ttab separated\r\n"
+		"\n"
+		"garbage\n"
+		"4000\n"
+		"5000 10\n"
+		"6000 0 zero sized\n"
+		"ffffffffffffff00 1000 wraps around\n"
+		"0x 10 no digits\n"
+		"7000 -10 negative\n"
+		"12345678901234567 10 seventeen digits\n"
+		"8000 10x glued\n"
+		"9000 10 last\n");
+	ck_assert_uint_eq(m->n, 4);
+	ck_assert_uint_eq(m->malformed, 9);
+	ck_assert_str_eq(owner(m, 0x1000), "plain");
+	ck_assert_str_eq(owner(m, 0x100f), "plain");
+	ck_assert_str_eq(owner(m, 0x1010), "-");
+	ck_assert_str_eq(owner(m, 0x201f), "LazyCompile:*add file.js:12  with  spaces");
+	ck_assert_str_eq(owner(m, 0x3000), "tab separated");
+	ck_assert_str_eq(owner(m, 0x9000), "last");
+	ck_assert_str_eq(owner(m, 0x8000), "-");
+	const struct prof_perfmap_ent *e = prof_perfmap__find(m, 0x2005);
+	ck_assert_uint_eq(e->start, 0x2000);
+	ck_assert_uint_eq(e->end, 0x2020);
+	/* an unfinished last line waits for the rest of it */
+	const char *tail = "a000 10 half";
+	ck_assert_int_eq(prof_perfmap__feed(m, tail, strlen(tail)), 0);
+	ck_assert_uint_eq(m->n, 4);
+	prof_perfmap__fini(m);
+	ck_assert_str_eq(prof_bounds_name(PROF_BOUNDS_PERFMAP), "perfmap");
+}
+END_TEST
+
+START_TEST(perfmap_later_lines_override_earlier_ones)
+{
+	struct prof_perfmap *m = feed_str(
+		"1000 1000 A\n"		/* [0x1000, 0x2000) */
+		"1800 100 B\n"		/* inside A */
+		"1000 100 C\n"		/* A's start */
+		"1f00 200 D\n"		/* across A's end */
+		"1800 100 E\n");	/* B again, re-emitted */
+	ck_assert_str_eq(owner(m, 0xfff), "-");
+	ck_assert_str_eq(owner(m, 0x1000), "C");
+	ck_assert_str_eq(owner(m, 0x10ff), "C");
+	ck_assert_str_eq(owner(m, 0x1100), "A");
+	ck_assert_str_eq(owner(m, 0x1850), "E");
+	ck_assert_str_eq(owner(m, 0x1900), "A");
+	ck_assert_str_eq(owner(m, 0x1eff), "A");
+	ck_assert_str_eq(owner(m, 0x1f00), "D");
+	ck_assert_str_eq(owner(m, 0x20ff), "D");
+	ck_assert_str_eq(owner(m, 0x2100), "-");
+	/* a function keeps its own bounds where it still shows */
+	const struct prof_perfmap_ent *e = prof_perfmap__find(m, 0x1900);
+	ck_assert_uint_eq(e->start, 0x1000);
+	ck_assert_uint_eq(e->end, 0x2000);
+	prof_perfmap__fini(m);
+}
+END_TEST
+
+/* Many random overlapping entries against the obvious answer: the last
+ * line covering the address. */
+START_TEST(perfmap_index_matches_brute_force)
+{
+	enum { N = 3000, SPACE = 1 << 14 };
+	static uint64_t st[N], en[N];
+	struct prof_perfmap m;
+	char line[64];
+	unsigned seed = 7;
+
+	prof_perfmap__init(&m);
+	for (int i = 0; i < N; i++) {
+		seed = seed * 1103515245u + 12345u;
+		st[i] = (seed >> 8) % SPACE;
+		seed = seed * 1103515245u + 12345u;
+		en[i] = st[i] + 1 + (seed >> 8) % (i % 10 ? 16 : 2000);
+		int l = snprintf(line, sizeof(line), "%llx %llx f%d\n", (unsigned long long)st[i],
+				 (unsigned long long)(en[i] - st[i]), i);
+		ck_assert_int_eq(prof_perfmap__feed(&m, line, (size_t)l), l);
+	}
+	ck_assert_int_eq(prof_perfmap__index(&m), 0);
+	for (uint64_t a = 0; a < SPACE + 2100; a++) {
+		int want = -1;
+		for (int i = N - 1; i >= 0 && want < 0; i--)
+			if (a >= st[i] && a < en[i])
+				want = i;
+		const struct prof_perfmap_ent *e = prof_perfmap__find(&m, a);
+		ck_assert_msg((e ? (int)(e - m.ents) : -1) == want, "at %llx: entry %d, want %d",
+			      (unsigned long long)a, e ? (int)(e - m.ents) : -1, want);
+	}
+	prof_perfmap__fini(&m);
+}
+END_TEST
+
+START_TEST(perfmap_caps_its_entries)
+{
+	struct prof_perfmap m;
+	size_t n = PROF_PERFMAP_MAX_ENTRIES + 3, len = 0;
+	char *buf = malloc(n * 16);
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)sprintf(buf + len, "%zx 1 f\n", i);
+	prof_perfmap__init(&m);
+	ck_assert_int_eq(prof_perfmap__feed(&m, buf, len), (int)len);
+	ck_assert_uint_eq(m.n, PROF_PERFMAP_MAX_ENTRIES);
+	ck_assert_uint_eq(m.dropped, 3);
+	free(buf);
+	prof_perfmap__fini(&m);
+}
+END_TEST
+
+static void write_file(const char *path, const char *mode, const char *text)
+{
+	FILE *f = fopen(path, mode);
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A function of ours with a symbol (a START_TEST name is a variable). */
+__attribute__((noinline)) static int perfmap_elf_probe(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+/* Through a symbolizer of this very process: addresses no mapping holds
+ * (below mmap_min_addr) named from /tmp/perf-<our pid>.map, the file read
+ * again as it grows, an ELF symbol preferred where both cover. */
+START_TEST(perfmap_file_read_as_it_grows)
+{
+	char path[64], module[64], big[70000];
+	struct prof_symbolizer *s;
+	struct prof_error err;
+	struct prof_sym sym;
+	struct prof_perfmap_stats st;
+	uint64_t self = (uint64_t)(uintptr_t)&perfmap_elf_probe;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	snprintf(module, sizeof(module), "[perf-%d.map]", (int)getpid());
+	unlink(path);
+	snprintf(big, sizeof(big), "0x1000 0x100 first jit function\nbogus line\n"
+		 "%llx 10 covers an ELF symbol\n", (unsigned long long)self);
+	write_file(path, "w", big);
+	ck_assert_int_eq(prof_symbolizer__new(getpid(), &s, &err), 0);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x1080, &sym), 0);
+	ck_assert_str_eq(sym.name, "first jit function");
+	ck_assert_str_eq(sym.module, module);
+	ck_assert_int_eq(sym.bounds, PROF_BOUNDS_PERFMAP);
+	ck_assert_uint_eq(sym.start, 0x1000);
+	ck_assert_uint_eq(sym.end, 0x1100);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, self, &sym), 0);
+	ck_assert_str_eq(sym.name, "perfmap_elf_probe");
+	ck_assert_int_eq(sym.bounds, PROF_BOUNDS_SYMTAB);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x2000, &sym), -ENOENT);
+	/* a line too long to be a name, then a half-written one */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	memcpy(big, "2000 10 ", 8);
+	write_file(path, "a", big);
+	write_file(path, "a", "\n1000 10 re-emitted\n2000 10 second");
+	ck_assert_int_eq(prof_symbolizer__refresh(s), 0);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x1008, &sym), 0);
+	ck_assert_str_eq(sym.name, "re-emitted");
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x2000, &sym), -ENOENT);
+	write_file(path, "a", " function\n");
+	ck_assert_int_eq(prof_symbolizer__refresh(s), 0);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x2000, &sym), 0);
+	ck_assert_str_eq(sym.name, "second function");
+	prof_symbolizer__perfmap_stats(s, &st);
+	ck_assert_uint_eq(st.entries, 4);
+	ck_assert_uint_eq(st.malformed, 2);
+	ck_assert_int_eq(st.err, 0);
+	ck_assert_ptr_nonnull(strstr(st.path, path + 5));
+	/* the JIT started over: a shorter file replaces what was read */
+	write_file(path, "w", "3000 10 anew\n");
+	ck_assert_int_eq(prof_symbolizer__refresh(s), 0);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x1008, &sym), -ENOENT);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x3008, &sym), 0);
+	ck_assert_str_eq(sym.name, "anew");
+	prof_symbolizer__free(s);
+	unlink(path);
+}
+END_TEST
+
+/* What the open refuses, and that a refused file names nothing. */
+static void expect_refused(const char *path, int want)
+{
+	struct prof_symbolizer *s;
+	struct prof_error err;
+	struct prof_sym sym;
+	struct prof_perfmap_stats st;
+	uid_t uids[4] = { geteuid(), geteuid(), geteuid(), geteuid() };
+	char opened[128];
+
+	ck_assert_int_eq(prof_perfmap__open(getpid(), getpid(), uids, 4, opened, sizeof(opened)),
+			 want);
+	ck_assert_int_eq(prof_symbolizer__new(getpid(), &s, &err), 0);
+	ck_assert_int_eq(prof_symbolizer__lookup(s, 0x1000, &sym), -ENOENT);
+	prof_symbolizer__perfmap_stats(s, &st);
+	ck_assert_int_eq(st.err, want);
+	ck_assert_uint_eq(st.entries, 0);
+	prof_symbolizer__free(s);
+	unlink(path);
+}
+
+START_TEST(perfmap_refuses_symlinks_and_strangers_files)
+{
+	char path[64], other[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	snprintf(other, sizeof(other), "/tmp/prof-unit-%d.secret", (int)getpid());
+	unlink(path);
+	write_file(other, "w", "1000 10 secret\n");
+	ck_assert_int_eq(symlink(other, path), 0);
+	expect_refused(path, -ELOOP);
+	ck_assert_int_eq(link(other, path), 0);	/* two names: whose file is it? */
+	expect_refused(path, -EPERM);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);	/* and never block on a FIFO */
+	expect_refused(path, -EPERM);
+	expect_refused(path, -ENOENT);
+	if (geteuid() == 0) {
+		write_file(path, "w", "1000 10 not yours\n");
+		ck_assert_int_eq(chown(path, 4242, 4242), 0);
+		expect_refused(path, -EPERM);
+	}
+	unlink(other);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("profile-unit");
@@ -555,6 +811,15 @@ int main(void)
 	tcase_add_test(tc, elf_build_id_matches_readelf);
 	tcase_add_test(tc, elf_rejects_what_is_not_x86_64_elf);
 	tcase_add_test(tc, eh_frame_parser_decodes_pcrel_fdes);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("perfmap");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, perfmap_parses_lines_and_skips_malformed_ones);
+	tcase_add_test(tc, perfmap_later_lines_override_earlier_ones);
+	tcase_add_test(tc, perfmap_index_matches_brute_force);
+	tcase_add_test(tc, perfmap_caps_its_entries);
+	tcase_add_test(tc, perfmap_file_read_as_it_grows);
+	tcase_add_test(tc, perfmap_refuses_symlinks_and_strangers_files);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
