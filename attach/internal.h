@@ -46,6 +46,9 @@ int attach__proc_read_path(const char *dir, struct attach__proc *p);
 /* A thread of process pid that has not exited (pid itself unless its
  * leader is a zombie while other threads run). */
 pid_t attach__live_task(pid_t pid);
+/* /proc/PID/<leaf>, through a live thread's /proc/PID/task/TID/<leaf> when
+ * the leader has exited (its own entries lose the address space). */
+void attach__live_path(pid_t pid, const char *leaf, char *buf, size_t size);
 /* comm of any pid into buf ("?" if gone). */
 const char *attach__comm(pid_t pid, char *buf, size_t size);
 /* Words for a /proc state letter ("uninterruptible sleep"...). */

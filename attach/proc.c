@@ -155,6 +155,16 @@ pid_t attach__live_task(pid_t pid)
 	return found;
 }
 
+void attach__live_path(pid_t pid, const char *leaf, char *buf, size_t size)
+{
+	pid_t live = attach__live_task(pid);
+
+	if (live == pid)
+		snprintf(buf, size, "/proc/%d/%s", (int)pid, leaf);
+	else
+		snprintf(buf, size, "/proc/%d/task/%d/%s", (int)pid, (int)live, leaf);
+}
+
 const char *attach__comm(pid_t pid, char *buf, size_t size)
 {
 	char path[64];

@@ -187,11 +187,7 @@ static int precheck(pid_t pid, struct attach__proc *p, struct attach_error *e)
 	if (attach__perm_explain(&f, buf, sizeof buf))
 		return attach__seterr(e, -EPERM, ATTACH_PERMISSION, "%s", buf);
 	char exe[64];
-	pid_t live = attach__live_task(pid);
-	if (live == pid)
-		snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pid);
-	else
-		snprintf(exe, sizeof exe, "/proc/%d/task/%d/exe", (int)pid, (int)live);
+	attach__live_path(pid, "exe", exe, sizeof exe);
 	r = attach__elf_check(exe, pid, p->comm, e);
 	if (r < 0)
 		return r;
@@ -246,11 +242,7 @@ int attach_seize(pid_t pid, const struct attach_opts *opts, struct attach_target
 
 	/* Opened now, it keeps the address space even if the leader exits. */
 	char path[64];
-	pid_t live = attach__live_task(pid);
-	if (live == pid)
-		snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
-	else
-		snprintf(path, sizeof path, "/proc/%d/task/%d/mem", (int)pid, (int)live);
+	attach__live_path(pid, "mem", path, sizeof path);
 	t->mem_fd = open(path, O_RDWR | O_CLOEXEC);
 	if (t->mem_fd < 0) {
 		r = -errno;

@@ -146,7 +146,7 @@ static bool is_got_reloc(unsigned type)
 
 /* ---------------------------------------------------------------- open */
 
-static Elf_Scn *find_section(Elf *e, unsigned type)
+Elf_Scn *cc__find_section(Elf *e, unsigned type)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -361,9 +361,9 @@ static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *er
 		return cc__err(err, -ENOEXEC, "%s: no section headers", im->path);
 	/* A shared object's static functions are only in .symtab; its
 	 * dynamic relocations use .dynsym (link_dyn). */
-	im->symtab = find_section(im->elf, SHT_SYMTAB);
+	im->symtab = cc__find_section(im->elf, SHT_SYMTAB);
 	if (!im->symtab && im->type == IT_DYN)
-		im->symtab = find_section(im->elf, SHT_DYNSYM);
+		im->symtab = cc__find_section(im->elf, SHT_DYNSYM);
 	if (!im->symtab)
 		return cc__err(err, -ENOEXEC, "%s has no symbol table", im->path);
 	GElf_Shdr sh;
@@ -694,7 +694,7 @@ static int link_dyn(struct linkctx *cx)
 					 (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
 			return cc__err(cx->err, -EIO, "%s: short read", im->path);
 	}
-	Elf_Scn *dynsym = find_section(im->elf, SHT_DYNSYM);
+	Elf_Scn *dynsym = cc__find_section(im->elf, SHT_DYNSYM);
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(im->elf, scn))) {
 		GElf_Shdr sh;

@@ -7,6 +7,7 @@
 #include "codecache/dir.h"
 
 #include <inttypes.h>
+#include <libelf.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +37,8 @@ int cc__syscall(struct cc_cache *c, long nr, const uint64_t args[6], int64_t *re
 int cc__protect(struct cc_cache *c, uint64_t addr, uint64_t size, unsigned prot);
 int cc__dir_save(struct cc_cache *c);
 bool cc__in_reach(uint64_t near, uint64_t addr, uint64_t size);
+/* image.c: the first section of an ELF file with this sh_type, or NULL. */
+Elf_Scn *cc__find_section(Elf *e, unsigned type);
 
 /* Fill err (if not NULL): the code and the message; returns code. */
 int cc__err(struct cc_error *err, int code, const char *fmt, ...)

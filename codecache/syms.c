@@ -162,23 +162,13 @@ struct hit {
 	bool found;
 };
 
-static Elf_Scn *section(Elf *e, unsigned type)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-	while ((scn = elf_nextscn(e, scn)))
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == type)
-			return scn;
-	return NULL;
-}
-
 /* The defined symbol `name` of one table (wanted types), the default
  * version only; a global one wins over a local one. */
 static bool find_in(const struct module *md, unsigned table, const char *name, bool funcs_only,
 		    GElf_Sym *out)
 {
-	Elf_Scn *scn = section(md->elf, table);
-	Elf_Scn *vscn = table == SHT_DYNSYM ? section(md->elf, SHT_GNU_versym) : NULL;
+	Elf_Scn *scn = cc__find_section(md->elf, table);
+	Elf_Scn *vscn = table == SHT_DYNSYM ? cc__find_section(md->elf, SHT_GNU_versym) : NULL;
 	Elf_Data *vd = vscn ? elf_getdata(vscn, NULL) : NULL;
 	GElf_Shdr sh;
 	bool found = false;

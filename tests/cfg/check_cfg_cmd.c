@@ -177,10 +177,7 @@ END_TEST
 
 int main(void)
 {
-	sigset_t chld;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	tu_block_sigchld();
 	Suite *s = suite_create("cfg_cmd");
 	TCase *tc = tcase_create("cmd");
 	tcase_set_timeout(tc, 120);

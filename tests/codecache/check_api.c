@@ -115,11 +115,7 @@ END_TEST
 
 int main(void)
 {
-	sigset_t chld;
-
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	tu_block_sigchld();
 	Suite *su = suite_create("api");
 	TCase *tc = tcase_create("api");
 	tcase_set_timeout(tc, 60);

@@ -522,11 +522,7 @@ END_TEST
 
 int main(void)
 {
-	sigset_t chld;
-
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	tu_block_sigchld();
 	Suite *s = suite_create("live");
 	TCase *tc = tcase_create("live");
 	tcase_set_timeout(tc, 90);

@@ -226,3 +226,12 @@ int tu_main(Suite *s)
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+void tu_block_sigchld(void)
+{
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+}

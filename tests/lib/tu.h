@@ -47,6 +47,10 @@ char *tu_run(const char *cmd, int *status);
  * expectations are relaxed then. */
 bool tu_sanitized(void);
 
+/* Block SIGCHLD in the calling thread (call it first in main, so that every
+ * thread inherits it), as padrone.h asks of every client of the library. */
+void tu_block_sigchld(void);
+
 /* Run a suite, printing TAP on stdout (one line per test case) for
  * automake's tap-driver. Returns the exit status for main. */
 int tu_main(Suite *s);

@@ -235,11 +235,7 @@ END_TEST
 
 int main(void)
 {
-	/* As padrone.h asks of every client. */
-	sigset_t chld;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	tu_block_sigchld();
 
 	Suite *s = suite_create("session");
 	TCase *tc = tcase_create("session");
