@@ -188,6 +188,94 @@ static int one_line(struct csim_lackey *lk, struct lk_state *st, const char *lin
 	return emit(st, &r);
 }
 
+/* Hex digit values plus one; 0 for anything else. */
+static const uint8_t hex1[256] = {
+	['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+	['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+	['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* The line lackey always prints ("I  %08lx,%lu\n", " L %08lx,%lu\n"), in
+ * one pass over its bytes: parsing a trace is most of padrone-sim's work,
+ * and a search for the newline followed by a parse reads every byte twice.
+ * Returns the bytes of the line with its newline, or 0 for anything else
+ * (another line, a line cut by the buffer's end, an odd one), which the
+ * careful parser then judges. Accepts exactly what it accepts. */
+static size_t fast_line(const char *p, const char *end, struct rep_ref *r)
+{
+	const char *s = p;
+	uint64_t addr = 0, size = 0;
+	uint8_t type;
+	int ndig = 0;
+	uint8_t d;
+
+	if (end - p < 6)
+		return 0;
+	if (p[0] == 'I' && p[1] == ' ' && p[2] == ' ')
+		type = REP_REF_INSTR;
+	else if (p[0] == ' ' && p[2] == ' ' && p[1] == 'L')
+		type = REP_REF_READ;
+	else if (p[0] == ' ' && p[2] == ' ' && p[1] == 'S')
+		type = REP_REF_WRITE;
+	else if (p[0] == ' ' && p[2] == ' ' && p[1] == 'M')
+		type = REP_REF_MODIFY;
+	else
+		return 0;
+	for (p += 3; p < end && (d = hex1[(unsigned char)*p]) && ndig < 16; p++, ndig++)
+		addr = addr << 4 | (uint64_t)(d - 1);
+	if (!ndig || p == end || *p++ != ',')
+		return 0;
+	for (; p < end && *p >= '0' && *p <= '9' && size <= UINT32_MAX; p++)
+		size = size * 10 + (uint64_t)(*p - '0');
+	if (p == end || *p != '\n' || !size || size > UINT32_MAX)
+		return 0;
+	r->addr = addr;
+	r->size = (uint32_t)size;
+	r->type = type;
+	return (size_t)(p + 1 - s);
+}
+
+/* The lines of buf[*start, len) that are complete: the common ones through
+ * fast_line, the others through one_line. Returns 0, or what the sink
+ * returned to stop. */
+static int buffer_lines(struct csim_lackey *lk, struct lk_state *st, const char *buf,
+			size_t len, size_t *start, bool *skipping)
+{
+	size_t pos = *start;
+	int rc = 0;
+
+	while (pos < len) {
+		/* parsed straight into the batch: no copy per reference */
+		struct rep_ref *r = &st->batch[st->n];
+		size_t n = *skipping ? 0 : fast_line(buf + pos, buf + len, r);
+		if (n) {
+			lk->lines++;
+			if (r->type == REP_REF_INSTR)
+				st->last_pc = r->addr;
+			r->pc = st->last_pc;
+			memset(r->pad, 0, sizeof r->pad);
+			pos += n;
+			if (++st->n == st->cap) {
+				st->n = 0;
+				if ((rc = st->sink(st->arg, st->batch, st->cap)))
+					break;
+			}
+			continue;
+		}
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		if (!nl)
+			break;
+		size_t l = (size_t)(nl - (buf + pos));
+		if (*skipping)
+			*skipping = false;
+		else if ((rc = one_line(lk, st, buf + pos, l)))
+			break;
+		pos += l + 1;
+	}
+	*start = pos;
+	return rc;
+}
+
 int csim_lackey__run(struct csim_lackey *lk, size_t batch, csim_ref_sink sink, void *arg)
 {
 	struct lk_state st = { .cap = batch ? batch : 4096, .sink = sink, .arg = arg };
@@ -212,17 +300,8 @@ int csim_lackey__run(struct csim_lackey *lk, size_t batch, csim_ref_sink sink, v
 				rc = one_line(lk, &st, lk->buf, have);
 			break;
 		}
-		for (;;) {
-			char *nl = memchr(lk->buf + start, '\n', len - start);
-			if (!nl)
-				break;
-			size_t l = (size_t)(nl - (lk->buf + start));
-			if (skipping)
-				skipping = false;
-			else if ((rc = one_line(lk, &st, lk->buf + start, l)))
-				goto out;
-			start += l + 1;
-		}
+		if ((rc = buffer_lines(lk, &st, lk->buf, len, &start, &skipping)))
+			goto out;
 		have = len - start;
 		if (have == LACKEY_BUF) {
 			/* A line of a megabyte is no trace line: judge it by
