@@ -697,6 +697,83 @@ START_TEST(lackey_line_parser_reasons)
 }
 END_TEST
 
+struct grow {
+	struct rep_ref *refs;
+	size_t n, cap;
+};
+
+static int grow_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct grow *g = arg;
+	if (g->n + n > g->cap) {
+		g->cap = (g->n + n) * 2;
+		g->refs = realloc(g->refs, g->cap * sizeof(*refs));
+		ck_assert_ptr_nonnull(g->refs);
+	}
+	memcpy(g->refs + g->n, refs, n * sizeof(*refs));
+	g->n += n;
+	return 0;
+}
+
+/* The one-pass reader of whole buffers and the line parser agree on every
+ * line, across buffer boundaries (a trace of several MiB), on good lines,
+ * lines that are no trace lines, CRLF ends and malformed lines. */
+START_TEST(lackey_fast_reader_agrees_with_the_line_parser)
+{
+	static const char *odd[] = {
+		" L 1000,8\r", "program says hi", "I  ,4", " S 12345678901234567,8",
+		" M 1000,0", " L 1000,8 x", "==1== summary", " L 1000,99999999999",
+	};
+	char *text = NULL, line[64];
+	size_t len = 0, nbad = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct grow want = { 0 }, got = { 0 };
+	uint64_t pc = 0, seed = 12345;
+
+	for (int i = 0; i < 400000; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned k = (unsigned)(seed >> 33);
+		if (k % 97 == 0) {
+			snprintf(line, sizeof line, "%s", odd[k / 97 % 8]);
+		} else {
+			static const char tag[] = "ILSM";
+			char t = tag[k % 4];
+			int width = 8 + (int)(k % 9);	/* 8 to 16 digits */
+			unsigned long long a = seed >> (k % 24);
+			if (t == 'I')
+				snprintf(line, sizeof line, "I  %0*llx,%u", width, a, 1 + k % 15);
+			else
+				snprintf(line, sizeof line, " %c %0*llx,%u", t, width, a, 1 + k % 64);
+		}
+		fprintf(f, "%s\n", line);
+		struct rep_ref r;
+		const char *why;
+		int rc = csim_lackey_parse_line(line, strlen(line), pc, &r, &why);
+		nbad += rc < 0;
+		if (rc == 1) {
+			if (r.type == REP_REF_INSTR)
+				pc = r.pc;
+			grow_sink(&want, &r, 1);
+		}
+	}
+	fclose(f);
+	ck_assert_uint_gt(len, 3u << 20);
+	FILE *in = fmemopen(text, len, "r");
+	struct csim_lackey *lk;
+	ck_assert_int_eq(csim_lackey__open(in, "big", &lk), 0);
+	ck_assert_int_eq(csim_lackey__run(lk, 1000, grow_sink, &got), nbad ? -EBADMSG : 0);
+	ck_assert_uint_eq(csim_lackey__bad_lines(lk), nbad);
+	ck_assert_uint_eq(csim_lackey__lines(lk), 400000);
+	ck_assert_uint_eq(got.n, want.n);
+	ck_assert_mem_eq(got.refs, want.refs, want.n * sizeof(*want.refs));
+	csim_lackey__close(lk);
+	fclose(in);
+	free(text);
+	free(want.refs);
+	free(got.refs);
+}
+END_TEST
+
 START_TEST(lackey_write_round_trips)
 {
 	struct rep_ref in[] = {
@@ -768,6 +845,7 @@ int main(void)
 	tcase_add_test(tc, lackey_reads_trace_lines_and_ignores_others);
 	tcase_add_test(tc, lackey_names_malformed_lines_and_keeps_the_rest);
 	tcase_add_test(tc, lackey_line_parser_reasons);
+	tcase_add_test(tc, lackey_fast_reader_agrees_with_the_line_parser);
 	tcase_add_test(tc, lackey_write_round_trips);
 	tcase_add_test(tc, lackey_survives_a_huge_line);
 	suite_add_tcase(s, tc);
