@@ -67,7 +67,9 @@ enum padrone_why {
 	PADRONE_TIMEOUT,	/* a thread did not stop in time */
 	PADRONE_SYSTEM,		/* anything else: the message says what */
 	PADRONE_NOT_ATTACHED,	/* the call needs an attached process */
-	PADRONE_BAD_REQUEST,	/* invalid options (a rate above 10 kHz...) */
+	PADRONE_BAD_REQUEST,	/* invalid options (a rate above 10 kHz...), or a
+				 * request that cannot be done as asked (no such
+				 * function, already replaced, refused...) */
 };
 
 /* The distinct exit status padroned and padrone use for why (0 for
