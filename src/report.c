@@ -1,8 +1,10 @@
 /* report.c: a profile's ranked functions, and their JSON and text forms. */
 #include "src/report.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <json.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +239,46 @@ char *padrone_report__json(const struct padrone_report *r, size_t max)
 	return s;
 }
 
+/* -------------------------------------------------------------- demangle */
+
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+static cxa_demangle_fn cxa_demangle;
+
+/* libstdc++'s demangler, loaded at first use: padrone is C, and a process
+ * without libstdc++ just shows mangled names. The handle stays open. */
+static void find_demangler(void)
+{
+	void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+
+	if (h)
+		cxa_demangle = (cxa_demangle_fn)dlsym(h, "__cxa_demangle");
+}
+
+const char *padrone_demangle(const char *name, char *buf, size_t size)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	char mangled[1024];
+
+	if (strncmp(name, "_Z", 2) != 0 || !size)
+		return name;
+	pthread_once(&once, find_demangler);
+	const char *at = strchr(name, '@');
+	size_t len = at ? (size_t)(at - name) : strlen(name);
+	if (!cxa_demangle || len >= sizeof mangled)
+		return name;
+	memcpy(mangled, name, len);
+	mangled[len] = '\0';
+	int status = -1;
+	char *plain = cxa_demangle(mangled, NULL, NULL, &status);
+	if (status != 0 || !plain) {
+		free(plain);
+		return name;
+	}
+	snprintf(buf, size, "%s%s", plain, at ? at : "");
+	free(plain);
+	return buf;
+}
+
 /* ------------------------------------------------------------------ text */
 
 static const char *base_name(const char *path)
@@ -261,9 +303,11 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 	size_t n = max && max < r->n ? max : r->n;
 	for (size_t i = 0; i < n; i++) {
 		const struct padrone_function *fn = &r->fn[i];
+		char plain[512];
 		fprintf(f, "  %8.2f%%  %8llu  %9llu  %-32s  %-20s  %s\n", fn->self_pct,
 			(unsigned long long)fn->self, (unsigned long long)fn->inclusive,
-			fn->name, base_name(fn->module), fn->bounds);
+			padrone_demangle(fn->name, plain, sizeof plain), base_name(fn->module),
+			fn->bounds);
 	}
 	if (n < r->n)
 		fprintf(f, "# ... %zu more functions\n", r->n - n);

@@ -28,4 +28,10 @@ PADRONE_HIDDEN int padrone_report_set_backend(struct padrone_report *r, const ch
 PADRONE_HIDDEN void padrone_report_sort(struct padrone_report *r);
 PADRONE_HIDDEN void padrone_report_free(struct padrone_report *r);
 
+/* A symbol as C++ source spells it ("_ZN4node5StartEiPPc" is
+ * "node::Start(int, char**)"; a suffix such as "@plt" is kept), for text
+ * meant for people; JSON and commands keep symbol names. Returns buf, or
+ * name itself when it is no mangled C++ name or cannot be demangled. */
+PADRONE_HIDDEN const char *padrone_demangle(const char *name, char *buf, size_t size);
+
 #endif

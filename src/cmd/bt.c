@@ -2,6 +2,7 @@
 #include <limits.h>
 
 #include "src/cmd.h"
+#include "src/report.h"
 
 static int bt_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
@@ -16,8 +17,9 @@ static int bt_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 	if (padrone_session__backtrace(ctx->ctl->session, (pid_t)tid, &f, &n) < 0)
 		return padrone_cmd_session_error(ctx);
 	for (size_t i = 0; i < n; i++) {
+		char plain[512];
 		fprintf(ctx->out, "#%-3zu 0x%016llx in %s", i, (unsigned long long)f[i].pc,
-			*f[i].name ? f[i].name : "??");
+			*f[i].name ? padrone_demangle(f[i].name, plain, sizeof plain) : "??");
 		if (*f[i].name && f[i].offset)
 			fprintf(ctx->out, "+0x%llx", (unsigned long long)f[i].offset);
 		fprintf(ctx->out, *f[i].module ? " (%s)\n" : "\n", f[i].module);

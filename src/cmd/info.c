@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "src/cmd.h"
+#include "src/report.h"
 
 static int info_threads(struct padrone_cmd_ctx *ctx)
 {
@@ -27,11 +28,14 @@ static int info_threads(struct padrone_cmd_ctx *ctx)
 	}
 	fprintf(ctx->out, "%-8s %-16s %-5s %9s %9s  %-18s  %s\n", "TID", "NAME", "STATE",
 		"USER ms", "SYS ms", "PC", "FUNCTION");
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		char plain[512];
 		fprintf(ctx->out, "%-8d %-16s %-5c %9llu %9llu  0x%016llx  %s\n", (int)t[i].tid,
 			t[i].name, t[i].state ? t[i].state : '?',
 			(unsigned long long)t[i].user_ms, (unsigned long long)t[i].system_ms,
-			(unsigned long long)t[i].pc, t[i].function[0] ? t[i].function : "??");
+			(unsigned long long)t[i].pc,
+			t[i].function[0] ? padrone_demangle(t[i].function, plain, sizeof plain) : "??");
+	}
 	free(t);
 	return PADRONE_EXIT_OK;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "src/cmd.h"
+#include "src/report.h"
 
 static void json_string(FILE *out, const char *s)
 {
@@ -44,7 +45,9 @@ int padrone_cmd_print_hot_loops(struct padrone_cmd_ctx *ctx, bool json, size_t m
 			fputc('}', ctx->out);
 			continue;
 		}
-		fprintf(ctx->out, "%8lu  %-32s ", (unsigned long)h->function_samples, h->function);
+		char plain[512];
+		fprintf(ctx->out, "%8lu  %-32s ", (unsigned long)h->function_samples,
+			padrone_demangle(h->function, plain, sizeof plain));
 		if (h->header)
 			fprintf(ctx->out, "loop %#lx depth %u, %u blocks%s: %lu samples (%.0f%%)\n",
 				(unsigned long)h->header, h->depth, h->blocks,

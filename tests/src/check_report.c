@@ -142,6 +142,28 @@ START_TEST(an_empty_profile_is_still_a_report)
 }
 END_TEST
 
+START_TEST(text_shows_cxx_names_as_source_spells_them)
+{
+	struct padrone_report *r = padrone_report_new(7, "cpu-clock", 999, 1.0, 10, 0);
+	char buf[256];
+
+	ck_assert_int_eq(padrone_report_add(r, "_ZN4node5StartEiPPc", "/usr/bin/node", 0x1000,
+					    0x1100, 9, 9, "symtab"), 0);
+	ck_assert_int_eq(padrone_report_add(r, "_ZdlPv@plt", "/usr/bin/node", 0x2000, 0x2010, 1,
+					    1, "dynsym"), 0);
+	char *text = padrone_report__text(r, 0), *json = padrone_report__json(r, 0);
+	ck_assert_msg(strstr(text, "node::Start(int, char**)"), "%s", text);
+	ck_assert_msg(strstr(text, "operator delete(void*)@plt"), "%s", text);
+	ck_assert_msg(strstr(json, "\"_ZN4node5StartEiPPc\""), "%s", json);	/* JSON: the symbol */
+	ck_assert_str_eq(padrone_demangle("main", buf, sizeof buf), "main");
+	ck_assert_str_eq(padrone_demangle("_Znot-a-name", buf, sizeof buf), "_Znot-a-name");
+	ck_assert_str_eq(padrone_demangle("_ZN1a1bEv.cold", buf, sizeof buf), "a::b() [clone .cold]");
+	free(text);
+	free(json);
+	padrone_report_free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("report");
@@ -150,6 +172,7 @@ int main(void)
 	tcase_add_test(tc, json_has_the_documented_shape);
 	tcase_add_test(tc, text_is_a_perf_like_table);
 	tcase_add_test(tc, an_empty_profile_is_still_a_report);
+	tcase_add_test(tc, text_shows_cxx_names_as_source_spells_them);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
