@@ -311,21 +311,28 @@ static int32_t new_insn(struct fb *b, const struct cfg_insn *d, int32_t prev, ui
 	return (int32_t)b->ni++;
 }
 
+/* A stack height from 64-bit arithmetic: beyond +-1 GiB it is nonsense
+ * (data decoded as sub rsp, imm32 again and again) and must not overflow. */
+static int32_t height(int64_t v)
+{
+	return v > (1 << 30) || v < -(1 << 30) ? H_UNKNOWN : (int32_t)v;
+}
+
 static void apply_stack(const struct cfg_insn *d, int32_t *h, int32_t *rbp_h)
 {
 	switch (d->sp_op) {
 	case CFG_SP_ADD:
 		if (*h != H_UNKNOWN)
-			*h -= d->sp_delta;
+			*h = height((int64_t)*h - d->sp_delta);
 		break;
 	case CFG_SP_FRAME:
 		*rbp_h = *h;
 		break;
 	case CFG_SP_LEAVE:
-		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : *rbp_h - 8;
+		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : height((int64_t)*rbp_h - 8);
 		break;
 	case CFG_SP_LEA_RBP:
-		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : *rbp_h - d->sp_delta;
+		*h = *rbp_h == H_UNKNOWN ? H_UNKNOWN : height((int64_t)*rbp_h - d->sp_delta);
 		break;
 	case CFG_SP_UNKNOWN:
 		*h = H_UNKNOWN;
@@ -447,6 +454,13 @@ static int explore(struct fb *b)
 				b->nw = 0;
 				break;
 			}
+			if (b->summary && !b->r->callee_budget--) {
+				b->r->callee_budget = 0;
+				b->r->callee_cut = true;
+				fb_error(b, CFG_ERR_LIMIT, addr, "callee analysis budget spent");
+				b->nw = 0;
+				break;
+			}
 			const struct cfg_insn *d = cfg_reader_insn(b->r, addr);
 			if (!d)
 				return -ENOMEM;
@@ -464,6 +478,10 @@ static int explore(struct fb *b)
 			int go = transfer(b, i, h0, rbp_h);
 			if (go < 0)
 				return go;
+			if (b->summary && b->returns) {	/* all a summary asks */
+				b->nw = 0;
+				break;
+			}
 			if (!go)
 				break;
 			addr += d->len;
@@ -795,6 +813,8 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 		b->o.max_insns = CFG_DEFAULT_MAX_INSNS;
 	if (!b->o.max_blocks)
 		b->o.max_blocks = CFG_DEFAULT_MAX_BLOCKS;
+	if (!b->o.max_callee_insns)
+		b->o.max_callee_insns = CFG_DEFAULT_MAX_CALLEE_INSNS;
 	b->entry = entry;
 	const struct cfg_fde *fde = cfg_reader_fde_at(r, entry);
 	if (fde && fde->entry && fde->start == entry) {
@@ -811,26 +831,42 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 	return cfg_hmap_init(&b->at, 256);
 }
 
+/* The summary to remember: once the budget ran out, "returns" may only
+ * mean "a callee was not looked at", so it is not kept (UNKNOWN: ask again
+ * in a later build). "Never returns" holds whatever the callees do, since
+ * the ones not looked at were assumed to return. */
+static enum cfg_ret to_memo(const struct cfg_reader *r, enum cfg_ret ret)
+{
+	return ret == CFG_RET_YES && r->callee_cut ? CFG_RET_UNKNOWN : ret;
+}
+
+/* Callee analysis is transitive (a callee's callees...): in a large C++
+ * library one call can lead to thousands of functions. The budget bounds
+ * what one cfg_function__build spends on it. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
 {
 	uint32_t *memo = cfg_hmap_get(&r->rets, entry);
-	if (memo)	/* a callee being analysed (recursion): assume it returns */
+	if (memo && *memo != CFG_RET_UNKNOWN)	/* BUSY: recursion, assume it returns */
 		return *memo == CFG_RET_BUSY ? CFG_RET_YES : (enum cfg_ret)*memo;
 	if (r->depth >= CFG_MAX_CALLEE_DEPTH || !cfg_reader_is_code(r, entry))
 		return CFG_RET_YES;
+	if (r->callee_budget == 0) {
+		r->callee_cut = true;
+		return CFG_RET_YES;
+	}
 	if (cfg_hmap_put(&r->rets, entry, CFG_RET_BUSY) < 0)
 		return CFG_RET_YES;
 	struct fb b;
 	enum cfg_ret ret = CFG_RET_YES;
 	r->depth++;
 	if (fb_init(&b, r, entry, NULL) == 0) {
-		b.summary = true;
+		b.summary = true;	/* explore() spends the budget */
 		if (explore(&b) == 0 && !b.returns)
 			ret = CFG_RET_NO;
 	}
 	fb_fini(&b);
 	r->depth--;
-	cfg_hmap_put(&r->rets, entry, ret);
+	cfg_hmap_put(&r->rets, entry, to_memo(r, ret));
 	return ret;
 }
 
@@ -866,16 +902,21 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 	f->entry = addr;
 	f->dec = r->dec;
 	cfg_reader_name_at(r, addr, f->name, sizeof(f->name));
+	cfg_reader_trim(r);
 	/* the function's own answer is what callers will be told */
 	struct fb b;
 	int err = fb_init(&b, r, addr, opts);
+	r->callee_budget = b.o.max_callee_insns;
+	r->callee_cut = false;
 	uint32_t *memo = cfg_hmap_get(&r->rets, addr);
-	if (!memo && err == 0)
+	bool known = memo && *memo != CFG_RET_UNKNOWN;
+	if (!known && err == 0)
 		err = cfg_hmap_put(&r->rets, addr, CFG_RET_BUSY);
 	if (err == 0)
 		err = explore(&b);
-	if (!memo && err == 0)
-		err = cfg_hmap_put(&r->rets, addr, b.returns ? CFG_RET_YES : CFG_RET_NO);
+	if (!known && err == 0)
+		err = cfg_hmap_put(&r->rets, addr,
+				   to_memo(r, b.returns ? CFG_RET_YES : CFG_RET_NO));
 	if (err == 0)
 		err = fill(&b, f);
 	fb_fini(&b);

@@ -138,6 +138,7 @@ const char *cfg_error_name(enum cfg_error e);
 
 #define CFG_DEFAULT_MAX_INSNS 200000
 #define CFG_DEFAULT_MAX_BLOCKS 50000
+#define CFG_DEFAULT_MAX_CALLEE_INSNS 20000
 
 struct cfg_build_opts {
 	size_t sz;		/* sizeof(struct cfg_build_opts) */
@@ -147,6 +148,10 @@ struct cfg_build_opts {
 				 * start at cfg_reader__function_at(addr) */
 	bool no_callee_analysis;	/* decide noreturn callees from names and
 					 * stubs only (no analysis of callees) */
+	uint32_t max_callee_insns;	/* instructions the analysis of callees
+					 * (transitive, remembered by the reader)
+					 * may decode in one build; past it callees
+					 * are assumed to return. 0 = default */
 };
 
 /* Build the CFG of the function entered at addr: blocks, edges, jump

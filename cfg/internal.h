@@ -158,8 +158,12 @@ struct cfg_reader {
 	struct cfg_insn **insnv;	/* chunks of CFG_INSN_CHUNK */
 	size_t ninsns, cinsnv;
 	/* callee summaries */
-	struct cfg_hmap rets;	/* entry -> enum cfg_ret */
+	struct cfg_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
 	unsigned depth;		/* nesting of callee analyses */
+	uint32_t callee_budget;	/* instructions callee analyses may still
+				 * decode in this cfg_function__build */
+	bool callee_cut;	/* the budget ran out: a "returns" answer may
+				 * rest on callees never looked at */
 	/* modules */
 	struct cfg_module *mods;
 	size_t nmods, cmods;
@@ -168,6 +172,14 @@ struct cfg_reader {
 };
 #define CFG_INSN_CHUNK 4096
 #define CFG_MAX_CALLEE_DEPTH 24
+/* Caches kept between builds: over these they are dropped before the next
+ * one (about 80 and 64 MiB), so sweeping a huge library stays bounded. */
+#define CFG_INSN_CACHE_MAX (1u << 20)
+#define CFG_PAGE_CACHE_MAX 16384u
+
+/* Drop decoded instructions and code pages past the limits above. Only
+ * between builds: a build holds pointers into the caches. */
+void cfg_reader_trim(struct cfg_reader *r);
 
 int cfg_reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -4,7 +4,8 @@
  *   mov r, [T + idx*8]; jmp r
  *   lea b, [rip+T]; movsxd r, [b + idx*4]; add r, b; jmp r   (PIC, gcc/clang)
  * and the -O0 variants (lea d, [idx*4]; mov eax, [d + b]; cdqe; ...), then
- * the guarding cmp idx, N; ja/jae/jb/jbe for the number of entries. */
+ * the guarding cmp idx, N; ja/jae/jb/jbe for the number of entries (with
+ * flag-neutral instructions allowed between the two). */
 #include "cfg/internal.h"
 
 #include <errno.h>
@@ -45,6 +46,18 @@ struct ev {
 };
 
 static const struct val UNK = { .kind = V_UNK };
+
+/* Address arithmetic wraps as the CPU's does: random bytes and odd code
+ * give any constants, and signed overflow must not follow from them. */
+static int64_t wadd(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+static int64_t wmul(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a * (uint64_t)b);
+}
 
 static struct val lin(int64_t c, int64_t s)
 {
@@ -104,13 +117,13 @@ static struct val x_new(struct ev *e, size_t p, int f)
 static struct val add(struct val a, struct val b)
 {
 	if (a.kind == V_LIN && b.kind == V_LIN)
-		return lin(a.c + b.c, a.s + b.s);
+		return lin(wadd(a.c, b.c), wadd(a.s, b.s));
 	if (a.kind == V_LOAD && b.kind == V_LIN && b.s == 0) {
-		a.k += b.c;
+		a.k = wadd(a.k, b.c);
 		return a;
 	}
 	if (b.kind == V_LOAD && a.kind == V_LIN && a.s == 0) {
-		b.k += a.c;
+		b.k = wadd(b.k, a.c);
 		return b;
 	}
 	return UNK;
@@ -125,7 +138,7 @@ static struct val lin_mem(struct ev *e, size_t p, const ZydisDecodedOperand *o)
 		return UNK;
 	struct val v = lin(o->mem.disp.has_displacement ? o->mem.disp.value : 0, 0);
 	if (o->mem.base == ZYDIS_REGISTER_RIP) {
-		v.c += (int64_t)(in->addr + in->len);
+		v.c = wadd(v.c, (int64_t)(in->addr + in->len));
 	} else if (o->mem.base != ZYDIS_REGISTER_NONE) {
 		struct val b = eval(e, fam(o->mem.base), p + 1);
 		if (b.kind != V_LIN)
@@ -136,8 +149,8 @@ static struct val lin_mem(struct ev *e, size_t p, const ZydisDecodedOperand *o)
 		struct val x = eval(e, fam(o->mem.index), p + 1);
 		if (x.kind != V_LIN)
 			return UNK;
-		x.c *= o->mem.scale;
-		x.s *= o->mem.scale;
+		x.c = wmul(x.c, o->mem.scale);
+		x.s = wmul(x.s, o->mem.scale);
 		v = add(v, x);
 	}
 	return v;
@@ -216,8 +229,8 @@ static struct val interpret(struct ev *e, size_t p, int f)
 		if (zi->mnemonic == ZYDIS_MNEMONIC_SUB) {
 			if (b.kind != V_LIN)
 				break;
-			b.c = -b.c;
-			b.s = -b.s;
+			b.c = wmul(b.c, -1);
+			b.s = wmul(b.s, -1);
 		}
 		struct val v = add(a, b);
 		if (v.kind != V_UNK)
@@ -228,8 +241,8 @@ static struct val interpret(struct ev *e, size_t p, int f)
 		if (dst && two && o1->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && o1->imm.value.u < 8) {
 			struct val v = eval(e, f, p + 1);
 			if (v.kind == V_LIN) {
-				v.c <<= o1->imm.value.u;
-				v.s <<= o1->imm.value.u;
+				v.c = wmul(v.c, (int64_t)1 << o1->imm.value.u);
+				v.s = wmul(v.s, (int64_t)1 << o1->imm.value.u);
 				return v;
 			}
 		}
@@ -268,6 +281,23 @@ static struct val eval(struct ev *e, int f, size_t from)
 	return v;
 }
 
+/* The instruction that set the flags a conditional jump at path[from - 1]
+ * tests: compilers schedule moves between the cmp and the jcc (gcc:
+ * cmp ebp, 8; mov r9d, [rsp+8]; mov r10, rax; ja ...). e->n if none is
+ * found nearby or one on the way cannot be decoded. */
+static size_t flags_set_at(struct ev *e, size_t from)
+{
+	for (size_t q = from; q < e->n && q < from + 8; q++) {
+		const struct cfg_insn *in = e->path[q];
+		if (in->kind != CFG_I_PLAIN || !decoded(e, q))
+			return e->n;
+		const ZydisAccessedFlags *fl = e->zi[q].cpu_flags;
+		if (fl && (fl->modified | fl->set_0 | fl->set_1 | fl->undefined))
+			return q;
+	}
+	return e->n;
+}
+
 /* The number of entries from the guard: cmp R, K; ja/jae (not taken) or
  * jbe/jb (taken) with R = c1 + X. *first gets c1 (the index at X = 0). */
 static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
@@ -284,13 +314,14 @@ static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 			case ZYDIS_MNEMONIC_JB: if (!tk) continue; extra = 0; break;
 			default: continue;
 			}
-			if (!decoded(e, p + 1) || e->zi[p + 1].mnemonic != ZYDIS_MNEMONIC_CMP)
+			size_t q = flags_set_at(e, p + 1);
+			if (q >= e->n || e->zi[q].mnemonic != ZYDIS_MNEMONIC_CMP)
 				continue;
-			const ZydisDecodedOperand *o0 = &e->ops[p + 1][0], *o1 = &e->ops[p + 1][1];
+			const ZydisDecodedOperand *o0 = &e->ops[q][0], *o1 = &e->ops[q][1];
 			if (o0->type != ZYDIS_OPERAND_TYPE_REGISTER ||
 			    o1->type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
 				continue;
-			struct val v = eval(e, fam(o0->reg.value), p + 2);
+			struct val v = eval(e, fam(o0->reg.value), q + 1);
 			if (v.kind != V_LIN || v.s != 1)
 				continue;
 			*c1 = v.c;
@@ -301,7 +332,7 @@ static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 				k = (int64_t)(uint8_t)k;
 			else if (o0->size == 16)
 				k = (int64_t)(uint16_t)k;
-			return k + extra;
+			return k == INT64_MAX ? -1 : k + extra;
 		}
 	}
 	return -1;
@@ -325,7 +356,7 @@ static int64_t byte_table_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 		return -1;
 	uint8_t *bytes = malloc((size_t)ny);
 	int64_t max = -1;
-	if (bytes && cfg_reader__read(e->r, (uint64_t)(e->byte_c - cy), bytes, (size_t)ny) == ny)
+	if (bytes && cfg_reader__read(e->r, (uint64_t)e->byte_c - (uint64_t)cy, bytes, (size_t)ny) == ny)
 		for (int64_t i = 0; i < ny; i++)
 			if (bytes[i] > max)
 				max = bytes[i];
@@ -393,9 +424,9 @@ int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 	}
 	out->entry_size = v.size;
 	out->base = (uint64_t)v.k;
-	out->table = (uint64_t)(v.c - v.s * c1);
+	out->table = (uint64_t)v.c - (uint64_t)v.s * (uint64_t)c1;
 	for (int64_t i = 0; i < count; i++) {
-		uint64_t at = out->table + (uint64_t)(i * v.s), t;
+		uint64_t at = out->table + (uint64_t)i * (uint64_t)v.s, t;
 		uint8_t b[8];
 		if (cfg_reader__read(r, at, b, v.size) != v.size)
 			break;
@@ -404,7 +435,7 @@ int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 		} else {
 			int32_t x;
 			memcpy(&x, b, 4);
-			t = v.sext ? (uint64_t)((int64_t)x + v.k) : (uint64_t)(uint32_t)x;
+			t = v.sext ? (uint64_t)(int64_t)x + (uint64_t)v.k : (uint64_t)(uint32_t)x;
 		}
 		if (!valid(arg, t) || (!bounded && !plausible_code(r, t)))
 			break;

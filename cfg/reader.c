@@ -50,17 +50,36 @@ int cfg_reader__new(const struct cfg_reader_ops *ops, void *ctx,
 	return cfg_reader_alloc(ops, ctx, out);
 }
 
-static void drop_caches(struct cfg_reader *r)
+static void drop_pages(struct cfg_reader *r)
 {
 	for (size_t i = 0; i < r->npages; i++)
 		free(r->pagev[i]);
 	r->npages = 0;
 	cfg_hmap_clear(&r->pages);
+}
+
+static void drop_insns(struct cfg_reader *r)
+{
 	for (size_t i = 0; i * CFG_INSN_CHUNK < r->ninsns; i++)
 		free(r->insnv[i]);
 	r->ninsns = 0;
 	cfg_hmap_clear(&r->insns);
+}
+
+static void drop_caches(struct cfg_reader *r)
+{
+	drop_pages(r);
+	drop_insns(r);
 	cfg_hmap_clear(&r->rets);
+}
+
+void cfg_reader_trim(struct cfg_reader *r)
+{
+	/* callee summaries stay: a few bytes each, and costly to redo */
+	if (r->ninsns > CFG_INSN_CACHE_MAX)
+		drop_insns(r);
+	if (r->npages > CFG_PAGE_CACHE_MAX)
+		drop_pages(r);
 }
 
 static void drop_modules(struct cfg_reader *r)

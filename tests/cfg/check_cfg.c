@@ -986,6 +986,123 @@ START_TEST(bad_code_gives_an_error_not_a_crash)
 }
 END_TEST
 
+/* ------------------------------------------- found on real libraries */
+
+/* gcc schedules flag-neutral moves between the guard and its branch
+ * (redis's rdbLoadObject: cmp ebp, 8; mov r9d, [rsp+8]; mov r10, rax; ja).
+ * The guard must still bound the table: extra entries after it (the next
+ * table, read as this one's) once sent the CFG into the middle of
+ * instructions. */
+START_TEST(jump_table_guard_with_moves_before_the_branch)
+{
+	static const uint8_t code[] = {
+		0x83, 0xff, 0x02,		/* 00 cmp edi, 2 */
+		0x41, 0x89, 0xf1,		/* 03 mov r9d, esi */
+		0x49, 0x89, 0xc2,		/* 06 mov r10, rax */
+		0x77, 0x13,			/* 09 ja 0x1e */
+		0x48, 0x8d, 0x15, 0x0e, 0, 0, 0, /* 0b lea rdx, [rip+0xe] = 0x20 */
+		0x48, 0x63, 0x04, 0xba,		/* 12 movsxd rax, [rdx+rdi*4] */
+		0x48, 0x01, 0xd0,		/* 16 add rax, rdx */
+		0xff, 0xe0,			/* 19 jmp rax */
+		0xc3, 0xc3, 0xc3, 0xc3, 0xcc,	/* 1b cases 0-2, default; pad */
+		/* 20: the table (relative to itself), then what follows it */
+		0xfb, 0xff, 0xff, 0xff, 0xfc, 0xff, 0xff, 0xff, 0xfd, 0xff, 0xff, 0xff,
+		0xfb, 0xff, 0xff, 0xff, 0xfb, 0xff, 0xff, 0xff, 0xfb, 0xff, 0xff, 0xff,
+	};
+	struct buf b = { code, sizeof(code), 0x40000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0x40000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__jump_table_count(f), 1);
+	const struct cfg_jump_table *t = cfg_function__jump_table(f, 0);
+	ck_assert_uint_eq(t->table, 0x40020);
+	ck_assert_uint_eq(t->target_count, 3);
+	for (uint32_t i = 0; i < 3; i++)
+		ck_assert_uint_eq(t->targets[i], 0x4001b + i);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* Arithmetic on what code computes wraps like the CPU's: UBSan stopped a
+ * sweep of libz3 at a left shift of -1 in the jump-table evaluator. Stack
+ * heights from sub rsp, 0x7fffffff again and again must not overflow
+ * either. Run under the sanitizers to mean anything. */
+START_TEST(code_arithmetic_does_not_overflow)
+{
+	static const uint8_t shl[] = {
+		0x48, 0xc7, 0xc0, 0xff, 0xff, 0xff, 0xff,	/* mov rax, -1 */
+		0x48, 0xc1, 0xe0, 0x03,				/* shl rax, 3 */
+		0x48, 0x8b, 0x04, 0xc5, 0, 0, 0, 0x80,		/* mov rax, [rax*8 - 2^31] */
+		0xff, 0xe0,					/* jmp rax */
+	};
+	struct buf b = { shl, sizeof(shl), 0x50000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0x50000, NULL, &f), 0);
+	ck_assert_uint_eq(cfg_function__jump_table_count(f), 0);
+	ck_assert_uint_eq(cfg_function__unresolved_count(f), 1);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+
+	uint8_t subs[7 * 8 + 1];
+	for (size_t i = 0; i + 7 <= sizeof(subs); i += 7)	/* sub rsp, 0x7fffffff */
+		memcpy(subs + i, (const uint8_t[]){ 0x48, 0x81, 0xec, 0xff, 0xff, 0xff, 0x7f }, 7);
+	subs[sizeof(subs) - 1] = 0xc3;
+	b = (struct buf){ subs, sizeof(subs), 0x60000 };
+	r = buf_reader(&b);
+	ck_assert_int_eq(cfg_function__build(r, 0x60000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__insn_count(f), 9);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* Callee analysis is transitive: one build in libLLVM/libclang-cpp took
+ * over a second analysing thousands of callees. It is bounded by a budget
+ * per build; an answer cut short ("returns") is not remembered, so a later
+ * build with budget left finds the truth. Here: f0 calls f1 ... calls f9,
+ * which never returns (ud2), so none of them returns. */
+START_TEST(callee_analysis_is_bounded_per_build)
+{
+	enum { N = 10 };
+	uint8_t code[N * 8];
+	memset(code, 0xcc, sizeof(code));
+	for (int i = 0; i < N - 1; i++) {	/* call next; ret */
+		uint8_t *p = code + i * 8;
+		p[0] = 0xe8;
+		int32_t rel = 8 - 5;
+		memcpy(p + 1, &rel, 4);
+		p[5] = 0xc3;
+	}
+	code[(N - 1) * 8] = 0x0f, code[(N - 1) * 8 + 1] = 0x0b;	/* ud2 */
+	struct buf b = { code, sizeof(code), 0x70000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+
+	struct cfg_build_opts o = { .sz = sizeof(o), .max_callee_insns = 3 };
+	ck_assert_int_eq(cfg_function__build(r, 0x70000, &o, &f), 0);
+	ck_assert(!cfg_function__noreturn(f));	/* f4... never looked at */
+	ck_assert_uint_eq(cfg_function__block_count(f), 2);	/* call, ret */
+	cfg_function__free(f);
+
+	ck_assert_int_eq(cfg_function__build(r, 0x70000, NULL, &f), 0);
+	ck_assert(cfg_function__noreturn(f));
+	ck_assert_uint_eq(cfg_function__block_count(f), 1);
+	ck_assert(cfg_function__call(f, 0)->noreturn);
+	cfg_function__free(f);
+
+	/* and it is remembered: even without budget the answer stands */
+	o.max_callee_insns = 1;
+	ck_assert_int_eq(cfg_function__build(r, 0x70008, &o, &f), 0);
+	ck_assert(cfg_function__noreturn(f));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
 /* ---------------------------------------------------------- live */
 
 static char *whole(const struct cfg_function *f)
@@ -1122,6 +1239,9 @@ int main(void)
 	tcase_add_test(unit, hand_made_irreducible_cycle);
 	tcase_add_test(unit, overlapping_instructions_make_overlapping_blocks);
 	tcase_add_test(unit, bad_code_gives_an_error_not_a_crash);
+	tcase_add_test(unit, jump_table_guard_with_moves_before_the_branch);
+	tcase_add_test(unit, code_arithmetic_does_not_overflow);
+	tcase_add_test(unit, callee_analysis_is_bounded_per_build);
 	suite_add_tcase(s, unit);
 
 	TCase *live = tcase_create("live");
