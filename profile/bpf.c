@@ -5,6 +5,10 @@
  * and counts (thread, IP, user stack, kernel stack) in a hash map. Threads
  * the target creates later need nothing: the filter is by tgid. Collecting
  * turns the maps into the same stack table the ring backend fills.
+ *
+ * The program returns 0, so the kernel writes no sample into the events'
+ * rings; each event still gets a small ring, where the kernel reports
+ * throttling (PERF_RECORD_THROTTLE), counted as the ring backend does.
  */
 #include "profile/internal.h"
 
@@ -15,17 +19,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "profile/bpf/prof_bpf.h"
 #include "profile/bpf/prof.skel.h"
 
+/* Data bytes of each event's ring: THROTTLE and UNTHROTTLE records only
+ * (24 bytes each), read when the profile stops. */
+#define THROTTLE_RING 8192
+
 struct prof_bpf {
 	struct prof_skel *skel;
 	int ncpu;
 	int *fds;
 	struct bpf_link **links;
+	void **maps;			/* each event's ring, or NULL */
+	struct prof_ring *rings;
 };
 
 /* libbpf's last complaint, kept to explain a failed load; never printed. */
@@ -53,6 +64,40 @@ static const char *load_hint(int e)
 	if (e == -ENOMEM)
 		return "locked memory limit too low for the BPF maps (RLIMIT_MEMLOCK)";
 	return "the kernel rejected the program";
+}
+
+/* CPU c's event's ring, for its throttling records. Best effort: without
+ * it (mmap refused) throttling is just not counted. */
+static void map_ring(struct prof_bpf *b, int c)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = page + THROTTLE_RING;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, b->fds[c], 0);
+
+	if (m == MAP_FAILED)
+		return;
+	if (prof_ring__init(&b->rings[c], m, THROTTLE_RING) < 0) {
+		munmap(m, len);
+		return;
+	}
+	b->maps[c] = m;
+}
+
+static int count_throttle(const struct perf_event_header *h, void *arg)
+{
+	if (h->type == PERF_RECORD_THROTTLE)
+		++*(uint64_t *)arg;
+	return 0;
+}
+
+/* Throttling since the last call, on every CPU. */
+static uint64_t take_throttled(struct prof_bpf *b)
+{
+	uint64_t n = 0;
+
+	for (int c = 0; c < b->ncpu; c++)
+		if (b->maps[c])
+			prof_ring__drain(&b->rings[c], count_throttle, &n);
+	return n;
 }
 
 int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct prof_bpf **out,
@@ -87,7 +132,9 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 	b->ncpu = n > 0 ? (int)n : 1;
 	b->fds = malloc((size_t)b->ncpu * sizeof(*b->fds));
 	b->links = calloc((size_t)b->ncpu, sizeof(*b->links));
-	if (!b->fds || !b->links) {
+	b->maps = calloc((size_t)b->ncpu, sizeof(*b->maps));
+	b->rings = calloc((size_t)b->ncpu, sizeof(*b->rings));
+	if (!b->fds || !b->links || !b->maps || !b->rings) {
 		r = -ENOMEM;
 		prof_fmt(why, whylen, "out of memory");
 		goto fail;
@@ -113,6 +160,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 			goto fail;
 		}
 		b->fds[c] = fd;
+		map_ring(b, c);
 		b->links[c] = bpf_program__attach_perf_event(b->skel->progs.prof_sample, fd);
 		if (!b->links[c]) {
 			r = -errno;
@@ -174,7 +222,7 @@ static uint64_t take_stat(int fd, uint32_t idx, int ncpu)
 }
 
 int prof_bpf__collect(struct prof_bpf *b, struct prof_stacks *stacks, prof_bpf_thread_fn cb,
-		      void *arg, uint64_t *lost, uint64_t *stack_errors)
+		      void *arg, uint64_t *lost, uint64_t *stack_errors, uint64_t *throttled)
 {
 	int cfd = bpf_map__fd(b->skel->maps.counts);
 	int sfd = bpf_map__fd(b->skel->maps.stacks);
@@ -233,6 +281,7 @@ int prof_bpf__collect(struct prof_bpf *b, struct prof_stacks *stacks, prof_bpf_t
 		*lost += take_stat(tfd, PROF_BPF_STAT_LOST, ncpu);
 		*stack_errors += take_stat(tfd, PROF_BPF_STAT_STACK_ERRORS, ncpu);
 	}
+	*throttled += take_throttled(b);
 	return r;
 }
 
@@ -242,11 +291,19 @@ void prof_bpf__free(struct prof_bpf *b)
 		return;
 	for (int c = 0; b->links && c < b->ncpu; c++)
 		bpf_link__destroy(b->links[c]);
+	size_t len = (size_t)sysconf(_SC_PAGESIZE) + THROTTLE_RING;
+	for (int c = 0; b->maps && c < b->ncpu; c++)
+		if (b->maps[c]) {
+			prof_ring__fini(&b->rings[c]);
+			munmap(b->maps[c], len);
+		}
 	for (int c = 0; b->fds && c < b->ncpu; c++)
 		if (b->fds[c] >= 0)
 			close(b->fds[c]);
 	prof_skel__destroy(b->skel);
 	free(b->links);
 	free(b->fds);
+	free(b->maps);
+	free(b->rings);
 	free(b);
 }

@@ -62,10 +62,10 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 		   char *why, size_t whylen);
 int prof_bpf__enable(struct prof_bpf *b, bool on);
 /* Moves the kernel's aggregates into stacks and per-thread counts (via
- * cb), and clears them in the kernel. */
+ * cb), and clears them in the kernel; adds to the three counters. */
 typedef void (*prof_bpf_thread_fn)(pid_t tid, uint64_t samples, void *arg);
 int prof_bpf__collect(struct prof_bpf *b, struct prof_stacks *stacks, prof_bpf_thread_fn cb,
-		      void *arg, uint64_t *lost, uint64_t *stack_errors);
+		      void *arg, uint64_t *lost, uint64_t *stack_errors, uint64_t *throttled);
 void prof_bpf__free(struct prof_bpf *b);
 
 /* ------------------------------------------------------- ELF modules */

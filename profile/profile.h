@@ -100,7 +100,7 @@ struct prof_totals {
 	uint64_t samples;	/* samples of the target counted */
 	uint64_t lost;		/* samples the kernel dropped (LOST records,
 				 * or BPF map updates that failed) */
-	uint64_t throttled;	/* THROTTLE records (ring backend) */
+	uint64_t throttled;	/* THROTTLE records: times the kernel throttled sampling */
 	uint64_t unthrottled;
 	uint64_t stack_errors;	/* samples kept without a call chain (bpf) */
 	uint64_t duration_ns;	/* time spent between start and stop */

@@ -1003,7 +1003,7 @@ int prof_sampler__stop(struct prof_sampler *s)
 	if (s->bpf) {
 		prof_bpf__enable(s->bpf, false);
 		r = prof_bpf__collect(s->bpf, &s->stacks, bpf_thread_cb, s, &s->tot.lost,
-				      &s->tot.stack_errors);
+				      &s->tot.stack_errors, &s->tot.throttled);
 		if (r < 0)
 			seterrmsg(s, "cannot read the BPF maps: %s", strerror(-r));
 	} else {

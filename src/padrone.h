@@ -184,6 +184,8 @@ unsigned padrone_report__frequency_hz(const struct padrone_report *r);
 double padrone_report__duration_s(const struct padrone_report *r);
 uint64_t padrone_report__samples(const struct padrone_report *r);
 uint64_t padrone_report__lost(const struct padrone_report *r);
+/* How often the kernel throttled sampling (a rate too high for it). */
+uint64_t padrone_report__throttled(const struct padrone_report *r);
 /* The backend that ran ("ring", "bpf"), and why it is not the one asked
  * for ("" if it is). */
 const char *padrone_report__backend(const struct padrone_report *r);

@@ -15,7 +15,7 @@ struct padrone_report {
 	char *backend, *fallback;
 	unsigned hz;
 	double duration_s;
-	uint64_t samples, lost;
+	uint64_t samples, lost, throttled;
 	struct padrone_function *fn;
 	size_t n, cap;
 };
@@ -130,6 +130,12 @@ unsigned padrone_report__frequency_hz(const struct padrone_report *r) { return r
 double padrone_report__duration_s(const struct padrone_report *r) { return r->duration_s; }
 uint64_t padrone_report__samples(const struct padrone_report *r) { return r->samples; }
 uint64_t padrone_report__lost(const struct padrone_report *r) { return r->lost; }
+uint64_t padrone_report__throttled(const struct padrone_report *r) { return r->throttled; }
+
+void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled)
+{
+	r->throttled = throttled;
+}
 const char *padrone_report__backend(const struct padrone_report *r) { return r->backend; }
 const char *padrone_report__fallback(const struct padrone_report *r) { return r->fallback; }
 size_t padrone_report__count(const struct padrone_report *r) { return r->n; }
@@ -206,6 +212,7 @@ static struct json_object *report_json(const struct padrone_report *r, size_t ma
 	e |= put(o, "duration_s", fixed(r->duration_s, 3));
 	e |= put(o, "samples", json_object_new_uint64(r->samples));
 	e |= put(o, "lost", json_object_new_uint64(r->lost));
+	e |= put(o, "throttled", json_object_new_uint64(r->throttled));
 	size_t n = max && max < r->n ? max : r->n;
 	for (size_t i = 0; i < n && !e; i++) {
 		struct json_object *f = function_json(&r->fn[i]);
@@ -295,9 +302,13 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 
 	if (!f)
 		return NULL;
-	fprintf(f, "# pid %d: %llu samples of %s at %u Hz in %.2f s, %llu lost\n",
-		(int)r->pid, (unsigned long long)r->samples, r->event, r->hz, r->duration_s,
+	fprintf(f, "# pid %d: %llu samples of %s at %u Hz in %.2f s, %llu lost", (int)r->pid,
+		(unsigned long long)r->samples, r->event, r->hz, r->duration_s,
 		(unsigned long long)r->lost);
+	if (r->throttled)	/* perf's words: the kernel cut the rate */
+		fprintf(f, ", throttled %llu times (the kernel lowered the rate)",
+			(unsigned long long)r->throttled);
+	fputc('\n', f);
 	fprintf(f, "#\n# %8s  %8s  %9s  %-32s  %-20s  %s\n", "Overhead", "Samples", "Inclusive",
 		"Function", "Module", "Bounds");
 	size_t n = max && max < r->n ? max : r->n;

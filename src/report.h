@@ -24,6 +24,8 @@ PADRONE_HIDDEN int padrone_report_add(struct padrone_report *r, const char *name
  * 0 or -ENOMEM. */
 PADRONE_HIDDEN int padrone_report_set_backend(struct padrone_report *r, const char *backend,
 					      const char *fallback);
+/* How often the kernel throttled sampling during the profile. */
+PADRONE_HIDDEN void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled);
 /* Order hottest first: self descending, then inclusive, then address. */
 PADRONE_HIDDEN void padrone_report_sort(struct padrone_report *r);
 PADRONE_HIDDEN void padrone_report_free(struct padrone_report *r);

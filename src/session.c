@@ -482,9 +482,11 @@ static int build_report(struct padrone_session *s, const struct prof_totals *t,
 						      t->samples, t->lost);
 	int e = r ? 0 : -ENOMEM;
 
-	if (r)
+	if (r) {
+		padrone_report_set_throttled(r, t->throttled);
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
+	}
 	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
 		const struct prof_func *f = prof_hot__at(hot, i);
 		e = padrone_report_add(r, f->name, f->module, f->start, f->end, f->self,

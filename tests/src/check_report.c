@@ -75,9 +75,10 @@ START_TEST(json_has_the_documented_shape)
 	ck_assert(json_object_get_double(v) > 2.0 && json_object_get_double(v) < 2.01);
 	ck_assert_int_eq(num(o, "samples"), 2000);
 	ck_assert_int_eq(num(o, "lost"), 3);
+	ck_assert_int_eq(num(o, "throttled"), 0);
 	ck_assert(json_object_object_get_ex(o, "functions", &fns));
 	ck_assert_int_eq(json_object_array_length(fns), 4);
-	ck_assert_int_eq(json_object_object_length(o), 7);
+	ck_assert_int_eq(json_object_object_length(o), 8);
 
 	struct json_object *f = json_object_array_get_idx(fns, 0);
 	ck_assert_int_eq(json_object_object_length(f), 8);
@@ -121,6 +122,10 @@ START_TEST(text_is_a_perf_like_table)
 	ck_assert_ptr_nonnull(strstr(text, "sub_401000"));
 	ck_assert_ptr_null(strstr(text, "main"));
 	ck_assert_ptr_nonnull(strstr(text, "# ... 2 more functions\n"));
+	free(text);
+	padrone_report_set_throttled(r, 5);
+	text = padrone_report__text(r, 2);
+	ck_assert_msg(strstr(text, "3 lost, throttled 5 times (the kernel lowered the rate)\n"), "%s", text);
 	free(text);
 	padrone_report_free(r);
 }
