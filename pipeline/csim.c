@@ -4,10 +4,8 @@
 #include "pipeline/csim-internal.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,90 +106,6 @@ bool csim_geom_cachegrind_tweak(struct csim_geom *g)
 	g->size = size;
 	g->assoc = (uint32_t)assoc;
 	return true;
-}
-
-static int read_sysfs(const char *dir, const char *idx, const char *file, char *buf, size_t len)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/%s/%s", dir, idx, file);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	int rc = fgets(buf, (int)len, f) ? 0 : -EIO;
-	fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-	return rc;
-}
-
-static int sysfs_num(const char *dir, const char *idx, const char *file, uint64_t *v)
-{
-	char buf[64], *end;
-	int rc = read_sysfs(dir, idx, file, buf, sizeof buf);
-	if (rc)
-		return rc;
-	errno = 0;
-	unsigned long long x = strtoull(buf, &end, 10);
-	if (end == buf || errno)
-		return -EINVAL;
-	if (*end == 'K')
-		x <<= 10, end++;
-	else if (*end == 'M')
-		x <<= 20, end++;
-	else if (*end == 'G')
-		x <<= 30, end++;
-	if (*end)
-		return -EINVAL;
-	*v = x;
-	return 0;
-}
-
-int csim_config_host(struct csim_config *cfg, const char *sysfs_dir)
-{
-	struct csim_geom i1 = { 0 }, d1 = { 0 }, ll = { 0 };
-	uint64_t ll_level = 0;
-	struct dirent *de;
-	DIR *d = opendir(sysfs_dir);
-	int rc = 0;
-
-	csim_config_fallback(cfg);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		uint64_t level, size, ways, line;
-		char type[32];
-		if (strncmp(de->d_name, "index", 5))
-			continue;
-		if (sysfs_num(sysfs_dir, de->d_name, "level", &level) ||
-		    sysfs_num(sysfs_dir, de->d_name, "size", &size) ||
-		    sysfs_num(sysfs_dir, de->d_name, "ways_of_associativity", &ways) ||
-		    sysfs_num(sysfs_dir, de->d_name, "coherency_line_size", &line) ||
-		    read_sysfs(sysfs_dir, de->d_name, "type", type, sizeof type)) {
-			rc = -EINVAL;
-			break;
-		}
-		if (!line || size > UINT32_MAX * (uint64_t)line)
-			continue;
-		if (!ways)	/* fully associative */
-			ways = size / line;
-		struct csim_geom g = { size, (uint32_t)ways, (uint32_t)line };
-		if (level == 1 && !strcmp(type, "Instruction"))
-			i1 = g;
-		else if (level == 1 && !strcmp(type, "Data"))
-			d1 = g;
-		else if (!strcmp(type, "Unified") && level > ll_level)
-			ll = g, ll_level = level;
-	}
-	closedir(d);
-	if (rc)
-		return rc;
-	/* Like cachegrind: all three found, or the fallback. */
-	if (!i1.size || !d1.size || !ll.size)
-		return -ENOENT;
-	csim_geom_cachegrind_tweak(&ll);
-	cfg->level[CSIM_I1] = i1;
-	cfg->level[CSIM_D1] = d1;
-	cfg->level[CSIM_LL] = ll;
-	return 0;
 }
 
 static int check_level(const struct csim_geom *g, const char *name, bool cg, char *err,

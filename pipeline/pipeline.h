@@ -73,13 +73,20 @@ uint64_t csim_geom_sets(const struct csim_geom *g);
  * caches: I1 65536,2,64  D1 65536,2,64  LL 262144,8,64; no L2. */
 void csim_config_fallback(struct csim_config *cfg);
 
-/* The host's caches as cachegrind sees them (it reads cpuid; this reads the
- * same figures from sysfs_dir, normally "/sys/devices/system/cpu/cpu0/cache"):
- * level-1 instruction and data caches, and the highest unified level as LL.
- * Like cachegrind, an LL whose set count is not a power of two is adjusted
- * (csim_geom_cachegrind_tweak). 0, or -errno when the figures cannot be read
- * (then cfg holds csim_config_fallback). cfg->cachegrind is left alone. */
-int csim_config_host(struct csim_config *cfg, const char *sysfs_dir);
+/* One cpuid query: leaf and subleaf in, eax, ebx, ecx, edx out in r. */
+typedef void (*csim_cpuid_fn)(uint32_t leaf, uint32_t subleaf, uint32_t r[4], void *arg);
+
+/* The host's caches as valgrind 3.19's cachegrind finds them, from cpuid
+ * (never sysfs): Intel's leaf 2 descriptors and leaf 4, AMD's leaves
+ * 0x80000005/6; the level-1 instruction and data caches, and the unified
+ * cache of the deepest level as LL, adjusted as cachegrind does when its
+ * set count is not a power of two (csim_geom_cachegrind_tweak). 0, or
+ * -errno when cachegrind would use its fallback: an unknown vendor, a cache
+ * missing, caches that make no sense (then cfg holds csim_config_fallback).
+ * csim_config_cpuid asks fn instead of the processor (for tests).
+ * cfg->cachegrind is left alone. */
+int csim_config_host(struct csim_config *cfg);
+int csim_config_cpuid(struct csim_config *cfg, csim_cpuid_fn fn, void *arg);
 
 /* What cachegrind does to an auto-detected LL whose set count S is not a
  * power of two: S becomes the largest power of two below it, the

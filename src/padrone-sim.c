@@ -219,8 +219,7 @@ static int make_geometry(struct opts *o)
 	struct csim_config host = { .cachegrind = o->cfg.cachegrind };
 	char err[256];
 
-	if (csim_config_host(&host, "/sys/devices/system/cpu/cpu0/cache"))
-		csim_config_fallback(&host);
+	csim_config_host(&host);	/* the fallback when it fails, as cachegrind */
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 		if (!o->have[lv])
 			o->cfg.level[lv] = host.level[lv];

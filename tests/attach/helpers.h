@@ -24,7 +24,8 @@ long at_check_ticks(struct tu_proc *p, int n, long work);
 /* Wait for the threads target's next "tick N created C errors E" line and
  * check E == 0; returns C. */
 long at_threads_ok(struct tu_proc *p);
-/* Skip what the target printed so far: lines until 2 ms pass without one. */
+/* Skip what the target printed so far: lines until 2 ms pass without one,
+ * or 200 ms in all. */
 void at_drain(struct tu_proc *p);
 
 /* /proc facts. */

@@ -5,6 +5,7 @@
 #include "pipeline/csim-internal.h"	/* csim_simd_max */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,56 +451,164 @@ START_TEST(cachegrind_tweaks_non_power_of_two_ll)
 }
 END_TEST
 
-static void write_file(const char *dir, const char *idx, const char *name, const char *text)
+/* A processor for csim_config_cpuid: the leaves it answers; others read 0. */
+struct fake_leaf {
+	uint32_t leaf, sub, r[4];
+};
+
+static void fake_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4], void *arg)
 {
-	char path[512];
-	snprintf(path, sizeof path, "%s/%s", dir, idx);
-	mkdir(path, 0700);
-	snprintf(path, sizeof path, "%s/%s/%s", dir, idx, name);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fprintf(f, "%s\n", text);
-	fclose(f);
+	for (const struct fake_leaf *f = arg; f->leaf || f->r[0] || f->r[1]; f++)
+		if (f->leaf == leaf && f->sub == sub) {
+			memcpy(r, f->r, 4 * sizeof *r);
+			return;
+		}
 }
 
-static void fake_cache(const char *dir, const char *idx, const char *level, const char *type,
-		       const char *size, const char *ways)
+/* Leaf 0 of a processor: highest leaf and the vendor string. */
+static struct fake_leaf leaf0(uint32_t max, const char vendor[13])
 {
-	write_file(dir, idx, "level", level);
-	write_file(dir, idx, "type", type);
-	write_file(dir, idx, "size", size);
-	write_file(dir, idx, "ways_of_associativity", ways);
-	write_file(dir, idx, "coherency_line_size", "64");
+	struct fake_leaf f = { 0, 0, { max, 0, 0, 0 } };
+	memcpy(&f.r[1], vendor, 4);
+	memcpy(&f.r[3], vendor + 4, 4);
+	memcpy(&f.r[2], vendor + 8, 4);
+	return f;
 }
 
-START_TEST(host_geometry_from_sysfs)
+static void expect_geom(const struct csim_config *cfg, enum csim_level lv, uint64_t size,
+			uint32_t assoc, uint32_t line)
 {
-	char dir[] = "/tmp/check_csim.XXXXXX", cmd[600];
+	ck_assert_msg(cfg->level[lv].size == size && cfg->level[lv].assoc == assoc &&
+		      cfg->level[lv].line == line, "%s: %" PRIu64 ",%u,%u, want %" PRIu64 ",%u,%u",
+		      csim_level_name(lv), cfg->level[lv].size, cfg->level[lv].assoc,
+		      cfg->level[lv].line, size, assoc, line);
+}
+
+static void expect_fallback(const struct csim_config *cfg)
+{
+	expect_geom(cfg, CSIM_I1, 65536, 2, 64);
+	expect_geom(cfg, CSIM_D1, 65536, 2, 64);
+	expect_geom(cfg, CSIM_L2, 0, 0, 0);
+	expect_geom(cfg, CSIM_LL, 262144, 8, 64);
+}
+
+START_TEST(host_geometry_from_amd_cpuid)
+{
 	struct csim_config cfg;
+	/* This VM's AMD EPYC: L1 from leaf 0x80000005; an L3 of 1016 x 512 KiB
+	 * with an associativity code cachegrind reads as direct mapped, which
+	 * its LL tweak turns into what cachegrind printed here: 512 MiB, 2-way. */
+	struct fake_leaf epyc[] = {
+		leaf0(0xd, "AuthenticAMD"),
+		{ 1, 0, { 0xb00f21, 0, 0, 0 } },
+		{ 0x80000000u, 0, { 0x80000021u, 0, 0, 0 } },
+		{ 0x80000005u, 0, { 0xff60ff40u, 0xff60ff40u, 0x300c0140u, 0x20080140u } },
+		{ 0x80000006u, 0, { 0x40802040u, 0x60804040u, 0x04006140u, 0x0fe09140u } },
+		{ 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, epyc), 0);
+	expect_geom(&cfg, CSIM_I1, 32768, 8, 64);
+	expect_geom(&cfg, CSIM_D1, 49152, 12, 64);
+	expect_geom(&cfg, CSIM_L2, 0, 0, 0);
+	expect_geom(&cfg, CSIM_LL, 536870912, 2, 64);
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	fake_cache(dir, "index0", "1", "Data", "48K", "12");
-	fake_cache(dir, "index1", "1", "Instruction", "32K", "8");
-	fake_cache(dir, "index2", "2", "Unified", "2048K", "16");
-	fake_cache(dir, "index3", "3", "Unified", "12M", "16");
-	ck_assert_int_eq(csim_config_host(&cfg, dir), 0);
-	ck_assert_uint_eq(cfg.level[CSIM_D1].size, 49152);
-	ck_assert_uint_eq(cfg.level[CSIM_D1].assoc, 12);
-	ck_assert_uint_eq(cfg.level[CSIM_I1].size, 32768);
-	ck_assert_uint_eq(cfg.level[CSIM_L2].size, 0);
-	ck_assert_uint_eq(cfg.level[CSIM_LL].size, 12u << 20);
-	ck_assert_uint_eq(cfg.level[CSIM_LL].assoc, 24);	/* tweaked as cachegrind */
-	snprintf(cmd, sizeof cmd, "rm -rf %s/index1", dir);
-	ck_assert_int_eq(system(cmd), 0);
-	/* No I1: cachegrind's fallback. */
-	ck_assert_int_eq(csim_config_host(&cfg, dir), -ENOENT);
-	ck_assert_uint_eq(cfg.level[CSIM_I1].size, 65536);
-	ck_assert_uint_eq(cfg.level[CSIM_I1].assoc, 2);
-	ck_assert_uint_eq(cfg.level[CSIM_LL].size, 262144);
-	ck_assert_uint_eq(cfg.level[CSIM_LL].assoc, 8);
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	ck_assert_int_eq(system(cmd), 0);
-	ck_assert_int_lt(csim_config_host(&cfg, "/nonexistent/cache"), 0);
+	/* An Athlon 64: no L3, so L2 (512 KiB, code 8: 16-way) is the LL. */
+	struct fake_leaf athlon[] = {
+		leaf0(1, "AuthenticAMD"),
+		{ 1, 0, { 0x20f32, 0, 0, 0 } },
+		{ 0x80000000u, 0, { 0x80000018u, 0, 0, 0 } },
+		{ 0x80000005u, 0, { 0, 0, 0x40020140u, 0x40020140u } },
+		{ 0x80000006u, 0, { 0, 0, 0x02008140u, 0 } },
+		{ 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, athlon), 0);
+	expect_geom(&cfg, CSIM_I1, 65536, 2, 64);
+	expect_geom(&cfg, CSIM_D1, 65536, 2, 64);
+	expect_geom(&cfg, CSIM_LL, 524288, 16, 64);
+
+	/* Without the extended leaves: cachegrind's fallback. */
+	athlon[2].r[0] = 0x80000004u;
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, athlon), -ENOTSUP);
+	expect_fallback(&cfg);
+}
+END_TEST
+
+START_TEST(host_geometry_from_intel_cpuid)
+{
+	struct csim_config cfg;
+	/* A Skylake: leaf 2 says "see leaf 4" (0xff); leaf 4 lists 32 KiB L1s,
+	 * a 256 KiB L2 and a 12 MiB L3 of 12288 sets, which the LL tweak turns
+	 * into 8192 sets of 24 ways. */
+	struct fake_leaf skylake[] = {
+		leaf0(0x16, "GenuineIntel"),
+		{ 1, 0, { 0x906e9, 0, 0, 0 } },
+		{ 2, 0, { 0x00feff01u, 0x000000f0u, 0, 0x00c30000u } },
+		{ 4, 0, { 0x121, 0x01c0003fu, 63, 0 } },
+		{ 4, 1, { 0x122, 0x01c0003fu, 63, 0 } },
+		{ 4, 2, { 0x143, 0x00c0003fu, 1023, 0 } },
+		{ 4, 3, { 0x163, 0x03c0003fu, 12287, 6 } },
+		{ 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, skylake), 0);
+	expect_geom(&cfg, CSIM_I1, 32768, 8, 64);
+	expect_geom(&cfg, CSIM_D1, 32768, 8, 64);
+	expect_geom(&cfg, CSIM_L2, 0, 0, 0);
+	expect_geom(&cfg, CSIM_LL, 12582912, 24, 64);
+
+	/* A Core 2 describes its caches with leaf-2 descriptors only: 0x30 I1,
+	 * 0x2c D1, 0x49 a 4 MiB L2 (an L3 only on family 15 model 6); the
+	 * TLB and prefetch descriptors around them say nothing. */
+	struct fake_leaf core2[] = {
+		leaf0(0xa, "GenuineIntel"),
+		{ 1, 0, { 0x6f6, 0, 0, 0 } },
+		{ 2, 0, { 0x05b0b101u, 0x005657f0u, 0, 0x2cb43049u } },
+		{ 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, core2), 0);
+	expect_geom(&cfg, CSIM_I1, 32768, 8, 64);
+	expect_geom(&cfg, CSIM_D1, 32768, 8, 64);
+	expect_geom(&cfg, CSIM_LL, 4194304, 16, 64);
+
+	/* A Pentium 4: a 12 K micro-op trace cache, simulated as cachegrind
+	 * guesses, 16 KiB with 32-byte lines. */
+	struct fake_leaf p4[] = {
+		leaf0(2, "GenuineIntel"),
+		{ 1, 0, { 0xf29, 0, 0, 0 } },
+		{ 2, 0, { 0x665b5001u, 0, 0, 0x007a7040u } },
+		{ 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, p4), 0);
+	expect_geom(&cfg, CSIM_I1, 16384, 8, 32);
+	expect_geom(&cfg, CSIM_D1, 8192, 4, 64);
+	expect_geom(&cfg, CSIM_LL, 262144, 8, 64);
+
+	/* Two level-1 data caches (a descriptor and leaf 4): not sensible. */
+	skylake[2].r[1] = 0x2c;
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, skylake), -EINVAL);
+	expect_fallback(&cfg);
+	/* Leaf 2 asked more than once (AL != 1): cachegrind gives up. */
+	core2[2].r[0] = 0x05b0b102u;
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, core2), -ENOTSUP);
+	expect_fallback(&cfg);
+	/* No level-1 instruction cache. */
+	core2[2].r[0] = 0x05b0b101u;
+	core2[2].r[3] = 0x2cb40049u;
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, core2), -ENOENT);
+	expect_fallback(&cfg);
+}
+END_TEST
+
+START_TEST(host_geometry_of_other_vendors)
+{
+	struct csim_config cfg;
+	struct fake_leaf via[] = { leaf0(1, "CentaurHauls"), { 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, via), 0);
+	expect_geom(&cfg, CSIM_I1, 65536, 4, 16);
+	expect_geom(&cfg, CSIM_D1, 65536, 16, 16);
+	expect_geom(&cfg, CSIM_LL, 65536, 16, 16);
+	struct fake_leaf other[] = { leaf0(1, "GenuineTMx86"), { 0 } };
+	ck_assert_int_eq(csim_config_cpuid(&cfg, fake_cpuid, other), -ENOTSUP);
+	expect_fallback(&cfg);
+	/* The real processor: whatever it says, a geometry csim accepts. */
+	char err[256];
+	csim_config_host(&cfg);
+	cfg.cachegrind = true;
+	ck_assert_msg(csim_config_check(&cfg, err, sizeof err) == 0, "%s", err);
 }
 END_TEST
 
@@ -838,7 +947,9 @@ int main(void)
 	tcase_add_test(tc, matches_model_at_every_associativity);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
-	tcase_add_test(tc, host_geometry_from_sysfs);
+	tcase_add_test(tc, host_geometry_from_amd_cpuid);
+	tcase_add_test(tc, host_geometry_from_intel_cpuid);
+	tcase_add_test(tc, host_geometry_of_other_vendors);
 	tcase_add_test(tc, split_bits_follow_the_smallest_set_count);
 	tcase_add_test(tc, fold_blocks_sums_rows);
 	tcase_add_test(tc, json_report_has_the_agreed_shape);
