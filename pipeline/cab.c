@@ -688,7 +688,7 @@ bool cab__sampling_take(struct cab_consumer *c)
 	return true;
 }
 
-static void heartbeat(struct cab_consumer *c, bool force)
+static uint64_t heartbeat(struct cab_consumer *c, bool force)
 {
 	uint64_t now = cab__now_ns();
 
@@ -696,6 +696,7 @@ static void heartbeat(struct cab_consumer *c, bool force)
 		__atomic_store_n(&c->r->sh->cons_heartbeat_ns, now, __ATOMIC_RELAXED);
 		c->last_hb_ns = now;
 	}
+	return now;
 }
 
 /* Reading the clock after every chunk cost 6% at 4 KiB chunks: beat about
@@ -881,7 +882,15 @@ static int poll_common(struct cab_consumer *c, cab_consume_fn fn, void *arg, boo
 {
 	if (c->eof)
 		return 0;
-	heartbeat(c, false);
+	uint64_t now = heartbeat(c, false);
+	/* A producer that died never flushes: what it wrote is all there is.
+	 * Looked at here, not only in cab_consumer__run, so that a caller
+	 * polling several rings sees it too. */
+	if (!c->producer_dead && now - c->last_pid_check_ns > 100000000ULL) {
+		c->last_pid_check_ns = now;
+		if (pid_gone(__atomic_load_n(&c->r->sh->prod_pid, __ATOMIC_RELAXED)))
+			c->producer_dead = true;
+	}
 	bool fin = producer_finished(c);
 	int n = poll_kind(c, fn, arg, all || fin, fin);
 	if (n >= 0 && fin && !has_data(c))
@@ -959,11 +968,6 @@ int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		uint64_t now = cab__now_ns();
 		if (!idle_since)
 			idle_since = now;
-		if (now - c->last_pid_check_ns > 100000000ULL) {
-			c->last_pid_check_ns = now;
-			if (pid_gone(__atomic_load_n(&r->sh->prod_pid, __ATOMIC_RELAXED)))
-				c->producer_dead = true;
-		}
 		if (now - idle_since < (uint64_t)r->spin_us * 1000) {
 			cab__pause();
 			continue;

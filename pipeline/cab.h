@@ -279,9 +279,11 @@ static inline int cab_producer__put_record(struct cab_producer *p, const uint64_
  * and starts its heartbeat. */
 int cab_consumer__open(struct cab_ring *r, struct cab_consumer **out);
 /* Deliver every chunk that is complete (the producer is two chunks ahead),
- * or, once the producer has flushed, everything. Returns the number of
- * chunks (buffers, FFQ batches) delivered or skipped, 0 if none was ready,
- * or the callback's nonzero return if it stopped. Refreshes the heartbeat. */
+ * or, once the producer has flushed or its process is gone (looked at every
+ * 100 ms), everything. Returns the number of chunks (buffers, FFQ batches)
+ * delivered or skipped, 0 if none was ready, or -ECANCELED if the callback
+ * stopped it (cab_consumer__run returns the callback's value). Refreshes the
+ * heartbeat. */
 int cab_consumer__poll(struct cab_consumer *c, cab_consume_fn fn, void *arg);
 /* Deliver everything written so far, including the chunk the producer is
  * still writing (what it adds later comes with later polls). For a producer

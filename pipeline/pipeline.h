@@ -248,6 +248,92 @@ const char *csim_split__errmsg(const struct csim_split *sp);
 /* Stops the workers if still running and frees everything. */
 void csim_split__free(struct csim_split *sp);
 
+/* ================================================ parallel REP recovery */
+
+/* PiPA's second stage: K recovery threads turn REP units into references
+ * and block/edge counts, while the caller's thread hands the references on
+ * (to csim_split, to the analyses). Fed words are cut into chunks of whole
+ * units; a thread takes a whole chunk and recovers it into buffers of that
+ * chunk's own; the caller's thread delivers the chunks strictly in the order
+ * they were fed. The sink therefore sees exactly the stream that one
+ * rep_recover fed the same words would deliver, and the counts are exactly
+ * its counts (an edge from one chunk into the next is added in order), for
+ * any number of threads.
+ *
+ * Streams: each feed names its stream (a target thread, a ring, a file's
+ * thread id); an edge joins a stream's consecutive units, never units of two
+ * streams, and never across a feed flagged REP_POOL_GAP.
+ *
+ * Bad data (an unknown block, a unit cut by the end of its feed, an
+ * impossible rep count) ends its feed: the references before it are
+ * delivered, opts.error is called with the message (naming the offset), the
+ * rest of that feed is dropped and the stream starts again at the next feed
+ * with no edge across, as rep_reader__replay skips the rest of a section.
+ *
+ * Threads: feed, run_cab, finish and the callbacks run on the caller's
+ * thread (one caller). Nothing allocates per reference; a chunk not yet
+ * due holds at most max_chunk_refs references before its thread waits. */
+struct rep_pool;
+struct cab_consumer;
+
+struct rep_pool_opts {
+	size_t sz;		/* sizeof(struct rep_pool_opts) */
+	unsigned workers;	/* recovery threads; 0 = 1, at most 256 */
+	size_t chunk_bytes;	/* feeds are cut into chunks of about this; 0 = 64 KiB */
+	unsigned depth;		/* chunks in flight; 0 = 4 per thread */
+	size_t max_chunk_refs;	/* buffered per chunk not yet due; 0 = 256 Ki */
+	/* Bad data in a feed, in feed order (msg names the offset). */
+	void (*error)(void *arg, uint64_t stream, int err, const char *msg);
+};
+
+struct rep_pool_stats {
+	unsigned workers;	/* recovery threads */
+	uint64_t chunks;	/* chunks fed */
+	uint64_t errors;	/* feeds that had bad data (each reported) */
+	uint64_t discarded;	/* chunks after bad data in their feed, dropped */
+	uint64_t waits;		/* times the caller waited for the next chunk */
+	double worker_cpu[64];	/* CPU seconds of each thread (first 64; after finish) */
+};
+
+/* References of a stream, in order; nonzero stops the pool (feed and finish
+ * return it). refs is reused after the call. */
+typedef int (*rep_pool_sink)(void *arg, uint64_t stream, const struct rep_ref *refs, size_t n);
+
+enum {
+	REP_POOL_GAP = 1u,	/* data was lost before these words: no edge into them */
+	REP_POOL_BORROW = 2u,	/* keep a pointer instead of a copy; the words
+				 * must stay unchanged until rep_pool__finish */
+};
+
+/* A pool over table t (which must outlive it; no blocks added while it
+ * runs); threads start here. 0, -EINVAL (bad opts) or -ENOMEM. */
+int rep_pool__new(const struct rep_table *t, const struct rep_pool_opts *opts,
+		  rep_pool_sink sink, void *arg, struct rep_pool **out);
+/* Whole units of stream (a unit cut by the end of the words is bad data).
+ * offset: byte offset of words[0] in the stream or file, for messages;
+ * UINT64_MAX continues from the stream's previous feed. Delivers what is
+ * ready; waits while `depth` chunks are in flight. 0, or a fatal error
+ * (a sink's, -ENOMEM): never one for bad data, which is reported in order. */
+int rep_pool__feed(struct rep_pool *p, uint64_t stream, const uint64_t *words, size_t n,
+		   uint64_t offset, unsigned flags);
+/* Consume rings until every one reports end of stream (or *stop): ring i's
+ * spans are stream i, copied, with REP_POOL_GAP where records were lost. A
+ * producer whose process died is drained. 0 or a fatal error; call finish
+ * after it. */
+int rep_pool__run_cab(struct rep_pool *p, struct cab_consumer *const *rings, size_t n,
+		      const volatile int *stop);
+/* Deliver everything, stop the threads, join the counts. Returns 0,
+ * -EBADMSG when some feed had bad data (the first message in errmsg), or
+ * the fatal error. Idempotent. */
+int rep_pool__finish(struct rep_pool *p);
+/* Block and edge counts and stats of everything delivered (after finish;
+ * rep_recover__foreach_count, __block_count, __edge_count, __stats). */
+const struct rep_recover *rep_pool__counts(const struct rep_pool *p);
+void rep_pool__stats(const struct rep_pool *p, struct rep_pool_stats *st);
+const char *rep_pool__errmsg(const struct rep_pool *p);
+/* Stops the threads if still running (what is in flight is dropped). */
+void rep_pool__free(struct rep_pool *p);
+
 /* ======================================================= lackey traces */
 
 /* Reads `valgrind --tool=lackey --trace-mem=yes` output: lines "I  ADDR,SIZE"

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REP_BATCH 2048
-
 /* Executions of a block, and of the edges to its first two successors
  * (a block rarely has more); further edges go to the hash table. */
 struct bcount {
@@ -29,6 +27,7 @@ struct rep_recover {
 	uint64_t *ekeys, *evals;	/* other edges: key (from << 32 | to), open addressing */
 	size_t ecap, en;
 	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
+	uint32_t head;		/* ... of the first unit counted after the last gap or begin */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -187,6 +186,8 @@ static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id
 	if (r->prev) {
 		uint32_t p = r->prev - 1;
 		rc = count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
+	} else {
+		r->head = pos_in_table + 1;
 	}
 	r->prev = pos_in_table + 1;
 	return rc;
@@ -407,12 +408,13 @@ int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, voi
 		uint32_t id = r->t->blks[p].b.id;
 		if (b->n && (rc = fn(arg, 0, id, b->n)))
 			return rc;
+		/* A zero count is an edge taken back (rep__recover_uncount). */
 		for (int k = 0; k < 2; k++)
-			if (b->succ[k] && (rc = fn(arg, id, b->succ[k], b->sn[k])))
+			if (b->succ[k] && b->sn[k] && (rc = fn(arg, id, b->succ[k], b->sn[k])))
 				return rc;
 	}
 	for (size_t i = 0; i < r->ecap; i++)
-		if (r->ekeys[i] &&
+		if (r->ekeys[i] && r->evals[i] &&
 		    (rc = fn(arg, (uint32_t)(r->ekeys[i] >> 32), (uint32_t)r->ekeys[i], r->evals[i])))
 			return rc;
 	return 0;
@@ -453,4 +455,60 @@ int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 void rep_recover__stats(const struct rep_recover *r, struct rep_recover_stats *st)
 {
 	*st = r->st;
+}
+
+/* ------------------------------------------------- for the recovery pool */
+
+void rep__recover_begin(struct rep_recover *r)
+{
+	r->prev = 0;
+	r->head = 0;
+	r->ncarry = 0;
+}
+
+uint32_t rep__recover_head(const struct rep_recover *r)
+{
+	return r->head;
+}
+
+uint32_t rep__recover_tail(const struct rep_recover *r)
+{
+	return r->prev;
+}
+
+void rep__recover_set_batch(struct rep_recover *r, struct rep_ref *batch)
+{
+	r->batch = batch;
+}
+
+int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to)
+{
+	return count_edge(r, &r->counts[from - 1], r->t->blks[from - 1].b.id,
+			  r->t->blks[to - 1].b.id, 1);
+}
+
+/* Counts wrap: adding 2^64 - 1 takes one away, whatever order the additions
+ * and the merges come in. */
+int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nunits,
+			 const struct rep_recover_stats *delta)
+{
+	uint32_t prev = 0;
+	size_t at = 0;
+	int rc;
+
+	for (uint64_t u = 0; u < nunits; u++) {
+		const struct rep_blk *x = rep__lookup(r->t, (uint32_t)w[at]);
+		uint32_t p = (uint32_t)(x - r->t->blks);
+		r->counts[p].n--;
+		if (prev && (rc = count_edge(r, &r->counts[prev - 1], r->t->blks[prev - 1].b.id,
+					     x->b.id, UINT64_MAX)))
+			return rc;
+		prev = p + 1;
+		at += 1 + (size_t)x->b.nslots;
+	}
+	r->st.units -= delta->units;
+	r->st.refs -= delta->refs;
+	r->st.instrs -= delta->instrs;
+	r->st.bytes -= delta->bytes;
+	return 0;
 }

@@ -337,7 +337,8 @@ int rep_reader__replay(struct rep_reader *r, struct rep_recover *rec)
 	const uint64_t *w;
 	size_t n;
 	bool first = true;
-	int rc;
+	int rc, first_err = 0;
+	char first_msg[384] = "";
 
 	while ((rc = rep_reader__next(r, &tid, &w, &n, &off)) == 1) {
 		if (first || tid != prev_tid)
@@ -346,12 +347,19 @@ int rep_reader__replay(struct rep_reader *r, struct rep_recover *rec)
 		prev_tid = tid;
 		if ((rc = rep_recover__feed(rec, w, n, off)) ||
 		    (rc = rep__recover_section_end(rec, off + n * 8))) {
-			char why[320];
-			snprintf(why, sizeof why, "%s", rep_errmsg());
-			return rep__fail(rc, "%s: %s", r->path, why);
+			/* The section's units are chained by their lengths: after bad
+			 * data nothing of it can be trusted, but the next section
+			 * starts where its header says. */
+			if (!first_err) {
+				first_err = rc;
+				snprintf(first_msg, sizeof first_msg, "%s: %s", r->path, rep_errmsg());
+			}
+			rep_recover__gap(rec);
 		}
 	}
 	rep_recover__flush(rec);
+	if (first_err)
+		return rep__fail(first_err, "%s", first_msg);
 	return rc;
 }
 

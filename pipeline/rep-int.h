@@ -47,4 +47,26 @@ static inline const struct rep_blk *rep__lookup(const struct rep_table *t, uint3
 /* A stream section ended at end_off: a unit cut there is an error. */
 int rep__recover_section_end(struct rep_recover *r, uint64_t end_off);
 
+/* Recovery delivers references in batches of REP_BATCH. */
+#define REP_BATCH 2048
+
+/* For the recovery pool (rep-pool.c), which recovers a stream in chunks on
+ * several threads and joins the chunks' counts afterwards. */
+/* A chunk starts: no edge into its first unit (the pool adds it), nothing
+ * held; unlike rep_recover__gap, not counted as a gap. */
+void rep__recover_begin(struct rep_recover *r);
+/* Table position + 1 of the first and of the last unit counted since the
+ * last begin or gap; 0 if none. */
+uint32_t rep__recover_head(const struct rep_recover *r);
+uint32_t rep__recover_tail(const struct rep_recover *r);
+/* Recover into this REP_BATCH array from now on (the sink may call it to
+ * keep the batch it was handed). The recoverer frees the one it holds. */
+void rep__recover_set_batch(struct rep_recover *r, struct rep_ref *batch);
+/* One more edge between table positions + 1. */
+int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to);
+/* Take back the counts of nunits whole units at w (as recovered in one go,
+ * edges between them) and the stats delta they added. */
+int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nunits,
+			 const struct rep_recover_stats *delta);
+
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Exit statuses (padrone-sim(1), EXIT STATUS). */
 enum {
@@ -44,6 +45,8 @@ static const char usage_text[] =
 	"  --cachegrind          count exactly as valgrind's cachegrind does\n"
 	"Execution and output:\n"
 	"  --workers N           simulator threads (cache sets split between them; default 1)\n"
+	"  --recovery-workers N  threads recovering a REP file's references (default: one\n"
+	"                        fewer than the CPUs, 1 to 8)\n"
 	"  -a, --analysis NAME   run analysis NAME (repeatable; default: cache); 'list' lists them\n"
 	"  --trace-out FILE      write the references in lackey's format (the memtrace analysis)\n"
 	"  --top N               rows in per-PC and per-block tables (default 10; 0: all)\n"
@@ -62,6 +65,7 @@ struct opts {
 	struct csim_config cfg;
 	bool have[CSIM_NLEVELS];
 	unsigned workers;
+	unsigned rworkers;
 	size_t top;
 	bool json;
 	const struct pipeline_analysis_ops *ops[MAX_ANALYSES];
@@ -110,10 +114,21 @@ static int add_analysis(struct opts *o, const struct pipeline_analysis_ops *ops)
 	return 0;
 }
 
+/* One recovery thread per CPU but one, which is left to the thread that
+ * hands the references to the simulators; more than 8 gain little (the
+ * handing on is serial). */
+static unsigned default_recovery_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n <= 2 ? 1 : n > 9 ? 8 : (unsigned)(n - 1);
+}
+
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_LACKEY = 256, O_REP, O_I1, O_D1, O_L2, O_LL, O_CG, O_WORKERS, O_JSON, O_TOP, O_TRACE };
+	enum { O_LACKEY = 256, O_REP, O_I1, O_D1, O_L2, O_LL, O_CG, O_WORKERS, O_RWORKERS, O_JSON,
+	       O_TOP, O_TRACE };
 	static const struct option longopts[] = {
 		{ "lackey", required_argument, NULL, O_LACKEY },
 		{ "rep", required_argument, NULL, O_REP },
@@ -123,6 +138,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "LL", required_argument, NULL, O_LL },
 		{ "cachegrind", no_argument, NULL, O_CG },
 		{ "workers", required_argument, NULL, O_WORKERS },
+		{ "recovery-workers", required_argument, NULL, O_RWORKERS },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "top", required_argument, NULL, O_TOP },
 		{ "trace-out", required_argument, NULL, O_TRACE },
@@ -136,6 +152,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 
 	o->workers = 1;
+	o->rworkers = default_recovery_workers();
 	o->top = 10;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":a:hV", longopts, NULL)) != -1) {
@@ -166,6 +183,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return usage_error("--workers wants a number from 1 to 64, not '%s'",
 						   optarg);
 			o->workers = (unsigned)v;
+			break;
+		case O_RWORKERS:
+			if (parse_uint(optarg, 64, &v) || !v)
+				return usage_error("--recovery-workers wants a number from 1 to 64, not '%s'",
+						   optarg);
+			o->rworkers = (unsigned)v;
 			break;
 		case O_JSON:
 			o->json = true;
@@ -485,15 +508,25 @@ static int replay_lackey(const struct opts *o, struct run *run)
 
 struct rep_run {
 	struct run *run;
-	int rc;		/* the first analysis error */
+	const char *path;
+	int rc;		/* the first analysis error (already said) */
 };
 
-/* rep_ref_sink cannot stop the replay: remember the first error. */
-static void rep_sink(void *arg, const struct rep_ref *refs, size_t n)
+static int rep_sink(void *arg, uint64_t stream, const struct rep_ref *refs, size_t n)
 {
 	struct rep_run *rr = arg;
-	if (!rr->rc)
-		rr->rc = sink(rr->run, refs, n);
+	(void)stream;
+	return rr->rc = sink(rr->run, refs, n);
+}
+
+/* Bad data in a section: said at once, in file order; the pool goes on
+ * with the next section. */
+static void rep_error(void *arg, uint64_t stream, int err, const char *msg)
+{
+	struct rep_run *rr = arg;
+	(void)stream;
+	(void)err;
+	fprintf(stderr, "padrone-sim: %s: %s; the rest of the section skipped\n", rr->path, msg);
 }
 
 struct rep_counts {
@@ -552,13 +585,39 @@ static int deliver_counts(struct run *run, const struct rep_table *t, const stru
 	return rc;
 }
 
-/* --rep: a saved REP file (rep.h), recovered and fed to the analyses.
- * Returns an exit status; negative: stop without a report. */
+/* Every stream section into the pool, in file order: a gap where the
+ * thread changes (as rep_reader__replay). Returns the reader's error for a
+ * bad section header (after which nothing can be found), its message in msg. */
+static int feed_sections(struct rep_reader *rd, struct rep_pool *pool, char *msg, size_t len)
+{
+	uint64_t tid, prev = 0, off;
+	const uint64_t *w;
+	size_t n;
+	bool first = true;
+	int rc;
+
+	while ((rc = rep_reader__next(rd, &tid, &w, &n, &off)) == 1) {
+		unsigned flags = REP_POOL_BORROW | (first || tid != prev ? REP_POOL_GAP : 0);
+		first = false;
+		prev = tid;
+		if ((rc = rep_pool__feed(pool, tid, w, n, off, flags)))
+			return rc;	/* fatal: said by the sink, or in the pool's message */
+	}
+	if (rc < 0)
+		snprintf(msg, len, "%s", rep_errmsg());
+	return rc;
+}
+
+/* --rep: a saved REP file (rep.h), recovered on the recovery threads and
+ * fed to the analyses. Returns an exit status; negative: stop without a
+ * report. */
 static int replay_rep(const struct opts *o, struct run *run)
 {
 	struct rep_reader *rd;
-	struct rep_recover *rec;
-	struct rep_run rr = { .run = run };
+	struct rep_pool *pool;
+	struct rep_run rr = { .run = run, .path = o->rep };
+	struct rep_pool_opts po = { .sz = sizeof(po), .workers = o->rworkers, .error = rep_error };
+	char msg[512] = "";
 	int status = EXIT_OK, rc;
 
 	if ((rc = rep_reader__open(o->rep, &rd))) {
@@ -568,21 +627,33 @@ static int replay_rep(const struct opts *o, struct run *run)
 		return -(rc == -EBADMSG ? EXIT_BADINPUT : EXIT_FAILURE_RUN);
 	}
 	const struct rep_table *t = rep_reader__table(rd);
-	if ((rc = rep_recover__new(t, rep_sink, &rr, &rec))) {
-		fprintf(stderr, "padrone-sim: %s\n", rep_errmsg());
+	if ((rc = rep_pool__new(t, &po, rep_sink, &rr, &pool))) {
+		fprintf(stderr, "padrone-sim: cannot start the recovery threads: %s\n", strerror(-rc));
 		rep_reader__close(rd);
 		return -EXIT_FAILURE_RUN;
 	}
-	rc = rep_reader__replay(rd, rec);
-	if (rc) {
-		/* Everything before the bad data was recovered and delivered. */
-		fprintf(stderr, "padrone-sim: %s\n", rep_errmsg());
-		status = rc == -EBADMSG ? EXIT_BADINPUT : EXIT_FAILURE_RUN;
+	int frc = feed_sections(rd, pool, msg, sizeof msg);
+	rc = rep_pool__finish(pool);
+	if (rr.rc) {
+		status = -EXIT_FAILURE_RUN;	/* an analysis said why; no report */
+	} else if (rc && rc != -EBADMSG) {
+		fprintf(stderr, "padrone-sim: %s: %s\n", o->rep, rep_pool__errmsg(pool));
+		status = -EXIT_FAILURE_RUN;
+	} else {
+		/* Bad sections were said as they came; everything else counts. */
+		if (rc)
+			status = EXIT_BADINPUT;
+		if (frc == -EBADMSG) {
+			fprintf(stderr, "padrone-sim: %s\n", msg);
+			status = EXIT_BADINPUT;
+		} else if (frc) {
+			fprintf(stderr, "padrone-sim: %s\n", msg);
+			status = EXIT_FAILURE_RUN;
+		}
+		if (deliver_counts(run, t, rep_pool__counts(pool)))
+			status = -EXIT_FAILURE_RUN;	/* said why; no report */
 	}
-	rep_recover__flush(rec);
-	if (rr.rc || deliver_counts(run, t, rec))
-		status = -EXIT_FAILURE_RUN;	/* said why; no report */
-	rep_recover__free(rec);
+	rep_pool__free(pool);
 	rep_reader__close(rd);
 	return status;
 }

@@ -282,6 +282,126 @@ START_TEST(truncated_rep_names_the_offset_and_keeps_the_rest)
 }
 END_TEST
 
+/* A unit boundary at about frac of the stream. */
+static size_t boundary(const uint64_t *w, size_t n, double frac)
+{
+	size_t at = 0;
+	while (at < (size_t)((double)n * frac))
+		at += 1 + (size_t)(w[at] >> 48);
+	return at;
+}
+
+/* Sections of threads 1, 2, 1, 1, 2, larger together than a recovery
+ * chunk: 1, 2 and 3 recovery threads give the same report, byte for byte. */
+START_TEST(recovery_threads_change_nothing)
+{
+	static const uint64_t tids[] = { 1, 2, 1, 1, 2 };
+	struct rep_table *t = table();
+	struct rep_writer *wr;
+	size_t n, cut, at[6];
+	uint64_t *w = stream(&n, &cut);
+	char file[160], args[512];
+	int st;
+
+	for (int k = 0; k < 5; k++)
+		at[k] = boundary(w, n, k / 5.0);
+	at[5] = n;
+	snprintf(file, sizeof file, "%s/five.rep", dir);
+	ck_assert_int_eq(rep_writer__open(file, t, &wr), 0);
+	for (int k = 0; k < 5; k++)
+		ck_assert_int_eq(rep_writer__stream(wr, tids[k], w + at[k], at[k + 1] - at[k]), 0);
+	ck_assert_int_eq(rep_writer__close(wr), 0);
+	ck_assert_uint_gt(n * 8, 2 * 65536);	/* several chunks */
+	char *out[3];
+	for (int k = 0; k < 3; k++) {
+		snprintf(args, sizeof args,
+			 "--rep %s " GEOM " --workers 2 --recovery-workers %d -a cache -a blocks "
+			 "-a edges -a reuse --json --top 0", file, k + 1);
+		out[k] = sim(args, &st);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, err_text());
+	}
+	ck_assert_str_eq(out[0], out[1]);
+	ck_assert_str_eq(out[0], out[2]);
+	struct json_object *j = json_tokener_parse(out[0]);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_uint_eq(jget(j, "blocks", "executions"), ITERS + ITERS / 16);
+	/* Four runs of units: 1 | 2 | 1 1 | 2 (sections of one thread in a
+	 * row are one run). */
+	ck_assert_uint_eq(jget(j, "edges", "traversals"), ITERS + ITERS / 16 - 4);
+	ck_assert_uint_eq(jget(j, "refs", "modifies"), ITERS);
+	json_object_put(j);
+	for (int k = 0; k < 3; k++)
+		free(out[k]);
+	free(w);
+	rep_table__free(t);
+}
+END_TEST
+
+/* A corrupt unit in the first thread's section: reported with its offset,
+ * and the second thread's section is still recovered in full: the report
+ * is the one of a file holding only the good part of the first section. */
+START_TEST(second_section_survives_a_corrupt_first)
+{
+	struct rep_table *t = table();
+	struct rep_writer *wr;
+	size_t n, cut;
+	uint64_t *w = stream(&n, &cut);
+	char bad_file[160], good_file[160], args[512];
+	int st;
+
+	size_t bad = boundary(w, cut, 0.5);
+	snprintf(good_file, sizeof good_file, "%s/good.rep", dir);
+	ck_assert_int_eq(rep_writer__open(good_file, t, &wr), 0);
+	ck_assert_int_eq(rep_writer__stream(wr, 1, w, bad), 0);
+	ck_assert_int_eq(rep_writer__stream(wr, 2, w + cut, n - cut), 0);
+	ck_assert_int_eq(rep_writer__close(wr), 0);
+	w[bad] = REP_S_WORD(77, 3);
+	snprintf(bad_file, sizeof bad_file, "%s/bad.rep", dir);
+	ck_assert_int_eq(rep_writer__open(bad_file, t, &wr), 0);
+	ck_assert_int_eq(rep_writer__stream(wr, 1, w, cut), 0);
+	ck_assert_int_eq(rep_writer__stream(wr, 2, w + cut, n - cut), 0);
+	ck_assert_int_eq(rep_writer__close(wr), 0);
+
+	/* Where the bad unit sits in the file. */
+	struct rep_reader *rd;
+	const uint64_t *sw;
+	size_t sn;
+	uint64_t tid, off;
+	ck_assert_int_eq(rep_reader__open(bad_file, &rd), 0);
+	ck_assert_int_eq(rep_reader__next(rd, &tid, &sw, &sn, &off), 1);
+	rep_reader__close(rd);
+	char want[256];
+	snprintf(want, sizeof want,
+		 "padrone-sim: %s: REP unit at offset %llu: unknown block id 77; the rest of the "
+		 "section skipped\n", bad_file, (unsigned long long)(off + bad * 8));
+
+	for (int k = 1; k <= 2; k++) {
+		snprintf(args, sizeof args, "--rep %s " GEOM " --recovery-workers %d -a cache "
+			 "-a blocks -a edges --json --top 0", bad_file, k);
+		char *got = sim(args, &st);
+		char *err = err_text();
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+		ck_assert_str_eq(err, want);
+		snprintf(args, sizeof args, "--rep %s " GEOM " --recovery-workers %d -a cache "
+			 "-a blocks -a edges --json --top 0", good_file, k);
+		char *ref = sim(args, &st);
+		ck_assert_int_eq(WEXITSTATUS(st), 0);
+		ck_assert_str_eq(got, ref);
+		struct json_object *j = json_tokener_parse(got);
+		ck_assert_ptr_nonnull(j);
+		/* All of the second section: its ITERS - 1000 loop bodies. */
+		ck_assert_uint_gt(jget(j, "refs", "modifies"), ITERS - 1000);
+		ck_assert_uint_lt(jget(j, "refs", "modifies"), ITERS);
+		json_object_put(j);
+		free(got);
+		free(ref);
+		free(err);
+	}
+	free(w);
+	rep_table__free(t);
+}
+END_TEST
+
 START_TEST(one_input_only)
 {
 	char args[512];
@@ -307,6 +427,8 @@ int main(void)
 	tcase_add_test(tc, rep_equals_its_lackey_rendering_and_the_simulator);
 	tcase_add_test(tc, rep_block_and_edge_counts_come_from_the_recovery);
 	tcase_add_test(tc, truncated_rep_names_the_offset_and_keeps_the_rest);
+	tcase_add_test(tc, recovery_threads_change_nothing);
+	tcase_add_test(tc, second_section_survives_a_corrupt_first);
 	tcase_add_test(tc, one_input_only);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
