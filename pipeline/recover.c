@@ -195,6 +195,60 @@ static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id
 
 /* ------------------------------------------------------------ recovery */
 
+/* Do cnt iterations of size bytes from a, going down or up, stay in the
+ * user address space? (Element i at a - i * size or a + i * size.) */
+static bool in_user_space(uint64_t a, uint64_t cnt, uint32_t size, bool down)
+{
+	if (!cnt)
+		return true;
+	if (a >= REP_ADDR_LIMIT || size > REP_ADDR_LIMIT - a)
+		return false;
+	if (down)	/* the lowest element, at a - (cnt - 1) * size, at or above 0 */
+		return cnt - 1 <= a / size;
+	return cnt <= (REP_ADDR_LIMIT - a) / size;
+}
+
+/* A rep-prefixed instruction (op, a GROUP, and its nrefs references):
+ * the iterations it executed, references interleaved, a fetch per
+ * iteration (one if none). The count and direction are checked first, so
+ * nothing of a corrupt one is delivered. */
+static int run_group(struct rep_recover *r, const struct rep_blk *x, const struct rep_op *op,
+		     uint64_t off, uint64_t *nref, uint64_t *nins)
+{
+	const uint64_t *v = r->v;
+	const struct rep_op *g = op + 1, *gend = g + op->nrefs;
+	/* Absent slots are position 0, which holds 0: no end count, DF clear. */
+	uint64_t cnt = v[op->count] - v[op->count_end];
+	bool down = op->down || (v[op->rflags] >> 10 & 1);
+	uint64_t a[REP_MAX_REP_REFS];
+
+	for (const struct rep_op *o = g; o < gend; o++) {
+		a[o - g] = (uint64_t)o->disp + v[o->base] + (v[o->index] << o->shift) + v[o->seg];
+		if (!in_user_space(a[o - g], cnt, o->size, down))
+			return rep__fail(-EBADMSG,
+					 "REP unit at offset %llu: block %u, instruction %#llx: %llu iterations of %u bytes %s from %#llx leave the user address space",
+					 (unsigned long long)off, x->b.id, (unsigned long long)op->pc,
+					 (unsigned long long)cnt, o->size, down ? "down" : "up",
+					 (unsigned long long)a[o - g]);
+	}
+	if (op->type && cnt == 0) {
+		emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+		++*nins;
+	}
+	for (uint64_t it = 0; it < cnt; it++) {
+		if (op->type) {
+			emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+			++*nins;
+		}
+		for (const struct rep_op *o = g; o < gend; o++) {
+			uint64_t step = it * o->size;
+			emit(r, o->pc, down ? a[o - g] - step : a[o - g] + step, o->size, o->type);
+		}
+		*nref += op->nrefs;
+	}
+	return 0;
+}
+
 /* Run the block's ops over the unit's values (r->v). */
 static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t off)
 {
@@ -214,34 +268,10 @@ static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t of
 			nins++;
 			op++;
 		} else {
-			/* rep-prefixed: count iterations, refs interleaved, a
-			 * fetch per iteration (one if the count is 0). */
-			uint64_t cnt = v[op->count];
-			const struct rep_op *g = op + 1, *gend = g + op->nrefs;
-			if (cnt > REP_MAX_COUNT)
-				return rep__fail(-EBADMSG,
-						 "REP unit at offset %llu: block %u, instruction %#llx: iteration count %llu exceeds %llu",
-						 (unsigned long long)off, x->b.id,
-						 (unsigned long long)op->pc, (unsigned long long)cnt,
-						 (unsigned long long)REP_MAX_COUNT);
-			if (op->type && cnt == 0) {
-				emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
-				nins++;
-			}
-			for (uint64_t it = 0; it < cnt; it++) {
-				if (op->type) {
-					emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
-					nins++;
-				}
-				for (const struct rep_op *o = g; o < gend; o++) {
-					uint64_t a = (uint64_t)o->disp + v[o->base] +
-						     (v[o->index] << o->shift) + v[o->seg] +
-						     it * o->size;
-					emit(r, o->pc, a, o->size, o->type);
-					nref++;
-				}
-			}
-			op = gend;
+			int rc = run_group(r, x, op, off, &nref, &nins);
+			if (rc)
+				return rc;
+			op += 1 + op->nrefs;
 		}
 	}
 	r->st.refs += nref;

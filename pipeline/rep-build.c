@@ -23,6 +23,25 @@ static bool reusable(const struct builder *b, uint8_t reg)
 	return reg == REP_REG_RSP ? (b->opts & REP_OPT_STACK) : (b->opts & REP_OPT_BASE);
 }
 
+/* A new slot captured from reg before (or after) instruction insn. */
+static int new_capture(struct builder *b, uint8_t reg, uint32_t insn, bool after, uint16_t *slot)
+{
+	if (b->nslots >= REP_MAX_SLOTS)
+		return rep__fail(-E2BIG, "block needs more than %u slots; split it", REP_MAX_SLOTS);
+	if (b->ncaps == b->capcap) {
+		uint32_t cap = b->capcap ? 2 * b->capcap : 16;
+		struct rep_capture *nc = realloc(b->caps, cap * sizeof(*nc));
+		if (!nc)
+			return rep__fail(-ENOMEM, "out of memory");
+		b->caps = nc;
+		b->capcap = cap;
+	}
+	*slot = (uint16_t)b->nslots++;
+	b->caps[b->ncaps++] = (struct rep_capture){ .insn = insn, .slot = *slot, .reg = reg,
+						    .after = after };
+	return 0;
+}
+
 /* The slot for reg's value before instruction insn; *delta is what to add
  * to the slot to get that value. */
 static int slot_for(struct builder *b, uint8_t reg, uint32_t insn, uint16_t *slot, int64_t *delta)
@@ -37,18 +56,10 @@ static int slot_for(struct builder *b, uint8_t reg, uint32_t insn, uint16_t *slo
 		*delta = b->delta[reg];
 		return 0;
 	}
-	if (b->nslots >= REP_MAX_SLOTS)
-		return rep__fail(-E2BIG, "block needs more than %u slots; split it", REP_MAX_SLOTS);
-	if (b->ncaps == b->capcap) {
-		uint32_t cap = b->capcap ? 2 * b->capcap : 16;
-		struct rep_capture *nc = realloc(b->caps, cap * sizeof(*nc));
-		if (!nc)
-			return rep__fail(-ENOMEM, "out of memory");
-		b->caps = nc;
-		b->capcap = cap;
-	}
-	uint16_t s = (uint16_t)b->nslots++;
-	b->caps[b->ncaps++] = (struct rep_capture){ .insn = insn, .slot = s, .reg = reg };
+	uint16_t s;
+	int rc = new_capture(b, reg, insn, false, &s);
+	if (rc)
+		return rc;
 	if (reusable(b, reg)) {
 		b->slot[reg] = s;
 		b->delta[reg] = 0;
@@ -80,9 +91,21 @@ static int check_operand(const struct rep_insn *in, uint32_t i, const struct rep
 	if (o->seg && o->seg != REP_REG_FSBASE && o->seg != REP_REG_GSBASE)
 		return rep__fail(-EINVAL, "instruction %u (%#llx): segment must be fs or gs base", i,
 				 (unsigned long long)in->pc);
-	if (o->count != in->ops[0].count)
-		return rep__fail(-EINVAL, "instruction %u (%#llx): operands disagree on the count register",
+	if (o->count != in->ops[0].count || o->flags != in->ops[0].flags)
+		return rep__fail(-EINVAL, "instruction %u (%#llx): operands disagree on the count register or its flags",
 				 i, (unsigned long long)in->pc);
+	if (o->flags & ~(unsigned)(REP_OPF_COUNT_DIFF | REP_OPF_DOWN | REP_OPF_DF))
+		return rep__fail(-EINVAL, "instruction %u (%#llx): unknown operand flags %#x", i,
+				 (unsigned long long)in->pc, o->flags);
+	if (o->flags && !o->count)
+		return rep__fail(-EINVAL, "instruction %u (%#llx): count and direction flags without a rep count",
+				 i, (unsigned long long)in->pc);
+	if ((o->flags & REP_OPF_DOWN) && (o->flags & REP_OPF_DF))
+		return rep__fail(-EINVAL, "instruction %u (%#llx): direction both known and unknown", i,
+				 (unsigned long long)in->pc);
+	if (in->nops > REP_MAX_REP_REFS && o->count)
+		return rep__fail(-EINVAL, "instruction %u (%#llx): more than %d operands with a rep count",
+				 i, (unsigned long long)in->pc, REP_MAX_REP_REFS);
 	if (o->index && o->scale != 1 && o->scale != 2 && o->scale != 4 && o->scale != 8)
 		return rep__fail(-EINVAL, "instruction %u (%#llx): scale %u", i,
 				 (unsigned long long)in->pc, o->scale);
@@ -114,12 +137,29 @@ static int add_operand(struct builder *b, const struct rep_insn *in, uint32_t i,
 	m->disp = (int64_t)((uint64_t)m->disp + (uint64_t)d);
 	if (first) {
 		m->count = first->count;
+		m->flags = first->flags;
+		m->count_end = first->count_end;
+		m->rflags = first->rflags;
 		return 0;
 	}
+	m->count_end = m->rflags = REP_NO_SLOT;
 	if ((rc = slot_for(b, o->count, i, &m->count, &d)))
 		return rc;
 	if (d)	/* only rsp moves by known amounts, and rsp is never a count */
 		return rep__fail(-EINVAL, "instruction %u: count register moved", i);
+	if (o->flags & REP_OPF_COUNT_DIFF) {
+		/* Never reused: the register's value after, not before. */
+		if ((rc = new_capture(b, o->count, i, true, &m->count_end)))
+			return rc;
+		m->flags |= REP_MREF_COUNT_DIFF;
+	}
+	if (o->flags & REP_OPF_DOWN)
+		m->flags |= REP_MREF_DOWN;
+	if (o->flags & REP_OPF_DF) {
+		if ((rc = slot_for(b, REP_REG_RFLAGS, i, &m->rflags, &d)))
+			return rc;
+		m->flags |= REP_MREF_DF_SLOT;
+	}
 	return 0;
 }
 
@@ -207,6 +247,6 @@ int rep_encode(const struct rep_built *b, const uint64_t (*regs)[REP_NREGS], uin
 		return rep__fail(-ENOSPC, "unit of %zu words, room for %zu", len, cap);
 	out[0] = REP_S_WORD(b->block.id, b->block.nslots);
 	for (uint32_t c = 0; c < b->ncaps; c++)
-		out[1 + b->caps[c].slot] = regs[b->caps[c].insn][b->caps[c].reg];
+		out[1 + b->caps[c].slot] = regs[b->caps[c].insn + b->caps[c].after][b->caps[c].reg];
 	return (int)len;
 }

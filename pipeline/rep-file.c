@@ -16,7 +16,8 @@
 #define SEC_SIZE 16
 #define BLK_SIZE 24
 #define INS_SIZE 16
-#define REF_SIZE 32
+#define REF_SIZE 40		/* version 2 */
+#define REF_SIZE_V1 32
 
 /* --------------------------------------------------------------- writer */
 
@@ -67,7 +68,10 @@ static void put_block(struct rep_writer *w, const struct rep_block *b)
 		put_u16(w, m->index);
 		put_u16(w, m->seg);
 		put_u16(w, m->count);
-		put_u16(w, 0);
+		put_u16(w, m->flags);
+		put_u16(w, m->count_end);
+		put_u16(w, m->rflags);
+		put_u32(w, 0);
 	}
 }
 
@@ -134,6 +138,8 @@ int rep_writer__close(struct rep_writer *w)
 struct rep_reader {
 	const uint8_t *p;
 	size_t size;
+	uint32_t version;
+	uint32_t ref_size;	/* of this version */
 	uint64_t pos;		/* next section header */
 	bool ended;
 	struct rep_table *t;
@@ -187,7 +193,7 @@ static int read_block(struct rep_reader *r, uint64_t *at, uint64_t end)
 		.id = get_u32(p + o), .nslots = get_u16(p + o + 4), .flags = get_u16(p + o + 6),
 		.pc = get_u64(p + o + 8), .ninstrs = get_u32(p + o + 16), .nrefs = get_u32(p + o + 20),
 	};
-	uint64_t need = (uint64_t)b.ninstrs * INS_SIZE + (uint64_t)b.nrefs * REF_SIZE;
+	uint64_t need = (uint64_t)b.ninstrs * INS_SIZE + (uint64_t)b.nrefs * r->ref_size;
 	if (end - o - BLK_SIZE < need)
 		return bad(r, o, "truncated block table entry");
 	struct rep_instr *in = calloc(b.ninstrs + 1, sizeof(*in));
@@ -200,13 +206,20 @@ static int read_block(struct rep_reader *r, uint64_t *at, uint64_t end)
 	uint64_t q = o + BLK_SIZE;
 	for (uint32_t i = 0; i < b.ninstrs; i++, q += INS_SIZE)
 		in[i] = (struct rep_instr){ .pc = get_u64(p + q), .len = get_u32(p + q + 8) };
-	for (uint32_t j = 0; j < b.nrefs; j++, q += REF_SIZE)
+	for (uint32_t j = 0; j < b.nrefs; j++, q += r->ref_size) {
 		rf[j] = (struct rep_mref){
 			.pc = get_u64(p + q), .disp = (int64_t)get_u64(p + q + 8),
 			.size = get_u32(p + q + 16), .type = p[q + 20], .scale = p[q + 21],
 			.base = get_u16(p + q + 22), .index = get_u16(p + q + 24),
 			.seg = get_u16(p + q + 26), .count = get_u16(p + q + 28),
+			.count_end = REP_NO_SLOT, .rflags = REP_NO_SLOT,
 		};
+		if (r->version >= 2) {
+			rf[j].flags = get_u16(p + q + 30);
+			rf[j].count_end = get_u16(p + q + 32);
+			rf[j].rflags = get_u16(p + q + 34);
+		}
+	}
 	b.instrs = in;
 	b.refs = rf;
 	if ((rc = rep_table__add(r->t, &b))) {
@@ -276,11 +289,13 @@ int rep_reader__open(const char *path, struct rep_reader **out)
 		rc = bad(r, 0, "not a REP file: bad magic");
 		goto err;
 	}
-	if (get_u32(r->p + 8) != REP_VERSION) {
-		rc = rep__fail(-EBADMSG, "%s: REP version %u at offset 8, this reads version %u", path,
-			       get_u32(r->p + 8), REP_VERSION);
+	r->version = get_u32(r->p + 8);
+	if (r->version < 1 || r->version > REP_VERSION) {
+		rc = rep__fail(-EBADMSG, "%s: REP version %u at offset 8, this reads versions 1 to %u",
+			       path, r->version, REP_VERSION);
 		goto err;
 	}
+	r->ref_size = r->version == 1 ? REF_SIZE_V1 : REF_SIZE;
 	if (get_u32(r->p + 12) != HDR_SIZE) {
 		rc = bad(r, 12, "bad header size");
 		goto err;

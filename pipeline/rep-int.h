@@ -18,9 +18,11 @@ struct rep_op {
 	uint8_t kind;
 	uint8_t type;		/* REF: type; GROUP: 1 if the fetch is emitted */
 	uint8_t shift;		/* log2 scale */
-	uint8_t pad;
+	uint8_t down;		/* GROUP: DF known to be 1 */
 	uint16_t base, index, seg;
 	uint16_t count;		/* GROUP: position of the count; REF: 0 */
+	uint16_t count_end;	/* GROUP: position of the count after, 0: none */
+	uint16_t rflags;	/* GROUP: position of rflags (DF: bit 10), 0: none */
 	uint32_t nrefs;		/* GROUP: references in the group */
 };
 

@@ -49,10 +49,43 @@ static int check_ref(const struct rep_block *b, uint32_t j)
 		return rep__fail(-EINVAL, "block %u reference %u: scale %u is not 1, 2, 4 or 8",
 				 b->id, j, m->scale);
 	if (!slot_ok(m->base, b->nslots) || !slot_ok(m->index, b->nslots) ||
-	    !slot_ok(m->seg, b->nslots) || !slot_ok(m->count, b->nslots))
+	    !slot_ok(m->seg, b->nslots) || !slot_ok(m->count, b->nslots) ||
+	    ((m->flags & REP_MREF_COUNT_DIFF) &&
+	     (m->count_end == REP_NO_SLOT || !slot_ok(m->count_end, b->nslots))) ||
+	    ((m->flags & REP_MREF_DF_SLOT) &&
+	     (m->rflags == REP_NO_SLOT || !slot_ok(m->rflags, b->nslots))))
 		return rep__fail(-EINVAL, "block %u reference %u: names a slot beyond its %u slots",
 				 b->id, j, b->nslots);
+	if (m->flags & ~(unsigned)(REP_MREF_COUNT_DIFF | REP_MREF_DOWN | REP_MREF_DF_SLOT))
+		return rep__fail(-EINVAL, "block %u reference %u: unknown flags %#x", b->id, j,
+				 m->flags);
+	if (m->flags && m->count == REP_NO_SLOT)
+		return rep__fail(-EINVAL, "block %u reference %u: count and direction flags without a count slot",
+				 b->id, j);
+	if ((m->flags & REP_MREF_DOWN) && (m->flags & REP_MREF_DF_SLOT))
+		return rep__fail(-EINVAL, "block %u reference %u: direction both known and read from rflags",
+				 b->id, j);
 	return 0;
+}
+
+/* The fields that only mean something with their flag, in one form. */
+static void normalise(struct rep_mref *m)
+{
+	if (!(m->flags & REP_MREF_COUNT_DIFF))
+		m->count_end = REP_NO_SLOT;
+	if (!(m->flags & REP_MREF_DF_SLOT))
+		m->rflags = REP_NO_SLOT;
+	m->pad[0] = m->pad[1] = 0;
+}
+
+static bool same_iteration(const struct rep_mref *a, const struct rep_mref *b)
+{
+	struct rep_mref x = *a, y = *b;
+
+	normalise(&x);
+	normalise(&y);
+	return x.count == y.count && x.flags == y.flags && x.count_end == y.count_end &&
+	       x.rflags == y.rflags;
 }
 
 static int check_block(const struct rep_table *t, const struct rep_block *b)
@@ -79,7 +112,7 @@ static int check_block(const struct rep_table *t, const struct rep_block *b)
 	}
 	/* References sit on the listed instructions, in order; the references
 	 * of one instruction share one count slot or have none. */
-	uint32_t i = 0;
+	uint32_t i = 0, run = 0;
 	for (uint32_t j = 0; j < b->nrefs; j++) {
 		const struct rep_mref *m = &b->refs[j];
 		if (b->ninstrs) {
@@ -90,10 +123,15 @@ static int check_block(const struct rep_table *t, const struct rep_block *b)
 						 "block %u reference %u: pc %#llx is not an instruction of the block (after the previous reference's)",
 						 b->id, j, (unsigned long long)m->pc);
 		}
-		if (j > 0 && b->refs[j - 1].pc == m->pc && b->refs[j - 1].count != m->count)
+		if (j > 0 && b->refs[j - 1].pc == m->pc && !same_iteration(&b->refs[j - 1], m))
 			return rep__fail(-EINVAL,
-					 "block %u reference %u: references of one instruction must share one count slot",
+					 "block %u reference %u: references of one instruction must share one count slot, its flags and slots",
 					 b->id, j);
+		run = j > 0 && b->refs[j - 1].pc == m->pc ? run + 1 : 1;
+		if (m->count != REP_NO_SLOT && run > REP_MAX_REP_REFS)
+			return rep__fail(-EINVAL,
+					 "block %u reference %u: more than %d references on one rep-prefixed instruction",
+					 b->id, j, REP_MAX_REP_REFS);
 	}
 	return 0;
 }
@@ -136,6 +174,9 @@ static uint32_t ops_for(struct rep_op *ops, uint32_t k, const struct rep_block *
 		g->size = in ? in->len : 0;
 		g->type = in != NULL;
 		g->count = pos(b->refs[j0].count);
+		g->count_end = pos(b->refs[j0].count_end);	/* normalised: NO_SLOT if unused */
+		g->rflags = pos(b->refs[j0].rflags);
+		g->down = (b->refs[j0].flags & REP_MREF_DOWN) != 0;
 		g->nrefs = j1 - j0;
 	} else if (in) {
 		struct rep_op *o = &ops[k++];
@@ -222,6 +263,8 @@ int rep_table__add(struct rep_table *t, const struct rep_block *b)
 		memcpy(in, b->instrs, b->ninstrs * sizeof(*in));
 	if (b->nrefs)
 		memcpy(rf, b->refs, b->nrefs * sizeof(*rf));
+	for (uint32_t j = 0; j < b->nrefs; j++)
+		normalise(&rf[j]);
 	x->b.instrs = in;
 	x->b.refs = rf;
 	if ((rc = compile(x))) {

@@ -1,4 +1,4 @@
-/* rep.h: the Runtime Execution Profile (REP, after PiPA), version 1.
+/* rep.h: the Runtime Execution Profile (REP, after PiPA), version 2.
  *
  * Instrumented code does not write memory addresses. For every executed
  * basic block it writes one unit: a REP_S word naming the block and the
@@ -23,11 +23,22 @@
  * references carry their whole address in disp and need no slot; fs/gs
  * relative ones name the slot holding the segment base. size is in bytes.
  * A reference with a count slot (a rep-prefixed string instruction) is
- * repeated slot[count] times, element i at addr + i * size (the direction
- * flag is assumed clear); references of one instruction that share a count
- * slot are interleaved per iteration (rep movs: read, write, read, write),
- * and the instruction is fetched once per iteration, once if the count is 0,
- * as Valgrind reports it.
+ * repeated once per iteration the instruction executed:
+ *	iterations = slot[count]                     (rep movs, stos, lods, ins, outs)
+ *	iterations = slot[count] - slot[count_end]   (flag REP_MREF_COUNT_DIFF)
+ * where count holds the count register (rcx) before the instruction and
+ * count_end holds it after: repe/repne cmps and scas stop when the data
+ * says, and the CPU counts rcx down once per iteration it executed, the last
+ * one included, so the difference is exact where "rcx before" overstates.
+ * Element i is at addr + i * size, or at addr - i * size when the direction
+ * flag was set (DF = 1: std ... cld): statically known (REP_MREF_DOWN), or
+ * read from bit 10 of the rflags value in slot[rflags] (REP_MREF_DF_SLOT).
+ * Every byte the iterations touch lies below REP_ADDR_LIMIT; anything else
+ * is corrupt data (an error naming the offset). References of one
+ * instruction share their count, flags and slots and are interleaved per
+ * iteration (rep movs: read, write, read, write), and the instruction is
+ * fetched once per iteration, once if there are none, as Valgrind reports
+ * it.
  *
  * Recovered stream: struct rep_ref in program order. An instruction fetch
  * is {pc, addr = pc, size = length, REP_REF_INSTR} and comes before the
@@ -42,11 +53,19 @@
  *	REP_SEC_TABLE  u32 nblocks, u32 zero, then per block: u32 id, u16 nslots,
  *	    u16 flags, u64 pc, u32 ninstrs, u32 nrefs, ninstrs x {u64 pc, u32 len,
  *	    u32 zero}, nrefs x {u64 pc, i64 disp, u32 size, u8 type, u8 scale,
- *	    u16 base, u16 index, u16 seg, u16 count, u16 zero} (all multiples of 8)
+ *	    u16 base, u16 index, u16 seg, u16 count, u16 flags, u16 count_end,
+ *	    u16 rflags, u32 zero} (40 bytes; all multiples of 8)
  *	REP_SEC_STREAM u64 thread id, then whole units
  *	REP_SEC_END    empty; the last section
  * One table section comes first; stream sections of any threads follow.
  * Errors name the byte offset of the bad data.
+ *
+ * Versions. The version changes whenever a reader of the previous one would
+ * misread a file; readers accept every version they know and write the
+ * latest. Units (and so CAB records) have not changed since version 1.
+ *	1  references of 32 bytes: {..., u16 count, u16 zero}; no count_end,
+ *	   no direction (DF taken as 0), counts from rcx before only.
+ *	2  references of 40 bytes, with flags, count_end and rflags.
  *
  * Building blocks (for the instrumenter and the tests): rep_build turns the
  * decoded instructions of a block (struct rep_insn: operands with their
@@ -73,11 +92,18 @@
 extern "C" {
 #endif
 
-#define REP_VERSION 1
+#define REP_VERSION 2
 #define REP_FILE_MAGIC "PADRNREP"
 #define REP_MAX_SLOTS 4095		/* a unit is at most 4096 words */
 #define REP_MAX_BLOCK_ID 0xffffffu	/* ids are dense, 1..REP_MAX_BLOCK_ID */
-#define REP_MAX_COUNT (1ULL << 28)	/* larger rep counts are taken for corrupt data */
+/* The end of the largest x86-64 user address space (5-level paging; 2^47
+ * with 4 levels): a string instruction touching a byte at or above it, or
+ * wrapping below 0, would have faulted (a non-canonical or kernel address)
+ * before finishing, so a rep count that says so is corrupt. It bounds what
+ * one reference of a unit may expand to by the machine's own limit, not by a
+ * guess at how large a copy can be. */
+#define REP_ADDR_LIMIT (1ULL << 56)
+#define REP_MAX_REP_REFS 4		/* references of one rep-prefixed instruction */
 #define REP_NO_SLOT 0xffffu
 #define REP_S_WORD(id, nslots) (((uint64_t)(nslots) << 48) | (uint32_t)(id))
 
@@ -109,8 +135,17 @@ struct rep_mref {
 	uint16_t base;		/* slot with the base register, or REP_NO_SLOT */
 	uint16_t index;		/* slot with the index register, or REP_NO_SLOT */
 	uint16_t seg;		/* slot with the fs/gs base, or REP_NO_SLOT */
-	uint16_t count;		/* slot with the iteration count, or REP_NO_SLOT */
-	uint16_t pad;
+	uint16_t count;		/* slot with the count register before, or REP_NO_SLOT */
+	uint16_t flags;		/* REP_MREF_*; only with a count slot */
+	uint16_t count_end;	/* REP_MREF_COUNT_DIFF: slot with the count register after */
+	uint16_t rflags;	/* REP_MREF_DF_SLOT: slot with rflags before (DF: bit 10) */
+	uint16_t pad[2];
+};
+
+enum {
+	REP_MREF_COUNT_DIFF = 1u,	/* iterations: slot[count] - slot[count_end] */
+	REP_MREF_DOWN = 2u,		/* DF = 1: element i at addr - i * size */
+	REP_MREF_DF_SLOT = 4u,		/* DF from bit 10 of slot[rflags] */
 };
 
 struct rep_block {
@@ -131,7 +166,11 @@ const char *rep_errmsg(void);
 int rep_table__new(struct rep_table **out);
 /* Check and copy a block: unique id, slots < nslots, scale 1/2/4/8, known
  * type, size > 0, references in instruction order on listed instructions,
- * one count slot per instruction. The error names block and reference. */
+ * one count slot, flags and count_end/rflags slots per instruction (at most
+ * REP_MAX_REP_REFS references on one with a count), flags only with a
+ * count, REP_MREF_DOWN and _DF_SLOT not both. count_end and
+ * rflags are stored as REP_NO_SLOT when their flag is clear. The error names
+ * block and reference. */
 int rep_table__add(struct rep_table *t, const struct rep_block *b);
 size_t rep_table__size(const struct rep_table *t);
 /* The block with this id, or NULL. */
@@ -218,6 +257,7 @@ enum rep_reg {
 	REP_REG_R8, REP_REG_R9, REP_REG_R10, REP_REG_R11,
 	REP_REG_R12, REP_REG_R13, REP_REG_R14, REP_REG_R15,
 	REP_REG_FSBASE, REP_REG_GSBASE,
+	REP_REG_RFLAGS,
 	REP_NREGS
 };
 
@@ -230,7 +270,8 @@ struct rep_operand {
 	uint8_t scale;
 	uint8_t seg;		/* REP_REG_FSBASE/GSBASE or NONE */
 	uint8_t count;		/* rep prefix: the count register (rcx), or NONE */
-	uint16_t pad;
+	uint8_t flags;		/* REP_OPF_*, with a count; the same on every operand */
+	uint8_t pad;
 	uint32_t size;
 	int64_t disp;
 };
@@ -245,14 +286,23 @@ struct rep_insn {
 	struct rep_operand ops[REP_MAX_OPERANDS];
 };
 
+/* Operand flags of rep-prefixed instructions. */
+enum {
+	REP_OPF_COUNT_DIFF = 1u,	/* stops early (repe/repne cmps, scas): the count
+					 * register is captured after it as well */
+	REP_OPF_DOWN = 2u,		/* DF is known to be 1 here (after std) */
+	REP_OPF_DF = 4u,		/* DF unknown: rflags is captured before it */
+};
+
 enum { REP_OPT_STACK = 1u, REP_OPT_BASE = 2u };
 
-/* Before instruction insn executes, the value of reg goes to slot. */
+/* Before instruction insn executes (after it, when after is set), the value
+ * of reg goes to slot. */
 struct rep_capture {
 	uint32_t insn;
 	uint16_t slot;
 	uint8_t reg;
-	uint8_t pad;
+	uint8_t after;
 };
 
 /* A built block: its table entry (block.instrs/refs point into this) and
@@ -269,8 +319,9 @@ int rep_build(const struct rep_insn *insns, uint32_t n, uint32_t id, unsigned op
 	      struct rep_built *out);
 void rep_built__free(struct rep_built *b);
 /* Write the unit of one execution: regs[i][reg] is the value of reg before
- * instruction i. Returns the number of words written (1 + nslots), or
- * -ENOSPC if cap is too small. */
+ * instruction i, and so after instruction i - 1; regs[n] (after the last
+ * instruction) is read only when a capture is after the last one. Returns
+ * the number of words written (1 + nslots), or -ENOSPC if cap is too small. */
 int rep_encode(const struct rep_built *b, const uint64_t (*regs)[REP_NREGS],
 	       uint64_t *out, size_t cap);
 

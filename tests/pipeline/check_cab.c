@@ -995,9 +995,9 @@ static void rep_table_small(struct rep_table **t)
 		struct rep_instr in[3] = { { 0x1000 * id, 3, 0 }, { 0x1000 * id + 3, 4, 0 },
 					   { 0x1000 * id + 7, 2, 0 } };
 		struct rep_mref m[3] = {
-			{ 0x1000 * id, 8, 8, REP_REF_READ, 1, 0, N, N, N, 0 },
-			{ 0x1000 * id + 3, -16, 4, REP_REF_WRITE, 8, 0, 1, N, N, 0 },
-			{ 0x1000 * id + 7, 0, 1, REP_REF_MODIFY, 1, (uint16_t)(id % 2 ? 0 : 2), N, N, N, 0 },
+			{ .pc = 0x1000 * id, .disp = 8, .size = 8, .type = REP_REF_READ, .scale = 1, .base = 0, .index = N, .seg = N, .count = N },
+			{ .pc = 0x1000 * id + 3, .disp = -16, .size = 4, .type = REP_REF_WRITE, .scale = 8, .base = 0, .index = 1, .seg = N, .count = N },
+			{ .pc = 0x1000 * id + 7, .disp = 0, .size = 1, .type = REP_REF_MODIFY, .scale = 1, .base = (uint16_t)(id % 2 ? 0 : 2), .index = N, .seg = N, .count = N },
 		};
 		struct rep_block b = { .id = id, .nslots = (uint16_t)(id % 2 ? 2 : 3), .pc = 0x1000 * id,
 				       .ninstrs = 3, .nrefs = 3, .instrs = in, .refs = m };

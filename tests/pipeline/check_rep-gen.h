@@ -116,6 +116,8 @@ static inline void gen_operand(uint64_t *s, struct rep_operand *o, uint8_t count
 	if (!count && rnd_below(s, 12) == 0)
 		o->seg = rnd_below(s, 2) ? REP_REG_FSBASE : REP_REG_GSBASE;
 	o->disp = rnd_below(s, 3) == 0 ? (int64_t)rnd(s) : (int64_t)rnd_below(s, 512) - 256;
+	if (count)	/* a string instruction runs over user addresses, up or down */
+		o->disp = 4096 + (int64_t)rnd_below(s, 512);
 }
 
 static bool gen_no_rep;	/* corrupt-file tests: a flipped count would run for ages */
@@ -140,10 +142,18 @@ static inline void gen_block(uint64_t *s, struct rblock *b)
 			in->ops[0].index = 0;
 			in->ops[0].seg = 0;
 			in->ops[0].disp = in->rsp_delta < 0 ? -8 : 0;
-		} else if (kind == 3 && !gen_no_rep) {	/* rep movs / stos */
+		} else if (kind == 3 && !gen_no_rep) {
+			/* rep movs / stos, or repe / repne cmps / scas (they stop
+			 * early: rcx after as well); the direction known, unknown
+			 * (rflags captured) or clear. */
+			static const uint8_t dir[] = { 0, REP_OPF_DOWN, REP_OPF_DF };
+			uint8_t fl = (uint8_t)((rnd_below(s, 2) ? REP_OPF_COUNT_DIFF : 0) |
+					       dir[rnd_below(s, 3)]);
 			in->nops = 1 + rnd_below(s, 2);
-			for (uint32_t k = 0; k < in->nops; k++)
+			for (uint32_t k = 0; k < in->nops; k++) {
 				gen_operand(s, &in->ops[k], REP_REG_RCX);
+				in->ops[k].flags = fl;
+			}
 			in->clobbers = 1u << REP_REG_RCX | 1u << REP_REG_RSI | 1u << REP_REG_RDI;
 		} else {
 			in->nops = rnd_below(s, REP_MAX_OPERANDS + 1);
@@ -156,32 +166,56 @@ static inline void gen_block(uint64_t *s, struct rblock *b)
 			in->clobbers |= 1u << rnd_gpr(s);
 		if (rnd_below(s, 40) == 0)
 			in->clobbers |= 1u << REP_REG_RSP;	/* mov rsp, rbp */
+		if (rnd_below(s, 4) == 0)
+			in->clobbers |= 1u << REP_REG_RFLAGS;	/* std, cld, popf */
 	}
 }
 
-/* Register values before each instruction, as a run of the block. rcx stays
- * small: it is the count of rep instructions. */
+static inline bool count_diff(const struct rep_insn *in)
+{
+	return in->nops && in->ops[0].count && (in->ops[0].flags & REP_OPF_COUNT_DIFF);
+}
+
+static inline uint64_t reg_value(uint64_t *s, unsigned r)
+{
+	/* rcx stays small: it counts rep iterations; others are user addresses
+	 * (string instructions run over them) or flags. */
+	return r == REP_REG_RCX ? rnd_below(s, 4) : rnd(s) >> 17;
+}
+
+/* Register values before each instruction, as a run of the block, and
+ * after the last (regs[n]). A repe/repne instruction ran some of its rcx
+ * iterations: rcx after it is that much lower. */
 static inline void gen_regs(uint64_t *s, const struct rblock *b, uint64_t (*regs)[REP_NREGS])
 {
 	for (unsigned r = 1; r < REP_NREGS; r++)
-		regs[0][r] = r == REP_REG_RCX ? rnd_below(s, 4) : rnd(s);
-	for (uint32_t i = 0; i + 1 < b->n; i++) {
+		regs[0][r] = reg_value(s, r);
+	for (uint32_t i = 0; i < b->n; i++) {
 		memcpy(regs[i + 1], regs[i], sizeof regs[i]);
 		regs[i + 1][REP_REG_RSP] += (uint64_t)(int64_t)b->in[i].rsp_delta;
 		for (unsigned r = 1; r < REP_NREGS; r++)
 			if (b->in[i].clobbers & (1u << r))
-				regs[i + 1][r] = r == REP_REG_RCX ? rnd_below(s, 4) : rnd(s);
+				regs[i + 1][r] = reg_value(s, r);
+		if (count_diff(&b->in[i]))
+			regs[i + 1][REP_REG_RCX] =
+				regs[i][REP_REG_RCX] - rnd_below(s, (unsigned)regs[i][REP_REG_RCX] + 1);
 	}
 }
 
-/* What the block really touched, straight from the registers. */
+/* What the block really touched, straight from the registers: a string
+ * instruction ran (rcx before - rcx after) iterations, DF (bit 10 of
+ * rflags, or known) sending it down. */
 static inline void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREGS], struct refvec *out)
 {
 	for (uint32_t i = 0; i < b->n; i++) {
 		const struct rep_insn *in = &b->in[i];
 		const uint64_t *v = regs[i];
-		uint64_t cnt = in->nops && in->ops[0].count ? v[in->ops[0].count] : 1;
 		bool rep = in->nops && in->ops[0].count;
+		uint64_t cnt = rep ? v[in->ops[0].count] : 1;
+		if (count_diff(in))
+			cnt -= regs[i + 1][in->ops[0].count];
+		bool down = rep && ((in->ops[0].flags & REP_OPF_DOWN) ||
+				    ((in->ops[0].flags & REP_OPF_DF) && (v[REP_REG_RFLAGS] & 0x400)));
 		if (rep && cnt == 0)
 			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
 		for (uint64_t it = 0; it < cnt; it++) {
@@ -190,7 +224,8 @@ static inline void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREG
 				const struct rep_operand *o = &in->ops[k];
 				uint64_t a = (uint64_t)o->disp + (o->base ? v[o->base] : 0) +
 					     (o->index ? v[o->index] * o->scale : 0) +
-					     (o->seg ? v[o->seg] : 0) + it * o->size;
+					     (o->seg ? v[o->seg] : 0);
+				a = down ? a - it * o->size : a + it * o->size;
 				refvec_push(out, in->pc, a, o->size, o->type);
 			}
 		}
@@ -207,7 +242,7 @@ struct corpus {
 
 static inline void make_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits)
 {
-	uint64_t regs[MAXI][REP_NREGS];
+	uint64_t regs[MAXI + 1][REP_NREGS];
 	struct rblock *bs = calloc((size_t)nblocks, sizeof(*bs));
 	struct rep_built *built = calloc((size_t)nblocks, sizeof(*built));
 

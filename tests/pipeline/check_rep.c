@@ -72,13 +72,13 @@ static void handmade(struct rep_table **tp)
 	};
 	const uint16_t N = REP_NO_SLOT;
 	static struct rep_mref m[7];
-	m[0] = (struct rep_mref){ 0x1000, 8, 8, REP_REF_READ, 1, 0, N, N, N, 0 };
-	m[1] = (struct rep_mref){ 0x1004, 16, 4, REP_REF_MODIFY, 4, 0, 1, N, N, 0 };
-	m[2] = (struct rep_mref){ 0x1008, -8, 8, REP_REF_WRITE, 1, 2, N, N, N, 0 };
-	m[3] = (struct rep_mref){ 0x1009, 0x28, 8, REP_REF_READ, 1, N, N, 3, N, 0 };
-	m[4] = (struct rep_mref){ 0x1012, 0x1119, 8, REP_REF_READ, 1, N, N, N, N, 0 };
-	m[5] = (struct rep_mref){ 0x1019, 0, 8, REP_REF_READ, 1, 4, N, N, 6, 0 };
-	m[6] = (struct rep_mref){ 0x1019, 0, 8, REP_REF_WRITE, 1, 5, N, N, 6, 0 };
+	m[0] = (struct rep_mref){ .pc = 0x1000, .disp = 8, .size = 8, .type = REP_REF_READ, .scale = 1, .base = 0, .index = N, .seg = N, .count = N };
+	m[1] = (struct rep_mref){ .pc = 0x1004, .disp = 16, .size = 4, .type = REP_REF_MODIFY, .scale = 4, .base = 0, .index = 1, .seg = N, .count = N };
+	m[2] = (struct rep_mref){ .pc = 0x1008, .disp = -8, .size = 8, .type = REP_REF_WRITE, .scale = 1, .base = 2, .index = N, .seg = N, .count = N };
+	m[3] = (struct rep_mref){ .pc = 0x1009, .disp = 0x28, .size = 8, .type = REP_REF_READ, .scale = 1, .base = N, .index = N, .seg = 3, .count = N };
+	m[4] = (struct rep_mref){ .pc = 0x1012, .disp = 0x1119, .size = 8, .type = REP_REF_READ, .scale = 1, .base = N, .index = N, .seg = N, .count = N };
+	m[5] = (struct rep_mref){ .pc = 0x1019, .disp = 0, .size = 8, .type = REP_REF_READ, .scale = 1, .base = 4, .index = N, .seg = N, .count = 6 };
+	m[6] = (struct rep_mref){ .pc = 0x1019, .disp = 0, .size = 8, .type = REP_REF_WRITE, .scale = 1, .base = 5, .index = N, .seg = N, .count = 6 };
 	struct rep_block b = { .id = 3, .nslots = 7, .pc = 0x1000, .ninstrs = 6, .nrefs = 7,
 			       .instrs = in, .refs = m };
 	ck_assert_int_eq(rep_table__new(tp), 0);
@@ -121,8 +121,9 @@ START_TEST(recovers_handmade_block)
 	ck_assert_uint_eq(got.v[10].type, REP_REF_INSTR);
 	ck_assert_uint_eq(got.v[10].pc, 0x1019);
 
-	/* A corrupt count is refused, naming the offset. */
-	u[7] = 1ULL << 40;
+	/* A count that would run past the user address space is corrupt,
+	 * named by its offset. */
+	u[7] = (REP_ADDR_LIMIT - 0xa000) / 8 + 1;	/* rdi's side goes one element too far */
 	got.n = 0;
 	uint64_t two[16];
 	memcpy(two, u, sizeof u);
@@ -130,8 +131,180 @@ START_TEST(recovers_handmade_block)
 	two[7] = 1;
 	ck_assert_int_eq(recover_all(t, two, 16, &got), -EBADMSG);
 	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "REP unit at offset 64"));
-	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "iteration count"));
+	ck_assert_msg(strstr(rep_errmsg(), "iterations of 8 bytes up from 0xa000 leave the user address space"),
+		      "%s", rep_errmsg());
 	ck_assert_uint_eq(got.n, 13 + 10);	/* the first unit was delivered, and the second up to the rep */
+	free(got.v);
+	free(want.v);
+	rep_table__free(t);
+}
+END_TEST
+
+struct seen {
+	uint64_t n, first, last;
+};
+
+static void last_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct seen *s = arg;
+	if (!s->n)
+		s->first = refs[0].addr;
+	s->n += n;
+	s->last = refs[n - 1].addr;
+}
+
+/* A genuine copy of 2 GiB and 8 bytes (rep stosq, 2^28 + 1 iterations, more
+ * than the old fixed limit allowed) is recovered in full; the limit is the
+ * address space: the last element that fits is fine, one more is not. */
+START_TEST(large_copies_are_bounded_by_the_address_space)
+{
+	struct rep_table *t;
+	const uint16_t N = REP_NO_SLOT;
+	struct rep_mref m = { .pc = 0x3000, .size = 8, .type = REP_REF_WRITE, .scale = 1, .base = 0,
+			      .index = N, .seg = N, .count = 1 };
+	struct rep_block b = { .id = 1, .nslots = 2, .pc = 0x3000, .nrefs = 1, .refs = &m };
+	struct rep_recover *r;
+	struct seen seen = { 0, 0, 0 };
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	ck_assert_int_eq(rep_table__add(t, &b), 0);
+	uint64_t u[3] = { REP_S_WORD(1, 2), 0x10000000, (1ULL << 28) + 1 };
+	ck_assert_int_eq(rep_recover__new(t, last_sink, &seen, &r), 0);
+	ck_assert_msg(rep_recover__feed(r, u, 3, 0) == 0, "%s", rep_errmsg());
+	rep_recover__flush(r);
+	ck_assert_uint_eq(seen.n, (1ULL << 28) + 1);
+	ck_assert_uint_eq(seen.first, 0x10000000);
+	ck_assert_uint_eq(seen.last, 0x10000000 + (1ULL << 31));
+
+	/* Right up to the end of the address space, and one element past. */
+	u[1] = REP_ADDR_LIMIT - 3 * 8;
+	u[2] = 3;
+	ck_assert_int_eq(rep_recover__feed(r, u, 3, 0), 0);
+	u[2] = 4;
+	ck_assert_int_eq(rep_recover__feed(r, u, 3, 0), -EBADMSG);
+	u[1] = REP_ADDR_LIMIT;	/* even one element there is not a user address */
+	u[2] = 1;
+	ck_assert_int_eq(rep_recover__feed(r, u, 3, 0), -EBADMSG);
+	u[2] = 0;	/* but no iteration touches nothing */
+	ck_assert_int_eq(rep_recover__feed(r, u, 3, 0), 0);
+	rep_recover__free(r);
+	rep_table__free(t);
+}
+END_TEST
+
+/*  0x2000 std
+ *  0x2001 repne scasb       DF known set; rcx before and after
+ *  0x2003 cld
+ *  0x2004 repe cmpsq        DF from rflags; rcx before and after
+ * slots: 0 rdi, 1 rcx, 2 rcx after, 3 rsi, 4 rdi, 5 rcx, 6 rcx after, 7 rflags */
+static void early_stoppers(struct rep_table **tp)
+{
+	static const struct rep_instr in[] = {
+		{ 0x2000, 1, 0 }, { 0x2001, 2, 0 }, { 0x2003, 1, 0 }, { 0x2004, 3, 0 },
+	};
+	const uint16_t N = REP_NO_SLOT;
+	static struct rep_mref m[3];
+	m[0] = (struct rep_mref){ .pc = 0x2001, .size = 1, .type = REP_REF_READ, .scale = 1,
+				  .base = 0, .index = N, .seg = N, .count = 1, .count_end = 2,
+				  .flags = REP_MREF_COUNT_DIFF | REP_MREF_DOWN, .rflags = N };
+	for (int k = 1; k <= 2; k++)
+		m[k] = (struct rep_mref){ .pc = 0x2004, .size = 8, .type = REP_REF_READ, .scale = 1,
+					  .base = (uint16_t)(k == 1 ? 3 : 4), .index = N, .seg = N,
+					  .count = 5, .count_end = 6, .rflags = 7,
+					  .flags = REP_MREF_COUNT_DIFF | REP_MREF_DF_SLOT };
+	struct rep_block b = { .id = 4, .nslots = 8, .pc = 0x2000, .ninstrs = 4, .nrefs = 3,
+			       .instrs = in, .refs = m };
+	ck_assert_int_eq(rep_table__new(tp), 0);
+	ck_assert_msg(rep_table__add(*tp, &b) == 0, "%s", rep_errmsg());
+}
+
+/* repne scasb finds its byte after 3 of 100 possible iterations, going
+ * down; repe cmpsq differs at the 2nd of 5, down when rflags says DF = 1,
+ * up when it says 0: exactly the bytes the CPU touched. */
+START_TEST(string_instructions_that_stop_early_or_go_down)
+{
+	struct rep_table *t;
+	struct refvec got = { 0 }, want = { 0 };
+	uint64_t u[9] = { REP_S_WORD(4, 8), 0x5010, 100, 97, 0x6000, 0x7000, 5, 3, 0x402 };
+
+	early_stoppers(&t);
+	ck_assert_int_eq(recover_all(t, u, 9, &got), 0);
+	refvec_push(&want, 0x2000, 0x2000, 1, REP_REF_INSTR);
+	for (int i = 0; i < 3; i++) {
+		refvec_push(&want, 0x2001, 0x2001, 2, REP_REF_INSTR);
+		refvec_push(&want, 0x2001, 0x5010 - (uint64_t)i, 1, REP_REF_READ);
+	}
+	refvec_push(&want, 0x2003, 0x2003, 1, REP_REF_INSTR);
+	for (int i = 0; i < 2; i++) {
+		refvec_push(&want, 0x2004, 0x2004, 3, REP_REF_INSTR);
+		refvec_push(&want, 0x2004, 0x6000 - 8 * (uint64_t)i, 8, REP_REF_READ);
+		refvec_push(&want, 0x2004, 0x7000 - 8 * (uint64_t)i, 8, REP_REF_READ);
+	}
+	size_t where;
+	ck_assert_msg(refvec_eq(&got, &want, &where), "differs at %zu (%zu refs)", where, got.n);
+
+	u[8] = 0x202;	/* DF clear (IF set): cmpsq goes up */
+	got.n = 0;
+	ck_assert_int_eq(recover_all(t, u, 9, &got), 0);
+	ck_assert_uint_eq(got.n, want.n);
+	ck_assert_uint_eq(got.v[got.n - 2].addr, 0x6008);
+	ck_assert_uint_eq(got.v[got.n - 1].addr, 0x7008);
+
+	u[2] = u[3] = 7;	/* found at once: rcx unchanged, no iteration, one fetch */
+	got.n = 0;
+	ck_assert_int_eq(recover_all(t, u, 9, &got), 0);
+	ck_assert_uint_eq(got.n, 1 + 1 + 1 + 2 * 3);
+	ck_assert_uint_eq(got.v[1].type, REP_REF_INSTR);
+	ck_assert_uint_eq(got.v[1].pc, 0x2001);
+
+	/* rcx after above rcx before: corrupt, not 2^64 - 1 iterations. */
+	u[3] = 8;
+	ck_assert_int_eq(recover_all(t, u, 9, &got), -EBADMSG);
+	ck_assert_msg(strstr(rep_errmsg(), "instruction 0x2001: 18446744073709551615 iterations of 1 bytes down from 0x5010 leave"),
+		      "%s", rep_errmsg());
+	/* Going down below address 0 is as impossible as going past the top. */
+	u[3] = 7;
+	u[1] = 5;
+	u[2] = 7 + 7;
+	ck_assert_int_eq(recover_all(t, u, 9, &got), -EBADMSG);
+	u[2] = 7 + 6;	/* 5, 4, ..., 0 */
+	ck_assert_int_eq(recover_all(t, u, 9, &got), 0);
+
+	/* The flags need their slots and a count; one direction. */
+	struct rep_table *t2;
+	const struct rep_block *b = rep_table__block(t, 4);
+	struct rep_mref m[3];
+	memcpy(m, b->refs, sizeof m);
+	struct rep_block nb = *b;
+	nb.refs = m;
+	nb.id = 5;
+	ck_assert_int_eq(rep_table__new(&t2), 0);
+	m[0].count_end = 8;
+	ck_assert_int_eq(rep_table__add(t2, &nb), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "beyond its 8 slots"));
+	m[0].count_end = 2;
+	m[0].flags |= REP_MREF_DF_SLOT;
+	m[0].rflags = 7;
+	ck_assert_int_eq(rep_table__add(t2, &nb), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "direction both known and read from rflags"));
+	m[0].flags &= (uint16_t)~REP_MREF_DF_SLOT;
+	m[2].flags = REP_MREF_COUNT_DIFF;
+	ck_assert_int_eq(rep_table__add(t2, &nb), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "must share one count slot, its flags and slots"));
+	m[2].flags = m[1].flags;
+	m[0].count = REP_NO_SLOT;
+	ck_assert_int_eq(rep_table__add(t2, &nb), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "without a count slot"));
+	m[0].count = 1;
+	m[0].flags = 0x80;
+	ck_assert_int_eq(rep_table__add(t2, &nb), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "unknown flags 0x80"));
+	/* Slots a flag does not use are stored as none. */
+	m[0].flags = REP_MREF_DOWN;
+	m[0].count_end = 3;
+	ck_assert_int_eq(rep_table__add(t2, &nb), 0);
+	ck_assert_uint_eq(rep_table__block(t2, 5)->refs[0].count_end, REP_NO_SLOT);
+	rep_table__free(t2);
 	free(got.v);
 	free(want.v);
 	rep_table__free(t);
@@ -192,7 +365,7 @@ START_TEST(counts_blocks_and_edges)
 	struct rep_table *t;
 	struct rep_recover *r, *r2;
 	const uint16_t N = REP_NO_SLOT;
-	struct rep_mref m = { 0x10, 0, 4, REP_REF_READ, 1, 0, N, N, N, 0 };
+	struct rep_mref m = { .pc = 0x10, .disp = 0, .size = 4, .type = REP_REF_READ, .scale = 1, .base = 0, .index = N, .seg = N, .count = N };
 
 	ck_assert_int_eq(rep_table__new(&t), 0);
 	for (uint32_t id = 1; id <= 3; id++) {
@@ -281,7 +454,7 @@ START_TEST(optimised_streams_recover_the_same_references)
 {
 	uint64_t seed = seed_from_env(), s = seed;
 	static const unsigned opts[] = { 0, REP_OPT_STACK, REP_OPT_BASE, REP_OPT_STACK | REP_OPT_BASE };
-	uint64_t regs[MAXI][REP_NREGS];
+	uint64_t regs[MAXI + 1][REP_NREGS];
 	uint64_t unit[4][1 + 4 * MAXI * REP_MAX_OPERANDS];
 	uint64_t saved_slots[4] = { 0 };
 
@@ -372,6 +545,55 @@ START_TEST(push_pop_run_takes_one_stack_slot)
 	ck_assert_int_eq(opt.block.refs[6].disp, -8);
 	rep_built__free(&plain);
 	rep_built__free(&opt);
+}
+END_TEST
+
+/* repne scasb as the last instruction, direction unknown: rcx is captured
+ * before and after it (from regs[n], after the last instruction), rflags
+ * before it, and the unit recovers the iterations it ran. */
+START_TEST(build_captures_rcx_after_and_rflags)
+{
+	struct rep_insn in[2];
+	memset(in, 0, sizeof in);
+	in[0] = (struct rep_insn){ .pc = 0x100, .len = 3, .nops = 1 };
+	in[0].ops[0] = (struct rep_operand){ .type = REP_REF_READ, .base = REP_REG_RBX, .size = 8 };
+	in[1] = (struct rep_insn){ .pc = 0x103, .len = 2, .nops = 1,
+				   .clobbers = 1u << REP_REG_RCX | 1u << REP_REG_RDI };
+	in[1].ops[0] = (struct rep_operand){ .type = REP_REF_READ, .base = REP_REG_RDI, .size = 1,
+					     .count = REP_REG_RCX,
+					     .flags = REP_OPF_COUNT_DIFF | REP_OPF_DF };
+	struct rep_built b;
+	ck_assert_msg(rep_build(in, 2, 9, REP_OPT_STACK | REP_OPT_BASE, &b) == 0, "%s", rep_errmsg());
+	ck_assert_uint_eq(b.block.nslots, 5);	/* rbx, rdi, rcx, rcx after, rflags */
+	const struct rep_mref *m = &b.block.refs[1];
+	ck_assert_uint_eq(m->flags, REP_MREF_COUNT_DIFF | REP_MREF_DF_SLOT);
+	bool after = false, flags = false;
+	for (uint32_t c = 0; c < b.ncaps; c++) {
+		if (b.caps[c].slot == m->count_end)
+			after = b.caps[c].after && b.caps[c].reg == REP_REG_RCX && b.caps[c].insn == 1;
+		if (b.caps[c].slot == m->rflags)
+			flags = !b.caps[c].after && b.caps[c].reg == REP_REG_RFLAGS && b.caps[c].insn == 1;
+	}
+	ck_assert(after && flags);
+	uint64_t regs[3][REP_NREGS] = { { 0 } };
+	regs[0][REP_REG_RBX] = regs[1][REP_REG_RBX] = 0x8000;
+	regs[1][REP_REG_RDI] = 0x9004;
+	regs[1][REP_REG_RCX] = 10;
+	regs[1][REP_REG_RFLAGS] = 0x446;	/* DF set */
+	regs[2][REP_REG_RCX] = 6;		/* 4 iterations ran */
+	uint64_t u[8];
+	ck_assert_int_eq(rep_encode(&b, (const uint64_t (*)[REP_NREGS])regs, u, 8), 6);
+	struct rep_table *t;
+	struct refvec got = { 0 };
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	ck_assert_int_eq(rep_table__add(t, &b.block), 0);
+	ck_assert_int_eq(recover_all(t, u, 6, &got), 0);
+	ck_assert_uint_eq(got.n, 2 + 4 * 2);
+	ck_assert_uint_eq(got.v[3].addr, 0x9004);
+	ck_assert_uint_eq(got.v[9].addr, 0x9001);
+	rep_table__free(t);
+	rep_built__free(&b);
+	free(got.v);
 }
 END_TEST
 
@@ -607,6 +829,101 @@ START_TEST(corrupt_files_fail_cleanly)
 }
 END_TEST
 
+/* Little-endian bytes into a buffer. */
+struct bytes {
+	uint8_t b[512];
+	size_t n;
+};
+
+static void put_le(struct bytes *x, uint64_t v, int len)
+{
+	for (int i = 0; i < len; i++)
+		x->b[x->n++] = (uint8_t)(v >> (8 * i));
+}
+
+/* A version 1 file, byte by byte as version 1 wrote it (references of 32
+ * bytes): rep movsq-like reads, 3 iterations from 0x4010. */
+static size_t v1_file(uint8_t *out, uint32_t version)
+{
+	struct bytes x = { .n = 0 };
+	memcpy(x.b, "PADRNREP", 8);
+	x.n = 8;
+	put_le(&x, version, 4);
+	put_le(&x, 32, 4);
+	put_le(&x, 0, 8);
+	put_le(&x, 0, 8);
+	put_le(&x, REP_SEC_TABLE, 4);
+	put_le(&x, 0, 4);
+	put_le(&x, 8 + 24 + 16 + 32, 8);
+	put_le(&x, 1, 4);	/* nblocks */
+	put_le(&x, 0, 4);
+	put_le(&x, 1, 4);	/* id */
+	put_le(&x, 2, 2);	/* nslots */
+	put_le(&x, 0, 2);
+	put_le(&x, 0x1000, 8);
+	put_le(&x, 1, 4);	/* ninstrs */
+	put_le(&x, 1, 4);	/* nrefs */
+	put_le(&x, 0x1000, 8);	/* the instruction */
+	put_le(&x, 3, 4);
+	put_le(&x, 0, 4);
+	put_le(&x, 0x1000, 8);	/* the reference: pc, disp, size, type, scale */
+	put_le(&x, 16, 8);
+	put_le(&x, 8, 4);
+	put_le(&x, REP_REF_READ, 1);
+	put_le(&x, 1, 1);
+	put_le(&x, 0, 2);	/* base: slot 0 */
+	put_le(&x, REP_NO_SLOT, 2);
+	put_le(&x, REP_NO_SLOT, 2);
+	put_le(&x, 1, 2);	/* count: slot 1 */
+	put_le(&x, 0, 2);
+	put_le(&x, REP_SEC_STREAM, 4);
+	put_le(&x, 0, 4);
+	put_le(&x, 8 + 3 * 8, 8);
+	put_le(&x, 7, 8);	/* tid */
+	put_le(&x, REP_S_WORD(1, 2), 8);
+	put_le(&x, 0x4000, 8);
+	put_le(&x, 3, 8);
+	put_le(&x, REP_SEC_END, 4);
+	put_le(&x, 0, 4);
+	put_le(&x, 0, 8);
+	memcpy(out, x.b, x.n);
+	return x.n;
+}
+
+START_TEST(version_1_files_still_read)
+{
+	const char *path = tmpfile_path();
+	uint8_t img[512];
+	struct rep_reader *rd;
+	struct rep_recover *r;
+	struct refvec got = { 0 };
+
+	spill(path, img, v1_file(img, 1));
+	ck_assert_msg(rep_reader__open(path, &rd) == 0, "%s", rep_errmsg());
+	const struct rep_block *b = rep_table__block(rep_reader__table(rd), 1);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(b->refs[0].flags, 0);
+	ck_assert_uint_eq(b->refs[0].count_end, REP_NO_SLOT);
+	ck_assert_uint_eq(b->refs[0].count, 1);
+	ck_assert_int_eq(rep_recover__new(rep_reader__table(rd), sink, &got, &r), 0);
+	ck_assert_msg(rep_reader__replay(rd, r) == 0, "%s", rep_errmsg());
+	ck_assert_uint_eq(got.n, 6);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(got.v[2 * i].type, REP_REF_INSTR);
+		ck_assert_uint_eq(got.v[2 * i + 1].addr, 0x4010 + 8 * (uint64_t)i);
+	}
+	rep_recover__free(r);
+	rep_reader__close(rd);
+
+	/* A version from the future is refused, by name. */
+	spill(path, img, v1_file(img, 3));
+	ck_assert_int_eq(rep_reader__open(path, &rd), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "REP version 3 at offset 8, this reads versions 1 to 2"));
+	unlink(path);
+	free(got.v);
+}
+END_TEST
+
 START_TEST(unit_crossing_a_section_is_an_error)
 {
 	uint64_t seed = seed_from_env(), s = seed;
@@ -638,17 +955,21 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, table_rejects_bad_blocks);
 	tcase_add_test(tc, recovers_handmade_block);
+	tcase_add_test(tc, large_copies_are_bounded_by_the_address_space);
+	tcase_add_test(tc, string_instructions_that_stop_early_or_go_down);
 	tcase_add_test(tc, counts_blocks_and_edges);
 	tcase_add_test(tc, many_successors);
 	tcase_add_test(tc, bad_streams_name_the_offset);
 	tcase_add_test(tc, optimised_streams_recover_the_same_references);
 	tcase_add_test(tc, push_pop_run_takes_one_stack_slot);
 	tcase_add_test(tc, structure_fields_share_one_base_slot);
+	tcase_add_test(tc, build_captures_rcx_after_and_rflags);
 	tcase_add_test(tc, units_split_across_feeds);
 	tcase_add_test(tc, file_round_trip);
 	tcase_add_test(tc, truncated_files_name_the_offset);
 	tcase_add_test(tc, corrupt_files_fail_cleanly);
 	tcase_add_test(tc, unit_crossing_a_section_is_an_error);
+	tcase_add_test(tc, version_1_files_still_read);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

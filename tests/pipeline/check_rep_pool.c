@@ -374,8 +374,8 @@ START_TEST(huge_units_stay_in_order)
 	const uint16_t N = REP_NO_SLOT;
 	struct rep_instr in[] = { { 0x1000, 3, 0 }, { 0x1003, 2, 0 } };
 	struct rep_mref m[] = {
-		{ 0x1000, 0, 8, REP_REF_READ, 1, 0, N, N, N, 0 },
-		{ 0x1003, 0, 1, REP_REF_WRITE, 1, 1, N, N, 2, 0 },
+		{ .pc = 0x1000, .disp = 0, .size = 8, .type = REP_REF_READ, .scale = 1, .base = 0, .index = N, .seg = N, .count = N },
+		{ .pc = 0x1003, .disp = 0, .size = 1, .type = REP_REF_WRITE, .scale = 1, .base = 1, .index = N, .seg = N, .count = 2 },
 	};
 	struct rep_block b = { .id = 1, .nslots = 3, .pc = 0x1000, .ninstrs = 2, .nrefs = 2,
 			       .instrs = in, .refs = m };
