@@ -971,6 +971,169 @@ START_TEST(new_consumer_takes_over)
 }
 END_TEST
 
+/* Stops the poll after one span: exactly one chunk handed back. */
+static int one_span_fn(void *arg, const uint64_t *w, size_t n, unsigned flags)
+{
+	verify_fn(arg, w, n, flags);
+	return 1;
+}
+
+static bool chunk_taken(struct cab_ring *r, uint32_t k)
+{
+	return __atomic_load_n(cab__chunk(r, k), __ATOMIC_ACQUIRE) != CAB_CLEAR;
+}
+
+/* A full ring: the producer sleeps. One chunk handed back is not enough (it
+ * waits for two, so that it and the consumer never share a line): it keeps
+ * sleeping through many wake-ups; the second one wakes it. */
+START_TEST(exhaustive_producer_wakes_only_for_two_free_chunks)
+{
+	struct cab_ring *r;
+	struct cab_consumer *c;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 1024, 4, 8);
+	struct bg_producer b = { .n = 20000, .maxp = 7 };
+	struct verify v = { .maxp = 7 };
+
+	o.consumer_timeout_ms = 60000;
+	o.spin_us = 1;
+	o.wait_ms = 5;	/* it looks again every 5 ms, and at every hand-back */
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	ck_assert_int_eq(cab_producer__open(r, &b.p), 0);
+	bg_start(&b);
+	wait_producer_blocked(r);	/* chunks 0..3 written, back at chunk 0 */
+	ck_assert(chunk_taken(r, 0) && chunk_taken(r, 1));
+
+	ck_assert_int_eq(cab_consumer__poll(c, one_span_fn, &v), -ECANCELED);
+	ck_assert(!chunk_taken(r, 0) && chunk_taken(r, 1));
+	usleep(300000);
+	ck_assert_msg(!chunk_taken(r, 0), "the producer wrote with one chunk free");
+	ck_assert_uint_eq(__atomic_load_n(&r->sh->prod_waiting, __ATOMIC_ACQUIRE), 1);
+	struct cab_stats st;
+	cab_ring__stats(r, &st);
+	ck_assert_uint_eq(st.producer_waits, 1);
+
+	ck_assert_int_eq(cab_consumer__poll(c, one_span_fn, &v), -ECANCELED);
+	int waited = 0;
+	while (!chunk_taken(r, 0) && waited++ < 5000)
+		usleep(1000);
+	ck_assert_msg(chunk_taken(r, 0), "two chunks free and the producer still sleeps");
+
+	/* The rest arrives whole and in order. */
+	bool joined = false;
+	for (int i = 0; !cab_consumer__eof(c) && i < 1000000; i++) {
+		if (!joined && pthread_tryjoin_np(b.th, NULL) == 0) {
+			joined = true;
+			cab_producer__flush(b.p);
+		}
+		if (cab_consumer__poll(c, verify_fn, &v) == 0)
+			usleep(100);
+	}
+	ck_assert(joined && cab_consumer__eof(c));
+	ck_assert_msg(v.bad == 0, "%s", v.why);
+	ck_assert_uint_eq(v.nrec, 20000);
+	ck_assert_uint_eq(b.dropped, 0);
+	cab_producer__close(b.p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+}
+END_TEST
+
+/* No consumer ever attaches: the producer fills the ring, waits
+ * consumer_timeout_ms for a heartbeat that never comes, then drops (and
+ * counts) without waiting again. */
+START_TEST(exhaustive_producer_without_a_consumer_drops_after_the_timeout)
+{
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 1024, 4, 8);
+	uint64_t stored = 0, dropped = 0, first_drop_ns = 0;
+
+	o.consumer_timeout_ms = 300;
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	uint64_t t_all = cab__now_ns();
+	for (uint64_t i = 0; i < 20000; i++) {
+		uint64_t t0 = cab__now_ns();
+		int rc = put_rec(p, i, 7);
+		uint64_t took = cab__now_ns() - t0;
+		ck_assert_int_ge(rc, 0);
+		if (rc == 0) {
+			ck_assert_msg(!dropped, "record %" PRIu64 " stored after drops began", i);
+			ck_assert_msg(took < 200000000ULL, "a store waited %" PRIu64 " ns", took);
+			stored++;
+		} else {
+			if (!dropped++)
+				first_drop_ns = took;
+		}
+	}
+	uint64_t total = cab__now_ns() - t_all;
+	/* It waited the timeout once, for the first drop only. */
+	ck_assert_msg(first_drop_ns >= 300000000ULL && first_drop_ns < 10000000000ULL,
+		      "first drop after %" PRIu64 " ns", first_drop_ns);
+	ck_assert_msg(total - first_drop_ns < 5000000000ULL, "the drops took %" PRIu64 " ns",
+		      total - first_drop_ns);
+	ck_assert_uint_gt(stored, 0);
+	ck_assert_uint_eq(stored + dropped, 20000);
+	struct cab_stats st;
+	cab_ring__stats(r, &st);
+	ck_assert_uint_eq(st.records_dropped, dropped);
+	ck_assert_uint_eq(st.producer_waits, 1);
+	ck_assert(st.producer_dropping);
+	cab_producer__close(p);
+	cab_ring__close(r);
+}
+END_TEST
+
+/* Sampling mode: the consumer process stops reading, then is SIGKILLed
+ * while the producer writes. The producer never waits, before or after:
+ * it drops what finds the ring full, counts it, and finishes at its own
+ * pace. */
+START_TEST(sampling_producer_never_hangs_on_a_killed_consumer)
+{
+	struct cab_ring *r;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 4096, 8, 8);
+	struct child_cfg cfg = { .maxp = 7, .stop_after = 500 };
+	struct bg_producer b = { .n = 2000000, .maxp = 7 };
+	int rfd;
+
+	o.mode = CAB_SAMPLING;
+	o.sample_rate = 0.5;
+	o.consumer_timeout_ms = 60000;	/* not what ends anything here */
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	pid_t pid = fork_consumer(r, &cfg, &rfd);
+	ck_assert_int_eq(cab_producer__open(r, &b.p), 0);
+	uint64_t t0 = cab__now_ns();
+	bg_start(&b);
+	/* The consumer stopped after 500 records: the ring fills, drops begin. */
+	struct cab_stats st;
+	for (int i = 0; i < 30000; i++) {
+		cab_ring__stats(r, &st);
+		if (st.records_dropped)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_gt(st.records_dropped, 0);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(pthread_join(b.th, NULL), 0);
+	uint64_t took_ms = (cab__now_ns() - t0) / 1000000;
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	close(rfd);
+	ck_assert_msg(took_ms < 30000, "producer took %" PRIu64 " ms", took_ms);
+	ck_assert_int_eq(b.err, 0);
+	ck_assert_uint_eq(b.stored + b.dropped, b.n);
+	ck_assert_uint_gt(b.dropped, b.n / 2);
+	cab_ring__stats(r, &st);
+	ck_assert_uint_eq(st.records_dropped, b.dropped);
+	ck_assert_uint_eq(st.producer_waits, 0);
+	ck_assert_uint_eq(st.producer_wait_ns, 0);
+	cab_producer__close(b.p);
+	cab_ring__close(r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ REP via CAB */
 
 struct hash_arg {
@@ -1101,6 +1264,9 @@ int main(void)
 	tcase_add_loop_test(tc, killed_consumer_zombie, 0, 3);
 	tcase_add_loop_test(tc, killed_consumer_reaped, 0, 3);
 	tcase_add_test(tc, new_consumer_takes_over);
+	tcase_add_test(tc, exhaustive_producer_wakes_only_for_two_free_chunks);
+	tcase_add_test(tc, exhaustive_producer_without_a_consumer_drops_after_the_timeout);
+	tcase_add_test(tc, sampling_producer_never_hangs_on_a_killed_consumer);
 	tcase_add_test(tc, rep_units_recovered_across_processes);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
