@@ -371,8 +371,12 @@ int csim_lackey_write(FILE *out, const struct rep_ref *refs, size_t n);
 
 /* Analyses consume the recovered stream; each lives in its own file
  * pipeline/analysis-NAME.c defining `const struct pipeline_analysis_ops
- * pipeline_analysis_NAME`, listed in PIPELINE_ANALYSES (pipeline/Makemodule.am)
- * from which the table is generated: adding one is one file. */
+ * pipeline_analysis_NAME`. Adding one is that file plus its name in
+ * PIPELINE_ANALYSES (pipeline/Makemodule.am): automake compiles only the
+ * sources it is told of (it has no wildcards, by design), and the table of
+ * analyses, padrone-sim's -a and its list are generated from that line;
+ * nothing else changes. tests/pipeline/padrone-sim.sh names a file whose
+ * line is missing. */
 
 struct pipeline_block_count {
 	uint64_t pc;		/* block start */

@@ -14,7 +14,7 @@ check() {	# check DESCRIPTION COMMAND...: ok if the command succeeds
 	n=$((n + 1))
 	if "$@"; then echo "ok $n - $what"; else echo "not ok $n - $what"; fi
 }
-echo "1..18"
+echo "1..19"
 
 # Tiny geometry: D1 2 sets x 2 ways of 64 B.
 G=(--I1=256,2,64 --D1=256,2,64 --LL=1024,4,64 --cachegrind)
@@ -88,6 +88,11 @@ check "--trace-out writes the trace back (lackey lines round-trip)" \
 	bash -c "grep -E '^(I  | [LSM] )' '$tmp/trace' | cmp -s - '$tmp/round'"
 check "-a list lists the analyses" \
 	bash -c "test \"\$('$sim' -a list | cut -d' ' -f1 | tr '\n' ' ')\" = 'blocks cache edges memtrace reuse '"
+# An analysis is its file plus its name in PIPELINE_ANALYSES: a file whose
+# line was forgotten is named here.
+files=$(cd "$top_srcdir/pipeline" && ls analysis-*.c | sed 's/^analysis-//; s/\.c$//' | sort | tr '\n' ' ')
+check "every pipeline/analysis-NAME.c is an analysis -a list knows (files: $files)" \
+	bash -c "test \"\$('$sim' -a list | cut -d' ' -f1 | sort | tr '\n' ' ')\" = '$files'"
 "$sim" --lackey "$tmp/trace" "${G[@]}" -a cache -a blocks -a reuse --json > "$tmp/multi.json"
 check "other analyses add their object to the JSON" \
 	bash -c "grep -q '\"blocks\":{\"distinct\":1,\"executions\":1' '$tmp/multi.json' && grep -q '\"reuse\":{\"line\":64,\"accesses\":8,\"cold\":5,\"buckets\":\[{\"min\":0,\"max\":0,\"count\":2},{\"min\":4,\"max\":7,\"count\":1}\]' '$tmp/multi.json'"
