@@ -242,7 +242,8 @@ int rep_reader__next(struct rep_reader *r, uint64_t *tid, const uint64_t **words
 /* Recover every stream section into rec (a gap between sections of
  * different threads). Bad data inside a stream section ends that section
  * (what came before it is delivered, and a gap follows); recovery goes on
- * with the next section. A bad section header or block ends the file. 0, or
+ * with the next section. A truncated file or a bad section header ends the
+ * replay there (nothing after it can be found). 0, or
  * the first error (its message, naming the offset, in rep_errmsg()). */
 int rep_reader__replay(struct rep_reader *r, struct rep_recover *rec);
 void rep_reader__close(struct rep_reader *r);
