@@ -473,7 +473,10 @@ static uint64_t dyn_ptr(uint64_t v, uint64_t bias)
 }
 
 /* How many dynamic symbols: DT_HASH's nchain or the end of DT_GNU_HASH's
- * chains. */
+ * chains; 0 when neither tells. DT_GNU_HASH covers only the symbols it
+ * hashes (those from symoffset on): when it hashes none (an executable
+ * that exports nothing), symoffset is no count at all, often 1 while its
+ * imports sit above, so that case is 0 too and the relocations decide. */
 static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_hash)
 {
 	uint32_t hh[4];
@@ -493,8 +496,8 @@ static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_h
 		if (b[i] > last)
 			last = b[i];
 	free(b);
-	if (last < symoffset)
-		return symoffset;
+	if (last < symoffset)	/* no bucket used: nothing hashed */
+		return 0;
 	uint64_t chain = buckets + (uint64_t)nbuckets * 4;
 	for (uint32_t n = 0; n < (1u << 24); n++, last++) {
 		uint32_t v;
@@ -504,6 +507,22 @@ static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_h
 			return (uint64_t)last + 1;
 	}
 	return 0;
+}
+
+/* The highest symbol index the PLT and dynamic relocations name. */
+static uint64_t reloc_max_sym(struct cfg_reader *r, uint64_t jmprel, uint64_t pltrelsz,
+			      uint64_t rela, uint64_t relasz)
+{
+	uint64_t maxsym = 0;
+	uint64_t tabs[2][2] = { { jmprel, pltrelsz }, { rela, relasz } };
+	for (int t = 0; t < 2; t++) {
+		Elf64_Rela *v = rd_alloc(r, tabs[t][0], tabs[t][1]);
+		for (uint64_t i = 0; v && i < tabs[t][1] / sizeof(*v); i++)
+			if (ELF64_R_SYM(v[i].r_info) > maxsym)
+				maxsym = ELF64_R_SYM(v[i].r_info);
+		free(v);
+	}
+	return maxsym;
 }
 
 static void add_relocs(struct cfg_reader *r, struct cfg_module *m, uint64_t rela, uint64_t size,
@@ -601,16 +620,8 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 		syms = rd_alloc(r, symtab, nsyms * sizeof(*syms));
 	if (!syms) {
 		/* no count: read as far as the relocations need */
+		uint64_t maxsym = reloc_max_sym(r, jmprel, pltrelsz, rela, relasz);
 		nsyms = 0;
-		uint64_t maxsym = 0;
-		uint64_t tabs[2][2] = { { jmprel, pltrelsz }, { rela, relasz } };
-		for (int t = 0; t < 2; t++) {
-			Elf64_Rela *v = rd_alloc(r, tabs[t][0], tabs[t][1]);
-			for (uint64_t i = 0; v && i < tabs[t][1] / sizeof(*v); i++)
-				if (ELF64_R_SYM(v[i].r_info) > maxsym)
-					maxsym = ELF64_R_SYM(v[i].r_info);
-			free(v);
-		}
 		if (maxsym && maxsym < (1u << 22))
 			syms = rd_alloc(r, symtab, (maxsym + 1) * sizeof(*syms));
 		if (!syms)
