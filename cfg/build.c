@@ -685,6 +685,24 @@ static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND || d->kind == CFG_I_SYSCALL);
 }
 
+/* Dead code after a dead end that runs to the end of the function's FDE
+ * (the epilogue compilers keep after a call they do not know to be
+ * noreturn, e.g. one of two mutually recursive functions that exit): the
+ * FDE says it is the function's. */
+static bool dead_tail(struct fb *b, uint64_t from)
+{
+	if (b->lo >= b->hi || from < b->lo || from >= b->hi || b->hi - from > 256)
+		return false;
+	while (from < b->hi) {
+		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE || !d->len ||
+		    find(b, from) >= 0)
+			return false;
+		from += d->len;
+	}
+	return from == b->hi;
+}
+
 /* Where a block's code ends for the function's extent: after a dead end,
  * a trap (glibc's _start has a hlt) or a jump back into the function (a
  * loop around an exit system call) belongs to the function. */
@@ -698,6 +716,8 @@ static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
 		return bl->end;
 	if ((nx->kind == CFG_I_HALT && !nx->nop) || (nx->kind == CFG_I_JMP && find(b, nx->target) >= 0))
 		return bl->end + nx->len;
+	if (dead_tail(b, bl->end))
+		return b->hi;
 	return bl->end;
 }
 
@@ -840,33 +860,133 @@ static enum cfg_ret to_memo(const struct cfg_reader *r, enum cfg_ret ret)
 	return ret == CFG_RET_YES && r->callee_cut ? CFG_RET_UNKNOWN : ret;
 }
 
+/* ------------------------------------------------------------ noreturn
+ *
+ * Does a function return? It returns if a path from its entry reaches a
+ * ret, or a call or tail call to a function that returns. That is a
+ * fixpoint over the call graph: callees are analysed depth first, and a
+ * callee already being analysed (recursion) is taken not to return until
+ * shown otherwise. Answers that rest on such an assumption stay provisional
+ * until the component's first function is done; if its answer contradicts
+ * what was assumed, the component is analysed again. Answers only go from
+ * "no" to "yes", so this ends. */
+
+#define RET_VAL(state, index) ((uint32_t)(state) | (uint32_t)(index) << 8)
+
+static void ret_depends(struct cfg_reader *r, uint32_t low)
+{
+	struct cfg_ret_frame *top = r->depth ? &r->frames[r->depth - 1] : NULL;
+	if (top && low < top->low)
+		top->low = low;
+}
+
+/* The answer known for entry (final, provisional or assumed); false if
+ * none yet. */
+static bool ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
+{
+	uint32_t *v = cfg_hmap_get(&r->rets, entry);
+	if (!v || *v == CFG_RET_UNKNOWN)
+		return false;
+	uint32_t ix = *v >> 8;
+	switch (*v & 0xff) {
+	case CFG_RET_BUSY:
+		r->frames[ix].used = true;
+		ret_depends(r, ix);
+		*out = r->frames[ix].assume;
+		return true;
+	case CFG_RET_PROV:
+		ret_depends(r, r->prov[ix].low);
+		*out = r->prov[ix].ret;
+		return true;
+	default:
+		*out = (enum cfg_ret)*v;
+		return true;
+	}
+}
+
+static int ret_push(struct cfg_reader *r, uint64_t entry)
+{
+	uint32_t k = r->depth;
+	if (cfg_hmap_put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
+		return -ENOMEM;
+	r->frames[k] = (struct cfg_ret_frame){ entry, CFG_RET_NO, false, k, (uint32_t)r->nprov };
+	r->depth++;
+	return 0;
+}
+
+/* Forget the provisional answers given since frame k was pushed. */
+static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
+{
+	for (size_t i = f->mark; i < r->nprov; i++)
+		cfg_hmap_put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
+	r->nprov = f->mark;
+}
+
+/* The top frame's analysis gave ret: must it be done again (the
+ * assumption it was analysed under was used, and was wrong)? */
+static bool ret_again(struct cfg_reader *r, enum cfg_ret ret)
+{
+	struct cfg_ret_frame *f = &r->frames[r->depth - 1];
+	if (!f->used || ret == f->assume || f->assume != CFG_RET_NO)
+		return false;
+	ret_drop(r, f);
+	f->assume = ret;
+	f->used = false;
+	f->low = r->depth - 1;
+	return true;
+}
+
+/* The top frame is done with answer ret: final if it rests on no frame
+ * below (then so are the provisional answers of its component), else
+ * provisional, and its caller rests on what it rests on. */
+static void ret_pop(struct cfg_reader *r, enum cfg_ret ret)
+{
+	struct cfg_ret_frame *f = &r->frames[--r->depth];
+	if (f->low == r->depth) {
+		for (size_t i = f->mark; i < r->nprov; i++)
+			cfg_hmap_put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
+		r->nprov = f->mark;
+		cfg_hmap_put(&r->rets, f->entry, to_memo(r, ret));
+		return;
+	}
+	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
+		/* cannot keep it: ask again next time */
+		cfg_hmap_put(&r->rets, f->entry, CFG_RET_UNKNOWN);
+	} else {
+		r->prov[r->nprov] = (struct cfg_ret_prov){ f->entry, (uint8_t)ret, f->low };
+		cfg_hmap_put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
+		r->nprov++;
+	}
+	ret_depends(r, f->low);
+}
+
 /* Callee analysis is transitive (a callee's callees...): in a large C++
  * library one call can lead to thousands of functions. The budget bounds
  * what one cfg_function__build spends on it. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
 {
-	uint32_t *memo = cfg_hmap_get(&r->rets, entry);
-	if (memo && *memo != CFG_RET_UNKNOWN)	/* BUSY: recursion, assume it returns */
-		return *memo == CFG_RET_BUSY ? CFG_RET_YES : (enum cfg_ret)*memo;
-	if (r->depth >= CFG_MAX_CALLEE_DEPTH || !cfg_reader_is_code(r, entry))
+	enum cfg_ret ret;
+	if (ret_known(r, entry, &ret))
+		return ret;
+	if (!cfg_reader_is_code(r, entry))
 		return CFG_RET_YES;
-	if (r->callee_budget == 0) {
-		r->callee_cut = true;
+	if (r->depth >= CFG_MAX_CALLEE_DEPTH || r->callee_budget == 0) {
+		r->callee_cut = true;	/* "returns", without looking */
 		return CFG_RET_YES;
 	}
-	if (cfg_hmap_put(&r->rets, entry, CFG_RET_BUSY) < 0)
+	if (ret_push(r, entry) < 0)
 		return CFG_RET_YES;
-	struct fb b;
-	enum cfg_ret ret = CFG_RET_YES;
-	r->depth++;
-	if (fb_init(&b, r, entry, NULL) == 0) {
-		b.summary = true;	/* explore() spends the budget */
-		if (explore(&b) == 0 && !b.returns)
-			ret = CFG_RET_NO;
-	}
-	fb_fini(&b);
-	r->depth--;
-	cfg_hmap_put(&r->rets, entry, to_memo(r, ret));
+	do {
+		struct fb b;
+		ret = CFG_RET_YES;
+		if (fb_init(&b, r, entry, NULL) == 0) {
+			b.summary = true;	/* explore() spends the budget */
+			if (explore(&b) == 0 && !b.returns)
+				ret = CFG_RET_NO;
+		}
+		fb_fini(&b);
+	} while (ret_again(r, ret));
+	ret_pop(r, ret);
 	return ret;
 }
 
@@ -903,20 +1023,28 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 	f->dec = r->dec;
 	cfg_reader_name_at(r, addr, f->name, sizeof(f->name));
 	cfg_reader_trim(r);
-	/* the function's own answer is what callers will be told */
+	/* the function's own answer is what callers will be told: it is the
+	 * first frame of the noreturn analysis (built again if recursion
+	 * assumed wrongly that it does not return) */
 	struct fb b;
 	int err = fb_init(&b, r, addr, opts);
 	r->callee_budget = b.o.max_callee_insns;
 	r->callee_cut = false;
-	uint32_t *memo = cfg_hmap_get(&r->rets, addr);
-	bool known = memo && *memo != CFG_RET_UNKNOWN;
-	if (!known && err == 0)
-		err = cfg_hmap_put(&r->rets, addr, CFG_RET_BUSY);
-	if (err == 0)
-		err = explore(&b);
-	if (!known && err == 0)
-		err = cfg_hmap_put(&r->rets, addr,
-				   to_memo(r, b.returns ? CFG_RET_YES : CFG_RET_NO));
+	r->depth = 0;
+	r->nprov = 0;
+	enum cfg_ret known;
+	bool framed = !ret_known(r, addr, &known);
+	if (framed && err == 0)
+		err = ret_push(r, addr);
+	else
+		framed = false;
+	while (err == 0 && (err = explore(&b)) == 0 && framed &&
+	       ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
+		fb_fini(&b);
+		err = fb_init(&b, r, addr, opts);
+	}
+	if (framed)
+		ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
 	if (err == 0)
 		err = fill(&b, f);
 	fb_fini(&b);

@@ -138,8 +138,31 @@ struct cfg_page {
 	uint8_t data[4096];
 };
 
-/* Callee summary: does the function at an address return? */
-enum cfg_ret { CFG_RET_UNKNOWN, CFG_RET_YES, CFG_RET_NO, CFG_RET_BUSY };
+#define CFG_MAX_CALLEE_DEPTH 24
+
+/* Callee summary: does the function at an address return? In the map,
+ * BUSY (being analysed: the frame's index above the low byte) and PROV (an
+ * answer resting on a frame's assumption: its index in prov) are kept
+ * apart from final answers. */
+enum cfg_ret { CFG_RET_UNKNOWN, CFG_RET_YES, CFG_RET_NO, CFG_RET_BUSY, CFG_RET_PROV };
+
+/* A function whose summary is being computed. Its callers within its
+ * strongly connected component (recursion) are told the assumption, "does
+ * not return" at first (the greatest fixpoint: mutually recursive functions
+ * that only exit do not return); if it turns out to return after all and
+ * the assumption was used, it is analysed again. low: the lowest frame the
+ * answer rests on (Tarjan's lowlink); mark: prov's length when pushed. */
+struct cfg_ret_frame {
+	uint64_t entry;
+	uint8_t assume;		/* CFG_RET_NO, then CFG_RET_YES */
+	bool used;
+	uint32_t low, mark;
+};
+struct cfg_ret_prov {
+	uint64_t entry;
+	uint8_t ret;
+	uint32_t low;
+};
 
 struct cfg_reader {
 	struct cfg_reader_ops ops;
@@ -159,7 +182,10 @@ struct cfg_reader {
 	size_t ninsns, cinsnv;
 	/* callee summaries */
 	struct cfg_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
-	unsigned depth;		/* nesting of callee analyses */
+	unsigned depth;		/* nesting of callee analyses: frames in use */
+	struct cfg_ret_frame frames[CFG_MAX_CALLEE_DEPTH + 1];
+	struct cfg_ret_prov *prov;	/* answers not final yet */
+	size_t nprov, cprov;
 	uint32_t callee_budget;	/* instructions callee analyses may still
 				 * decode in this cfg_function__build */
 	bool callee_cut;	/* the budget ran out: a "returns" answer may
@@ -171,7 +197,6 @@ struct cfg_reader {
 	char err[512];
 };
 #define CFG_INSN_CHUNK 4096
-#define CFG_MAX_CALLEE_DEPTH 24
 /* Caches kept between builds: over these they are dropped before the next
  * one (about 80 and 64 MiB), so sweeping a huge library stays bounded. */
 #define CFG_INSN_CACHE_MAX (1u << 20)

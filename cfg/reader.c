@@ -98,6 +98,7 @@ void cfg_reader__free(struct cfg_reader *r)
 	free(r->mods);
 	free(r->pagev);
 	free(r->insnv);
+	free(r->prov);
 	cfg_hmap_fini(&r->pages);
 	cfg_hmap_fini(&r->insns);
 	cfg_hmap_fini(&r->rets);
