@@ -121,6 +121,8 @@ static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 	bool torn_down = h == 0 || h == H_UNKNOWN;
 	if (cfg_reader_stub(b->r, t, NULL, NULL))
 		return true;
+	if (cfg_reader_cold_parent(b->r, t, NULL))	/* never a function of its own */
+		return false;
 	if (cfg_reader_is_entry(b->r, t))
 		return torn_down && !jumps_back(b, t);
 	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
@@ -141,7 +143,7 @@ static bool table_target_ok(struct fb *b, uint64_t t)
 	if (in_own(b, t))
 		return true;
 	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
-	return f && !f->entry;
+	return f && (!f->entry || cfg_reader_cold_parent(b->r, t, NULL));
 }
 
 static bool table_ok_cb(void *arg, uint64_t t)

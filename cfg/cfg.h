@@ -100,12 +100,14 @@ int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_
 /* Address of the function called name (symbols, then "NAME@plt"). */
 int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr);
 /* The entry of the function containing addr (an address from a sample):
- * the FDE covering it (a cold part leads to its parent's entry when the
- * symbols say which), else the symbol covering it, else addr itself. */
+ * the FDE covering it, else the symbol covering it, else addr itself. A
+ * cold part (an FDE nothing calls, entered by jumps from one function
+ * only, conditional ones if it starts in an entry state; or a FUNC.cold
+ * symbol) leads to its parent's entry, symbols or not. */
 int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry);
 
-/* Function entries of the module containing addr: its FDEs (cold parts and
- * other FDEs that do not start in a function's entry state, and PLT stubs,
+/* Function entries of the module containing addr: its FDEs (cold parts,
+ * other FDEs that do not start in a function's entry state, and PLT stubs
  * left out), its entry point, DT_INIT/DT_FINI and the init/fini arrays;
  * sorted, unique. *starts is malloc'd (caller frees). */
 int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **starts,

@@ -100,6 +100,11 @@ struct cfg_slot {
 	const char *name;
 };
 
+struct cfg_cold {
+	uint64_t start;		/* a cold part's FDE */
+	uint64_t parent;	/* the entry of the function it belongs to */
+};
+
 /* One ELF image in the address space. */
 struct cfg_module {
 	char *path;
@@ -115,7 +120,9 @@ struct cfg_module {
 	size_t nentries, centries;
 	char **pool;		/* strings owned */
 	size_t npool, cpool;
-	bool parsed;
+	struct cfg_cold *colds;	/* sorted by start; found at first need */
+	size_t ncolds;
+	bool parsed, cold_done;
 };
 
 /* Parse what the in-memory image at base tells (program headers,
@@ -223,6 +230,9 @@ const char *cfg_reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, s
 const struct cfg_fde *cfg_reader_fde_at(struct cfg_reader *r, uint64_t addr);
 /* Is addr the start of a function as far as symbols and FDEs tell? */
 bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr);
+/* Is addr in a cold part of a function (cold.c)? *parent (may be NULL)
+ * gets the function's entry. */
+bool cfg_reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent);
 
 /* Does the function at entry return? Analyses it (bounded) if needed. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry);

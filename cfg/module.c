@@ -17,6 +17,7 @@ void cfg_module_fini(struct cfg_module *m)
 	free(m->fdes);
 	free(m->slots);
 	free(m->entries);
+	free(m->colds);
 	free(m->path);
 	memset(m, 0, sizeof(*m));
 }

@@ -365,6 +365,8 @@ int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry
 	const struct cfg_fde *f = m ? cfg_module_fde_at(m, addr) : NULL;
 	char name[256];
 	uint64_t start;
+	if (f && cfg_reader_cold_parent(r, addr, entry))
+		return 0;
 	if (f && f->entry) {
 		*entry = f->start;
 		return 0;
@@ -404,7 +406,8 @@ int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **
 		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < m->nfdes; i++)
-		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL))
+		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL) &&
+		    !cfg_reader_cold_parent(r, m->fdes[i].start, NULL))
 			v[n++] = m->fdes[i].start;
 	for (size_t i = 0; i < m->nentries; i++)
 		if (cfg_reader_is_code(r, m->entries[i]))
