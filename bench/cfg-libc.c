@@ -42,7 +42,7 @@ struct opts {
 struct tally {
 	size_t funcs, blocks, insns, loops, irreducible, tables, unresolved, noreturn;
 	size_t unresolved_jumps, slow;
-	size_t errors[CFG_ERR_LIMIT + 1];
+	size_t errors[CFG_ERR_COUNT];
 	double seconds, cpu, max_ms;
 	uint64_t max_at;
 	char max_name[128];
@@ -217,10 +217,10 @@ static void print(const char *what, const struct tally *t, const struct opts *o)
 	       what, t->funcs, t->seconds, t->cpu, (double)t->funcs / t->seconds, t->blocks, t->insns,
 	       t->loops, t->irreducible, t->tables, t->noreturn);
 	size_t failed = t->errors[CFG_ERR_NONE];
-	for (int e = 1; e <= CFG_ERR_LIMIT; e++)
+	for (int e = 1; e < CFG_ERR_COUNT; e++)
 		failed += t->errors[e];
 	printf("%-5s failures: %zu of %zu", what, failed, t->funcs + t->errors[CFG_ERR_NONE]);
-	for (int e = 1; e <= CFG_ERR_LIMIT; e++)
+	for (int e = 1; e < CFG_ERR_COUNT; e++)
 		if (t->errors[e])
 			printf(", %zu %s", t->errors[e], cfg_error_name(e));
 	if (t->errors[CFG_ERR_NONE])

@@ -402,11 +402,20 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		}
 		if (try_jump_table(b, i, h, rbp_h) == 0)
 			return 0;
-		/* through a register: a tail call or an unknown switch; with
-		 * rsp loaded from elsewhere, a context switch (longjmp) that
-		 * does not come back */
 		b->unresolved++;
-		if (h != H_UNKNOWN)
+		/* with the frame still live, not a tail call: a switch or a
+		 * computed goto (glibc's vfprintf) whose targets are not known,
+		 * so the CFG is incomplete there */
+		if (h != 0 && h != H_UNKNOWN) {
+			fb_error(b, CFG_ERR_UNRESOLVED, d->addr,
+				 "indirect jump at %#lx with its targets unknown (frame live)",
+				 (unsigned long)d->addr);
+			return 0;
+		}
+		/* frame torn down: a tail call through a register; with rsp
+		 * loaded from elsewhere, a context switch (longjmp) that does
+		 * not come back */
+		if (h == 0)
 			b->returns = true;
 		b->iv[i].tail = 1;
 		return add_call(b, d->addr, 0, "", false, true, true) < 0 ? -ENOMEM : 0;
@@ -1170,6 +1179,6 @@ const char *cfg_edge_kind_name(enum cfg_edge_kind k)
 const char *cfg_error_name(enum cfg_error e)
 {
 	static const char *const n[] = { "none", "unreadable", "invalid instruction",
-					 "branch outside code", "limit" };
+					 "branch outside code", "limit", "unresolved indirect jump" };
 	return (unsigned)e < sizeof(n) / sizeof(n[0]) ? n[e] : "?";
 }

@@ -135,7 +135,10 @@ enum cfg_error {
 	CFG_ERR_INVALID,	/* bytes that do not decode: data in code? */
 	CFG_ERR_NOT_CODE,	/* a branch into non-executable memory */
 	CFG_ERR_LIMIT,		/* more instructions or blocks than allowed */
+	CFG_ERR_UNRESOLVED,	/* an indirect jump with the frame still live
+				 * (not a tail call) whose targets are unknown */
 };
+#define CFG_ERR_COUNT (CFG_ERR_UNRESOLVED + 1)
 const char *cfg_error_name(enum cfg_error e);
 
 #define CFG_DEFAULT_MAX_INSNS 200000
