@@ -91,6 +91,8 @@ void cfg_reader__set_symbolizer(struct cfg_reader *r, cfg_symbolize_fn symbolize
 int cfg_reader__flush(struct cfg_reader *r);
 const char *cfg_reader__errmsg(const struct cfg_reader *r);
 
+/* Is addr in executable memory (for a file: an executable segment)? */
+bool cfg_reader__is_code(struct cfg_reader *r, uint64_t addr);
 /* Read code bytes through the reader's cache; bytes read or -errno. */
 ssize_t cfg_reader__read(struct cfg_reader *r, uint64_t addr, void *buf, size_t len);
 /* Name of the function containing addr ("" and -ENOENT when unknown), with

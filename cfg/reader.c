@@ -191,6 +191,11 @@ const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr)
 	return in;
 }
 
+bool cfg_reader__is_code(struct cfg_reader *r, uint64_t addr)
+{
+	return cfg_reader_is_code(r, addr);
+}
+
 bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr)
 {
 	if (r->ops.is_code)
