@@ -226,13 +226,28 @@ static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
 	if ((n == 5 && strncmp(name, "error", 5) == 0) ||
 	    (n == 13 && strncmp(name, "error_at_line", 13) == 0)) {
 		int64_t status;	/* error(status, ...) exits when status != 0 */
-		return !(const_before(b, i, 7, &status) && status != 0);
-	}
-	if (cfg_noreturn_name(name))
+		if (const_before(b, i, 7, &status) && status != 0)
+			return false;
+		/* glibc's returns otherwise; a program's own error() (zlib's
+		 * minigzip: error(const char *msg), which exits) is analysed */
+		if (!t || cfg_reader_stub(b->r, t, NULL, NULL))
+			return true;
+	} else if (cfg_noreturn_name(name)) {
 		return false;
+	}
 	if (!t || b->o.no_callee_analysis || cfg_reader_stub(b->r, t, NULL, NULL))
 		return true;
 	return cfg_callee_returns(b->r, t) != CFG_RET_NO;
+}
+
+/* Does the call at addr end its FDE (next, its return address, is the
+ * FDE's end)? Then the compiler knew the callee does not return, though
+ * nothing here says so: a library's own noreturn function through the PLT
+ * (libpng's png_error), unanalysable from this module. */
+static bool ends_fde(struct fb *b, uint64_t addr, uint64_t next)
+{
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	return f && f->end == next;
 }
 
 /* Keep a name in the pool; *off gets its offset (the pool may move). */
@@ -426,7 +441,7 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 			name = target_name(b, t, nbuf, sizeof(nbuf));
 		else
 			name = d->rip_mem ? cfg_reader_slot_name(b->r, d->target) : "";
-		bool ret = call_returns(b, i, t, name);
+		bool ret = call_returns(b, i, t, name) && !ends_fde(b, d->addr, next);
 		b->iv[i].noret = !ret;
 		if (add_call(b, d->addr, t, name, !ret, false, d->kind == CFG_I_CALL_IND) < 0)
 			return -ENOMEM;

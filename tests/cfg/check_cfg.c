@@ -972,6 +972,9 @@ START_TEST(plt_names_without_exported_symbols)
 		}
 		ck_assert_uint_ge(stubs, 4);
 		ck_assert_uint_ge(aborts, 2);
+		/* a library's noreturn function no table names: the call ends
+		 * bare_check's code, which is all that tells */
+		ck_assert_int_ge(noreturn_calls(fn(&b, "bare_check", pn), 0, "bare_fatal@plt", pn), 1);
 		for (size_t k = 0; k < b.syms.n; k++) {
 			const struct or_sym *s = &b.syms.v[k];
 			if (strcmp(s->type, "FUNC") || !s->size)
@@ -1471,6 +1474,50 @@ START_TEST(noreturn_is_a_fixpoint_over_recursion)
 }
 END_TEST
 
+static int name_error_at_0x20(void *arg, uint64_t addr, char *name, size_t size,
+			      uint64_t *start)
+{
+	const struct buf *b = arg;
+	if (addr < b->base + 0x20 || addr >= b->base + 0x30)
+		return -ENOENT;
+	snprintf(name, size, "error");
+	*start = b->base + 0x20;
+	return 0;
+}
+
+/* A program's own function named error (zlib's minigzip: error(msg)
+ * prints and exits) is not glibc's error(status, ...), which returns when
+ * status is 0: it is analysed, and the call to it does not return. */
+START_TEST(a_local_function_named_error_is_analysed)
+{
+	uint8_t code[0x30];
+	memset(code, 0xcc, sizeof(code));
+	static const uint8_t caller[] = {
+		0x85, 0xf6, 0x74, 0x0c,				/* 00 test esi, esi; je 0x10 */
+		0x48, 0x8d, 0x3d, 0xf5, 0xff, 0xff, 0xff,	/* 04 lea rdi, [rip-11] */
+		0xe8, 0x10, 0, 0, 0,				/* 0b call error (0x20) */
+		0xc3,						/* 10 ret */
+	};
+	static const uint8_t error[] = {
+		0xbf, 1, 0, 0, 0, 0xb8, 60, 0, 0, 0, 0x0f, 0x05,	/* exit(1) */
+		0xc3,
+	};
+	memcpy(code, caller, sizeof(caller));
+	memcpy(code + 0x20, error, sizeof(error));
+	struct buf b = { code, sizeof(code), 0xb0000 };
+	struct cfg_reader *r = buf_reader(&b);
+	cfg_reader__set_symbolizer(r, name_error_at_0x20, NULL, &b);
+	struct cfg_function *f = build_at(r, 0xb0000);
+	const struct cfg_call *C = only_call(f);
+	ck_assert_str_eq(C->name, "error");
+	ck_assert(C->noreturn);
+	ck_assert(!block_has_kind(f, C->at, CFG_EDGE_CALL_RETURN));
+	ck_assert(!cfg_function__noreturn(f));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
 /* jmp through a register: a tail call once the frame is torn down; with
  * the frame live, an unresolved jump that leaves the CFG incomplete there
  * (said in the JSON and the dot too), not a tail call. */
@@ -1696,6 +1743,7 @@ int main(void)
 	tcase_add_test(unit, code_arithmetic_does_not_overflow);
 	tcase_add_test(unit, callee_analysis_is_bounded_per_build);
 	tcase_add_test(unit, noreturn_is_a_fixpoint_over_recursion);
+	tcase_add_test(unit, a_local_function_named_error_is_analysed);
 	tcase_add_test(unit, indirect_jump_with_live_frame_is_not_a_tail_call);
 	tcase_add_test(unit, block_limit_is_an_error_not_a_crash);
 	suite_add_tcase(s, unit);

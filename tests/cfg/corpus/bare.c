@@ -4,7 +4,8 @@
  * says so with a symoffset that counts no symbol, while .dynsym holds the
  * imports the PLT slots name. Its cold parts call abort through the PLT:
  * unnamed, abort would seem to return and the cold part to run into the
- * next function. */
+ * next function. bare_fatal, from a library of the corpus, does not
+ * return either, which only the compiler's layout tells. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -12,6 +13,9 @@
 #define NOINLINE __attribute__((noinline))
 
 volatile int bare_sink = 1;
+
+/* in libcorpusfatal.so (fatal.c) */
+__attribute__((noreturn)) void bare_fatal(const char *msg);
 
 /* a leaf: its cold part starts in a function's entry state */
 NOINLINE long bare_sum(const long *v, int n)
@@ -39,6 +43,14 @@ NOINLINE long bare_scale(long *v, int n, const char *tag)
 	return bare_sum(v, n) + s;
 }
 
+/* ends in the call to bare_fatal: nothing after it in the function */
+NOINLINE int bare_check(int x)
+{
+	if (x > 1000000)
+		bare_fatal("bare: too large\n");
+	return x * 3;
+}
+
 NOINLINE int bare_switch(int x)
 {
 	switch (x) {
@@ -61,7 +73,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		for (int k = 0; k < 8; k++)
 			v[k] = i + k;
-		s += bare_scale(v, 8, argv[0]) + bare_switch(i % 10);
+		s += bare_scale(v, 8, argv[0]) + bare_switch(i % 10) + bare_check(i);
 	}
 	printf("checksum %ld\n", s);
 	return 0;

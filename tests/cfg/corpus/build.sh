@@ -4,7 +4,8 @@
 # then variants: the corpus with CET and the stack protector
 # (-fcf-protection -fstack-protector-strong -Wl,-z,ibtplt: endbr64 at every
 # entry, notrack jumps, .plt.sec stubs, __stack_chk_fail), and bare.c
-# alone, a non-PIE program that exports no symbol.
+# alone, a non-PIE program that exports no symbol (with fatal.c as a
+# library of its own).
 # Each program is linked with --emit-relocs (jump-table relocations stay in
 # .rela.rodata) and assembled with -L (local labels, loop headers among
 # them, stay in .symtab); the stripped copy is what cfg/ analyses. clang's
@@ -42,8 +43,12 @@ if [ "$1" = --one ]; then
 			gcc $opt $pf $cflags -w -S -o "$dir/$f.s" "$src/$f.c"
 		fi
 	done
+	if [ "$variant" = bare ]; then
+		gcc -O2 -shared -fPIC -w -o "$dir/libcorpusfatal.so" "$src/fatal.c"
+		ldflags="-L$dir -Wl,-rpath,$dir -lcorpusfatal"
+	fi
 	# shellcheck disable=SC2086
-	gcc $pf $ldflags -Wa,-L -Wl,--emit-relocs -o "$out/$name" "$dir"/*.s
+	gcc $pf -Wa,-L -Wl,--emit-relocs -o "$out/$name" "$dir"/*.s $ldflags
 	strip -o "$out/$name.stripped" "$out/$name"
 	echo "$out/$name"
 	exit 0

@@ -35,6 +35,21 @@ NOINLINE int sw_offset(int x)
 	return corpus_sink & 0xff;
 }
 
+/* cases below zero (error codes): gcc bounds the table from below,
+ * cmp x, -6; jb default, and indexes with x + 6 in 32 bits */
+NOINLINE int sw_negative(int x)
+{
+	switch (x) {
+	case -6: return corpus_sink + 61;
+	case -5: return corpus_sink * 53;
+	case -4: corpus_sink++; return 47;
+	case -3: return corpus_sink - 43;
+	case -2: return corpus_sink ^ 41;
+	case -1: corpus_sink--; return 37;
+	default: return 0;
+	}
+}
+
 NOINLINE int sw_sparse(int x)
 {
 	switch (x) {
@@ -89,6 +104,7 @@ long switches_run(int n)
 		s += sw_dense(i % 10);
 		s += sw_offset(i % 23);
 		s += sw_sparse(i % 3 == 0 ? 100 : i % 3 == 1 ? 10000 : i);
+		s += sw_negative(i % 8 - 7);
 		s += sw_char(words[i % 5]);
 		s = sw_fallthrough((unsigned)i, s);
 	}
