@@ -102,88 +102,33 @@ static const struct prog *prog_named(const char *name)
 
 /* ---------------------------------------------------------- bounds: F1 */
 
-struct span {
-	uint64_t lo, hi;
-};
-
-static int span_cmp(const void *a, const void *b)
+static const char *prefix_of(const struct prog *pr, char *buf, size_t size)
 {
-	const struct span *x = a, *y = b;
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	return x->hi < y->hi ? -1 : x->hi > y->hi;
-}
-
-static size_t uniq(struct span *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), span_cmp);
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!k || span_cmp(&v[k - 1], &v[i]))
-			v[k++] = v[i];
-	return k;
+	snprintf(buf, size, "# %s: ", pr->name);
+	return buf;
 }
 
 START_TEST(function_bounds_f1)
 {
 	need_corpus();
 	size_t tp = 0, fp = 0, fn = 0;
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
 		struct or_syms syms;
 		ck_assert_msg(or_read_syms(progs[i].path, &syms) == 0, "readelf -s %s", progs[i].path);
-		struct span *truth = calloc(syms.n, sizeof(*truth));
-		size_t nt = 0;
-		for (size_t k = 0; k < syms.n; k++)
-			if (!strcmp(syms.v[k].type, "FUNC") && syms.v[k].size)
-				truth[nt++] = (struct span){ syms.v[k].addr,
-							     syms.v[k].addr + syms.v[k].size };
-		nt = uniq(truth, nt);
 		struct or_program p;
 		ck_assert_msg(or_program_build(progs[i].stripped, &p) == 0, "analysing %s",
 			      progs[i].stripped);
-		size_t cap = 0, np = 0;
-		for (size_t k = 0; k < p.n; k++)
-			cap += cfg_function__range_count(p.f[k]);
-		struct span *pred = calloc(cap + 1, sizeof(*pred));
-		for (size_t k = 0; k < p.n; k++)
-			for (size_t j = 0; j < cfg_function__range_count(p.f[k]); j++) {
-				const struct cfg_range *r = cfg_function__range(p.f[k], j);
-				/* functions whose symbol has no size (crt's asm)
-				 * have no truth to compare with */
-				bool sizeless = false;
-				for (size_t q = 0; q < syms.n && !sizeless; q++)
-					sizeless = syms.v[q].addr == r->start && !syms.v[q].size &&
-						   !strcmp(syms.v[q].type, "FUNC");
-				if (!sizeless)
-					pred[np++] = (struct span){ r->start, r->end };
-			}
-		np = uniq(pred, np);
-		size_t a = 0, b = 0, t0 = tp;
-		while (a < nt || b < np) {
-			int c = a >= nt ? 1 : b >= np ? -1 : span_cmp(&truth[a], &pred[b]);
-			if (c == 0) {
-				tp++;
-				a++;
-				b++;
-			} else if (c < 0) {
-				diag("%s: missed [%#lx, %#lx)", progs[i].name, (unsigned long)truth[a].lo,
-				     (unsigned long)truth[a].hi);
-				fn++;
-				a++;
-			} else {
-				diag("%s: wrong [%#lx, %#lx)", progs[i].name, (unsigned long)pred[b].lo,
-				     (unsigned long)pred[b].hi);
-				fp++;
-				b++;
-			}
-		}
-		diag("%s: %zu of %zu function bounds exact", progs[i].name, tp - t0, nt);
-		free(truth);
-		free(pred);
+		struct or_bounds bd;
+		or_check_bounds(&syms, &p, 0, stdout, prefix_of(&progs[i], pre, sizeof(pre)), &bd);
+		diag("%s: %zu of %zu function bounds exact", progs[i].name, bd.exact, bd.truth);
+		tp += bd.exact;
+		fp += bd.wrong;
+		fn += bd.missed;
 		or_program_free(&p);
 		or_syms_free(&syms);
 	}
-	double f1 = 2.0 * (double)tp / (double)(2 * tp + fp + fn);
+	double f1 = or_f1(tp, fp, fn);
 	diag("function bounds (stripped): F1 %.4f (%zu exact, %zu wrong, %zu missed)", f1, tp, fp,
 	     fn);
 	ck_assert_msg(f1 >= 0.99, "F1 %.4f < 0.99", f1);
@@ -192,83 +137,27 @@ END_TEST
 
 /* ---------------------------------------------------------- jump tables */
 
-/* The label a relative table's entries are relative to: with -Wa,-L the
- * table's own label (.L4, .LJTI0_0) is kept in .symtab at its first entry. */
-static uint64_t table_label(const struct or_syms *s, uint64_t slot)
-{
-	uint64_t best = 0;
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->v[i].type, "NOTYPE") && !strncmp(s->v[i].name, ".L", 2) &&
-		    s->v[i].addr <= slot && s->v[i].addr > best)
-			best = s->v[i].addr;
-	return best;
-}
-
 START_TEST(jump_table_targets_match_relocations)
 {
 	need_corpus();
 	size_t slots = 0, found = 0, tables = 0, extra = 0;
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
-		struct or_reloc *rel;
-		size_t nrel;
-		uint64_t tlo, thi;
 		struct or_syms syms;
-		ck_assert(or_section(progs[i].path, ".text", &tlo, &thi) == 0);
 		ck_assert(or_read_syms(progs[i].path, &syms) == 0);
-		ck_assert(or_read_relocs(progs[i].path, ".rela.rodata", &rel, &nrel) == 0);
 		struct or_program p;
 		ck_assert(or_program_build(progs[i].stripped, &p) == 0);
-		struct cfg_reader *un;
-		ck_assert(cfg_reader__open_elf(progs[i].path, 0, NULL, &un) == 0);
-		size_t ours = 0;
-		for (size_t k = 0; k < p.n; k++)
-			for (size_t t = 0; t < cfg_function__jump_table_count(p.f[k]); t++)
-				ours += cfg_function__jump_table(p.f[k], t)->target_count;
-		size_t here = 0;
-		for (size_t r = 0; r < nrel; r++) {
-			uint64_t target;
-			bool pc = strstr(rel[r].type, "PC32") != NULL;
-			if (pc) {
-				/* entry = target - table label */
-				if (rel[r].sym_value < tlo || rel[r].sym_value >= thi)
-					continue;
-				int32_t v;
-				ck_assert(cfg_reader__read(un, rel[r].offset, &v, 4) == 4);
-				target = table_label(&syms, rel[r].offset) + (uint64_t)(int64_t)v;
-			} else {
-				target = rel[r].sym_value + (uint64_t)rel[r].addend;
-			}
-			if (target < tlo || target >= thi)
-				continue;
-			slots++;
-			here++;
-			bool ok = false;
-			for (size_t k = 0; k < p.n && !ok; k++)
-				for (size_t t = 0; t < cfg_function__jump_table_count(p.f[k]); t++) {
-					const struct cfg_jump_table *J = cfg_function__jump_table(p.f[k], t);
-					uint64_t idx = (rel[r].offset - J->table) / J->entry_size;
-					if (rel[r].offset >= J->table && idx < J->target_count &&
-					    J->table + idx * J->entry_size == rel[r].offset &&
-					    J->targets[idx] == target)
-						ok = true;
-				}
-			if (ok)
-				found++;
-			else
-				diag("%s: jump-table slot %#lx -> %#lx not found", progs[i].name,
-				     (unsigned long)rel[r].offset, (unsigned long)target);
-		}
-		for (size_t k = 0; k < p.n; k++)
-			tables += cfg_function__jump_table_count(p.f[k]);
-		if (ours > here) {
-			diag("%s: %zu table entries beyond the relocated ones", progs[i].name,
-			     ours - here);
-			extra += ours - here;
-		}
-		cfg_reader__free(un);
+		struct or_tables t;
+		ck_assert(or_check_tables(progs[i].path, &syms, &p, 0, stdout,
+					  prefix_of(&progs[i], pre, sizeof(pre)), &t) == 0);
+		/* -Wa,-L keeps every table's label: all targets are checked */
+		ck_assert_uint_eq(t.unchecked, 0);
+		slots += t.slots;
+		found += t.found;
+		tables += t.tables;
+		extra += t.extra;
 		or_program_free(&p);
 		or_syms_free(&syms);
-		free(rel);
 	}
 	diag("jump tables: %zu tables, %zu of %zu relocated targets found, %zu extra", tables,
 	     found, slots, extra);
@@ -279,15 +168,6 @@ START_TEST(jump_table_targets_match_relocations)
 END_TEST
 
 /* ---------------------------------------------------------- callgrind */
-
-static bool has_edge(const struct cfg_function *f, size_t blk, uint64_t to)
-{
-	const struct cfg_block *b = cfg_function__block(f, blk);
-	for (uint32_t e = b->first_succ; e < b->first_succ + b->succ_count; e++)
-		if (cfg_function__edge(f, e)->to_addr == to)
-			return true;
-	return false;
-}
 
 static bool loop_has(const struct cfg_loop *L, int32_t blk)
 {
@@ -339,10 +219,23 @@ static void observed_loop_edge(const struct cfg_function *f, size_t blk, uint64_
 	}
 }
 
+struct loop_tally {
+	size_t back, exits;
+	const char *prog;
+};
+
+static void on_observed(void *arg, const struct cfg_function *f, size_t blk, uint64_t to)
+{
+	struct loop_tally *t = arg;
+	observed_loop_edge(f, blk, to, &t->back, &t->exits, t->prog);
+}
+
 START_TEST(callgrind_edges_are_in_the_cfg)
 {
 	need_corpus();
-	size_t seen = 0, missing = 0, back = 0, exits = 0;
+	size_t seen = 0, missing = 0;
+	struct loop_tally lt = { 0 };
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
 		char *out, *cmd;
 		ck_assert(asprintf(&out, "%s.callgrind", progs[i].path) > 0);
@@ -356,60 +249,24 @@ START_TEST(callgrind_edges_are_in_the_cfg)
 		free(tu_run(cmd, &st));
 		free(cmd);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "valgrind on %s", progs[i].path);
-		struct or_jump *j;
-		size_t nj;
-		ck_assert(or_callgrind_jumps(out, progs[i].path, &j, &nj) == 0);
 		struct or_program p;
 		ck_assert(or_program_build(progs[i].stripped, &p) == 0);
-		size_t here = 0;
-		for (size_t k = 0; k < nj; k++) {
-			size_t blk;
-			const struct cfg_function *f = NULL;
-			bool ok = false;
-			for (size_t q = 0; q < p.n && !ok; q++) {
-				ssize_t b = cfg_function__block_at(p.f[q], j[k].from);
-				if (b < 0)
-					continue;
-				f = p.f[q];
-				blk = (size_t)b;
-				const struct cfg_block *B = cfg_function__block(f, blk);
-				uint64_t to = j[k].to;
-				if (j[k].cond_not_taken)	/* fall through the jcc */
-					to = B->end;
-				ok = has_edge(f, blk, to);
-				if (ok)
-					observed_loop_edge(f, blk, to, &back, &exits, progs[i].name);
-			}
-			/* a call= line from a call instruction is a call, not an
-			 * edge; from a jmp, it is a jump into another function:
-			 * through a PLT stub, callgrind names the final callee */
-			for (size_t q = 0; q < p.n && !ok && j[k].call; q++)
-				for (size_t c = 0; c < cfg_function__call_count(p.f[q]); c++) {
-					const struct cfg_call *C = cfg_function__call(p.f[q], c);
-					if (C->at == j[k].from &&
-					    (!C->tail || strstr(C->name, "@plt") || C->indirect))
-						ok = true;
-				}
-			here++;
-			if (!ok) {
-				missing++;
-				diag("%s: observed edge %#lx -> %#lx%s not in the CFG", progs[i].name,
-				     (unsigned long)j[k].from,
-				     (unsigned long)(j[k].cond_not_taken ? 0 : j[k].to),
-				     j[k].cond_not_taken ? " (not taken)" : "");
-			}
-		}
-		seen += here;
-		free(j);
+		struct or_edges e;
+		lt.prog = progs[i].name;
+		ck_assert(or_check_edges(out, progs[i].path, &p, 0, stdout,
+					 prefix_of(&progs[i], pre, sizeof(pre)), on_observed, &lt,
+					 &e) == 0);
+		seen += e.observed;
+		missing += e.missing;
 		or_program_free(&p);
 		unlink(out);
 		free(out);
 	}
 	diag("callgrind: %zu observed edges, %zu missing from the CFG", seen, missing);
-	diag("loops: %zu observed back edges and %zu observed loop exits, all in the forest", back,
-	     exits);
+	diag("loops: %zu observed back edges and %zu observed loop exits, all in the forest",
+	     lt.back, lt.exits);
 	ck_assert_msg(seen > 200, "callgrind saw only %zu edges", seen);
-	ck_assert_msg(back > 100 && exits > 50, "few loop edges observed");
+	ck_assert_msg(lt.back > 100 && lt.exits > 50, "few loop edges observed");
 	ck_assert_int_eq(missing, 0);
 }
 END_TEST
