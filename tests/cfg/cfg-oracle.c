@@ -2,7 +2,7 @@
  * through scripts/cfg-oracle, which strips the copy and runs callgrind).
  *
  *   cfg-oracle [-v] [--callgrind OUT] PROG STRIPPED
- *   cfg-oracle [-v] [--callgrind OUT] --pid PID PROG
+ *   cfg-oracle [-v] [--callgrind OUT] --pid PID [--module SUBSTRING] PROG
  *
  * PROG, unstripped, is the oracle: function bounds from its .symtab (F1
  * over [start, end) spans), jump-table targets from the .rela.rodata that
@@ -10,7 +10,10 @@
  * label), and the jumps callgrind observed running it (OUT, made with
  * --dump-instr=yes --collect-jumps=yes). What is analysed is STRIPPED, or
  * the code of process PID read from its memory (PROG's code, mapped
- * anywhere: the oracles' addresses are shifted by the load bias). The
+ * anywhere: the oracles' addresses are shifted by the load bias): its
+ * executable, or with --module the first mapped file whose path holds
+ * SUBSTRING (PROG then is that library unstripped, or its separate debug
+ * file, e.g. libc6-dbg's /usr/lib/debug/.build-id/xx/yyyy.debug). The
  * process is seized, read and let go; it keeps running.
  *
  * Prints the figures; with -v every mismatch. Exit status: 0 if the goals
@@ -29,7 +32,7 @@
 #include <unistd.h>
 
 struct opts {
-	const char *prog, *stripped, *callgrind;
+	const char *prog, *stripped, *callgrind, *module;
 	pid_t pid;
 	bool verbose;
 };
@@ -37,7 +40,8 @@ struct opts {
 static int usage(void)
 {
 	fprintf(stderr, "usage: cfg-oracle [-v] [--callgrind OUT] PROG STRIPPED\n"
-			"       cfg-oracle [-v] [--callgrind OUT] --pid PID PROG\n");
+			"       cfg-oracle [-v] [--callgrind OUT] --pid PID [--module SUBSTRING] "
+			"PROG\n");
 	return 2;
 }
 
@@ -50,6 +54,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->verbose = true;
 		} else if (!strcmp(argv[i], "--callgrind") && i + 1 < argc) {
 			o->callgrind = argv[++i];
+		} else if (!strcmp(argv[i], "--module") && i + 1 < argc) {
+			o->module = argv[++i];
 		} else if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
 			char *end;
 			long p = strtol(argv[++i], &end, 10);
@@ -65,7 +71,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->prog = argv[i++];
 	if (!o->pid && i < argc)
 		o->stripped = argv[i++];
-	if (i != argc || (!o->pid && !o->stripped))
+	if (i != argc || (!o->pid && !o->stripped) || (o->module && !o->pid))
 		return usage();
 	return 0;
 }
@@ -123,6 +129,19 @@ static int open_live(const struct opts *o, struct live *lv, struct cfg_reader **
 		return -1;
 	}
 	exe[n] = 0;
+	for (size_t i = 0; o->module && i < attach_maps__count(maps); i++) {
+		const struct attach_map *m = attach_maps__at(maps, i);
+		if (m->offset == 0 && m->path[0] == '/' && strstr(m->path, o->module)) {
+			snprintf(exe, sizeof(exe), "%s", m->path);
+			break;
+		}
+	}
+	if (o->module && !strstr(exe, o->module)) {
+		fprintf(stderr, "cfg-oracle: nothing mapped from a path with %s in process %d\n",
+			o->module, (int)o->pid);
+		attach_maps__free(maps);
+		return -1;
+	}
 	const struct attach_map *first = attach_maps__first_of(maps, exe);
 	if (!first || first->offset != 0) {
 		fprintf(stderr, "cfg-oracle: %s not mapped from its start in process %d\n", exe,

@@ -27,6 +27,13 @@ static void say(FILE *log, const char *prefix, const char *fmt, ...)
 
 /* ---------------------------------------------------------- building */
 
+/* [endbr64;] jmp [rip+slot]: a PLT entry, no function of the program */
+static bool is_stub(const struct cfg_function *f)
+{
+	const struct cfg_call *c = cfg_function__call_count(f) == 1 ? cfg_function__call(f, 0) : NULL;
+	return c && c->tail && c->indirect && cfg_function__insn_count(f) <= 2;
+}
+
 int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, uint64_t hi,
 			struct or_program *p)
 {
@@ -40,10 +47,15 @@ int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, u
 	size_t cap = n + 16;
 	starts = realloc(starts, cap * sizeof(*starts));
 	p->f = calloc(cap, sizeof(*p->f));
+	size_t nfde = n;
 	for (size_t i = 0; i < n; i++) {
 		struct cfg_function *f;
 		if (cfg_function__build(r, starts[i], NULL, &f) < 0)
 			continue;
+		if (i >= nfde && is_stub(f)) {	/* an unnamed PLT entry (IRELATIVE) */
+			cfg_function__free(f);
+			continue;
+		}
 		p->f[p->n++] = f;
 		for (size_t c = 0; c < cfg_function__call_count(f); c++) {
 			uint64_t t = cfg_function__call(f, c)->target;
