@@ -50,6 +50,8 @@ struct fb {
 	char err_msg[160];
 	bool returns;		/* a path reaches a return */
 	size_t unresolved;
+	uint64_t lsda_seen[16];	/* FDEs whose landing pads were pushed */
+	size_t nlsda;
 };
 
 static void fb_error(struct fb *b, enum cfg_error e, uint64_t at, const char *fmt, ...)
@@ -454,11 +456,40 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 	return 0;
 }
 
+/* The landing pads of the FDE covering addr (once per FDE): code the
+ * unwinder resumes in, a cleanup or a catch, that no branch reaches (gcc's
+ * stdio functions in libc jump from theirs to a .cold part). Entered with
+ * the stack as at the call that threw, which is not tracked here. */
+static int push_pads(struct fb *b, uint64_t addr)
+{
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	if (!f || !f->lsda)
+		return 0;
+	for (size_t k = 0; k < b->nlsda; k++)
+		if (b->lsda_seen[k] == f->start)
+			return 0;
+	if (b->nlsda == sizeof(b->lsda_seen) / sizeof(b->lsda_seen[0]))
+		return 0;
+	b->lsda_seen[b->nlsda++] = f->start;
+	uint64_t *pads;
+	size_t n;
+	if (cfg_lsda_pads(b->r, f, &pads, &n) < 0)
+		return -ENOMEM;
+	int err = 0;
+	for (size_t k = 0; k < n && !err; k++)
+		if (cfg_reader_is_code(b->r, pads[k]))
+			err = push(b, pads[k], -1, 0, H_UNKNOWN, H_UNKNOWN);
+	free(pads);
+	return err;
+}
+
 static int explore(struct fb *b)
 {
 	int err = push(b, b->entry, -1, 0, 0, H_UNKNOWN);
 	while (err == 0 && b->nw) {
 		struct work w = b->wv[--b->nw];
+		if ((err = push_pads(b, w.addr)) < 0)
+			return err;
 		int32_t i = find(b, w.addr);
 		if (i >= 0) {
 			b->iv[i].leader = 1;
@@ -699,8 +730,9 @@ static bool starts_function(struct cfg_reader *r, uint64_t addr)
 	return fde && fde->start == addr;
 }
 
-/* Does block k end in a call that does not return or an exit system call
- * (code after it is dead, though compilers and authors put some there)? */
+/* Does block k end in a call that does not return, an exit system call or
+ * a trap (code after it is dead, though compilers and authors put some
+ * there: glibc's check_one_fd loops on hlt with a jmp back to it)? */
 static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 {
 	const struct cfg_block *bl = &f->blocks[k];
@@ -708,7 +740,8 @@ static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 		return false;
 	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
 	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
-	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND || d->kind == CFG_I_SYSCALL);
+	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND ||
+		     d->kind == CFG_I_SYSCALL || (d->kind == CFG_I_HALT && !d->nop));
 }
 
 /* Dead code after a dead end that runs to the end of the function's FDE
@@ -750,9 +783,9 @@ static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
 /* Dead code after a dead end that runs into the function's next block
  * (clang keeps what follows error(2, ...)): decodes cleanly up to it, and
  * no function starts in between. */
-static bool dead_gap(struct fb *b, uint64_t from, uint64_t to)
+static bool dead_gap(struct fb *b, uint64_t from, uint64_t to, uint64_t limit)
 {
-	if (to - from > 256)
+	if (to - from > limit)
 		return false;
 	while (from < to) {
 		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
@@ -776,11 +809,15 @@ static int make_ranges(struct fb *b, struct cfg_function *f)
 		uint64_t end = extent_end(b, f, k);
 		struct cfg_range *last = f->nranges ? &f->ranges[f->nranges - 1] : NULL;
 		/* padding between two parts joins them, unless a function
-		 * (or a cold part with its own FDE) starts after it */
+		 * (or a cold part with its own FDE) starts after it; so does
+		 * code no path reaches inside the function's own FDE (what
+		 * glibc's _exit keeps after its exit_group) */
 		if (last && (bl->start <= last->end ||
 			     (padding_only(b->r, last->end, bl->start) &&
 			      !starts_function(b->r, bl->start)) ||
-			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start)))) {
+			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start, 256)) ||
+			     (in_own(b, last->end) && in_own(b, bl->start) &&
+			      dead_gap(b, last->end, bl->start, 4096)))) {
 			if (end >= last->end) {
 				last->end = end;
 				last_k = k;

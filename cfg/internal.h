@@ -93,6 +93,7 @@ struct cfg_sym {
 };
 struct cfg_fde {
 	uint64_t start, end;
+	uint64_t lsda;		/* its language-specific data (landing pads), or 0 */
 	bool entry;		/* starts in a function's entry state */
 };
 struct cfg_slot {
@@ -136,6 +137,10 @@ void cfg_module_sort(struct cfg_module *m);
 const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr);
 const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr);
 const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot);
+/* The landing pads of an FDE's LSDA (gcc's .gcc_except_table: where the
+ * unwinder resumes in the function for a cleanup or a catch), read
+ * through r: *pads malloc'd, sorted, unique. 0 (maybe none) or -errno. */
+int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n);
 
 /* ------------------------------------------------------------ reader */
 

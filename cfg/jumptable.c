@@ -271,10 +271,13 @@ static struct val eval(struct ev *e, int f, size_t from)
 	while (p < e->n && !writes(e, p, f))
 		p++;
 	struct val v;
+	bool call = p < e->n && (e->path[p]->kind == CFG_I_CALL ||
+				  e->path[p]->kind == CFG_I_CALL_IND);
 	if (p >= e->n)
 		v = x_new(e, e->n, f);
-	else if (!decoded(e, p) || e->path[p]->kind == CFG_I_CALL ||
-		 e->path[p]->kind == CFG_I_CALL_IND)
+	else if (call)	/* rax: the callee's result, switched on (glibc's iconv) */
+		v = f == 0 ? x_new(e, p, f) : UNK;
+	else if (!decoded(e, p))
 		v = UNK;
 	else
 		v = interpret(e, p, f);

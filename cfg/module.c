@@ -254,7 +254,7 @@ static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t datarel)
 
 struct cie {
 	uint64_t addr;
-	uint8_t fde_enc;
+	uint8_t fde_enc, lsda_enc;
 	bool aug_z, ok;
 	int64_t data_align;
 	/* CFA after the initial instructions */
@@ -356,6 +356,7 @@ static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
 	else
 		cur_uleb(&c);	/* return address register */
 	cie->fde_enc = 0;
+	cie->lsda_enc = PE_OMIT;
 	if (aug[0] == 'z') {
 		cie->aug_z = true;
 		uint64_t alen = cur_uleb(&c);
@@ -365,7 +366,7 @@ static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
 		for (size_t i = 1; i < al; i++) {
 			switch (aug[i]) {
 			case 'R': cie->fde_enc = (uint8_t)cur_u(&a, 1); break;
-			case 'L': cur_u(&a, 1); break;
+			case 'L': cie->lsda_enc = (uint8_t)cur_u(&a, 1); break;
 			case 'P': { uint8_t e = (uint8_t)cur_u(&a, 1); cur_ptr(&a, e & 0x7f, 0); break; }
 			case 'S': case 'B': break;
 			default: i = al; break;
@@ -420,10 +421,17 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 	uint64_t range = cur_ptr(&c, cie->fde_enc & 0x0f, 0);
 	if (c.bad)
 		return false;
+	out->lsda = 0;
 	if (cie->aug_z) {
 		uint64_t alen = cur_uleb(&c);
 		if (alen > (uint64_t)(c.end - c.p))
 			return false;
+		if (alen && cie->lsda_enc != PE_OMIT) {
+			struct cur a = { c.p, c.p + alen, c.addr, false };
+			uint64_t lsda = cur_ptr(&a, cie->lsda_enc, 0);
+			if (!a.bad)
+				out->lsda = lsda;
+		}
 		c.p += alen;
 		c.addr += alen;
 	}
@@ -435,6 +443,73 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 	out->end = start + range;
 	out->entry = reg == 7 && off == 8 && !expr;
 	return true;
+}
+
+/* ------------------------------------------------------------ LSDA */
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The LSDA's header, then its call-site table: (start, length, landing
+ * pad, action) entries, pads relative to LPStart (the FDE's start unless
+ * the header says). */
+int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n)
+{
+	*pads = NULL;
+	*n = 0;
+	if (!f->lsda)
+		return 0;
+	uint8_t h[64];
+	ssize_t got = cfg_reader__read(r, f->lsda, h, sizeof(h));
+	if (got < 4)
+		return 0;
+	struct cur c = { h, h + got, f->lsda, false };
+	uint64_t lpstart = f->start;
+	uint8_t enc = (uint8_t)cur_u(&c, 1);
+	if (enc != PE_OMIT)
+		lpstart = cur_ptr(&c, enc, 0);
+	if ((uint8_t)cur_u(&c, 1) != PE_OMIT)	/* type table: catch clauses' types */
+		cur_uleb(&c);
+	uint8_t cs_enc = (uint8_t)cur_u(&c, 1);
+	uint64_t cs_len = cur_uleb(&c);
+	if (c.bad || cs_len == 0 || cs_len > (1u << 20) || (cs_enc & 0x70) != 0)
+		return 0;
+	uint64_t table = c.addr;
+	uint8_t *t = rd_alloc(r, table, (size_t)cs_len);
+	if (!t)
+		return 0;
+	struct cur e = { t, t + cs_len, table, false };
+	size_t cap = 0;
+	int err = 0;
+	while (e.p < e.end && !e.bad && !err) {
+		cur_ptr(&e, cs_enc, 0);	/* start */
+		cur_ptr(&e, cs_enc, 0);	/* length */
+		uint64_t lp = cur_ptr(&e, cs_enc, 0);
+		cur_uleb(&e);		/* action */
+		if (e.bad || !lp)
+			continue;
+		if (cfg_grow(pads, &cap, *n + 1, sizeof(**pads)) < 0)
+			err = -ENOMEM;
+		else
+			(*pads)[(*n)++] = lpstart + lp;
+	}
+	free(t);
+	if (err) {
+		free(*pads);
+		*pads = NULL;
+		*n = 0;
+		return err;
+	}
+	qsort(*pads, *n, sizeof(**pads), u64_cmp);
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (!k || (*pads)[k - 1] != (*pads)[i])
+			(*pads)[k++] = (*pads)[i];
+	*n = k;
+	return 0;
 }
 
 static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint64_t hdr)

@@ -316,7 +316,7 @@ START_TEST(clang_loop_headers_and_depths)
 {
 	need_corpus();
 	static const char *files[] = { "main", "switches", "loops", "irreducible", "noreturn",
-				       "tailcalls", "cold" };
+				       "tailcalls", "cold", "cleanup" };
 	size_t headers = 0, matched = 0, ours = 0, unmatched_ours = 0, dead = 0;
 	for (size_t i = 0; i < nprogs; i++) {
 		if (!progs[i].clang)
@@ -774,6 +774,40 @@ START_TEST(loop_back_edges_and_exits_of_known_loops)
 		both_close(&b);
 	}
 	ck_assert_uint_eq(two, 4);
+}
+END_TEST
+
+/* Landing pads (cleanup.c, built with -fexceptions): no branch reaches
+ * them, the LSDA says where they are; with them with_cleanup's extent is
+ * its symbol's (a cold part's too, checked above), and the pads are blocks
+ * that only the unwinder enters. */
+START_TEST(landing_pads_are_in_their_function)
+{
+	need_corpus();
+	size_t checked = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (progs[i].bare)
+			continue;
+		struct both b;
+		const char *pn = progs[i].name;
+		both_open(&b, &progs[i]);
+		const struct cfg_function *f = fn(&b, "with_cleanup", pn);
+		const struct or_sym *s = or_sym_named(&b.syms, "with_cleanup");
+		const struct cfg_range *r = cfg_function__range_of(f, s->addr);
+		ck_assert_msg(r && r->start == s->addr && r->end == s->addr + s->size,
+			      "%s: with_cleanup [%#lx, %#lx) is [%#lx, %#lx)", pn,
+			      (unsigned long)s->addr, (unsigned long)(s->addr + s->size),
+			      r ? (unsigned long)r->start : 0UL, r ? (unsigned long)r->end : 0UL);
+		size_t pads = 0;
+		for (size_t k = 0; k < cfg_function__block_count(f); k++)
+			pads += k != cfg_function__entry_block(f) &&
+				cfg_function__block(f, k)->idom < 0;
+		ck_assert_msg(pads >= 1, "%s: with_cleanup has no landing pad", pn);
+		ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+		both_close(&b);
+		checked++;
+	}
+	ck_assert_uint_eq(checked, NPROG - 2);
 }
 END_TEST
 
@@ -1375,6 +1409,38 @@ START_TEST(a_local_function_named_error_is_analysed)
 }
 END_TEST
 
+/* xbegin: a transaction that aborts resumes at its target, a branch
+ * Zydis files with no successor; xabort outside a transaction falls
+ * through (glibc's lock elision). And code after a trap (hlt; jmp back to
+ * it, glibc's check_one_fd) is the function's. */
+START_TEST(transactions_and_traps)
+{
+	static const uint8_t code[] = {
+		0xc7, 0xf8, 0x05, 0, 0, 0,	/* 00 xbegin 0x0b */
+		0xc6, 0xf8, 0xff,		/* 06 xabort 0xff */
+		0xeb, 0x03,			/* 09 jmp 0x0e */
+		0x83, 0xf8, 0xff,		/* 0b cmp eax, -1 (the abort path) */
+		0x85, 0xff,			/* 0e test edi, edi */
+		0x74, 0x01,			/* 10 je 0x13 */
+		0xc3,				/* 12 ret */
+		0xf4,				/* 13 hlt */
+		0xeb, 0xfd,			/* 14 jmp 0x13: dead, but the function's */
+	};
+	struct buf b = { code, sizeof(code), 0xc0000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f = build_at(r, 0xc0000);
+	ck_assert(block_has_kind(f, 0xc0000, CFG_EDGE_TAKEN));
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc000b), 0);	/* the abort path */
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc0006), 0);
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc0009), 0);	/* after xabort */
+	ck_assert_uint_eq(cfg_function__call_count(f), 0);
+	ck_assert_uint_eq(cfg_function__range_count(f), 1);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0xc0000 + sizeof(code));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
 /* jmp through a register: a tail call once the frame is torn down; with
  * the frame live, an unresolved jump that leaves the CFG incomplete there
  * (said in the JSON and the dot too), not a tail call. */
@@ -1588,6 +1654,7 @@ int main(void)
 	tcase_add_test(tc, cold_parts_are_ranges_of_their_function);
 	tcase_add_test(tc, loop_back_edges_and_exits_of_known_loops);
 	tcase_add_test(tc, plt_names_without_exported_symbols);
+	tcase_add_test(tc, landing_pads_are_in_their_function);
 	tcase_add_test(tc, json_has_the_documented_shape);
 	tcase_add_test(tc, hot_loop_attribution_and_dot_shading);
 	suite_add_tcase(s, tc);
@@ -1601,6 +1668,7 @@ int main(void)
 	tcase_add_test(unit, callee_analysis_is_bounded_per_build);
 	tcase_add_test(unit, noreturn_is_a_fixpoint_over_recursion);
 	tcase_add_test(unit, a_local_function_named_error_is_analysed);
+	tcase_add_test(unit, transactions_and_traps);
 	tcase_add_test(unit, indirect_jump_with_live_frame_is_not_a_tail_call);
 	tcase_add_test(unit, block_limit_is_an_error_not_a_crash);
 	suite_add_tcase(s, unit);

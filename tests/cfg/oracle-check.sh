@@ -32,7 +32,7 @@ corpus() {	# corpus OUT FLAGS...: the corpus program, built with FLAGS
 	out=$1
 	shift
 	gcc "$@" -w -o "$out" "$c/main.c" "$c/switches.c" "$c/loops.c" "$c/irreducible.c" \
-		"$c/noreturn.c" "$c/tailcalls.c" "$c/cold.c"
+		"$c/noreturn.c" "$c/tailcalls.c" "$c/cold.c" "$c/cleanup.c"
 }
 if ! { corpus "$tmp/prog" -O2 -Wa,-L -Wl,--emit-relocs &&
 	corpus "$tmp/other" -O0 -Wa,-L -Wl,--emit-relocs &&

@@ -63,8 +63,12 @@ int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, u
 			bool seen = !t || strstr(nm, "@plt") || t < lo || t >= hi;
 			for (size_t k = 0; k < n && !seen; k++)
 				seen = starts[k] == t;
+			/* a jump into another function's middle (glibc's asm
+			 * string functions share their tails) starts none */
+			uint64_t at;
 			uint8_t b;
-			if (seen || cfg_reader__read(r, t, &b, 1) != 1)
+			if (seen || cfg_reader__read(r, t, &b, 1) != 1 ||
+			    (cfg_reader__function_at(r, t, &at) == 0 && at != t))
 				continue;
 			if (n == cap) {
 				cap *= 2;

@@ -12,7 +12,7 @@
 # assembly is kept: its "Loop Header: Depth=N" comments are the loop oracle.
 # Prints one line per program built.
 set -eu
-files="main switches loops irreducible noreturn tailcalls cold"
+files="main switches loops irreducible noreturn tailcalls cold cleanup"
 
 if [ "$1" = --one ]; then
 	src=$2 out=$3 cc=$4 opt=$5 pie=$6 variant=${7:-}
@@ -34,13 +34,15 @@ if [ "$1" = --one ]; then
 	dir=$out/$name.d
 	mkdir -p "$dir"
 	for f in $files; do
+		ff=""	# landing pads: cleanup.c is C built with exceptions
+		[ "$f" = cleanup ] && ff=-fexceptions
 		if [ "$cc" = clang ]; then
 			# gas assembles clang's output too: no LLVM-only directives
 			# shellcheck disable=SC2086
-			clang $opt $pf $cflags -fno-addrsig -w -S -o "$dir/$f.s" "$src/$f.c"
+			clang $opt $pf $cflags $ff -fno-addrsig -w -S -o "$dir/$f.s" "$src/$f.c"
 		else
 			# shellcheck disable=SC2086
-			gcc $opt $pf $cflags -w -S -o "$dir/$f.s" "$src/$f.c"
+			gcc $opt $pf $cflags $ff -w -S -o "$dir/$f.s" "$src/$f.c"
 		fi
 	done
 	if [ "$variant" = bare ]; then
