@@ -503,7 +503,8 @@ int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads
 		*n = 0;
 		return err;
 	}
-	qsort(*pads, *n, sizeof(**pads), u64_cmp);
+	if (*n > 1)	/* qsort wants a non-null base even for 0 */
+		qsort(*pads, *n, sizeof(**pads), u64_cmp);
 	size_t k = 0;
 	for (size_t i = 0; i < *n; i++)
 		if (!k || (*pads)[k - 1] != (*pads)[i])
