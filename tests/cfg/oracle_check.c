@@ -34,6 +34,25 @@ static bool is_stub(const struct cfg_function *f)
 	return c && c->tail && c->indirect && cfg_function__insn_count(f) <= 2;
 }
 
+/* Insert x into the sorted known[*n] (room for it); false if there. */
+static bool known_add(uint64_t *known, size_t *n, uint64_t x)
+{
+	size_t lo = 0, hi = *n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (known[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < *n && known[lo] == x)
+		return false;
+	memmove(known + lo + 1, known + lo, (*n - lo) * sizeof(*known));
+	known[lo] = x;
+	(*n)++;
+	return true;
+}
+
 int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, uint64_t hi,
 			struct or_program *p)
 {
@@ -47,7 +66,9 @@ int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, u
 	size_t cap = n + 16;
 	starts = realloc(starts, cap * sizeof(*starts));
 	p->f = calloc(cap, sizeof(*p->f));
-	size_t nfde = n;
+	size_t nfde = n, nknown = n;
+	uint64_t *known = malloc(cap * sizeof(*known));	/* starts, sorted */
+	memcpy(known, starts, n * sizeof(*known));	/* function_starts sorts */
 	for (size_t i = 0; i < n; i++) {
 		struct cfg_function *f;
 		if (cfg_function__build(r, starts[i], NULL, &f) < 0)
@@ -60,25 +81,26 @@ int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, u
 		for (size_t c = 0; c < cfg_function__call_count(f); c++) {
 			uint64_t t = cfg_function__call(f, c)->target;
 			const char *nm = cfg_function__call(f, c)->name;
-			bool seen = !t || strstr(nm, "@plt") || t < lo || t >= hi;
-			for (size_t k = 0; k < n && !seen; k++)
-				seen = starts[k] == t;
 			/* a jump into another function's middle (glibc's asm
 			 * string functions share their tails) starts none */
 			uint64_t at;
 			uint8_t b;
-			if (seen || cfg_reader__read(r, t, &b, 1) != 1 ||
+			if (!t || strstr(nm, "@plt") || t < lo || t >= hi ||
+			    cfg_reader__read(r, t, &b, 1) != 1 ||
 			    (cfg_reader__function_at(r, t, &at) == 0 && at != t))
 				continue;
 			if (n == cap) {
 				cap *= 2;
 				starts = realloc(starts, cap * sizeof(*starts));
+				known = realloc(known, cap * sizeof(*known));
 				p->f = realloc(p->f, cap * sizeof(*p->f));
 			}
-			starts[n++] = t;
+			if (known_add(known, &nknown, t))
+				starts[n++] = t;
 		}
 	}
 	free(starts);
+	free(known);
 	return 0;
 }
 
