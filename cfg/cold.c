@@ -58,7 +58,9 @@ static int sweep_fde(struct cfg_reader *r, const struct cfg_module *m, size_t i,
 		return 0;
 	if (cfg_grow(buf, cap, len + ZYDIS_MAX_INSTRUCTION_LENGTH, 1) < 0)
 		return -ENOMEM;
-	ssize_t n = cfg_reader__read(r, fd->start, *buf, len);
+	/* past the page cache: a sweep of libLLVM would fill it with the
+	 * whole module inside one build, before any trim */
+	ssize_t n = r->ops.read(r->ctx, fd->start, *buf, len);
 	if (n <= 0)
 		return 0;
 	struct cfg_insn in;
