@@ -50,6 +50,8 @@ struct fb {
 	char err_msg[160];
 	bool returns;		/* a path reaches a return */
 	size_t unresolved;
+	uint64_t lsda_seen[16];	/* FDEs whose landing pads were pushed */
+	size_t nlsda;
 };
 
 static void fb_error(struct fb *b, enum cfg_error e, uint64_t at, const char *fmt, ...)
@@ -121,6 +123,8 @@ static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 	bool torn_down = h == 0 || h == H_UNKNOWN;
 	if (cfg_reader_stub(b->r, t, NULL, NULL))
 		return true;
+	if (cfg_reader_cold_parent(b->r, t, NULL))	/* never a function of its own */
+		return false;
 	if (cfg_reader_is_entry(b->r, t))
 		return torn_down && !jumps_back(b, t);
 	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
@@ -141,7 +145,7 @@ static bool table_target_ok(struct fb *b, uint64_t t)
 	if (in_own(b, t))
 		return true;
 	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
-	return f && !f->entry;
+	return f && (!f->entry || cfg_reader_cold_parent(b->r, t, NULL));
 }
 
 static bool table_ok_cb(void *arg, uint64_t t)
@@ -224,13 +228,28 @@ static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
 	if ((n == 5 && strncmp(name, "error", 5) == 0) ||
 	    (n == 13 && strncmp(name, "error_at_line", 13) == 0)) {
 		int64_t status;	/* error(status, ...) exits when status != 0 */
-		return !(const_before(b, i, 7, &status) && status != 0);
-	}
-	if (cfg_noreturn_name(name))
+		if (const_before(b, i, 7, &status) && status != 0)
+			return false;
+		/* glibc's returns otherwise; a program's own error() (zlib's
+		 * minigzip: error(const char *msg), which exits) is analysed */
+		if (!t || cfg_reader_stub(b->r, t, NULL, NULL))
+			return true;
+	} else if (cfg_noreturn_name(name)) {
 		return false;
+	}
 	if (!t || b->o.no_callee_analysis || cfg_reader_stub(b->r, t, NULL, NULL))
 		return true;
 	return cfg_callee_returns(b->r, t) != CFG_RET_NO;
+}
+
+/* Does the call at addr end its FDE (next, its return address, is the
+ * FDE's end)? Then the compiler knew the callee does not return, though
+ * nothing here says so: a library's own noreturn function through the PLT
+ * (libpng's png_error), unanalysable from this module. */
+static bool ends_fde(struct fb *b, uint64_t addr, uint64_t next)
+{
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	return f && f->end == next;
 }
 
 /* Keep a name in the pool; *off gets its offset (the pool may move). */
@@ -400,11 +419,20 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		}
 		if (try_jump_table(b, i, h, rbp_h) == 0)
 			return 0;
-		/* through a register: a tail call or an unknown switch; with
-		 * rsp loaded from elsewhere, a context switch (longjmp) that
-		 * does not come back */
 		b->unresolved++;
-		if (h != H_UNKNOWN)
+		/* with the frame still live, not a tail call: a switch or a
+		 * computed goto (glibc's vfprintf) whose targets are not known,
+		 * so the CFG is incomplete there */
+		if (h != 0 && h != H_UNKNOWN) {
+			fb_error(b, CFG_ERR_UNRESOLVED, d->addr,
+				 "indirect jump at %#lx with its targets unknown (frame live)",
+				 (unsigned long)d->addr);
+			return 0;
+		}
+		/* frame torn down: a tail call through a register; with rsp
+		 * loaded from elsewhere, a context switch (longjmp) that does
+		 * not come back */
+		if (h == 0)
 			b->returns = true;
 		b->iv[i].tail = 1;
 		return add_call(b, d->addr, 0, "", false, true, true) < 0 ? -ENOMEM : 0;
@@ -415,7 +443,7 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 			name = target_name(b, t, nbuf, sizeof(nbuf));
 		else
 			name = d->rip_mem ? cfg_reader_slot_name(b->r, d->target) : "";
-		bool ret = call_returns(b, i, t, name);
+		bool ret = call_returns(b, i, t, name) && !ends_fde(b, d->addr, next);
 		b->iv[i].noret = !ret;
 		if (add_call(b, d->addr, t, name, !ret, false, d->kind == CFG_I_CALL_IND) < 0)
 			return -ENOMEM;
@@ -428,11 +456,40 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 	return 0;
 }
 
+/* The landing pads of the FDE covering addr (once per FDE): code the
+ * unwinder resumes in, a cleanup or a catch, that no branch reaches (gcc's
+ * stdio functions in libc jump from theirs to a .cold part). Entered with
+ * the stack as at the call that threw, which is not tracked here. */
+static int push_pads(struct fb *b, uint64_t addr)
+{
+	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	if (!f || !f->lsda)
+		return 0;
+	for (size_t k = 0; k < b->nlsda; k++)
+		if (b->lsda_seen[k] == f->start)
+			return 0;
+	if (b->nlsda == sizeof(b->lsda_seen) / sizeof(b->lsda_seen[0]))
+		return 0;
+	b->lsda_seen[b->nlsda++] = f->start;
+	uint64_t *pads;
+	size_t n;
+	if (cfg_lsda_pads(b->r, f, &pads, &n) < 0)
+		return -ENOMEM;
+	int err = 0;
+	for (size_t k = 0; k < n && !err; k++)
+		if (cfg_reader_is_code(b->r, pads[k]))
+			err = push(b, pads[k], -1, 0, H_UNKNOWN, H_UNKNOWN);
+	free(pads);
+	return err;
+}
+
 static int explore(struct fb *b)
 {
 	int err = push(b, b->entry, -1, 0, 0, H_UNKNOWN);
 	while (err == 0 && b->nw) {
 		struct work w = b->wv[--b->nw];
+		if ((err = push_pads(b, w.addr)) < 0)
+			return err;
 		int32_t i = find(b, w.addr);
 		if (i >= 0) {
 			b->iv[i].leader = 1;
@@ -673,8 +730,9 @@ static bool starts_function(struct cfg_reader *r, uint64_t addr)
 	return fde && fde->start == addr;
 }
 
-/* Does block k end in a call that does not return or an exit system call
- * (code after it is dead, though compilers and authors put some there)? */
+/* Does block k end in a call that does not return, an exit system call or
+ * a trap (code after it is dead, though compilers and authors put some
+ * there: glibc's check_one_fd loops on hlt with a jmp back to it)? */
 static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 {
 	const struct cfg_block *bl = &f->blocks[k];
@@ -682,7 +740,26 @@ static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 		return false;
 	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
 	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
-	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND || d->kind == CFG_I_SYSCALL);
+	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND ||
+		     d->kind == CFG_I_SYSCALL || (d->kind == CFG_I_HALT && !d->nop));
+}
+
+/* Dead code after a dead end that runs to the end of the function's FDE
+ * (the epilogue compilers keep after a call they do not know to be
+ * noreturn, e.g. one of two mutually recursive functions that exit): the
+ * FDE says it is the function's. */
+static bool dead_tail(struct fb *b, uint64_t from)
+{
+	if (b->lo >= b->hi || from < b->lo || from >= b->hi || b->hi - from > 256)
+		return false;
+	while (from < b->hi) {
+		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE || !d->len ||
+		    find(b, from) >= 0)
+			return false;
+		from += d->len;
+	}
+	return from == b->hi;
 }
 
 /* Where a block's code ends for the function's extent: after a dead end,
@@ -698,15 +775,17 @@ static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
 		return bl->end;
 	if ((nx->kind == CFG_I_HALT && !nx->nop) || (nx->kind == CFG_I_JMP && find(b, nx->target) >= 0))
 		return bl->end + nx->len;
+	if (dead_tail(b, bl->end))
+		return b->hi;
 	return bl->end;
 }
 
 /* Dead code after a dead end that runs into the function's next block
  * (clang keeps what follows error(2, ...)): decodes cleanly up to it, and
  * no function starts in between. */
-static bool dead_gap(struct fb *b, uint64_t from, uint64_t to)
+static bool dead_gap(struct fb *b, uint64_t from, uint64_t to, uint64_t limit)
 {
-	if (to - from > 256)
+	if (to - from > limit)
 		return false;
 	while (from < to) {
 		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
@@ -730,11 +809,15 @@ static int make_ranges(struct fb *b, struct cfg_function *f)
 		uint64_t end = extent_end(b, f, k);
 		struct cfg_range *last = f->nranges ? &f->ranges[f->nranges - 1] : NULL;
 		/* padding between two parts joins them, unless a function
-		 * (or a cold part with its own FDE) starts after it */
+		 * (or a cold part with its own FDE) starts after it; so does
+		 * code no path reaches inside the function's own FDE (what
+		 * glibc's _exit keeps after its exit_group) */
 		if (last && (bl->start <= last->end ||
 			     (padding_only(b->r, last->end, bl->start) &&
 			      !starts_function(b->r, bl->start)) ||
-			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start)))) {
+			     (ends_dead(b, f, last_k) && dead_gap(b, last->end, bl->start, 256)) ||
+			     (in_own(b, last->end) && in_own(b, bl->start) &&
+			      dead_gap(b, last->end, bl->start, 4096)))) {
 			if (end >= last->end) {
 				last->end = end;
 				last_k = k;
@@ -840,33 +923,133 @@ static enum cfg_ret to_memo(const struct cfg_reader *r, enum cfg_ret ret)
 	return ret == CFG_RET_YES && r->callee_cut ? CFG_RET_UNKNOWN : ret;
 }
 
+/* ------------------------------------------------------------ noreturn
+ *
+ * Does a function return? It returns if a path from its entry reaches a
+ * ret, or a call or tail call to a function that returns. That is a
+ * fixpoint over the call graph: callees are analysed depth first, and a
+ * callee already being analysed (recursion) is taken not to return until
+ * shown otherwise. Answers that rest on such an assumption stay provisional
+ * until the component's first function is done; if its answer contradicts
+ * what was assumed, the component is analysed again. Answers only go from
+ * "no" to "yes", so this ends. */
+
+#define RET_VAL(state, index) ((uint32_t)(state) | (uint32_t)(index) << 8)
+
+static void ret_depends(struct cfg_reader *r, uint32_t low)
+{
+	struct cfg_ret_frame *top = r->depth ? &r->frames[r->depth - 1] : NULL;
+	if (top && low < top->low)
+		top->low = low;
+}
+
+/* The answer known for entry (final, provisional or assumed); false if
+ * none yet. */
+static bool ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
+{
+	uint32_t *v = cfg_hmap_get(&r->rets, entry);
+	if (!v || *v == CFG_RET_UNKNOWN)
+		return false;
+	uint32_t ix = *v >> 8;
+	switch (*v & 0xff) {
+	case CFG_RET_BUSY:
+		r->frames[ix].used = true;
+		ret_depends(r, ix);
+		*out = r->frames[ix].assume;
+		return true;
+	case CFG_RET_PROV:
+		ret_depends(r, r->prov[ix].low);
+		*out = r->prov[ix].ret;
+		return true;
+	default:
+		*out = (enum cfg_ret)*v;
+		return true;
+	}
+}
+
+static int ret_push(struct cfg_reader *r, uint64_t entry)
+{
+	uint32_t k = r->depth;
+	if (cfg_hmap_put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
+		return -ENOMEM;
+	r->frames[k] = (struct cfg_ret_frame){ entry, CFG_RET_NO, false, k, (uint32_t)r->nprov };
+	r->depth++;
+	return 0;
+}
+
+/* Forget the provisional answers given since frame k was pushed. */
+static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
+{
+	for (size_t i = f->mark; i < r->nprov; i++)
+		cfg_hmap_put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
+	r->nprov = f->mark;
+}
+
+/* The top frame's analysis gave ret: must it be done again (the
+ * assumption it was analysed under was used, and was wrong)? */
+static bool ret_again(struct cfg_reader *r, enum cfg_ret ret)
+{
+	struct cfg_ret_frame *f = &r->frames[r->depth - 1];
+	if (!f->used || ret == f->assume || f->assume != CFG_RET_NO)
+		return false;
+	ret_drop(r, f);
+	f->assume = ret;
+	f->used = false;
+	f->low = r->depth - 1;
+	return true;
+}
+
+/* The top frame is done with answer ret: final if it rests on no frame
+ * below (then so are the provisional answers of its component), else
+ * provisional, and its caller rests on what it rests on. */
+static void ret_pop(struct cfg_reader *r, enum cfg_ret ret)
+{
+	struct cfg_ret_frame *f = &r->frames[--r->depth];
+	if (f->low == r->depth) {
+		for (size_t i = f->mark; i < r->nprov; i++)
+			cfg_hmap_put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
+		r->nprov = f->mark;
+		cfg_hmap_put(&r->rets, f->entry, to_memo(r, ret));
+		return;
+	}
+	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
+		/* cannot keep it: ask again next time */
+		cfg_hmap_put(&r->rets, f->entry, CFG_RET_UNKNOWN);
+	} else {
+		r->prov[r->nprov] = (struct cfg_ret_prov){ f->entry, (uint8_t)ret, f->low };
+		cfg_hmap_put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
+		r->nprov++;
+	}
+	ret_depends(r, f->low);
+}
+
 /* Callee analysis is transitive (a callee's callees...): in a large C++
  * library one call can lead to thousands of functions. The budget bounds
  * what one cfg_function__build spends on it. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
 {
-	uint32_t *memo = cfg_hmap_get(&r->rets, entry);
-	if (memo && *memo != CFG_RET_UNKNOWN)	/* BUSY: recursion, assume it returns */
-		return *memo == CFG_RET_BUSY ? CFG_RET_YES : (enum cfg_ret)*memo;
-	if (r->depth >= CFG_MAX_CALLEE_DEPTH || !cfg_reader_is_code(r, entry))
+	enum cfg_ret ret;
+	if (ret_known(r, entry, &ret))
+		return ret;
+	if (!cfg_reader_is_code(r, entry))
 		return CFG_RET_YES;
-	if (r->callee_budget == 0) {
-		r->callee_cut = true;
+	if (r->depth >= CFG_MAX_CALLEE_DEPTH || r->callee_budget == 0) {
+		r->callee_cut = true;	/* "returns", without looking */
 		return CFG_RET_YES;
 	}
-	if (cfg_hmap_put(&r->rets, entry, CFG_RET_BUSY) < 0)
+	if (ret_push(r, entry) < 0)
 		return CFG_RET_YES;
-	struct fb b;
-	enum cfg_ret ret = CFG_RET_YES;
-	r->depth++;
-	if (fb_init(&b, r, entry, NULL) == 0) {
-		b.summary = true;	/* explore() spends the budget */
-		if (explore(&b) == 0 && !b.returns)
-			ret = CFG_RET_NO;
-	}
-	fb_fini(&b);
-	r->depth--;
-	cfg_hmap_put(&r->rets, entry, to_memo(r, ret));
+	do {
+		struct fb b;
+		ret = CFG_RET_YES;
+		if (fb_init(&b, r, entry, NULL) == 0) {
+			b.summary = true;	/* explore() spends the budget */
+			if (explore(&b) == 0 && !b.returns)
+				ret = CFG_RET_NO;
+		}
+		fb_fini(&b);
+	} while (ret_again(r, ret));
+	ret_pop(r, ret);
 	return ret;
 }
 
@@ -903,20 +1086,28 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 	f->dec = r->dec;
 	cfg_reader_name_at(r, addr, f->name, sizeof(f->name));
 	cfg_reader_trim(r);
-	/* the function's own answer is what callers will be told */
+	/* the function's own answer is what callers will be told: it is the
+	 * first frame of the noreturn analysis (built again if recursion
+	 * assumed wrongly that it does not return) */
 	struct fb b;
 	int err = fb_init(&b, r, addr, opts);
 	r->callee_budget = b.o.max_callee_insns;
 	r->callee_cut = false;
-	uint32_t *memo = cfg_hmap_get(&r->rets, addr);
-	bool known = memo && *memo != CFG_RET_UNKNOWN;
-	if (!known && err == 0)
-		err = cfg_hmap_put(&r->rets, addr, CFG_RET_BUSY);
-	if (err == 0)
-		err = explore(&b);
-	if (!known && err == 0)
-		err = cfg_hmap_put(&r->rets, addr,
-				   to_memo(r, b.returns ? CFG_RET_YES : CFG_RET_NO));
+	r->depth = 0;
+	r->nprov = 0;
+	enum cfg_ret known;
+	bool framed = !ret_known(r, addr, &known);
+	if (framed && err == 0)
+		err = ret_push(r, addr);
+	else
+		framed = false;
+	while (err == 0 && (err = explore(&b)) == 0 && framed &&
+	       ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
+		fb_fini(&b);
+		err = fb_init(&b, r, addr, opts);
+	}
+	if (framed)
+		ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
 	if (err == 0)
 		err = fill(&b, f);
 	fb_fini(&b);
@@ -1040,6 +1231,6 @@ const char *cfg_edge_kind_name(enum cfg_edge_kind k)
 const char *cfg_error_name(enum cfg_error e)
 {
 	static const char *const n[] = { "none", "unreadable", "invalid instruction",
-					 "branch outside code", "limit" };
+					 "branch outside code", "limit", "unresolved indirect jump" };
 	return (unsigned)e < sizeof(n) / sizeof(n[0]) ? n[e] : "?";
 }

@@ -91,6 +91,8 @@ void cfg_reader__set_symbolizer(struct cfg_reader *r, cfg_symbolize_fn symbolize
 int cfg_reader__flush(struct cfg_reader *r);
 const char *cfg_reader__errmsg(const struct cfg_reader *r);
 
+/* Is addr in executable memory (for a file: an executable segment)? */
+bool cfg_reader__is_code(struct cfg_reader *r, uint64_t addr);
 /* Read code bytes through the reader's cache; bytes read or -errno. */
 ssize_t cfg_reader__read(struct cfg_reader *r, uint64_t addr, void *buf, size_t len);
 /* Name of the function containing addr ("" and -ENOENT when unknown), with
@@ -100,12 +102,14 @@ int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_
 /* Address of the function called name (symbols, then "NAME@plt"). */
 int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr);
 /* The entry of the function containing addr (an address from a sample):
- * the FDE covering it (a cold part leads to its parent's entry when the
- * symbols say which), else the symbol covering it, else addr itself. */
+ * the FDE covering it, else the symbol covering it, else addr itself. A
+ * cold part (an FDE nothing calls, entered by jumps from one function
+ * only, conditional ones if it starts in an entry state; or a FUNC.cold
+ * symbol) leads to its parent's entry, symbols or not. */
 int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry);
 
-/* Function entries of the module containing addr: its FDEs (cold parts and
- * other FDEs that do not start in a function's entry state, and PLT stubs,
+/* Function entries of the module containing addr: its FDEs (cold parts,
+ * other FDEs that do not start in a function's entry state, and PLT stubs
  * left out), its entry point, DT_INIT/DT_FINI and the init/fini arrays;
  * sorted, unique. *starts is malloc'd (caller frees). */
 int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **starts,
@@ -133,7 +137,10 @@ enum cfg_error {
 	CFG_ERR_INVALID,	/* bytes that do not decode: data in code? */
 	CFG_ERR_NOT_CODE,	/* a branch into non-executable memory */
 	CFG_ERR_LIMIT,		/* more instructions or blocks than allowed */
+	CFG_ERR_UNRESOLVED,	/* an indirect jump with the frame still live
+				 * (not a tail call) whose targets are unknown */
 };
+#define CFG_ERR_COUNT (CFG_ERR_UNRESOLVED + 1)
 const char *cfg_error_name(enum cfg_error e);
 
 #define CFG_DEFAULT_MAX_INSNS 200000

@@ -131,6 +131,10 @@ static void classify(const ZydisDecodedInstruction *zi, struct cfg_insn *out)
 	bool ripmem = (zi->attributes & ZYDIS_ATTRIB_HAS_MODRM) && zi->raw.modrm.mod == 0 &&
 		      zi->raw.modrm.rm == 5;
 
+	/* outside a transaction a no-op; inside one it goes where xbegin
+	 * said, an edge xbegin already has (Zydis files it as a branch) */
+	if (zi->mnemonic == ZYDIS_MNEMONIC_XABORT)
+		return;
 	switch (zi->meta.category) {
 	case ZYDIS_CATEGORY_COND_BR:
 		out->kind = CFG_I_JCC;
@@ -167,6 +171,10 @@ static void classify(const ZydisDecodedInstruction *zi, struct cfg_insn *out)
 		break;
 	}
 	switch (zi->mnemonic) {
+	case ZYDIS_MNEMONIC_XBEGIN:	/* a transaction's abort goes to the target */
+		out->kind = CFG_I_JCC;
+		out->target = next + (uint64_t)zi->raw.imm[0].value.s;
+		return;
 	case ZYDIS_MNEMONIC_SYSCALL:
 		out->kind = CFG_I_SYSCALL;
 		return;

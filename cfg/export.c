@@ -40,6 +40,19 @@ static void write_json(const struct cfg_function *f, FILE *out)
 	hex(out, f->entry);
 	fprintf(out, ",\"name\":");
 	json_str(out, f->name);
+	/* an incomplete CFG says so, or readers would take it for whole */
+	fprintf(out, ",\"error\":");
+	if (f->err) {
+		fprintf(out, "{\"at\":");
+		hex(out, f->err_at);
+		fprintf(out, ",\"kind\":");
+		json_str(out, cfg_error_name(f->err));
+		fprintf(out, ",\"msg\":");
+		json_str(out, f->err_msg);
+		fputc('}', out);
+	} else {
+		fprintf(out, "null");
+	}
 	fprintf(out, ",\"ranges\":[");
 	for (size_t i = 0; i < f->nranges; i++) {
 		fprintf(out, "%s[", i ? "," : "");
@@ -332,6 +345,24 @@ static int dot_loops(const struct cfg_function *f, FILE *out, uint64_t maxs, boo
 	return 0;
 }
 
+/* An incomplete CFG: the reason as the graph's label, and a node for the
+ * place, linked from the block that holds it if any. */
+static void dot_error(const struct cfg_function *f, FILE *out)
+{
+	char text[256];
+	snprintf(text, sizeof(text), "incomplete: %s at %#lx: %s", cfg_error_name(f->err),
+		 (unsigned long)f->err_at, f->err_msg);
+	for (char *c = text; *c; c++)	/* nothing to escape in a label */
+		if (*c == '"' || *c == '\\')
+			*c = '\'';
+	fprintf(out, "  label=\"%s\";\n  labelloc=t;\n  fontcolor=red;\n", text);
+	fprintf(out, "  error [label=\"%s at %#lx\", shape=octagon, color=red, fontcolor=red];\n",
+		cfg_error_name(f->err), (unsigned long)f->err_at);
+	ssize_t k = cfg_function__block_at(f, f->err_at);
+	if (k >= 0)
+		fprintf(out, "  b%zd -> error [style=dashed, color=red];\n", k);
+}
+
 static int write_dot(const struct cfg_function *f, FILE *out, bool disas)
 {
 	uint64_t maxs = 0;
@@ -357,6 +388,8 @@ static int write_dot(const struct cfg_function *f, FILE *out, bool disas)
 				e, (unsigned long)E->to_addr, E->from, e);
 		}
 	}
+	if (f->err)	/* last: loop clusters must not inherit the label */
+		dot_error(f, out);
 	fprintf(out, "}\n");
 	return 0;
 }

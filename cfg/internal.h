@@ -93,11 +93,17 @@ struct cfg_sym {
 };
 struct cfg_fde {
 	uint64_t start, end;
+	uint64_t lsda;		/* its language-specific data (landing pads), or 0 */
 	bool entry;		/* starts in a function's entry state */
 };
 struct cfg_slot {
 	uint64_t slot;		/* GOT slot address */
 	const char *name;
+};
+
+struct cfg_cold {
+	uint64_t start;		/* a cold part's FDE */
+	uint64_t parent;	/* the entry of the function it belongs to */
 };
 
 /* One ELF image in the address space. */
@@ -115,7 +121,9 @@ struct cfg_module {
 	size_t nentries, centries;
 	char **pool;		/* strings owned */
 	size_t npool, cpool;
-	bool parsed;
+	struct cfg_cold *colds;	/* sorted by start; found at first need */
+	size_t ncolds;
+	bool parsed, cold_done;
 };
 
 /* Parse what the in-memory image at base tells (program headers,
@@ -129,6 +137,10 @@ void cfg_module_sort(struct cfg_module *m);
 const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr);
 const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr);
 const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot);
+/* The landing pads of an FDE's LSDA (gcc's .gcc_except_table: where the
+ * unwinder resumes in the function for a cleanup or a catch), read
+ * through r: *pads malloc'd, sorted, unique. 0 (maybe none) or -errno. */
+int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n);
 
 /* ------------------------------------------------------------ reader */
 
@@ -138,8 +150,31 @@ struct cfg_page {
 	uint8_t data[4096];
 };
 
-/* Callee summary: does the function at an address return? */
-enum cfg_ret { CFG_RET_UNKNOWN, CFG_RET_YES, CFG_RET_NO, CFG_RET_BUSY };
+#define CFG_MAX_CALLEE_DEPTH 24
+
+/* Callee summary: does the function at an address return? In the map,
+ * BUSY (being analysed: the frame's index above the low byte) and PROV (an
+ * answer resting on a frame's assumption: its index in prov) are kept
+ * apart from final answers. */
+enum cfg_ret { CFG_RET_UNKNOWN, CFG_RET_YES, CFG_RET_NO, CFG_RET_BUSY, CFG_RET_PROV };
+
+/* A function whose summary is being computed. Its callers within its
+ * strongly connected component (recursion) are told the assumption, "does
+ * not return" at first (the greatest fixpoint: mutually recursive functions
+ * that only exit do not return); if it turns out to return after all and
+ * the assumption was used, it is analysed again. low: the lowest frame the
+ * answer rests on (Tarjan's lowlink); mark: prov's length when pushed. */
+struct cfg_ret_frame {
+	uint64_t entry;
+	uint8_t assume;		/* CFG_RET_NO, then CFG_RET_YES */
+	bool used;
+	uint32_t low, mark;
+};
+struct cfg_ret_prov {
+	uint64_t entry;
+	uint8_t ret;
+	uint32_t low;
+};
 
 struct cfg_reader {
 	struct cfg_reader_ops ops;
@@ -159,7 +194,10 @@ struct cfg_reader {
 	size_t ninsns, cinsnv;
 	/* callee summaries */
 	struct cfg_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
-	unsigned depth;		/* nesting of callee analyses */
+	unsigned depth;		/* nesting of callee analyses: frames in use */
+	struct cfg_ret_frame frames[CFG_MAX_CALLEE_DEPTH + 1];
+	struct cfg_ret_prov *prov;	/* answers not final yet */
+	size_t nprov, cprov;
 	uint32_t callee_budget;	/* instructions callee analyses may still
 				 * decode in this cfg_function__build */
 	bool callee_cut;	/* the budget ran out: a "returns" answer may
@@ -171,7 +209,6 @@ struct cfg_reader {
 	char err[512];
 };
 #define CFG_INSN_CHUNK 4096
-#define CFG_MAX_CALLEE_DEPTH 24
 /* Caches kept between builds: over these they are dropped before the next
  * one (about 80 and 64 MiB), so sweeping a huge library stays bounded. */
 #define CFG_INSN_CACHE_MAX (1u << 20)
@@ -198,6 +235,9 @@ const char *cfg_reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, s
 const struct cfg_fde *cfg_reader_fde_at(struct cfg_reader *r, uint64_t addr);
 /* Is addr the start of a function as far as symbols and FDEs tell? */
 bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr);
+/* Is addr in a cold part of a function (cold.c)? *parent (may be NULL)
+ * gets the function's entry. */
+bool cfg_reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent);
 
 /* Does the function at entry return? Analyses it (bounded) if needed. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry);

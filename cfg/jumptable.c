@@ -5,7 +5,8 @@
  *   lea b, [rip+T]; movsxd r, [b + idx*4]; add r, b; jmp r   (PIC, gcc/clang)
  * and the -O0 variants (lea d, [idx*4]; mov eax, [d + b]; cdqe; ...), then
  * the guarding cmp idx, N; ja/jae/jb/jbe for the number of entries (with
- * flag-neutral instructions allowed between the two). */
+ * flag-neutral instructions allowed between the two; either side of the
+ * branch, so a switch over negative values is bounded too). */
 #include "cfg/internal.h"
 
 #include <errno.h>
@@ -270,10 +271,13 @@ static struct val eval(struct ev *e, int f, size_t from)
 	while (p < e->n && !writes(e, p, f))
 		p++;
 	struct val v;
+	bool call = p < e->n && (e->path[p]->kind == CFG_I_CALL ||
+				  e->path[p]->kind == CFG_I_CALL_IND);
 	if (p >= e->n)
 		v = x_new(e, e->n, f);
-	else if (!decoded(e, p) || e->path[p]->kind == CFG_I_CALL ||
-		 e->path[p]->kind == CFG_I_CALL_IND)
+	else if (call)	/* rax: the callee's result, switched on (glibc's iconv) */
+		v = f == 0 ? x_new(e, p, f) : UNK;
+	else if (!decoded(e, p))
 		v = UNK;
 	else
 		v = interpret(e, p, f);
@@ -299,19 +303,25 @@ static size_t flags_set_at(struct ev *e, size_t from)
 }
 
 /* The number of entries from the guard: cmp R, K; ja/jae (not taken) or
- * jbe/jb (taken) with R = c1 + X. *first gets c1 (the index at X = 0). */
+ * jbe/jb (taken) with R = c1 + X, R in [0, K]; or the other way round
+ * (jb not taken, jae taken...), R in [K, 2^w) for a w-bit compare: a switch
+ * over negative values, e.g. zlib's zpipe on Z_ERRNO..Z_VERSION_ERROR
+ * (cmp ebx, -6; jb default; lea eax, [rbx+6]; ...), whose w-bit index
+ * arithmetic runs from K - 2^w, signed. *c1 gets the offset of the first
+ * entry's R from X = 0 (c1 - R at the first entry, so the first entry is
+ * at X = -*c1). */
 static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 {
 	for (size_t p = 1; p + 1 < e->n; p++) {
 		const struct cfg_insn *j = e->path[p];
 		if (j->kind == CFG_I_JCC && p >= 1) {
-			bool tk = taken[p - 1];
+			bool tk = taken[p - 1], above;	/* valid: R above K (or at) */
 			int64_t extra;
 			switch (j->mnemonic) {
-			case ZYDIS_MNEMONIC_JNBE: if (tk) continue; extra = 1; break;
-			case ZYDIS_MNEMONIC_JNB: if (tk) continue; extra = 0; break;
-			case ZYDIS_MNEMONIC_JBE: if (!tk) continue; extra = 1; break;
-			case ZYDIS_MNEMONIC_JB: if (!tk) continue; extra = 0; break;
+			case ZYDIS_MNEMONIC_JNBE: above = tk; extra = 1; break;
+			case ZYDIS_MNEMONIC_JNB: above = tk; extra = 0; break;
+			case ZYDIS_MNEMONIC_JBE: above = !tk; extra = 1; break;
+			case ZYDIS_MNEMONIC_JB: above = !tk; extra = 0; break;
 			default: continue;
 			}
 			size_t q = flags_set_at(e, p + 1);
@@ -324,15 +334,28 @@ static int64_t find_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 			struct val v = eval(e, fam(o0->reg.value), q + 1);
 			if (v.kind != V_LIN || v.s != 1)
 				continue;
-			*c1 = v.c;
 			int64_t k = o1->imm.value.s;
-			if (o0->size == 32)
+			unsigned w = o0->size;
+			if (w == 32)
 				k = (int64_t)(uint32_t)k;
-			else if (o0->size == 8)
+			else if (w == 8)
 				k = (int64_t)(uint8_t)k;
-			else if (o0->size == 16)
+			else if (w == 16)
 				k = (int64_t)(uint16_t)k;
-			return k == INT64_MAX ? -1 : k + extra;
+			if (!above) {
+				*c1 = v.c;
+				return k == INT64_MAX ? -1 : k + extra;
+			}
+			/* R in [K, 2^w) past jb/jae, in (K, 2^w) past jbe/ja */
+			uint64_t first = (uint64_t)k + (uint64_t)extra;
+			uint64_t count = w >= 64 ? (uint64_t)0 - first : ((uint64_t)1 << w) - first;
+			if (w < 64 && first >= ((uint64_t)1 << w))
+				continue;
+			if (count == 0 || count > 4096)
+				continue;
+			int64_t lo = (int64_t)(first - (w >= 64 ? 0 : ((uint64_t)1 << w)));
+			*c1 = (int64_t)((uint64_t)v.c - (uint64_t)lo);
+			return (int64_t)count;
 		}
 	}
 	return -1;

@@ -17,6 +17,7 @@ void cfg_module_fini(struct cfg_module *m)
 	free(m->fdes);
 	free(m->slots);
 	free(m->entries);
+	free(m->colds);
 	free(m->path);
 	memset(m, 0, sizeof(*m));
 }
@@ -253,7 +254,7 @@ static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t datarel)
 
 struct cie {
 	uint64_t addr;
-	uint8_t fde_enc;
+	uint8_t fde_enc, lsda_enc;
 	bool aug_z, ok;
 	int64_t data_align;
 	/* CFA after the initial instructions */
@@ -355,6 +356,7 @@ static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
 	else
 		cur_uleb(&c);	/* return address register */
 	cie->fde_enc = 0;
+	cie->lsda_enc = PE_OMIT;
 	if (aug[0] == 'z') {
 		cie->aug_z = true;
 		uint64_t alen = cur_uleb(&c);
@@ -364,7 +366,7 @@ static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
 		for (size_t i = 1; i < al; i++) {
 			switch (aug[i]) {
 			case 'R': cie->fde_enc = (uint8_t)cur_u(&a, 1); break;
-			case 'L': cur_u(&a, 1); break;
+			case 'L': cie->lsda_enc = (uint8_t)cur_u(&a, 1); break;
 			case 'P': { uint8_t e = (uint8_t)cur_u(&a, 1); cur_ptr(&a, e & 0x7f, 0); break; }
 			case 'S': case 'B': break;
 			default: i = al; break;
@@ -419,10 +421,17 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 	uint64_t range = cur_ptr(&c, cie->fde_enc & 0x0f, 0);
 	if (c.bad)
 		return false;
+	out->lsda = 0;
 	if (cie->aug_z) {
 		uint64_t alen = cur_uleb(&c);
 		if (alen > (uint64_t)(c.end - c.p))
 			return false;
+		if (alen && cie->lsda_enc != PE_OMIT) {
+			struct cur a = { c.p, c.p + alen, c.addr, false };
+			uint64_t lsda = cur_ptr(&a, cie->lsda_enc, 0);
+			if (!a.bad)
+				out->lsda = lsda;
+		}
 		c.p += alen;
 		c.addr += alen;
 	}
@@ -434,6 +443,74 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 	out->end = start + range;
 	out->entry = reg == 7 && off == 8 && !expr;
 	return true;
+}
+
+/* ------------------------------------------------------------ LSDA */
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The LSDA's header, then its call-site table: (start, length, landing
+ * pad, action) entries, pads relative to LPStart (the FDE's start unless
+ * the header says). */
+int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n)
+{
+	*pads = NULL;
+	*n = 0;
+	if (!f->lsda)
+		return 0;
+	uint8_t h[64];
+	ssize_t got = cfg_reader__read(r, f->lsda, h, sizeof(h));
+	if (got < 4)
+		return 0;
+	struct cur c = { h, h + got, f->lsda, false };
+	uint64_t lpstart = f->start;
+	uint8_t enc = (uint8_t)cur_u(&c, 1);
+	if (enc != PE_OMIT)
+		lpstart = cur_ptr(&c, enc, 0);
+	if ((uint8_t)cur_u(&c, 1) != PE_OMIT)	/* type table: catch clauses' types */
+		cur_uleb(&c);
+	uint8_t cs_enc = (uint8_t)cur_u(&c, 1);
+	uint64_t cs_len = cur_uleb(&c);
+	if (c.bad || cs_len == 0 || cs_len > (1u << 20) || (cs_enc & 0x70) != 0)
+		return 0;
+	uint64_t table = c.addr;
+	uint8_t *t = rd_alloc(r, table, (size_t)cs_len);
+	if (!t)
+		return 0;
+	struct cur e = { t, t + cs_len, table, false };
+	size_t cap = 0;
+	int err = 0;
+	while (e.p < e.end && !e.bad && !err) {
+		cur_ptr(&e, cs_enc, 0);	/* start */
+		cur_ptr(&e, cs_enc, 0);	/* length */
+		uint64_t lp = cur_ptr(&e, cs_enc, 0);
+		cur_uleb(&e);		/* action */
+		if (e.bad || !lp)
+			continue;
+		if (cfg_grow(pads, &cap, *n + 1, sizeof(**pads)) < 0)
+			err = -ENOMEM;
+		else
+			(*pads)[(*n)++] = lpstart + lp;
+	}
+	free(t);
+	if (err) {
+		free(*pads);
+		*pads = NULL;
+		*n = 0;
+		return err;
+	}
+	if (*n > 1)	/* qsort wants a non-null base even for 0 */
+		qsort(*pads, *n, sizeof(**pads), u64_cmp);
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (!k || (*pads)[k - 1] != (*pads)[i])
+			(*pads)[k++] = (*pads)[i];
+	*n = k;
+	return 0;
 }
 
 static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint64_t hdr)
@@ -473,7 +550,10 @@ static uint64_t dyn_ptr(uint64_t v, uint64_t bias)
 }
 
 /* How many dynamic symbols: DT_HASH's nchain or the end of DT_GNU_HASH's
- * chains. */
+ * chains; 0 when neither tells. DT_GNU_HASH covers only the symbols it
+ * hashes (those from symoffset on): when it hashes none (an executable
+ * that exports nothing), symoffset is no count at all, often 1 while its
+ * imports sit above, so that case is 0 too and the relocations decide. */
 static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_hash)
 {
 	uint32_t hh[4];
@@ -493,8 +573,8 @@ static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_h
 		if (b[i] > last)
 			last = b[i];
 	free(b);
-	if (last < symoffset)
-		return symoffset;
+	if (last < symoffset)	/* no bucket used: nothing hashed */
+		return 0;
 	uint64_t chain = buckets + (uint64_t)nbuckets * 4;
 	for (uint32_t n = 0; n < (1u << 24); n++, last++) {
 		uint32_t v;
@@ -504,6 +584,22 @@ static uint64_t dynsym_count(struct cfg_reader *r, uint64_t hash, uint64_t gnu_h
 			return (uint64_t)last + 1;
 	}
 	return 0;
+}
+
+/* The highest symbol index the PLT and dynamic relocations name. */
+static uint64_t reloc_max_sym(struct cfg_reader *r, uint64_t jmprel, uint64_t pltrelsz,
+			      uint64_t rela, uint64_t relasz)
+{
+	uint64_t maxsym = 0;
+	uint64_t tabs[2][2] = { { jmprel, pltrelsz }, { rela, relasz } };
+	for (int t = 0; t < 2; t++) {
+		Elf64_Rela *v = rd_alloc(r, tabs[t][0], tabs[t][1]);
+		for (uint64_t i = 0; v && i < tabs[t][1] / sizeof(*v); i++)
+			if (ELF64_R_SYM(v[i].r_info) > maxsym)
+				maxsym = ELF64_R_SYM(v[i].r_info);
+		free(v);
+	}
+	return maxsym;
 }
 
 static void add_relocs(struct cfg_reader *r, struct cfg_module *m, uint64_t rela, uint64_t size,
@@ -601,16 +697,8 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 		syms = rd_alloc(r, symtab, nsyms * sizeof(*syms));
 	if (!syms) {
 		/* no count: read as far as the relocations need */
+		uint64_t maxsym = reloc_max_sym(r, jmprel, pltrelsz, rela, relasz);
 		nsyms = 0;
-		uint64_t maxsym = 0;
-		uint64_t tabs[2][2] = { { jmprel, pltrelsz }, { rela, relasz } };
-		for (int t = 0; t < 2; t++) {
-			Elf64_Rela *v = rd_alloc(r, tabs[t][0], tabs[t][1]);
-			for (uint64_t i = 0; v && i < tabs[t][1] / sizeof(*v); i++)
-				if (ELF64_R_SYM(v[i].r_info) > maxsym)
-					maxsym = ELF64_R_SYM(v[i].r_info);
-			free(v);
-		}
 		if (maxsym && maxsym < (1u << 22))
 			syms = rd_alloc(r, symtab, (maxsym + 1) * sizeof(*syms));
 		if (!syms)

@@ -98,6 +98,7 @@ void cfg_reader__free(struct cfg_reader *r)
 	free(r->mods);
 	free(r->pagev);
 	free(r->insnv);
+	free(r->prov);
 	cfg_hmap_fini(&r->pages);
 	cfg_hmap_fini(&r->insns);
 	cfg_hmap_fini(&r->rets);
@@ -188,6 +189,11 @@ const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr)
 	ssize_t n = cfg_reader__read(r, addr, b, sizeof(b));
 	cfg_decode_bytes(&r->dec, addr, b, n > 0 ? (size_t)n : 0, in);
 	return in;
+}
+
+bool cfg_reader__is_code(struct cfg_reader *r, uint64_t addr)
+{
+	return cfg_reader_is_code(r, addr);
 }
 
 bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr)
@@ -364,6 +370,8 @@ int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry
 	const struct cfg_fde *f = m ? cfg_module_fde_at(m, addr) : NULL;
 	char name[256];
 	uint64_t start;
+	if (f && cfg_reader_cold_parent(r, addr, entry))
+		return 0;
 	if (f && f->entry) {
 		*entry = f->start;
 		return 0;
@@ -403,7 +411,8 @@ int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **
 		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < m->nfdes; i++)
-		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL))
+		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL) &&
+		    !cfg_reader_cold_parent(r, m->fdes[i].start, NULL))
 			v[n++] = m->fdes[i].start;
 	for (size_t i = 0; i < m->nentries; i++)
 		if (cfg_reader_is_code(r, m->entries[i]))

@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,15 +99,40 @@ static int resolve(struct padrone_session *s, struct cfg_reader *r, const char *
 				    (int)attach_target__pid(padrone_session_target(s)));
 }
 
+/* What is mapped at addr, for a message: "r--p of /usr/bin/prog". */
+static void mapping_of(pid_t pid, uint64_t addr, char *buf, size_t size)
+{
+	struct attach_maps *maps;
+	snprintf(buf, size, "unknown mapping");
+	if (attach_maps__read(pid, &maps) < 0)
+		return;
+	const struct attach_map *m = attach_maps__find(maps, addr);
+	if (m)
+		snprintf(buf, size, "%c%c%c%c mapping of %s", m->prot & ATTACH_MAP_R ? 'r' : '-',
+			 m->prot & ATTACH_MAP_W ? 'w' : '-', m->prot & ATTACH_MAP_X ? 'x' : '-',
+			 m->prot & ATTACH_MAP_SHARED ? 's' : 'p', m->path[0] ? m->path : "[anon]");
+	attach_maps__free(maps);
+}
+
 static int build(struct padrone_session *s, struct cfg_reader *r, uint64_t addr,
 		 struct cfg_function **f)
 {
 	struct cfg_build_opts bo = { .sz = sizeof(bo), .find_entry = true };
+	pid_t pid = attach_target__pid(padrone_session_target(s));
 	uint8_t b;
 	if (cfg_reader__read(r, addr, &b, 1) != 1)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EFAULT,
 					    "no code at %#lx in process %d", (unsigned long)addr,
-					    (int)attach_target__pid(padrone_session_target(s)));
+					    (int)pid);
+	/* readable data (an ELF header, a string) would decode as nonsense
+	 * and look like a function */
+	if (!cfg_reader__is_code(r, addr)) {
+		char what[PATH_MAX + 32];
+		mapping_of(pid, addr, what, sizeof(what));
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOEXEC,
+					    "%#lx in process %d is not code: it is in a "
+					    "non-executable %s", (unsigned long)addr, (int)pid, what);
+	}
 	int err = cfg_function__build(r, addr, &bo, f);
 	if (err < 0)
 		return padrone_session_fail(s, PADRONE_SYSTEM, err, "%s", cfg_reader__errmsg(r));

@@ -18,13 +18,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAXPROG 16
+#define MAXPROG 24
+#define NPROG 16	/* what build.sh builds */
 
 struct prog {
 	char path[PATH_MAX];	/* unstripped: the oracles' */
 	char stripped[PATH_MAX];	/* what cfg/ analyses */
-	char name[64];		/* gcc-O2-pie */
+	char name[64];		/* gcc-O2-pie, gcc-O2-cet-pie, bare-gcc-O2-nopie */
 	bool clang, pie;
+	bool cet;		/* -fcf-protection -fstack-protector-strong -z ibtplt */
+	bool bare;		/* bare.c alone, not the corpus's functions */
 	int opt;
 };
 
@@ -69,14 +72,17 @@ static void corpus_setup(void)
 		snprintf(p->path, sizeof(p->path), "%s", l);
 		snprintf(p->stripped, sizeof(p->stripped), "%s.stripped", l);
 		snprintf(p->name, sizeof(p->name), "%s", base);
-		p->clang = !strncmp(base, "clang", 5);
+		p->bare = !strncmp(base, "bare-", 5);
+		p->clang = !strncmp(base + (p->bare ? 5 : 0), "clang", 5);
+		p->cet = strstr(base, "-cet-") != NULL;
 		p->pie = !strstr(base, "nopie");
 		p->opt = strstr(base, "-O0") ? 0 : strstr(base, "-O2") ? 2 : 3;
 		nprogs++;
 	}
 	free(out);
-	if (nprogs != 12)
-		snprintf(corpus_err, sizeof(corpus_err), "expected 12 corpus programs, got %zu", nprogs);
+	if (nprogs != NPROG)
+		snprintf(corpus_err, sizeof(corpus_err), "expected %d corpus programs, got %zu", NPROG,
+			 nprogs);
 }
 
 static void need_corpus(void)
@@ -85,90 +91,44 @@ static void need_corpus(void)
 		ck_abort_msg("%s", corpus_err);
 }
 
-/* ---------------------------------------------------------- bounds: F1 */
-
-struct span {
-	uint64_t lo, hi;
-};
-
-static int span_cmp(const void *a, const void *b)
+static const struct prog *prog_named(const char *name)
 {
-	const struct span *x = a, *y = b;
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	return x->hi < y->hi ? -1 : x->hi > y->hi;
+	for (size_t i = 0; i < nprogs; i++)
+		if (!strcmp(progs[i].name, name))
+			return &progs[i];
+	ck_abort_msg("no corpus program %s", name);
+	return NULL;
 }
 
-static size_t uniq(struct span *v, size_t n)
+/* ---------------------------------------------------------- bounds: F1 */
+
+static const char *prefix_of(const struct prog *pr, char *buf, size_t size)
 {
-	qsort(v, n, sizeof(*v), span_cmp);
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!k || span_cmp(&v[k - 1], &v[i]))
-			v[k++] = v[i];
-	return k;
+	snprintf(buf, size, "# %s: ", pr->name);
+	return buf;
 }
 
 START_TEST(function_bounds_f1)
 {
 	need_corpus();
 	size_t tp = 0, fp = 0, fn = 0;
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
 		struct or_syms syms;
 		ck_assert_msg(or_read_syms(progs[i].path, &syms) == 0, "readelf -s %s", progs[i].path);
-		struct span *truth = calloc(syms.n, sizeof(*truth));
-		size_t nt = 0;
-		for (size_t k = 0; k < syms.n; k++)
-			if (!strcmp(syms.v[k].type, "FUNC") && syms.v[k].size)
-				truth[nt++] = (struct span){ syms.v[k].addr,
-							     syms.v[k].addr + syms.v[k].size };
-		nt = uniq(truth, nt);
 		struct or_program p;
 		ck_assert_msg(or_program_build(progs[i].stripped, &p) == 0, "analysing %s",
 			      progs[i].stripped);
-		size_t cap = 0, np = 0;
-		for (size_t k = 0; k < p.n; k++)
-			cap += cfg_function__range_count(p.f[k]);
-		struct span *pred = calloc(cap + 1, sizeof(*pred));
-		for (size_t k = 0; k < p.n; k++)
-			for (size_t j = 0; j < cfg_function__range_count(p.f[k]); j++) {
-				const struct cfg_range *r = cfg_function__range(p.f[k], j);
-				/* functions whose symbol has no size (crt's asm)
-				 * have no truth to compare with */
-				bool sizeless = false;
-				for (size_t q = 0; q < syms.n && !sizeless; q++)
-					sizeless = syms.v[q].addr == r->start && !syms.v[q].size &&
-						   !strcmp(syms.v[q].type, "FUNC");
-				if (!sizeless)
-					pred[np++] = (struct span){ r->start, r->end };
-			}
-		np = uniq(pred, np);
-		size_t a = 0, b = 0, t0 = tp;
-		while (a < nt || b < np) {
-			int c = a >= nt ? 1 : b >= np ? -1 : span_cmp(&truth[a], &pred[b]);
-			if (c == 0) {
-				tp++;
-				a++;
-				b++;
-			} else if (c < 0) {
-				diag("%s: missed [%#lx, %#lx)", progs[i].name, (unsigned long)truth[a].lo,
-				     (unsigned long)truth[a].hi);
-				fn++;
-				a++;
-			} else {
-				diag("%s: wrong [%#lx, %#lx)", progs[i].name, (unsigned long)pred[b].lo,
-				     (unsigned long)pred[b].hi);
-				fp++;
-				b++;
-			}
-		}
-		diag("%s: %zu of %zu function bounds exact", progs[i].name, tp - t0, nt);
-		free(truth);
-		free(pred);
+		struct or_bounds bd;
+		or_check_bounds(&syms, &p, 0, stdout, prefix_of(&progs[i], pre, sizeof(pre)), &bd);
+		diag("%s: %zu of %zu function bounds exact", progs[i].name, bd.exact, bd.truth);
+		tp += bd.exact;
+		fp += bd.wrong;
+		fn += bd.missed;
 		or_program_free(&p);
 		or_syms_free(&syms);
 	}
-	double f1 = 2.0 * (double)tp / (double)(2 * tp + fp + fn);
+	double f1 = or_f1(tp, fp, fn);
 	diag("function bounds (stripped): F1 %.4f (%zu exact, %zu wrong, %zu missed)", f1, tp, fp,
 	     fn);
 	ck_assert_msg(f1 >= 0.99, "F1 %.4f < 0.99", f1);
@@ -177,83 +137,27 @@ END_TEST
 
 /* ---------------------------------------------------------- jump tables */
 
-/* The label a relative table's entries are relative to: with -Wa,-L the
- * table's own label (.L4, .LJTI0_0) is kept in .symtab at its first entry. */
-static uint64_t table_label(const struct or_syms *s, uint64_t slot)
-{
-	uint64_t best = 0;
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->v[i].type, "NOTYPE") && !strncmp(s->v[i].name, ".L", 2) &&
-		    s->v[i].addr <= slot && s->v[i].addr > best)
-			best = s->v[i].addr;
-	return best;
-}
-
 START_TEST(jump_table_targets_match_relocations)
 {
 	need_corpus();
 	size_t slots = 0, found = 0, tables = 0, extra = 0;
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
-		struct or_reloc *rel;
-		size_t nrel;
-		uint64_t tlo, thi;
 		struct or_syms syms;
-		ck_assert(or_section(progs[i].path, ".text", &tlo, &thi) == 0);
 		ck_assert(or_read_syms(progs[i].path, &syms) == 0);
-		ck_assert(or_read_relocs(progs[i].path, ".rela.rodata", &rel, &nrel) == 0);
 		struct or_program p;
 		ck_assert(or_program_build(progs[i].stripped, &p) == 0);
-		struct cfg_reader *un;
-		ck_assert(cfg_reader__open_elf(progs[i].path, 0, NULL, &un) == 0);
-		size_t ours = 0;
-		for (size_t k = 0; k < p.n; k++)
-			for (size_t t = 0; t < cfg_function__jump_table_count(p.f[k]); t++)
-				ours += cfg_function__jump_table(p.f[k], t)->target_count;
-		size_t here = 0;
-		for (size_t r = 0; r < nrel; r++) {
-			uint64_t target;
-			bool pc = strstr(rel[r].type, "PC32") != NULL;
-			if (pc) {
-				/* entry = target - table label */
-				if (rel[r].sym_value < tlo || rel[r].sym_value >= thi)
-					continue;
-				int32_t v;
-				ck_assert(cfg_reader__read(un, rel[r].offset, &v, 4) == 4);
-				target = table_label(&syms, rel[r].offset) + (uint64_t)(int64_t)v;
-			} else {
-				target = rel[r].sym_value + (uint64_t)rel[r].addend;
-			}
-			if (target < tlo || target >= thi)
-				continue;
-			slots++;
-			here++;
-			bool ok = false;
-			for (size_t k = 0; k < p.n && !ok; k++)
-				for (size_t t = 0; t < cfg_function__jump_table_count(p.f[k]); t++) {
-					const struct cfg_jump_table *J = cfg_function__jump_table(p.f[k], t);
-					uint64_t idx = (rel[r].offset - J->table) / J->entry_size;
-					if (rel[r].offset >= J->table && idx < J->target_count &&
-					    J->table + idx * J->entry_size == rel[r].offset &&
-					    J->targets[idx] == target)
-						ok = true;
-				}
-			if (ok)
-				found++;
-			else
-				diag("%s: jump-table slot %#lx -> %#lx not found", progs[i].name,
-				     (unsigned long)rel[r].offset, (unsigned long)target);
-		}
-		for (size_t k = 0; k < p.n; k++)
-			tables += cfg_function__jump_table_count(p.f[k]);
-		if (ours > here) {
-			diag("%s: %zu table entries beyond the relocated ones", progs[i].name,
-			     ours - here);
-			extra += ours - here;
-		}
-		cfg_reader__free(un);
+		struct or_tables t;
+		ck_assert(or_check_tables(progs[i].path, &syms, &p, 0, stdout,
+					  prefix_of(&progs[i], pre, sizeof(pre)), &t) == 0);
+		/* -Wa,-L keeps every table's label: all targets are checked */
+		ck_assert_uint_eq(t.unchecked, 0);
+		slots += t.slots;
+		found += t.found;
+		tables += t.tables;
+		extra += t.extra;
 		or_program_free(&p);
 		or_syms_free(&syms);
-		free(rel);
 	}
 	diag("jump tables: %zu tables, %zu of %zu relocated targets found, %zu extra", tables,
 	     found, slots, extra);
@@ -265,19 +169,73 @@ END_TEST
 
 /* ---------------------------------------------------------- callgrind */
 
-static bool has_edge(const struct cfg_function *f, size_t blk, uint64_t to)
+static bool loop_has(const struct cfg_loop *L, int32_t blk)
 {
-	const struct cfg_block *b = cfg_function__block(f, blk);
-	for (uint32_t e = b->first_succ; e < b->first_succ + b->succ_count; e++)
-		if (cfg_function__edge(f, e)->to_addr == to)
+	for (uint32_t k = 0; blk >= 0 && k < L->block_count; k++)
+		if (L->blocks[k] == (uint32_t)blk)
 			return true;
 	return false;
+}
+
+static bool listed(const uint32_t *v, uint32_t n, uint32_t x)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (v[k] == x)
+			return true;
+	return false;
+}
+
+/* An edge that ran, from block blk to address to: for every loop holding
+ * blk, a back edge if it goes back to the loop's header (one of its
+ * entries if irreducible), an exit if it leaves the loop. */
+static void observed_loop_edge(const struct cfg_function *f, size_t blk, uint64_t to,
+			       size_t *back, size_t *exits, const char *pn)
+{
+	const struct cfg_block *B = cfg_function__block(f, blk);
+	for (uint32_t e = B->first_succ; e < B->first_succ + B->succ_count; e++) {
+		const struct cfg_edge *E = cfg_function__edge(f, e);
+		if (E->to_addr != to)
+			continue;
+		for (int32_t l = B->loop; l >= 0; l = cfg_function__loop(f, (size_t)l)->parent) {
+			const struct cfg_loop *L = cfg_function__loop(f, (size_t)l);
+			bool inside = loop_has(L, E->to);
+			bool again = inside && (L->irreducible ? listed(L->entries, L->entry_count,
+									(uint32_t)E->to)
+							       : (uint32_t)E->to == L->header);
+			if (again) {
+				ck_assert_msg(listed(L->back_edges, L->back_edge_count, e),
+					      "%s: %#lx -> %#lx ran, not a back edge of loop %#lx", pn,
+					      (unsigned long)B->start, (unsigned long)to,
+					      (unsigned long)cfg_function__block(f, L->header)->start);
+				(*back)++;
+			} else if (!inside) {
+				ck_assert_msg(listed(L->exits, L->exit_count, e),
+					      "%s: %#lx -> %#lx ran, not an exit of loop %#lx", pn,
+					      (unsigned long)B->start, (unsigned long)to,
+					      (unsigned long)cfg_function__block(f, L->header)->start);
+				(*exits)++;
+			}
+		}
+	}
+}
+
+struct loop_tally {
+	size_t back, exits;
+	const char *prog;
+};
+
+static void on_observed(void *arg, const struct cfg_function *f, size_t blk, uint64_t to)
+{
+	struct loop_tally *t = arg;
+	observed_loop_edge(f, blk, to, &t->back, &t->exits, t->prog);
 }
 
 START_TEST(callgrind_edges_are_in_the_cfg)
 {
 	need_corpus();
 	size_t seen = 0, missing = 0;
+	struct loop_tally lt = { 0 };
+	char pre[96];
 	for (size_t i = 0; i < nprogs; i++) {
 		char *out, *cmd;
 		ck_assert(asprintf(&out, "%s.callgrind", progs[i].path) > 0);
@@ -291,55 +249,24 @@ START_TEST(callgrind_edges_are_in_the_cfg)
 		free(tu_run(cmd, &st));
 		free(cmd);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "valgrind on %s", progs[i].path);
-		struct or_jump *j;
-		size_t nj;
-		ck_assert(or_callgrind_jumps(out, progs[i].path, &j, &nj) == 0);
 		struct or_program p;
 		ck_assert(or_program_build(progs[i].stripped, &p) == 0);
-		size_t here = 0;
-		for (size_t k = 0; k < nj; k++) {
-			size_t blk;
-			const struct cfg_function *f = NULL;
-			bool ok = false;
-			for (size_t q = 0; q < p.n && !ok; q++) {
-				ssize_t b = cfg_function__block_at(p.f[q], j[k].from);
-				if (b < 0)
-					continue;
-				f = p.f[q];
-				blk = (size_t)b;
-				const struct cfg_block *B = cfg_function__block(f, blk);
-				uint64_t to = j[k].to;
-				if (j[k].cond_not_taken)	/* fall through the jcc */
-					to = B->end;
-				ok = has_edge(f, blk, to);
-			}
-			/* a call= line from a call instruction is a call, not an
-			 * edge; from a jmp, it is a jump into another function:
-			 * through a PLT stub, callgrind names the final callee */
-			for (size_t q = 0; q < p.n && !ok && j[k].call; q++)
-				for (size_t c = 0; c < cfg_function__call_count(p.f[q]); c++) {
-					const struct cfg_call *C = cfg_function__call(p.f[q], c);
-					if (C->at == j[k].from &&
-					    (!C->tail || strstr(C->name, "@plt") || C->indirect))
-						ok = true;
-				}
-			here++;
-			if (!ok) {
-				missing++;
-				diag("%s: observed edge %#lx -> %#lx%s not in the CFG", progs[i].name,
-				     (unsigned long)j[k].from,
-				     (unsigned long)(j[k].cond_not_taken ? 0 : j[k].to),
-				     j[k].cond_not_taken ? " (not taken)" : "");
-			}
-		}
-		seen += here;
-		free(j);
+		struct or_edges e;
+		lt.prog = progs[i].name;
+		ck_assert(or_check_edges(out, progs[i].path, &p, 0, stdout,
+					 prefix_of(&progs[i], pre, sizeof(pre)), on_observed, &lt,
+					 &e) == 0);
+		seen += e.observed;
+		missing += e.missing;
 		or_program_free(&p);
 		unlink(out);
 		free(out);
 	}
 	diag("callgrind: %zu observed edges, %zu missing from the CFG", seen, missing);
+	diag("loops: %zu observed back edges and %zu observed loop exits, all in the forest",
+	     lt.back, lt.exits);
 	ck_assert_msg(seen > 200, "callgrind saw only %zu edges", seen);
+	ck_assert_msg(lt.back > 100 && lt.exits > 50, "few loop edges observed");
 	ck_assert_int_eq(missing, 0);
 }
 END_TEST
@@ -389,7 +316,7 @@ START_TEST(clang_loop_headers_and_depths)
 {
 	need_corpus();
 	static const char *files[] = { "main", "switches", "loops", "irreducible", "noreturn",
-				       "tailcalls", "cold" };
+				       "tailcalls", "cold", "cleanup" };
 	size_t headers = 0, matched = 0, ours = 0, unmatched_ours = 0, dead = 0;
 	for (size_t i = 0; i < nprogs; i++) {
 		if (!progs[i].clang)
@@ -475,7 +402,7 @@ START_TEST(goto_into_a_loop_is_irreducible)
 	need_corpus();
 	size_t checked = 0;
 	for (size_t i = 0; i < nprogs; i++) {
-		if (progs[i].opt != 0)
+		if (progs[i].opt != 0 || progs[i].bare)
 			continue;
 		struct both b;
 		both_open(&b, &progs[i]);
@@ -629,15 +556,45 @@ START_TEST(calls_that_do_not_return)
 	for (size_t i = 0; i < nprogs; i++) {
 		struct both b;
 		const char *pn = progs[i].name;
+		if (progs[i].bare)
+			continue;
 		both_open(&b, &progs[i]);
 		/* found by analysis: no attribute tells the callers */
 		ck_assert_msg(cfg_function__noreturn(fn(&b, "die_quietly", pn)), "%s: die_quietly", pn);
 		ck_assert_msg(cfg_function__noreturn(fn(&b, "die_by_syscall", pn)), "%s: syscall", pn);
+		ck_assert_msg(cfg_function__noreturn(fn(&b, "die_by_exit", pn)), "%s: exit(60)", pn);
+		/* mutually recursive, each exits or calls the other: only the
+		 * greatest fixpoint says neither returns */
+		ck_assert_msg(cfg_function__noreturn(fn(&b, "spin_even", pn)), "%s: spin_even", pn);
+		ck_assert_msg(cfg_function__noreturn(fn(&b, "spin_odd", pn)), "%s: spin_odd", pn);
 		ck_assert(!cfg_function__noreturn(fn(&b, "check_or_die", pn)));
 		const struct cfg_function *f = fn(&b, "check_or_die", pn);
 		ck_assert_int_ge(noreturn_calls(f, sym_addr(&b, "die_quietly"), NULL, pn) +
 					 noreturn_calls(f, sym_addr(&b, "die_by_syscall"), NULL, pn),
 				 1);
+		ck_assert_int_ge(noreturn_calls(f, sym_addr(&b, "spin_even"), NULL, pn), 1);
+		ck_assert_int_ge(noreturn_calls(f, sym_addr(&b, "die_by_exit"), NULL, pn), 1);
+		/* each reaches the other by a call (-O0) or a tail call */
+		const char *spins[] = { "spin_even", "spin_odd" };
+		for (int k = 0; k < 2; k++) {
+			const struct cfg_function *g = fn(&b, spins[k], pn);
+			uint64_t other = sym_addr(&b, spins[1 - k]);
+			int n = 0;
+			for (size_t c = 0; c < cfg_function__call_count(g); c++) {
+				const struct cfg_call *C = cfg_function__call(g, c);
+				if (C->target != other)
+					continue;
+				ck_assert_msg(C->noreturn, "%s: %s to %s at %#lx returns", pn,
+					      C->tail ? "tail call" : "call", spins[1 - k],
+					      (unsigned long)C->at);
+				n++;
+			}
+			ck_assert_msg(n >= 1, "%s: %s does not reach %s", pn, spins[k], spins[1 - k]);
+			noreturn_calls(g, other, NULL, pn);	/* and no fallthrough */
+		}
+		if (progs[i].cet)	/* buf[32] is protected */
+			ck_assert_int_ge(noreturn_calls(fn(&b, "check_buffer", pn), 0,
+							"__stack_chk_fail@plt", pn), 1);
 		f = fn(&b, "check_assert", pn);
 		ck_assert_int_ge(noreturn_calls(f, 0, "__assert_fail@plt", pn), 1);
 		ck_assert_int_ge(noreturn_calls(f, 0, "abort@plt", pn), 1);
@@ -664,7 +621,7 @@ START_TEST(tail_calls_leave_the_function)
 {
 	need_corpus();
 	for (size_t i = 0; i < nprogs; i++) {
-		if (progs[i].opt == 0)
+		if (progs[i].opt == 0 || progs[i].bare)
 			continue;
 		struct both b;
 		const char *pn = progs[i].name;
@@ -695,18 +652,43 @@ START_TEST(tail_calls_leave_the_function)
 			    !strcmp(cfg_function__call(f, c)->name, "strlen@plt"))
 				tail = true;
 		ck_assert_msg(tail, "%s: tc_plt does not tail-call strlen@plt", pn);
+		/* tc_forward is only ever jumped to, from tc_choose alone: a
+		 * function all the same (an unconditional jmp, frame torn down),
+		 * not a cold part of tc_choose */
+		f = fn(&b, "tc_choose", pn);
+		uint64_t fwd = sym_addr(&b, "tc_forward");
+		tail = false;
+		for (size_t c = 0; c < cfg_function__call_count(f); c++)
+			tail |= cfg_function__call(f, c)->tail && cfg_function__call(f, c)->target == fwd;
+		ck_assert_msg(tail, "%s: tc_choose does not tail-call tc_forward", pn);
+		ck_assert(!cfg_function__range_of(f, fwd));
+		uint64_t at;
+		ck_assert_int_eq(cfg_reader__function_at(b.p.r, fwd + 1, &at), 0);
+		ck_assert_uint_eq(at, fwd);
 		both_close(&b);
 	}
 }
 END_TEST
 
+/* Cold parts (FUNC.cold) are ranges of their function, also the cold part
+ * of a leaf function, which starts in a function's entry state like a
+ * function reached by a tail call; an address in one leads to its parent
+ * (a sample there is the parent's), with or without symbols; and no
+ * function starts there. */
 START_TEST(cold_parts_are_ranges_of_their_function)
 {
 	need_corpus();
-	size_t cold = 0, leafish = 0;
+	size_t cold = 0;
 	for (size_t i = 0; i < nprogs; i++) {
 		struct both b;
+		const char *pn = progs[i].name;
 		both_open(&b, &progs[i]);
+		struct cfg_reader *un;
+		ck_assert_int_eq(cfg_reader__open_elf(progs[i].path, 0, NULL, &un), 0);
+		uint64_t *starts;
+		size_t nstarts;
+		ck_assert_int_eq(cfg_reader__function_starts(b.p.r, cfg_function__entry(b.p.f[0]),
+							     &starts, &nstarts), 0);
 		for (size_t k = 0; k < b.syms.n; k++) {
 			const struct or_sym *s = &b.syms.v[k];
 			char *dot = strstr(s->name, ".cold");
@@ -714,30 +696,191 @@ START_TEST(cold_parts_are_ranges_of_their_function)
 				continue;
 			char parent[96];
 			snprintf(parent, sizeof(parent), "%.*s", (int)(dot - s->name), s->name);
-			const struct cfg_function *f = fn(&b, parent, progs[i].name);
+			const struct cfg_function *f = fn(&b, parent, pn);
 			const struct cfg_range *r = cfg_function__range_of(f, s->addr);
-			if (!r) {
-				/* a leaf's cold part that only returns is in the
-				 * state of a function entry: a tail call to it is
-				 * the same flow */
-				bool tail = false;
-				for (size_t e = 0; e < cfg_function__edge_count(f); e++)
-					tail |= cfg_function__edge(f, e)->kind == CFG_EDGE_TAIL_CALL &&
-						cfg_function__edge(f, e)->to_addr == s->addr;
-				ck_assert_msg(tail, "%s: %s is neither a range of %s nor tail-called",
-					      progs[i].name, s->name, parent);
-				leafish++;
-				continue;
-			}
-			ck_assert_msg(r->start == s->addr && r->end == s->addr + s->size,
-				      "%s: %s is not a range of %s", progs[i].name, s->name, parent);
+			ck_assert_msg(r && r->start == s->addr && r->end == s->addr + s->size,
+				      "%s: %s is not a range of %s", pn, s->name, parent);
 			ck_assert_uint_ge(cfg_function__range_count(f), 2);
+			for (size_t e = 0; e < cfg_function__edge_count(f); e++)
+				ck_assert_msg(cfg_function__edge(f, e)->kind != CFG_EDGE_TAIL_CALL ||
+						      cfg_function__edge(f, e)->to_addr != s->addr,
+					      "%s: %s tail-calls its cold part", pn, parent);
+			for (size_t q = 0; q < nstarts; q++)
+				ck_assert_msg(starts[q] != s->addr, "%s: a function starts at %s", pn,
+					      s->name);
+			uint64_t want = sym_addr(&b, parent), at;
+			uint64_t probe[] = { s->addr, s->addr + s->size - 1 };
+			for (int q = 0; q < 2; q++) {
+				ck_assert_int_eq(cfg_reader__function_at(b.p.r, probe[q], &at), 0);
+				ck_assert_msg(at == want, "%s: %#lx in %s leads to %#lx, not %s (stripped)",
+					      pn, (unsigned long)probe[q], s->name, (unsigned long)at,
+					      parent);
+				ck_assert_int_eq(cfg_reader__function_at(un, probe[q], &at), 0);
+				ck_assert_msg(at == want, "%s: %#lx in %s leads to %#lx, not %s", pn,
+					      (unsigned long)probe[q], s->name, (unsigned long)at, parent);
+			}
+			struct cfg_function *g;
+			struct cfg_build_opts bo = { .sz = sizeof(bo), .find_entry = true };
+			ck_assert_int_eq(cfg_function__build(b.p.r, s->addr + 1, &bo, &g), 0);
+			ck_assert_uint_eq(cfg_function__entry(g), want);
+			ck_assert_uint_eq(cfg_function__range_count(g), cfg_function__range_count(f));
+			cfg_function__free(g);
 			cold++;
+		}
+		free(starts);
+		cfg_reader__free(un);
+		both_close(&b);
+	}
+	diag("%zu cold parts found in their functions", cold);
+	ck_assert_uint_ge(cold, 8);
+}
+END_TEST
+
+/* Back edges and exits of loops whose shape the source fixes: every loop
+ * has both (loop_nest3's three, at every level of optimisation), and
+ * loop_two_latches's two gotos are two back edges at -O0. */
+START_TEST(loop_back_edges_and_exits_of_known_loops)
+{
+	need_corpus();
+	size_t two = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (progs[i].bare)
+			continue;
+		struct both b;
+		const char *pn = progs[i].name;
+		both_open(&b, &progs[i]);
+		const struct cfg_function *f = fn(&b, "loop_nest3", pn);
+		uint32_t deepest = 0;
+		for (size_t l = 0; l < cfg_function__loop_count(f); l++) {
+			const struct cfg_loop *L = cfg_function__loop(f, l);
+			ck_assert_msg(L->back_edge_count >= 1 && L->exit_count >= 1,
+				      "%s: loop_nest3 loop at %#lx: %u back edges, %u exits", pn,
+				      (unsigned long)cfg_function__block(f, L->header)->start,
+				      L->back_edge_count, L->exit_count);
+			for (uint32_t k = 0; k < L->back_edge_count; k++)
+				ck_assert_uint_eq(cfg_function__edge(f, L->back_edges[k])->to, L->header);
+			if (L->depth > deepest)
+				deepest = L->depth;
+		}
+		ck_assert_msg(deepest >= 2, "%s: loop_nest3 nests %u deep", pn, deepest);
+		if (progs[i].opt == 0) {
+			f = fn(&b, "loop_two_latches", pn);
+			ck_assert_uint_ge(cfg_function__loop_count(f), 1);
+			const struct cfg_loop *L = cfg_function__loop(f, 0);
+			ck_assert_msg(L->back_edge_count == 2, "%s: loop_two_latches: %u back edges", pn,
+				      L->back_edge_count);
+			two++;
 		}
 		both_close(&b);
 	}
-	diag("%zu cold parts found in their functions, %zu reached as tail calls", cold, leafish);
-	ck_assert_uint_ge(cold, 4);
+	ck_assert_uint_eq(two, 4);
+}
+END_TEST
+
+/* Landing pads (cleanup.c, built with -fexceptions): no branch reaches
+ * them, the LSDA says where they are; with them with_cleanup's extent is
+ * its symbol's (a cold part's too, checked above), and the pads are blocks
+ * that only the unwinder enters. */
+START_TEST(landing_pads_are_in_their_function)
+{
+	need_corpus();
+	size_t checked = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (progs[i].bare)
+			continue;
+		struct both b;
+		const char *pn = progs[i].name;
+		both_open(&b, &progs[i]);
+		const struct cfg_function *f = fn(&b, "with_cleanup", pn);
+		const struct or_sym *s = or_sym_named(&b.syms, "with_cleanup");
+		const struct cfg_range *r = cfg_function__range_of(f, s->addr);
+		ck_assert_msg(r && r->start == s->addr && r->end == s->addr + s->size,
+			      "%s: with_cleanup [%#lx, %#lx) is [%#lx, %#lx)", pn,
+			      (unsigned long)s->addr, (unsigned long)(s->addr + s->size),
+			      r ? (unsigned long)r->start : 0UL, r ? (unsigned long)r->end : 0UL);
+		size_t pads = 0;
+		for (size_t k = 0; k < cfg_function__block_count(f); k++)
+			pads += k != cfg_function__entry_block(f) &&
+				cfg_function__block(f, k)->idom < 0;
+		ck_assert_msg(pads >= 1, "%s: with_cleanup has no landing pad", pn);
+		ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+		both_close(&b);
+		checked++;
+	}
+	ck_assert_uint_eq(checked, NPROG - 2);
+}
+END_TEST
+
+/* A non-PIE program that exports nothing: its .gnu.hash hashes no symbol,
+ * yet .dynsym holds the imports its PLT slots name. The stubs keep their
+ * names, abort@plt does not return, and the cold parts that call it end
+ * there instead of running into what follows: every function's extent is
+ * its symbol's. */
+START_TEST(plt_names_without_exported_symbols)
+{
+	need_corpus();
+	size_t checked = 0;
+	for (size_t i = 0; i < nprogs; i++) {
+		if (!progs[i].bare)
+			continue;
+		const char *pn = progs[i].name;
+		/* the premise: nothing defined among the dynamic symbols */
+		char *cmd;
+		int st;
+		ck_assert(asprintf(&cmd, "readelf --dyn-syms -W '%s'", progs[i].path) > 0);
+		char *out = tu_run(cmd, &st);
+		free(cmd);
+		ck_assert_ptr_nonnull(out);
+		size_t imports = 0;
+		for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+			char type[16], ndx[16];
+			unsigned n;
+			if (sscanf(l, " %u: %*x %*s %15s %*s %*s %15s", &n, type, ndx) != 3 || n == 0)
+				continue;
+			ck_assert_msg(!strcmp(ndx, "UND"), "%s exports %s", pn, l);
+			imports += !strcmp(type, "FUNC");
+		}
+		free(out);
+		ck_assert_uint_ge(imports, 4);
+		struct both b;
+		both_open(&b, &progs[i]);
+		uint64_t plo, phi;
+		ck_assert(or_section(progs[i].path, ".plt", &plo, &phi) == 0);
+		size_t aborts = 0, stubs = 0;
+		for (size_t k = 0; k < b.p.n; k++) {
+			const struct cfg_function *f = b.p.f[k];
+			for (size_t c = 0; c < cfg_function__call_count(f); c++) {
+				const struct cfg_call *C = cfg_function__call(f, c);
+				if (C->target < plo || C->target >= phi)
+					continue;
+				stubs++;
+				size_t nl = strlen(C->name);
+				ck_assert_msg(nl > 4 && !strcmp(C->name + nl - 4, "@plt"),
+					      "%s: call at %#lx to the PLT has no name", pn,
+					      (unsigned long)C->at);
+			}
+			aborts += noreturn_calls(f, 0, "abort@plt", pn);
+		}
+		ck_assert_uint_ge(stubs, 4);
+		ck_assert_uint_ge(aborts, 2);
+		/* a library's noreturn function no table names: the call ends
+		 * bare_check's code, which is all that tells */
+		ck_assert_int_ge(noreturn_calls(fn(&b, "bare_check", pn), 0, "bare_fatal@plt", pn), 1);
+		for (size_t k = 0; k < b.syms.n; k++) {
+			const struct or_sym *s = &b.syms.v[k];
+			if (strcmp(s->type, "FUNC") || !s->size)
+				continue;
+			const struct cfg_function *f = or_function_at(&b.p, s->addr);
+			const struct cfg_range *r = f ? cfg_function__range_of(f, s->addr) : NULL;
+			ck_assert_msg(r && r->start == s->addr && r->end == s->addr + s->size,
+				      "%s: %s [%#lx, %#lx) is [%#lx, %#lx)", pn, s->name,
+				      (unsigned long)s->addr, (unsigned long)(s->addr + s->size),
+				      r ? (unsigned long)r->start : 0UL, r ? (unsigned long)r->end : 0UL);
+		}
+		both_close(&b);
+		checked++;
+	}
+	ck_assert_uint_eq(checked, 2);
 }
 END_TEST
 
@@ -758,11 +901,28 @@ static uint64_t hexstr(struct json_object *o)
 	return strtoull(s, NULL, 16);
 }
 
+/* "error": null, or where and why the CFG is incomplete. */
+static void json_error_matches(struct json_object *o, const struct cfg_function *f)
+{
+	uint64_t at;
+	const char *msg;
+	enum cfg_error e = cfg_function__error(f, &at, &msg);
+	struct json_object *er = get(o, "error");
+	if (e == CFG_ERR_NONE) {
+		ck_assert_msg(er == NULL, "error not null: %s", json_object_get_string(er));
+		return;
+	}
+	ck_assert(json_object_is_type(er, json_type_object));
+	ck_assert_uint_eq(hexstr(get(er, "at")), at);
+	ck_assert_str_eq(json_object_get_string(get(er, "kind")), cfg_error_name(e));
+	ck_assert_str_eq(json_object_get_string(get(er, "msg")), msg);
+}
+
 START_TEST(json_has_the_documented_shape)
 {
 	need_corpus();
 	struct both b;
-	both_open(&b, &progs[2]);
+	both_open(&b, prog_named("gcc-O2-pie"));
 	size_t checked = 0;
 	for (size_t i = 0; i < b.p.n; i++) {
 		const struct cfg_function *f = b.p.f[i];
@@ -775,6 +935,7 @@ START_TEST(json_has_the_documented_shape)
 		ck_assert_msg(o, "invalid JSON: %.200s", txt);
 		ck_assert_uint_eq(hexstr(get(o, "entry")), cfg_function__entry(f));
 		ck_assert(json_object_is_type(get(o, "name"), json_type_string));
+		json_error_matches(o, f);
 		struct json_object *a = get(o, "ranges");
 		ck_assert_uint_eq(json_object_array_length(a), cfg_function__range_count(f));
 		for (size_t k = 0; k < json_object_array_length(a); k++) {
@@ -850,7 +1011,7 @@ START_TEST(hot_loop_attribution_and_dot_shading)
 {
 	need_corpus();
 	struct both b;
-	both_open(&b, &progs[2]);
+	both_open(&b, prog_named("gcc-O2-pie"));
 	struct cfg_function *f = NULL;
 	uint64_t entry = sym_addr(&b, "loop_nest3");
 	for (size_t i = 0; i < b.p.n; i++)
@@ -1103,8 +1264,6 @@ START_TEST(callee_analysis_is_bounded_per_build)
 }
 END_TEST
 
-/* ---------------------------------------------------------- live */
-
 static char *whole(const struct cfg_function *f)
 {
 	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_JSON };
@@ -1114,6 +1273,268 @@ static char *whole(const struct cfg_function *f)
 	cfg_function__snprint(f, s, (size_t)n + 1, &wo);
 	return s;
 }
+
+/* The function at addr, which must build whole. */
+static struct cfg_function *build_at(struct cfg_reader *r, uint64_t addr)
+{
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, addr, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	return f;
+}
+
+static const struct cfg_call *only_call(const struct cfg_function *f)
+{
+	ck_assert_uint_eq(cfg_function__call_count(f), 1);
+	return cfg_function__call(f, 0);
+}
+
+/* Noreturn is a fixpoint over the call graph, not a recursion that takes
+ * the function being analysed as returning:
+ *   T: call P; ret              P: if (edi) { edi--; call Q }; ret
+ *   Q: call P; ret              (P returns whatever Q does: so do Q, T)
+ *   A: if (edi) { edi--; call B; ret }; ud2
+ *   B: call A; ret              C: call A; ret   (none of A, B, C returns)
+ *   R: if (edi) { edi--; call R }; ret   (returns, and so does its call) */
+START_TEST(noreturn_is_a_fixpoint_over_recursion)
+{
+	uint8_t code[0x80];
+	memset(code, 0xcc, sizeof(code));
+	static const struct {
+		uint8_t at;
+		uint8_t bytes[16];
+		uint8_t n;
+	} parts[] = {
+		{ 0x00, { 0xe8, 0x0b, 0, 0, 0, 0xc3 }, 6 },
+		{ 0x10, { 0x85, 0xff, 0x74, 0x07, 0xff, 0xcf, 0xe8, 0x05, 0, 0, 0, 0xc3 }, 12 },
+		{ 0x20, { 0xe8, 0xeb, 0xff, 0xff, 0xff, 0xc3 }, 6 },
+		{ 0x40, { 0x85, 0xff, 0x74, 0x08, 0xff, 0xcf, 0xe8, 0x05, 0, 0, 0, 0xc3, 0x0f, 0x0b }, 14 },
+		{ 0x50, { 0xe8, 0xeb, 0xff, 0xff, 0xff, 0xc3 }, 6 },
+		{ 0x60, { 0xe8, 0xdb, 0xff, 0xff, 0xff, 0xc3 }, 6 },
+		{ 0x70, { 0x85, 0xff, 0x74, 0x07, 0xff, 0xcf, 0xe8, 0xf5, 0xff, 0xff, 0xff, 0xc3 }, 12 },
+	};
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		memcpy(code + parts[i].at, parts[i].bytes, parts[i].n);
+	const uint64_t B0 = 0x80000;
+	struct buf b = { code, sizeof(code), B0 };
+
+	/* T first: P is analysed under the assumption that it does not
+	 * return, which Q used; P returns, so Q is analysed again */
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f = build_at(r, B0);
+	ck_assert(!cfg_function__noreturn(f));
+	ck_assert(!only_call(f)->noreturn);
+	ck_assert(block_has_kind(f, B0, CFG_EDGE_CALL_RETURN));
+	cfg_function__free(f);
+	f = build_at(r, B0 + 0x20);
+	ck_assert_msg(!cfg_function__noreturn(f), "Q kept an answer resting on a wrong assumption");
+	ck_assert(!only_call(f)->noreturn);
+	cfg_function__free(f);
+	f = build_at(r, B0 + 0x10);
+	ck_assert(!cfg_function__noreturn(f));
+	ck_assert(!only_call(f)->noreturn);
+	ck_assert(block_has_kind(f, B0 + 0x16, CFG_EDGE_CALL_RETURN));
+	cfg_function__free(f);
+
+	/* A, B, C in every order, each from a fresh reader */
+	static const uint64_t order[][3] = { { 0x40, 0x50, 0x60 }, { 0x50, 0x40, 0x60 },
+					     { 0x60, 0x50, 0x40 } };
+	for (size_t o = 0; o < 3; o++) {
+		cfg_reader__free(r);
+		r = buf_reader(&b);
+		for (int k = 0; k < 3; k++) {
+			f = build_at(r, B0 + order[o][k]);
+			ck_assert_msg(cfg_function__noreturn(f), "%#lx returns (order %zu)",
+				      (unsigned long)(B0 + order[o][k]), o);
+			ck_assert(only_call(f)->noreturn);
+			ck_assert(!block_has_kind(f, only_call(f)->at, CFG_EDGE_CALL_RETURN));
+			cfg_function__free(f);
+		}
+	}
+
+	/* direct recursion that returns: built again once the assumption
+	 * fails, so the recursive call keeps its return edge */
+	cfg_reader__free(r);
+	r = buf_reader(&b);
+	f = build_at(r, B0 + 0x70);
+	ck_assert(!cfg_function__noreturn(f));
+	ck_assert(!only_call(f)->noreturn);
+	ck_assert(block_has_kind(f, B0 + 0x76, CFG_EDGE_CALL_RETURN));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+static int name_error_at_0x20(void *arg, uint64_t addr, char *name, size_t size,
+			      uint64_t *start)
+{
+	const struct buf *b = arg;
+	if (addr < b->base + 0x20 || addr >= b->base + 0x30)
+		return -ENOENT;
+	snprintf(name, size, "error");
+	*start = b->base + 0x20;
+	return 0;
+}
+
+/* A program's own function named error (zlib's minigzip: error(msg)
+ * prints and exits) is not glibc's error(status, ...), which returns when
+ * status is 0: it is analysed, and the call to it does not return. */
+START_TEST(a_local_function_named_error_is_analysed)
+{
+	uint8_t code[0x30];
+	memset(code, 0xcc, sizeof(code));
+	static const uint8_t caller[] = {
+		0x85, 0xf6, 0x74, 0x0c,				/* 00 test esi, esi; je 0x10 */
+		0x48, 0x8d, 0x3d, 0xf5, 0xff, 0xff, 0xff,	/* 04 lea rdi, [rip-11] */
+		0xe8, 0x10, 0, 0, 0,				/* 0b call error (0x20) */
+		0xc3,						/* 10 ret */
+	};
+	static const uint8_t error[] = {
+		0xbf, 1, 0, 0, 0, 0xb8, 60, 0, 0, 0, 0x0f, 0x05,	/* exit(1) */
+		0xc3,
+	};
+	memcpy(code, caller, sizeof(caller));
+	memcpy(code + 0x20, error, sizeof(error));
+	struct buf b = { code, sizeof(code), 0xb0000 };
+	struct cfg_reader *r = buf_reader(&b);
+	cfg_reader__set_symbolizer(r, name_error_at_0x20, NULL, &b);
+	struct cfg_function *f = build_at(r, 0xb0000);
+	const struct cfg_call *C = only_call(f);
+	ck_assert_str_eq(C->name, "error");
+	ck_assert(C->noreturn);
+	ck_assert(!block_has_kind(f, C->at, CFG_EDGE_CALL_RETURN));
+	ck_assert(!cfg_function__noreturn(f));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* xbegin: a transaction that aborts resumes at its target, a branch
+ * Zydis files with no successor; xabort outside a transaction falls
+ * through (glibc's lock elision). And code after a trap (hlt; jmp back to
+ * it, glibc's check_one_fd) is the function's. */
+START_TEST(transactions_and_traps)
+{
+	static const uint8_t code[] = {
+		0xc7, 0xf8, 0x05, 0, 0, 0,	/* 00 xbegin 0x0b */
+		0xc6, 0xf8, 0xff,		/* 06 xabort 0xff */
+		0xeb, 0x03,			/* 09 jmp 0x0e */
+		0x83, 0xf8, 0xff,		/* 0b cmp eax, -1 (the abort path) */
+		0x85, 0xff,			/* 0e test edi, edi */
+		0x74, 0x01,			/* 10 je 0x13 */
+		0xc3,				/* 12 ret */
+		0xf4,				/* 13 hlt */
+		0xeb, 0xfd,			/* 14 jmp 0x13: dead, but the function's */
+	};
+	struct buf b = { code, sizeof(code), 0xc0000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f = build_at(r, 0xc0000);
+	ck_assert(block_has_kind(f, 0xc0000, CFG_EDGE_TAKEN));
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc000b), 0);	/* the abort path */
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc0006), 0);
+	ck_assert_int_ge(cfg_function__block_at(f, 0xc0009), 0);	/* after xabort */
+	ck_assert_uint_eq(cfg_function__call_count(f), 0);
+	ck_assert_uint_eq(cfg_function__range_count(f), 1);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0xc0000 + sizeof(code));
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* jmp through a register: a tail call once the frame is torn down; with
+ * the frame live, an unresolved jump that leaves the CFG incomplete there
+ * (said in the JSON and the dot too), not a tail call. */
+START_TEST(indirect_jump_with_live_frame_is_not_a_tail_call)
+{
+	static const uint8_t code[] = {
+		0x53, 0x48, 0x89, 0xf8, 0xff, 0xe0,		/* 00 push rbx; mov rax, rdi; jmp rax */
+		0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+		0x53, 0x5b, 0x48, 0x89, 0xf8, 0xff, 0xe0,	/* 10 push; pop; mov; jmp rax */
+	};
+	struct buf b = { code, sizeof(code), 0x90000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	uint64_t at;
+	const char *msg;
+	ck_assert_int_eq(cfg_function__build(r, 0x90000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, &at, &msg), CFG_ERR_UNRESOLVED);
+	ck_assert_uint_eq(at, 0x90004);
+	ck_assert_ptr_nonnull(strstr(msg, "0x90004"));
+	ck_assert_uint_eq(cfg_function__call_count(f), 0);
+	ck_assert_uint_eq(cfg_function__unresolved_count(f), 1);
+	ck_assert(!cfg_function__noreturn(f));
+	for (size_t e = 0; e < cfg_function__edge_count(f); e++)
+		ck_assert_int_ne(cfg_function__edge(f, e)->kind, CFG_EDGE_TAIL_CALL);
+	ck_assert_uint_eq(cfg_function__range(f, 0)->end, 0x90006);
+
+	char *txt = whole(f);
+	struct json_object *o = json_tokener_parse(txt);
+	ck_assert_msg(o, "invalid JSON: %s", txt);
+	json_error_matches(o, f);
+	ck_assert_str_eq(json_object_get_string(get(get(o, "error"), "at")), "0x90004");
+	json_object_put(o);
+	free(txt);
+	char dot[8192];
+	struct cfg_write_opts wo = { .sz = sizeof(wo), .format = CFG_FORMAT_DOT };
+	ck_assert_int_gt(cfg_function__snprint(f, dot, sizeof(dot), &wo), 0);
+	ck_assert_ptr_nonnull(strstr(dot, "incomplete: unresolved indirect jump at 0x90004"));
+	ck_assert_ptr_nonnull(strstr(dot, "b0 -> error"));
+	cfg_function__free(f);
+
+	ck_assert_int_eq(cfg_function__build(r, 0x90010, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	const struct cfg_call *C = only_call(f);
+	ck_assert(C->tail && C->indirect && !C->noreturn && C->target == 0);
+	ck_assert_uint_eq(C->at, 0x90015);
+	txt = whole(f);
+	o = json_tokener_parse(txt);
+	json_error_matches(o, f);
+	json_object_put(o);
+	free(txt);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* More blocks than max_blocks: the first ones kept, an error at the first
+ * one left out, and the exports still whole (edges to dropped blocks
+ * left out). 100 x "je +0" (a block each), then ret. */
+START_TEST(block_limit_is_an_error_not_a_crash)
+{
+	uint8_t code[201];
+	for (int i = 0; i < 100; i++)
+		code[2 * i] = 0x74, code[2 * i + 1] = 0x00;
+	code[200] = 0xc3;
+	struct buf b = { code, sizeof(code), 0xa0000 };
+	struct cfg_reader *r = buf_reader(&b);
+	struct cfg_function *f;
+	ck_assert_int_eq(cfg_function__build(r, 0xa0000, NULL, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, NULL, NULL), CFG_ERR_NONE);
+	ck_assert_uint_eq(cfg_function__block_count(f), 101);
+	cfg_function__free(f);
+
+	struct cfg_build_opts o = { .sz = sizeof(o), .max_blocks = 10 };
+	uint64_t at;
+	const char *msg;
+	ck_assert_int_eq(cfg_function__build(r, 0xa0000, &o, &f), 0);
+	ck_assert_int_eq(cfg_function__error(f, &at, &msg), CFG_ERR_LIMIT);
+	ck_assert_uint_eq(at, 0xa0000 + 2 * 10);
+	ck_assert_ptr_nonnull(strstr(msg, "more than 10 blocks"));
+	ck_assert_uint_eq(cfg_function__block_count(f), 10);
+	for (size_t e = 0; e < cfg_function__edge_count(f); e++)
+		ck_assert_int_lt(cfg_function__edge(f, e)->to, 10);
+	char *txt = whole(f);
+	struct json_object *j = json_tokener_parse(txt);
+	ck_assert_msg(j, "invalid JSON: %s", txt);
+	json_error_matches(j, f);
+	json_object_put(j);
+	free(txt);
+	cfg_function__free(f);
+	cfg_reader__free(r);
+}
+END_TEST
+
+/* ---------------------------------------------------------- live */
 
 /* The same stripped program, running: its code read from its memory gives
  * exactly the CFGs its file gives (loaded at the same address), and it
@@ -1231,6 +1652,9 @@ int main(void)
 	tcase_add_test(tc, calls_that_do_not_return);
 	tcase_add_test(tc, tail_calls_leave_the_function);
 	tcase_add_test(tc, cold_parts_are_ranges_of_their_function);
+	tcase_add_test(tc, loop_back_edges_and_exits_of_known_loops);
+	tcase_add_test(tc, plt_names_without_exported_symbols);
+	tcase_add_test(tc, landing_pads_are_in_their_function);
 	tcase_add_test(tc, json_has_the_documented_shape);
 	tcase_add_test(tc, hot_loop_attribution_and_dot_shading);
 	suite_add_tcase(s, tc);
@@ -1242,6 +1666,11 @@ int main(void)
 	tcase_add_test(unit, jump_table_guard_with_moves_before_the_branch);
 	tcase_add_test(unit, code_arithmetic_does_not_overflow);
 	tcase_add_test(unit, callee_analysis_is_bounded_per_build);
+	tcase_add_test(unit, noreturn_is_a_fixpoint_over_recursion);
+	tcase_add_test(unit, a_local_function_named_error_is_analysed);
+	tcase_add_test(unit, transactions_and_traps);
+	tcase_add_test(unit, indirect_jump_with_live_frame_is_not_a_tail_call);
+	tcase_add_test(unit, block_limit_is_an_error_not_a_crash);
 	suite_add_tcase(s, unit);
 
 	TCase *live = tcase_create("live");

@@ -253,41 +253,21 @@ int or_clang_loops(const char *s_path, const char *file, struct or_loop_header *
 int or_program_build(const char *path, struct or_program *p)
 {
 	memset(p, 0, sizeof(*p));
-	if (cfg_reader__open_elf(path, 0, NULL, &p->r) < 0)
+	struct cfg_reader *r;
+	if (cfg_reader__open_elf(path, 0, NULL, &r) < 0)
 		return -1;
-	uint64_t *starts;
-	size_t n;
 	/* a non-PIE executable starts at 0x400000, a PIE at 0 */
-	if (cfg_reader__function_starts(p->r, 0x401000, &starts, &n) < 0 &&
-	    cfg_reader__function_starts(p->r, 0x1000, &starts, &n) < 0)
+	uint64_t *starts, in = 0x401000;
+	size_t n;
+	if (cfg_reader__function_starts(r, in, &starts, &n) < 0)
+		in = 0x1000;
+	else
+		free(starts);
+	if (or_program_build_at(r, in, 0, UINT64_MAX, p) < 0) {
+		cfg_reader__free(r);
+		p->r = NULL;
 		return -1;
-	/* and every function those call or jump to, transitively */
-	size_t cap = n + 16;
-	starts = realloc(starts, cap * sizeof(*starts));
-	p->f = calloc(cap, sizeof(*p->f));
-	for (size_t i = 0; i < n; i++) {
-		struct cfg_function *f;
-		if (cfg_function__build(p->r, starts[i], NULL, &f) < 0)
-			continue;
-		p->f[p->n++] = f;
-		for (size_t c = 0; c < cfg_function__call_count(f); c++) {
-			uint64_t t = cfg_function__call(f, c)->target;
-			const char *nm = cfg_function__call(f, c)->name;
-			bool seen = !t || strstr(nm, "@plt");
-			for (size_t k = 0; k < n && !seen; k++)
-				seen = starts[k] == t;
-			uint8_t b;
-			if (seen || cfg_reader__read(p->r, t, &b, 1) != 1)
-				continue;
-			if (n == cap) {
-				cap *= 2;
-				starts = realloc(starts, cap * sizeof(*starts));
-				p->f = realloc(p->f, cap * sizeof(*p->f));
-			}
-			starts[n++] = t;
-		}
 	}
-	free(starts);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct or_sym {
 	uint64_t addr, size;
@@ -66,8 +67,49 @@ struct or_program {
 	size_t n;
 };
 int or_program_build(const char *path, struct or_program *p);
+/* The same over any reader (a live process): the functions of the module
+ * holding in_module, and those they call or jump to within [lo, hi). p
+ * takes r (or_program_free frees it). */
+int or_program_build_at(struct cfg_reader *r, uint64_t in_module, uint64_t lo, uint64_t hi,
+			struct or_program *p);
 void or_program_free(struct or_program *p);
 /* The function whose ranges cover addr. */
 const struct cfg_function *or_function_at(const struct or_program *p, uint64_t addr);
+
+/* ------------------------------------------- the checks (oracle_check.c)
+ * Addresses of p are the oracle's link-time ones plus bias. Each mismatch
+ * is a line on log (if not NULL) after prefix. */
+
+/* Function bounds: FUNC symbols with a size against p's ranges (ranges
+ * starting at a sizeless FUNC symbol left out: no truth for them). */
+struct or_bounds {
+	size_t exact, wrong, missed, truth;
+};
+void or_check_bounds(const struct or_syms *syms, const struct or_program *p, uint64_t bias,
+		     FILE *log, const char *prefix, struct or_bounds *out);
+double or_f1(size_t exact, size_t wrong, size_t missed);
+
+/* Jump-table slots of .rela.rodata (kept by -Wl,--emit-relocs) that lead
+ * into .text: each must be an entry of a table found, with the same
+ * target. Relative entries need the table's label (-Wa,-L); without one
+ * only the slot's place is checked (unchecked counts those). */
+struct or_tables {
+	size_t relocs, slots, found, unchecked, extra, tables;
+	bool emit_relocs;	/* linked with --emit-relocs */
+};
+int or_check_tables(const char *unstripped, const struct or_syms *syms,
+		    const struct or_program *p, uint64_t bias, FILE *log, const char *prefix,
+		    struct or_tables *out);
+
+/* Every jump callgrind observed in object obj must be an edge of the CFG
+ * (or, from a call= line, a call or a tail call out). on_edge (optional)
+ * is told each observed edge found in a block. */
+typedef void (*or_edge_fn)(void *arg, const struct cfg_function *f, size_t blk, uint64_t to);
+struct or_edges {
+	size_t observed, missing;
+};
+int or_check_edges(const char *callgrind_out, const char *obj, const struct or_program *p,
+		   uint64_t bias, FILE *log, const char *prefix, or_edge_fn on_edge, void *arg,
+		   struct or_edges *out);
 
 #endif

@@ -13,5 +13,6 @@ long irreducible_run(int n);
 long noreturn_run(int n);
 long tailcalls_run(int n);
 long cold_run(int n);
+long cleanup_run(int n);
 
 #endif

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 			sigsuspend(&old);
 	}
 	long s = switches_run(n) + loops_run(n) + irreducible_run(n) + noreturn_run(n) +
-		 tailcalls_run(n) + cold_run(n);
+		 tailcalls_run(n) + cold_run(n) + cleanup_run(n);
 	printf("checksum %ld\n", s);
 	return 0;
 }

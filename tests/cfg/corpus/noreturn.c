@@ -1,7 +1,8 @@
 /* Calls that do not return: by name (exit, abort, __assert_fail, error,
  * __stack_chk_fail), through a function that only exits (found by
- * analysis: no attribute tells the caller), and by the exit_group system
- * call. No fallthrough must follow them. */
+ * analysis: no attribute tells the caller), by the exit and exit_group
+ * system calls, and through two mutually recursive functions that each
+ * exit or call the other. No fallthrough must follow them. */
 #include "corpus.h"
 
 #include <assert.h>
@@ -24,12 +25,42 @@ NOINLINE void die_by_syscall(int code)
 		__asm__ volatile("syscall" : : "a"(231), "D"(code) : "rcx", "r11", "memory");
 }
 
+/* exit, not exit_group: the thread alone ends, and it does not return */
+NOINLINE void die_by_exit(int code)
+{
+	for (;;)
+		__asm__ volatile("syscall" : : "a"(60), "D"(code) : "rcx", "r11", "memory");
+}
+
+/* Neither returns, yet each has a path to the other: a fixpoint over the
+ * call graph that takes the one being analysed as returning says both
+ * return. */
+NOINLINE void spin_odd(int n);
+
+NOINLINE void spin_even(int n)
+{
+	if (n <= 0)
+		die_quietly(6);
+	spin_odd(n - 1);
+}
+
+NOINLINE void spin_odd(int n)
+{
+	if (n <= 0)
+		die_by_exit(7);
+	spin_even(n - 1);
+}
+
 NOINLINE int check_or_die(int x)
 {
 	if (x < 0)
 		die_quietly(3);
 	if (x > 1000000)
 		die_by_syscall(4);
+	if (x == 999999)
+		spin_even(x);
+	if (x == 999998)
+		die_by_exit(5);
 	return x * 2;
 }
 

@@ -35,6 +35,43 @@ NOINLINE int sw_offset(int x)
 	return corpus_sink & 0xff;
 }
 
+/* cases below zero (error codes): gcc bounds the table from below,
+ * cmp x, -6; jb default, and indexes with x + 6 in 32 bits */
+NOINLINE int sw_negative(int x)
+{
+	switch (x) {
+	case -6: return corpus_sink + 61;
+	case -5: return corpus_sink * 53;
+	case -4: corpus_sink++; return 47;
+	case -3: return corpus_sink - 43;
+	case -2: return corpus_sink ^ 41;
+	case -1: corpus_sink--; return 37;
+	default: return 0;
+	}
+}
+
+NOINLINE int sw_pick(int x)
+{
+	return (x * 7 + corpus_sink) % 9;
+}
+
+/* on a callee's result: the index is rax as the call left it (glibc's
+ * iconv switches on __gconv's) */
+NOINLINE int sw_result(int x)
+{
+	switch (sw_pick(x)) {
+	case 0: return corpus_sink + 5;
+	case 1: return corpus_sink * 3;
+	case 2: corpus_sink++; return 8;
+	case 3: return corpus_sink - 13;
+	case 4: return corpus_sink ^ 17;
+	case 5: return corpus_sink + 19;
+	case 6: corpus_sink--; return 23;
+	case 7: return corpus_sink * 29;
+	default: return -2;
+	}
+}
+
 NOINLINE int sw_sparse(int x)
 {
 	switch (x) {
@@ -89,6 +126,8 @@ long switches_run(int n)
 		s += sw_dense(i % 10);
 		s += sw_offset(i % 23);
 		s += sw_sparse(i % 3 == 0 ? 100 : i % 3 == 1 ? 10000 : i);
+		s += sw_negative(i % 8 - 7);
+		s += sw_result(i);
 		s += sw_char(words[i % 5]);
 		s = sw_fallthrough((unsigned)i, s);
 	}
