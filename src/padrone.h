@@ -117,8 +117,13 @@ enum padrone_why padrone_session__why(const struct padrone_session *s);
 const char *padrone_session__errmsg(const struct padrone_session *s);
 int padrone_session__exit_status(const struct padrone_session *s);
 
-/* Make a running padrone_session__profile stop early and keep what it has.
- * Async-signal-safe: call it from a signal handler or another thread. */
+/* Make a running padrone_session__profile stop early and keep what it has
+ * (from the moment the call begins, also while the sampler is being set
+ * up; an interrupt while no profile call runs is forgotten). s NULL does
+ * nothing. Async-signal-safe: call it from a signal handler or another
+ * thread. The session must stay allocated meanwhile: a handler that may
+ * run while the program frees it needs its own guard (padrone's
+ * padrone_ctl_interrupt is one). */
 void padrone_session__interrupt(struct padrone_session *s);
 
 /* -------------------------------------------------------------- threads */

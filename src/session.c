@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,10 @@ struct padrone_session {
 	size_t nsamples;
 	int event_fd;			/* the target exited or exec'd */
 	int interrupt_fd;		/* padrone_session__interrupt */
-	volatile sig_atomic_t profiling;
+	/* Signal handlers and other threads read these: atomics (lock-free on
+	 * x86-64, so async-signal-safe), not volatile sig_atomic_t. */
+	atomic_bool profiling;		/* inside padrone_session__profile */
+	atomic_bool leaving;		/* padrone_session_leave: end every profile */
 	struct prof_frame raw[MAX_FRAMES];
 	struct padrone_frame frames[MAX_FRAMES];
 	enum padrone_why why;
@@ -284,13 +288,30 @@ enum padrone_why padrone_session__target_state(const struct padrone_session *s)
 
 int padrone_session__event_fd(const struct padrone_session *s) { return s->t ? s->event_fd : -1; }
 
-void padrone_session__interrupt(struct padrone_session *s)
+/* Only atomics and write(2) on an eventfd: async-signal-safe. */
+static void wake_profile(struct padrone_session *s)
 {
 	uint64_t one = 1;
 
-	if (s->profiling && write(s->interrupt_fd, &one, sizeof(one)) < 0) {
+	if (write(s->interrupt_fd, &one, sizeof(one)) < 0) {
 		/* async-signal context: nothing to report to */
 	}
+}
+
+void padrone_session__interrupt(struct padrone_session *s)
+{
+	if (s && atomic_load(&s->profiling))
+		wake_profile(s);
+}
+
+void padrone_session_leave(struct padrone_session *s)
+{
+	if (!s)
+		return;
+	/* Either this sees the profile's flag, or the profile (which sets its
+	 * flag before looking) sees ours: sequentially consistent, no gap. */
+	atomic_store(&s->leaving, true);
+	padrone_session__interrupt(s);
 }
 
 static int need_target(struct padrone_session *s)
@@ -510,16 +531,30 @@ static void drain(int fd)
 		;
 }
 
+/* From here to profile_end an interrupt ends the profile: also one that
+ * comes while the sampler is being set up (loading the BPF program takes a
+ * while), which the wait then sees at once. Older ones are dropped. */
+static void profile_begin(struct padrone_session *s)
+{
+	drain(s->interrupt_fd);
+	atomic_store(&s->profiling, true);
+	if (atomic_load(&s->leaving))
+		wake_profile(s);
+}
+
+static void profile_end(struct padrone_session *s)
+{
+	atomic_store(&s->profiling, false);
+	drain(s->interrupt_fd);
+}
+
 static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, double seconds)
 {
 	int r = prof_sampler__start(smp);
 
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
-	s->profiling = 1;
 	wait_profile(s, seconds);
-	s->profiling = 0;
-	drain(s->interrupt_fd);
 	r = prof_sampler__stop(smp);
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
@@ -571,11 +606,15 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		.backend = o.backend == PADRONE_BACKEND_BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING,
 		.force = o.force,
 	};
+	profile_begin(s);
 	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
-	if (r < 0)
+	if (r < 0) {
+		profile_end(s);
 		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
 			    err.msg);
+	}
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	profile_end(s);
 	/* gone during the profile: its code can no longer be named */
 	if (r == 0)
 		r = need_target(s);

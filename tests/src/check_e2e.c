@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json.h>
+#include <limits.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char rundir[64];
@@ -322,6 +324,134 @@ START_TEST(ctrl_c_ends_a_profile_early_and_padrone_detaches)
 	tu_kill(&c);
 	assert_untraced(p.pid);
 	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+/* Does pid, running program `comm` (exec'd: before, it is a copy of the
+ * test with the test's handlers), catch signal sig yet? */
+static bool catches(pid_t pid, const char *comm, int sig)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+	bool its = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Name:\t", 6) == 0)
+			its = strncmp(line + 6, comm, strlen(comm)) == 0 &&
+			      line[6 + strlen(comm)] == '\n';
+		if (sscanf(line, "SigCgt: %llx", &mask) == 1)
+			break;
+	}
+	fclose(f);
+	return its && (mask & (1ull << (sig - 1)));
+}
+
+/* Milliseconds since t0. */
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* argv (padroned or padrone asked for a 60 s profile of pid) gets sig the
+ * moment its handler is in place: while it attaches, or just after. Either
+ * way it stops at once. Before the profile began: only `before` on stderr,
+ * status 1. Once it had begun: the report of what it sampled, then
+ * `during` (if not NULL), status 0. Returns whether it was before.
+ * delay_ms: wait that much more before the signal. */
+static bool signalled_at_start(char *const argv[], int sig, const char *before,
+			       const char *during, int delay_ms)
+{
+	struct tu_proc c;
+	char line[512];
+	struct timespec t0;
+
+	const char *comm = strrchr(argv[0], '/') + 1;
+	ck_assert_int_eq(tu_spawn(&c, argv, true), 0);
+	for (int i = 0; i < 200000 && !catches(c.pid, comm, sig); i++)
+		;
+	ck_assert_msg(catches(c.pid, comm, sig), "%s never caught signal %d", comm, sig);
+	usleep((useconds_t)delay_ms * 1000);
+	kill(c.pid, sig);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int n;
+	do	/* where BPF cannot load, a note comes first */
+		n = tu_read_line(&c, line, sizeof(line), 15000);
+	while (n > 0 && strstr(line, ": note: "));
+	ck_assert_int_gt(n, 0);
+	bool early = strcmp(line, before) == 0;
+	if (!early) {
+		ck_assert_msg(strncmp(line, "# pid ", 6) == 0, "%s said: %s", argv[0], line);
+		while ((n = tu_read_line(&c, line, sizeof(line), 15000)) >= 0 &&
+		       (line[0] == '#' || strncmp(line, "  ", 2) == 0))
+			;	/* the rest of the report */
+		if (during) {
+			ck_assert_int_ge(n, 0);
+			ck_assert_str_eq(line, during);
+			n = tu_read_line(&c, line, sizeof(line), 15000);
+		}
+	} else {
+		n = tu_read_line(&c, line, sizeof(line), 15000);
+	}
+	ck_assert_msg(n == -EPIPE, "%s said more: %s", argv[0], n >= 0 ? line : "");
+	int st = tu_wait(&c, 15000);
+	/* a few hundred ms to symbolize and detach; 60 s if the signal had
+	 * been lost */
+	double took = ms_since(&t0);
+	ck_assert_msg(took < 10000, "%s took %.0f ms to leave", argv[0], took);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == (early ? 1 : 0),
+		      "%s ended with 0x%x (%s)", argv[0], st, early ? "before" : "during");
+	tu_kill(&c);
+	return early;
+}
+
+START_TEST(a_signal_while_attaching_ends_a_one_shot_profile_at_once)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	char arg[16], before[160], during[160];
+	int early = 0;
+
+	char padroned[PATH_MAX], padrone[PATH_MAX];	/* tu_path's buffers rotate */
+
+	snprintf(padroned, sizeof(padroned), "%s", PADRONED);
+	snprintf(padrone, sizeof(padrone), "%s", PADRONE);
+	start_hotloop(&p, &hot);
+	snprintf(arg, sizeof(arg), "%d", p.pid);
+	/* padroned (SIGTERM); the bpf backend has the longest set-up */
+	char *d_argv[] = { padroned, "--pid", arg, "--profile", "60", "--backend", NULL, NULL };
+	snprintf(before, sizeof(before), "padroned: Terminated before the profile began: "
+		 "detaching from process %d", p.pid);
+	snprintf(during, sizeof(during), "padroned: Terminated: detaching from process %d", p.pid);
+	for (int i = 0; i < 6; i++) {
+		d_argv[6] = i % 2 ? "bpf" : "ring";
+		early += signalled_at_start(d_argv, SIGTERM, before, during, 0);
+		assert_untraced(p.pid);
+		assert_ticks_right(&p, 1);
+	}
+	/* A second in, the profile runs: it ends, its report is printed. */
+	d_argv[6] = "ring";
+	ck_assert(!signalled_at_start(d_argv, SIGTERM, before, during, 1000));
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 1);
+	/* padrone's one-shot command (SIGINT: ^C in a shell) */
+	char *c_argv[] = { padrone, "-p", arg, "profile", "60", NULL };
+	snprintf(before, sizeof(before), "padrone: Interrupt: leaving process %d before the "
+		 "rest of the commands", p.pid);
+	for (int i = 0; i < 4; i++) {
+		early += signalled_at_start(c_argv, SIGINT, before, NULL, 0);
+		assert_untraced(p.pid);
+		assert_ticks_right(&p, 1);
+	}
+	/* The signal comes within microseconds of the handler, attaching takes
+	 * milliseconds: mostly before. */
+	ck_assert_msg(early > 0, "the signal never came before the profile began");
 	tu_kill(&p);
 }
 END_TEST
@@ -701,6 +831,7 @@ int main(void)
 	tcase_add_test(tc, padrone_detach_ends_padroned);
 	tcase_add_test(tc, padroned_ends_when_its_process_does);
 	tcase_add_test(tc, ctrl_c_ends_a_profile_early_and_padrone_detaches);
+	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
 	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
 	tcase_add_test(tc, the_example_client_finds_the_hot_function);

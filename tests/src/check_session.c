@@ -124,6 +124,29 @@ START_TEST(an_interrupt_ends_a_profile_early_keeping_its_samples)
 }
 END_TEST
 
+/* padrone_session_leave (padroned's SIGTERM): unlike an interrupt, it holds
+ * for the profile that begins after it, and every later one. */
+START_TEST(leaving_ends_every_later_profile_at_once)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 30 };
+
+	padrone_session__interrupt(NULL);	/* nothing to do, no crash */
+	padrone_session_leave(NULL);
+	padrone_session_leave(s);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(padrone_session__profile(s, &o), 0);
+		const struct padrone_report *r = padrone_session__report(s);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_msg(padrone_report__duration_s(r) < 5, "%.3f s",
+			      padrone_report__duration_s(r));
+	}
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(the_event_fd_says_when_the_process_exits)
 {
 	struct tu_proc p;
@@ -242,6 +265,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, failures_have_a_reason_a_message_and_a_status);
 	tcase_add_test(tc, an_interrupt_ends_a_profile_early_keeping_its_samples);
+	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);
 	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
 	tcase_add_test(tc, threads_and_the_bpf_backend);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
