@@ -765,6 +765,80 @@ START_TEST(permission_denied)
 }
 END_TEST
 
+#define AS_NOBODY "setpriv --reuid=65534 --regid=65534 --clear-groups "
+
+/* hotloop run as nobody, with extra setpriv options; waits for a tick. */
+static void start_nobody_hotloop(struct tu_proc *p, const char *caps)
+{
+	char cmd[PATH_MAX + 256], line[256];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+	snprintf(cmd, sizeof(cmd), "exec %s%s %s", AS_NOBODY, caps, HOTLOOP);
+	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(p, "tick ", line, sizeof(line), 10000), 0);
+}
+
+/* The security modules padrone names when the kernel refuses for a reason
+ * it cannot see. */
+static void lsm_words(char *buf, size_t size)
+{
+	int st;
+	char *lsm = run(&st, "cat /sys/kernel/security/lsm 2>/dev/null");
+	lsm[strcspn(lsm, "\n")] = '\0';
+	if (*lsm)
+		snprintf(buf, size, " (active: %s)", lsm);
+	else
+		snprintf(buf, size, " (SELinux, AppArmor, Yama...)");
+	free(lsm);
+}
+
+START_TEST(permission_denied_across_user_namespaces)
+{
+	struct tu_proc p;
+	char want[1024], lsm[256];
+	int st;
+
+	if (geteuid() != 0)
+		return;
+	free(run(&st, "unshare --user --map-root-user true 2>&1"));
+	if (st != 0)
+		return;	/* no user namespaces here: nothing to test */
+	/* Root in a user namespace of its own has CAP_SYS_PTRACE there, not
+	 * over a process of the initial namespace: the kernel refuses it what
+	 * uids and capabilities seem to allow. Refused on reading
+	 * /proc/PID/exe, the first thing that needs that access. */
+	start_nobody_hotloop(&p, "");
+	lsm_words(lsm, sizeof(lsm));
+	snprintf(want, sizeof(want), "permission denied: the kernel refused padrone access to "
+		 "process %d (hotloop) although uids and capabilities allow it; padrone runs in a "
+		 "user namespace of its own that the process is not in, where its capabilities may "
+		 "not count, or a security module forbids it%s", p.pid, lsm);
+	assert_refused(p.pid, want, 7, "unshare --user --map-root-user ");
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(permission_denied_by_the_process_s_capabilities)
+{
+	struct tu_proc p;
+	char want[512];
+
+	if (geteuid() != 0)
+		return;
+	/* Same uid, but the process holds capabilities padrone has not. */
+	start_nobody_hotloop(&p, "--inh-caps=+net_raw --ambient-caps=+net_raw");
+	snprintf(want, sizeof(want), "permission denied: process %d (hotloop) holds capabilities "
+		 "padrone lacks (cap_net_raw) and padrone runs without CAP_SYS_PTRACE; a process "
+		 "may trace only processes whose capabilities it has: run padrone as root", p.pid);
+	assert_refused(p.pid, want, 7, AS_NOBODY);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(bad_command_lines_give_usage_errors)
 {
 	static const struct { const char *args, *err; } cases[] = {
@@ -842,6 +916,8 @@ int main(void)
 	tcase_add_test(tc, a_kernel_thread);
 	tcase_add_test(tc, an_already_traced_process);
 	tcase_add_test(tc, permission_denied);
+	tcase_add_test(tc, permission_denied_across_user_namespaces);
+	tcase_add_test(tc, permission_denied_by_the_process_s_capabilities);
 	tcase_add_test(tc, bad_command_lines_give_usage_errors);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
