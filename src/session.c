@@ -322,10 +322,25 @@ static int need_target(struct padrone_session *s)
 	if (st == ATTACH_TARGET_EXITED)
 		return fail(s, PADRONE_TARGET_EXITED, -ESRCH, "process %d has exited",
 			    (int)attach_target__pid(s->t));
-	if (st == ATTACH_TARGET_EXECED)
+	/* Facts only: what to do next differs (padroned and one-shot padrone
+	 * have let go already; at the prompt it takes detach, then attach). */
+	if (st == ATTACH_TARGET_EXECED) {
+		char comm[32] = "", path[64];
+		pid_t pid = attach_target__pid(s->t);
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			fclose(f);
+		}
+		comm[strcspn(comm, "\n")] = '\0';
+		if (*comm)
+			return fail(s, PADRONE_TARGET_EXECED, -ECHILD,
+				    "process %d has exec'd another program (now %s)", (int)pid, comm);
 		return fail(s, PADRONE_TARGET_EXECED, -ECHILD,
-			    "process %d has exec'd another program: detach and attach again",
-			    (int)attach_target__pid(s->t));
+			    "process %d has exec'd another program", (int)pid);
+	}
 	return 0;
 }
 
