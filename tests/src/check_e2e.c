@@ -455,6 +455,70 @@ START_TEST(a_signal_while_attaching_ends_a_one_shot_profile_at_once)
 }
 END_TEST
 
+/* `padroned --pid P --profile 8` and `padrone -p P profile 8` while P
+ * exits: each stops when it does, prints only why, and exits 9. */
+START_TEST(the_process_exiting_during_a_profile_gives_status_9)
+{
+	for (int i = 0; i < 2; i++) {
+		struct tu_proc p;
+		char *argv[] = { (char *)HOTLOOP, "-d", "2", NULL };
+		char line[256], want[128];
+		int st;
+
+		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
+			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
+		snprintf(want, sizeof(want), "%s: process %d has exited\n",
+			 i ? "padrone" : "padroned", p.pid);
+		ck_assert_str_eq(out, want);
+		ck_assert_int_eq(st, 9);
+		free(out);
+		/* its own end, undisturbed */
+		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
+		st = tu_wait(&p, 10000);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hotloop ended with 0x%x", st);
+		tu_kill(&p);
+	}
+}
+END_TEST
+
+/* The same while P calls exec: status 10, and the program P now runs goes
+ * its own way untraced, its checksums right. */
+START_TEST(the_process_exec_ing_during_a_profile_gives_status_10)
+{
+	for (int i = 0; i < 2; i++) {
+		struct tu_proc p;
+		char hotloop[PATH_MAX];
+		snprintf(hotloop, sizeof(hotloop), "%s", HOTLOOP);
+		char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "800", hotloop,
+				 "-d", "3", NULL };
+		char line[256], want[160];
+		int st;
+
+		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
+			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
+		snprintf(want, sizeof(want), "%s: process %d has exec'd another program (now "
+			 "hotloop)\n", i ? "padrone" : "padroned", p.pid);
+		ck_assert_str_eq(out, want);
+		ck_assert_int_eq(st, 10);
+		free(out);
+		ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+		int pid;
+		ck_assert_int_eq(sscanf(line, "ready %d", &pid), 1);
+		ck_assert_int_eq(pid, p.pid);	/* the same process, a new program */
+		assert_untraced(p.pid);
+		assert_ticks_right(&p, 2);
+		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
+		st = tu_wait(&p, 10000);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hotloop ended with 0x%x", st);
+		tu_kill(&p);
+	}
+}
+END_TEST
+
 START_TEST(a_stopped_target_stays_stopped)
 {
 	struct tu_proc p;
@@ -905,6 +969,8 @@ int main(void)
 	tcase_add_test(tc, padroned_ends_when_its_process_does);
 	tcase_add_test(tc, ctrl_c_ends_a_profile_early_and_padrone_detaches);
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
+	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
+	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
 	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
 	tcase_add_test(tc, the_example_client_finds_the_hot_function);
