@@ -159,8 +159,9 @@ struct padrone_profile_opts {
 
 /* Sample every thread (current and new) for opts->seconds (less if
  * interrupted), then rank the functions. The result replaces the session's
- * report. If the BPF backend cannot load, the ring backend is used and
- * padrone_session__errmsg says why (the call still returns 0). */
+ * report. If the BPF backend cannot load, the ring backend is used and the
+ * report says why (padrone_report__fallback); the call still returns 0 and,
+ * as after any success, padrone_session__errmsg is "". */
 int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts);
 
 /* One function in a report. Strings belong to the report. */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attach/attach.h"
@@ -200,6 +202,56 @@ START_TEST(threads_and_the_bpf_backend)
 }
 END_TEST
 
+/* Where BPF cannot load (as nobody: no CAP_BPF), the profile still
+ * succeeds on the ring: the report says why, errmsg stays empty. */
+START_TEST(a_bpf_fallback_is_told_by_the_report)
+{
+	struct tu_proc p;
+	char line[256];
+	int pfd[2];
+
+	if (geteuid() != 0)
+		return;	/* only root can become nobody */
+	char *argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			 (char *)tu_path("tests/targets/hotloop"), NULL };
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t kid = fork();
+	ck_assert_int_ge(kid, 0);
+	if (kid == 0) {
+		struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 1,
+						  .backend = PADRONE_BACKEND_BPF };
+		struct padrone_session *s = padrone_session__new(NULL);
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534) || !s)
+			_exit(99);
+		if (padrone_session__attach(s, p.pid) < 0 || padrone_session__profile(s, &o) < 0) {
+			dprintf(pfd[1], "failed: %s\n", padrone_session__errmsg(s));
+			_exit(1);
+		}
+		const struct padrone_report *r = padrone_session__report(s);
+		dprintf(pfd[1], "%s|%s|%s|%s\n", padrone_report__backend(r),
+			padrone_report__count(r) ? padrone_report__function(r, 0)->name : "-",
+			padrone_session__errmsg(s), padrone_report__fallback(r));
+		padrone_session__free(s);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[2048];
+	ssize_t n, k = 0;
+	while ((n = read(pfd[0], buf + k, sizeof(buf) - 1 - (size_t)k)) > 0)
+		k += n;
+	buf[k] = '\0';
+	close(pfd[0]);
+	int st;
+	waitpid(kid, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
+	ck_assert_msg(strncmp(buf, "ring|hot_function||", 19) == 0, "%s", buf);
+	ck_assert_msg(strstr(buf + 19, "BPF"), "no reason given: %s", buf);
+	tu_kill(&p);
+}
+END_TEST
+
 /* ------------------------------------------------- extensions (session.h) */
 
 struct probe {
@@ -268,6 +320,7 @@ int main(void)
 	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);
 	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
 	tcase_add_test(tc, threads_and_the_bpf_backend);
+	tcase_add_test(tc, a_bpf_fallback_is_told_by_the_report);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
