@@ -682,6 +682,36 @@ static int check_thread(struct padrone_session *s, pid_t tid)
 		    (int)attach_target__pid(s->t));
 }
 
+/* Has thread tid of the attached process exited (gone, or a zombie)? */
+static bool thread_gone(struct padrone_session *s, pid_t tid)
+{
+	char path[64];
+	struct padrone_thread th = { .tid = tid };
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)attach_target__pid(s->t), (int)tid);
+	if (access(path, F_OK) < 0)
+		return true;
+	read_task_stat(attach_target__pid(s->t), &th);
+	return th.state == 'Z' || th.state == 'X';
+}
+
+/* Why a backtrace failed: the process gone (its own status), the thread
+ * exited meanwhile (a request that can no longer be done: the process is
+ * still there), or anything else. */
+static int backtrace_failed(struct padrone_session *s, pid_t tid, int err)
+{
+	const char *msg = prof_symbolizer__errmsg(s->sym);
+	int r = need_target(s);
+
+	if (r < 0)
+		return r;
+	if (thread_gone(s, tid))
+		return fail(s, PADRONE_BAD_REQUEST, -ESRCH, "thread %d of process %d exited before "
+			    "its stack could be read", (int)tid, (int)attach_target__pid(s->t));
+	return fail(s, PADRONE_SYSTEM, err, "backtrace of thread %d: %s", (int)tid,
+		    *msg ? msg : strerror(-err));
+}
+
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count)
 {
@@ -696,11 +726,8 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	else if ((r = check_thread(s, tid)) < 0)
 		return r;
 	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES);
-	if (r < 0) {
-		const char *msg = prof_symbolizer__errmsg(s->sym);
-		return fail(s, r == -ESRCH ? PADRONE_NO_PROCESS : PADRONE_SYSTEM, r,
-			    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-r));
-	}
+	if (r < 0)
+		return backtrace_failed(s, tid, r);
 	for (int i = 0; i < r; i++) {
 		const struct prof_frame *f = &s->raw[i];
 		s->frames[i] = (struct padrone_frame){

@@ -202,6 +202,57 @@ START_TEST(threads_and_the_bpf_backend)
 }
 END_TEST
 
+/* bt of threads that live a few milliseconds: each either unwinds, or
+ * fails as a bad request naming the thread (status 2: the process is still
+ * there), never as a missing process or a system error. */
+START_TEST(a_thread_exiting_around_a_backtrace_is_named)
+{
+	struct tu_proc p;
+	char line[256];
+	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-n", "2", "-l", "0", "-w",
+			 (char *)(_i ? "300000" : "3000000"), NULL };
+	struct padrone_session *s = padrone_session__new(NULL);
+	int outcomes[3] = { 0 };
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(padrone_session__attach(s, p.pid), 0);
+	for (int i = 0; i < 150; i++) {
+		struct padrone_thread th[8];
+		int n = padrone_session__threads(s, th, 8);
+		ck_assert_msg(n >= 1, "%s", padrone_session__errmsg(s));
+		if (n < 2)
+			continue;
+		pid_t tid = th[n - 1].tid;	/* the newest short-lived one */
+		const struct padrone_frame *f;
+		size_t nf;
+		if (i % 3)
+			usleep((useconds_t)(i % 7) * 500);
+		int r = padrone_session__backtrace(s, tid, &f, &nf);
+		if (r == 0) {
+			outcomes[0]++;
+			continue;
+		}
+		char gone[128], never[128];
+		snprintf(gone, sizeof(gone), "thread %d of process %d exited before its stack could "
+			 "be read", tid, p.pid);
+		snprintf(never, sizeof(never), "%d is not a thread of process %d", tid, p.pid);
+		const char *msg = padrone_session__errmsg(s);
+		ck_assert_msg(r == -ESRCH && padrone_session__exit_status(s) == 2 &&
+			      (!strcmp(msg, gone) || !strcmp(msg, never)), "%d, status %d: %s", r,
+			      padrone_session__exit_status(s), msg);
+		outcomes[strcmp(msg, gone) ? 2 : 1]++;
+	}
+	/* which paths a run takes depends on the timing */
+	fprintf(stderr, "# backtraces: %d unwound, %d thread exited during, %d before\n",
+		outcomes[0], outcomes[1], outcomes[2]);
+	padrone_session__free(s);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	tu_kill(&p);
+}
+END_TEST
+
 /* Where BPF cannot load (as nobody: no CAP_BPF), the profile still
  * succeeds on the ring: the report says why, errmsg stays empty. */
 START_TEST(a_bpf_fallback_is_told_by_the_report)
@@ -320,6 +371,7 @@ int main(void)
 	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);
 	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
 	tcase_add_test(tc, threads_and_the_bpf_backend);
+	tcase_add_loop_test(tc, a_thread_exiting_around_a_backtrace_is_named, 0, 2);
 	tcase_add_test(tc, a_bpf_fallback_is_told_by_the_report);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
 	suite_add_tcase(s, tc);
