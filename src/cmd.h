@@ -49,6 +49,9 @@ enum {
 #define PADRONE_PROFILE_MIN_SECONDS 0.01
 #define PADRONE_PROFILE_MAX_SECONDS 86400.0
 #define PADRONE_PROFILE_MAX_HZ 1000000ul
+/* profile/'s PROF_MAX_SOFT_FREQ_HZ: above it, -f (--force) is needed
+ * without a PMU. */
+#define PADRONE_PROFILE_SOFT_MAX_HZ 10000ul
 
 struct padrone_ctl;
 struct padrone_cmd_ctx;

@@ -154,7 +154,8 @@ struct padrone_profile_opts {
 	double seconds;		/* how long to sample; 0: 2 */
 	unsigned hz;		/* sampling frequency; 0: 999 */
 	enum padrone_backend backend;
-	bool force;		/* allow more than 10 kHz without a hardware PMU */
+	bool force;		/* allow more than 10 kHz without a hardware PMU
+				 * (else refused: PADRONE_BAD_REQUEST) */
 };
 
 /* Sample every thread (current and new) for opts->seconds (less if

@@ -519,6 +519,37 @@ START_TEST(the_process_exec_ing_during_a_profile_gives_status_10)
 }
 END_TEST
 
+/* Above 10 kHz without a PMU: refused, the option that forces it named in
+ * each program's terms (both take -f and --force); status 2. */
+START_TEST(a_rate_above_10khz_names_the_option_that_forces_it)
+{
+	struct tu_proc p;
+	unsigned long long hot;
+	char want[512];
+	int st;
+
+	start_hotloop(&p, &hot);
+	for (int i = 0; i < 2; i++) {
+		char *out = i ? run(&st, "%s -p %d profile 0.2 20000 2>&1", PADRONE, p.pid)
+			      : run(&st, "%s --pid %d --profile 0.2 --freq 20000 2>&1", PADRONED, p.pid);
+		if (st == 0) {	/* a hardware PMU: allowed */
+			free(out);
+			continue;
+		}
+		snprintf(want, sizeof(want), "%s: refusing to sample at 20000 Hz without a hardware "
+			 "PMU: cpu-clock costs the target ~20 us per sample and above 10000 Hz can "
+			 "lock up a CPU; -f (--force) samples at that rate anyway\n",
+			 i ? "padrone" : "padroned");
+		ck_assert_str_eq(out, want);
+		ck_assert_int_eq(st, 2);
+		free(out);
+	}
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(a_stopped_target_stays_stopped)
 {
 	struct tu_proc p;
@@ -971,6 +1002,7 @@ int main(void)
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
 	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
 	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
+	tcase_add_test(tc, a_rate_above_10khz_names_the_option_that_forces_it);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
 	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
 	tcase_add_test(tc, the_example_client_finds_the_hot_function);
