@@ -240,15 +240,19 @@ static int serve(pid_t pid)
 	int wake[] = { signal_pipe[0], padrone_session__event_fd(ctl.session) };
 	r = padrone_server_run(srv, &ctl, wake, 2);
 	padrone_server_close(srv);
-	if (r == 1)
+	if (r == 1) {
 		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
 			(int)pid);
-	else if (r == 2)
+	} else if (r == 2) {
+		/* the process's end or exec ends the service: its status, as in
+		 * the one-shot modes (9, 10) */
+		enum padrone_why end = padrone_session__target_state(ctl.session);
 		fprintf(stderr, "padroned: process %d %s\n", (int)pid,
-			padrone_session__target_state(ctl.session) == PADRONE_TARGET_EXECED ?
-			"exec'd another program" : "exited");
-	else if (r < 0)
+			end == PADRONE_TARGET_EXECED ? "exec'd another program" : "exited");
+		return padrone_why_exit_status(end);
+	} else if (r < 0) {
 		fprintf(stderr, "padroned: %s\n", strerror(-r));
+	}
 	return r < 0 ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 

@@ -292,10 +292,34 @@ START_TEST(padroned_ends_when_its_process_does)
 	snprintf(want, sizeof(want), "padroned: process %d exited", p.pid);
 	ck_assert_str_eq(line, want);
 	int st = tu_wait(&d, 10000);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padroned ended with 0x%x", st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 9, "padroned ended with 0x%x", st);
 	tu_kill(&d);
 	st = tu_wait(&p, 10000);
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);	/* its own clean exit */
+	tu_kill(&p);
+}
+END_TEST
+
+START_TEST(padroned_ends_when_its_process_execs)
+{
+	struct tu_proc p, d;
+	char hotloop[PATH_MAX];
+	snprintf(hotloop, sizeof(hotloop), "%s", HOTLOOP);
+	char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "1000", hotloop, NULL };
+	char line[256], want[96];
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	start_padroned(&d, p.pid);
+	ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 15000), 0);	/* hotloop's */
+	ck_assert_int_gt(tu_wait_for(&d, "padroned: ", line, sizeof(line), 10000), 0);
+	snprintf(want, sizeof(want), "padroned: process %d exec'd another program", p.pid);
+	ck_assert_str_eq(line, want);
+	int st = tu_wait(&d, 10000);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 10, "padroned ended with 0x%x", st);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);	/* the new program runs on, unharmed */
 	tu_kill(&p);
 }
 END_TEST
@@ -998,6 +1022,7 @@ int main(void)
 	tcase_add_test(tc, sigterm_makes_padroned_detach_cleanly);
 	tcase_add_test(tc, padrone_detach_ends_padroned);
 	tcase_add_test(tc, padroned_ends_when_its_process_does);
+	tcase_add_test(tc, padroned_ends_when_its_process_execs);
 	tcase_add_test(tc, ctrl_c_ends_a_profile_early_and_padrone_detaches);
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
 	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
