@@ -126,6 +126,19 @@ int padrone_session__exit_status(const struct padrone_session *s);
  * padrone_ctl_interrupt is one). */
 void padrone_session__interrupt(struct padrone_session *s);
 
+/* How long padrone has held the whole process stopped (every thread, for a
+ * bt, info threads, a patch...), since it attached. */
+struct padrone_pause_stats {
+	uint64_t count;		/* completed stops */
+	uint64_t last_ns;	/* the last one, from its first interrupt to its last resume */
+	uint64_t max_ns;
+	uint64_t total_ns;
+	uint64_t last_stop_ns;	/* of last_ns, the time it took to stop every thread */
+};
+
+/* 0, or -ENOENT when not attached. */
+int padrone_session__pause_stats(const struct padrone_session *s, struct padrone_pause_stats *out);
+
 /* -------------------------------------------------------------- threads */
 
 struct padrone_thread {
@@ -206,6 +219,21 @@ const struct padrone_function *padrone_report__function(const struct padrone_rep
  * malloc'd string the caller frees, or NULL and errno. */
 char *padrone_report__json(const struct padrone_report *r, size_t max);
 char *padrone_report__text(const struct padrone_report *r, size_t max);
+
+/* ------------------------------------------------------------- modules */
+
+/* A file (or [vdso]) mapped executable in the attached process. Strings
+ * belong to the session. */
+struct padrone_module {
+	uint64_t base;		/* where its lowest mapping starts */
+	const char *path;	/* as in /proc/PID/maps */
+	const char *build_id;	/* hex NT_GNU_BUILD_ID, "" if it has none */
+};
+
+/* The process's executable modules, by address: *modules and *count stay
+ * valid until the next call, detach or free. 0 or -errno. */
+int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
+			     size_t *count);
 
 /* ------------------------------------------------------------ backtrace */
 

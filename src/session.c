@@ -45,6 +45,8 @@ struct padrone_session {
 	 * x86-64, so async-signal-safe), not volatile sig_atomic_t. */
 	atomic_bool profiling;		/* inside padrone_session__profile */
 	atomic_bool leaving;		/* padrone_session_leave: end every profile */
+	struct padrone_module *mods;	/* of padrone_session__modules */
+	size_t nmods;
 	struct prof_frame raw[MAX_FRAMES];
 	struct padrone_frame frames[MAX_FRAMES];
 	enum padrone_why why;
@@ -52,6 +54,7 @@ struct padrone_session {
 };
 
 static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp);
+static void forget_modules(struct padrone_session *s);
 
 /* --------------------------------------------------------------- failures */
 
@@ -261,6 +264,7 @@ int padrone_session__detach(struct padrone_session *s)
 	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
+	forget_modules(s);
 	pid_t pid = attach_target__pid(s->t);
 	r = attach_target__detach(s->t);
 	s->t = NULL;
@@ -739,6 +743,101 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	}
 	*frames = s->frames;
 	*count = (size_t)r;
+	ok(s);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- modules */
+
+int padrone_session__pause_stats(const struct padrone_session *s, struct padrone_pause_stats *out)
+{
+	struct attach_pause_stats st;
+
+	memset(out, 0, sizeof(*out));
+	if (!s->t)
+		return -ENOENT;
+	attach_target__pause_stats(s->t, &st);
+	*out = (struct padrone_pause_stats){
+		.count = st.count,
+		.last_ns = st.last_ns,
+		.max_ns = st.max_ns,
+		.total_ns = st.total_ns,
+		.last_stop_ns = st.last_stop_ns,
+	};
+	return 0;
+}
+
+static void forget_modules(struct padrone_session *s)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		free((char *)s->mods[i].path);
+		free((char *)s->mods[i].build_id);
+	}
+	free(s->mods);
+	s->mods = NULL;
+	s->nmods = 0;
+}
+
+/* Add the module mapped at m (its first executable mapping), once. */
+static int add_module(struct padrone_session *s, const struct attach_maps *maps,
+		      const struct attach_map *m, size_t *cap)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (strcmp(s->mods[i].path, m->path) == 0)
+			return 0;
+	if (s->nmods == *cap) {
+		size_t more = *cap ? *cap * 2 : 32;
+		struct padrone_module *mods = realloc(s->mods, more * sizeof(*mods));
+		if (!mods)
+			return -ENOMEM;
+		s->mods = mods;
+		*cap = more;
+	}
+	struct prof_sym sym;
+	prof_symbolizer__lookup(s->sym, m->start, &sym);	/* names the module either way */
+	const struct attach_map *first = attach_maps__first_of(maps, m->path);
+	struct padrone_module *mod = &s->mods[s->nmods];
+	mod->base = first ? first->start : m->start;
+	mod->path = strdup(m->path);
+	mod->build_id = strdup(sym.build_id ? sym.build_id : "");
+	if (!mod->path || !mod->build_id) {
+		free((char *)mod->path);
+		free((char *)mod->build_id);
+		return -ENOMEM;
+	}
+	s->nmods++;
+	return 0;
+}
+
+int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
+			     size_t *count)
+{
+	struct attach_maps *maps;
+	size_t cap = 0;
+	int r;
+
+	*modules = NULL;
+	*count = 0;
+	forget_modules(s);
+	if ((r = need_target(s)) < 0 || (r = need_symbolizer(s)) < 0)
+		return r;
+	pid_t pid = attach_target__pid(s->t);
+	if ((r = attach_maps__read(pid, &maps)) < 0)
+		return fail(s, PADRONE_SYSTEM, r, "cannot read the maps of process %d: %s", (int)pid,
+			    strerror(-r));
+	for (size_t i = 0; i < attach_maps__count(maps) && r == 0; i++) {
+		const struct attach_map *m = attach_maps__at(maps, i);
+		/* files, and the kernel's [vdso]; not anonymous or JIT memory */
+		if ((m->prot & ATTACH_MAP_X) && (m->path[0] == '/' || !strcmp(m->path, "[vdso]")))
+			r = add_module(s, maps, m, &cap);
+	}
+	attach_maps__free(maps);
+	if (r < 0) {
+		forget_modules(s);
+		return fail(s, PADRONE_SYSTEM, r, "out of memory");
+	}
+	*modules = s->mods;
+	*count = s->nmods;
 	ok(s);
 	return 0;
 }

@@ -243,6 +243,50 @@ START_TEST(sigterm_makes_padroned_detach_cleanly)
 }
 END_TEST
 
+/* info modules and info stops, through padroned: the program with its
+ * build-id (readelf's), and the stop that info threads made. */
+START_TEST(info_lists_modules_and_stops)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char want[PATH_MAX + 128], real[PATH_MAX];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	char *out = run(&st, "%s -p %d info stops", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	snprintf(want, sizeof(want), "process %d has not been stopped by padrone since it "
+		 "attached\n", p.pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	free(run(&st, "%s -p %d info threads", PADRONE, p.pid));
+	out = run(&st, "%s -p %d info st", PADRONE, p.pid);	/* a prefix */
+	ck_assert_int_eq(st, 0);
+	snprintf(want, sizeof(want), "process %d stopped 1 time by padrone since it attached: ",
+		 p.pid);
+	ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+	free(out);
+	ck_assert_ptr_nonnull(realpath(HOTLOOP, real));
+	char *id = run(&st, "readelf -n %s | awk '/Build ID:/ { print $3 }'", real);
+	id[strcspn(id, "\n")] = '\0';
+	out = run(&st, "%s -p %d info modules", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(strncmp(out, "BASE ", 5) == 0, "%s", out);
+	snprintf(want, sizeof(want), "  %-40s  %s\n", id, real);
+	ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+	ck_assert_ptr_nonnull(strstr(out, "/libc.so.6\n"));
+	free(out);
+	free(id);
+	kill(d.pid, SIGTERM);
+	tu_wait(&d, 10000);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(padrone_detach_ends_padroned)
 {
 	struct tu_proc p, d;
@@ -1020,6 +1064,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, profile_json_names_the_hot_function_and_the_target_runs_on);
 	tcase_add_test(tc, sigterm_makes_padroned_detach_cleanly);
+	tcase_add_test(tc, info_lists_modules_and_stops);
 	tcase_add_test(tc, padrone_detach_ends_padroned);
 	tcase_add_test(tc, padroned_ends_when_its_process_does);
 	tcase_add_test(tc, padroned_ends_when_its_process_execs);

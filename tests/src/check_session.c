@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <limits.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +304,75 @@ START_TEST(a_bpf_fallback_is_told_by_the_report)
 }
 END_TEST
 
+/* The GNU build-id of the file at path, as readelf prints it. */
+static void readelf_build_id(const char *path, char *out, size_t size)
+{
+	char cmd[4200];
+	int st;
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' | awk '/Build ID:/ { print $3; exit }'", path);
+	char *id = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(id);
+	id[strcspn(id, "\n")] = '\0';
+	snprintf(out, size, "%s", id);
+	free(id);
+}
+
+START_TEST(modules_with_their_build_ids_and_the_stops)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	const struct padrone_module *m;
+	struct padrone_pause_stats st;
+	size_t n;
+	char want[128], real[4096];
+
+	ck_assert_int_eq(padrone_session__modules(s, &m, &n), 0);
+	ck_assert_uint_ge(n, 3);	/* hotloop, libc, ld.so (and [vdso]) */
+	ck_assert_ptr_nonnull(realpath(tu_path("tests/targets/hotloop"), real));
+	size_t found = n, libc = n;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(m[i].path, real))
+			found = i;
+		if (strstr(m[i].path, "/libc.so"))
+			libc = i;
+		ck_assert(i == 0 || m[i].base > m[i - 1].base);	/* by address */
+	}
+	ck_assert_msg(found < n, "%s not among the modules", real);
+	readelf_build_id(real, want, sizeof(want));
+	ck_assert_uint_eq(strlen(want), 40);
+	ck_assert_str_eq(m[found].build_id, want);
+	ck_assert_msg(libc < n, "no libc");
+	readelf_build_id(m[libc].path, want, sizeof(want));
+	ck_assert_str_eq(m[libc].build_id, want);
+	/* the base is where the file's first page is mapped */
+	char cmd[4300];
+	int status;
+	snprintf(cmd, sizeof(cmd), "awk '$6 == \"%s\" { split($1, r, \"-\"); print r[1]; exit }' "
+		 "/proc/%d/maps", real, p.pid);
+	char *base = tu_run(cmd, &status);
+	ck_assert_uint_eq(strtoull(base, NULL, 16), m[found].base);
+	free(base);
+
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
+	uint64_t before = st.count;
+	ck_assert_int_eq(padrone_session__threads(s, NULL, 0), 1);	/* no stop */
+	struct padrone_thread t;
+	ck_assert_int_eq(padrone_session__threads(s, &t, 1), 1);	/* one stop */
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
+	ck_assert_uint_eq(st.count, before + 1);
+	ck_assert_uint_gt(st.last_ns, 0);
+	ck_assert_uint_ge(st.last_ns, st.last_stop_ns);
+	ck_assert_uint_ge(st.max_ns, st.last_ns);
+	ck_assert_uint_ge(st.total_ns, st.max_ns);
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), -ENOENT);
+	ck_assert_int_lt(padrone_session__modules(s, &m, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
 /* ------------------------------------------------- extensions (session.h) */
 
 struct probe {
@@ -371,6 +441,7 @@ int main(void)
 	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);
 	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
 	tcase_add_test(tc, threads_and_the_bpf_backend);
+	tcase_add_test(tc, modules_with_their_build_ids_and_the_stops);
 	tcase_add_loop_test(tc, a_thread_exiting_around_a_backtrace_is_named, 0, 2);
 	tcase_add_test(tc, a_bpf_fallback_is_told_by_the_report);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
