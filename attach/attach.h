@@ -61,7 +61,8 @@ enum attach_why {
 	ATTACH_ZOMBIE,		/* exited, not yet reaped (-ESRCH) */
 	ATTACH_KERNEL_THREAD,	/* no user space to attach to (-EPERM) */
 	ATTACH_NOT_X86_64,	/* a 32-bit (or x32) process (-ENOEXEC) */
-	ATTACH_PERMISSION,	/* uid, CAP_SYS_PTRACE or yama said no (-EPERM) */
+	ATTACH_PERMISSION,	/* uid, CAP_SYS_PTRACE, yama, capabilities, an LSM or
+				 * a user namespace said no (-EPERM) */
 	ATTACH_ALREADY_TRACED,	/* another tracer holds it (-EBUSY) */
 	ATTACH_TARGET_EXITED,	/* exited during the operation (-ESRCH) */
 	ATTACH_TARGET_EXECED,	/* exec'd during the operation (-ECHILD) */

@@ -476,10 +476,8 @@ static int seize_one(struct attach_target *t, pid_t tid, bool interrupt_it, stru
 	attach__perm_facts(t->pid, &p, &f);
 	if (attach__perm_explain(&f, buf, sizeof buf))
 		return attach__seterr(e, -EPERM, ATTACH_PERMISSION, "%s", buf);
-	return attach__seterr(e, -EPERM, ATTACH_PERMISSION,
-			      "permission denied: the kernel refused to trace thread %d of process "
-			      "%d (%s) although uids and capabilities allow it; a security module "
-			      "(SELinux, AppArmor, yama) forbids it", (int)tid, (int)t->pid, t->comm);
+	attach__perm_unexplained(&f, tid, buf, sizeof buf);
+	return attach__seterr(e, -EPERM, ATTACH_PERMISSION, "%s", buf);
 }
 
 /* Seize every task in /proc/PID/task we do not hold yet; the number

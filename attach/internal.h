@@ -66,11 +66,22 @@ struct attach__perm_facts {
 	bool dumpable;		/* known from /proc/PID ownership */
 	int yama_scope;		/* -1 when yama is absent */
 	bool descendant;	/* target descends from us (yama scope 1) */
+	/* padrone runs in a user namespace below the initial one, and the
+	 * target in another (their uid_maps differ): padrone's capabilities
+	 * may not count for it. */
+	bool foreign_userns;
+	uint64_t caps, my_caps;	/* permitted capabilities: target's, padrone's */
+	char lsms[128];		/* the active security modules ("" if unknown) */
 };
 int attach__perm_facts(pid_t pid, const struct attach__proc *p, struct attach__perm_facts *f);
 /* If the facts say the kernel will refuse: 1 and the reason in buf (a full
  * sentence); 0 if it should allow. Pure, so tests can feed it any facts. */
 int attach__perm_explain(const struct attach__perm_facts *f, char *buf, size_t size);
+/* The reason to give when the kernel refused although the facts say it
+ * should allow (attach__perm_explain gave 0): a security module, or the user
+ * namespaces. tid: the thread refused, 0 for the process. Pure. */
+void attach__perm_unexplained(const struct attach__perm_facts *f, pid_t tid, char *buf,
+			      size_t size);
 
 /* Check that the program at path (normally /proc/PID/exe) is an x86-64
  * ELF program. 0, or -ENOEXEC with ATTACH_NOT_X86_64 in *e, naming pid/comm. */

@@ -195,17 +195,26 @@ const char *attach__state_words(char state)
 
 /* ------------------------------------------------------------ permission */
 
+/* A capability set ("CapEff", "CapPrm") from a status file; 0 if unknown. */
+static uint64_t caps_of(const char *status_path, const char *which)
+{
+	char buf[4096], key[16];
+	if (read_text(status_path, buf, sizeof buf) < 0)
+		return 0;
+	snprintf(key, sizeof key, "\n%s:", which);
+	const char *p = strstr(buf, key);
+	return p ? strtoull(p + strlen(key), NULL, 16) : 0;
+}
+
+static uint64_t my_caps(const char *which)
+{
+	uint64_t caps = caps_of("/proc/thread-self/status", which);
+	return caps ? caps : caps_of("/proc/self/status", which);
+}
+
 static bool have_cap_sys_ptrace(void)
 {
-	char buf[4096];
-	if (read_text("/proc/thread-self/status", buf, sizeof buf) < 0 &&
-	    read_text("/proc/self/status", buf, sizeof buf) < 0)
-		return false;
-	const char *p = strstr(buf, "\nCapEff:");
-	if (!p)
-		return false;
-	unsigned long long caps = strtoull(p + 8, NULL, 16);
-	return (caps >> CAP_SYS_PTRACE_BIT) & 1;
+	return (my_caps("CapEff") >> CAP_SYS_PTRACE_BIT) & 1;
 }
 
 static int yama_scope(void)
@@ -227,6 +236,26 @@ static bool descends_from(pid_t pid, pid_t ancestor)
 		pid = p.ppid;
 	}
 	return pid == ancestor;
+}
+
+/* Is padrone in a user namespace other than the initial one, and pid in
+ * another than padrone's? Its /proc/PID/ns/user would tell, but reading
+ * that needs the very access the kernel refused; uid_map is open to all
+ * and reads the same for two processes of one namespace. */
+static bool foreign_userns(pid_t pid)
+{
+	char mine[256], theirs[256], path[64];
+
+	if (read_text("/proc/self/uid_map", mine, sizeof mine) < 0)
+		return false;
+	unsigned long inside, outside, count;
+	int end = 0;
+	/* the initial namespace maps every id to itself, in one line */
+	if (sscanf(mine, "%lu %lu %lu %n", &inside, &outside, &count, &end) == 3 &&
+	    inside == 0 && outside == 0 && count == 4294967295ul && !mine[end])
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+	return read_text(path, theirs, sizeof theirs) >= 0 && strcmp(mine, theirs) != 0;
 }
 
 int attach__perm_facts(pid_t pid, const struct attach__proc *p, struct attach__perm_facts *f)
@@ -253,7 +282,56 @@ int attach__perm_facts(pid_t pid, const struct attach__proc *p, struct attach__p
 		f->dumpable = false;
 	f->yama_scope = yama_scope();
 	f->descendant = descends_from(pid, getpid());
+	f->foreign_userns = foreign_userns(pid);
+	f->my_caps = my_caps("CapPrm");
+	f->caps = caps_of(path, "CapPrm");	/* path: /proc/PID/status */
+	if (read_text("/sys/kernel/security/lsm", f->lsms, sizeof f->lsms) < 0)
+		f->lsms[0] = '\0';
+	f->lsms[strcspn(f->lsms, "\n")] = '\0';
 	return 0;
+}
+
+/* "cap_net_raw, cap_sys_nice": the names of the capabilities in mask
+ * (capabilities(7); "cap_N" for one newer than this list). */
+static void cap_names(uint64_t mask, char *buf, size_t size)
+{
+	static const char *const names[] = {
+		"cap_chown", "cap_dac_override", "cap_dac_read_search", "cap_fowner",
+		"cap_fsetid", "cap_kill", "cap_setgid", "cap_setuid", "cap_setpcap",
+		"cap_linux_immutable", "cap_net_bind_service", "cap_net_broadcast",
+		"cap_net_admin", "cap_net_raw", "cap_ipc_lock", "cap_ipc_owner",
+		"cap_sys_module", "cap_sys_rawio", "cap_sys_chroot", "cap_sys_ptrace",
+		"cap_sys_pacct", "cap_sys_admin", "cap_sys_boot", "cap_sys_nice",
+		"cap_sys_resource", "cap_sys_time", "cap_sys_tty_config", "cap_mknod",
+		"cap_lease", "cap_audit_write", "cap_audit_control", "cap_setfcap",
+		"cap_mac_override", "cap_mac_admin", "cap_syslog", "cap_wake_alarm",
+		"cap_block_suspend", "cap_audit_read", "cap_perfmon", "cap_bpf",
+		"cap_checkpoint_restore",
+	};
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 64 && len < size; i++) {
+		if (!(mask >> i & 1))
+			continue;
+		char other[16];
+		snprintf(other, sizeof other, "cap_%u", i);
+		len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+					i < sizeof names / sizeof names[0] ? names[i] : other);
+	}
+}
+
+/* Say who runs as what: "uid 1000 (gid 1000)", or every id when they differ
+ * among themselves (a setuid program). */
+static void describe_ids(const struct attach__perm_facts *f, char *who, size_t size)
+{
+	if (f->uid[0] == f->uid[1] && f->uid[1] == f->uid[2] && f->gid[0] == f->gid[1] &&
+	    f->gid[1] == f->gid[2])
+		snprintf(who, size, "uid %u (gid %u)", (unsigned)f->uid[0], (unsigned)f->gid[0]);
+	else
+		snprintf(who, size, "uids %u/%u/%u and gids %u/%u/%u (real/effective/saved)",
+			 (unsigned)f->uid[0], (unsigned)f->uid[1], (unsigned)f->uid[2],
+			 (unsigned)f->gid[0], (unsigned)f->gid[1], (unsigned)f->gid[2]);
 }
 
 int attach__perm_explain(const struct attach__perm_facts *f, char *buf, size_t size)
@@ -265,26 +343,28 @@ int attach__perm_explain(const struct attach__perm_facts *f, char *buf, size_t s
 			 "traced, not even by root (only a reboot lowers it)", f->yama_scope);
 		return 1;
 	}
+	bool uids = f->uid[0] == f->my_uid && f->uid[1] == f->my_uid && f->uid[2] == f->my_uid;
+	bool gids = f->gid[0] == f->my_gid && f->gid[1] == f->my_gid && f->gid[2] == f->my_gid;
 	if (!f->cap_sys_ptrace) {
-		bool uids = f->uid[0] == f->my_uid && f->uid[1] == f->my_uid &&
-			    f->uid[2] == f->my_uid;
-		bool gids = f->gid[0] == f->my_gid && f->gid[1] == f->my_gid &&
-			    f->gid[2] == f->my_gid;
 		if (!uids || !gids) {
 			char who[128];
-			if (f->uid[0] == f->uid[1] && f->uid[1] == f->uid[2] &&
-			    f->gid[0] == f->gid[1] && f->gid[1] == f->gid[2])
-				snprintf(who, sizeof who, "uid %u (gid %u)", (unsigned)f->uid[0],
-					 (unsigned)f->gid[0]);
-			else
-				snprintf(who, sizeof who,
-					 "uids %u/%u/%u and gids %u/%u/%u (real/effective/saved)",
-					 (unsigned)f->uid[0], (unsigned)f->uid[1], (unsigned)f->uid[2],
-					 (unsigned)f->gid[0], (unsigned)f->gid[1], (unsigned)f->gid[2]);
+			describe_ids(f, who, sizeof who);
 			snprintf(buf, size,
 				 "permission denied: process %d (%s) runs as %s and padrone as uid %u "
 				 "(gid %u), without CAP_SYS_PTRACE; run padrone as the same user or as root",
 				 (int)f->pid, f->comm, who, (unsigned)f->my_uid, (unsigned)f->my_gid);
+			return 1;
+		}
+		/* The capability module: a process may trace only processes
+		 * whose permitted capabilities it holds too. */
+		if (f->caps & ~f->my_caps && !f->foreign_userns) {
+			char names[160];
+			cap_names(f->caps & ~f->my_caps, names, sizeof names);
+			snprintf(buf, size,
+				 "permission denied: process %d (%s) holds capabilities padrone "
+				 "lacks (%s) and padrone runs without CAP_SYS_PTRACE; a process may "
+				 "trace only processes whose capabilities it has: run padrone as root",
+				 (int)f->pid, f->comm, names);
 			return 1;
 		}
 		if (!f->dumpable) {
@@ -307,6 +387,27 @@ int attach__perm_explain(const struct attach__perm_facts *f, char *buf, size_t s
 		}
 	}
 	return 0;
+}
+
+void attach__perm_unexplained(const struct attach__perm_facts *f, pid_t tid, char *buf,
+			      size_t size)
+{
+	char who[96];
+
+	if (tid && tid != f->pid)
+		snprintf(who, sizeof who, "thread %d of process %d (%s)", (int)tid, (int)f->pid,
+			 f->comm);
+	else
+		snprintf(who, sizeof who, "process %d (%s)", (int)f->pid, f->comm);
+	snprintf(buf, size,
+		 "permission denied: the kernel refused padrone access to %s although uids and "
+		 "capabilities allow it; %s%s%s%s", who,
+		 f->foreign_userns ? "padrone runs in a user namespace of its own that the "
+				     "process is not in, where its capabilities may not count, "
+				     "or a security module forbids it" :
+				     "a security module forbids it",
+		 *f->lsms ? " (active: " : " (SELinux, AppArmor, Yama...)",
+		 f->lsms, *f->lsms ? ")" : "");
 }
 
 /* ----------------------------------------------------------------- ELF */

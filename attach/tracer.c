@@ -186,9 +186,16 @@ static int precheck(pid_t pid, struct attach__proc *p, struct attach_error *e)
 	attach__perm_facts(pid, p, &f);
 	if (attach__perm_explain(&f, buf, sizeof buf))
 		return attach__seterr(e, -EPERM, ATTACH_PERMISSION, "%s", buf);
-	char exe[64];
+	char exe[64], target[16];
 	attach__live_path(pid, "exe", exe, sizeof exe);
 	r = attach__elf_check(exe, pid, p->comm, e);
+	/* The link itself refused (not the file it names): the kernel's access
+	 * check on the process, for a reason the facts above do not show. */
+	if (r < 0 && e->why == ATTACH_PERMISSION && readlink(exe, target, sizeof target) < 0 &&
+	    (errno == EACCES || errno == EPERM)) {
+		attach__perm_unexplained(&f, 0, buf, sizeof buf);
+		return attach__seterr(e, r, ATTACH_PERMISSION, "%s", buf);
+	}
 	if (r < 0)
 		return r;
 	if (p->tracer) {

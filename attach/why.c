@@ -17,7 +17,8 @@
  *   4  zombie          the process exited and is not reaped yet
  *   5  kernel-thread   a kernel thread has no user space
  *   6  not-x86-64      a 32-bit (i386) or x32 program
- *   7  permission      uid, CAP_SYS_PTRACE, dumpable or yama said no
+ *   7  permission      uid, CAP_SYS_PTRACE, dumpable, yama, capabilities,
+ *                     a security module or a user namespace said no
  *   8  already-traced  another tracer (named) holds the process
  *   9  target-exited   the process exited during the operation
  *  10  target-execed   the process called exec during the operation

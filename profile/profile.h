@@ -37,7 +37,8 @@ struct attach_target;
 
 #define PROF_DEFAULT_FREQ_HZ 999u
 /* Above this, without a hardware PMU, each sample's cost (~18 us on a
- * nested VM, see below) can lock up a CPU: refused unless opts.force. */
+ * nested VM, see below) can lock up a CPU: refused unless opts.force (the
+ * message does not say how to force: each front end names its own way). */
 #define PROF_MAX_SOFT_FREQ_HZ 10000u
 
 struct prof_error {

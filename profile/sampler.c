@@ -864,8 +864,8 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 	if (!s->pmu && s->opts.freq_hz > PROF_MAX_SOFT_FREQ_HZ && !s->opts.force) {
 		prof_seterr(err, -EINVAL,
 			    "refusing to sample at %u Hz without a hardware PMU: cpu-clock costs "
-			    "the target ~20 us per sample and above %u Hz can lock up a CPU "
-			    "(force to override)", s->opts.freq_hz, PROF_MAX_SOFT_FREQ_HZ);
+			    "the target ~20 us per sample and above %u Hz can lock up a CPU",
+			    s->opts.freq_hz, PROF_MAX_SOFT_FREQ_HZ);
 		r = -EINVAL;
 		goto fail;
 	}

@@ -3,12 +3,14 @@
 #include "src/cmd.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/client.h"
+#include "src/session.h"
 
 extern const struct padrone_cmd_entry padrone_cmd_attach_entry;
 extern const struct padrone_cmd_entry padrone_cmd_detach_entry;
@@ -123,21 +125,48 @@ void padrone_prepare_signals(void)
 
 /* ------------------------------------------------------------------- ctl */
 
+/* How many padrone_ctl_interrupt calls are under way, for every ctl: not a
+ * field, which padrone_ctl_init would reset under a handler that runs. */
+static atomic_int interrupts_running;
+
 int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon)
 {
+	/* A handler may already read a static ctl's live: zero stays zero. */
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->prog = prog;
 	ctl->daemon = daemon;
 	ctl->remote_fd = -1;
 	ctl->session = padrone_session__new(NULL);
-	return ctl->session ? 0 : -errno;
+	if (!ctl->session)
+		return -errno;
+	atomic_store(&ctl->live, ctl->session);
+	return 0;
 }
 
 void padrone_ctl_fini(struct padrone_ctl *ctl)
 {
 	padrone_client_disconnect(ctl);
+	/* Hide the session from handlers, then wait for any that took it
+	 * before: one may run on another thread (the sampler's reader, say).
+	 * A handler interrupting this thread finishes before it goes on. */
+	atomic_store(&ctl->live, NULL);
+	while (atomic_load(&interrupts_running))
+		sched_yield();
 	padrone_session__free(ctl->session);
 	ctl->session = NULL;
+}
+
+void padrone_ctl_interrupt(struct padrone_ctl *ctl, bool leave)
+{
+	/* Counted before the pointer is read: fini's store and then its load
+	 * of the count cannot both miss this (sequentially consistent). */
+	atomic_fetch_add(&interrupts_running, 1);
+	struct padrone_session *s = atomic_load(&ctl->live);
+	if (s && leave)
+		padrone_session_leave(s);
+	else if (s)
+		padrone_session__interrupt(s);
+	atomic_fetch_sub(&interrupts_running, 1);
 }
 
 pid_t padrone_ctl_pid(const struct padrone_ctl *ctl)

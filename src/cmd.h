@@ -20,6 +20,7 @@
 #ifndef PADRONE_SRC_CMD_H
 #define PADRONE_SRC_CMD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -48,6 +49,9 @@ enum {
 #define PADRONE_PROFILE_MIN_SECONDS 0.01
 #define PADRONE_PROFILE_MAX_SECONDS 86400.0
 #define PADRONE_PROFILE_MAX_HZ 1000000ul
+/* profile/'s PROF_MAX_SOFT_FREQ_HZ: above it, -f (--force) is needed
+ * without a PMU. */
+#define PADRONE_PROFILE_SOFT_MAX_HZ 10000ul
 
 struct padrone_ctl;
 struct padrone_cmd_ctx;
@@ -116,12 +120,21 @@ struct padrone_ctl {
 	pid_t remote_pid;		/* the process that padroned serves */
 	char remote_path[256];		/* its socket */
 	bool quit;			/* end the session after this command */
+	/* The session while a signal handler may use it (padrone_ctl_interrupt). */
+	struct padrone_session *_Atomic live;
 };
 
 /* A ctl with an unattached session. 0 or -errno. */
 int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon);
-/* Disconnect or detach, free the session. */
+/* Disconnect or detach, free the session (once no padrone_ctl_interrupt
+ * is using it). */
 void padrone_ctl_fini(struct padrone_ctl *ctl);
+/* For signal handlers: end the running profile (padrone_session__interrupt)
+ * or, with leave, also every later one (padrone_session_leave: the program
+ * is going away). Async-signal-safe, from any thread, at any time: does
+ * nothing on a zeroed ctl (a static one before padrone_ctl_init) or after
+ * padrone_ctl_fini, and never touches a freed session. */
+void padrone_ctl_interrupt(struct padrone_ctl *ctl, bool leave);
 /* The attached PID (local or remote), or 0. */
 pid_t padrone_ctl_pid(const struct padrone_ctl *ctl);
 

@@ -19,6 +19,7 @@
 
 static struct padrone_ctl ctl;
 static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t at_prompt;	/* the interactive loop runs */
 
 static const char usage_text[] =
 	"usage: padrone [-p PID] [COMMAND [ARGUMENT ...] [';' COMMAND ...]]\n"
@@ -26,10 +27,13 @@ static const char usage_text[] =
 	"Without a command, reads commands from the terminal (or standard input);\n"
 	"type 'help' for the list.\n";
 
+/* A running profile ends early. At the prompt ^C only does that; anything
+ * else means padrone is leaving, and a profile about to begin ends at once
+ * too. */
 static void on_signal(int sig)
 {
 	got_signal = sig;
-	padrone_session__interrupt(ctl.session);	/* a running profile ends early */
+	padrone_ctl_interrupt(&ctl, sig != SIGINT || !at_prompt);
 }
 
 static void setup_signals(void)
@@ -49,7 +53,7 @@ static void setup_signals(void)
 /* ------------------------------------------------------------ completion */
 
 static const char *const *gen_words;
-static const char *const info_words[] = { "threads", NULL };
+static const char *const info_words[] = { "threads", "modules", "stops", NULL };
 static const char *const backend_words[] = { "ring", "bpf", NULL };
 
 static char *word_generator(const char *text, int state)
@@ -136,6 +140,7 @@ static int interactive(void)
 	using_history();
 	if (hist)
 		read_history(hist);
+	at_prompt = 1;
 	while (!ctl.quit && got_signal != SIGTERM && got_signal != SIGHUP) {
 		pid_t pid = padrone_ctl_pid(&ctl);
 		if (pid)
@@ -162,6 +167,23 @@ static int interactive(void)
 	return PADRONE_EXIT_OK;
 }
 
+/* A signal ended a one-shot run or a script: 1 and a message if commands
+ * were left out (the process is detached next), else 0. */
+static int left_early(bool skipped)
+{
+	pid_t pid = padrone_ctl_pid(&ctl);
+
+	if (!skipped)
+		return PADRONE_EXIT_OK;
+	if (pid)
+		fprintf(stderr, "padrone: %s: leaving process %d before the rest of the commands\n",
+			strsignal(got_signal), (int)pid);
+	else
+		fprintf(stderr, "padrone: %s: leaving before the rest of the commands\n",
+			strsignal(got_signal));
+	return PADRONE_EXIT_FAILURE;
+}
+
 /* Lines from a pipe or file: no prompt, the first failure ends it. */
 static int script(void)
 {
@@ -169,7 +191,7 @@ static int script(void)
 	size_t cap = 0;
 	int status = PADRONE_EXIT_OK;
 
-	while (!ctl.quit && status == PADRONE_EXIT_OK) {
+	while (!ctl.quit && status == PADRONE_EXIT_OK && !got_signal) {
 		errno = 0;
 		if (getline(&line, &cap, stdin) < 0) {
 			if (errno == EINTR && !got_signal)
@@ -180,6 +202,9 @@ static int script(void)
 		fflush(stdout);
 	}
 	free(line);
+	/* the input was not read to its end */
+	if (status == PADRONE_EXIT_OK && !ctl.quit && got_signal && !feof(stdin))
+		status = left_early(true);
 	return status;
 }
 
@@ -188,13 +213,16 @@ static int one_shot(int count, char **words)
 {
 	int status = PADRONE_EXIT_OK;
 
-	for (int i = 0; i < count && status == PADRONE_EXIT_OK && !ctl.quit;) {
+	int i = 0;
+	while (i < count && status == PADRONE_EXIT_OK && !ctl.quit && !got_signal) {
 		int j = i;
 		while (j < count && strcmp(words[j], ";") != 0)
 			j++;
 		status = padrone_ctl_run(&ctl, j - i, words + i, stdout, stderr);
 		i = j + 1;
 	}
+	if (status == PADRONE_EXIT_OK && !ctl.quit && got_signal)
+		status = left_early(i < count);
 	return status;
 }
 

@@ -117,9 +117,27 @@ enum padrone_why padrone_session__why(const struct padrone_session *s);
 const char *padrone_session__errmsg(const struct padrone_session *s);
 int padrone_session__exit_status(const struct padrone_session *s);
 
-/* Make a running padrone_session__profile stop early and keep what it has.
- * Async-signal-safe: call it from a signal handler or another thread. */
+/* Make a running padrone_session__profile stop early and keep what it has
+ * (from the moment the call begins, also while the sampler is being set
+ * up; an interrupt while no profile call runs is forgotten). s NULL does
+ * nothing. Async-signal-safe: call it from a signal handler or another
+ * thread. The session must stay allocated meanwhile: a handler that may
+ * run while the program frees it needs its own guard (padrone's
+ * padrone_ctl_interrupt is one). */
 void padrone_session__interrupt(struct padrone_session *s);
+
+/* How long padrone has held the whole process stopped (every thread, for a
+ * bt, info threads, a patch...), since it attached. */
+struct padrone_pause_stats {
+	uint64_t count;		/* completed stops */
+	uint64_t last_ns;	/* the last one, from its first interrupt to its last resume */
+	uint64_t max_ns;
+	uint64_t total_ns;
+	uint64_t last_stop_ns;	/* of last_ns, the time it took to stop every thread */
+};
+
+/* 0, or -ENOENT when not attached. */
+int padrone_session__pause_stats(const struct padrone_session *s, struct padrone_pause_stats *out);
 
 /* -------------------------------------------------------------- threads */
 
@@ -149,13 +167,15 @@ struct padrone_profile_opts {
 	double seconds;		/* how long to sample; 0: 2 */
 	unsigned hz;		/* sampling frequency; 0: 999 */
 	enum padrone_backend backend;
-	bool force;		/* allow more than 10 kHz without a hardware PMU */
+	bool force;		/* allow more than 10 kHz without a hardware PMU
+				 * (else refused: PADRONE_BAD_REQUEST) */
 };
 
 /* Sample every thread (current and new) for opts->seconds (less if
  * interrupted), then rank the functions. The result replaces the session's
- * report. If the BPF backend cannot load, the ring backend is used and
- * padrone_session__errmsg says why (the call still returns 0). */
+ * report. If the BPF backend cannot load, the ring backend is used and the
+ * report says why (padrone_report__fallback); the call still returns 0 and,
+ * as after any success, padrone_session__errmsg is "". */
 int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts);
 
 /* One function in a report. Strings belong to the report. */
@@ -199,6 +219,21 @@ const struct padrone_function *padrone_report__function(const struct padrone_rep
  * malloc'd string the caller frees, or NULL and errno. */
 char *padrone_report__json(const struct padrone_report *r, size_t max);
 char *padrone_report__text(const struct padrone_report *r, size_t max);
+
+/* ------------------------------------------------------------- modules */
+
+/* A file (or [vdso]) mapped executable in the attached process. Strings
+ * belong to the session. */
+struct padrone_module {
+	uint64_t base;		/* where its lowest mapping starts */
+	const char *path;	/* as in /proc/PID/maps */
+	const char *build_id;	/* hex NT_GNU_BUILD_ID, "" if it has none */
+};
+
+/* The process's executable modules, by address: *modules and *count stay
+ * valid until the next call, detach or free. 0 or -errno. */
+int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
+			     size_t *count);
 
 /* ------------------------------------------------------------ backtrace */
 

@@ -44,7 +44,7 @@ static void on_signal(int sig)
 	char c = (char)sig;
 
 	got_signal = sig;
-	padrone_session__interrupt(ctl.session);
+	padrone_ctl_interrupt(&ctl, true);	/* every signal we take means leave */
 	if (write(signal_pipe[1], &c, 1) < 0) {
 		/* the pipe is full: a wake-up is already pending */
 	}
@@ -196,6 +196,32 @@ static int profile_once(const struct options *o)
 	return status;
 }
 
+/* --profile or --cfg. A signal during the profile ends it early: the
+ * report of what it sampled is printed, and the signal named. */
+static int one_shot(const struct options *o)
+{
+	int status = o->profile ? profile_once(o) : cfg_once(o);
+
+	if (got_signal)
+		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
+			(int)o->pid);
+	return status;
+}
+
+/* A signal came while attaching: do nothing more (the one-shot modes
+ * print nothing), detach and say so; 1 when the one-shot output is missing,
+ * 0 in serving mode (as after a signal while serving). */
+static int left_early(const struct options *o)
+{
+	if (!o->profile && !o->cfg)
+		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
+			(int)o->pid);
+	else
+		fprintf(stderr, "padroned: %s before the %s began: detaching from process %d\n",
+			strsignal(got_signal), o->profile ? "profile" : "cfg", (int)o->pid);
+	return o->profile || o->cfg ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
+}
+
 /* Serve the control socket until detach, a signal, or the target's end. */
 static int serve(pid_t pid)
 {
@@ -214,15 +240,19 @@ static int serve(pid_t pid)
 	int wake[] = { signal_pipe[0], padrone_session__event_fd(ctl.session) };
 	r = padrone_server_run(srv, &ctl, wake, 2);
 	padrone_server_close(srv);
-	if (r == 1)
+	if (r == 1) {
 		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
 			(int)pid);
-	else if (r == 2)
+	} else if (r == 2) {
+		/* the process's end or exec ends the service: its status, as in
+		 * the one-shot modes (9, 10) */
+		enum padrone_why end = padrone_session__target_state(ctl.session);
 		fprintf(stderr, "padroned: process %d %s\n", (int)pid,
-			padrone_session__target_state(ctl.session) == PADRONE_TARGET_EXECED ?
-			"exec'd another program" : "exited");
-	else if (r < 0)
+			end == PADRONE_TARGET_EXECED ? "exec'd another program" : "exited");
+		return padrone_why_exit_status(end);
+	} else if (r < 0) {
 		fprintf(stderr, "padroned: %s\n", strerror(-r));
+	}
 	return r < 0 ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 
@@ -239,7 +269,12 @@ int main(int argc, char **argv)
 	}
 	status = padrone_ctl_attach(&ctl, (pid_t)o.pid, stdout, stderr);
 	if (status == PADRONE_EXIT_OK) {
-		status = o.profile ? profile_once(&o) : o.cfg ? cfg_once(&o) : serve((pid_t)o.pid);
+		if (got_signal)
+			status = left_early(&o);
+		else if (o.profile || o.cfg)
+			status = one_shot(&o);
+		else
+			status = serve((pid_t)o.pid);
 		if (padrone_session__attached(ctl.session) &&
 		    padrone_session__detach(ctl.session) < 0) {
 			fprintf(stderr, "padroned: %s\n", padrone_session__errmsg(ctl.session));

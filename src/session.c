@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,12 @@ struct padrone_session {
 	size_t nsamples;
 	int event_fd;			/* the target exited or exec'd */
 	int interrupt_fd;		/* padrone_session__interrupt */
-	volatile sig_atomic_t profiling;
+	/* Signal handlers and other threads read these: atomics (lock-free on
+	 * x86-64, so async-signal-safe), not volatile sig_atomic_t. */
+	atomic_bool profiling;		/* inside padrone_session__profile */
+	atomic_bool leaving;		/* padrone_session_leave: end every profile */
+	struct padrone_module *mods;	/* of padrone_session__modules */
+	size_t nmods;
 	struct prof_frame raw[MAX_FRAMES];
 	struct padrone_frame frames[MAX_FRAMES];
 	enum padrone_why why;
@@ -48,6 +54,7 @@ struct padrone_session {
 };
 
 static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp);
+static void forget_modules(struct padrone_session *s);
 
 /* --------------------------------------------------------------- failures */
 
@@ -257,6 +264,7 @@ int padrone_session__detach(struct padrone_session *s)
 	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
+	forget_modules(s);
 	pid_t pid = attach_target__pid(s->t);
 	r = attach_target__detach(s->t);
 	s->t = NULL;
@@ -284,13 +292,30 @@ enum padrone_why padrone_session__target_state(const struct padrone_session *s)
 
 int padrone_session__event_fd(const struct padrone_session *s) { return s->t ? s->event_fd : -1; }
 
-void padrone_session__interrupt(struct padrone_session *s)
+/* Only atomics and write(2) on an eventfd: async-signal-safe. */
+static void wake_profile(struct padrone_session *s)
 {
 	uint64_t one = 1;
 
-	if (s->profiling && write(s->interrupt_fd, &one, sizeof(one)) < 0) {
+	if (write(s->interrupt_fd, &one, sizeof(one)) < 0) {
 		/* async-signal context: nothing to report to */
 	}
+}
+
+void padrone_session__interrupt(struct padrone_session *s)
+{
+	if (s && atomic_load(&s->profiling))
+		wake_profile(s);
+}
+
+void padrone_session_leave(struct padrone_session *s)
+{
+	if (!s)
+		return;
+	/* Either this sees the profile's flag, or the profile (which sets its
+	 * flag before looking) sees ours: sequentially consistent, no gap. */
+	atomic_store(&s->leaving, true);
+	padrone_session__interrupt(s);
 }
 
 static int need_target(struct padrone_session *s)
@@ -301,10 +326,25 @@ static int need_target(struct padrone_session *s)
 	if (st == ATTACH_TARGET_EXITED)
 		return fail(s, PADRONE_TARGET_EXITED, -ESRCH, "process %d has exited",
 			    (int)attach_target__pid(s->t));
-	if (st == ATTACH_TARGET_EXECED)
+	/* Facts only: what to do next differs (padroned and one-shot padrone
+	 * have let go already; at the prompt it takes detach, then attach). */
+	if (st == ATTACH_TARGET_EXECED) {
+		char comm[32] = "", path[64];
+		pid_t pid = attach_target__pid(s->t);
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			fclose(f);
+		}
+		comm[strcspn(comm, "\n")] = '\0';
+		if (*comm)
+			return fail(s, PADRONE_TARGET_EXECED, -ECHILD,
+				    "process %d has exec'd another program (now %s)", (int)pid, comm);
 		return fail(s, PADRONE_TARGET_EXECED, -ECHILD,
-			    "process %d has exec'd another program: detach and attach again",
-			    (int)attach_target__pid(s->t));
+			    "process %d has exec'd another program", (int)pid);
+	}
 	return 0;
 }
 
@@ -510,16 +550,30 @@ static void drain(int fd)
 		;
 }
 
+/* From here to profile_end an interrupt ends the profile: also one that
+ * comes while the sampler is being set up (loading the BPF program takes a
+ * while), which the wait then sees at once. Older ones are dropped. */
+static void profile_begin(struct padrone_session *s)
+{
+	drain(s->interrupt_fd);
+	atomic_store(&s->profiling, true);
+	if (atomic_load(&s->leaving))
+		wake_profile(s);
+}
+
+static void profile_end(struct padrone_session *s)
+{
+	atomic_store(&s->profiling, false);
+	drain(s->interrupt_fd);
+}
+
 static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, double seconds)
 {
 	int r = prof_sampler__start(smp);
 
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
-	s->profiling = 1;
 	wait_profile(s, seconds);
-	s->profiling = 0;
-	drain(s->interrupt_fd);
 	r = prof_sampler__stop(smp);
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
@@ -571,11 +625,15 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		.backend = o.backend == PADRONE_BACKEND_BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING,
 		.force = o.force,
 	};
+	profile_begin(s);
 	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
-	if (r < 0)
+	if (r < 0) {
+		profile_end(s);
 		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
 			    err.msg);
+	}
 	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	profile_end(s);
 	/* gone during the profile: its code can no longer be named */
 	if (r == 0)
 		r = need_target(s);
@@ -628,6 +686,36 @@ static int check_thread(struct padrone_session *s, pid_t tid)
 		    (int)attach_target__pid(s->t));
 }
 
+/* Has thread tid of the attached process exited (gone, or a zombie)? */
+static bool thread_gone(struct padrone_session *s, pid_t tid)
+{
+	char path[64];
+	struct padrone_thread th = { .tid = tid };
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)attach_target__pid(s->t), (int)tid);
+	if (access(path, F_OK) < 0)
+		return true;
+	read_task_stat(attach_target__pid(s->t), &th);
+	return th.state == 'Z' || th.state == 'X';
+}
+
+/* Why a backtrace failed: the process gone (its own status), the thread
+ * exited meanwhile (a request that can no longer be done: the process is
+ * still there), or anything else. */
+static int backtrace_failed(struct padrone_session *s, pid_t tid, int err)
+{
+	const char *msg = prof_symbolizer__errmsg(s->sym);
+	int r = need_target(s);
+
+	if (r < 0)
+		return r;
+	if (thread_gone(s, tid))
+		return fail(s, PADRONE_BAD_REQUEST, -ESRCH, "thread %d of process %d exited before "
+			    "its stack could be read", (int)tid, (int)attach_target__pid(s->t));
+	return fail(s, PADRONE_SYSTEM, err, "backtrace of thread %d: %s", (int)tid,
+		    *msg ? msg : strerror(-err));
+}
+
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count)
 {
@@ -642,11 +730,8 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	else if ((r = check_thread(s, tid)) < 0)
 		return r;
 	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES);
-	if (r < 0) {
-		const char *msg = prof_symbolizer__errmsg(s->sym);
-		return fail(s, r == -ESRCH ? PADRONE_NO_PROCESS : PADRONE_SYSTEM, r,
-			    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-r));
-	}
+	if (r < 0)
+		return backtrace_failed(s, tid, r);
 	for (int i = 0; i < r; i++) {
 		const struct prof_frame *f = &s->raw[i];
 		s->frames[i] = (struct padrone_frame){
@@ -658,6 +743,101 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 	}
 	*frames = s->frames;
 	*count = (size_t)r;
+	ok(s);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- modules */
+
+int padrone_session__pause_stats(const struct padrone_session *s, struct padrone_pause_stats *out)
+{
+	struct attach_pause_stats st;
+
+	memset(out, 0, sizeof(*out));
+	if (!s->t)
+		return -ENOENT;
+	attach_target__pause_stats(s->t, &st);
+	*out = (struct padrone_pause_stats){
+		.count = st.count,
+		.last_ns = st.last_ns,
+		.max_ns = st.max_ns,
+		.total_ns = st.total_ns,
+		.last_stop_ns = st.last_stop_ns,
+	};
+	return 0;
+}
+
+static void forget_modules(struct padrone_session *s)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		free((char *)s->mods[i].path);
+		free((char *)s->mods[i].build_id);
+	}
+	free(s->mods);
+	s->mods = NULL;
+	s->nmods = 0;
+}
+
+/* Add the module mapped at m (its first executable mapping), once. */
+static int add_module(struct padrone_session *s, const struct attach_maps *maps,
+		      const struct attach_map *m, size_t *cap)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (strcmp(s->mods[i].path, m->path) == 0)
+			return 0;
+	if (s->nmods == *cap) {
+		size_t more = *cap ? *cap * 2 : 32;
+		struct padrone_module *mods = realloc(s->mods, more * sizeof(*mods));
+		if (!mods)
+			return -ENOMEM;
+		s->mods = mods;
+		*cap = more;
+	}
+	struct prof_sym sym;
+	prof_symbolizer__lookup(s->sym, m->start, &sym);	/* names the module either way */
+	const struct attach_map *first = attach_maps__first_of(maps, m->path);
+	struct padrone_module *mod = &s->mods[s->nmods];
+	mod->base = first ? first->start : m->start;
+	mod->path = strdup(m->path);
+	mod->build_id = strdup(sym.build_id ? sym.build_id : "");
+	if (!mod->path || !mod->build_id) {
+		free((char *)mod->path);
+		free((char *)mod->build_id);
+		return -ENOMEM;
+	}
+	s->nmods++;
+	return 0;
+}
+
+int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
+			     size_t *count)
+{
+	struct attach_maps *maps;
+	size_t cap = 0;
+	int r;
+
+	*modules = NULL;
+	*count = 0;
+	forget_modules(s);
+	if ((r = need_target(s)) < 0 || (r = need_symbolizer(s)) < 0)
+		return r;
+	pid_t pid = attach_target__pid(s->t);
+	if ((r = attach_maps__read(pid, &maps)) < 0)
+		return fail(s, PADRONE_SYSTEM, r, "cannot read the maps of process %d: %s", (int)pid,
+			    strerror(-r));
+	for (size_t i = 0; i < attach_maps__count(maps) && r == 0; i++) {
+		const struct attach_map *m = attach_maps__at(maps, i);
+		/* files, and the kernel's [vdso]; not anonymous or JIT memory */
+		if ((m->prot & ATTACH_MAP_X) && (m->path[0] == '/' || !strcmp(m->path, "[vdso]")))
+			r = add_module(s, maps, m, &cap);
+	}
+	attach_maps__free(maps);
+	if (r < 0) {
+		forget_modules(s);
+		return fail(s, PADRONE_SYSTEM, r, "out of memory");
+	}
+	*modules = s->mods;
+	*count = s->nmods;
 	ok(s);
 	return 0;
 }

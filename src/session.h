@@ -31,6 +31,13 @@ PADRONE_HIDDEN int padrone_sub_name_addr(const char *name, uint64_t *addr);
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
 					const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* For a program that is leaving (SIGTERM): the running profile ends now,
+ * and so does every later one of this session, at once (with the samples
+ * it has). Async-signal-safe, from any thread; s NULL does nothing. Unlike
+ * padrone_session__interrupt, not lost when it comes just before a profile
+ * begins. */
+PADRONE_HIDDEN void padrone_session_leave(struct padrone_session *s);
+
 /* The last profile's samples taken in user space: the sampled instruction
  * of each distinct call chain and how many samples had it (what cfg/
  * attributes to blocks and loops). NULL and 0 before any profile; valid until the next

@@ -1,4 +1,6 @@
-/* info threads: the attached process's threads. */
+/* info threads|modules|stops: the attached process's threads, its
+ * executable modules with their build-ids, and how long padrone has held it
+ * stopped. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,13 +42,52 @@ static int info_threads(struct padrone_cmd_ctx *ctx)
 	return PADRONE_EXIT_OK;
 }
 
+static int info_modules(struct padrone_cmd_ctx *ctx)
+{
+	const struct padrone_module *m;
+	size_t n;
+
+	if (padrone_session__modules(ctx->ctl->session, &m, &n) < 0)
+		return padrone_cmd_session_error(ctx);
+	fprintf(ctx->out, "%-18s  %-40s  %s\n", "BASE", "BUILD-ID", "MODULE");
+	for (size_t i = 0; i < n; i++)
+		fprintf(ctx->out, "0x%016llx  %-40s  %s\n", (unsigned long long)m[i].base,
+			*m[i].build_id ? m[i].build_id : "-", m[i].path);
+	return PADRONE_EXIT_OK;
+}
+
+static int info_stops(struct padrone_cmd_ctx *ctx)
+{
+	struct padrone_pause_stats st;
+
+	padrone_session__pause_stats(ctx->ctl->session, &st);
+	if (!st.count) {
+		fprintf(ctx->out, "process %d has not been stopped by padrone since it attached\n",
+			(int)padrone_session__pid(ctx->ctl->session));
+		return PADRONE_EXIT_OK;
+	}
+	fprintf(ctx->out, "process %d stopped %llu time%s by padrone since it attached: "
+		"%.1f us in all, %.1f us on average, %.1f us at most; the last %.1f us "
+		"(%.1f us to stop every thread)\n",
+		(int)padrone_session__pid(ctx->ctl->session), (unsigned long long)st.count,
+		st.count == 1 ? "" : "s", (double)st.total_ns / 1e3,
+		(double)st.total_ns / 1e3 / (double)st.count, (double)st.max_ns / 1e3,
+		(double)st.last_ns / 1e3, (double)st.last_stop_ns / 1e3);
+	return PADRONE_EXIT_OK;
+}
+
 static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	const char *what = padrone_args_value(args, 0);
+	size_t len = strlen(what);
 
 	/* Subjects match by prefix too, like commands. */
-	if (strncmp("threads", what, strlen(what)) == 0)
+	if (len && strncmp("threads", what, len) == 0)
 		return info_threads(ctx);
+	if (len && strncmp("modules", what, len) == 0)
+		return info_modules(ctx);
+	if (len && strncmp("stops", what, len) == 0)
+		return info_stops(ctx);
 	padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "info: unknown subject: %s", what);
 	padrone_cmd_print_usage(ctx->err, ctx->entry);
 	return PADRONE_EXIT_USAGE;
@@ -54,9 +95,12 @@ static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 
 const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.name = "info",
-	.usage = "threads",
-	.summary = "list the threads: tid, name, state, CPU time, where each is",
-	.help = "Stops the process for a moment to read every thread's program counter.",
+	.usage = "threads|modules|stops",
+	.summary = "list the threads, the modules with their build-ids, or the stops",
+	.help = "threads: tid, name, state, CPU time, and where each thread is (the process\n"
+		"is stopped for a moment to read the program counters).\n"
+		"modules: every executable file mapped (and [vdso]): base address, build-id.\n"
+		"stops: how often and how long padrone has held every thread stopped.",
 	.lower = 1,
 	.upper = 1,
 	.flags = PADRONE_CMD_TARGET,

@@ -62,8 +62,16 @@ static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 
 	if (st)
 		return st;
-	if (padrone_session__profile(s, &o) < 0)
+	if (padrone_session__profile(s, &o) < 0) {
+		/* The rate refused for want of a PMU: name the option here, as
+		 * the library cannot (padroned's --force, profile's -f). */
+		if (padrone_session__why(s) == PADRONE_BAD_REQUEST && !o.force &&
+		    o.hz > PADRONE_PROFILE_SOFT_MAX_HZ)
+			return padrone_cmd_error(ctx, padrone_session__exit_status(s),
+						 "%s; -f (--force) samples at that rate anyway",
+						 padrone_session__errmsg(s));
 		return padrone_cmd_session_error(ctx);
+	}
 	const struct padrone_report *r = padrone_session__report(s);
 	if (*padrone_report__fallback(r))
 		padrone_cmd_error(ctx, 0, "note: %s", padrone_report__fallback(r));

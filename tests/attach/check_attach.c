@@ -318,6 +318,40 @@ START_TEST(explains_yama_and_uids)
 	ck_assert_str_eq(buf, "permission denied: process 10 (svc) runs as uids 1000/0/0 and gids "
 			      "1000/1000/1000 (real/effective/saved) and padrone as uid 1000 (gid "
 			      "1000), without CAP_SYS_PTRACE; run padrone as the same user or as root");
+	/* Same ids, but capabilities padrone lacks (the capability module). */
+	f.uid[1] = f.uid[2] = 1000;
+	f.caps = 1ull << 13 | 1ull << 23 | 1ull << 63;
+	f.my_caps = 1ull << 23;
+	ck_assert_int_eq(attach__perm_explain(&f, buf, sizeof buf), 1);
+	ck_assert_str_eq(buf, "permission denied: process 10 (svc) holds capabilities padrone "
+			      "lacks (cap_net_raw, cap_63) and padrone runs without CAP_SYS_PTRACE; a "
+			      "process may trace only processes whose capabilities it has: run "
+			      "padrone as root");
+	f.cap_sys_ptrace = true;
+	ck_assert_int_eq(attach__perm_explain(&f, buf, sizeof buf), 0);
+}
+END_TEST
+
+START_TEST(explains_a_refusal_the_facts_do_not_show)
+{
+	struct attach__perm_facts f = {
+		.pid = 10, .comm = "svc", .my_uid = 0, .uid = { 0, 0, 0 }, .dumpable = true,
+		.cap_sys_ptrace = true, .yama_scope = -1,
+	};
+	char buf[512];
+
+	attach__perm_unexplained(&f, 0, buf, sizeof buf);
+	ck_assert_str_eq(buf, "permission denied: the kernel refused padrone access to process 10 "
+			      "(svc) although uids and capabilities allow it; a security module "
+			      "forbids it (SELinux, AppArmor, Yama...)");
+	snprintf(f.lsms, sizeof f.lsms, "lockdown,capability,yama,apparmor");
+	f.foreign_userns = true;
+	attach__perm_unexplained(&f, 12, buf, sizeof buf);
+	ck_assert_str_eq(buf, "permission denied: the kernel refused padrone access to thread 12 "
+			      "of process 10 (svc) although uids and capabilities allow it; padrone "
+			      "runs in a user namespace of its own that the process is not in, where "
+			      "its capabilities may not count, or a security module forbids it "
+			      "(active: lockdown,capability,yama,apparmor)");
 }
 END_TEST
 
@@ -715,6 +749,7 @@ int main(void)
 	tcase_add_test(tc, refuses_without_permission);
 	tcase_add_test(tc, refuses_a_process_that_is_not_dumpable);
 	tcase_add_test(tc, explains_yama_and_uids);
+	tcase_add_test(tc, explains_a_refusal_the_facts_do_not_show);
 	tcase_add_test(tc, refuses_an_already_traced_process);
 	tcase_add_test(tc, names_the_tracer_of_another_users_process);
 	tcase_add_test(tc, undoes_a_partial_seize);

@@ -232,6 +232,73 @@ START_TEST(runs_on_every_thread)
 }
 END_TEST
 
+/* SigBlk of thread tid of pid, from /proc. */
+static unsigned long long sigblk(pid_t pid, pid_t tid)
+{
+	char path[96], line[256];
+	unsigned long long mask = ~0ull;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1)
+			break;
+	fclose(f);
+	ck_assert_msg(mask != ~0ull, "no SigBlk in %s", path);
+	return mask;
+}
+
+/* Every thread keeps its own signal mask through our system calls (they run
+ * with every signal blocked): /proc's SigBlk before and after, each thread's
+ * distinct, and the target checks its own too. */
+START_TEST(restores_each_thread_s_signal_mask)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "threads", "-n", "0", "-l", "3", "-M", NULL);
+	struct attach_target *t = at_seize(pid);
+	pid_t tids[8];
+	unsigned long long before[8];
+
+	/* the -M masks are in place once the workers have started: ticks */
+	at_threads_ok(&p);
+	int n = attach_target__threads(t, tids, 8);
+	ck_assert_int_eq(n, 4);
+	for (int i = 0; i < n; i++)
+		before[i] = sigblk(pid, tids[i]);
+	/* On top of what it inherited (our SIGCHLD): main SIGUSR2 (main first),
+	 * worker k SIGRTMIN+k. */
+	unsigned long long usr2 = 1ull << (SIGUSR2 - 1), base = before[0] & ~usr2;
+	ck_assert(before[0] & usr2);
+	for (int i = 1; i < n; i++) {
+		ck_assert_uint_eq(before[i] & base, base);
+		ck_assert_int_eq(__builtin_popcountll(before[i] & ~base), 1);
+		ck_assert(before[i] & ~base & ~0xffffffffull);	/* a real-time one */
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(before[i], before[j]);
+	}
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < n; i++) {
+			ck_assert_int_eq(rsys(t, tids[i], SYS_gettid, 0, 0, 0, 0, 0, 0), tids[i]);
+			/* the world is resumed after each: the mask is what runs */
+			ck_assert_uint_eq(sigblk(pid, tids[i]), before[i]);
+		}
+		/* several in one stop, then read while still stopped */
+		ck_assert_int_eq(attach_target__stop(t), 0);
+		for (int i = 0; i < n; i++)
+			ck_assert_int_eq(rsys(t, tids[i], SYS_getpid, 0, 0, 0, 0, 0, 0), pid);
+		for (int i = 0; i < n; i++)
+			ck_assert_uint_eq(sigblk(pid, tids[i]), before[i]);
+		ck_assert_int_eq(attach_target__resume(t), 0);
+	}
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	for (int i = 0; i < n; i++)
+		ck_assert_uint_eq(sigblk(pid, tids[i]), before[i]);
+	at_drain(&p);
+	at_threads_ok(&p);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(runs_among_signals)
 {
 	struct tu_proc p;
@@ -303,7 +370,9 @@ START_TEST(interrupts_a_blocking_call)
 	/* read(fd, buf, 1) on the target's own empty FIFO blocks. */
 	uint64_t args[6] = { (uint64_t)fd_of(pid, fifo), (uint64_t)buf, 1, 0, 0, 0 };
 	int64_t ret = 0;
+	unsigned long long mask = sigblk(pid, pid);
 	ck_assert_int_eq(attach_target__syscall(t, 0, SYS_read, args, &ret), -ETIMEDOUT);
+	ck_assert_uint_eq(sigblk(pid, pid), mask);	/* also after an interrupted one */
 	snprintf(msg, sizeof msg, "system call 0 in process %d (hotloop) did not return within "
 		 "300 ms and was interrupted", (int)pid);
 	ck_assert_str_eq(attach_target__errmsg(t), msg);
@@ -329,6 +398,7 @@ int main(void)
 	tcase_add_test(tc, restarts_an_interrupted_read);
 	tcase_add_test(tc, restarts_an_interrupted_sleep);
 	tcase_add_test(tc, runs_on_every_thread);
+	tcase_add_test(tc, restores_each_thread_s_signal_mask);
 	tcase_add_test(tc, runs_among_signals);
 	tcase_add_test(tc, runs_in_a_job_control_stopped_target);
 	tcase_add_test(tc, interrupts_a_blocking_call);

@@ -157,30 +157,26 @@ static const struct prof_func *find_func(const struct prof_hot *h, const char *n
 	return NULL;
 }
 
-/* The hottest function is name, with at least min_pct of the samples
- * taken in user space: on a crowded machine a per-task cpu-clock event also
- * fires in the scheduler as the thread is switched back in (those samples
- * are shown, as kernel functions, but are not the target's doing). */
+/* The hottest function is name, with at least min_pct of all the samples:
+ * its self_pct, the share a user reads in the report. Samples in the kernel
+ * count against it (on a crowded machine a few land in the kernel as the
+ * thread is switched back in: 1-3% with eight busy loops on this 2-CPU VM,
+ * not enough to matter). */
 static void expect_top(const struct prof_hot *h, const char *name, double min_pct)
 {
 	const struct prof_func *f = prof_hot__at(h, 0);
-	uint64_t total = prof_hot__totals(h)->samples, kernel = 0;
 
 	ck_assert_ptr_nonnull(f);
 	ck_assert_msg(!strcmp(f->name, name), "hottest is %s (%.1f%%), not %s", f->name,
 		      f->self_pct, name);
-	for (size_t i = 0; i < prof_hot__count(h); i++)
-		if (prof_hot__at(h, i)->start >= PROF_KERNEL_START)
-			kernel += prof_hot__at(h, i)->self;
-	double pct = total > kernel ? 100.0 * (double)f->self / (double)(total - kernel) : 0;
-	if (pct < min_pct) {
+	if (f->self_pct < min_pct) {
 		char others[512] = "";
 		for (size_t i = 1, k = 0; i < prof_hot__count(h) && i < 6; i++)
 			k += (size_t)snprintf(others + k, sizeof(others) - k, "; %s %.1f%% %s",
 					      prof_hot__at(h, i)->name, prof_hot__at(h, i)->self_pct,
 					      prof_hot__at(h, i)->module);
-		ck_abort_msg("%s has %.1f%% of the user samples (%.1f%% of all), want >= %.0f%%%s",
-			     name, pct, f->self_pct, min_pct, others);
+		ck_abort_msg("%s has %.1f%% of the samples, want >= %.0f%%%s", name, f->self_pct,
+			     min_pct, others);
 	}
 }
 
@@ -246,7 +242,6 @@ static void hot_loop(enum prof_backend backend)
 
 	expect_top(r.h, "prof_spin", 80);
 	const struct prof_func *f = prof_hot__at(r.h, 0);
-	ck_assert_msg(f->self_pct >= 50, "prof_spin has %.1f%% of all samples", f->self_pct);
 	uint64_t value, size;
 	symbol_of(path, "prof_spin", &value, &size);
 	uint64_t bias = load_bias(r.t.p.pid, path);
@@ -395,7 +390,16 @@ START_TEST(target_taking_signals_is_sampled)
 
 	run_profile(&r, tu_path("tests/targets/prof_signals"), "signals", (enum prof_backend)_i);
 	before = r.t.first;
-	expect_top(r.h, "prof_sig_spin", 50);
+	/* The handler's work and the kernel's delivery of ~2000 signals a
+	 * second take 1-5% of the samples (96-97% stay in prof_sig_spin here,
+	 * with the machine loaded). This is the sampler alone; under padrone's
+	 * ptrace seize (padroned) every signal is also a signal-delivery stop
+	 * until the tracer re-delivers it, and the target's own time in that
+	 * path (get_signal, ptrace_stop, the sample timer firing as interrupts
+	 * come back on after the switch: pvm_irq_enable) is 10-19% of its
+	 * samples: a real cost of being traced, which the report rightly
+	 * shows. tests/src's e2e test of this target checks its signals. */
+	expect_top(r.h, "prof_sig_spin", 80);
 	run_finish(&r);
 	fresh_line(&r.t.p, "signals", line, sizeof(line));
 	after = atol(line + 8);
@@ -769,9 +773,9 @@ START_TEST(refuses_more_than_10khz_without_a_pmu)
 	ck_assert_int_eq(prof_sampler__open(t.p.pid, &o, &s, &err), -EINVAL);
 	ck_assert_ptr_null(s);
 	ck_assert_int_eq(err.err, -EINVAL);
-	ck_assert_msg(strstr(err.msg, "refusing to sample at 20000 Hz without a hardware PMU"),
-		      "%s", err.msg);
-	ck_assert_ptr_nonnull(strstr(err.msg, "force"));
+	ck_assert_str_eq(err.msg, "refusing to sample at 20000 Hz without a hardware PMU: "
+				  "cpu-clock costs the target ~20 us per sample and above 10000 Hz "
+				  "can lock up a CPU");
 	check_target_fine(&t);
 	tu_kill(&t.p);
 }

@@ -3,9 +3,13 @@
 #include "tests/lib/tu.h"
 
 #include <ctype.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/cmd.h"
 
@@ -278,6 +282,63 @@ START_TEST(every_usage_is_in_the_man_page)
 }
 END_TEST
 
+/* ------------------------------------------- signals and the session's life */
+
+static struct padrone_ctl sig_ctl;	/* static: zeroed, as padrone's and padroned's */
+static atomic_int handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	padrone_ctl_interrupt(&sig_ctl, atomic_fetch_add(&handled, 1) & 1);
+}
+
+static atomic_bool stop_kill;
+
+/* Process-directed signals: any thread may take them, this one too. */
+static void *send_signals(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop_kill)) {
+		kill(getpid(), SIGUSR1);
+		usleep(50);
+	}
+	return NULL;
+}
+
+START_TEST(a_signal_never_finds_a_missing_or_freed_session)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART }, old;
+	pthread_t th;
+
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+	/* before any init: nothing to interrupt, nothing touched */
+	padrone_ctl_interrupt(&sig_ctl, false);
+	padrone_ctl_interrupt(&sig_ctl, true);
+	padrone_session__interrupt(NULL);
+	ck_assert_int_eq(pthread_create(&th, NULL, send_signals, NULL), 0);
+	while (atomic_load(&handled) < 20)
+		usleep(100);
+	/* Signals land before, during and after each session's life (ASan
+	 * reports any use of a freed one): 300 lives at least, and until 100
+	 * signals came during them (a loaded machine sends fewer a second). */
+	int first = atomic_load(&handled), i;
+	for (i = 0; i < 300 || (atomic_load(&handled) - first < 100 && i < 1000000); i++) {
+		ck_assert_int_eq(padrone_ctl_init(&sig_ctl, "padrone", false), 0);
+		if (i % 10 == 0)
+			usleep(200);
+		padrone_ctl_fini(&sig_ctl);
+	}
+	int seen = atomic_load(&handled) - first;
+	atomic_store(&stop_kill, true);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
+	ck_assert_msg(seen >= 100, "only %d signals handled in %d lives", seen, i);
+	ck_assert_ptr_null(sig_ctl.session);
+	padrone_ctl_interrupt(&sig_ctl, true);	/* after fini: still nothing */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cmd");
@@ -290,6 +351,7 @@ int main(void)
 	tcase_add_test(tc, help_lists_and_describes);
 	tcase_add_test(tc, a_line_stops_at_its_first_failure);
 	tcase_add_test(tc, every_usage_is_in_the_man_page);
+	tcase_add_test(tc, a_signal_never_finds_a_missing_or_freed_session);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

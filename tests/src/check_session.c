@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <limits.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attach/attach.h"
@@ -124,6 +127,29 @@ START_TEST(an_interrupt_ends_a_profile_early_keeping_its_samples)
 }
 END_TEST
 
+/* padrone_session_leave (padroned's SIGTERM): unlike an interrupt, it holds
+ * for the profile that begins after it, and every later one. */
+START_TEST(leaving_ends_every_later_profile_at_once)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 30 };
+
+	padrone_session__interrupt(NULL);	/* nothing to do, no crash */
+	padrone_session_leave(NULL);
+	padrone_session_leave(s);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(padrone_session__profile(s, &o), 0);
+		const struct padrone_report *r = padrone_session__report(s);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_msg(padrone_report__duration_s(r) < 5, "%.3f s",
+			      padrone_report__duration_s(r));
+	}
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(the_event_fd_says_when_the_process_exits)
 {
 	struct tu_proc p;
@@ -172,6 +198,176 @@ START_TEST(threads_and_the_bpf_backend)
 		  *padrone_report__fallback(r) != '\0');
 	ck_assert_str_eq(padrone_report__function(r, 0)->name, "hot_function");
 	ck_assert(padrone_report__function(r, 0)->self_pct >= 80);
+	padrone_session__free(s);
+	tu_kill(&p);
+}
+END_TEST
+
+/* bt of threads that live a few milliseconds: each either unwinds, or
+ * fails as a bad request naming the thread (status 2: the process is still
+ * there), never as a missing process or a system error. */
+START_TEST(a_thread_exiting_around_a_backtrace_is_named)
+{
+	struct tu_proc p;
+	char line[256];
+	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-n", "2", "-l", "0", "-w",
+			 (char *)(_i ? "300000" : "3000000"), NULL };
+	struct padrone_session *s = padrone_session__new(NULL);
+	int outcomes[3] = { 0 };
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(padrone_session__attach(s, p.pid), 0);
+	for (int i = 0; i < 150; i++) {
+		struct padrone_thread th[8];
+		int n = padrone_session__threads(s, th, 8);
+		ck_assert_msg(n >= 1, "%s", padrone_session__errmsg(s));
+		if (n < 2)
+			continue;
+		pid_t tid = th[n - 1].tid;	/* the newest short-lived one */
+		const struct padrone_frame *f;
+		size_t nf;
+		if (i % 3)
+			usleep((useconds_t)(i % 7) * 500);
+		int r = padrone_session__backtrace(s, tid, &f, &nf);
+		if (r == 0) {
+			outcomes[0]++;
+			continue;
+		}
+		char gone[128], never[128];
+		snprintf(gone, sizeof(gone), "thread %d of process %d exited before its stack could "
+			 "be read", tid, p.pid);
+		snprintf(never, sizeof(never), "%d is not a thread of process %d", tid, p.pid);
+		const char *msg = padrone_session__errmsg(s);
+		ck_assert_msg(r == -ESRCH && padrone_session__exit_status(s) == 2 &&
+			      (!strcmp(msg, gone) || !strcmp(msg, never)), "%d, status %d: %s", r,
+			      padrone_session__exit_status(s), msg);
+		outcomes[strcmp(msg, gone) ? 2 : 1]++;
+	}
+	/* which paths a run takes depends on the timing */
+	fprintf(stderr, "# backtraces: %d unwound, %d thread exited during, %d before\n",
+		outcomes[0], outcomes[1], outcomes[2]);
+	padrone_session__free(s);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_msg(strstr(line, " errors 0"), "%s", line);
+	tu_kill(&p);
+}
+END_TEST
+
+/* Where BPF cannot load (as nobody: no CAP_BPF), the profile still
+ * succeeds on the ring: the report says why, errmsg stays empty. */
+START_TEST(a_bpf_fallback_is_told_by_the_report)
+{
+	struct tu_proc p;
+	char line[256];
+	int pfd[2];
+
+	if (geteuid() != 0)
+		return;	/* only root can become nobody */
+	char *argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			 (char *)tu_path("tests/targets/hotloop"), NULL };
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t kid = fork();
+	ck_assert_int_ge(kid, 0);
+	if (kid == 0) {
+		struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 1,
+						  .backend = PADRONE_BACKEND_BPF };
+		struct padrone_session *s = padrone_session__new(NULL);
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534) || !s)
+			_exit(99);
+		if (padrone_session__attach(s, p.pid) < 0 || padrone_session__profile(s, &o) < 0) {
+			dprintf(pfd[1], "failed: %s\n", padrone_session__errmsg(s));
+			_exit(1);
+		}
+		const struct padrone_report *r = padrone_session__report(s);
+		dprintf(pfd[1], "%s|%s|%s|%s\n", padrone_report__backend(r),
+			padrone_report__count(r) ? padrone_report__function(r, 0)->name : "-",
+			padrone_session__errmsg(s), padrone_report__fallback(r));
+		padrone_session__free(s);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[2048];
+	ssize_t n, k = 0;
+	while ((n = read(pfd[0], buf + k, sizeof(buf) - 1 - (size_t)k)) > 0)
+		k += n;
+	buf[k] = '\0';
+	close(pfd[0]);
+	int st;
+	waitpid(kid, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
+	ck_assert_msg(strncmp(buf, "ring|hot_function||", 19) == 0, "%s", buf);
+	ck_assert_msg(strstr(buf + 19, "BPF"), "no reason given: %s", buf);
+	tu_kill(&p);
+}
+END_TEST
+
+/* The GNU build-id of the file at path, as readelf prints it. */
+static void readelf_build_id(const char *path, char *out, size_t size)
+{
+	char cmd[4200];
+	int st;
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' | awk '/Build ID:/ { print $3; exit }'", path);
+	char *id = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(id);
+	id[strcspn(id, "\n")] = '\0';
+	snprintf(out, size, "%s", id);
+	free(id);
+}
+
+START_TEST(modules_with_their_build_ids_and_the_stops)
+{
+	struct tu_proc p;
+	struct padrone_session *s = attached(&p, "0");
+	const struct padrone_module *m;
+	struct padrone_pause_stats st;
+	size_t n;
+	char want[128], real[4096];
+
+	ck_assert_int_eq(padrone_session__modules(s, &m, &n), 0);
+	ck_assert_uint_ge(n, 3);	/* hotloop, libc, ld.so (and [vdso]) */
+	ck_assert_ptr_nonnull(realpath(tu_path("tests/targets/hotloop"), real));
+	size_t found = n, libc = n;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(m[i].path, real))
+			found = i;
+		if (strstr(m[i].path, "/libc.so"))
+			libc = i;
+		ck_assert(i == 0 || m[i].base > m[i - 1].base);	/* by address */
+	}
+	ck_assert_msg(found < n, "%s not among the modules", real);
+	readelf_build_id(real, want, sizeof(want));
+	ck_assert_uint_eq(strlen(want), 40);
+	ck_assert_str_eq(m[found].build_id, want);
+	ck_assert_msg(libc < n, "no libc");
+	readelf_build_id(m[libc].path, want, sizeof(want));
+	ck_assert_str_eq(m[libc].build_id, want);
+	/* the base is where the file's first page is mapped */
+	char cmd[4300];
+	int status;
+	snprintf(cmd, sizeof(cmd), "awk '$6 == \"%s\" { split($1, r, \"-\"); print r[1]; exit }' "
+		 "/proc/%d/maps", real, p.pid);
+	char *base = tu_run(cmd, &status);
+	ck_assert_uint_eq(strtoull(base, NULL, 16), m[found].base);
+	free(base);
+
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
+	uint64_t before = st.count;
+	ck_assert_int_eq(padrone_session__threads(s, NULL, 0), 1);	/* no stop */
+	struct padrone_thread t;
+	ck_assert_int_eq(padrone_session__threads(s, &t, 1), 1);	/* one stop */
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
+	ck_assert_uint_eq(st.count, before + 1);
+	ck_assert_uint_gt(st.last_ns, 0);
+	ck_assert_uint_ge(st.last_ns, st.last_stop_ns);
+	ck_assert_uint_ge(st.max_ns, st.last_ns);
+	ck_assert_uint_ge(st.total_ns, st.max_ns);
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	ck_assert_int_eq(padrone_session__pause_stats(s, &st), -ENOENT);
+	ck_assert_int_lt(padrone_session__modules(s, &m, &n), 0);
+	ck_assert_uint_eq(n, 0);
 	padrone_session__free(s);
 	tu_kill(&p);
 }
@@ -242,8 +438,12 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, failures_have_a_reason_a_message_and_a_status);
 	tcase_add_test(tc, an_interrupt_ends_a_profile_early_keeping_its_samples);
+	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);
 	tcase_add_test(tc, the_event_fd_says_when_the_process_exits);
 	tcase_add_test(tc, threads_and_the_bpf_backend);
+	tcase_add_test(tc, modules_with_their_build_ids_and_the_stops);
+	tcase_add_loop_test(tc, a_thread_exiting_around_a_backtrace_is_named, 0, 2);
+	tcase_add_test(tc, a_bpf_fallback_is_told_by_the_report);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
 	suite_add_tcase(s, tc);
 	return tu_main(s);

@@ -1,6 +1,6 @@
 /* threads: a multithreaded target with constant thread churn.
  *
- * usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] [-t TICK_MS] [-S] [-X]
+ * usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] [-t TICK_MS] [-S] [-X] [-M]
  *   -d SECONDS  run that long, then print "done ..." and exit 0 (default 0: forever)
  *   -n CHURN    short-lived threads alive at once, created and joined
  *               continuously by the main thread (default 4; 0: none)
@@ -11,6 +11,10 @@
  *   -X          the main thread calls pthread_exit after "ready" (its zombie
  *               stays while a new "driver" thread does its work); the
  *               process ends with exit(0) after "done"
+ *   -M          signal masks of their own: the main thread blocks SIGUSR2,
+ *               long-lived thread k (1, 2, ...) SIGRTMIN+k (the ones past
+ *               SIGRTMAX: none); each checks its mask on every round and
+ *               counts a change in E (a tracer that restored the wrong one)
  *
  * output (line-buffered):
  *   ready PID                                  once, after the long-lived threads start
@@ -24,6 +28,7 @@
  * goes away.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,10 +61,43 @@ static void *short_lived(void *arg)
 	return (void *)(uintptr_t)work(i, work_iters);
 }
 
+static int own_masks;
+
+/* -M: block sig (0: none) on top of what the thread has; keep the result
+ * in *want. */
+static void block_own(int sig, sigset_t *want)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	if (sig)
+		sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, want);
+	pthread_sigmask(SIG_BLOCK, NULL, want);
+}
+
+/* -M: is the calling thread's mask still want? */
+static void check_own(const sigset_t *want)
+{
+	sigset_t cur;
+	if (!own_masks)
+		return;
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	for (int sig = 1; sig < SIGRTMAX; sig++)
+		if (sigismember(&cur, sig) != sigismember(want, sig)) {
+			atomic_fetch_add(&errors, 1);
+			return;
+		}
+}
+
 static void *long_lived(void *arg)
 {
 	uint64_t k = (uintptr_t)arg * 1000003u;
+	int sig = SIGRTMIN + (int)(uintptr_t)arg;
+	sigset_t want;
+	if (own_masks)
+		block_own(sig <= SIGRTMAX ? sig : 0, &want);
 	while (!atomic_load(&stop)) {
+		check_own(&want);
 		if (work(k, 5000) != work(k, 5000))
 			atomic_fetch_add(&errors, 1);
 		k++;
@@ -92,7 +130,11 @@ static void *driver(void *arg)
 	uintptr_t created = 0;
 	long tick = 0;
 	int live = 0, head = 0;
+	sigset_t want;
+	if (own_masks)	/* a new driver thread (-X) inherited it: blocks nothing more */
+		block_own(main_exits ? 0 : SIGUSR2, &want);
 	while (duration <= 0 || now_s() - start < duration) {
+		check_own(&want);
 		if (churn > 0) {
 			if (live == churn) {	/* join the oldest, check its answer */
 				void *ret;
@@ -135,7 +177,7 @@ int main(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "d:n:l:w:t:SX")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:l:w:t:SXM")) != -1) {
 		switch (c) {
 		case 'd': duration = atof(optarg); break;
 		case 'n': churn = atoi(optarg); break;
@@ -144,9 +186,10 @@ int main(int argc, char **argv)
 		case 't': tick_s = atof(optarg) / 1000.0; break;
 		case 'S': sleepy = 1; break;
 		case 'X': main_exits = 1; break;
+		case 'M': own_masks = 1; break;
 		default:
 			fprintf(stderr, "usage: threads [-d SECONDS] [-n CHURN] [-l LONG] [-w WORK] "
-					"[-t TICK_MS] [-S] [-X]\n");
+					"[-t TICK_MS] [-S] [-X] [-M]\n");
 			return 2;
 		}
 	}
