@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,11 @@ int tu_spawn(struct tu_proc *p, char *const argv[], bool merge_stderr)
 		/* Targets run in their own process group so a test can stop or
 		 * signal them without touching the test runner. */
 		setpgid(0, 0);
+		/* A failed assertion ends the test process before its tu_kill:
+		 * the target must not outlive it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(127);
 		execvp(argv[0], argv);
 		dprintf(STDERR_FILENO, "tu_spawn: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

@@ -25,7 +25,8 @@ const char *tu_path(const char *rel);
 const char *tu_srcpath(const char *rel);
 
 /* Start argv[0] with argv; its stdout (and stderr when merge_stderr) go to a
- * pipe read by tu_read_line. Returns 0 or -errno. */
+ * pipe read by tu_read_line. It dies with the calling thread (a test whose
+ * assertion failed leaves no target behind). Returns 0 or -errno. */
 int tu_spawn(struct tu_proc *p, char *const argv[], bool merge_stderr);
 /* Read one line (without the newline) into line[size], waiting at most
  * timeout_ms. Returns the length, -ETIMEDOUT, or -EPIPE at end of output. */
