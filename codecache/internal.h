@@ -64,6 +64,11 @@ void cc__job_free(struct cc_job *j);
 
 /* The redirection of func of that kind (0: any), or NULL. */
 struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind);
+/* A measuring stub whose padrone process is gone (killed while measuring):
+ * nobody will take it out but a restore. */
+bool cc__redir_stale(const struct cc_dir_redir *r);
+/* MEASURE: where the stub's code ends (recorded for a later undo). */
+void cc__job_set_stub_end(struct cc_job *j, uint64_t end);
 /* The detour: the job's relocated first bytes written to the cache, where
  * a thread caught inside them is moved (phases allocate, write). */
 int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size);
@@ -79,6 +84,12 @@ struct cc_undo_stub {
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);
+/* measure.c: take out a stale measuring stub (cc__redir_stale), as
+ * cc_measure__finish would have; and the refusal that names it. */
+int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
+			   const struct cc_patch_opts *opts);
+int cc__fail_stale(struct cc_cache *c, enum cc_phase phase, const struct cc_dir_redir *r,
+		   const char *name);
 
 /* ------------------------------------------------------ threads.c */
 

@@ -213,11 +213,12 @@ int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 	if (o.calls > MAX_CALLS)
 		return cc__fail(c, CC_PHASE_MEASURE, -EINVAL, "%" PRIu64 " calls is more than the "
 				"%u a measurement keeps", o.calls, MAX_CALLS);
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
-		if (c->dir.redirs[i].id && c->dir.redirs[i].func == fn->addr &&
-		    c->dir.redirs[i].kind == CC_REDIR_MEASURE)
-			return cc__fail(c, CC_PHASE_MEASURE, -EBUSY, "%s is already being measured",
-					name);
+	const struct cc_dir_redir *old = cc__redir_find(c, fn->addr, CC_REDIR_MEASURE);
+	if (old && cc__redir_stale(old))
+		return cc__fail_stale(c, CC_PHASE_MEASURE, old, name);
+	if (old)
+		return cc__fail(c, CC_PHASE_MEASURE, -EBUSY, "%s is already being measured (by "
+				"padrone process %d)", name, (int)old->owner_pid);
 	if ((rc = preflight(c, name, o.force)) < 0)
 		return rc;
 	if (!(m = calloc(1, sizeof *m)))
@@ -239,6 +240,7 @@ int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 		{ m->code, m->code_size, CC_CODE, 0 },
 		{ m->data, m->data_size, CC_DATA, 0 },
 	};
+	cc__job_set_stub_end(m->job, m->code + m->stub_size);
 	m->tsc0 = __rdtsc();
 	m->ns0 = raw_ns();
 	if ((rc = cc__job_apply(m->job, m->code, cc__job_prefix(m->job) ? m->copy : 0, owned, 2,
@@ -364,6 +366,74 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	res->has_ipc = false;	/* needs counters read in the stub (rdpmc): no PMU here */
 	free(s);
 	return 0;
+}
+
+/* The relocated first bytes a stale stub continues into, made again from
+ * the directory -- the entry site's original bytes over the function's
+ * code, relocated as cc__job_new did -- and checked to be byte for byte the
+ * copy in the cache, so that threads are moved by the right map. */
+static int rebuild_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out)
+{
+	const struct cc_dir_site *s = NULL;
+	uint8_t code[256], want[256], have[256];
+	struct cc_error err;
+	int rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < CC_MAX_SITES && !s; i++)
+		if (c->dir.sites[i].redir == r->id && c->dir.sites[i].kind == CC_SITE_ENTRY)
+			s = &c->dir.sites[i];
+	uint64_t end = r->func + r->func_size;
+	size_t len = s && end > s->addr ? (size_t)(end - s->addr) : 0;
+	if (len > sizeof code)
+		len = sizeof code;
+	if (!s || len < s->len || r->detour_size > sizeof want)
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the directory's record of the "
+				"measuring stub on %s is inconsistent; not touching it", r->name);
+	if ((rc = cc__read(c, s->addr, code, len)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read %s at 0x%" PRIx64 ": %s",
+				r->name, s->addr, strerror(-rc));
+	memcpy(code, s->orig, s->len);
+	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = s->len, .jump_back = true };
+	if ((rc = cc_reloc__new(code, len, s->addr, &ro, out, &err)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "the first bytes of %s: %s", r->name, err.msg);
+	size_t size = cc_reloc__size(*out);
+	if (size != r->detour_size ||
+	    cc_reloc__encode(*out, r->detour, want, sizeof want, &err) < 0 ||
+	    cc__read(c, r->detour, have, size) < 0 || memcmp(want, have, size) != 0) {
+		cc_reloc__free(*out);
+		*out = NULL;
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the relocated first bytes of %s at "
+				"0x%" PRIx64 " are not what padrone wrote there; not touching them",
+				r->name, r->detour);
+	}
+	return 0;
+}
+
+int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
+			   const struct cc_patch_opts *opts)
+{
+	struct cc_undo_stub stub = { r->dest, r->stub_end > r->dest ? r->stub_end : r->dest, NULL, 0 };
+	struct cc_reloc *prefix = NULL;
+	int rc;
+
+	if (r->detour) {
+		if ((rc = rebuild_prefix(c, r, &prefix)) < 0)
+			return rc;
+		stub.prefix = prefix;
+		stub.copy = r->detour;
+	}
+	rc = cc__undo(c, r->id, opts, &stub);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
+int cc__fail_stale(struct cc_cache *c, enum cc_phase phase, const struct cc_dir_redir *r,
+		   const char *name)
+{
+	return cc__fail(c, phase, -EEXIST, "%s is still redirected to a measuring stub left by "
+			"padrone process %d, which is gone; `restore %s` takes it out", name,
+			(int)r->owner_pid, name);
 }
 
 void cc_measure__free(struct cc_measure *m)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ENTRY_JMP 5
 
@@ -73,6 +74,7 @@ struct cc_job {
 	bool entry;
 	uint64_t site;			/* after endbr64 */
 	struct cc_reloc *prefix;	/* the instructions it displaces */
+	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
 	/* call sites in callers: their current bytes */
 	struct write *calls;
 	size_t ncalls;
@@ -586,6 +588,45 @@ struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned 
 	return NULL;
 }
 
+/* A process's start time (field 22 of /proc/PID/stat, clock ticks since
+ * boot), which tells it from a later process given the same pid; -ESRCH
+ * when it is gone or a zombie. */
+static int proc_start(pid_t pid, uint64_t *start)
+{
+	char path[64], buf[1024];
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return -ESRCH;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "pid (comm)", which may hold spaces and parentheses: the
+	 * state, then fields 4 to 21, then the start time */
+	char *p = strrchr(buf, ')'), state;
+	unsigned long long st;
+	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %*s %llu", &state, &st) != 2 || state == 'Z' || state == 'X')
+		return -ESRCH;
+	*start = st;
+	return 0;
+}
+
+bool cc__redir_stale(const struct cc_dir_redir *r)
+{
+	uint64_t start;
+
+	if (r->kind != CC_REDIR_MEASURE)
+		return false;
+	return r->owner_pid <= 0 || proc_start(r->owner_pid, &start) < 0 || start != r->owner_start;
+}
+
+void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
+{
+	j->stub_end = end;
+}
+
 static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
 {
 	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
@@ -630,6 +671,10 @@ static int record(struct cc_job *j, const struct write *w, size_t nw, uint64_t d
 	r->detour_size = j->prefix ? cc_reloc__size(j->prefix) : 0;
 	r->state = state;
 	r->stop_ns = j->stats.stop_ns;
+	r->stub_end = j->stub_end;
+	r->owner_pid = (int32_t)getpid();
+	if (proc_start(getpid(), &r->owner_start) < 0)
+		r->owner_start = 0;
 	r->nowned = (uint32_t)nowned;
 	memcpy(r->owned, owned, nowned * sizeof *owned);
 	snprintf(r->name, sizeof r->name, "%s", j->name);

@@ -264,6 +264,73 @@ START_TEST(sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine)
 }
 END_TEST
 
+START_TEST(a_stale_stub_over_a_replacement_is_taken_out_by_restore)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	uint8_t before[16], now[16];
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st };
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	struct cc_func f = func(&l, "vecadd");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 16), 16);
+	detach_all(&l);
+	round_of(&l, &ns, &sum0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {	/* padrone: replace, measure over it, die mid-way */
+		struct live me = l;
+		struct cc_measure_opts mo = { .sz = sizeof mo, .calls = 16u << 20 };
+		struct cc_measure *m;
+		attach_all(&me);
+		struct cc_func fn = func(&me, "vecadd");
+		if (replace(&me, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL) != 0 ||
+		    cc_measure__start(me.c, &fn, &mo, &m) != 0)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	int wst;
+	ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+	ck_assert_msg(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "status %#x", wst);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	attach_all(&l);
+	struct cc_redirect_info ri[2];
+	ck_assert_int_eq(cc_cache__redirects(l.c, ri, 2), 2);
+	/* a new measurement is refused, naming the way out */
+	struct cc_measure *m;
+	ck_assert_int_eq(cc_measure__start(l.c, &f, NULL, &m), -EEXIST);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "measure: vecadd is still redirected to a "
+			     "measuring stub left by padrone process ") &&
+		      strstr(cc_cache__errmsg(l.c), "`restore vecadd` takes it out"), "%s",
+		      cc_cache__errmsg(l.c));
+	o.dry_run = true;
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(strstr(report, "vecadd is also redirected to a measuring stub of padrone "
+			     "process ") && strstr(report, "would then put back the code "),
+		      "%s", report);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 2);
+	o.dry_run = false;
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_uint_eq(st.sites, 2);	/* the stub's jump, then the replacement's */
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, 16), 16);
+	ck_assert_mem_eq(before, now, 16);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	end(&l);
+}
+END_TEST
+
 START_TEST(workers_inside_the_function_keep_their_results)
 {
 	struct live l;
@@ -550,6 +617,7 @@ int main(void)
 	tcase_add_test(tc, vecadd_replaced_live_keeps_its_checksum);
 	tcase_add_test(tc, the_replacement_outlives_the_session_and_a_later_one_restores_it);
 	tcase_add_test(tc, sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine);
+	tcase_add_test(tc, a_stale_stub_over_a_replacement_is_taken_out_by_restore);
 	tcase_add_test(tc, workers_inside_the_function_keep_their_results);
 	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);
 	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);

@@ -13,8 +13,10 @@ mkdir -p "$PADRONE_RUNDIR"
 "$b/tests/targets/cc_vecadd" >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
+mpid=
 cleanup() {
 	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	[ -n "$mpid" ] && kill -9 "$mpid" 2>/dev/null
 	kill -9 "$pid" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
@@ -45,9 +47,11 @@ run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
 	echo $? >"$tmp/$name.st"
 }
 says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
+# code ADDR: the target's first 8 bytes there, in hex
+code() { dd if=/proc/$pid/mem bs=1 skip=$(($1)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
-echo "1..18"
+echo "1..25"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
@@ -95,6 +99,34 @@ check "replace -r takes raw code (the same AVX2 vecadd, no relocations)" \
 	eval 'status raw 0 && says raw "(raw)" && status rawback 0'
 rounds 2
 check "the checksum is the same after restore" one_checksum
+
+# a measuring padrone SIGKILLed mid-way leaves its stub; a later one takes it out
+orig=$(code "$entry")
+"$padrone" -p "$pid" measure -t 60 vecadd 16777216 >"$tmp/m.out" 2>&1 &
+mpid=$!
+i=0
+while [ "$(code "$entry")" = "$orig" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$mpid"
+wait "$mpid" 2>/dev/null
+mpid=
+rounds 2
+check "SIGKILL of a measuring padrone leaves the stub in and the target right" \
+	eval '[ "$(code "$entry")" != "$orig" ] && kill -0 $pid && one_checksum'
+run stale "$padrone" -p "$pid" measure vecadd 100
+check "measure names the stale stub and the command that takes it out" \
+	eval 'status stale 2 && says stale "padrone: measure: vecadd is still redirected to a measuring stub left by padrone process [0-9]*, which is gone; \`restore vecadd\` takes it out"'
+run stalerep "$padrone" -p "$pid" replace vecadd "$obj"
+check "so does replace" \
+	eval 'status stalerep 2 && says stalerep "\`restore vecadd\` takes it out" && [ "$(code "$entry")" != "$orig" ]'
+run unstale "$padrone" -p "$pid" restore vecadd
+check "restore takes the stale stub out and puts the original bytes back" \
+	eval 'status unstale 0 && says unstale "vecadd is redirected to a measuring stub of padrone process [0-9]*, which is gone: taking it out" && says unstale "^restored vecadd (0x" && [ "$(code "$entry")" = "$orig" ]'
+rounds 2
+check "the checksum is the same after taking the stale stub out" one_checksum
+run remeasure "$padrone" -p "$pid" measure vecadd 500
+check "a new measure works again" eval 'status remeasure 0 && says remeasure "^vecadd: 500 calls"'
+run none "$padrone" -p "$pid" restore vecadd
+check "and nothing is left to restore" eval 'status none 2 && says none "is not replaced"'
 
 # padroned: replace through it, then SIGKILL it at once
 "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
