@@ -368,48 +368,6 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	return 0;
 }
 
-/* The relocated first bytes a stale stub continues into, made again from
- * the directory -- the entry site's original bytes over the function's
- * code, relocated as cc__job_new did -- and checked to be byte for byte the
- * copy in the cache, so that threads are moved by the right map. */
-static int rebuild_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out)
-{
-	const struct cc_dir_site *s = NULL;
-	uint8_t code[256], want[256], have[256];
-	struct cc_error err;
-	int rc;
-
-	*out = NULL;
-	for (size_t i = 0; i < CC_MAX_SITES && !s; i++)
-		if (c->dir.sites[i].redir == r->id && c->dir.sites[i].kind == CC_SITE_ENTRY)
-			s = &c->dir.sites[i];
-	uint64_t end = r->func + r->func_size;
-	size_t len = s && end > s->addr ? (size_t)(end - s->addr) : 0;
-	if (len > sizeof code)
-		len = sizeof code;
-	if (!s || len < s->len || r->detour_size > sizeof want)
-		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the directory's record of the "
-				"measuring stub on %s is inconsistent; not touching it", r->name);
-	if ((rc = cc__read(c, s->addr, code, len)) < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read %s at 0x%" PRIx64 ": %s",
-				r->name, s->addr, strerror(-rc));
-	memcpy(code, s->orig, s->len);
-	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = s->len, .jump_back = true };
-	if ((rc = cc_reloc__new(code, len, s->addr, &ro, out, &err)) < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "the first bytes of %s: %s", r->name, err.msg);
-	size_t size = cc_reloc__size(*out);
-	if (size != r->detour_size ||
-	    cc_reloc__encode(*out, r->detour, want, sizeof want, &err) < 0 ||
-	    cc__read(c, r->detour, have, size) < 0 || memcmp(want, have, size) != 0) {
-		cc_reloc__free(*out);
-		*out = NULL;
-		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the relocated first bytes of %s at "
-				"0x%" PRIx64 " are not what padrone wrote there; not touching them",
-				r->name, r->detour);
-	}
-	return 0;
-}
-
 int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
 			   const struct cc_patch_opts *opts)
 {
@@ -418,7 +376,7 @@ int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
 	int rc;
 
 	if (r->detour) {
-		if ((rc = rebuild_prefix(c, r, &prefix)) < 0)
+		if ((rc = cc__redir_prefix(c, r, &prefix)) < 0)
 			return rc;
 		stub.prefix = prefix;
 		stub.copy = r->detour;

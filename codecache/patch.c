@@ -59,6 +59,21 @@ static void say(struct report *r, const char *fmt, ...)
 		r->buf[r->len++] = '\n', r->buf[r->len] = '\0';
 }
 
+/* "moved N threads ...", those in a signal handler said apart. */
+static void say_moves(struct report *r, const struct cc_tcheck *k, const char *where)
+{
+	size_t n = k->nmoves + k->npokes;
+
+	if (!n)
+		return;
+	if (!k->npokes)
+		say(r, "moved %zu thread%s %s", n, n == 1 ? "" : "s", where);
+	else
+		say(r, "moved %zu thread%s %s (%zu in a signal handler: %s rewritten)", n,
+		    n == 1 ? "" : "s", where, k->npokes,
+		    k->npokes == 1 ? "its signal frame" : "their signal frames");
+}
+
 /* ----------------------------------------------------------------- job */
 
 /* One redirection being planned and applied (or one being undone). */
@@ -140,9 +155,19 @@ static int attempt(struct attach_target *t, void *arg)
 		for (; done < a->nw; done++)
 			if ((rc = cc__write(j->c, a->w[done].addr, a->w[done].bytes, a->w[done].len)) < 0)
 				break;
-		if (rc < 0) {	/* all or nothing */
+		if (rc < 0)
 			snprintf(a->why, sizeof a->why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
 				 a->w[done].len, a->w[done].addr, strerror(-rc));
+		/* the pcs waiting in signal frames, once the code they go to is
+		 * in place */
+		size_t poked = 0;
+		for (; rc == 0 && poked < k->npokes; poked++)
+			if ((rc = cc__write(j->c, k->pokes[poked].addr, &k->pokes[poked].value, 8)) < 0)
+				snprintf(a->why, sizeof a->why, "cannot rewrite the signal frame at 0x%"
+					 PRIx64 ": %s", k->pokes[poked].addr, strerror(-rc));
+		if (rc < 0) {	/* all or nothing */
+			for (size_t i = 0; i < poked; i++)
+				cc__write(j->c, k->pokes[i].addr, &k->pokes[i].old, 8);
 			for (size_t i = 0; i < done; i++)
 				cc__write(j->c, a->w[i].addr, j->undo[i].bytes, j->undo[i].len);
 		}
@@ -195,7 +220,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		if (!a.blocked) {
 			j->stats.stop_ns = a.pause_ns;
 			j->stats.to_stop_ns = a.to_stop_ns;
-			j->stats.moved = (unsigned)k->nmoves;
+			j->stats.moved = (unsigned)(k->nmoves + k->npokes);
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
 			if (a.resume_rc < 0)
 				return cc__fail(c, phase, a.resume_rc, "patched, but could not resume "
@@ -635,6 +660,44 @@ static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
 	return NULL;
 }
 
+int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out)
+{
+	const struct cc_dir_site *s = NULL;
+	uint8_t code[256], want[256], have[256];
+	struct cc_error err;
+	int rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < CC_MAX_SITES && !s; i++)
+		if (c->dir.sites[i].redir == r->id && c->dir.sites[i].kind == CC_SITE_ENTRY)
+			s = &c->dir.sites[i];
+	uint64_t end = r->func + r->func_size;
+	size_t len = s && end > s->addr ? (size_t)(end - s->addr) : 0;
+	if (len > sizeof code)
+		len = sizeof code;
+	if (!s || len < s->len || r->detour_size > sizeof want)
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the directory's record of the "
+				"redirection of %s is inconsistent; not touching it", r->name);
+	if ((rc = cc__read(c, s->addr, code, len)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read %s at 0x%" PRIx64 ": %s",
+				r->name, s->addr, strerror(-rc));
+	memcpy(code, s->orig, s->len);
+	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = s->len, .jump_back = true };
+	if ((rc = cc_reloc__new(code, len, s->addr, &ro, out, &err)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "the first bytes of %s: %s", r->name, err.msg);
+	size_t size = cc_reloc__size(*out);
+	if (size != r->detour_size ||
+	    cc_reloc__encode(*out, r->detour, want, sizeof want, &err) < 0 ||
+	    cc__read(c, r->detour, have, size) < 0 || memcmp(want, have, size) != 0) {
+		cc_reloc__free(*out);
+		*out = NULL;
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the relocated first bytes of %s at "
+				"0x%" PRIx64 " are not what padrone wrote there; not touching them",
+				r->name, r->detour);
+	}
+	return 0;
+}
+
 /* Another redirection's site overlapping [addr, addr+len), or NULL. */
 static const struct cc_dir_site *site_overlap(struct cc_cache *c, uint64_t addr, size_t len)
 {
@@ -790,9 +853,7 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		say(&j->rep, "%s%s: %s", k.busy_why, j->o.wait ? " (forced)" : "",
 		    "its current call finishes in the original code");
 	if (rc == 0 && !j->o.dry_run) {
-		if (k.nmoves)
-			say(&j->rep, "moved %zu thread%s out of the patched bytes", k.nmoves,
-			    k.nmoves == 1 ? "" : "s");
+		say_moves(&j->rep, &k, "out of the patched bytes");
 		if (c->t)
 			say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
 			    (double)j->stats.stop_ns / 1000.0, j->stats.threads, j->stats.retries);
@@ -877,6 +938,7 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 		    "put back", w[i].len, w[i].addr);
 	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false)) < 0 || j.o.dry_run)
 		goto out;
+	say_moves(&j.rep, &k, "out of the code taken out");
 	if (c->t)
 		say(&j.rep, "stopped the world for %.1f us (%u threads)",
 		    (double)j.stats.stop_ns / 1000.0, j.stats.threads);

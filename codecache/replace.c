@@ -143,6 +143,24 @@ static void report_rest(struct cc_patch_opts *o, char *buf, size_t size)
 	o->report_size = buf ? size - used : 0;
 }
 
+/* Threads in the detour (the relocated first bytes) go back to the
+ * original, so that it can be freed at once; if the map cannot be made
+ * again, they finish there and it is freed once they have left. */
+static int undo_replacement(struct cc_cache *c, struct cc_dir_redir *r,
+			    const struct cc_patch_opts *o)
+{
+	struct cc_reloc *prefix = NULL;
+	char keep[sizeof c->errmsg];
+
+	memcpy(keep, c->errmsg, sizeof keep);
+	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
+		memcpy(c->errmsg, keep, sizeof keep);	/* not a failure */
+	struct cc_undo_stub back = { 0, 0, prefix, r->detour };
+	int rc = cc__undo(c, r->id, o, prefix ? &back : NULL);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
 /* A replacement, and a measuring stub whose padrone is gone (killed while
  * measuring; the stub was put over the replacement if both are there): the
  * stub first, then the replacement. A live measurement is left alone. */
@@ -187,7 +205,7 @@ int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 	} else if (rc == 0 && r) {
 		report_rest(&o, buf, size);
 		o.stats = &st[1];
-		rc = cc__undo(c, r->id, &o, NULL);
+		rc = undo_replacement(c, r, &o);
 	}
 	if (stats)
 		add_stats(stats, &st[0], &st[1]);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -125,6 +127,65 @@ static void wait_in_syscall(pid_t pid, long nr)
 	ck_abort_msg("no thread of %d in system call %ld", pid, nr);
 }
 
+
+/* cc_reader's FIFOs, in a directory of their own. */
+struct fifos {
+	char dir[64], in[96], sig[96];
+};
+
+static void fifos_make(struct fifos *f)
+{
+	snprintf(f->dir, sizeof f->dir, "/tmp/padrone-reader.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(f->in, sizeof f->in, "%s/in", f->dir);
+	snprintf(f->sig, sizeof f->sig, "%s/sig", f->dir);
+	ck_assert_int_eq(mkfifo(f->in, 0600), 0);
+	ck_assert_int_eq(mkfifo(f->sig, 0600), 0);
+}
+
+static void fifos_remove(struct fifos *f)
+{
+	unlink(f->in);
+	unlink(f->sig);
+	rmdir(f->dir);
+}
+
+/* One byte into a FIFO the target holds open. */
+static void feed(const char *fifo, char c)
+{
+	int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, &c, 1), 1);
+	close(fd);
+}
+
+/* Wait for the line cc_reader prints after reading c. */
+static void got(struct live *l, char c)
+{
+	char line[256], want[64];
+	snprintf(want, sizeof want, "reader: got %c ret 1", c);
+	ck_assert_int_ge(tu_wait_for(&l->p, "reader: got", line, sizeof line, 5000), 0);
+	ck_assert_str_eq(line, want);
+}
+
+/* The pc of pid's (only) thread once it sleeps in read(2): the last field
+ * of /proc/PID/syscall. */
+static uint64_t blocked_pc(pid_t pid)
+{
+	char path[64], buf[512];
+	uint64_t pc = 0;
+
+	wait_in_syscall(pid, SYS_read);
+	snprintf(path, sizeof path, "/proc/%d/syscall", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+	fclose(f);
+	const char *last = strrchr(buf, ' ');
+	ck_assert_ptr_nonnull(last);
+	ck_assert_int_eq(sscanf(last, " 0x%" SCNx64, &pc), 1);
+	return pc;
+}
 
 /* Read cc_threads' output for at least ms, until every worker has printed
  * (10 s at most, for a busy machine): none may report a mismatch, and each
@@ -397,6 +458,102 @@ START_TEST(a_thread_asleep_in_the_first_bytes_is_moved_out)
 }
 END_TEST
 
+/* reader's syscall ends where the entry jump ends: blocked in it, the
+ * thread's pc is just past the jump, but the kernel restarts the call 2
+ * bytes earlier, inside the jump. It is moved into the copy (and back on
+ * restore) by where it restarts. */
+START_TEST(a_system_call_restarting_inside_the_jump_is_moved_by_where_it_restarts)
+{
+	struct live l;
+	struct fifos ff;
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st, .timeout_ms = 300 };
+
+	fifos_make(&ff);
+	start(&l, "tests/targets/cc_reader", ff.in, NULL, "ready");
+	struct cc_func f = func(&l, "reader");
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	ck_assert_msg(strstr(report, "entry: jmp rel32 at ") && strstr(report, " over 5 bytes") &&
+		      strstr(report, "moved 1 thread out of the patched bytes"), "%s", report);
+	/* still asleep, now in the copy, at its end: back it goes */
+	ck_assert_uint_ne(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	feed(ff.in, 'a');
+	got(&l, 'a');
+	/* asleep in the original again; replaced for good this time */
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	feed(ff.in, 'b');
+	got(&l, 'b');		/* out of the copy */
+	feed(ff.in, 'c');
+	got(&l, 'c');		/* through the replacement */
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	feed(ff.in, 'd');
+	got(&l, 'd');
+	feed(ff.in, 'e');
+	got(&l, 'e');
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	end(&l);
+	fifos_remove(&ff);
+}
+END_TEST
+
+/* A signal handler running on the thread asleep in reader: the pc it was
+ * interrupted at, rewound onto the syscall inside the jump's bytes, waits in
+ * the signal frame on its stack. It is found by walking the stack through
+ * the signal frame and moved there, into the copy and back. */
+START_TEST(a_pc_interrupted_inside_the_jump_waits_in_a_signal_frame_and_is_moved)
+{
+	struct live l;
+	struct fifos ff;
+	char line[256], report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st, .timeout_ms = 300 };
+
+	fifos_make(&ff);
+	start(&l, "tests/targets/cc_reader", ff.in, ff.sig, "ready");
+	struct cc_func f = func(&l, "reader");
+	for (int round = 0; round < 2; round++) {
+		/* asleep in reader (not still printing the last line) */
+		ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+		ck_assert_int_eq(kill(l.p.pid, SIGUSR2), 0);
+		ck_assert_int_ge(tu_wait_for(&l.p, "handler: waiting", line, sizeof line, 5000), 0);
+		ck_assert_uint_ne(blocked_pc(l.p.pid), f.addr + 5);	/* in the handler's read */
+		ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0,
+			      "%s", cc_cache__errmsg(l.c));
+		ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+		ck_assert_msg(strstr(report, "moved 1 thread out of the patched bytes (1 in a signal handler: its signal frame rewritten)"),
+			      "%s", report);
+		if (round == 0) {	/* and back, before the handler returns */
+			ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+			ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+		}
+		feed(ff.sig, 'h');
+		ck_assert_int_ge(tu_wait_for(&l.p, "handler: got", line, sizeof line, 5000), 0);
+		ck_assert_str_eq(line, "handler: got h");
+		feed(ff.in, 'x');
+		got(&l, 'x');
+	}
+	feed(ff.in, 'y');	/* through the replacement */
+	got(&l, 'y');
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	feed(ff.in, 'z');
+	got(&l, 'z');
+	end(&l);
+	fifos_remove(&ff);
+}
+END_TEST
+
 START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
 {
 	struct live l;
@@ -620,6 +777,8 @@ int main(void)
 	tcase_add_test(tc, a_stale_stub_over_a_replacement_is_taken_out_by_restore);
 	tcase_add_test(tc, workers_inside_the_function_keep_their_results);
 	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);
+	tcase_add_test(tc, a_system_call_restarting_inside_the_jump_is_moved_by_where_it_restarts);
+	tcase_add_test(tc, a_pc_interrupted_inside_the_jump_waits_in_a_signal_frame_and_is_moved);
 	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);
 	tcase_add_test(tc, measure_agrees_with_the_targets_own_timing);
 	tcase_add_test(tc, measure_refuses_a_process_that_may_unwind_through_the_stub);
