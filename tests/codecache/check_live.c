@@ -261,6 +261,78 @@ START_TEST(vecadd_replaced_live_keeps_its_checksum)
 }
 END_TEST
 
+/* The mappings of pid that overlap [lo, hi): how many, and how many of
+ * them are executable, and writable and executable. */
+static void maps_in(pid_t pid, uint64_t lo, uint64_t hi, int *n, int *x, int *wx)
+{
+	char path[64], line[512];
+
+	*n = *x = *wx = 0;
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f)) {
+		uint64_t a, b;
+		char perms[8];
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &a, &b, perms) != 3 || b <= lo ||
+		    a >= hi)
+			continue;
+		(*n)++;
+		*x += perms[2] == 'x';
+		*wx += perms[1] == 'w' && perms[2] == 'x';
+	}
+	fclose(f);
+}
+
+/* A shared object goes in an area of its own, each segment with its own
+ * protection; restore unmaps it. */
+START_TEST(vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st };
+	struct cc_redirect_info ri;
+	uint64_t entry, code, size;
+	int n, x, wx;
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	round_of(&l, &ns, &sum0);
+	ck_assert_msg(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.so", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	const char *at = strstr(report, "vecadd_avx2.so:vecadd: entry 0x");
+	ck_assert_msg(at && sscanf(at, "vecadd_avx2.so:vecadd: entry 0x%" SCNx64 ", %" SCNu64
+				   " bytes of code at 0x%" SCNx64 ", no data", &entry, &size,
+				   &code) == 3, "%s", report);
+	ck_assert_uint_eq(size % 4096, 0);
+	ck_assert(entry > code && entry < code + size);
+	ck_assert_int_eq(cc_cache__redirects(l.c, &ri, 1), 1);
+	ck_assert_uint_eq(ri.dest, entry);
+	ck_assert_msg(strstr(ri.source, "vecadd_avx2.so:vecadd"), "%s", ri.source);
+	/* its segments: one executable at least, none writable too */
+	maps_in(l.p.pid, code, code + size, &n, &x, &wx);
+	ck_assert_int_ge(n, 2);
+	ck_assert_int_ge(x, 1);
+	ck_assert_int_eq(wx, 0);
+	for (int i = 0; i < 3; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(!st.kept_code, "%s", report);
+	maps_in(l.p.pid, code, code + size, &n, &x, &wx);
+	ck_assert_msg(n == 0, "%d mappings left in 0x%" PRIx64 "-0x%" PRIx64, n, code, code + size);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	end(&l);
+}
+END_TEST
+
 START_TEST(the_replacement_outlives_the_session_and_a_later_one_restores_it)
 {
 	struct live l;
@@ -772,6 +844,7 @@ int main(void)
 	TCase *tc = tcase_create("live");
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, vecadd_replaced_live_keeps_its_checksum);
+	tcase_add_test(tc, vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore);
 	tcase_add_test(tc, the_replacement_outlives_the_session_and_a_later_one_restores_it);
 	tcase_add_test(tc, sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine);
 	tcase_add_test(tc, a_stale_stub_over_a_replacement_is_taken_out_by_restore);
