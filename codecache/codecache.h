@@ -240,7 +240,9 @@ struct cc_patch_stats {
  * (after endbr64, which stays) unless callsites_only, and re-targets the
  * direct calls to it found in callers. Every thread is stopped and looked at
  * first: one whose PC is inside the overwritten bytes is moved to a
- * relocated copy of them; a return address inside them (a call among them)
+ * relocated copy of them -- so is one whose system call restarts inside
+ * them, and one whose signal handler returns into them (the pc in its
+ * signal frame rewritten); a return address inside them (a call among them)
  * makes it resume and retry, and refuse after timeout_ms. Threads executing
  * the function finish their current call in the original code, unless wait:
  * then it waits until no thread is in the function nor has it on its stack,
@@ -275,8 +277,10 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 		       const struct cc_patch_opts *opts);
 /* Phase restore: the original bytes back (checked to be still what padrone
  * wrote), then the replacement's code freed once every thread has been seen
- * out of it (kept if one stays past timeout_ms). name: for messages (NULL:
- * as recorded). -ENOENT if not replaced. */
+ * out of it (kept if one stays past timeout_ms). A measuring stub whose
+ * padrone process is gone (killed while measuring) is taken out too; one
+ * still being measured: -EBUSY. name: for messages (NULL: as recorded).
+ * -ENOENT if not replaced. */
 int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 		      const struct cc_patch_opts *opts);
 
