@@ -284,6 +284,11 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 		      const struct cc_patch_opts *opts);
 
+/* How many direct calls (and rel32 jumps) to func caller holds: the call
+ * sites a redirection could re-target there. */
+int cc_cache__direct_calls(struct cc_cache *c, const struct cc_func *caller, uint64_t func,
+			   size_t *n);
+
 struct cc_redirect_info {
 	uint64_t func, func_size, dest;
 	bool measure;		/* a measuring stub (else a replacement) */

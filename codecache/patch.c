@@ -503,47 +503,107 @@ static int add_call(struct cc_job *j, uint64_t addr, const uint8_t *bytes, uint8
 	return 0;
 }
 
-/* Direct calls (and rel32 tail jumps) to the function in each caller. */
-static int plan_calls(struct cc_job *j)
+/* Each direct branch (call, jmp, jcc) to target in the size bytes of code
+ * at addr, decoded from the start: fn(arg, where, its bytes, its length,
+ * whether its displacement is a trailing rel32, which can be re-targeted). */
+typedef int (*branch_fn)(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32);
+
+static int each_branch_to(const uint8_t *code, uint64_t addr, uint64_t size, uint64_t target,
+			  branch_fn fn, void *arg)
 {
 	ZydisDecoder dec;
 	int rc;
 
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t pos = 0; pos < size;) {
+		ZydisDecodedInstruction d;
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops)))
+			break;
+		ZyanU64 to;
+		if (d.raw.imm[0].is_relative &&
+		    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], addr + pos, &to)) &&
+		    to == target &&
+		    (rc = fn(arg, addr + pos, code + pos, d.length,
+			     d.raw.imm[0].size == 32 && d.raw.imm[0].offset + 4 == d.length)) < 0)
+			return rc;
+		pos += d.length;
+	}
+	return 0;
+}
+
+struct plan_caller {
+	struct cc_job *j;
+	const char *what;
+	size_t found;
+};
+
+static int plan_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
+{
+	struct plan_caller *p = arg;
+	int rc;
+
+	if (!rel32) {
+		say(&p->j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64, p->what, at);
+		return 0;
+	}
+	if ((rc = add_call(p->j, at, bytes, len)) == 0)
+		p->found++;
+	return rc;
+}
+
+/* Direct calls (and rel32 tail jumps) to the function in each caller. */
+static int plan_calls(struct cc_job *j)
+{
+	int rc;
+
 	for (size_t i = 0; i < j->o.ncallers; i++) {
 		const struct cc_func *f = &j->o.callers[i];
 		char what[128];
 		uint8_t *code;
-		size_t found = 0;
 		snprintf(what, sizeof what, "caller %s", f->name ? f->name : "?");
+		struct plan_caller p = { j, what, 0 };
 		if ((rc = read_code(j, f->addr, f->size, what, &code)) < 0)
 			return rc;
-		for (size_t pos = 0; pos < f->size;) {
-			ZydisDecodedInstruction d;
-			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, f->size - pos, &d, ops)))
-				break;
-			ZyanU64 to;
-			if (d.raw.imm[0].is_relative &&
-			    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], f->addr + pos, &to)) &&
-			    to == j->fn.addr) {
-				if (d.raw.imm[0].size != 32 || d.raw.imm[0].offset + 4 != d.length) {
-					say(&j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64,
-					    what, f->addr + pos);
-				} else if ((rc = add_call(j, f->addr + pos, code + pos, d.length)) < 0) {
-					free(code);
-					return rc;
-				} else {
-					found++;
-				}
-			}
-			pos += d.length;
-		}
+		rc = each_branch_to(code, f->addr, f->size, j->fn.addr, plan_one, &p);
 		free(code);
-		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, found,
-		    found == 1 ? "" : "s", j->name);
+		if (rc < 0)
+			return rc;
+		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, p.found,
+		    p.found == 1 ? "" : "s", j->name);
 	}
 	return 0;
+}
+
+static int count_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
+{
+	(void)at;
+	(void)bytes;
+	(void)len;
+	*(size_t *)arg += rel32;
+	return 0;
+}
+
+int cc_cache__direct_calls(struct cc_cache *c, const struct cc_func *caller, uint64_t func,
+			   size_t *n)
+{
+	uint8_t *code;
+	int rc;
+
+	*n = 0;
+	if (!caller->size || caller->size > (16u << 20))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) is "
+				"unknown or implausible", caller->name ? caller->name : "the caller",
+				caller->size);
+	if (!(code = malloc(caller->size)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	if ((rc = cc__read(c, caller->addr, code, caller->size)) < 0)
+		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot read %s at 0x%" PRIx64 ": %s",
+			      caller->name ? caller->name : "the caller", caller->addr, strerror(-rc));
+	else
+		rc = each_branch_to(code, caller->addr, caller->size, func, count_one, n);
+	free(code);
+	return rc;
 }
 
 int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
@@ -577,6 +637,15 @@ int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
 	}
 	if ((j->entry && (rc = plan_entry(j)) < 0) || (rc = plan_calls(j)) < 0)
 		goto err;
+	if (!j->entry && !j->ncalls) {
+		char list[256] = "";
+		for (size_t i = 0, len = 0; i < j->o.ncallers && len < sizeof list; i++)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+						j->o.callers[i].name ? j->o.callers[i].name : "?");
+		rc = cc__fail(c, CC_PHASE_REDIRECT, -ENOENT, "only call sites were asked for, but "
+			      "no direct call to %s was found in %s", j->name, list);
+		goto err;
+	}
 	*out = j;
 	return 0;
 err:
