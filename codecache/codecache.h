@@ -295,6 +295,8 @@ struct cc_redirect_info {
 	unsigned sites;
 	uint64_t stop_ns;	/* stop-the-world time of its patch */
 	char name[96], source[160];
+	pid_t owner;		/* the padrone process that made it */
+	bool stale;		/* a measuring stub whose padrone is gone */
 };
 /* The redirections in place (also those of earlier sessions): how many
  * there are; the first max are copied. */

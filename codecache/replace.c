@@ -230,6 +230,8 @@ int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t
 			o->stop_ns = r->stop_ns;
 			snprintf(o->name, sizeof o->name, "%s", r->name);
 			snprintf(o->source, sizeof o->source, "%s", r->source);
+			o->owner = r->owner_pid;
+			o->stale = cc__redir_stale(r);
 			for (size_t k = 0; k < CC_MAX_SITES; k++)
 				o->sites += c->dir.sites[k].redir == r->id;
 		}

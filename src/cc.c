@@ -431,6 +431,9 @@ int padrone_session__replacements(struct padrone_session *s, struct padrone_repl
 		out[i].code = ri[i].dest;
 		out[i].stop_ns = ri[i].stop_ns;
 		out[i].measuring = ri[i].measure;
+		out[i].sites = ri[i].sites;
+		out[i].owner = ri[i].owner;
+		out[i].stale = ri[i].stale;
 		snprintf(out[i].name, sizeof out[i].name, "%s", ri[i].name);
 		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
 	}

@@ -56,13 +56,16 @@ code_of() { dd if=/proc/$1/mem bs=1 skip=$(($2)) count=8 2>/dev/null | od -An -t
 code() { code_of "$pid" "$1"; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
-echo "1..31"
+echo "1..34"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
 	eval 'status replace 0 && says replace "^replaced vecadd (0x" && says replace "stopped the world for "'
 rounds 2
 check "the checksum stays the same with the AVX2 vecadd" one_checksum
+run info "$padrone" -p "$pid" info replacements
+check "info replacements lists it: entry, sites, stop-the-world time, source" \
+	eval 'status info 0 && says info "^FUNCTION  *KIND  *ENTRY  *SITES  *STOP us  *SOURCE$" && says info "^vecadd  *replaced  *0x[0-9a-f]\{16\}  *1  *[0-9]*\.[0-9]  .*vecadd_avx2.o:vecadd$"'
 run measure "$padrone" -p "$pid" measure -j vecadd 2000
 check "measure -j prints one JSON object with 2000 calls and ipc null" \
 	eval 'status measure 0 && grep -Eq "^\{\"function\":\"vecadd\",\"calls\":2000,\"mean_ns\":[0-9.]+,\"p50_ns\":[0-9.]+,\"p99_ns\":[0-9.]+,\"ipc\":null\}$" "$tmp/measure.out"'
@@ -117,6 +120,9 @@ mpid=
 rounds 2
 check "SIGKILL of a measuring padrone leaves the stub in and the target right" \
 	eval '[ "$(code "$entry")" != "$orig" ] && kill -0 $pid && one_checksum'
+run staleinfo "$padrone" -p "$pid" info rep
+check "info replacements marks the stale stub" \
+	eval 'status staleinfo 0 && says staleinfo "^vecadd  *measuring  *0x[0-9a-f]\{16\}  *1 .* measuring stub (padrone process [0-9]*, gone: restore takes it out)$"'
 run stale "$padrone" -p "$pid" measure vecadd 100
 check "measure names the stale stub and the command that takes it out" \
 	eval 'status stale 2 && says stale "padrone: measure: vecadd is still redirected to a measuring stub left by padrone process [0-9]*, which is gone; \`restore vecadd\` takes it out"'
@@ -132,6 +138,8 @@ run remeasure "$padrone" -p "$pid" measure vecadd 500
 check "a new measure works again" eval 'status remeasure 0 && says remeasure "^vecadd: 500 calls"'
 run none "$padrone" -p "$pid" restore vecadd
 check "and nothing is left to restore" eval 'status none 2 && says none "is not replaced"'
+run noinfo "$padrone" -p "$pid" info replacements
+check "nor to list" eval 'status noinfo 0 && says noinfo "^no function is replaced or measured$"'
 
 # replace -C without -c: the call sites in the callers the last profile saw
 # (cc_vecadd_fp has frame pointers, vecadd included: chains reach main)
