@@ -90,6 +90,7 @@ struct cc_job {
 	uint64_t site;			/* after endbr64 */
 	struct cc_reloc *prefix;	/* the instructions it displaces */
 	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
+	bool would_wait;		/* dry run: said it would wait */
 	/* call sites in callers: their current bytes */
 	struct write *calls;
 	size_t ncalls;
@@ -231,6 +232,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		if (j->o.dry_run) {
 			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
 			    k->hard ? "" : "; force would go ahead");
+			j->would_wait = true;
 			return 0;
 		}
 		if (now_ns() > deadline)
@@ -918,9 +920,18 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
-	if (rc == 0 && k.nbusy_threads)
-		say(&j->rep, "%s%s: %s", k.busy_why, j->o.wait ? " (forced)" : "",
-		    "its current call finishes in the original code");
+	/* a thread in the function: said once, as it was (or would be) */
+	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
+		if (j->o.dry_run && j->o.wait)
+			say(&j->rep, "would wait (up to %d ms) because %s, then go ahead (forced): its "
+			    "current call would finish in the original code", timeout_of(j), k.busy_why);
+		else if (j->o.dry_run)
+			say(&j->rep, "%s: its current call would finish in the original code",
+			    k.busy_why);
+		else
+			say(&j->rep, "%s%s: its current call finishes in the original code", k.busy_why,
+			    j->o.wait ? " (forced after waiting)" : "");
+	}
 	if (rc == 0 && !j->o.dry_run) {
 		say_moves(&j->rep, &k, "out of the patched bytes");
 		if (c->t)

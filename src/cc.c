@@ -541,9 +541,13 @@ int padrone_cc_insert(struct padrone_session *s, const void *code, size_t len, u
 
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0 ||
-	    (rc = cc_cache__write(x.c, *addr, code, len)) < 0)
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0) {
 		rc = fail_cache(&x, rc);
+	} else if ((rc = cc_cache__write(x.c, *addr, code, len)) < 0) {
+		rc = fail_cache(&x, rc);
+		cc_cache__free(x.c, *addr, len);	/* nothing of it stays */
+		*addr = 0;
+	}
 	close_ctx(&x);
 	return rc;
 }

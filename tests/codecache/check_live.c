@@ -635,6 +635,21 @@ START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
 	start(&l, "tests/targets/cc_threads", "2", "forever", "ready");
 	struct cc_func f = func(&l, "forever");
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 8), 8);
+	/* a dry run says it would wait, and only with force that it then
+	 * goes ahead */
+	char report[2048];
+	struct cc_patch_opts dry = { .sz = sizeof dry, .wait = true, .dry_run = true,
+				     .report = report, .report_size = sizeof report };
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &dry), 0);
+	ck_assert_msg(strstr(report, "would wait (up to 2000 ms) because thread ") &&
+		      strstr(report, "is executing forever (pc 0x") &&
+		      strstr(report, "; force would go ahead") && !strstr(report, "forced"),
+		      "%s", report);
+	dry.force = true;
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &dry), 0);
+	ck_assert_msg(strstr(report, "then go ahead (forced): its current call would finish in the "
+			     "original code") && !strstr(report, "force would go ahead"), "%s", report);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
 	/* asked to wait for the function to be free: it never is */
 	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &o), -EBUSY);
 	const char *msg = cc_cache__errmsg(l.c);
