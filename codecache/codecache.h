@@ -337,6 +337,9 @@ struct cc_measure_result {
 					 * stub stays in the cache */
 };
 
+/* Refused for a function already being measured (-EBUSY), or still
+ * redirected to the stub of a padrone killed while measuring it (-EEXIST:
+ * cc_cache__restore takes that out). */
 int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 		      const struct cc_measure_opts *opts, struct cc_measure **out);
 /* Calls timed so far. */
