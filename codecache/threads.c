@@ -20,7 +20,11 @@
  * signal handler returns to the pc saved in the signal frame (there the
  * kernel has already rewound a restarted call): when the process catches
  * any signal, every stack is walked, through signal frames, and such a pc
- * inside the patched bytes is moved by rewriting it in the frame.
+ * inside the patched bytes is moved by rewriting it in the frame. (That
+ * walk is what patching a process with signal handlers costs more, tens of
+ * microseconds a thread in the pause. Undoing does not walk for it: such a
+ * pc in the copy keeps the copy, as the grace period's walk sees it, until
+ * it has left.)
  */
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
@@ -535,7 +539,9 @@ int cc__tcheck(struct cc_tcheck *k)
 	k->nbusy_threads = 0;
 	k->nmoves = 0;
 	k->npokes = 0;
-	k->sig = k->reloc && catches_signals(k->c->pid);
+	/* patching only: when undoing, a pc waiting in a signal frame in the
+	 * copy makes the grace period keep the copy until it has left */
+	k->sig = k->reloc && !k->back && catches_signals(k->c->pid);
 	for (;;) {
 		n = attach_target__threads(t, k->tids, k->cap);
 		if (n < 0)
