@@ -240,7 +240,9 @@ struct cc_patch_stats {
  * (after endbr64, which stays) unless callsites_only, and re-targets the
  * direct calls to it found in callers. Every thread is stopped and looked at
  * first: one whose PC is inside the overwritten bytes is moved to a
- * relocated copy of them; a return address inside them (a call among them)
+ * relocated copy of them -- so is one whose system call restarts inside
+ * them, and one whose signal handler returns into them (the pc in its
+ * signal frame rewritten); a return address inside them (a call among them)
  * makes it resume and retry, and refuse after timeout_ms. Threads executing
  * the function finish their current call in the original code, unless wait:
  * then it waits until no thread is in the function nor has it on its stack,
@@ -275,10 +277,17 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 		       const struct cc_patch_opts *opts);
 /* Phase restore: the original bytes back (checked to be still what padrone
  * wrote), then the replacement's code freed once every thread has been seen
- * out of it (kept if one stays past timeout_ms). name: for messages (NULL:
- * as recorded). -ENOENT if not replaced. */
+ * out of it (kept if one stays past timeout_ms). A measuring stub whose
+ * padrone process is gone (killed while measuring) is taken out too; one
+ * still being measured: -EBUSY. name: for messages (NULL: as recorded).
+ * -ENOENT if not replaced. */
 int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 		      const struct cc_patch_opts *opts);
+
+/* How many direct calls (and rel32 jumps) to func caller holds: the call
+ * sites a redirection could re-target there. */
+int cc_cache__direct_calls(struct cc_cache *c, const struct cc_func *caller, uint64_t func,
+			   size_t *n);
 
 struct cc_redirect_info {
 	uint64_t func, func_size, dest;
@@ -286,6 +295,8 @@ struct cc_redirect_info {
 	unsigned sites;
 	uint64_t stop_ns;	/* stop-the-world time of its patch */
 	char name[96], source[160];
+	pid_t owner;		/* the padrone process that made it */
+	bool stale;		/* a measuring stub whose padrone is gone */
 };
 /* The redirections in place (also those of earlier sessions): how many
  * there are; the first max are copied. */
@@ -326,6 +337,9 @@ struct cc_measure_result {
 					 * stub stays in the cache */
 };
 
+/* Refused for a function already being measured (-EBUSY), or still
+ * redirected to the stub of a padrone killed while measuring it (-EEXIST:
+ * cc_cache__restore takes that out). */
 int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 		      const struct cc_measure_opts *opts, struct cc_measure **out);
 /* Calls timed so far. */

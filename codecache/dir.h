@@ -3,7 +3,7 @@
  * It lives at the start of the first data area, so a later padrone session
  * (restore after replace, a second measure) finds what an earlier one left:
  * the areas, the free blocks, and every redirection with the original bytes
- * of each site it patched. Found again by scanning the target's private
+ * of each site it patched and the padrone process that made it. Found again by scanning the target's private
  * anonymous read-write mappings for the magic and the mapping's own address.
  * Plain fixed-size arrays: the target never reads it, padrone rewrites the
  * parts it changes.
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define CC_DIR_MAGIC "padrone-ccache-1"	/* 16 bytes, no NUL */
-#define CC_DIR_VERSION 1
+#define CC_DIR_VERSION 2
 #define CC_MAX_AREAS 64
 #define CC_MAX_FREE 256
 #define CC_MAX_REDIRS 64
@@ -48,7 +48,13 @@ struct cc_dir_redir {
 					 * patched bytes is moved */
 	uint64_t state;			/* MEASURE: its data block */
 	uint64_t stop_ns;		/* stop-the-world time of the patch */
-	uint32_t nowned, pad;
+	uint64_t stub_end;		/* MEASURE: the stub's code is [dest, stub_end)
+					 * (a thread there is stepped out on undo) */
+	/* the padrone process that made it: a measuring stub whose owner is
+	 * gone (killed while measuring) is stale, and restore takes it out */
+	uint64_t owner_start;		/* its start time (/proc/PID/stat field 22) */
+	int32_t owner_pid;
+	uint32_t nowned;
 	struct cc_dir_block owned[CC_MAX_OWNED];
 	char name[96];			/* the function */
 	char source[160];		/* FILE[:SYMBOL] it was replaced by */

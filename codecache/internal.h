@@ -64,6 +64,16 @@ void cc__job_free(struct cc_job *j);
 
 /* The redirection of func of that kind (0: any), or NULL. */
 struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind);
+/* A measuring stub whose padrone process is gone (killed while measuring):
+ * nobody will take it out but a restore. */
+bool cc__redir_stale(const struct cc_dir_redir *r);
+/* The relocated first bytes a redirection's detour holds, made again from
+ * the directory (the entry site's original bytes over the function's code,
+ * relocated as cc__job_new did) and checked to be byte for byte the copy in
+ * the cache, so that a later session moves threads by the right map. */
+int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out);
+/* MEASURE: where the stub's code ends (recorded for a later undo). */
+void cc__job_set_stub_end(struct cc_job *j, uint64_t end);
 /* The detour: the job's relocated first bytes written to the cache, where
  * a thread caught inside them is moved (phases allocate, write). */
 int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size);
@@ -79,6 +89,12 @@ struct cc_undo_stub {
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);
+/* measure.c: take out a stale measuring stub (cc__redir_stale), as
+ * cc_measure__finish would have; and the refusal that names it. */
+int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
+			   const struct cc_patch_opts *opts);
+int cc__fail_stale(struct cc_cache *c, enum cc_phase phase, const struct cc_dir_redir *r,
+		   const char *name);
 
 /* ------------------------------------------------------ threads.c */
 
@@ -91,7 +107,18 @@ struct cc_move {
 	struct user_regs_struct regs;
 };
 
-/* One look at every thread of a stopped target (cc__tcheck). */
+/* A pc saved in a signal frame on a thread's stack, to be rewritten. */
+struct cc_poke {
+	uint64_t addr, value, old;
+};
+
+/* One look at every thread of a stopped target (cc__tcheck).
+ *
+ * Where a thread goes next is not always its pc: one stopped in a system
+ * call the kernel will restart (rax -ERESTART*) executes the 2-byte syscall
+ * again, 2 bytes before its pc; one running a signal handler goes back to
+ * the pc saved in the signal frame on its stack. Both are checked and moved
+ * as a pc is. */
 struct cc_tcheck {
 	struct cc_cache *c;
 	/* the bytes being patched: PCs strictly inside move to the copy of
@@ -117,6 +144,11 @@ struct cc_tcheck {
 	uint64_t *scan_from;
 	struct cc_move *moves;		/* registers to set before resuming */
 	size_t nmoves;
+	struct cc_poke *pokes;		/* signal frames to rewrite before resuming */
+	size_t npokes, poke_cap;
+	bool sig;			/* the process catches signals: a thread may be
+					 * in a handler, its interrupted pc in a signal
+					 * frame, so every stack is walked */
 	bool hard;
 	char hard_why[384];
 	size_t nbusy_threads;

@@ -213,11 +213,12 @@ int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 	if (o.calls > MAX_CALLS)
 		return cc__fail(c, CC_PHASE_MEASURE, -EINVAL, "%" PRIu64 " calls is more than the "
 				"%u a measurement keeps", o.calls, MAX_CALLS);
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
-		if (c->dir.redirs[i].id && c->dir.redirs[i].func == fn->addr &&
-		    c->dir.redirs[i].kind == CC_REDIR_MEASURE)
-			return cc__fail(c, CC_PHASE_MEASURE, -EBUSY, "%s is already being measured",
-					name);
+	const struct cc_dir_redir *old = cc__redir_find(c, fn->addr, CC_REDIR_MEASURE);
+	if (old && cc__redir_stale(old))
+		return cc__fail_stale(c, CC_PHASE_MEASURE, old, name);
+	if (old)
+		return cc__fail(c, CC_PHASE_MEASURE, -EBUSY, "%s is already being measured (by "
+				"padrone process %d)", name, (int)old->owner_pid);
 	if ((rc = preflight(c, name, o.force)) < 0)
 		return rc;
 	if (!(m = calloc(1, sizeof *m)))
@@ -239,6 +240,7 @@ int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 		{ m->code, m->code_size, CC_CODE, 0 },
 		{ m->data, m->data_size, CC_DATA, 0 },
 	};
+	cc__job_set_stub_end(m->job, m->code + m->stub_size);
 	m->tsc0 = __rdtsc();
 	m->ns0 = raw_ns();
 	if ((rc = cc__job_apply(m->job, m->code, cc__job_prefix(m->job) ? m->copy : 0, owned, 2,
@@ -364,6 +366,32 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	res->has_ipc = false;	/* needs counters read in the stub (rdpmc): no PMU here */
 	free(s);
 	return 0;
+}
+
+int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
+			   const struct cc_patch_opts *opts)
+{
+	struct cc_undo_stub stub = { r->dest, r->stub_end > r->dest ? r->stub_end : r->dest, NULL, 0 };
+	struct cc_reloc *prefix = NULL;
+	int rc;
+
+	if (r->detour) {
+		if ((rc = cc__redir_prefix(c, r, &prefix)) < 0)
+			return rc;
+		stub.prefix = prefix;
+		stub.copy = r->detour;
+	}
+	rc = cc__undo(c, r->id, opts, &stub);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
+int cc__fail_stale(struct cc_cache *c, enum cc_phase phase, const struct cc_dir_redir *r,
+		   const char *name)
+{
+	return cc__fail(c, phase, -EEXIST, "%s is still redirected to a measuring stub left by "
+			"padrone process %d, which is gone; `restore %s` takes it out", name,
+			(int)r->owner_pid, name);
 }
 
 void cc_measure__free(struct cc_measure *m)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ENTRY_JMP 5
 
@@ -58,6 +59,21 @@ static void say(struct report *r, const char *fmt, ...)
 		r->buf[r->len++] = '\n', r->buf[r->len] = '\0';
 }
 
+/* "moved N threads ...", those in a signal handler said apart. */
+static void say_moves(struct report *r, const struct cc_tcheck *k, const char *where)
+{
+	size_t n = k->nmoves + k->npokes;
+
+	if (!n)
+		return;
+	if (!k->npokes)
+		say(r, "moved %zu thread%s %s", n, n == 1 ? "" : "s", where);
+	else
+		say(r, "moved %zu thread%s %s (%zu in a signal handler: %s rewritten)", n,
+		    n == 1 ? "" : "s", where, k->npokes,
+		    k->npokes == 1 ? "its signal frame" : "their signal frames");
+}
+
 /* ----------------------------------------------------------------- job */
 
 /* One redirection being planned and applied (or one being undone). */
@@ -73,6 +89,8 @@ struct cc_job {
 	bool entry;
 	uint64_t site;			/* after endbr64 */
 	struct cc_reloc *prefix;	/* the instructions it displaces */
+	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
+	bool would_wait;		/* dry run: said it would wait */
 	/* call sites in callers: their current bytes */
 	struct write *calls;
 	size_t ncalls;
@@ -138,9 +156,19 @@ static int attempt(struct attach_target *t, void *arg)
 		for (; done < a->nw; done++)
 			if ((rc = cc__write(j->c, a->w[done].addr, a->w[done].bytes, a->w[done].len)) < 0)
 				break;
-		if (rc < 0) {	/* all or nothing */
+		if (rc < 0)
 			snprintf(a->why, sizeof a->why, "cannot write %u bytes at 0x%" PRIx64 ": %s",
 				 a->w[done].len, a->w[done].addr, strerror(-rc));
+		/* the pcs waiting in signal frames, once the code they go to is
+		 * in place */
+		size_t poked = 0;
+		for (; rc == 0 && poked < k->npokes; poked++)
+			if ((rc = cc__write(j->c, k->pokes[poked].addr, &k->pokes[poked].value, 8)) < 0)
+				snprintf(a->why, sizeof a->why, "cannot rewrite the signal frame at 0x%"
+					 PRIx64 ": %s", k->pokes[poked].addr, strerror(-rc));
+		if (rc < 0) {	/* all or nothing */
+			for (size_t i = 0; i < poked; i++)
+				cc__write(j->c, k->pokes[i].addr, &k->pokes[i].old, 8);
 			for (size_t i = 0; i < done; i++)
 				cc__write(j->c, a->w[i].addr, j->undo[i].bytes, j->undo[i].len);
 		}
@@ -193,7 +221,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		if (!a.blocked) {
 			j->stats.stop_ns = a.pause_ns;
 			j->stats.to_stop_ns = a.to_stop_ns;
-			j->stats.moved = (unsigned)k->nmoves;
+			j->stats.moved = (unsigned)(k->nmoves + k->npokes);
 			j->stats.sites = j->o.dry_run ? 0 : (unsigned)nw;
 			if (a.resume_rc < 0)
 				return cc__fail(c, phase, a.resume_rc, "patched, but could not resume "
@@ -204,6 +232,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		if (j->o.dry_run) {
 			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
 			    k->hard ? "" : "; force would go ahead");
+			j->would_wait = true;
 			return 0;
 		}
 		if (now_ns() > deadline)
@@ -476,47 +505,107 @@ static int add_call(struct cc_job *j, uint64_t addr, const uint8_t *bytes, uint8
 	return 0;
 }
 
-/* Direct calls (and rel32 tail jumps) to the function in each caller. */
-static int plan_calls(struct cc_job *j)
+/* Each direct branch (call, jmp, jcc) to target in the size bytes of code
+ * at addr, decoded from the start: fn(arg, where, its bytes, its length,
+ * whether its displacement is a trailing rel32, which can be re-targeted). */
+typedef int (*branch_fn)(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32);
+
+static int each_branch_to(const uint8_t *code, uint64_t addr, uint64_t size, uint64_t target,
+			  branch_fn fn, void *arg)
 {
 	ZydisDecoder dec;
 	int rc;
 
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t pos = 0; pos < size;) {
+		ZydisDecodedInstruction d;
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops)))
+			break;
+		ZyanU64 to;
+		if (d.raw.imm[0].is_relative &&
+		    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], addr + pos, &to)) &&
+		    to == target &&
+		    (rc = fn(arg, addr + pos, code + pos, d.length,
+			     d.raw.imm[0].size == 32 && d.raw.imm[0].offset + 4 == d.length)) < 0)
+			return rc;
+		pos += d.length;
+	}
+	return 0;
+}
+
+struct plan_caller {
+	struct cc_job *j;
+	const char *what;
+	size_t found;
+};
+
+static int plan_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
+{
+	struct plan_caller *p = arg;
+	int rc;
+
+	if (!rel32) {
+		say(&p->j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64, p->what, at);
+		return 0;
+	}
+	if ((rc = add_call(p->j, at, bytes, len)) == 0)
+		p->found++;
+	return rc;
+}
+
+/* Direct calls (and rel32 tail jumps) to the function in each caller. */
+static int plan_calls(struct cc_job *j)
+{
+	int rc;
+
 	for (size_t i = 0; i < j->o.ncallers; i++) {
 		const struct cc_func *f = &j->o.callers[i];
 		char what[128];
 		uint8_t *code;
-		size_t found = 0;
 		snprintf(what, sizeof what, "caller %s", f->name ? f->name : "?");
+		struct plan_caller p = { j, what, 0 };
 		if ((rc = read_code(j, f->addr, f->size, what, &code)) < 0)
 			return rc;
-		for (size_t pos = 0; pos < f->size;) {
-			ZydisDecodedInstruction d;
-			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, f->size - pos, &d, ops)))
-				break;
-			ZyanU64 to;
-			if (d.raw.imm[0].is_relative &&
-			    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], f->addr + pos, &to)) &&
-			    to == j->fn.addr) {
-				if (d.raw.imm[0].size != 32 || d.raw.imm[0].offset + 4 != d.length) {
-					say(&j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64,
-					    what, f->addr + pos);
-				} else if ((rc = add_call(j, f->addr + pos, code + pos, d.length)) < 0) {
-					free(code);
-					return rc;
-				} else {
-					found++;
-				}
-			}
-			pos += d.length;
-		}
+		rc = each_branch_to(code, f->addr, f->size, j->fn.addr, plan_one, &p);
 		free(code);
-		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, found,
-		    found == 1 ? "" : "s", j->name);
+		if (rc < 0)
+			return rc;
+		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, p.found,
+		    p.found == 1 ? "" : "s", j->name);
 	}
 	return 0;
+}
+
+static int count_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
+{
+	(void)at;
+	(void)bytes;
+	(void)len;
+	*(size_t *)arg += rel32;
+	return 0;
+}
+
+int cc_cache__direct_calls(struct cc_cache *c, const struct cc_func *caller, uint64_t func,
+			   size_t *n)
+{
+	uint8_t *code;
+	int rc;
+
+	*n = 0;
+	if (!caller->size || caller->size > (16u << 20))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) is "
+				"unknown or implausible", caller->name ? caller->name : "the caller",
+				caller->size);
+	if (!(code = malloc(caller->size)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	if ((rc = cc__read(c, caller->addr, code, caller->size)) < 0)
+		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot read %s at 0x%" PRIx64 ": %s",
+			      caller->name ? caller->name : "the caller", caller->addr, strerror(-rc));
+	else
+		rc = each_branch_to(code, caller->addr, caller->size, func, count_one, n);
+	free(code);
+	return rc;
 }
 
 int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
@@ -550,6 +639,15 @@ int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
 	}
 	if ((j->entry && (rc = plan_entry(j)) < 0) || (rc = plan_calls(j)) < 0)
 		goto err;
+	if (!j->entry && !j->ncalls) {
+		char list[256] = "";
+		for (size_t i = 0, len = 0; i < j->o.ncallers && len < sizeof list; i++)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+						j->o.callers[i].name ? j->o.callers[i].name : "?");
+		rc = cc__fail(c, CC_PHASE_REDIRECT, -ENOENT, "only call sites were asked for, but "
+			      "no direct call to %s was found in %s", j->name, list);
+		goto err;
+	}
 	*out = j;
 	return 0;
 err:
@@ -586,12 +684,89 @@ struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned 
 	return NULL;
 }
 
+/* A process's start time (field 22 of /proc/PID/stat, clock ticks since
+ * boot), which tells it from a later process given the same pid; -ESRCH
+ * when it is gone or a zombie. */
+static int proc_start(pid_t pid, uint64_t *start)
+{
+	char path[64], buf[1024];
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return -ESRCH;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "pid (comm)", which may hold spaces and parentheses: the
+	 * state, then fields 4 to 21, then the start time */
+	char *p = strrchr(buf, ')'), state;
+	unsigned long long st;
+	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %*s %llu", &state, &st) != 2 || state == 'Z' || state == 'X')
+		return -ESRCH;
+	*start = st;
+	return 0;
+}
+
+bool cc__redir_stale(const struct cc_dir_redir *r)
+{
+	uint64_t start;
+
+	if (r->kind != CC_REDIR_MEASURE)
+		return false;
+	return r->owner_pid <= 0 || proc_start(r->owner_pid, &start) < 0 || start != r->owner_start;
+}
+
+void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
+{
+	j->stub_end = end;
+}
+
 static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
 {
 	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
 		if (c->dir.redirs[i].id == id)
 			return &c->dir.redirs[i];
 	return NULL;
+}
+
+int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out)
+{
+	const struct cc_dir_site *s = NULL;
+	uint8_t code[256], want[256], have[256];
+	struct cc_error err;
+	int rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < CC_MAX_SITES && !s; i++)
+		if (c->dir.sites[i].redir == r->id && c->dir.sites[i].kind == CC_SITE_ENTRY)
+			s = &c->dir.sites[i];
+	uint64_t end = r->func + r->func_size;
+	size_t len = s && end > s->addr ? (size_t)(end - s->addr) : 0;
+	if (len > sizeof code)
+		len = sizeof code;
+	if (!s || len < s->len || r->detour_size > sizeof want)
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the directory's record of the "
+				"redirection of %s is inconsistent; not touching it", r->name);
+	if ((rc = cc__read(c, s->addr, code, len)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read %s at 0x%" PRIx64 ": %s",
+				r->name, s->addr, strerror(-rc));
+	memcpy(code, s->orig, s->len);
+	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = s->len, .jump_back = true };
+	if ((rc = cc_reloc__new(code, len, s->addr, &ro, out, &err)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "the first bytes of %s: %s", r->name, err.msg);
+	size_t size = cc_reloc__size(*out);
+	if (size != r->detour_size ||
+	    cc_reloc__encode(*out, r->detour, want, sizeof want, &err) < 0 ||
+	    cc__read(c, r->detour, have, size) < 0 || memcmp(want, have, size) != 0) {
+		cc_reloc__free(*out);
+		*out = NULL;
+		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the relocated first bytes of %s at "
+				"0x%" PRIx64 " are not what padrone wrote there; not touching them",
+				r->name, r->detour);
+	}
+	return 0;
 }
 
 /* Another redirection's site overlapping [addr, addr+len), or NULL. */
@@ -630,6 +805,10 @@ static int record(struct cc_job *j, const struct write *w, size_t nw, uint64_t d
 	r->detour_size = j->prefix ? cc_reloc__size(j->prefix) : 0;
 	r->state = state;
 	r->stop_ns = j->stats.stop_ns;
+	r->stub_end = j->stub_end;
+	r->owner_pid = (int32_t)getpid();
+	if (proc_start(getpid(), &r->owner_start) < 0)
+		r->owner_start = 0;
 	r->nowned = (uint32_t)nowned;
 	memcpy(r->owned, owned, nowned * sizeof *owned);
 	snprintf(r->name, sizeof r->name, "%s", j->name);
@@ -741,13 +920,20 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
-	if (rc == 0 && k.nbusy_threads)
-		say(&j->rep, "%s%s: %s", k.busy_why, j->o.wait ? " (forced)" : "",
-		    "its current call finishes in the original code");
+	/* a thread in the function: said once, as it was (or would be) */
+	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
+		if (j->o.dry_run && j->o.wait)
+			say(&j->rep, "would wait (up to %d ms) because %s, then go ahead (forced): its "
+			    "current call would finish in the original code", timeout_of(j), k.busy_why);
+		else if (j->o.dry_run)
+			say(&j->rep, "%s: its current call would finish in the original code",
+			    k.busy_why);
+		else
+			say(&j->rep, "%s%s: its current call finishes in the original code", k.busy_why,
+			    j->o.wait ? " (forced after waiting)" : "");
+	}
 	if (rc == 0 && !j->o.dry_run) {
-		if (k.nmoves)
-			say(&j->rep, "moved %zu thread%s out of the patched bytes", k.nmoves,
-			    k.nmoves == 1 ? "" : "s");
+		say_moves(&j->rep, &k, "out of the patched bytes");
 		if (c->t)
 			say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
 			    (double)j->stats.stop_ns / 1000.0, j->stats.threads, j->stats.retries);
@@ -832,6 +1018,7 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 		    "put back", w[i].len, w[i].addr);
 	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false)) < 0 || j.o.dry_run)
 		goto out;
+	say_moves(&j.rep, &k, "out of the code taken out");
 	if (c->t)
 		say(&j.rep, "stopped the world for %.1f us (%u threads)",
 		    (double)j.stats.stop_ns / 1000.0, j.stats.threads);

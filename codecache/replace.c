@@ -30,8 +30,10 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_REPLACE)))
 		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already replaced (by %s); "
 				"restore it first", name, r->source[0] ? r->source : "other code");
-	if (cc__redir_find(c, fn->addr, CC_REDIR_MEASURE))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "%s is being measured", name);
+	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_MEASURE)))
+		return cc__redir_stale(r) ? cc__fail_stale(c, CC_PHASE_REDIRECT, r, name) :
+			cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "%s is being measured (by padrone "
+				 "process %d)", name, (int)r->owner_pid);
 	if (!o.source) {
 		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
 		o.source = source;
@@ -100,6 +102,8 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	const char *name = fn->name ? fn->name : "the function";
+	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_MEASURE)) && cc__redir_stale(r))
+		return cc__fail_stale(c, CC_PHASE_REDIRECT, r, name);
 	if ((r = cc__redir_find(c, fn->addr, 0)))
 		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
 				name, r->kind == CC_REDIR_MEASURE ? "being measured" : "replaced");
@@ -115,19 +119,97 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 	return rc;
 }
 
+/* The sum of two undos' figures (a stale stub, then the replacement). */
+static void add_stats(struct cc_patch_stats *to, const struct cc_patch_stats *a,
+		      const struct cc_patch_stats *b)
+{
+	to->stop_ns = a->stop_ns + b->stop_ns;
+	to->to_stop_ns = a->to_stop_ns + b->to_stop_ns;
+	to->threads = a->threads > b->threads ? a->threads : b->threads;
+	to->moved = a->moved + b->moved;
+	to->retries = a->retries + b->retries;
+	to->sites = a->sites + b->sites;
+	to->kept_code = a->kept_code || b->kept_code;
+	to->looks = a->looks + b->looks;
+	to->look_max_ns = a->look_max_ns > b->look_max_ns ? a->look_max_ns : b->look_max_ns;
+}
+
+/* Where the next undo's report lines go: after those already there. */
+static void report_rest(struct cc_patch_opts *o, char *buf, size_t size)
+{
+	size_t used = buf ? strlen(buf) : 0;
+
+	o->report = buf ? buf + used : NULL;
+	o->report_size = buf ? size - used : 0;
+}
+
+/* Threads in the detour (the relocated first bytes) go back to the
+ * original, so that it can be freed at once; if the map cannot be made
+ * again, they finish there and it is freed once they have left. */
+static int undo_replacement(struct cc_cache *c, struct cc_dir_redir *r,
+			    const struct cc_patch_opts *o)
+{
+	struct cc_reloc *prefix = NULL;
+	char keep[sizeof c->errmsg];
+
+	memcpy(keep, c->errmsg, sizeof keep);
+	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
+		memcpy(c->errmsg, keep, sizeof keep);	/* not a failure */
+	struct cc_undo_stub back = { 0, 0, prefix, r->detour };
+	int rc = cc__undo(c, r->id, o, prefix ? &back : NULL);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
+/* A replacement, and a measuring stub whose padrone is gone (killed while
+ * measuring; the stub was put over the replacement if both are there): the
+ * stub first, then the replacement. A live measurement is left alone. */
 int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 		      const struct cc_patch_opts *opts)
 {
 	struct cc_dir_redir *r = cc__redir_find(c, func, CC_REDIR_REPLACE);
+	struct cc_dir_redir *m = cc__redir_find(c, func, CC_REDIR_MEASURE);
+	struct cc_patch_opts o = { .sz = sizeof o };
+	struct cc_patch_stats st[2] = { { 0 }, { 0 } };
 	char label[96];
+	int rc = 0;
 
-	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : "the function");
-	if (!r)
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : m ? m->name : "the function");
+	if (!r && !m)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s (0x%" PRIx64 ") is not replaced",
 				label, func);
-	if (cc__redir_find(c, func, CC_REDIR_MEASURE))
-		return cc__fail(c, CC_PHASE_RESTORE, -EBUSY, "%s is being measured", label);
-	return cc__undo(c, r->id, opts, NULL);
+	if (m && !cc__redir_stale(m))
+		return cc__fail(c, CC_PHASE_RESTORE, -EBUSY, "%s is being measured (by padrone "
+				"process %d)", label, (int)m->owner_pid);
+	char *buf = o.report_size ? o.report : NULL;
+	size_t size = o.report_size;
+	struct cc_patch_stats *stats = o.stats;
+	if (buf)
+		buf[0] = '\0';
+	if (m) {
+		if (buf)
+			snprintf(buf, size, "%s %s to a measuring stub of padrone process %d, which is "
+				 "gone: taking it out\n", label, r ? "is also redirected" :
+				 "is redirected", (int)m->owner_pid);
+		report_rest(&o, buf, size);
+		o.stats = &st[0];
+		rc = cc__measure_undo_stale(c, m, &o);
+	}
+	if (rc == 0 && r && m && o.dry_run) {
+		report_rest(&o, buf, size);
+		if (buf)
+			snprintf(o.report, o.report_size, "would then put back the code %s replaced\n",
+				 r->source[0] ? r->source : "other code");
+	} else if (rc == 0 && r) {
+		report_rest(&o, buf, size);
+		o.stats = &st[1];
+		rc = undo_replacement(c, r, &o);
+	}
+	if (stats)
+		add_stats(stats, &st[0], &st[1]);
+	return rc;
 }
 
 int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max)
@@ -148,6 +230,8 @@ int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t
 			o->stop_ns = r->stop_ns;
 			snprintf(o->name, sizeof o->name, "%s", r->name);
 			snprintf(o->source, sizeof o->source, "%s", r->source);
+			o->owner = r->owner_pid;
+			o->stale = cc__redir_stale(r);
 			for (size_t k = 0; k < CC_MAX_SITES; k++)
 				o->sites += c->dir.sites[k].redir == r->id;
 		}

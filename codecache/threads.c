@@ -10,6 +10,21 @@
  * libunwind-ptrace on attach/'s tracer thread; where libunwind loses a
  * thread (code without unwind information, such as a code cache), the rest
  * of its stack is scanned conservatively, word by word.
+ *
+ * Two more places hold where a thread goes next. A thread stopped in a
+ * system call that the kernel restarts when it resumes (rax -ERESTARTSYS,
+ * -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK, as
+ * arch_do_signal_or_restart reads them) re-executes the 2-byte syscall
+ * before its pc: its pc may be just past the patched bytes while its
+ * syscall is inside them; it is moved by where it restarts. A thread in a
+ * signal handler returns to the pc saved in the signal frame (there the
+ * kernel has already rewound a restarted call): when the process catches
+ * any signal, every stack is walked, through signal frames, and such a pc
+ * inside the patched bytes is moved by rewriting it in the frame. (That
+ * walk is what patching a process with signal handlers costs more, tens of
+ * microseconds a thread in the pause. Undoing does not walk for it: such a
+ * pc in the copy keeps the copy, as the grace period's walk sees it, until
+ * it has left.)
  */
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
@@ -42,11 +57,38 @@ void cc__tcheck_free(struct cc_tcheck *k)
 	free(k->busy_of);
 	free(k->scan_from);
 	free(k->moves);
+	free(k->pokes);
 	k->tids = NULL;
 	k->busy_of = NULL;
 	k->scan_from = NULL;
 	k->moves = NULL;
-	k->cap = 0;
+	k->pokes = NULL;
+	k->cap = k->poke_cap = 0;
+}
+
+/* Is the pc at which a thread goes on inside the bytes to change? Patching,
+ * the first byte is where the jump starts, fine to be at; undoing, anywhere
+ * in the copy goes back to the original. */
+static bool must_move(const struct cc_tcheck *k, uint64_t pc)
+{
+	return k->reloc && (k->back ? in(&k->crit, 1, pc) : strictly_in(&k->crit, pc));
+}
+
+static int move_pc(const struct cc_tcheck *k, uint64_t pc, uint64_t *to)
+{
+	size_t off;
+	uint64_t orig;
+
+	if (!k->back) {
+		if (cc_reloc__map(k->reloc, pc, &off) < 0)
+			return -ENOENT;
+		*to = k->copy + off;
+		return 0;
+	}
+	if (cc_reloc__unmap(k->reloc, pc - k->copy, &orig) < 0)
+		return -ENOENT;
+	*to = orig;
+	return 0;
 }
 
 static void mark_busy(struct cc_tcheck *k, size_t i, int frame, uint64_t ip)
@@ -76,8 +118,54 @@ static void look_at_return(struct cc_tcheck *k, size_t i, int frame, uint64_t ip
 			 " (%s), inside the bytes to patch", k->tids[i], ip,
 			 frame < 0 ? "found by scanning its stack" : "a frame of its stack");
 	}
+	/* scanning, a word may as well be a pc saved in a signal frame that
+	 * the unwinder did not reach */
+	if (frame < 0 && k->sig && !k->hard && must_move(k, ip)) {
+		k->hard = true;
+		snprintf(k->hard_why, sizeof k->hard_why, "thread %d may resume at 0x%" PRIx64
+			 " when a signal handler returns (found by scanning its stack), inside "
+			 "the bytes to %s", k->tids[i], ip, k->back ? "take out" : "patch");
+	}
 	if (in(k->busy, k->nbusy, ip - 1))
 		mark_busy(k, i, frame, ip);
+}
+
+static int add_poke(struct cc_tcheck *k, uint64_t addr, uint64_t value, uint64_t old)
+{
+	if (k->npokes == k->poke_cap) {
+		size_t cap = k->poke_cap ? k->poke_cap * 2 : 8;
+		struct cc_poke *p = realloc(k->pokes, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		k->pokes = p;
+		k->poke_cap = cap;
+	}
+	k->pokes[k->npokes++] = (struct cc_poke){ addr, value, old };
+	return 0;
+}
+
+/* The pc a signal handler returns to (cur: the frame the unwinder reached
+ * through a signal frame): inside the bytes to change, it is moved by
+ * rewriting the rip saved in the signal frame, checked to hold it. */
+static void look_at_interrupted(struct cc_tcheck *k, size_t i, int frame, uint64_t pc,
+				unw_cursor_t *cur)
+{
+	if (must_move(k, pc) && !k->hard) {
+		unw_save_loc_t loc;
+		uint64_t to, saved = 0;
+		if (move_pc(k, pc, &to) < 0 || unw_get_save_loc(cur, UNW_X86_64_RIP, &loc) < 0 ||
+		    loc.type != UNW_SLT_MEMORY ||
+		    attach_target__read(k->c->t, loc.u.addr, &saved, 8) != 8 || saved != pc ||
+		    add_poke(k, loc.u.addr, to, pc) < 0) {
+			k->hard = true;
+			snprintf(k->hard_why, sizeof k->hard_why, "thread %d resumes at 0x%" PRIx64
+				 " when its signal handler returns, inside the bytes to %s, and its "
+				 "signal frame cannot be rewritten", k->tids[i], pc,
+				 k->back ? "take out" : "patch");
+		}
+	}
+	if (in(k->busy, k->nbusy, pc))
+		mark_busy(k, i, frame, pc);
 }
 
 static bool ignored(const struct cc_tcheck *k, pid_t tid)
@@ -93,8 +181,10 @@ static bool wants_walk(const struct cc_tcheck *k, size_t i)
 {
 	if (ignored(k, k->tids[i]))
 		return false;
-	return k->crit_returns || (k->frames && k->nbusy && !k->busy_of[i]);
+	return k->crit_returns || (k->sig && k->reloc) || (k->frames && k->nbusy && !k->busy_of[i]);
 }
+
+#define SIGRET_CACHE 256
 
 /* libunwind-ptrace, kept from one stop of the world to the next: building
  * an address space and reading each module's unwind tables again for every
@@ -106,6 +196,10 @@ static bool wants_walk(const struct cc_tcheck *k, size_t i)
 struct cc_unwinder {
 	unw_addr_space_t as;
 	uint64_t maps_sig;	/* of the executable mappings it describes */
+	struct {		/* ip -> is it a signal return trampoline? */
+		uint64_t ip;
+		bool yes;
+	} sigret[SIGRET_CACHE];
 	struct cc_upt {
 		pid_t tid;
 		void *upt;
@@ -181,6 +275,7 @@ static struct cc_unwinder *unwinder(struct cc_cache *c)
 	} else if (!sig || sig != uw->maps_sig) {
 		unw_flush_cache(uw->as, 0, 0);
 		drop_upts(uw);
+		memset(uw->sigret, 0, sizeof uw->sigret);
 		uw->maps_sig = sig;
 	}
 	return uw;
@@ -223,11 +318,33 @@ static void prune_upts(struct cc_unwinder *uw, const struct cc_tcheck *k)
 	uw->nupts = kept;
 }
 
+/* Is a frame's ip the signal return trampoline (glibc's and musl's
+ * __restore_rt: mov $15,%rax; syscall), i.e. the frame a handler returns
+ * to, whose caller's ip is the pc the signal interrupted? Read from the
+ * code itself: what unw_is_signal_frame says of which frame differs
+ * between libunwind versions. */
+static bool is_sigreturn(struct cc_tcheck *k, struct cc_unwinder *uw, uint64_t ip)
+{
+	static const uint8_t restore_rt[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	size_t h = (size_t)((ip ^ (ip >> 12)) % SIGRET_CACHE);
+	uint8_t code[9];
+
+	if (ip && uw->sigret[h].ip == ip)
+		return uw->sigret[h].yes;
+	bool yes = attach_target__read(k->c->t, ip, code, sizeof code) == (ssize_t)sizeof code &&
+		   memcmp(code, restore_rt, sizeof code) == 0;
+	uw->sigret[h].ip = ip;
+	uw->sigret[h].yes = yes;
+	return yes;
+}
+
 static void unwind_one(struct cc_tcheck *k, struct cc_unwinder *uw, size_t i)
 {
 	void *upt = upt_of(uw, k->tids[i]);
 	unw_cursor_t cur;
 	int frame = 0;
+
+	bool after_signal = false;
 
 	k->scan_from[i] = 0;
 	if (!upt || unw_init_remote(&cur, uw->as, upt) < 0) {
@@ -237,8 +354,11 @@ static void unwind_one(struct cc_tcheck *k, struct cc_unwinder *uw, size_t i)
 	for (;;) {
 		unw_word_t ip = 0, sp = 0;
 		unw_get_reg(&cur, UNW_REG_IP, &ip);
-		if (frame > 0)
+		if (frame > 0 && after_signal)
+			look_at_interrupted(k, i, frame, ip, &cur);
+		else if (frame > 0)
 			look_at_return(k, i, frame, ip);
+		after_signal = is_sigreturn(k, uw, ip);
 		int s = unw_step(&cur);
 		if (s == 0)
 			break;
@@ -314,23 +434,6 @@ static int grow(struct cc_tcheck *k, size_t n)
 	return 0;
 }
 
-static int move_pc(const struct cc_tcheck *k, uint64_t pc, uint64_t *to)
-{
-	size_t off;
-	uint64_t orig;
-
-	if (!k->back) {
-		if (cc_reloc__map(k->reloc, pc, &off) < 0)
-			return -ENOENT;
-		*to = k->copy + off;
-		return 0;
-	}
-	if (cc_reloc__unmap(k->reloc, pc - k->copy, &orig) < 0)
-		return -ENOENT;
-	*to = orig;
-	return 0;
-}
-
 static int step_out(struct cc_tcheck *k, pid_t tid, struct user_regs_struct *regs)
 {
 	for (int i = 0; i < 100000; i++) {
@@ -341,6 +444,15 @@ static int step_out(struct cc_tcheck *k, pid_t tid, struct user_regs_struct *reg
 			return rc;
 	}
 	return -ETIMEDOUT;
+}
+
+/* Will the kernel restart the system call the thread is stopped in, 2
+ * bytes before its pc, when it resumes? */
+static bool restarts(const struct user_regs_struct *r)
+{
+	long ax = (long)r->rax;
+
+	return (long)r->orig_rax >= 0 && (ax == -512 || ax == -513 || ax == -514 || ax == -516);
 }
 
 /* A thread's PC: stepped out of a stub, moved out of the patched bytes. */
@@ -365,10 +477,18 @@ static int place_thread(struct cc_tcheck *k, size_t i)
 		moved = true;
 	}
 	uint64_t pc = regs.rip;
-	/* apply: the first byte is where the jmp starts, fine to be at;
-	 * undo: anywhere in the copy goes back to the original */
-	bool inside = k->reloc && (k->back ? in(&k->crit, 1, pc) : strictly_in(&k->crit, pc));
-	if (inside) {
+	if (restarts(&regs) && must_move(k, pc - 2)) {
+		/* moved by its syscall, which it executes again */
+		if (move_pc(k, pc - 2, &to) < 0) {
+			k->hard = true;
+			snprintf(k->hard_why, sizeof k->hard_why, "thread %d restarts a system call "
+				 "at 0x%" PRIx64 ", inside the bytes to %s, and cannot be moved", tid,
+				 pc - 2, k->back ? "take out" : "patch");
+			return 0;
+		}
+		regs.rip = to + 2;
+		moved = true;
+	} else if (must_move(k, pc)) {
 		if (move_pc(k, pc, &to) == 0) {
 			regs.rip = to;
 		} else if (!(k->back && attach_target__step(t, tid) == 0 &&
@@ -389,6 +509,26 @@ static int place_thread(struct cc_tcheck *k, size_t i)
 	return 0;
 }
 
+/* Has the process a handler for any signal (SigCgt of /proc/PID/status)?
+ * Only then can a thread be inside one. Unreadable: assume so. */
+static bool catches_signals(pid_t pid)
+{
+	char path[64], line[256];
+	bool caught = true;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return true;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "SigCgt:", 7) == 0) {
+			caught = strtoull(line + 7, NULL, 16) != 0;
+			break;
+		}
+	fclose(f);
+	return caught;
+}
+
 int cc__tcheck(struct cc_tcheck *k)
 {
 	struct attach_target *t = k->c->t;
@@ -398,6 +538,10 @@ int cc__tcheck(struct cc_tcheck *k)
 	k->hard_why[0] = k->busy_why[0] = '\0';
 	k->nbusy_threads = 0;
 	k->nmoves = 0;
+	k->npokes = 0;
+	/* patching only: when undoing, a pc waiting in a signal frame in the
+	 * copy makes the grace period keep the copy until it has left */
+	k->sig = k->reloc && !k->back && catches_signals(k->c->pid);
 	for (;;) {
 		n = attach_target__threads(t, k->tids, k->cap);
 		if (n < 0)

@@ -164,6 +164,159 @@ static int find_callers(struct cc_ctx *x, const char *const *names, size_t n, st
 	return 0;
 }
 
+#define PROFILE_CALLERS 8	/* kept */
+#define PROFILE_CANDIDATES 48	/* looked at */
+
+/* A function of the last profile that may call the one to replace. */
+struct candidate {
+	struct cc_func f;
+	char name[96];
+	uint64_t through;	/* samples of chains returning from FUNC into it */
+	uint64_t self, inclusive;	/* from the report, when taken from it */
+	size_t calls;		/* direct calls to FUNC in it */
+};
+
+struct candidates {
+	struct candidate c[PROFILE_CANDIDATES];
+	size_t n;
+	struct cc_func kept[PROFILE_CALLERS];
+	size_t nkept;
+};
+
+static struct candidate *cand_find(struct candidates *h, uint64_t start)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->c[i].f.addr == start)
+			return &h->c[i];
+	return NULL;
+}
+
+static struct candidate *cand_add(struct candidates *h, uint64_t start, uint64_t end,
+				  const char *name)
+{
+	struct candidate *c = cand_find(h, start);
+
+	if (c || h->n == PROFILE_CANDIDATES)
+		return c;
+	c = &h->c[h->n++];
+	memset(c, 0, sizeof *c);
+	snprintf(c->name, sizeof c->name, "%s", name);
+	c->f = (struct cc_func){ start, end - start, c->name };
+	return c;
+}
+
+static int by_through(const void *a, const void *b)
+{
+	const struct candidate *x = a, *y = b;
+	return (x->through < y->through) - (x->through > y->through);
+}
+
+/* The functions the last profile's call chains return to from FUNC (its
+ * innermost frame, recursion skipped), with the samples of those chains. */
+static void chain_callers(struct cc_ctx *x, struct prof_symbolizer *sym, uint64_t lo, uint64_t hi,
+			  struct candidates *h)
+{
+	struct prof_sym ps;
+	size_t nch;
+	const struct padrone_chain *ch = padrone_session_chains(x->s, &nch);
+
+	for (size_t i = 0; i < nch; i++) {
+		size_t k = 0;
+		/* ips[0] is an instruction, the others return addresses */
+		while (k < ch[i].n && !(ch[i].ips[k] - (k > 0) >= lo && ch[i].ips[k] - (k > 0) < hi))
+			k++;
+		while (++k < ch[i].n && ch[i].ips[k] - 1 >= lo && ch[i].ips[k] - 1 < hi)
+			;
+		if (k >= ch[i].n || prof_symbolizer__lookup(sym, ch[i].ips[k] - 1, &ps) < 0 ||
+		    ps.bounds == PROF_BOUNDS_NONE || ps.end <= ps.start)
+			continue;
+		struct candidate *c = cand_add(h, ps.start, ps.end, ps.name);
+		if (c)
+			c->through += ch[i].count;
+	}
+	qsort(h->c, h->n, sizeof h->c[0], by_through);
+	for (size_t i = 0; i < h->n; i++)
+		h->c[i].f.name = h->c[i].name;
+}
+
+/* replace -C without -c: FUNC's hot callers from the last profile, the
+ * functions with a direct call to FUNC among (1) those its call chains
+ * return to from FUNC, the most samples first, then (2) the profile's
+ * hottest functions, for the callers chains miss: a leaf function without a
+ * frame pointer hides its caller from frame-pointer chains. At most 8;
+ * which, and why, in note. */
+static int profile_callers(struct cc_ctx *x, const struct cc_func *fn, struct candidates *h,
+			   char *note, size_t size)
+{
+	const struct padrone_report *r = padrone_session__report(x->s);
+	struct prof_symbolizer *sym;
+	struct prof_sym ps;
+	int rc;
+
+	memset(h, 0, sizeof *h);
+	if (!r)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL, "-C without -c "
+					    "takes %s's callers from the last profile, and there is "
+					    "none: run profile first, or name them with -c",
+					    fn->name);
+	if ((rc = padrone_session_symbolizer(x->s, &sym)) < 0)
+		return rc;
+	uint64_t lo = fn->addr, hi = fn->addr + fn->size;
+	if (!fn->size && prof_symbolizer__lookup(sym, fn->addr, &ps) == 0 && ps.start == fn->addr &&
+	    ps.bounds != PROF_BOUNDS_NONE)
+		hi = ps.end;
+	chain_callers(x, sym, lo, hi, h);
+	for (size_t i = 0; i < padrone_report__count(r); i++) {
+		const struct padrone_function *pf = padrone_report__function(r, i);
+		if (pf->end <= pf->start || pf->start == fn->addr || pf->start >= PROF_KERNEL_START)
+			continue;
+		struct candidate *c = cand_add(h, pf->start, pf->end, pf->name);
+		if (c && !c->through) {
+			c->self = pf->self;
+			c->inclusive = pf->inclusive;
+		}
+	}
+	size_t len = (size_t)snprintf(note, size, "callers of %s in the last profile, hottest "
+				      "first:", fn->name);
+	for (size_t i = 0; i < h->n && h->nkept < PROFILE_CALLERS; i++) {
+		struct candidate *c = &h->c[i];
+		if (cc_cache__direct_calls(x->c, &c->f, fn->addr, &c->calls) < 0 || !c->calls)
+			continue;
+		h->kept[h->nkept] = c->f;
+		if (len < size && c->through)
+			len += (size_t)snprintf(note + len, size - len, "%s %s (%llu sample%s through "
+						"it)", h->nkept ? "," : "", c->name,
+						(unsigned long long)c->through,
+						c->through == 1 ? "" : "s");
+		else if (len < size)
+			len += (size_t)snprintf(note + len, size - len, "%s %s (hot: %llu samples, not "
+						"in %s's call chains)", h->nkept ? "," : "", c->name,
+						(unsigned long long)c->inclusive, fn->name);
+		h->nkept++;
+	}
+	if (!h->nkept)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -ENOENT, "no function of the "
+					    "last profile calls %s directly (%zu looked at: the callers "
+					    "its call chains show, then the hottest): name the callers "
+					    "with -c", fn->name, h->n);
+	return 0;
+}
+
+/* Put line (and a newline) before the report's text. */
+static void report_prepend(char *report, size_t size, const char *line)
+{
+	size_t n = strlen(line) + 1, have = strlen(report);
+
+	if (n >= size)
+		return;
+	if (have + n >= size)
+		have = size - n - 1;
+	memmove(report + n, report, have);
+	report[n + have] = '\0';
+	memcpy(report, line, n - 1);
+	report[n - 1] = '\n';
+}
+
 int padrone_session__replace(struct padrone_session *s, const char *function, const char *file,
 			     const struct padrone_replace_opts *opts, struct padrone_patch *out)
 {
@@ -174,6 +327,8 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	struct cc_image *im = NULL;
 	struct cc_error err;
 	struct cc_patch_stats st = { 0 };
+	struct candidates hot;
+	char note[512] = "";
 	int rc;
 
 	if (opts)
@@ -186,6 +341,14 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	if ((rc = find_func(&x, function, &f)) < 0 ||
 	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
 		goto out;
+	const struct cc_func *callers_of = callers;
+	size_t ncallers = o.ncallers;
+	if (o.callsites_only && !o.ncallers) {
+		if ((rc = profile_callers(&x, &f, &hot, note, sizeof note)) < 0)
+			goto out;
+		callers_of = hot.kept;
+		ncallers = hot.nkept;
+	}
 	/* SYMBOL: as asked; else the function's own name if FILE has it,
 	 * else FILE's only function */
 	struct cc_image_opts io = { .sz = sizeof io, .symbol = o.symbol ? o.symbol : function,
@@ -200,13 +363,15 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 		goto out;
 	}
 	struct cc_patch_opts po = {
-		.sz = sizeof po, .callers = callers, .ncallers = o.ncallers,
+		.sz = sizeof po, .callers = callers_of, .ncallers = ncallers,
 		.callsites_only = o.callsites_only, .wait = o.wait, .timeout_ms = o.timeout_ms,
 		.force = o.force, .dry_run = o.dry_run, .report = out->report,
 		.report_size = sizeof out->report, .stats = &st,
 	};
 	rc = cc_cache__replace(x.c, &f, im, cc_syms__resolve, x.sy, &po);
 	fill_patch(out, &f, &st);
+	if (note[0])
+		report_prepend(out->report, sizeof out->report, note);
 	if (rc < 0) {
 		const char *why = cc_syms__errmsg(x.sy);
 		rc = why[0] && rc == -ENOTSUP ? fail_cc(s, rc, why) : fail_cache(&x, rc);
@@ -266,6 +431,9 @@ int padrone_session__replacements(struct padrone_session *s, struct padrone_repl
 		out[i].code = ri[i].dest;
 		out[i].stop_ns = ri[i].stop_ns;
 		out[i].measuring = ri[i].measure;
+		out[i].sites = ri[i].sites;
+		out[i].owner = ri[i].owner;
+		out[i].stale = ri[i].stale;
 		snprintf(out[i].name, sizeof out[i].name, "%s", ri[i].name);
 		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
 	}
@@ -373,9 +541,13 @@ int padrone_cc_insert(struct padrone_session *s, const void *code, size_t len, u
 
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0 ||
-	    (rc = cc_cache__write(x.c, *addr, code, len)) < 0)
+	if ((rc = cc_cache__alloc(x.c, CC_CODE, len, 16, near_program(&x, near), addr)) < 0) {
 		rc = fail_cache(&x, rc);
+	} else if ((rc = cc_cache__write(x.c, *addr, code, len)) < 0) {
+		rc = fail_cache(&x, rc);
+		cc_cache__free(x.c, *addr, len);	/* nothing of it stays */
+		*addr = 0;
+	}
 	close_ctx(&x);
 	return rc;
 }

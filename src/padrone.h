@@ -361,6 +361,10 @@ struct padrone_replacement {
 	bool measuring;		/* a measuring stub, not a replacement */
 	char name[96];
 	char source[160];	/* FILE:SYMBOL */
+	unsigned sites;		/* places written: its entry, call sites */
+	pid_t owner;		/* the padrone process that made it */
+	bool stale;		/* a measuring stub whose padrone is gone (killed
+				 * while measuring): restore takes it out */
 };
 
 /* The replacements in place (made by any session): how many there are; the

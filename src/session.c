@@ -39,6 +39,9 @@ struct padrone_session {
 	struct padrone_report *report;
 	struct padrone_ip_count *samples;	/* of the last profile */
 	size_t nsamples;
+	struct padrone_chain *chains;	/* of the last profile, user frames */
+	uint64_t *chain_ips;		/* what they point into */
+	size_t nchains;
 	int event_fd;			/* the target exited or exec'd */
 	int interrupt_fd;		/* padrone_session__interrupt */
 	/* Signal handlers and other threads read these: atomics (lock-free on
@@ -583,14 +586,29 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, doub
 static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp)
 {
 	free(s->samples);
+	free(s->chains);
+	free(s->chain_ips);
 	s->samples = NULL;
-	s->nsamples = 0;
+	s->chains = NULL;
+	s->chain_ips = NULL;
+	s->nsamples = s->nchains = 0;
 	size_t n = smp ? prof_sampler__stack_count(smp) : 0;
 	if (!n)
 		return 0;
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *ips;
+		size_t nips;
+		uint64_t count;
+		if (prof_sampler__stack(smp, i, &ips, &nips, &count) == 0)
+			total += nips;
+	}
 	s->samples = calloc(n, sizeof(*s->samples));
-	if (!s->samples)
+	s->chains = calloc(n, sizeof(*s->chains));
+	s->chain_ips = calloc(total ? total : 1, sizeof(*s->chain_ips));
+	if (!s->samples || !s->chains || !s->chain_ips)
 		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	size_t used = 0;
 	for (size_t i = 0; i < n; i++) {
 		const uint64_t *ips;
 		size_t nips;
@@ -600,6 +618,15 @@ static int keep_samples(struct padrone_session *s, const struct prof_sampler *sm
 		/* in the kernel: not this process's code (as the report's self) */
 		if (nips && ips[0] < PROF_KERNEL_START)
 			s->samples[s->nsamples++] = (struct padrone_ip_count){ ips[0], count };
+		/* the user frames, which follow the kernel's */
+		size_t k = 0;
+		while (k < nips && ips[k] >= PROF_KERNEL_START)
+			k++;
+		if (k == nips || used + (nips - k) > total)
+			continue;
+		memcpy(s->chain_ips + used, ips + k, (nips - k) * sizeof(*ips));
+		s->chains[s->nchains++] = (struct padrone_chain){ s->chain_ips + used, nips - k, count };
+		used += nips - k;
 	}
 	return 0;
 }
@@ -661,6 +688,12 @@ const struct padrone_ip_count *padrone_session_samples(const struct padrone_sess
 {
 	*n = s->nsamples;
 	return s->samples;
+}
+
+const struct padrone_chain *padrone_session_chains(const struct padrone_session *s, size_t *n)
+{
+	*n = s->nchains;
+	return s->nchains ? s->chains : NULL;
 }
 
 const struct padrone_report *padrone_session__report(const struct padrone_session *s)

@@ -48,6 +48,18 @@ struct padrone_ip_count {
 PADRONE_HIDDEN const struct padrone_ip_count *padrone_session_samples(const struct padrone_session *s,
 								      size_t *n);
 
+/* The last profile's user-space call chains: ips[0] the sampled
+ * instruction, ips[1..] return addresses, and how many samples had the
+ * chain (what replace -C takes a function's hot callers from). NULL and 0
+ * before any profile; valid until the next profile or detach. */
+struct padrone_chain {
+	const uint64_t *ips;
+	size_t n;
+	uint64_t count;
+};
+PADRONE_HIDDEN const struct padrone_chain *padrone_session_chains(const struct padrone_session *s,
+								  size_t *n);
+
 /* Releases an extension: restore what it changed in the process (still
  * attached), free it. A failure is reported by detach, which goes on. */
 typedef int (*padrone_ext_release_fn)(struct padrone_session *s, void *data);

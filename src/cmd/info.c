@@ -1,6 +1,6 @@
-/* info threads|modules|stops: the attached process's threads, its
- * executable modules with their build-ids, and how long padrone has held it
- * stopped. */
+/* info threads|modules|stops|replacements: the attached process's threads,
+ * its executable modules with their build-ids, how long padrone has held it
+ * stopped, and the functions replaced or measured in it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +76,47 @@ static int info_stops(struct padrone_cmd_ctx *ctx)
 	return PADRONE_EXIT_OK;
 }
 
+/* What the code cache's directory records, whichever session made it. */
+static int info_replacements(struct padrone_cmd_ctx *ctx)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	struct padrone_replacement *r = NULL;
+	int n, cap = 0;
+
+	for (;;) {
+		n = padrone_session__replacements(s, r, (size_t)cap);
+		if (n < 0 || n <= cap)
+			break;
+		cap = n;
+		free(r);
+		r = calloc((size_t)cap, sizeof(*r));
+		if (!r)
+			return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
+	}
+	if (n < 0) {
+		free(r);
+		return padrone_cmd_session_error(ctx);
+	}
+	if (n == 0)
+		fprintf(ctx->out, "no function is replaced or measured\n");
+	else
+		fprintf(ctx->out, "%-24s %-9s %-18s  %5s %10s  %s\n", "FUNCTION", "KIND", "ENTRY",
+			"SITES", "STOP us", "SOURCE");
+	for (int i = 0; i < n; i++) {
+		char source[256];
+		if (r[i].measuring)
+			snprintf(source, sizeof(source), "%s (padrone process %d%s)", r[i].source,
+				 (int)r[i].owner, r[i].stale ? ", gone: restore takes it out" : "");
+		else
+			snprintf(source, sizeof(source), "%s", r[i].source);
+		fprintf(ctx->out, "%-24s %-9s 0x%016llx  %5u %10.1f  %s\n", r[i].name,
+			r[i].measuring ? "measuring" : "replaced", (unsigned long long)r[i].function,
+			r[i].sites, (double)r[i].stop_ns / 1000.0, source);
+	}
+	free(r);
+	return PADRONE_EXIT_OK;
+}
+
 static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	const char *what = padrone_args_value(args, 0);
@@ -88,6 +129,8 @@ static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 		return info_modules(ctx);
 	if (len && strncmp("stops", what, len) == 0)
 		return info_stops(ctx);
+	if (len && strncmp("replacements", what, len) == 0)
+		return info_replacements(ctx);
 	padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "info: unknown subject: %s", what);
 	padrone_cmd_print_usage(ctx->err, ctx->entry);
 	return PADRONE_EXIT_USAGE;
@@ -95,12 +138,23 @@ static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 
 const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.name = "info",
-	.usage = "threads|modules|stops",
-	.summary = "list the threads, the modules with their build-ids, or the stops",
-	.help = "threads: tid, name, state, CPU time, and where each thread is (the process\n"
-		"is stopped for a moment to read the program counters).\n"
-		"modules: every executable file mapped (and [vdso]): base address, build-id.\n"
-		"stops: how often and how long padrone has held every thread stopped.",
+	.usage = "threads|modules|stops|replacements",
+	.summary = "list the threads, the modules, the stops, or the functions replaced",
+	.help = "threads: tid, name, state, CPU time, and where each thread is (the process
+"
+		"is stopped for a moment to read the program counters).
+"
+		"modules: every executable file mapped (and [vdso]): base address, build-id.
+"
+		"stops: how often and how long padrone has held every thread stopped.
+"
+		"replacements: each function replaced or being measured, by any session:
+"
+		"its name, entry, the places written (its entry, call sites), the
+"
+		"stop-the-world time of its patch and what replaced it; a measuring stub
+"
+		"whose padrone is gone is marked, restore takes it out.",
 	.lower = 1,
 	.upper = 1,
 	.flags = PADRONE_CMD_TARGET,

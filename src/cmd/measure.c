@@ -43,10 +43,12 @@ static int measure_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 		print_json(ctx->out, &m);
 		return PADRONE_EXIT_OK;
 	}
+	char ipc[64] = "n/a (no PMU counts its instructions and cycles)";
+	if (m.has_ipc)
+		snprintf(ipc, sizeof ipc, "%.3f", m.ipc);
 	fprintf(ctx->out, "%s: %llu calls, mean %.1f ns, p50 %.1f ns, p99 %.1f ns, "
 		"min %.1f ns, max %.1f ns, IPC %s\n", m.function, (unsigned long long)m.calls,
-		m.mean_ns, m.p50_ns, m.p99_ns, m.min_ns, m.max_ns,
-		m.has_ipc ? "" : "n/a (no hardware PMU)");
+		m.mean_ns, m.p50_ns, m.p99_ns, m.min_ns, m.max_ns, ipc);
 	if (!m.complete)
 		fprintf(ctx->out, "(only %llu of %llu calls came before the timeout)\n",
 			(unsigned long long)m.calls, (unsigned long long)m.requested);
@@ -61,7 +63,8 @@ const struct padrone_cmd_entry padrone_cmd_measure_entry = {
 		"entry and return (no traps), keeps one sample per call, and is taken out\n"
 		"after CALLS calls (default 1000) or -t SECONDS (default 10). Prints calls,\n"
 		"mean/p50/p99 ns per call; -j as JSON: {\"function\":..,\"calls\":N,\"mean_ns\":x,\n"
-		"\"p50_ns\":x,\"p99_ns\":x,\"ipc\":x|null}. Refused in a process with a C++ or\n"
+		"\"p50_ns\":x,\"p99_ns\":x,\"ipc\":x|null}; ipc is null, as no PMU counts the\n"
+		"function's instructions and cycles. Refused in a process with a C++ or\n"
 		"unwinding runtime (an exception through a timed call would abort it) unless -f.",
 	.opts = measure_opts,
 	.lower = 1,

@@ -90,10 +90,6 @@ static int replace_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 	o.timeout_ms = timeout ? (int)ms : 0;
 	if ((st = callers_parse(ctx, padrone_args_get(args, 'c'), &callers)) != 0)
 		return st;
-	if (o.callsites_only && !callers.n) {
-		callers_free(&callers);
-		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-C needs callers (-c CALLER,...)");
-	}
 	o.callers = (const char *const *)callers.names;
 	o.ncallers = callers.n;
 	char *file = split_symbol(padrone_args_value(args, 1), &o.symbol);
@@ -126,7 +122,8 @@ const struct padrone_cmd_entry padrone_cmd_replace_entry = {
 		"FILE's only function. FUNC may be sub_ADDR or the address (0x...) of its entry.\n"
 		"The new code is linked against the process's own libraries and put in its code\n"
 		"cache; calls go to it through a jump at FUNC's entry (and, with -c, re-targeted\n"
-		"direct calls in the callers; -C: only those). Threads inside FUNC finish their\n"
+		"direct calls in the callers; -C: only those, and without -c the callers of FUNC\n"
+		"in the last profile's call chains, hottest first). Threads inside FUNC finish their\n"
 		"call in the original; -w waits until none is in it (-t MS, default 2000), -f\n"
 		"then goes ahead anyway. -n prints what would be done. The replacement stays\n"
 		"after padrone detaches; restore FUNC undoes it.",

@@ -34,9 +34,11 @@ const struct padrone_cmd_entry padrone_cmd_restore_entry = {
 	.name = "restore",
 	.usage = "[-n] [-t MS] FUNC",
 	.summary = "put back the original code of a replaced function",
-	.help = "Undoes replace FUNC, from this session or an earlier one. The replacement's\n"
-		"code is freed once no thread is in it; a thread still in it after -t MS\n"
-		"(default 2000) leaves it in the code cache. -n prints what would be done.",
+	.help = "Undoes replace FUNC, from this session or an earlier one, and takes out a\n"
+		"measuring stub left by a padrone killed while measuring FUNC. The\n"
+		"replacement's code is freed once no thread is in it; a thread still in it\n"
+		"after -t MS (default 2000) leaves it in the code cache. -n prints what would\n"
+		"be done.",
 	.opts = restore_opts,
 	.lower = 1,
 	.upper = 1,

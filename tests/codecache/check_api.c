@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct tu_proc p;
 static struct padrone_session *s;
@@ -58,6 +59,10 @@ START_TEST(replace_measure_restore)
 	ck_assert_int_eq(padrone_session__replacements(s, rl, 4), 1);
 	ck_assert_str_eq(rl[0].name, "vecadd");
 	ck_assert(!rl[0].measuring);
+	ck_assert_uint_eq(rl[0].sites, 1);
+	ck_assert_int_eq(rl[0].owner, getpid());	/* this process made it */
+	ck_assert(!rl[0].stale);
+	ck_assert_uint_gt(rl[0].stop_ns, 0);
 	ck_assert_msg(padrone_session__measure(s, "vecadd", &mo, &m) == 0, "%s",
 		      padrone_session__errmsg(s));
 	ck_assert_uint_eq(m.calls, 500);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -126,6 +128,65 @@ static void wait_in_syscall(pid_t pid, long nr)
 }
 
 
+/* cc_reader's FIFOs, in a directory of their own. */
+struct fifos {
+	char dir[64], in[96], sig[96];
+};
+
+static void fifos_make(struct fifos *f)
+{
+	snprintf(f->dir, sizeof f->dir, "/tmp/padrone-reader.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(f->in, sizeof f->in, "%s/in", f->dir);
+	snprintf(f->sig, sizeof f->sig, "%s/sig", f->dir);
+	ck_assert_int_eq(mkfifo(f->in, 0600), 0);
+	ck_assert_int_eq(mkfifo(f->sig, 0600), 0);
+}
+
+static void fifos_remove(struct fifos *f)
+{
+	unlink(f->in);
+	unlink(f->sig);
+	rmdir(f->dir);
+}
+
+/* One byte into a FIFO the target holds open. */
+static void feed(const char *fifo, char c)
+{
+	int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, &c, 1), 1);
+	close(fd);
+}
+
+/* Wait for the line cc_reader prints after reading c. */
+static void got(struct live *l, char c)
+{
+	char line[256], want[64];
+	snprintf(want, sizeof want, "reader: got %c ret 1", c);
+	ck_assert_int_ge(tu_wait_for(&l->p, "reader: got", line, sizeof line, 5000), 0);
+	ck_assert_str_eq(line, want);
+}
+
+/* The pc of pid's (only) thread once it sleeps in read(2): the last field
+ * of /proc/PID/syscall. */
+static uint64_t blocked_pc(pid_t pid)
+{
+	char path[64], buf[512];
+	uint64_t pc = 0;
+
+	wait_in_syscall(pid, SYS_read);
+	snprintf(path, sizeof path, "/proc/%d/syscall", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+	fclose(f);
+	const char *last = strrchr(buf, ' ');
+	ck_assert_ptr_nonnull(last);
+	ck_assert_int_eq(sscanf(last, " 0x%" SCNx64, &pc), 1);
+	return pc;
+}
+
 /* Read cc_threads' output for at least ms, until every worker has printed
  * (10 s at most, for a busy machine): none may report a mismatch, and each
  * one's call count only grows. */
@@ -200,6 +261,78 @@ START_TEST(vecadd_replaced_live_keeps_its_checksum)
 }
 END_TEST
 
+/* The mappings of pid that overlap [lo, hi): how many, and how many of
+ * them are executable, and writable and executable. */
+static void maps_in(pid_t pid, uint64_t lo, uint64_t hi, int *n, int *x, int *wx)
+{
+	char path[64], line[512];
+
+	*n = *x = *wx = 0;
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f)) {
+		uint64_t a, b;
+		char perms[8];
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &a, &b, perms) != 3 || b <= lo ||
+		    a >= hi)
+			continue;
+		(*n)++;
+		*x += perms[2] == 'x';
+		*wx += perms[1] == 'w' && perms[2] == 'x';
+	}
+	fclose(f);
+}
+
+/* A shared object goes in an area of its own, each segment with its own
+ * protection; restore unmaps it. */
+START_TEST(vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st };
+	struct cc_redirect_info ri;
+	uint64_t entry, code, size;
+	int n, x, wx;
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	round_of(&l, &ns, &sum0);
+	ck_assert_msg(replace(&l, "vecadd", "tests/codecache/repl/vecadd_avx2.so", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	const char *at = strstr(report, "vecadd_avx2.so:vecadd: entry 0x");
+	ck_assert_msg(at && sscanf(at, "vecadd_avx2.so:vecadd: entry 0x%" SCNx64 ", %" SCNu64
+				   " bytes of code at 0x%" SCNx64 ", no data", &entry, &size,
+				   &code) == 3, "%s", report);
+	ck_assert_uint_eq(size % 4096, 0);
+	ck_assert(entry > code && entry < code + size);
+	ck_assert_int_eq(cc_cache__redirects(l.c, &ri, 1), 1);
+	ck_assert_uint_eq(ri.dest, entry);
+	ck_assert_msg(strstr(ri.source, "vecadd_avx2.so:vecadd"), "%s", ri.source);
+	/* its segments: one executable at least, none writable too */
+	maps_in(l.p.pid, code, code + size, &n, &x, &wx);
+	ck_assert_int_ge(n, 2);
+	ck_assert_int_ge(x, 1);
+	ck_assert_int_eq(wx, 0);
+	for (int i = 0; i < 3; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(!st.kept_code, "%s", report);
+	maps_in(l.p.pid, code, code + size, &n, &x, &wx);
+	ck_assert_msg(n == 0, "%d mappings left in 0x%" PRIx64 "-0x%" PRIx64, n, code, code + size);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	end(&l);
+}
+END_TEST
+
 START_TEST(the_replacement_outlives_the_session_and_a_later_one_restores_it)
 {
 	struct live l;
@@ -260,6 +393,73 @@ START_TEST(sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine)
 	ck_assert_int_eq(restore(&l, "vecadd", NULL), 0);
 	round_of(&l, &ns, &sum);
 	ck_assert_uint_eq(sum, sum0);
+	end(&l);
+}
+END_TEST
+
+START_TEST(a_stale_stub_over_a_replacement_is_taken_out_by_restore)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	uint8_t before[16], now[16];
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st };
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	struct cc_func f = func(&l, "vecadd");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 16), 16);
+	detach_all(&l);
+	round_of(&l, &ns, &sum0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {	/* padrone: replace, measure over it, die mid-way */
+		struct live me = l;
+		struct cc_measure_opts mo = { .sz = sizeof mo, .calls = 16u << 20 };
+		struct cc_measure *m;
+		attach_all(&me);
+		struct cc_func fn = func(&me, "vecadd");
+		if (replace(&me, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL) != 0 ||
+		    cc_measure__start(me.c, &fn, &mo, &m) != 0)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	int wst;
+	ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+	ck_assert_msg(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "status %#x", wst);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	attach_all(&l);
+	struct cc_redirect_info ri[2];
+	ck_assert_int_eq(cc_cache__redirects(l.c, ri, 2), 2);
+	/* a new measurement is refused, naming the way out */
+	struct cc_measure *m;
+	ck_assert_int_eq(cc_measure__start(l.c, &f, NULL, &m), -EEXIST);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "measure: vecadd is still redirected to a "
+			     "measuring stub left by padrone process ") &&
+		      strstr(cc_cache__errmsg(l.c), "`restore vecadd` takes it out"), "%s",
+		      cc_cache__errmsg(l.c));
+	o.dry_run = true;
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(strstr(report, "vecadd is also redirected to a measuring stub of padrone "
+			     "process ") && strstr(report, "would then put back the code "),
+		      "%s", report);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 2);
+	o.dry_run = false;
+	ck_assert_msg(restore(&l, "vecadd", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_uint_eq(st.sites, 2);	/* the stub's jump, then the replacement's */
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, 16), 16);
+	ck_assert_mem_eq(before, now, 16);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
 	end(&l);
 }
 END_TEST
@@ -330,6 +530,107 @@ START_TEST(a_thread_asleep_in_the_first_bytes_is_moved_out)
 }
 END_TEST
 
+/* reader's syscall ends where the entry jump ends: blocked in it, the
+ * thread's pc is just past the jump, but the kernel restarts the call 2
+ * bytes earlier, inside the jump. It is moved into the copy (and back on
+ * restore) by where it restarts. */
+START_TEST(a_system_call_restarting_inside_the_jump_is_moved_by_where_it_restarts)
+{
+	struct live l;
+	struct fifos ff;
+	char report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st, .timeout_ms = 300 };
+
+	fifos_make(&ff);
+	start(&l, "tests/targets/cc_reader", ff.in, NULL, "ready");
+	struct cc_func f = func(&l, "reader");
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	ck_assert_msg(strstr(report, "entry: jmp rel32 at ") && strstr(report, " over 5 bytes") &&
+		      strstr(report, "moved 1 thread out of the patched bytes"), "%s", report);
+	/* still asleep, now in the copy, at its end: back it goes */
+	ck_assert_uint_ne(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	feed(ff.in, 'a');
+	got(&l, 'a');
+	/* asleep in the original again; replaced for good this time */
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+	feed(ff.in, 'b');
+	got(&l, 'b');		/* out of the copy */
+	feed(ff.in, 'c');
+	got(&l, 'c');		/* through the replacement */
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	feed(ff.in, 'd');
+	got(&l, 'd');
+	feed(ff.in, 'e');
+	got(&l, 'e');
+	ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+	end(&l);
+	fifos_remove(&ff);
+}
+END_TEST
+
+/* A signal handler running on the thread asleep in reader: the pc it was
+ * interrupted at, rewound onto the syscall inside the jump's bytes, waits in
+ * the signal frame on its stack. It is found by walking the stack through
+ * the signal frame and moved there, into the copy; restored meanwhile, the
+ * copy stays for it. */
+START_TEST(a_pc_interrupted_inside_the_jump_waits_in_a_signal_frame_and_is_moved)
+{
+	struct live l;
+	struct fifos ff;
+	char line[256], report[2048];
+	struct cc_patch_stats st;
+	struct cc_patch_opts o = { .sz = sizeof o, .report = report, .report_size = sizeof report,
+				   .stats = &st, .timeout_ms = 300 };
+
+	fifos_make(&ff);
+	start(&l, "tests/targets/cc_reader", ff.in, ff.sig, "ready");
+	struct cc_func f = func(&l, "reader");
+	for (int round = 0; round < 2; round++) {
+		/* asleep in reader (not still printing the last line) */
+		ck_assert_uint_eq(blocked_pc(l.p.pid), f.addr + 5);
+		ck_assert_int_eq(kill(l.p.pid, SIGUSR2), 0);
+		ck_assert_int_ge(tu_wait_for(&l.p, "handler: waiting", line, sizeof line, 5000), 0);
+		ck_assert_uint_ne(blocked_pc(l.p.pid), f.addr + 5);	/* in the handler's read */
+		ck_assert_msg(replace(&l, "reader", "tests/codecache/repl/reader_alt.o", &o) == 0,
+			      "%s", cc_cache__errmsg(l.c));
+		ck_assert_msg(st.moved == 1, "moved %u: %s", st.moved, report);
+		ck_assert_msg(strstr(report, "moved 1 thread out of the patched bytes (1 in a signal handler: its signal frame rewritten)"),
+			      "%s", report);
+		if (round == 0) {
+			/* restored before the handler returns: the pc it returns to
+			 * is in the copy, which stays until the thread has left */
+			ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+			ck_assert_msg(st.kept_code && strstr(report, "kept the code cache's code for "
+							     "reader: after 300 ms thread "),
+				      "%s", report);
+		}
+		feed(ff.sig, 'h');
+		ck_assert_int_ge(tu_wait_for(&l.p, "handler: got", line, sizeof line, 5000), 0);
+		ck_assert_str_eq(line, "handler: got h");
+		feed(ff.in, 'x');
+		got(&l, 'x');
+	}
+	feed(ff.in, 'y');	/* through the replacement */
+	got(&l, 'y');
+	ck_assert_msg(restore(&l, "reader", &o) == 0, "%s", cc_cache__errmsg(l.c));
+	feed(ff.in, 'z');
+	got(&l, 'z');
+	end(&l);
+	fifos_remove(&ff);
+}
+END_TEST
+
 START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
 {
 	struct live l;
@@ -339,6 +640,21 @@ START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
 	start(&l, "tests/targets/cc_threads", "2", "forever", "ready");
 	struct cc_func f = func(&l, "forever");
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 8), 8);
+	/* a dry run says it would wait, and only with force that it then
+	 * goes ahead */
+	char report[2048];
+	struct cc_patch_opts dry = { .sz = sizeof dry, .wait = true, .dry_run = true,
+				     .report = report, .report_size = sizeof report };
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &dry), 0);
+	ck_assert_msg(strstr(report, "would wait (up to 2000 ms) because thread ") &&
+		      strstr(report, "is executing forever (pc 0x") &&
+		      strstr(report, "; force would go ahead") && !strstr(report, "forced"),
+		      "%s", report);
+	dry.force = true;
+	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &dry), 0);
+	ck_assert_msg(strstr(report, "then go ahead (forced): its current call would finish in the "
+			     "original code") && !strstr(report, "force would go ahead"), "%s", report);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
 	/* asked to wait for the function to be free: it never is */
 	ck_assert_int_eq(replace(&l, "forever", "tests/codecache/repl/forever_alt.o", &o), -EBUSY);
 	const char *msg = cc_cache__errmsg(l.c);
@@ -548,10 +864,14 @@ int main(void)
 	TCase *tc = tcase_create("live");
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, vecadd_replaced_live_keeps_its_checksum);
+	tcase_add_test(tc, vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore);
 	tcase_add_test(tc, the_replacement_outlives_the_session_and_a_later_one_restores_it);
 	tcase_add_test(tc, sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine);
+	tcase_add_test(tc, a_stale_stub_over_a_replacement_is_taken_out_by_restore);
 	tcase_add_test(tc, workers_inside_the_function_keep_their_results);
 	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);
+	tcase_add_test(tc, a_system_call_restarting_inside_the_jump_is_moved_by_where_it_restarts);
+	tcase_add_test(tc, a_pc_interrupted_inside_the_jump_waits_in_a_signal_frame_and_is_moved);
 	tcase_add_test(tc, a_function_a_thread_never_leaves_is_refused_after_the_timeout);
 	tcase_add_test(tc, measure_agrees_with_the_targets_own_timing);
 	tcase_add_test(tc, measure_refuses_a_process_that_may_unwind_through_the_stub);

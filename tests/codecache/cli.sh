@@ -13,8 +13,12 @@ mkdir -p "$PADRONE_RUNDIR"
 "$b/tests/targets/cc_vecadd" >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
+mpid=
+fpid=
 cleanup() {
 	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	[ -n "$mpid" ] && kill -9 "$mpid" 2>/dev/null
+	[ -n "$fpid" ] && kill -9 "$fpid" 2>/dev/null
 	kill -9 "$pid" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
@@ -27,15 +31,17 @@ check() {	# check DESCRIPTION COMMAND...: one TAP line
 	shift
 	if "$@"; then echo "ok $n - $d"; else echo "not ok $n - $d"; fi
 }
-# rounds N: wait for N more rounds; the checksums seen go to $tmp/sums
+# rounds N: wait for N more rounds of the target printing into $out; the
+# checksums seen go to $tmp/sums
+out=$tmp/out
 rounds() {
-	have=$(grep -c '^round' "$tmp/out")
+	have=$(grep -c '^round' "$out")
 	i=0
-	while [ "$(grep -c '^round' "$tmp/out")" -lt $((have + $1)) ] && [ $i -lt 300 ]; do
+	while [ "$(grep -c '^round' "$out")" -lt $((have + $1)) ] && [ $i -lt 300 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	grep '^round' "$tmp/out" | awk '{ print $6 }' | sort -u >"$tmp/sums"
+	grep '^round' "$out" | awk '{ print $6 }' | sort -u >"$tmp/sums"
 }
 one_checksum() { [ "$(wc -l <"$tmp/sums")" -eq 1 ]; }
 run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
@@ -45,15 +51,21 @@ run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
 	echo $? >"$tmp/$name.st"
 }
 says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
+# code_of PID ADDR, code ADDR: the target's first 8 bytes there, in hex
+code_of() { dd if=/proc/$1/mem bs=1 skip=$(($2)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
+code() { code_of "$pid" "$1"; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
-echo "1..18"
+echo "1..34"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
 	eval 'status replace 0 && says replace "^replaced vecadd (0x" && says replace "stopped the world for "'
 rounds 2
 check "the checksum stays the same with the AVX2 vecadd" one_checksum
+run info "$padrone" -p "$pid" info replacements
+check "info replacements lists it: entry, sites, stop-the-world time, source" \
+	eval 'status info 0 && says info "^FUNCTION  *KIND  *ENTRY  *SITES  *STOP us  *SOURCE$" && says info "^vecadd  *replaced  *0x[0-9a-f]\{16\}  *1  *[0-9]*\.[0-9]  .*vecadd_avx2.o:vecadd$"'
 run measure "$padrone" -p "$pid" measure -j vecadd 2000
 check "measure -j prints one JSON object with 2000 calls and ipc null" \
 	eval 'status measure 0 && grep -Eq "^\{\"function\":\"vecadd\",\"calls\":2000,\"mean_ns\":[0-9.]+,\"p50_ns\":[0-9.]+,\"p99_ns\":[0-9.]+,\"ipc\":null\}$" "$tmp/measure.out"'
@@ -95,6 +107,70 @@ check "replace -r takes raw code (the same AVX2 vecadd, no relocations)" \
 	eval 'status raw 0 && says raw "(raw)" && status rawback 0'
 rounds 2
 check "the checksum is the same after restore" one_checksum
+
+# a measuring padrone SIGKILLed mid-way leaves its stub; a later one takes it out
+orig=$(code "$entry")
+"$padrone" -p "$pid" measure -t 60 vecadd 16777216 >"$tmp/m.out" 2>&1 &
+mpid=$!
+i=0
+while [ "$(code "$entry")" = "$orig" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$mpid"
+wait "$mpid" 2>/dev/null
+mpid=
+rounds 2
+check "SIGKILL of a measuring padrone leaves the stub in and the target right" \
+	eval '[ "$(code "$entry")" != "$orig" ] && kill -0 $pid && one_checksum'
+run staleinfo "$padrone" -p "$pid" info rep
+check "info replacements marks the stale stub" \
+	eval 'status staleinfo 0 && says staleinfo "^vecadd  *measuring  *0x[0-9a-f]\{16\}  *1 .* measuring stub (padrone process [0-9]*, gone: restore takes it out)$"'
+run stale "$padrone" -p "$pid" measure vecadd 100
+check "measure names the stale stub and the command that takes it out" \
+	eval 'status stale 2 && says stale "padrone: measure: vecadd is still redirected to a measuring stub left by padrone process [0-9]*, which is gone; \`restore vecadd\` takes it out"'
+run stalerep "$padrone" -p "$pid" replace vecadd "$obj"
+check "so does replace" \
+	eval 'status stalerep 2 && says stalerep "\`restore vecadd\` takes it out" && [ "$(code "$entry")" != "$orig" ]'
+run unstale "$padrone" -p "$pid" restore vecadd
+check "restore takes the stale stub out and puts the original bytes back" \
+	eval 'status unstale 0 && says unstale "vecadd is redirected to a measuring stub of padrone process [0-9]*, which is gone: taking it out" && says unstale "^restored vecadd (0x" && [ "$(code "$entry")" = "$orig" ]'
+rounds 2
+check "the checksum is the same after taking the stale stub out" one_checksum
+run remeasure "$padrone" -p "$pid" measure vecadd 500
+check "a new measure works again" eval 'status remeasure 0 && says remeasure "^vecadd: 500 calls"'
+run none "$padrone" -p "$pid" restore vecadd
+check "and nothing is left to restore" eval 'status none 2 && says none "is not replaced"'
+run noinfo "$padrone" -p "$pid" info replacements
+check "nor to list" eval 'status noinfo 0 && says noinfo "^no function is replaced or measured$"'
+
+# replace -C without -c: the call sites in the callers the last profile saw
+# (cc_vecadd_fp has frame pointers, vecadd included: chains reach main)
+"$b/tests/targets/cc_vecadd_fp" >"$tmp/out2" 2>&1 &
+fpid=$!
+out=$tmp/out2
+rounds 1
+run noprof "$padrone" -p "$fpid" replace -C vecadd "$obj"
+check "replace -C without -c and without a profile says to profile first" \
+	eval 'status noprof 2 && says noprof "padrone: -C without -c takes vecadd.s callers from the last profile, and there is none: run profile first, or name them with -c"'
+fentry=$("$padrone" -p "$fpid" disas vecadd | sed -n '1s/^function vecadd at \(0x[0-9a-f]*\):.*/\1/p')
+forig=$(code_of "$fpid" "$fentry")
+"$padrone" -p "$fpid" disas main >"$tmp/main0"
+run hotc "$padrone" -p "$fpid" profile 1 ';' replace -C vecadd "$obj"
+"$padrone" -p "$fpid" disas main >"$tmp/main1"
+check "replace -C takes vecadd's callers from the profile's call chains and says which" \
+	eval 'status hotc 0 && says hotc "^callers of vecadd in the last profile, hottest first: main ([0-9]* samples through it)$" && says hotc "^caller main at 0x[0-9a-f]*: 1 direct call to vecadd$" && says hotc "^replaced vecadd (0x[0-9a-f]*): 1 site"'
+check "... rewriting main's call, not vecadd's entry" \
+	eval '! cmp -s "$tmp/main0" "$tmp/main1" && [ "$(code_of "$fpid" "$fentry")" = "$forig" ]'
+rounds 2
+check "the checksum stays the same with main calling the AVX2 vecadd" one_checksum
+run hotr "$padrone" -p "$fpid" restore vecadd
+"$padrone" -p "$fpid" disas main >"$tmp/main2"
+check "restore puts main's call back" \
+	eval 'status hotr 0 && says hotr "^put back the original 5 bytes at 0x" && cmp -s "$tmp/main0" "$tmp/main2"'
+rounds 2
+check "the checksum is the same after restore" one_checksum
+kill -9 "$fpid"
+wait "$fpid" 2>/dev/null
+fpid=
+out=$tmp/out
 
 # padroned: replace through it, then SIGKILL it at once
 "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
