@@ -53,7 +53,7 @@ static void setup_signals(void)
 /* ------------------------------------------------------------ completion */
 
 static const char *const *gen_words;
-static const char *const info_words[] = { "threads", "modules", "stops", NULL };
+static const char *const info_words[] = { "threads", "modules", "stops", "replacements", NULL };
 static const char *const backend_words[] = { "ring", "bpf", NULL };
 
 static char *word_generator(const char *text, int state)

@@ -140,20 +140,13 @@ const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.name = "info",
 	.usage = "threads|modules|stops|replacements",
 	.summary = "list the threads, the modules, the stops, or the functions replaced",
-	.help = "threads: tid, name, state, CPU time, and where each thread is (the process
-"
-		"is stopped for a moment to read the program counters).
-"
-		"modules: every executable file mapped (and [vdso]): base address, build-id.
-"
-		"stops: how often and how long padrone has held every thread stopped.
-"
-		"replacements: each function replaced or being measured, by any session:
-"
-		"its name, entry, the places written (its entry, call sites), the
-"
-		"stop-the-world time of its patch and what replaced it; a measuring stub
-"
+	.help = "threads: tid, name, state, CPU time, and where each thread is (the process\n"
+		"is stopped for a moment to read the program counters).\n"
+		"modules: every executable file mapped (and [vdso]): base address, build-id.\n"
+		"stops: how often and how long padrone has held every thread stopped.\n"
+		"replacements: each function replaced or being measured, by any session:\n"
+		"its name, entry, the places written (its entry, call sites), the\n"
+		"stop-the-world time of its patch and what replaced it; a measuring stub\n"
 		"whose padrone is gone is marked, restore takes it out.",
 	.lower = 1,
 	.upper = 1,
