@@ -19,10 +19,12 @@
  * syscall is inside them; it is moved by where it restarts. A thread in a
  * signal handler returns to the pc saved in the signal frame (there the
  * kernel has already rewound a restarted call): when the process catches
- * any signal, every stack is walked, through signal frames, and such a pc
- * inside the patched bytes is moved by rewriting it in the frame. (That
- * walk is what patching a process with signal handlers costs more, tens of
- * microseconds a thread in the pause. Undoing does not walk for it: such a
+ * any signal and some thread's stack holds a word inside the patched bytes
+ * (a raw read of each stack, a few microseconds), every stack is walked,
+ * through signal frames, and such a pc is moved by rewriting it in the
+ * frame. (The walk costs tens of microseconds a thread in the pause, which
+ * doubled the pause of a patch before the raw read kept it to the rare
+ * stacks that need it. Undoing does not walk for it: such a
  * pc in the copy keeps the copy, as the grace period's walk sees it, until
  * it has left.)
  */
@@ -529,6 +531,62 @@ static bool catches_signals(pid_t pid)
 	return caught;
 }
 
+/* Does thread i's stack hold a word that a signal frame could resume at
+ * inside the bytes to patch? A thread in a handler has its interrupted pc in
+ * the signal frame above its stack pointer (on whichever stack the handler
+ * runs), so a stack without such a word needs no walk for it. */
+static int may_resume_inside(struct cc_tcheck *k, const struct attach_maps *m, size_t i,
+			     uint64_t **buf, size_t *cap, bool *found)
+{
+	struct user_regs_struct regs;
+	int rc = attach_target__get_regs(k->c->t, k->tids[i], &regs);
+
+	if (rc < 0)
+		return rc;
+	uint64_t sp = regs.rsp & ~7ull;
+	const struct attach_map *mp = attach_maps__find(m, sp);
+	uint64_t end = mp ? mp->end : sp;
+	size_t len = end - sp > STACK_SCAN_MAX ? STACK_SCAN_MAX : (size_t)(end - sp);
+	if (len > *cap) {
+		uint64_t *b = realloc(*buf, len);
+		if (!b)
+			return -ENOMEM;
+		*buf = b;
+		*cap = len;
+	}
+	ssize_t got = len ? attach_target__read(k->c->t, sp, *buf, len) : 0;
+	if (got < 0) {		/* unreadable: walk it to be sure */
+		*found = true;
+		return 0;
+	}
+	for (size_t j = 0; j < (size_t)got / 8 && !*found; j++)
+		*found = must_move(k, (*buf)[j]);
+	return 0;
+}
+
+/* Walking every stack through signal frames costs tens of microseconds a
+ * thread, inside the pause; a raw read of the stacks a few. Walk only when
+ * some stack may hold an interrupted pc inside the bytes to patch. */
+static int needs_signal_walk(struct cc_tcheck *k, bool *need)
+{
+	struct attach_maps *m;
+	uint64_t *buf = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	*need = false;
+	if (attach_maps__read(k->c->pid, &m) < 0) {
+		*need = true;	/* maps unreadable: walk */
+		return 0;
+	}
+	for (size_t i = 0; rc == 0 && i < k->n && !*need; i++)
+		if (!ignored(k, k->tids[i]))
+			rc = may_resume_inside(k, m, i, &buf, &cap, need);
+	attach_maps__free(m);
+	free(buf);
+	return rc;
+}
+
 int cc__tcheck(struct cc_tcheck *k)
 {
 	struct attach_target *t = k->c->t;
@@ -560,6 +618,8 @@ int cc__tcheck(struct cc_tcheck *k)
 		if (k->hard)
 			return 0;
 	}
+	if (k->sig && (rc = needs_signal_walk(k, &k->sig)) < 0)
+		return rc;
 	for (size_t i = 0; i < k->n; i++)
 		walk |= wants_walk(k, i);
 	if (!walk)
