@@ -207,7 +207,8 @@ static double run_pool(const struct stream *s, unsigned nw, struct work *out, do
 {
 	double best = 1e9;
 	for (int rep = 0; rep < REPS; rep++) {
-		struct rep_pool_opts o = { .sz = sizeof(o), .workers = nw };
+		/* nw 0: on the caller's thread */
+		struct rep_pool_opts o = { .sz = sizeof(o), .workers = nw, .on_caller = !nw };
 		struct rep_pool *p;
 		struct rep_pool_stats st;
 		struct work k = { 0 };
@@ -231,7 +232,7 @@ static double run_pool(const struct stream *s, unsigned nw, struct work *out, do
 		if (t < best) {
 			best = t;
 			*cpu = 0;
-			for (unsigned i = 0; i < nw; i++)
+			for (unsigned i = 0; i < (nw ? nw : 1); i++)
 				if (st.worker_cpu[i] > *cpu)
 					*cpu = st.worker_cpu[i];
 			*ccpu = c;
@@ -248,13 +249,15 @@ int main(int argc, char **argv)
 
 	make_stream(&s, nunits);
 	getloadavg(loadavg, 1);
-	struct work wd, w1, w2;
-	double c1, c2, cc1, cc2;
+	struct work wd, w0, w1, w2;
+	double c0, c1, c2, cc0, cc1, cc2;
 	double td = run_direct(&s, &wd);
+	double t0 = run_pool(&s, 0, &w0, &c0, &cc0);
 	double t1 = run_pool(&s, 1, &w1, &c1, &cc1), t2 = run_pool(&s, 2, &w2, &c2, &cc2);
 	uint64_t all = wd.st.refs + wd.st.instrs;
 
-	if (w1.sum != wd.sum || w2.sum != wd.sum || w1.st.units != wd.st.units ||
+	if (w0.sum != wd.sum || w1.sum != wd.sum || w2.sum != wd.sum ||
+	    w0.st.units != wd.st.units || w1.st.units != wd.st.units ||
 	    w2.st.refs != wd.st.refs) {
 		fprintf(stderr, "pipeline-recover: the pool recovered something else\n");
 		return 1;
@@ -275,6 +278,9 @@ int main(int argc, char **argv)
 	printf("  %-22s %10.1f %14.1f %11.1f %10.0f\n", "this thread alone", (double)all / td / 1e6,
 	       (double)wd.st.refs / td / 1e6, (double)wd.st.units / td / 1e6,
 	       (double)s.n * 8 / td / 1e6);
+	printf("  %-22s %10.1f %14.1f %11.1f %10.0f   %.2f / %.2f\n", "pool, on this thread",
+	       (double)all / t0 / 1e6, (double)w0.st.refs / t0 / 1e6, (double)w0.st.units / t0 / 1e6,
+	       (double)s.n * 8 / t0 / 1e6, c0, cc0);
 	printf("  %-22s %10.1f %14.1f %11.1f %10.0f   %.2f / %.2f\n", "pool, 1 recovery thread",
 	       (double)all / t1 / 1e6, (double)w1.st.refs / t1 / 1e6, (double)w1.st.units / t1 / 1e6,
 	       (double)s.n * 8 / t1 / 1e6, c1, cc1);

@@ -284,6 +284,11 @@ struct rep_pool_opts {
 	size_t max_chunk_refs;	/* buffered per chunk not yet due; 0 = 256 Ki */
 	/* Bad data in a feed, in feed order (msg names the offset). */
 	void (*error)(void *arg, uint64_t stream, int err, const char *msg);
+	/* No recovery thread: rep_pool__feed recovers on the caller's thread,
+	 * straight into the sink (workers is ignored). Where the caller and one
+	 * recovery thread cannot each have a CPU, handing references from one
+	 * thread to another costs more than recovering them. */
+	bool on_caller;
 };
 
 struct rep_pool_stats {

@@ -29,6 +29,9 @@
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_RUNNING, SLOT_DONE };
 
+/* Batches the head chunk gathers before its waiting caller is woken. */
+#define WAKE_BATCHES 8
+
 struct outbuf {
 	struct rep_ref *v;
 	size_t n;
@@ -78,6 +81,7 @@ struct rep_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv;	/* workers: a chunk was queued, or stop */
 	pthread_cond_t done_cv;	/* caller: the head chunk has output or is done */
+	bool caller_waits;	/* on done_cv */
 	pthread_cond_t head_cv;	/* workers over their buffer quota: the head moved */
 	struct slot *slots;
 	unsigned depth;
@@ -182,6 +186,15 @@ static void worker_sink(void *arg, const struct rep_ref *refs, size_t n)
 	struct rep_pool *p = k->p;
 	struct slot *s = k->cur;
 
+	if (p->o.on_caller) {	/* the head chunk, on the caller's thread */
+		int rc = p->fatal ? 0 : p->sink(p->arg, s->stream, refs, n);
+		if (rc) {
+			pthread_mutex_lock(&p->mu);
+			set_fatal(p, rc < 0 ? rc : -ECANCELED, "the consumer of the references stopped");
+			pthread_mutex_unlock(&p->mu);
+		}
+		return;
+	}
 	pthread_mutex_lock(&p->mu);
 	while (!p->fatal && s->seq != p->next_out && s->nout - s->taken >= p->cap_bufs)
 		pthread_cond_wait(&p->head_cv, &p->mu);
@@ -203,7 +216,11 @@ static void worker_sink(void *arg, const struct rep_ref *refs, size_t n)
 	}
 	s->out[s->nout++] = (struct outbuf){ (struct rep_ref *)refs, n };
 	rep__recover_set_batch(k->r, fresh);
-	if (s->seq == p->next_out)
+	/* Waking the caller for every batch made the two threads take turns,
+	 * a futex wake and a context switch per 2048 references (a third of
+	 * the recovery thread's time on this VM): it is woken for a few. */
+	if (s->seq == p->next_out && p->caller_waits &&
+	    s->nout - s->taken >= (p->cap_bufs < WAKE_BATCHES ? p->cap_bufs : WAKE_BATCHES))
 		pthread_cond_signal(&p->done_cv);
 out:
 	pthread_mutex_unlock(&p->mu);
@@ -232,6 +249,27 @@ static void recover_chunk(struct worker *k, struct slot *s)
 	};
 }
 
+/* Lock held (dropped while recovering): the next queued chunk. */
+static void run_next(struct worker *k)
+{
+	struct rep_pool *p = k->p;
+	struct slot *s = &p->slots[p->next_work++ % p->depth];
+	/* A chunk of a feed known bad is dropped anyway. */
+	bool skip = p->fatal || s->segment == p->failed_segment;
+
+	s->state = SLOT_RUNNING;
+	k->cur = s;
+	pthread_mutex_unlock(&p->mu);
+	if (!skip)
+		recover_chunk(k, s);
+	pthread_mutex_lock(&p->mu);
+	if (s->rc && s->rc != -EBADMSG)
+		set_fatal(p, s->rc, s->err);
+	s->state = SLOT_DONE;
+	k->cur = NULL;
+	pthread_cond_signal(&p->done_cv);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *k = arg;
@@ -244,20 +282,7 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&p->work_cv, &p->mu);
 		if (p->next_work == p->next_seq)
 			break;
-		struct slot *s = &p->slots[p->next_work++ % p->depth];
-		/* A chunk of a feed known bad is dropped anyway. */
-		bool skip = p->fatal || s->segment == p->failed_segment;
-		s->state = SLOT_RUNNING;
-		k->cur = s;
-		pthread_mutex_unlock(&p->mu);
-		if (!skip)
-			recover_chunk(k, s);
-		pthread_mutex_lock(&p->mu);
-		if (s->rc && s->rc != -EBADMSG)
-			set_fatal(p, s->rc, s->err);
-		s->state = SLOT_DONE;
-		k->cur = NULL;
-		pthread_cond_signal(&p->done_cv);
+		run_next(k);
 	}
 	pthread_mutex_unlock(&p->mu);
 	k->cpu = thread_cpu() - c0;
@@ -332,7 +357,9 @@ static int deliver(struct rep_pool *p, uint64_t until)
 			if (p->next_out >= until)
 				break;
 			p->st.waits++;
+			p->caller_waits = true;
 			pthread_cond_wait(&p->done_cv, &p->mu);
+			p->caller_waits = false;
 			continue;
 		}
 		retire(p, s);
@@ -397,9 +424,16 @@ static int submit(struct rep_pool *p, uint64_t stream, const uint64_t *w, size_t
 	s->seq = p->next_seq++;
 	s->state = SLOT_QUEUED;
 	p->st.chunks++;
-	pthread_cond_signal(&p->work_cv);
+	if (p->o.on_caller) {	/* every earlier chunk is delivered: the head */
+		double c0 = thread_cpu();
+		run_next(&p->w[0]);
+		p->w[0].cpu += thread_cpu() - c0;
+		rc = deliver(p, 0);
+	} else {
+		pthread_cond_signal(&p->work_cv);
+	}
 	pthread_mutex_unlock(&p->mu);
-	return 0;
+	return rc;
 }
 
 int rep_pool__feed(struct rep_pool *p, uint64_t stream, const uint64_t *words, size_t n,
@@ -558,7 +592,7 @@ int rep_pool__new(const struct rep_table *t, const struct rep_pool_opts *opts,
 	p->t = t;
 	p->sink = sink;
 	p->arg = arg;
-	p->nworkers = p->o.workers ? p->o.workers : 1;
+	p->nworkers = p->o.workers && !p->o.on_caller ? p->o.workers : 1;
 	if (p->nworkers > 256) {
 		rep_pool__free(p);
 		return -EINVAL;
@@ -584,7 +618,7 @@ int rep_pool__new(const struct rep_table *t, const struct rep_pool_opts *opts,
 		if ((rc = rep_recover__new(t, worker_sink, k, &k->r)))
 			goto err;
 	}
-	for (unsigned i = 0; i < p->nworkers; i++) {
+	for (unsigned i = 0; i < p->nworkers && !p->o.on_caller; i++) {
 		if ((rc = -pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i])))
 			goto err;
 		p->w[i].started = true;

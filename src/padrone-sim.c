@@ -45,8 +45,8 @@ static const char usage_text[] =
 	"  --cachegrind          count exactly as valgrind's cachegrind does\n"
 	"Execution and output:\n"
 	"  --workers N           simulator threads (cache sets split between them; default 1)\n"
-	"  --recovery-workers N  threads recovering a REP file's references (default: one\n"
-	"                        fewer than the CPUs, 1 to 8)\n"
+	"  --recovery-workers N  threads recovering a REP file's references, 0: the reading\n"
+	"                        thread (default: one fewer than the CPUs, 0 up to 2 CPUs)\n"
 	"  -a, --analysis NAME   run analysis NAME (repeatable; default: cache); 'list' lists them\n"
 	"  --trace-out FILE      write the references in lackey's format (the memtrace analysis)\n"
 	"  --top N               rows in per-PC and per-block tables (default 10; 0: all)\n"
@@ -116,12 +116,14 @@ static int add_analysis(struct opts *o, const struct pipeline_analysis_ops *ops)
 
 /* One recovery thread per CPU but one, which is left to the thread that
  * hands the references to the simulators; more than 8 gain little (the
- * handing on is serial). */
+ * handing on is serial). With 2 CPUs or fewer, none: one recovery thread
+ * handing references to the reading thread was 3x slower than the reading
+ * thread recovering them itself (bench/pipeline-recover). */
 static unsigned default_recovery_workers(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
-	return n <= 2 ? 1 : n > 9 ? 8 : (unsigned)(n - 1);
+	return n <= 2 ? 0 : n > 9 ? 8 : (unsigned)(n - 1);
 }
 
 /* Returns -1 to go on, or an exit status. */
@@ -185,8 +187,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->workers = (unsigned)v;
 			break;
 		case O_RWORKERS:
-			if (parse_uint(optarg, 64, &v) || !v)
-				return usage_error("--recovery-workers wants a number from 1 to 64, not '%s'",
+			if (parse_uint(optarg, 64, &v))
+				return usage_error("--recovery-workers wants a number from 0 to 64, not '%s'",
 						   optarg);
 			o->rworkers = (unsigned)v;
 			break;
@@ -616,7 +618,8 @@ static int replay_rep(const struct opts *o, struct run *run)
 	struct rep_reader *rd;
 	struct rep_pool *pool;
 	struct rep_run rr = { .run = run, .path = o->rep };
-	struct rep_pool_opts po = { .sz = sizeof(po), .workers = o->rworkers, .error = rep_error };
+	struct rep_pool_opts po = { .sz = sizeof(po), .workers = o->rworkers, .error = rep_error,
+				    .on_caller = o->rworkers == 0 };
 	char msg[512] = "";
 	int status = EXIT_OK, rc;
 

@@ -208,6 +208,7 @@ static void serial(const struct rep_table *t, const uint64_t *w, const struct fe
 struct pool_cfg {
 	unsigned workers, depth;
 	size_t chunk_bytes, max_chunk_refs;
+	bool on_caller;		/* workers must be 1 then */
 };
 
 /* The same feeds through a pool; returns finish's value. */
@@ -216,7 +217,8 @@ static int pooled(const struct rep_table *t, const uint64_t *w, const struct fee
 {
 	struct rep_pool_opts o = { .sz = sizeof(o), .workers = cfg->workers, .depth = cfg->depth,
 				   .chunk_bytes = cfg->chunk_bytes,
-				   .max_chunk_refs = cfg->max_chunk_refs, .error = pool_error };
+				   .max_chunk_refs = cfg->max_chunk_refs, .error = pool_error,
+				   .on_caller = cfg->on_caller };
 	struct rep_pool *p;
 
 	ck_assert_int_eq(rep_pool__new(t, &o, pool_sink, g, &p), 0);
@@ -323,9 +325,9 @@ static void random_streams(int bad)
 		struct got want = { 0 };
 		struct rep_recover *want_counts;
 		serial(c.t, c.w, f, nf, &want, &want_counts);
-		for (unsigned k = 1; k <= 3; k++) {
+		for (unsigned k = 0; k <= 3; k++) {	/* 0: on the caller's thread */
 			struct pool_cfg cfg = {
-				.workers = k, .depth = 2 + rnd_below(&s, 8),
+				.workers = k ? k : 1, .on_caller = !k, .depth = 2 + rnd_below(&s, 8),
 				.chunk_bytes = 8 * (1 + rnd_below(&s, 400)),
 				.max_chunk_refs = round % 2 ? 1 + rnd_below(&s, 5000) : 0,
 			};
@@ -394,9 +396,9 @@ START_TEST(huge_units_stay_in_order)
 	struct got want = { 0 };
 	struct rep_recover *wc;
 	serial(t, w, &f, 1, &want, &wc);
-	for (unsigned k = 1; k <= 3; k++) {
-		struct pool_cfg cfg = { .workers = k, .depth = 6, .chunk_bytes = 64,
-					.max_chunk_refs = 4096 };
+	for (unsigned k = 0; k <= 3; k++) {
+		struct pool_cfg cfg = { .workers = k ? k : 1, .on_caller = !k, .depth = 6,
+					.chunk_bytes = 64, .max_chunk_refs = 4096 };
 		compare_one(t, w, &f, 1, &cfg, &want, wc, 0);
 	}
 	rep_recover__free(wc);
@@ -452,9 +454,9 @@ START_TEST(multi_section_file_equals_replay)
 	ck_assert_uint_gt(want.n, 0);
 	struct rep_reader *rd0 = rd;	/* r counts in its table */
 
-	for (unsigned k = 1; k <= 3; k++) {
+	for (unsigned k = 0; k <= 3; k++) {
 		struct rep_pool_opts o = { .sz = sizeof(o), .workers = k, .chunk_bytes = 512,
-					   .error = pool_error };
+					   .error = pool_error, .on_caller = !k };
 		struct got g = { 0 };
 		struct rep_pool *p;
 		uint64_t tid, prev = 0, woff;
