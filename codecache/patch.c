@@ -842,6 +842,18 @@ static void forget(struct cc_cache *c, uint32_t id)
 
 /* ---------------------------------------------------------------- apply */
 
+/* Whether any of the writes is in the target (a failure after the write,
+ * such as a failed resume, leaves it there). */
+static bool sites_written(struct cc_cache *c, const struct write *w, size_t nw)
+{
+	uint8_t cur[CC_SITE_MAX];
+
+	for (size_t i = 0; i < nw; i++)
+		if (cc__read(c, w[i].addr, cur, w[i].len) < 0 || memcmp(cur, w[i].bytes, w[i].len) == 0)
+			return true;
+	return false;
+}
+
 static int build_writes(struct cc_job *j, uint64_t dest, struct write **out, size_t *nw)
 {
 	struct cc_cache *c = j->c;
@@ -892,6 +904,7 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	struct cc_tcheck k = { .c = c };
 	struct write *w = NULL;
 	size_t nw = 0;
+	uint32_t rid = 0;
 	int rc;
 
 	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
@@ -919,6 +932,10 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	for (size_t i = 0; i < nw; i++)
 		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
+	/* recorded before the bytes are written: a padrone killed in between
+	 * leaves a record that restore can act on, never a patch nobody knows */
+	if (!j->o.dry_run && (rc = record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0)
+		goto out;
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
@@ -937,8 +954,15 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		if (c->t)
 			say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
 			    (double)j->stats.stop_ns / 1000.0, j->stats.threads, j->stats.retries);
-		rc = record(j, w, nw, dest, copy, owned, nowned, state, id);
+		redir_by_id(c, rid)->stop_ns = j->stats.stop_ns;
+		rc = cc__dir_save(c);
+		if (id)
+			*id = rid;
+	} else if (!j->o.dry_run && !sites_written(c, w, nw)) {
+		forget(c, rid);
+		cc__dir_save(c);
 	}
+out:
 	if (j->o.stats)
 		*j->o.stats = j->stats;
 	free(w);
@@ -992,6 +1016,9 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 					 s->addr, strerror(-rc));
 			goto out;
 		}
+		/* a padrone killed between its record and its write: nothing to put back */
+		if (memcmp(cur, s->orig, s->len) == 0)
+			continue;
 		if (memcmp(cur, s->now, s->len) != 0) {
 			rc = cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the code at 0x%" PRIx64 " (%s) "
 				      "changed since padrone patched it; not touching it", s->addr,

@@ -397,6 +397,51 @@ START_TEST(sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine)
 }
 END_TEST
 
+/* The directory is written before the jump: a padrone killed between the
+ * two leaves a record whose bytes were never written, which restore
+ * takes out without writing anything. (The kill is set up by writing the
+ * original bytes back behind the record's back.) */
+START_TEST(a_record_whose_jump_was_never_written_is_taken_out_by_restore)
+{
+	struct live l;
+	double ns;
+	unsigned sum0, sum;
+	uint8_t before[16], now[16];
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	struct cc_func f = func(&l, "vecadd");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 16), 16);
+	detach_all(&l);
+	round_of(&l, &ns, &sum0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct live me = l;
+		attach_all(&me);
+		if (replace(&me, "vecadd", "tests/codecache/repl/vecadd_avx2.o", NULL) != 0 ||
+		    attach_target__stop(me.t) < 0 ||
+		    attach_target__write(me.t, f.addr, before, 16) < 0)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
+	attach_all(&l);
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 1);
+	ck_assert_msg(restore(&l, "vecadd", NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(cc_cache__redirects(l.c, NULL, 0), 0);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, 16), 16);
+	ck_assert_mem_eq(before, now, 16);
+	for (int i = 0; i < 2; i++) {
+		round_of(&l, &ns, &sum);
+		ck_assert_uint_eq(sum, sum0);
+	}
+	end(&l);
+}
+END_TEST
+
 START_TEST(a_stale_stub_over_a_replacement_is_taken_out_by_restore)
 {
 	struct live l;
@@ -867,6 +912,7 @@ int main(void)
 	tcase_add_test(tc, vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore);
 	tcase_add_test(tc, the_replacement_outlives_the_session_and_a_later_one_restores_it);
 	tcase_add_test(tc, sigkill_of_padrone_right_after_a_replacement_leaves_the_target_fine);
+	tcase_add_test(tc, a_record_whose_jump_was_never_written_is_taken_out_by_restore);
 	tcase_add_test(tc, a_stale_stub_over_a_replacement_is_taken_out_by_restore);
 	tcase_add_test(tc, workers_inside_the_function_keep_their_results);
 	tcase_add_test(tc, a_thread_asleep_in_the_first_bytes_is_moved_out);

@@ -331,7 +331,7 @@ START_TEST(recovery_threads_change_nothing)
 	ck_assert_uint_eq(jget(j, "edges", "traversals"), ITERS + ITERS / 16 - 4);
 	ck_assert_uint_eq(jget(j, "refs", "modifies"), ITERS);
 	json_object_put(j);
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		free(out[k]);
 	free(w);
 	rep_table__free(t);
