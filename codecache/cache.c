@@ -282,6 +282,8 @@ bool cc_cache__exists(const struct cc_cache *c)
 
 /* ------------------------------------------------------------ allocation */
 
+#define GUARD 4096	/* the inaccessible page below the directory */
+
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);
@@ -335,15 +337,30 @@ static int area_new(struct cc_cache *c, unsigned kind, uint64_t size, uint64_t n
 	return (int)c->dir.nareas++;
 }
 
-/* The directory goes at the start of the first data area. */
+/* The directory goes at the start of the first data area, found again by
+ * that mapping's start. An inaccessible page below it keeps it the start:
+ * the kernel merges adjacent anonymous mappings of the same protection, and
+ * a data area (or one of the target's own) mapped just below would
+ * otherwise swallow it and hide the directory from later sessions. */
 static int dir_create(struct cc_cache *c, uint64_t near)
 {
 	uint64_t size = align_up(sizeof c->dir, 4096);
+	int rc;
+
 	if (size < c->o.data_size)
 		size = c->o.data_size;
-	int i = area_new(c, CC_AREA_DATA, size, near);
+	int i = area_new(c, CC_AREA_DATA, GUARD + size, near);
 	if (i < 0)
 		return i;
+	struct cc_dir_area *a = &c->dir.areas[i];
+	if ((rc = cc__protect(c, a->addr, GUARD, 0)) < 0) {
+		unmap(c, a->addr, a->size);
+		c->dir.nareas--;
+		return cc__fail(c, CC_PHASE_ALLOCATE, rc, "mprotect in process %d failed: %s",
+				c->pid, strerror(-rc));
+	}
+	a->addr += GUARD;
+	a->size -= GUARD;
 	memcpy(c->dir.magic, CC_DIR_MAGIC, 16);
 	c->dir.self = c->dir.areas[i].addr;
 	c->dir.version = CC_DIR_VERSION;

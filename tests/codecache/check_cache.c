@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int resolve_here(void *arg, const char *name, uint64_t *addr)
@@ -168,6 +169,61 @@ START_TEST(the_cache_grows_and_reuses_freed_blocks)
 	ck_assert_int_eq(cc_cache__alloc(c, CC_CODE, 0, 16, near, &again), -EINVAL);
 	ck_assert_msg(strstr(cc_cache__errmsg(c), "allocate: "), "%s", cc_cache__errmsg(c));
 	cc_cache__close(c);
+}
+END_TEST
+
+/* The start of the mapping holding addr, and whether the one ending there
+ * is inaccessible (the guard below the directory). */
+static uint64_t mapping_start(uint64_t addr, bool *guard_below)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], prev_p[5] = "";
+	unsigned long lo, hi, prev_hi = 0, start = 0;
+	char p[5];
+	*guard_below = false;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, p) != 3)
+			continue;
+		if (addr >= lo && addr < hi) {
+			start = lo;
+			*guard_below = prev_hi == lo && strcmp(prev_p, "---p") == 0;
+		}
+		prev_hi = hi;
+		memcpy(prev_p, p, 5);
+	}
+	fclose(f);
+	return start;
+}
+
+/* A later session finds the directory by its mapping's start: a read-write
+ * mapping put right below it (by the target, or the cache's next area) must
+ * not merge with it and hide it. */
+START_TEST(the_directory_is_found_with_a_mapping_right_below_it)
+{
+	struct cc_cache *c = open_here();
+	uint64_t data;
+	bool guard;
+
+	/* near the middle of a free 64 MiB, so the megabyte below is free */
+	void *hole = mmap(NULL, 64 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(hole, MAP_FAILED);
+	munmap(hole, 64 << 20);
+	uint64_t near = (uint64_t)hole + (32 << 20);
+	ck_assert_int_eq(cc_cache__alloc(c, CC_DATA, 64, 64, near, &data), 0);
+	cc_cache__close(c);
+	uint64_t dir = mapping_start(data, &guard);
+	ck_assert_msg(guard, "no inaccessible page below the directory at 0x%" PRIx64, dir);
+	uint64_t below = dir - 4096 - (1 << 20);
+	void *m = mmap((void *)below, 1 << 20, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	ck_assert_msg(m == (void *)below, "the megabyte below 0x%" PRIx64 " is taken", dir);
+	memset(m, 1, 1 << 20);
+	c = open_here();
+	ck_assert(cc_cache__exists(c));
+	ck_assert_int_eq(cc_cache__alloc(c, CC_DATA, 64, 64, near, &data), 0);
+	ck_assert_uint_eq(mapping_start(data, &guard), dir);
+	cc_cache__close(c);
+	munmap(m, 1 << 20);
 }
 END_TEST
 
@@ -488,6 +544,7 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, areas_are_near_and_never_writable_and_executable);
 	tcase_add_test(tc, the_cache_grows_and_reuses_freed_blocks);
+	tcase_add_test(tc, the_directory_is_found_with_a_mapping_right_below_it);
 	tcase_add_loop_test(tc, replace_and_restore_a_function, 0, 5);
 	tcase_add_test(tc, a_later_session_finds_and_undoes_a_replacement);
 	tcase_add_test(tc, twice_and_bad_functions_are_refused_clearly);

@@ -29,7 +29,12 @@ check() {	# check DESCRIPTION COMMAND...: one TAP line
 	n=$((n + 1))
 	d=$1
 	shift
-	if "$@"; then echo "ok $n - $d"; else echo "not ok $n - $d"; fi
+	if "$@"; then
+		echo "ok $n - $d"
+	else	# with what the last command run said, for the log
+		echo "not ok $n - $d"
+		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
+	fi
 }
 # rounds N: wait for N more rounds of the target printing into $out; the
 # checksums seen go to $tmp/sums
