@@ -860,7 +860,7 @@ END_TEST
 
 START_TEST(two_processes_sampling_slow_consumer)
 {
-	sampling(CAB_KIND_CAB, 0.5, 2000, 200000);
+	sampling(CAB_KIND_CAB, 0.5, 10000, 200000);
 }
 END_TEST
 
