@@ -934,8 +934,10 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
 	/* recorded before the bytes are written: a padrone killed in between
 	 * leaves a record that restore can act on, never a patch nobody knows */
-	if (!j->o.dry_run && (rc = record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0)
+	if (!j->o.dry_run && (rc = record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0) {
+		forget(c, rid);
 		goto out;
+	}
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
