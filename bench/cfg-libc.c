@@ -190,33 +190,6 @@ static struct cfg_reader *open_file(void *arg)
 	return err == 0 ? r : NULL;
 }
 
-/* The load bias of the file mapped at base: base minus its first PT_LOAD's
- * page (0 for a non-PIE executable). -1 when the file cannot be read. */
-static int load_bias(const char *path, uint64_t base, uint64_t *bias)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	Elf64_Ehdr eh;
-	int rc = -1;
-	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
-		goto out;
-	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		Elf64_Phdr ph;
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
-			goto out;
-		if (ph.p_type == PT_LOAD) {
-			*bias = base - (ph.p_vaddr & ~(uint64_t)0xfff);
-			rc = 0;
-			break;
-		}
-	}
-out:
-	close(fd);
-	return rc;
-}
-
 /* The analysis o->runs times, each from a cold start: *best gets the run
  * with the least wall time, walls[] every run's. */
 static int best_of(struct cfg_reader *(*open_reader)(void *), void *arg, uint64_t in_module,
@@ -428,7 +401,7 @@ int main(int argc, char **argv)
 	struct tally live, file;
 	double live_walls[MAX_RUNS], file_walls[MAX_RUNS];
 	struct file_arg fa = { mod->path, mod->start };
-	bool with_file = !o.no_file && load_bias(mod->path, mod->start, &fa.bias) == 0;
+	bool with_file = !o.no_file && cfg_elf_load_bias(mod->path, mod->start, &fa.bias) == 0;
 	if (!with_file && !o.no_file)
 		printf("file  %s cannot be read: live only\n", mod->path);
 	if (best_of(open_live, t, mod->start, &o, &live, live_walls) < 0 ||

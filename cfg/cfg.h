@@ -74,6 +74,10 @@ int cfg_reader__new(const struct cfg_reader_ops *ops, void *ctx,
  * for function starts. */
 int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reader_opts *opts,
 			 struct cfg_reader **out);
+/* The bias to give cfg_reader__open_elf for the ELF file at path mapped at
+ * base (the start of its first mapping): base minus the page of its first
+ * PT_LOAD, 0 for a non-PIE executable. -errno when it cannot be read. */
+int cfg_elf_load_bias(const char *path, uint64_t base, uint64_t *bias);
 /* A live process seized with attach/. Code is read with attach_target__read;
  * executable mappings come from /proc/PID/maps; every ELF image mapped is
  * parsed from the process's memory (program headers, dynamic section,

@@ -216,3 +216,33 @@ fail:
 	cfg_reader__free(r);
 	return err;
 }
+
+int cfg_elf_load_bias(const char *path, uint64_t base, uint64_t *bias)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -ENOEXEC;
+	Elf64_Ehdr eh;
+
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
+		goto out;
+	if (eh.e_type == ET_EXEC) {
+		*bias = 0;
+		rc = 0;
+		goto out;
+	}
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
+			break;
+		if (ph.p_type == PT_LOAD) {
+			*bias = base - (ph.p_vaddr & ~(uint64_t)0xfff);
+			rc = 0;
+			break;
+		}
+	}
+out:
+	close(fd);
+	return rc;
+}

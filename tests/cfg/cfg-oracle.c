@@ -76,37 +76,6 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* The load bias of the ELF file at path mapped at base (0 for ET_EXEC). */
-static int load_bias(const char *path, uint64_t base, uint64_t *bias)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	Elf64_Ehdr eh;
-	int rc = -1;
-	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64)
-		goto out;
-	if (eh.e_type == ET_EXEC) {
-		*bias = 0;
-		rc = 0;
-		goto out;
-	}
-	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		Elf64_Phdr ph;
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
-			goto out;
-		if (ph.p_type == PT_LOAD) {
-			*bias = base - (ph.p_vaddr & ~(uint64_t)0xfff);
-			rc = 0;
-			break;
-		}
-	}
-out:
-	close(fd);
-	return rc;
-}
-
 /* The process's executable as mapped: the oracle's code must be the same. */
 struct live {
 	struct attach_target *t;
@@ -157,7 +126,7 @@ static int open_live(const struct opts *o, struct live *lv, struct cfg_reader **
 			lv->hi = m->end;
 	}
 	attach_maps__free(maps);
-	if (load_bias(o->prog, lv->base, &lv->bias) < 0) {
+	if (cfg_elf_load_bias(o->prog, lv->base, &lv->bias) < 0) {
 		fprintf(stderr, "cfg-oracle: %s is not an ELF file\n", o->prog);
 		return -1;
 	}
