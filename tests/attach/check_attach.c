@@ -396,8 +396,10 @@ START_TEST(names_the_tracer_of_another_users_process)
 
 	snprintf(uidarg, sizeof uidarg, "--reuid=%d", NOBODY);
 	snprintf(gidarg, sizeof gidarg, "--regid=%d", NOBODY);
+	const char *hotloop = tu_public_path("tests/targets/hotloop");
+	ck_assert_ptr_nonnull(hotloop);
 	char *targv[] = { "setpriv", uidarg, gidarg, "--clear-groups",
-			  (char *)tu_path("tests/targets/hotloop"), "-w", "200000", NULL };
+			  (char *)hotloop, "-w", "200000", NULL };
 	pid_t pid = at_spawn_argv(&p, targv);
 	snprintf(pidarg, sizeof pidarg, "%d", (int)pid);
 	char *argv[] = { "strace", "-qq", "-o", "/dev/null", "-p", pidarg, NULL };

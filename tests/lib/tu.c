@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,52 @@ const char *tu_srcpath(const char *rel)
 	static __thread int next;
 	next = (next + 1) % 4;
 	return join(buf[next], sizeof buf[next], env_dir("top_srcdir"), rel);
+}
+
+static char public_dir[64];
+
+static void remove_public_dir(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", public_dir);
+	if (system(cmd) != 0)
+		dprintf(STDERR_FILENO, "tu: cannot remove %s\n", public_dir);
+}
+
+/* A directory under /tmp that everyone may search, made once per process. */
+static const char *public_dir_path(void)
+{
+	if (public_dir[0])
+		return public_dir;
+	snprintf(public_dir, sizeof(public_dir), "/tmp/padrone-tu-%d-XXXXXX", (int)getpid());
+	if (!mkdtemp(public_dir) || chmod(public_dir, 0755) < 0) {
+		dprintf(STDERR_FILENO, "tu: cannot make %s: %s\n", public_dir, strerror(errno));
+		public_dir[0] = '\0';
+		return NULL;
+	}
+	atexit(remove_public_dir);
+	return public_dir;
+}
+
+const char *tu_public_path(const char *rel)
+{
+	static __thread char buf[4][PATH_MAX];
+	static __thread int next;
+	const char *dir = public_dir_path();
+	const char *src = tu_path(rel);
+	const char *base = strrchr(rel, '/');
+	char cmd[2 * PATH_MAX + 32];
+
+	if (!dir)
+		return NULL;
+	next = (next + 1) % 4;
+	join(buf[next], sizeof buf[next], dir, base ? base + 1 : rel);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 0755 '%s'", src, buf[next], buf[next]);
+	if (system(cmd) != 0) {
+		dprintf(STDERR_FILENO, "tu: cannot copy %s to %s\n", src, buf[next]);
+		return NULL;
+	}
+	return buf[next];
 }
 
 static long now_ms(void)

@@ -24,6 +24,13 @@ const char *tu_path(const char *rel);
 /* Path of a source file, e.g. tu_srcpath("tests/cfg/corpus/switch.c"). */
 const char *tu_srcpath(const char *rel);
 
+/* A copy of the program tu_path(rel) in a directory every user can reach
+ * (the checkout may not be: a clone in /root, mode 0700), for tests that
+ * run it as another user. The copy and its directory are removed when the
+ * calling process exits. NULL (and a message on stderr) if no such copy can
+ * be made. */
+const char *tu_public_path(const char *rel);
+
 /* Start argv[0] with argv; its stdout (and stderr when merge_stderr) go to a
  * pipe read by tu_read_line. It dies with the calling thread (a test whose
  * assertion failed leaves no target behind). Returns 0 or -errno. */

@@ -814,6 +814,8 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 	int pfd[2];
 
 	ck_assert_ptr_nonnull(pw);
+	const char *prof_hot = tu_public_path("tests/targets/prof_hot");
+	ck_assert_ptr_nonnull(prof_hot);
 	pid_t target = fork();
 	ck_assert_int_ge(target, 0);
 	if (target == 0) {
@@ -821,7 +823,7 @@ START_TEST(bpf_falls_back_to_the_ring_when_it_cannot_load)
 		dup2(null, 1);
 		if (setgid(pw->pw_gid) || setuid(pw->pw_uid))
 			_exit(99);
-		execl(tu_path("tests/targets/prof_hot"), "prof_hot", (char *)NULL);
+		execl(prof_hot, "prof_hot", (char *)NULL);
 		_exit(98);
 	}
 	usleep(200000);

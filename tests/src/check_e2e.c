@@ -829,14 +829,19 @@ END_TEST
 static void assert_refused(pid_t pid, const char *want, int status, const char *as_user)
 {
 	int st;
-	char *out = run(&st, "%s%s --pid %d --profile 1 2>&1", as_user, PADRONED, (int)pid);
+	/* another user runs copies it can reach (the checkout may be in /root) */
+	const char *padroned = *as_user ? tu_public_path("src/padroned") : PADRONED;
+	const char *padrone = *as_user ? tu_public_path("src/padrone") : PADRONE;
+	ck_assert_ptr_nonnull(padroned);
+	ck_assert_ptr_nonnull(padrone);
+	char *out = run(&st, "%s%s --pid %d --profile 1 2>&1", as_user, padroned, (int)pid);
 	char expect[1024];
 
 	snprintf(expect, sizeof(expect), "padroned: %s\n", want);
 	ck_assert_str_eq(out, expect);
 	ck_assert_int_eq(st, status);
 	free(out);
-	out = run(&st, "%s%s -p %d hot 2>&1", as_user, PADRONE, (int)pid);
+	out = run(&st, "%s%s -p %d hot 2>&1", as_user, padrone, (int)pid);
 	snprintf(expect, sizeof(expect), "padrone: %s\n", want);
 	ck_assert_str_eq(out, expect);
 	ck_assert_int_eq(st, status);
@@ -936,7 +941,9 @@ static void start_nobody_hotloop(struct tu_proc *p, const char *caps)
 	char cmd[PATH_MAX + 256], line[256];
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 
-	snprintf(cmd, sizeof(cmd), "exec %s%s %s", AS_NOBODY, caps, HOTLOOP);
+	const char *hotloop = tu_public_path("tests/targets/hotloop");
+	ck_assert_ptr_nonnull(hotloop);
+	snprintf(cmd, sizeof(cmd), "exec %s%s %s", AS_NOBODY, caps, hotloop);
 	ck_assert_int_eq(tu_spawn(p, argv, false), 0);
 	ck_assert_int_gt(tu_wait_for(p, "tick ", line, sizeof(line), 10000), 0);
 }

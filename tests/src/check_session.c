@@ -264,8 +264,10 @@ START_TEST(a_bpf_fallback_is_told_by_the_report)
 
 	if (geteuid() != 0)
 		return;	/* only root can become nobody */
+	const char *hotloop = tu_public_path("tests/targets/hotloop");
+	ck_assert_ptr_nonnull(hotloop);
 	char *argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-			 (char *)tu_path("tests/targets/hotloop"), NULL };
+			 (char *)hotloop, NULL };
 	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
 	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
 	ck_assert_int_eq(pipe(pfd), 0);
