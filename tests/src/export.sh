@@ -11,7 +11,7 @@ padroned=$b/src/padroned
 tmp=$(mktemp -d /tmp/padrone-export.XXXXXX)
 PADRONE_RUNDIR=$tmp/run
 export PADRONE_RUNDIR
-mkdir -p "$PADRONE_RUNDIR"
+mkdir -m 700 "$PADRONE_RUNDIR"
 pids=
 cleanup() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
@@ -120,7 +120,8 @@ mkdir sub && cd sub || exit 1
 run ../remote "$padrone" -p "$pid" profile -o remote.pb.gz 1
 name=remote
 check "through padroned, -o writes the file where padrone runs" \
-	sh -c "test $st = 0 && '$pprof' -top -symbolize=none remote.pb.gz 2>&1 | grep -q prof_spin"
+	sh -c "grep -q 'serving process $pid ' '$tmp/d.out' && test $st = 0 &&
+		'$pprof' -top -symbolize=none remote.pb.gz 2>&1 | grep -q prof_spin"
 cd .. || exit 1
 "$padrone" -p "$pid" detach >/dev/null 2>&1
 wait "$dpid" 2>/dev/null
