@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "src/version.h"
 #include "src/cmd.h"
 #include "src/continuous.h"
 #include "src/server.h"
@@ -159,7 +160,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			fputs(usage_text, stdout);
 			exit(PADRONE_EXIT_OK);
 		case 'V':
-			printf("padroned %s\n", padrone_version());
+			printf("padroned %s\n", padrone_version_text());
 			exit(PADRONE_EXIT_OK);
 		default:
 			fputs(usage_text, stderr);
