@@ -28,12 +28,14 @@ extern const struct padrone_cmd_entry padrone_cmd_quit_entry;
 extern const struct padrone_cmd_entry padrone_cmd_replace_entry;
 extern const struct padrone_cmd_entry padrone_cmd_restore_entry;
 extern const struct padrone_cmd_entry padrone_cmd_measure_entry;
+extern const struct padrone_cmd_entry padrone_cmd_top_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
 	&padrone_cmd_info_entry,
 	&padrone_cmd_profile_entry,
 	&padrone_cmd_hot_entry,
+	&padrone_cmd_top_entry,
 	&padrone_cmd_bt_entry,
 	&padrone_cmd_cfg_entry,
 	&padrone_cmd_loops_entry,
