@@ -6,36 +6,12 @@
 b=$(cd "${top_builddir:-.}" && pwd)
 padrone=$b/src/padrone
 padroned=$b/src/padroned
-tmp=$(mktemp -d /tmp/padrone-continuous.XXXXXX)
+. "${top_srcdir:-.}/tests/lib/tap.sh"
+tap_init continuous
 PADRONE_RUNDIR=$tmp/run
 export PADRONE_RUNDIR
 mkdir -m 700 "$PADRONE_RUNDIR"
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else
-		echo "not ok $n - $d"
-		sed 's/^/# /' "$tmp/d.out" 2>/dev/null
-	fi
-}
-wait_until() {	# wait_until TENTHS COMMAND...: poll until it succeeds
-	t=$1
-	shift
-	i=0
-	until "$@" || [ $i -ge "$t" ]; do sleep 0.1; i=$((i + 1)); done
-	"$@"
-}
+tap_context() { cat "$tmp/d.out" 2>/dev/null; }
 files() { ls "$tmp/out" 2>/dev/null | grep -c '^padrone-.*\.pb\.gz$'; }
 untraced() {	# the target runs on: not stopped, no tracer
 	grep -q '^TracerPid:[[:space:]]*0$' "/proc/$1/status" &&

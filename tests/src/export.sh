@@ -8,17 +8,11 @@
 b=$(cd "${top_builddir:-.}" && pwd)
 padrone=$b/src/padrone
 padroned=$b/src/padroned
-tmp=$(mktemp -d /tmp/padrone-export.XXXXXX)
+. "${top_srcdir:-.}/tests/lib/tap.sh"
+tap_init export
 PADRONE_RUNDIR=$tmp/run
 export PADRONE_RUNDIR
 mkdir -m 700 "$PADRONE_RUNDIR"
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 # pprof: built once per build tree from Debian's sources, without network.
 pprof=$b/tests/src/pprof
@@ -32,18 +26,7 @@ if [ ! -x "$pprof" ]; then
 		mv "$pprof.tmp" "$pprof" || { echo "Bail out! cannot build pprof:"; sed 's/^/# /' "$tmp/go.log"; exit 1; }
 fi
 
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else
-		echo "not ok $n - $d"
-		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
-	fi
-}
+tap_context() { [ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null; }
 run() {	# run NAME COMMAND...: output in $tmp/NAME.out/.err, status in $st
 	name=$1
 	shift

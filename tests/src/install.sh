@@ -6,27 +6,10 @@
 # the completion completes; --version tells the git describe.
 b=$(cd "${top_builddir:-.}" && pwd)
 s=$(cd "${top_srcdir:-.}" && pwd)
-tmp=$(mktemp -d /tmp/padrone-install.XXXXXX)
+. "$s/tests/lib/tap.sh"
+tap_init install
 dest=$tmp/dest
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else
-		echo "not ok $n - $d"
-		[ -n "${log:-}" ] && sed 's/^/# /' "$log" | tail -20
-	fi
-}
+tap_context() { [ -n "${log:-}" ] && tail -20 "$log"; }
 echo "1..9"
 prefix=$(sed -n 's/^prefix = //p' "$b/Makefile")
 libdir=$(sed -n 's/^libdir = //p' "$b/Makefile" | sed "s|\${exec_prefix}|$prefix|")

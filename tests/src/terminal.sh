@@ -4,30 +4,13 @@
 # place and stops on q; piped, -n COUNT tables follow one another.
 b=$(cd "${top_builddir:-.}" && pwd)
 padrone=$b/src/padrone
-tmp=$(mktemp -d /tmp/padrone-terminal.XXXXXX)
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "${top_srcdir:-.}/tests/lib/tap.sh"
+tap_init terminal
 if ! command -v script >/dev/null; then
 	echo "1..0 # SKIP no script(1) for a terminal: apt-get install util-linux"
 	exit 0
 fi
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else
-		echo "not ok $n - $d"
-		[ -n "${log:-}" ] && od -c "$log" | head -20 | sed 's/^/# /'
-	fi
-}
+tap_context() { [ -n "${log:-}" ] && od -c "$log" | head -20; }
 echo "1..7"
 "$b/tests/targets/prof_hot" >/dev/null &
 pid=$!
