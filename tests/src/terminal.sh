@@ -31,9 +31,17 @@ script -qfec "'$padrone' -p $pid profile -j 1.5" /dev/null </dev/null >"$log" 2>
 check "JSON on a terminal is JSON alone once the line is erased" \
 	sh -c "sed 's/.*${esc}\[K//' '$log' | tr -d '\r' | grep -q '^{\"pid\":$pid,'"
 
+# q once two tables are on the screen (however slow the build), through a fifo
 log=$tmp/top.out
-(sleep 3; printf q) | timeout 30 script -qfec "'$padrone' -p $pid top -d 1 5" /dev/null >"$log" 2>&1
+mkfifo "$tmp/keys"
+timeout 60 script -qfec "'$padrone' -p $pid top -d 1 5" /dev/null <"$tmp/keys" >"$log" 2>&1 &
+top=$!
+exec 3>"$tmp/keys"
+wait_until 300 sh -c "test \$(grep -c 'refresh [0-9]* (q to quit)' '$log') -ge 2"
+printf q >&3
+wait "$top"
 st=$?
+exec 3>&-
 check "top on a terminal stops on q (status $st)" test "$st" = 0
 check "and redraws in place: clear screen, then the table" \
 	sh -c "test \$(grep -c '${esc}\[H${esc}\[2Jpadrone top: process $pid, every 1 s, refresh [0-9]* (q to quit)' '$log') -ge 2 &&
