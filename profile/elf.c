@@ -86,7 +86,8 @@ static void sort_unique(struct builder *b)
 {
 	size_t k = 0;
 
-	qsort(b->fns, b->n, sizeof(*b->fns), cmp_fn);
+	if (b->n > 1)	/* qsort's array may not be NULL, even when empty */
+		qsort(b->fns, b->n, sizeof(*b->fns), cmp_fn);
 	for (size_t i = 0; i < b->n; i++) {
 		if (k && b->fns[k - 1].start == b->fns[i].start) {
 			struct fn_tmp *keep = &b->fns[k - 1];

@@ -34,6 +34,11 @@ struct prof_hot {
 	/* per-chain scratch: functions already counted inclusively */
 	uint32_t seen[MAX_FRAMES];
 	size_t nseen;
+	/* every chain as counted (prof_hot__stack): its frames in frames[] */
+	struct hot_stack { size_t first, n; uint64_t count; } *stacks;
+	size_t nstacks, stacks_cap;
+	struct prof_hot_frame *frames;
+	size_t nframes, frames_cap;
 };
 
 static uint64_t mix(uint64_t k)
@@ -215,12 +220,40 @@ static void resolve(struct prof_hot *h, struct prof_symbolizer *sym, uint64_t ad
 	out->name = prof_symbolizer__intern(sym, "sub_%llx", (unsigned long long)entry);
 }
 
+/* Room for one more chain of up to n frames in stacks[] and frames[]. */
+static int reserve_stack(struct prof_hot *h, size_t n)
+{
+	if (h->nstacks == h->stacks_cap) {
+		size_t nc = h->stacks_cap ? h->stacks_cap * 2 : 256;
+		void *p = realloc(h->stacks, nc * sizeof(*h->stacks));
+		if (!p)
+			return -ENOMEM;
+		h->stacks = p;
+		h->stacks_cap = nc;
+	}
+	if (h->nframes + n > h->frames_cap) {
+		size_t nc = h->frames_cap ? h->frames_cap : 4096;
+		while (nc < h->nframes + n)
+			nc *= 2;
+		void *p = realloc(h->frames, nc * sizeof(*h->frames));
+		if (!p)
+			return -ENOMEM;
+		h->frames = p;
+		h->frames_cap = nc;
+	}
+	return 0;
+}
+
 static int count_chain(struct prof_hot *h, struct prof_symbolizer *sym, const uint64_t *ips,
 		       size_t n, uint64_t count)
 {
 	h->nseen = 0;
 	if (n > MAX_FRAMES)
 		n = MAX_FRAMES;
+	if (reserve_stack(h, n) < 0)
+		return -ENOMEM;
+	struct hot_stack *st = &h->stacks[h->nstacks++];
+	*st = (struct hot_stack){ .first = h->nframes, .count = count };
 	for (size_t i = 0; i < n; i++) {
 		uint64_t a = ips[i];
 		/* ips[0] and the first user frame after kernel frames are
@@ -241,6 +274,8 @@ static int count_chain(struct prof_hot *h, struct prof_symbolizer *sym, const ui
 		long f = func_index(h, &s);
 		if (f < 0)
 			return (int)f;
+		h->frames[h->nframes++] = (struct prof_hot_frame){ .addr = a, .func = (uint32_t)f };
+		st->n++;
 		if (i == 0)
 			h->funcs[f].self += count;
 		bool dup = false;
@@ -263,6 +298,36 @@ static int cmp_func(const void *a, const void *b)
 	if (x->inclusive != y->inclusive)
 		return x->inclusive > y->inclusive ? -1 : 1;
 	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Hottest first; the stacks' frames follow their functions to their new
+ * indices. */
+static int sort_funcs(struct prof_hot *h)
+{
+	if (!h->n)	/* qsort's array may not be NULL, even when empty */
+		return 0;
+	struct tagged {
+		struct prof_func f;	/* first: cmp_func compares these */
+		uint32_t old;
+	} *t = malloc(h->n * sizeof(*t));
+	uint32_t *now = malloc(h->n * sizeof(*now));
+	if (!t || !now) {
+		free(t);
+		free(now);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < h->n; i++)
+		t[i] = (struct tagged){ h->funcs[i], (uint32_t)i };
+	qsort(t, h->n, sizeof(*t), cmp_func);
+	for (size_t i = 0; i < h->n; i++) {
+		h->funcs[i] = t[i].f;
+		now[t[i].old] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < h->nframes; i++)
+		h->frames[i].func = now[h->frames[i].func];
+	free(t);
+	free(now);
+	return 0;
 }
 
 int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
@@ -305,8 +370,11 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		}
 	}
 	h->tot.samples = total;
-	if (h->n)	/* qsort's array may not be NULL, even when empty */
-		qsort(h->funcs, h->n, sizeof(*h->funcs), cmp_func);
+	if (sort_funcs(h) < 0) {
+		prof_seterr(err, -ENOMEM, "out of memory");
+		prof_hot__free(h);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < h->n; i++) {
 		h->funcs[i].self_pct = total ? 100.0 * (double)h->funcs[i].self / (double)total : 0;
 		h->funcs[i].inclusive_pct =
@@ -326,6 +394,8 @@ void prof_hot__free(struct prof_hot *h)
 	free(h->code_addr);
 	free(h->code);
 	free(h->code_ok);
+	free(h->stacks);
+	free(h->frames);
 	free(h);
 }
 
@@ -347,4 +417,20 @@ const struct prof_totals *prof_hot__totals(const struct prof_hot *h)
 uint64_t prof_hot__chains_cut(const struct prof_hot *h)
 {
 	return h->cut;
+}
+
+size_t prof_hot__stack_count(const struct prof_hot *h)
+{
+	return h->nstacks;
+}
+
+int prof_hot__stack(const struct prof_hot *h, size_t i, const struct prof_hot_frame **frames,
+		    size_t *n, uint64_t *count)
+{
+	if (i >= h->nstacks)
+		return -ENOENT;
+	*frames = h->frames + h->stacks[i].first;
+	*n = h->stacks[i].n;
+	*count = h->stacks[i].count;
+	return 0;
 }

@@ -238,6 +238,18 @@ const struct prof_totals *prof_hot__totals(const struct prof_hot *h);
 /* Chains cut because a return address was not preceded by a call. */
 uint64_t prof_hot__chains_cut(const struct prof_hot *h);
 
+/* The sampler's chains as they were counted (what exporters such as pprof
+ * and folded stacks write): each kept frame, leaf first, with the function
+ * it was attributed to; a chain ends where the report cut it. */
+struct prof_hot_frame {
+	uint64_t addr;		/* as sampled: the IP, then return addresses */
+	uint32_t func;		/* index for prof_hot__at */
+};
+size_t prof_hot__stack_count(const struct prof_hot *h);
+/* 0 and the frames of chain i (valid until free), or -ENOENT. */
+int prof_hot__stack(const struct prof_hot *h, size_t i, const struct prof_hot_frame **frames,
+		    size_t *n, uint64_t *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/client.h"
+#include "src/export.h"
 #include "src/session.h"
 
 extern const struct padrone_cmd_entry padrone_cmd_attach_entry;
@@ -26,12 +28,14 @@ extern const struct padrone_cmd_entry padrone_cmd_quit_entry;
 extern const struct padrone_cmd_entry padrone_cmd_replace_entry;
 extern const struct padrone_cmd_entry padrone_cmd_restore_entry;
 extern const struct padrone_cmd_entry padrone_cmd_measure_entry;
+extern const struct padrone_cmd_entry padrone_cmd_top_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
 	&padrone_cmd_info_entry,
 	&padrone_cmd_profile_entry,
 	&padrone_cmd_hot_entry,
+	&padrone_cmd_top_entry,
 	&padrone_cmd_bt_entry,
 	&padrone_cmd_cfg_entry,
 	&padrone_cmd_loops_entry,
@@ -220,6 +224,70 @@ static int exec_local(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e
 	return r;
 }
 
+/* Run the command here or in padroned. */
+static int run_entry(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e, int count,
+		     char *const words[], FILE *out, FILE *err)
+{
+	if (ctl->remote_fd >= 0 && !(e->flags & PADRONE_CMD_CLIENT))
+		return padrone_client_forward(ctl, e, count, words, out, err);
+	return exec_local(ctl, e, count, words, out, err);
+}
+
+/* A PADRONE_CMD_OUTFILE command's -o FILE, or NULL (none, "-", or words
+ * that do not parse: the command will say why). */
+static char *outfile_of(const struct padrone_cmd_entry *e, int count, char *const words[])
+{
+	struct padrone_args *args;
+	char why[256];
+	char *file = NULL;
+
+	if (padrone_args_parse(e->opts, e->lower, e->upper, count - 1, words + 1, &args, why,
+			       sizeof(why)) < 0)
+		return NULL;
+	const char *o = padrone_args_get(args, 'o');
+	if (o && strcmp(o, "-") != 0)
+		file = strdup(o);
+	padrone_args_free(args);
+	return file;
+}
+
+struct outfile_run {
+	struct padrone_ctl *ctl;
+	const struct padrone_cmd_entry *e;
+	int count;
+	char *const *words;
+	FILE *err;
+	int status;
+};
+
+static int run_into_file(FILE *f, void *arg, char *why, size_t len)
+{
+	struct outfile_run *x = arg;
+
+	x->status = run_entry(x->ctl, x->e, x->count, x->words, f, x->err);
+	if (x->status)
+		snprintf(why, len, "the command failed");
+	return x->status ? -ECANCELED : 0;
+}
+
+/* The command with its output in -o's file, renamed into place only if it
+ * succeeds. */
+static int run_outfile(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e, int count,
+		       char *const words[], const char *file, FILE *err)
+{
+	struct outfile_run x = { ctl, e, count, words, err, PADRONE_EXIT_FAILURE };
+	char why[512];
+	int r = padrone_export_atomic(file, run_into_file, &x, why, sizeof(why));
+
+	if (r == -ECANCELED)
+		return x.status;
+	if (r < 0)
+		return ctl_error(ctl, err, PADRONE_EXIT_FAILURE, "%s", why);
+	if (isatty(fileno(err)))
+		fprintf(err, "%s: wrote %s\n", ctl->prog, file);
+	return PADRONE_EXIT_OK;
+}
+
 int padrone_ctl_run(struct padrone_ctl *ctl, int count, char *const words[], FILE *out, FILE *err)
 {
 	bool ambiguous;
@@ -238,9 +306,13 @@ int padrone_ctl_run(struct padrone_ctl *ctl, int count, char *const words[], FIL
 	if (!e)
 		return ctl_error(ctl, err, PADRONE_EXIT_USAGE,
 				 "unknown command: %s (try 'help')", words[0]);
-	if (ctl->remote_fd >= 0 && !(e->flags & PADRONE_CMD_CLIENT))
-		return padrone_client_forward(ctl, e, count, words, out, err);
-	return exec_local(ctl, e, count, words, out, err);
+	/* padroned prints; the file is the client's, in the client's cwd */
+	char *file = (e->flags & PADRONE_CMD_OUTFILE) && !ctl->daemon ?
+			     outfile_of(e, count, words) : NULL;
+	int status = file ? run_outfile(ctl, e, count, words, file, err) :
+			    run_entry(ctl, e, count, words, out, err);
+	free(file);
+	return status;
 }
 
 int padrone_ctl_run_line(struct padrone_ctl *ctl, const char *line, FILE *out, FILE *err)

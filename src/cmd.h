@@ -41,6 +41,12 @@ enum {
 enum {
 	PADRONE_CMD_TARGET = 1u << 0,	/* needs an attached process */
 	PADRONE_CMD_CLIENT = 1u << 1,	/* runs in the padrone client itself, never sent to padroned */
+	/* -o FILE (option 'o') names a file for what the command prints: padrone
+	 * (not padroned) creates it beside FILE, runs the command -- here or in
+	 * padroned -- with its output there, and renames it into place if the
+	 * command succeeds; "-" is standard output. The command itself just
+	 * prints on ctx->out. */
+	PADRONE_CMD_OUTFILE = 1u << 2,
 };
 
 /* The bounds of profile's SECONDS and HZ (padroned checks its options

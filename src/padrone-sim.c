@@ -3,6 +3,7 @@
  * like cachegrind. See padrone-sim(1). */
 #include "pipeline/pipeline.h"
 #include "pipeline/rep.h"
+#include "src/version.h"
 #include "src/padrone.h"
 
 #include <errno.h>
@@ -220,7 +221,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			fputs(usage_text, stdout);
 			return EXIT_OK;
 		case 'V':
-			printf("padrone-sim %s\n", padrone_version());
+			printf("padrone-sim %s\n", padrone_version_text());
 			return EXIT_OK;
 		case ':':
 			return usage_error("option '%s' needs an argument", argv[optind - 1]);

@@ -13,6 +13,7 @@
 #include <editline/readline.h>
 
 #include "config.h"
+#include "src/version.h"
 #include "src/cmd.h"
 
 #define HISTORY_LINES 1000
@@ -252,7 +253,7 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return PADRONE_EXIT_OK;
 		case 'V':
-			printf("padrone %s\n", PACKAGE_VERSION);
+			printf("padrone %s\n", padrone_version_text());
 			return PADRONE_EXIT_OK;
 		default:
 			fputs(usage_text, stderr);

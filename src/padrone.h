@@ -169,6 +169,14 @@ struct padrone_profile_opts {
 	enum padrone_backend backend;
 	bool force;		/* allow more than 10 kHz without a hardware PMU
 				 * (else refused: PADRONE_BAD_REQUEST) */
+	bool user_only;		/* sample user code only, as perf's :u (the
+				 * report still tells the kernel's share of the
+				 * CPU time) */
+	/* Called on the calling thread about 4 times a second while sampling
+	 * (NULL: never): seconds elapsed of total, samples so far (0 with the
+	 * bpf backend, which counts in the kernel until the end). */
+	void (*progress)(void *arg, double elapsed_s, double total_s, uint64_t samples);
+	void *progress_arg;
 };
 
 /* Sample every thread (current and new) for opts->seconds (less if
@@ -206,6 +214,16 @@ uint64_t padrone_report__samples(const struct padrone_report *r);
 uint64_t padrone_report__lost(const struct padrone_report *r);
 /* How often the kernel throttled sampling (a rate too high for it). */
 uint64_t padrone_report__throttled(const struct padrone_report *r);
+/* Kernel or not: whether kernel code was left out of the samples (opts
+ * user_only, or perf_event_paranoid), the samples whose IP was in the kernel
+ * (0 then), and the process's CPU time during the profile as the kernel
+ * accounts it, user and system, whichever was sampled. */
+bool padrone_report__user_only(const struct padrone_report *r);
+uint64_t padrone_report__kernel_samples(const struct padrone_report *r);
+double padrone_report__cpu_user_s(const struct padrone_report *r);
+double padrone_report__cpu_system_s(const struct padrone_report *r);
+/* When the profile began: ns since the epoch. */
+uint64_t padrone_report__start_ns(const struct padrone_report *r);
 /* The backend that ran ("ring", "bpf"), and why it is not the one asked
  * for ("" if it is). */
 const char *padrone_report__backend(const struct padrone_report *r);
@@ -219,6 +237,27 @@ const struct padrone_function *padrone_report__function(const struct padrone_rep
  * malloc'd string the caller frees, or NULL and errno. */
 char *padrone_report__json(const struct padrone_report *r, size_t max);
 char *padrone_report__text(const struct padrone_report *r, size_t max);
+
+/* Where profiles go: the formats other tools read. */
+enum padrone_format {
+	PADRONE_FORMAT_PPROF = 0,	/* gzipped profile.proto: pprof, Parca,
+					 * Pyroscope (mappings with GNU build-ids,
+					 * locations, functions; cpu nanoseconds) */
+	PADRONE_FORMAT_FOLDED,		/* folded stacks, one "root;...;leaf COUNT"
+					 * a line: FlameGraph, speedscope, inferno */
+	PADRONE_FORMAT_JSON,		/* padrone_report__json */
+};
+/* "pprof", "folded", "json" <-> the format: 0, or -EINVAL. */
+int padrone_format_parse(const char *name, enum padrone_format *out);
+const char *padrone_format_name(enum padrone_format fmt);
+
+/* Write the last profile in fmt to fd, or to path (written beside it
+ * and renamed into place, so a reader never sees half a file). pprof and
+ * folded need the session still attached to the process it profiled (its
+ * maps name the mappings). 0 or -errno with the reason in the session. */
+int padrone_session__write_profile(struct padrone_session *s, enum padrone_format fmt, int fd);
+int padrone_session__save_profile(struct padrone_session *s, enum padrone_format fmt,
+				  const char *path);
 
 /* ------------------------------------------------------------- modules */
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "src/version.h"
 #include "src/cmd.h"
+#include "src/continuous.h"
 #include "src/server.h"
 
 static struct padrone_ctl ctl;
@@ -21,7 +24,8 @@ static volatile sig_atomic_t got_signal;
 static int signal_pipe[2] = { -1, -1 };
 
 static const char usage_text[] =
-	"usage: padroned --pid PID\n"
+	"usage: padroned --pid PID | --pidof NAME\n"
+	"                [--every SECONDS --out DIR [--keep N] [--freq HZ] [--backend ring|bpf]]\n"
 	"       padroned --pid PID --profile SECONDS [--freq HZ] [--backend ring|bpf]\n"
 	"                [--force] [--json]\n"
 	"       padroned --pid PID --cfg FUNC|0xADDR [--json | --dot]\n"
@@ -29,10 +33,16 @@ static const char usage_text[] =
 	"Attaches to process PID and serves padrone's commands on a control socket\n"
 	"until a 'detach' or SIGTERM/SIGINT; with --profile, samples it for SECONDS,\n"
 	"prints the report and detaches; with --cfg, prints the control-flow graph\n"
-	"of one function, read from the process's memory, and detaches.\n";
+	"of one function, read from the process's memory, and detaches.\n"
+	"--pidof NAME serves the oldest process of that name, and the next one when\n"
+	"it exits (a service restarted). --every writes a pprof file of each period\n"
+	"of SECONDS into DIR while serving, keeping the newest N (default 100).\n";
 
 struct options {
 	unsigned long pid;
+	const char *pidof;	/* --pidof NAME */
+	const char *every, *out, *keep;	/* continuous profiling */
+	struct padrone_continuous_opts cont;
 	const char *profile, *freq, *backend;
 	const char *cfg;	/* --cfg FUNC|0xADDR */
 	bool force, json, dot;
@@ -78,6 +88,35 @@ static int usage_error(const char *fmt, ...)
 	return PADRONE_EXIT_USAGE;
 }
 
+/* --every SECONDS --out DIR [--keep N]: serving mode only. */
+static int continuous_options(struct options *o)
+{
+	char why[160];
+	unsigned long v;
+
+	if (!o->every && !o->out && !o->keep)
+		return 0;
+	if (!o->every || !o->out)
+		return usage_error("%s", "--every SECONDS and --out DIR go together");
+	if (o->profile || o->cfg)
+		return usage_error("%s", "--every profiles while serving: not with --profile or --cfg");
+	if (padrone_parse_double("--every SECONDS", o->every, 1, PADRONE_PROFILE_MAX_SECONDS,
+				 &o->cont.every_s, why, sizeof(why)) < 0)
+		return usage_error("%s", why);
+	if (o->keep && padrone_parse_ulong("--keep N", o->keep, 1, 1000000, &v, why, sizeof(why)) < 0)
+		return usage_error("%s", why);
+	o->cont.keep = o->keep ? (unsigned)v : 0;
+	if (o->freq && padrone_parse_ulong("--freq HZ", o->freq, 1, PADRONE_PROFILE_MAX_HZ, &v, why,
+					   sizeof(why)) < 0)
+		return usage_error("%s", why);
+	o->cont.hz = o->freq ? (unsigned)v : 0;
+	o->cont.dir = o->out;
+	o->cont.force = o->force;
+	if (o->backend && strcmp(o->backend, "bpf") == 0)
+		o->cont.backend = PADRONE_BACKEND_BPF;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -91,12 +130,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "dot", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "pidof", required_argument, NULL, 'N' },
+		{ "every", required_argument, NULL, 'E' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "keep", required_argument, NULL, 'K' },
 		{ 0 },
 	};
 	char why[160];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhVN:E:O:K:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &o->pid, why, sizeof(why)) < 0)
@@ -109,11 +152,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'j': o->json = true; break;
 		case 'C': o->cfg = optarg; break;
 		case 'D': o->dot = true; break;
+		case 'N': o->pidof = optarg; break;
+		case 'E': o->every = optarg; break;
+		case 'O': o->out = optarg; break;
+		case 'K': o->keep = optarg; break;
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(PADRONE_EXIT_OK);
 		case 'V':
-			printf("padroned %s\n", PACKAGE_VERSION);
+			printf("padroned %s\n", padrone_version_text());
 			exit(PADRONE_EXIT_OK);
 		default:
 			fputs(usage_text, stderr);
@@ -122,8 +169,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument: %s", argv[optind]);
-	if (!o->pid)
-		return usage_error("%s", "--pid PID is required");
+	if (!o->pid && !o->pidof)
+		return usage_error("%s", "--pid PID or --pidof NAME is required");
+	if (o->pid && o->pidof)
+		return usage_error("%s", "--pid and --pidof exclude each other");
+	int st = continuous_options(o);
+	if (st)
+		return st;
 	if (o->cfg) {
 		if (o->profile)
 			return usage_error("%s", "--cfg and --profile exclude each other");
@@ -135,8 +187,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->dot)
 		return usage_error("%s", "--dot goes with --cfg");
-	if (!o->profile && (o->freq || o->backend || o->force || o->json))
+	if (!o->profile && !o->every && (o->freq || o->backend || o->force || o->json))
 		return usage_error("%s", "--freq, --backend, --force and --json go with --profile");
+	if (o->every && o->json)
+		return usage_error("%s", "--json goes with --profile");
 	/* Bad values are refused before the process is touched. */
 	double secs;
 	unsigned long hz;
@@ -222,8 +276,31 @@ static int left_early(const struct options *o)
 	return o->profile || o->cfg ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 
+/* Serve until something other than the end of a profiling period wakes
+ * the server; each period's file is written on the way. */
+static int serve_profiling(struct padrone_server *srv, const struct options *o)
+{
+	struct padrone_continuous *cont = NULL;
+	char why[512], path[4096];
+	int r;
+
+	if (o->every && padrone_continuous_start(ctl.session, &o->cont, &cont, why, sizeof(why)) < 0) {
+		fprintf(stderr, "padroned: continuous profiling: %s\n", why);
+		return -EINVAL;
+	}
+	int wake[] = { signal_pipe[0], padrone_session__event_fd(ctl.session),
+		       cont ? padrone_continuous_fd(cont) : -1 };
+	while ((r = padrone_server_run(srv, &ctl, wake, cont ? 3 : 2)) == 3) {
+		if (padrone_continuous_rotate(cont, path, sizeof(path), why, sizeof(why)) < 0)
+			fprintf(stderr, "padroned: continuous profiling: %s\n", why);
+	}
+	/* a signal (SIGTERM from systemd) keeps the period under way */
+	padrone_continuous_stop(cont, r == 1);
+	return r;
+}
+
 /* Serve the control socket until detach, a signal, or the target's end. */
-static int serve(pid_t pid)
+static int serve(pid_t pid, const struct options *o)
 {
 	struct padrone_server *srv;
 	char why[512];
@@ -236,10 +313,13 @@ static int serve(pid_t pid)
 	int n = padrone_session__threads(ctl.session, NULL, 0);
 	printf("padroned: serving process %d (%d thread%s) on %s\n", (int)pid, n,
 	       n == 1 ? "" : "s", padrone_server_path(srv));
+	if (o->every)
+		printf("padroned: a profile every %g s into %s\n", o->cont.every_s, o->cont.dir);
 	fflush(stdout);
-	int wake[] = { signal_pipe[0], padrone_session__event_fd(ctl.session) };
-	r = padrone_server_run(srv, &ctl, wake, 2);
+	r = serve_profiling(srv, o);
 	padrone_server_close(srv);
+	if (r == -EINVAL)
+		return PADRONE_EXIT_USAGE;
 	if (r == 1) {
 		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
 			(int)pid);
@@ -256,6 +336,66 @@ static int serve(pid_t pid)
 	return r < 0 ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 
+/* Attach to o->pid, do what was asked, detach. */
+static int run_on(const struct options *o)
+{
+	int status = padrone_ctl_attach(&ctl, (pid_t)o->pid, stdout, stderr);
+
+	if (status == PADRONE_EXIT_OK) {
+		if (got_signal)
+			status = left_early(o);
+		else if (o->profile || o->cfg)
+			status = one_shot(o);
+		else
+			status = serve((pid_t)o->pid, o);
+		if (padrone_session__attached(ctl.session) &&
+		    padrone_session__detach(ctl.session) < 0) {
+			fprintf(stderr, "padroned: %s\n", padrone_session__errmsg(ctl.session));
+			status = padrone_session__exit_status(ctl.session);
+		}
+	}
+	return status;
+}
+
+/* Wait (until a signal) for a process named name; 0 and its PID, or -EINTR. */
+static int wait_for_name(const char *name, pid_t *pid, bool *said)
+{
+	while (!got_signal) {
+		if (padrone_pidof(name, pid) == 0)
+			return 0;
+		if (!*said)
+			fprintf(stderr, "padroned: waiting for a process named %s\n", name);
+		*said = true;
+		struct pollfd pfd = { .fd = signal_pipe[0], .events = POLLIN };
+		poll(&pfd, 1, 500);
+	}
+	return -EINTR;
+}
+
+/* --pidof NAME: serve the process of that name, and after it exits or
+ * exec's, the next one (a service restarted), until a signal or a detach. */
+static int follow(struct options *o)
+{
+	int status = PADRONE_EXIT_OK;
+	bool said = false;
+	pid_t pid;
+
+	while (wait_for_name(o->pidof, &pid, &said) == 0) {
+		o->pid = (unsigned long)pid;
+		said = false;
+		status = run_on(o);
+		bool ended = status == padrone_why_exit_status(PADRONE_TARGET_EXITED) ||
+			     status == padrone_why_exit_status(PADRONE_TARGET_EXECED) ||
+			     status == padrone_why_exit_status(PADRONE_NO_PROCESS) ||
+			     status == padrone_why_exit_status(PADRONE_ZOMBIE);
+		if (!ended || got_signal || o->profile || o->cfg)
+			return status;
+		/* gone before it could be served, or after: the next one */
+		status = PADRONE_EXIT_OK;
+	}
+	return got_signal ? PADRONE_EXIT_OK : status;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
@@ -267,20 +407,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "padroned: %s\n", strerror(errno));
 		return PADRONE_EXIT_FAILURE;
 	}
-	status = padrone_ctl_attach(&ctl, (pid_t)o.pid, stdout, stderr);
-	if (status == PADRONE_EXIT_OK) {
-		if (got_signal)
-			status = left_early(&o);
-		else if (o.profile || o.cfg)
-			status = one_shot(&o);
-		else
-			status = serve((pid_t)o.pid);
-		if (padrone_session__attached(ctl.session) &&
-		    padrone_session__detach(ctl.session) < 0) {
-			fprintf(stderr, "padroned: %s\n", padrone_session__errmsg(ctl.session));
-			status = padrone_session__exit_status(ctl.session);
-		}
-	}
+	status = o.pidof ? follow(&o) : run_on(&o);
 	padrone_ctl_fini(&ctl);
 	return status;
 }

@@ -16,6 +16,8 @@ struct padrone_report {
 	unsigned hz;
 	double duration_s;
 	uint64_t samples, lost, throttled;
+	bool user_only;
+	uint64_t kernel_samples, cpu_user_ns, cpu_system_ns, start_ns;
 	struct padrone_function *fn;
 	size_t n, cap;
 };
@@ -136,6 +138,34 @@ void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled)
 {
 	r->throttled = throttled;
 }
+
+void padrone_report_set_kernel(struct padrone_report *r, bool user_only, uint64_t kernel_samples,
+			       uint64_t cpu_user_ns, uint64_t cpu_system_ns)
+{
+	r->user_only = user_only;
+	r->kernel_samples = kernel_samples;
+	r->cpu_user_ns = cpu_user_ns;
+	r->cpu_system_ns = cpu_system_ns;
+}
+
+void padrone_report_set_start(struct padrone_report *r, uint64_t start_ns)
+{
+	r->start_ns = start_ns;
+}
+
+bool padrone_report__user_only(const struct padrone_report *r) { return r->user_only; }
+uint64_t padrone_report__kernel_samples(const struct padrone_report *r) { return r->kernel_samples; }
+double padrone_report__cpu_user_s(const struct padrone_report *r) { return (double)r->cpu_user_ns / 1e9; }
+double padrone_report__cpu_system_s(const struct padrone_report *r) { return (double)r->cpu_system_ns / 1e9; }
+uint64_t padrone_report__start_ns(const struct padrone_report *r) { return r->start_ns; }
+
+/* The share of the process's CPU time the kernel accounted as system time
+ * during the profile, in percent (0 when it used none). */
+static double system_pct(const struct padrone_report *r)
+{
+	uint64_t cpu = r->cpu_user_ns + r->cpu_system_ns;
+	return cpu ? 100.0 * (double)r->cpu_system_ns / (double)cpu : 0.0;
+}
 const char *padrone_report__backend(const struct padrone_report *r) { return r->backend; }
 const char *padrone_report__fallback(const struct padrone_report *r) { return r->fallback; }
 size_t padrone_report__count(const struct padrone_report *r) { return r->n; }
@@ -213,6 +243,10 @@ static struct json_object *report_json(const struct padrone_report *r, size_t ma
 	e |= put(o, "samples", json_object_new_uint64(r->samples));
 	e |= put(o, "lost", json_object_new_uint64(r->lost));
 	e |= put(o, "throttled", json_object_new_uint64(r->throttled));
+	e |= put(o, "user_only", json_object_new_boolean(r->user_only));
+	e |= put(o, "kernel_samples", json_object_new_uint64(r->kernel_samples));
+	e |= put(o, "cpu_user_s", fixed((double)r->cpu_user_ns / 1e9, 3));
+	e |= put(o, "cpu_system_s", fixed((double)r->cpu_system_ns / 1e9, 3));
 	size_t n = max && max < r->n ? max : r->n;
 	for (size_t i = 0; i < n && !e; i++) {
 		struct json_object *f = function_json(&r->fn[i]);
@@ -309,6 +343,13 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 		fprintf(f, ", throttled %llu times (the kernel lowered the rate)",
 			(unsigned long long)r->throttled);
 	fputc('\n', f);
+	if (r->user_only)
+		fprintf(f, "# kernel: not sampled (user code only)");
+	else
+		fprintf(f, "# kernel: %.1f%% of the samples",
+			r->samples ? 100.0 * (double)r->kernel_samples / (double)r->samples : 0.0);
+	fprintf(f, "; CPU time %.2f s user, %.2f s system (%.1f%% in the kernel)\n",
+		(double)r->cpu_user_ns / 1e9, (double)r->cpu_system_ns / 1e9, system_pct(r));
 	fprintf(f, "#\n# %8s  %8s  %9s  %-32s  %-20s  %s\n", "Overhead", "Samples", "Inclusive",
 		"Function", "Module", "Bounds");
 	size_t n = max && max < r->n ? max : r->n;

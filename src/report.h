@@ -26,6 +26,14 @@ PADRONE_HIDDEN int padrone_report_set_backend(struct padrone_report *r, const ch
 					      const char *fallback);
 /* How often the kernel throttled sampling during the profile. */
 PADRONE_HIDDEN void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled);
+/* Whether kernel code was left out of the samples (profile -u, or
+ * perf_event_paranoid), how many samples were in the kernel, and the
+ * process's CPU time during the profile (user and system, ns). */
+PADRONE_HIDDEN void padrone_report_set_kernel(struct padrone_report *r, bool user_only,
+					      uint64_t kernel_samples, uint64_t cpu_user_ns,
+					      uint64_t cpu_system_ns);
+/* When the profile began (CLOCK_REALTIME, ns). */
+PADRONE_HIDDEN void padrone_report_set_start(struct padrone_report *r, uint64_t start_ns);
 /* Order hottest first: self descending, then inclusive, then address. */
 PADRONE_HIDDEN void padrone_report_sort(struct padrone_report *r);
 PADRONE_HIDDEN void padrone_report_free(struct padrone_report *r);

@@ -37,6 +37,7 @@ struct padrone_session {
 	struct attach_target *t;
 	struct prof_symbolizer *sym;	/* made on first use */
 	struct padrone_report *report;
+	struct prof_hot *hot;		/* the last profile's ranking and chains */
 	struct padrone_ip_count *samples;	/* of the last profile */
 	size_t nsamples;
 	struct padrone_chain *chains;	/* of the last profile, user frames */
@@ -264,6 +265,8 @@ int padrone_session__detach(struct padrone_session *s)
 	int ext_r = release_exts(s, ext_err, sizeof(ext_err));
 	padrone_report_free(s->report);
 	s->report = NULL;
+	prof_hot__free(s->hot);
+	s->hot = NULL;
 	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
@@ -383,27 +386,27 @@ int padrone_sub_name_addr(const char *name, uint64_t *addr)
 
 /* ---------------------------------------------------------------- threads */
 
-/* name, state and CPU times from /proc/PID/task/TID/stat (no ptrace). */
-static void read_task_stat(pid_t pid, struct padrone_thread *th)
+/* name, state and CPU times from a stat file of /proc (no ptrace); 0 or
+ * -1 when it cannot be read. */
+static int read_stat_file(const char *path, struct padrone_thread *th)
 {
-	char path[64], buf[1024];
+	char buf[1024];
 	long tick = sysconf(_SC_CLK_TCK);
 	int fd;
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)th->tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return;
+		return -1;
 	buf[n] = '\0';
 	/* "tid (comm) S ..." -- comm may hold spaces and parentheses. */
 	char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
 	if (!open_paren || !close_paren || close_paren < open_paren)
-		return;
+		return -1;
 	size_t len = (size_t)(close_paren - open_paren - 1);
 	if (len >= sizeof(th->name))
 		len = sizeof(th->name) - 1;
@@ -415,7 +418,18 @@ static void read_task_stat(pid_t pid, struct padrone_thread *th)
 		   &th->state, &utime, &stime) == 3 && tick > 0) {
 		th->user_ms = utime * 1000 / (unsigned long long)tick;
 		th->system_ms = stime * 1000 / (unsigned long long)tick;
+		return 0;
 	}
+	return -1;
+}
+
+/* The same from /proc/PID/task/TID/stat. */
+static void read_task_stat(pid_t pid, struct padrone_thread *th)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)th->tid);
+	read_stat_file(path, th);
 }
 
 /* Every listed thread's pc, the world stopped once for all of them. */
@@ -491,19 +505,31 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 
 /* ---------------------------------------------------------------- profile */
 
+/* How often a profile tells its progress callback. */
+#define PROGRESS_INTERVAL_S 0.25
+
 /* Sleep for the profile's length, or less when interrupted or the target
- * goes away. */
-static void wait_profile(struct padrone_session *s, double seconds)
+ * goes away; tell o's progress callback how far it is on the way. */
+static void wait_profile(struct padrone_session *s, const struct prof_sampler *smp,
+			 const struct padrone_profile_opts *o, double seconds)
 {
 	struct timespec t0, now;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		double left = seconds - ((double)(now.tv_sec - t0.tv_sec) +
-					 (double)(now.tv_nsec - t0.tv_nsec) / 1e9);
+		double elapsed = (double)(now.tv_sec - t0.tv_sec) +
+				 (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+		double left = seconds - elapsed;
 		if (left <= 0)
 			return;
+		if (o->progress) {
+			struct prof_totals t;
+			prof_sampler__totals(smp, &t);
+			o->progress(o->progress_arg, elapsed, seconds, t.samples);
+			if (left > PROGRESS_INTERVAL_S)
+				left = PROGRESS_INTERVAL_S;
+		}
 		struct pollfd pfd[2] = {
 			{ .fd = s->interrupt_fd, .events = POLLIN },
 			{ .fd = s->event_fd, .events = POLLIN },
@@ -516,9 +542,49 @@ static void wait_profile(struct padrone_session *s, double seconds)
 	}
 }
 
+/* The process's CPU time so far (all its threads, living and dead), from
+ * the kernel's accounting in /proc/PID/stat; 0 when unreadable. */
+static void read_cpu_time(pid_t pid, uint64_t *user_ns, uint64_t *system_ns)
+{
+	char path[64];
+	struct padrone_thread th = { 0 };
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	*user_ns = *system_ns = 0;
+	if (read_stat_file(path, &th) == 0) {
+		*user_ns = th.user_ms * 1000000ull;
+		*system_ns = th.system_ms * 1000000ull;
+	}
+}
+
+/* What a profile measured besides its samples: when it began, the process's
+ * CPU time meanwhile (the kernel's accounting: user and system), whether
+ * kernel code was sampled. */
+struct profile_facts {
+	uint64_t start_ns;	/* CLOCK_REALTIME */
+	uint64_t user0, system0, user1, system1;
+	bool user_only;
+};
+
+/* Samples whose IP was in the kernel. */
+static uint64_t kernel_samples(const struct prof_hot *hot)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; hot && i < prof_hot__stack_count(hot); i++) {
+		const struct prof_hot_frame *f;
+		size_t nf;
+		uint64_t count;
+		if (prof_hot__stack(hot, i, &f, &nf, &count) == 0 && nf &&
+		    f[0].addr >= PROF_KERNEL_START)
+			n += count;
+	}
+	return n;
+}
+
 /* The report of a profile: totals, and hot's functions (hot NULL: none). */
 static int build_report(struct padrone_session *s, const struct prof_totals *t,
-			const struct prof_hot *hot)
+			const struct prof_hot *hot, const struct profile_facts *pf)
 {
 	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t->event,
 						      t->freq_hz, (double)t->duration_ns / 1e9,
@@ -527,6 +593,9 @@ static int build_report(struct padrone_session *s, const struct prof_totals *t,
 
 	if (r) {
 		padrone_report_set_throttled(r, t->throttled);
+		padrone_report_set_kernel(r, pf->user_only || !t->kernel, kernel_samples(hot),
+					  pf->user1 - pf->user0, pf->system1 - pf->system0);
+		padrone_report_set_start(r, pf->start_ns);
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
 	}
@@ -570,13 +639,23 @@ static void profile_end(struct padrone_session *s)
 	drain(s->interrupt_fd);
 }
 
-static int run_sampler(struct padrone_session *s, struct prof_sampler *smp, double seconds)
+static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
+		       const struct padrone_profile_opts *o, struct profile_facts *pf)
 {
+	pid_t pid = attach_target__pid(s->t);
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	pf->start_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	read_cpu_time(pid, &pf->user0, &pf->system0);
 	int r = prof_sampler__start(smp);
 
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
-	wait_profile(s, seconds);
+	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS);
+	read_cpu_time(pid, &pf->user1, &pf->system1);
+	if (pf->user1 < pf->user0 || pf->system1 < pf->system0)	/* gone meanwhile */
+		pf->user1 = pf->user0, pf->system1 = pf->system0;
 	r = prof_sampler__stop(smp);
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
@@ -636,6 +715,7 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	struct padrone_profile_opts o = { .sz = sizeof(o) };
 	struct prof_sampler *smp = NULL;
 	struct prof_hot *hot = NULL;
+	struct profile_facts pf = { 0 };
 	struct prof_error err = { 0 };
 	int r;
 
@@ -651,7 +731,9 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		.freq_hz = o.hz,
 		.backend = o.backend == PADRONE_BACKEND_BPF ? PROF_BACKEND_BPF : PROF_BACKEND_RING,
 		.force = o.force,
+		.user_only = o.user_only,
 	};
+	pf.user_only = o.user_only;
 	profile_begin(s);
 	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
 	if (r < 0) {
@@ -659,7 +741,7 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		return fail(s, r == -EINVAL ? PADRONE_BAD_REQUEST : PADRONE_SYSTEM, r, "%s",
 			    err.msg);
 	}
-	r = run_sampler(s, smp, o.seconds > 0 ? o.seconds : DEFAULT_SECONDS);
+	r = run_sampler(s, smp, &o, &pf);
 	profile_end(s);
 	/* gone during the profile: its code can no longer be named */
 	if (r == 0)
@@ -673,11 +755,16 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	if (r == 0) {
 		struct prof_totals t;
 		prof_sampler__totals(smp, &t);
-		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot);
+		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot, &pf);
 	}
 	if (r == 0)
 		r = keep_samples(s, smp);
-	prof_hot__free(hot);
+	if (r == 0) {	/* the chains of the report that replaced the last one */
+		prof_hot__free(s->hot);
+		s->hot = hot;
+	} else {
+		prof_hot__free(hot);
+	}
 	prof_sampler__free(smp);
 	if (r == 0)
 		ok(s);
@@ -699,6 +786,11 @@ const struct padrone_chain *padrone_session_chains(const struct padrone_session 
 const struct padrone_report *padrone_session__report(const struct padrone_session *s)
 {
 	return s->report;
+}
+
+const struct prof_hot *padrone_session_hot(const struct padrone_session *s)
+{
+	return s->hot;
 }
 
 /* -------------------------------------------------------------- backtrace */

@@ -60,6 +60,12 @@ struct padrone_chain {
 PADRONE_HIDDEN const struct padrone_chain *padrone_session_chains(const struct padrone_session *s,
 								  size_t *n);
 
+/* The last profile's ranking with its symbolized chains (what the pprof
+ * and folded exports write), or NULL; valid until the next profile or
+ * detach. */
+struct prof_hot;
+PADRONE_HIDDEN const struct prof_hot *padrone_session_hot(const struct padrone_session *s);
+
 /* Releases an extension: restore what it changed in the process (still
  * attached), free it. A failure is reported by detach, which goes on. */
 typedef int (*padrone_ext_release_fn)(struct padrone_session *s, void *data);

@@ -1,8 +1,11 @@
-/* profile [-fj] [-b ring|bpf] [SECONDS [HZ]]: sample, then show the top. */
+/* profile [-fju] [-b ring|bpf] [-o FILE] [-F FORMAT] [SECONDS [HZ]]:
+ * sample, then show the top, or write the profile for other tools. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/cmd.h"
+#include "src/export.h"
+#include "src/progress.h"
 
 #define PROFILE_TEXT_TOP 20
 
@@ -10,8 +13,32 @@ static const struct padrone_opt profile_opts[] = {
 	{ 'b', "backend", "BACKEND" },
 	{ 'f', "force", NULL },
 	{ 'j', "json", NULL },
+	{ 'u', "user", NULL },
+	{ 'o', "output", "FILE" },
+	{ 'F', "format", "FORMAT" },
 	{ 0 },
 };
+
+/* The format -F names, or else the one FILE's name suggests (pprof
+ * unless it ends in .folded or .json). */
+static int output_format(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
+			 enum padrone_format *fmt)
+{
+	const char *name = padrone_args_get(args, 'F'), *file = padrone_args_get(args, 'o');
+	size_t len = file ? strlen(file) : 0;
+
+	if (name && padrone_format_parse(name, fmt) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE,
+					 "unknown format '%s': use pprof, folded or json", name);
+	if (name)
+		return 0;
+	*fmt = PADRONE_FORMAT_PPROF;
+	if (len >= 7 && strcmp(file + len - 7, ".folded") == 0)
+		*fmt = PADRONE_FORMAT_FOLDED;
+	else if (len >= 5 && strcmp(file + len - 5, ".json") == 0)
+		*fmt = PADRONE_FORMAT_JSON;
+	return 0;
+}
 
 /* Fill o from the words; a usage status on bad input, else 0. */
 static int profile_options(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
@@ -22,7 +49,8 @@ static int profile_options(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 	char why[160];
 	unsigned long v;
 
-	*o = (struct padrone_profile_opts){ .sz = sizeof(*o), .force = padrone_args_has(args, 'f') };
+	*o = (struct padrone_profile_opts){ .sz = sizeof(*o), .force = padrone_args_has(args, 'f'),
+					    .user_only = padrone_args_has(args, 'u') };
 	if (backend && strcmp(backend, "ring") == 0)
 		o->backend = PADRONE_BACKEND_RING;
 	else if (backend && strcmp(backend, "bpf") == 0)
@@ -54,15 +82,33 @@ int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max)
 	return PADRONE_EXIT_OK;
 }
 
+/* -o or -F: the profile in that format on ctx->out (the command layer
+ * has pointed it at -o's file, see PADRONE_CMD_OUTFILE). */
+static int write_profile(struct padrone_cmd_ctx *ctx, enum padrone_format fmt)
+{
+	if (padrone_session_export(ctx->ctl->session, fmt, ctx->out) < 0)
+		return padrone_cmd_session_error(ctx);
+	return PADRONE_EXIT_OK;
+}
+
 static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	struct padrone_session *s = ctx->ctl->session;
 	struct padrone_profile_opts o;
+	struct padrone_progress progress;
+	enum padrone_format fmt;
 	int st = profile_options(ctx, args, &o);
 
+	if (!st)
+		st = output_format(ctx, args, &fmt);
 	if (st)
 		return st;
-	if (padrone_session__profile(s, &o) < 0) {
+	padrone_progress_init(&progress, ctx->err, "profile");
+	o.progress = padrone_progress_profile;
+	o.progress_arg = &progress;
+	int failed = padrone_session__profile(s, &o) < 0;
+	padrone_progress_done(&progress);
+	if (failed) {
 		/* The rate refused for want of a PMU: name the option here, as
 		 * the library cannot (padroned's --force, profile's -f). */
 		if (padrone_session__why(s) == PADRONE_BAD_REQUEST && !o.force &&
@@ -75,21 +121,31 @@ static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 	const struct padrone_report *r = padrone_session__report(s);
 	if (*padrone_report__fallback(r))
 		padrone_cmd_error(ctx, 0, "note: %s", padrone_report__fallback(r));
+	if (padrone_args_has(args, 'o') || padrone_args_has(args, 'F'))
+		return write_profile(ctx, fmt);
 	bool json = padrone_args_has(args, 'j');
 	return padrone_cmd_print_report(ctx, json, json ? 0 : PROFILE_TEXT_TOP);
 }
 
 const struct padrone_cmd_entry padrone_cmd_profile_entry = {
 	.name = "profile",
-	.usage = "[-fj] [-b ring|bpf] [SECONDS [HZ]]",
+	.usage = "[-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]",
 	.summary = "sample the process, then show where its time went",
 	.help = "Samples every thread for SECONDS (default 2) at HZ samples per second\n"
 		"(default 999; above 10000 only with -f, --force) with the perf_event ring\n"
 		"backend or, with -b bpf, in-kernel aggregation. Shows the 20 hottest\n"
-		"functions, or with -j (--json) the whole report as JSON.",
+		"functions, or with -j (--json) the whole report as JSON. -u (--user)\n"
+		"samples user code only; the report tells the kernel's share of the CPU\n"
+		"time either way. -o FILE (--output) writes the profile to FILE instead,\n"
+		"renamed into place when complete (- for standard output), in the format\n"
+		"of -F (--format): pprof (gzipped protobuf for pprof, Parca, Pyroscope),\n"
+		"folded (stacks for FlameGraph, speedscope, inferno) or json; without -F,\n"
+		"FILE's name chooses (.folded, .json, else pprof). -F alone writes that\n"
+		"format on standard output. On a terminal, a profile longer than a second\n"
+		"shows its progress on standard error.",
 	.opts = profile_opts,
 	.lower = 0,
 	.upper = 2,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE,
 	.exec = profile_exec,
 };

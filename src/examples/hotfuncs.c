@@ -4,7 +4,7 @@
  *	usage: hotfuncs PID [SECONDS [N]]
  *
  * Build against an installed libpadrone:
- *	cc -o hotfuncs hotfuncs.c -lpadrone
+ *	cc -o hotfuncs hotfuncs.c $(pkg-config --cflags --libs padrone)
  */
 #ifndef _GNU_SOURCE
 #define _POSIX_C_SOURCE 200809L	/* sigset_t, pthread_sigmask */

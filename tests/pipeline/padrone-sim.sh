@@ -42,7 +42,7 @@ done
 check "the man page documents every option of --help${missing:+ (missing:$missing)}" test -z "$missing"
 check "--help names every option the parser knows" \
 	bash -c "for o in --lackey --I1 --D1 --L2 --LL --cachegrind --workers --recovery-workers --analysis --trace-out --top --json --help --version; do grep -q -- \"\$o\" '$tmp/help' || exit 1; done"
-check "--version prints padrone's version" bash -c "'$sim' --version | grep -qE '^padrone-sim [0-9]+\.[0-9]+\.[0-9]+$'"
+check "--version prints padrone's version" bash -c "'$sim' --version | grep -qE '^padrone-sim [0-9]+\.[0-9]+\.[0-9]+( \(git [0-9a-z.-]+\))?$'"
 
 "$sim" --lackey - "${G[@]}" --json --top 0 < "$tmp/trace" > "$tmp/out.json" 2>"$tmp/err"; st=$?
 # Worked out by hand: D1 set 0 sees lines 80 80 c0 c0 82 84 80 (2 ways),

@@ -115,9 +115,9 @@ START_TEST(bad_arguments_print_the_usage)
 		{ "hot 1 2", "padrone: hot: too many arguments\nusage: hot [-jl] [N]\n" },
 		{ "attach", "padrone: attach: too few arguments\nusage: attach PID\n" },
 		{ "pro -z", "padrone: profile: unknown option: -z\n"
-			    "usage: profile [-fj] [-b ring|bpf] [SECONDS [HZ]]\n" },
+			    "usage: profile [-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]\n" },
 		{ "profile --backend", "padrone: profile: option --backend needs a value (BACKEND)\n"
-				       "usage: profile [-fj] [-b ring|bpf] [SECONDS [HZ]]\n" },
+				       "usage: profile [-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]\n" },
 		{ "detach now", "padrone: detach: too many arguments\nusage: detach\n" },
 		{ "attach x", "padrone: PID must be an integer from 1 to 2147483647, not 'x'\n" },
 	};
@@ -158,7 +158,7 @@ START_TEST(help_lists_and_describes)
 	run_free(&r);
 	r = run_line("help pro");
 	ck_assert_int_eq(r.status, 0);
-	ck_assert_ptr_eq(strstr(r.out, "usage: profile [-fj] [-b ring|bpf] [SECONDS [HZ]]\n"), r.out);
+	ck_assert_ptr_eq(strstr(r.out, "usage: profile [-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]\n"), r.out);
 	run_free(&r);
 	r = run_line("help exit");
 	ck_assert_ptr_nonnull(strstr(r.out, "leave padrone (also: exit)\n"));

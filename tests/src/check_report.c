@@ -20,6 +20,7 @@ static struct padrone_report *sample_report(void)
 					    0x5555555551c0, 1975, 1975, "symtab"), 0);
 	ck_assert_int_eq(padrone_report_add(r, "memcpy", "/usr/lib/libc.so.6", 0x7ffff7e00000,
 					    0x7ffff7e00100, 10, 12, "dynsym"), 0);
+	padrone_report_set_kernel(r, false, 25, 1500000000, 500000000);
 	padrone_report_sort(r);
 	return r;
 }
@@ -78,7 +79,12 @@ START_TEST(json_has_the_documented_shape)
 	ck_assert_int_eq(num(o, "throttled"), 0);
 	ck_assert(json_object_object_get_ex(o, "functions", &fns));
 	ck_assert_int_eq(json_object_array_length(fns), 4);
-	ck_assert_int_eq(json_object_object_length(o), 8);
+	/* kernel or not: the share of the samples and of the CPU time */
+	ck_assert(json_object_object_get_ex(o, "user_only", &v) && !json_object_get_boolean(v));
+	ck_assert_int_eq(num(o, "kernel_samples"), 25);
+	ck_assert(json_object_object_get_ex(o, "cpu_user_s", &v) && json_object_get_double(v) == 1.5);
+	ck_assert(json_object_object_get_ex(o, "cpu_system_s", &v) && json_object_get_double(v) == 0.5);
+	ck_assert_int_eq(json_object_object_length(o), 12);
 
 	struct json_object *f = json_object_array_get_idx(fns, 0);
 	ck_assert_int_eq(json_object_object_length(f), 8);
@@ -126,6 +132,8 @@ START_TEST(text_is_a_perf_like_table)
 	padrone_report_set_throttled(r, 5);
 	text = padrone_report__text(r, 2);
 	ck_assert_msg(strstr(text, "3 lost, throttled 5 times (the kernel lowered the rate)\n"), "%s", text);
+	ck_assert_msg(strstr(text, "\n# kernel: 1.2% of the samples; CPU time 1.50 s user, 0.50 s system "
+				   "(25.0% in the kernel)\n"), "%s", text);
 	free(text);
 	padrone_report_free(r);
 }

@@ -188,7 +188,7 @@ START_TEST(commands_run_in_the_server)
 	ck_assert_int_eq(padrone_ctl_run(&ctl, 2, words, stdout, f), PADRONE_EXIT_USAGE);
 	fclose(f);
 	ck_assert_str_eq(err, "padroned: profile: unknown option: -z\n"
-			      "usage: profile [-fj] [-b ring|bpf] [SECONDS [HZ]]\n");
+			      "usage: profile [-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]\n");
 	free(err);
 	padrone_ctl_fini(&ctl);
 	stop_server();

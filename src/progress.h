@@ -1,0 +1,31 @@
+/* progress.h: progress of a long command on a terminal (private to src/).
+ *
+ * Anything that takes longer than a second tells how far it is -- elapsed
+ * of total, samples so far -- on one line of standard error, rewritten in
+ * place and erased when done. Only when that stream is a terminal: nothing
+ * of it reaches pipes, files, JSON or padroned's replies (memory streams).
+ */
+#ifndef PADRONE_SRC_PROGRESS_H
+#define PADRONE_SRC_PROGRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct padrone_progress {
+	FILE *tty;		/* NULL: not a terminal, show nothing */
+	const char *what;	/* "profile" */
+	bool shown;		/* a line is on the screen */
+};
+
+void padrone_progress_init(struct padrone_progress *p, FILE *err, const char *what);
+/* "profile: 3.0 of 10.0 s, 2991 samples" (samples 0: not shown), once a
+ * second has gone by. */
+void padrone_progress_show(struct padrone_progress *p, double elapsed_s, double total_s,
+			   uint64_t samples);
+/* padrone_profile_opts.progress for a struct padrone_progress *arg. */
+void padrone_progress_profile(void *arg, double elapsed_s, double total_s, uint64_t samples);
+/* Erase the line, if one was shown. */
+void padrone_progress_done(struct padrone_progress *p);
+
+#endif

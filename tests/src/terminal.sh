@@ -1,0 +1,54 @@
+#!/bin/sh
+# On a terminal (a pty from script(1)): profile shows its progress on
+# standard error and erases it; in a pipe, nothing of it. top redraws in
+# place and stops on q; piped, -n COUNT tables follow one another.
+b=$(cd "${top_builddir:-.}" && pwd)
+padrone=$b/src/padrone
+. "${top_srcdir:-.}/tests/lib/tap.sh"
+tap_init terminal
+if ! command -v script >/dev/null; then
+	echo "1..0 # SKIP no script(1) for a terminal: apt-get install util-linux"
+	exit 0
+fi
+tap_context() { [ -n "${log:-}" ] && od -c "$log" | head -20; }
+echo "1..7"
+"$b/tests/targets/prof_hot" >/dev/null &
+pid=$!
+pids=$pid
+sleep 0.3
+esc=$(printf '\033')
+
+log=$tmp/tty.out
+script -qfec "'$padrone' -p $pid profile 2.5" /dev/null </dev/null >"$log" 2>&1
+check "on a terminal, profile tells seconds elapsed of the total and samples so far" \
+	grep -q "profile: [12]\.[0-9] of 2\.5 s, [0-9]* samples" "$log"
+check "and erases that line before the report" grep -q "${esc}\[K# pid $pid" "$log"
+log=$tmp/pipe.err
+"$padrone" -p $pid profile 1.5 >"$tmp/pipe.out" 2>"$log"
+check "in a pipe, no progress at all" sh -c "! grep -q 'profile:' '$log' && ! grep -q '$esc' '$tmp/pipe.out'"
+log=$tmp/json.out
+script -qfec "'$padrone' -p $pid profile -j 1.5" /dev/null </dev/null >"$log" 2>&1
+check "JSON on a terminal is JSON alone once the line is erased" \
+	sh -c "sed 's/.*${esc}\[K//' '$log' | tr -d '\r' | grep -q '^{\"pid\":$pid,'"
+
+# q once two tables are on the screen (however slow the build), through a fifo
+log=$tmp/top.out
+mkfifo "$tmp/keys"
+timeout 60 script -qfec "'$padrone' -p $pid top -d 1 5" /dev/null <"$tmp/keys" >"$log" 2>&1 &
+top=$!
+exec 3>"$tmp/keys"
+wait_until 300 sh -c "test \$(grep -c 'refresh [0-9]* (q to quit)' '$log') -ge 2"
+printf q >&3
+wait "$top"
+st=$?
+exec 3>&-
+check "top on a terminal stops on q (status $st)" test "$st" = 0
+check "and redraws in place: clear screen, then the table" \
+	sh -c "test \$(grep -c '${esc}\[H${esc}\[2Jpadrone top: process $pid, every 1 s, refresh [0-9]* (q to quit)' '$log') -ge 2 &&
+		grep -q prof_spin '$log'"
+log=$tmp/topn.out
+"$padrone" -p $pid top -d 0.5 -n 2 3 >"$log" 2>&1
+check "top -n 2 in a pipe: two tables, one after the other, no escapes" \
+	sh -c "test \$(grep -c '^padrone top: process $pid, every 0.5 s, refresh [12]$' '$log') = 2 &&
+		! grep -q '$esc' '$log' && test \$(grep -c prof_spin '$log') = 2"
+exit 0
