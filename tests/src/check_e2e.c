@@ -1012,7 +1012,7 @@ END_TEST
 START_TEST(bad_command_lines_give_usage_errors)
 {
 	static const struct { const char *args, *err; } cases[] = {
-		{ "", "padroned: --pid PID is required\n" },
+		{ "", "padroned: --pid PID or --pidof NAME is required\n" },
 		{ "--pid x", "padroned: PID must be an integer from 1 to 2147483647, not 'x'\n" },
 		{ "--pid 1 --json", "padroned: --freq, --backend, --force and --json go with --profile\n" },
 		{ "--pid 1 extra", "padroned: unexpected argument: extra\n" },

@@ -32,8 +32,11 @@ check "it installs programs, library, header, manuals, unit, completion, padrone
 # A client built the way padrone.h's users build: pkg-config.
 export PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$dest$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs padrone 2>"$tmp/pc.err")
+# A sanitizer build's library needs its runtime loaded first: its clients
+# are built with the same -fsanitize flags, as they would be by its users.
+san=$(sed -n 's/^SANITIZER_CFLAGS = //p' "$b/Makefile")
 log=$tmp/cc.log
-cc -o "$tmp/hotfuncs" "$s/src/examples/hotfuncs.c" $flags >"$log" 2>&1
+cc -o "$tmp/hotfuncs" "$s/src/examples/hotfuncs.c" $san $flags >"$log" 2>&1
 check "hotfuncs.c builds with \$(pkg-config --cflags --libs padrone) ($flags)" \
 	test -x "$tmp/hotfuncs" -a -n "$flags"
 "$b/tests/targets/prof_hot" >"$tmp/target.out" &
