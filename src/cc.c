@@ -441,6 +441,33 @@ int padrone_session__replacements(struct padrone_session *s, struct padrone_repl
 	return n;
 }
 
+/* Wait for the calls, in slices, so that padrone_session__interrupt ends
+ * the wait early (^C in padrone, a cancel in padroned): 0 when all came,
+ * -ETIMEDOUT when the time ran out, -EINTR when interrupted, or an error of
+ * cc_measure__wait. */
+static int wait_calls(struct padrone_session *s, struct cc_measure *m, double seconds,
+		      uint64_t *done)
+{
+	enum { SLICE_MS = 20 };
+	long total = (long)(seconds * 1000), waited = 0;
+	int rc;
+
+	padrone_session_wait_begin(s);
+	for (;;) {
+		long slice = total - waited < SLICE_MS ? total - waited : SLICE_MS;
+		rc = cc_measure__wait(m, (int)slice, done);
+		waited += slice;
+		if (rc != -ETIMEDOUT || waited >= total)
+			break;
+		if (padrone_session_wait_interrupted(s, 0)) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	padrone_session_wait_end(s);
+	return rc;
+}
+
 int padrone_session__measure(struct padrone_session *s, const char *function,
 			     const struct padrone_measure_opts *opts, struct padrone_measurement *out)
 {
@@ -466,8 +493,7 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 		rc = fail_cache(&x, rc);
 		goto out;
 	}
-	double timeout = o.timeout > 0 ? o.timeout : 10;
-	int wrc = cc_measure__wait(m, (int)(timeout * 1000), &done);
+	int wrc = wait_calls(s, m, o.timeout > 0 ? o.timeout : 10, &done);
 	if ((rc = cc_measure__finish(m, &r)) < 0) {
 		rc = fail_cache(&x, rc);
 		goto out;

@@ -2,11 +2,12 @@
 #include "src/client.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "src/protocol.h"
@@ -28,117 +29,186 @@ static int client_error(struct padrone_ctl *ctl, FILE *err, int status, const ch
 	return status;
 }
 
-/* Copy a server's STDOUT/STDERR messages to out/err until its EXIT (0,
- * *status set) or, when hello is given, its HELLO (1, *hello set). A
- * protocol failure is printed and gives -1 with *status
- * PADRONE_EXIT_PROTOCOL. */
-static int read_reply(struct padrone_ctl *ctl, int fd, struct padrone_msgbuf *b, FILE *out,
-		      FILE *err, int timeout_ms, int *status, struct padrone_msg *hello)
+/* How a wait for padroned's reply ended. */
+enum reply {
+	REPLY_EXIT,	/* EXIT came: *status set */
+	REPLY_HELLO,	/* HELLO came (when asked for) */
+	REPLY_BYE,	/* padroned closed the connection before saying anything */
+	REPLY_BROKEN,	/* printed why; *status PADRONE_EXIT_PROTOCOL */
+};
+
+/* Wait for more of the reply into b, forwarding ^C (padrone_ctl_interrupt,
+ * when cancel) as CANCEL. 2 when woken (look at b again), or -errno with
+ * why. */
+static int wait_more(struct padrone_ctl *ctl, int fd, struct padrone_msgbuf *b, bool cancel,
+		     int timeout_ms, char *why, size_t size)
 {
+	struct pollfd pfd[2] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = ctl->cancel_fd, .events = POLLIN },
+	};
+	int r = poll(pfd, cancel ? 2 : 1, timeout_ms);
+
+	if (r < 0 && errno == EINTR)
+		return 2;
+	if (r < 0)
+		return padrone_errf(why, size, -errno, "poll: %s", strerror(errno));
+	if (r == 0)
+		return padrone_errf(why, size, -ETIMEDOUT, "no reply from padroned in %d ms",
+				    timeout_ms);
+	if (cancel && padrone_ctl_take_interrupt(ctl)) {
+		/* It ends the command as ^C would here; the reply comes as usual. */
+		padrone_msg_send(fd, PADRONE_MSG_CANCEL, NULL, 0);
+	}
+	if (!pfd[0].revents)
+		return 2;
+	ssize_t n = padrone_msgbuf_fill(b, fd);
+	if (n == 0 || n == -ECONNRESET)
+		return padrone_errf(why, size, -EPIPE, "padroned closed the connection");
+	if (n < 0 && n != -EAGAIN && n != -EINTR)
+		return padrone_errf(why, size, (int)n, "read: %s", strerror((int)-n));
+	return 2;
+}
+
+/* Copy a server's STDOUT/STDERR messages to out/err until its EXIT, its
+ * HELLO (when hello is given) or a BYE; with cancel, ^C sends CANCEL. A
+ * failure is printed. */
+static enum reply read_reply(struct padrone_ctl *ctl, int fd, struct padrone_msgbuf *b,
+			     FILE *out, FILE *err, bool cancel, int timeout_ms, int *status,
+			     struct padrone_msg *hello)
+{
+	bool said = false;	/* something of this reply came */
 	char why[256];
 
 	*status = PADRONE_EXIT_PROTOCOL;
 	for (;;) {
 		struct padrone_msg m;
 		int32_t st;
-		int r = padrone_msg_recv(fd, b, &m, timeout_ms, why, sizeof(why));
+		int r = padrone_msgbuf_next(b, &m, why, sizeof(why));
 
-		if (r < 0)
-			return client_error(ctl, err, -1, "%s", why);
+		if (r == 0)
+			r = wait_more(ctl, fd, b, cancel, timeout_ms, why, sizeof(why));
+		if (r < 0) {
+			client_error(ctl, err, 0, "%s", why);
+			return REPLY_BROKEN;
+		}
+		if (r == 2)
+			continue;
 		switch (m.type) {
 		case PADRONE_MSG_STDOUT:
-			fwrite(m.payload, 1, m.len, out);
-			fflush(out);
+		case PADRONE_MSG_STDERR: {
+			FILE *f = m.type == PADRONE_MSG_STDOUT ? out : err;
+			fwrite(m.payload, 1, m.len, f);
+			fflush(f);
+			said = true;
 			break;
-		case PADRONE_MSG_STDERR:
-			fwrite(m.payload, 1, m.len, err);
-			fflush(err);
-			break;
+		}
 		case PADRONE_MSG_EXIT:
-			if (m.len != sizeof(st))
-				return client_error(ctl, err, -1, "malformed exit message from padroned");
+			if (m.len != sizeof(st)) {
+				client_error(ctl, err, 0, "malformed exit message from padroned");
+				return REPLY_BROKEN;
+			}
 			memcpy(&st, m.payload, sizeof(st));
 			*status = st;
-			return 0;
+			return REPLY_EXIT;
 		case PADRONE_MSG_HELLO:
-			if (hello) {
-				*hello = m;
-				return 1;
-			}
-			/* fall through */
+			if (!hello)
+				goto unexpected;
+			*hello = m;
+			return REPLY_HELLO;
+		case PADRONE_MSG_BYE:
+			if (!said)
+				return REPLY_BYE;
+			fwrite(m.payload, 1, m.len, err);	/* it says why */
+			return REPLY_BROKEN;
 		default:
-			return client_error(ctl, err, -1, "unexpected message type %u from padroned",
-					    m.type);
+		unexpected:
+			client_error(ctl, err, 0, "unexpected message type %u from padroned", m.type);
+			return REPLY_BROKEN;
 		}
 	}
 }
 
-static int open_socket(const char *path, int *fd)
+/* HELLO both ways; checks that the server serves pid; *server its pid. */
+static int greet(struct padrone_ctl *ctl, int fd, pid_t pid, pid_t *server, FILE *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*fd < 0)
-		return -errno;
-	if (connect(*fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
-		close(*fd);
-		*fd = -1;
-		return e;
-	}
-	return 0;
-}
-
-/* HELLO both ways; checks that the server serves pid. */
-static int greet(struct padrone_ctl *ctl, int fd, pid_t pid, struct padrone_msgbuf *b, FILE *err)
-{
+	struct padrone_msgbuf b = { 0 };
 	struct padrone_msg m;
 	struct padrone_msg_hello h;
+	int st, r = 0;
 
 	if (padrone_msg_send(fd, PADRONE_MSG_HELLO, NULL, 0) < 0)
 		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
 				    "cannot talk to padroned at %s: %s", ctl->remote_path,
 				    strerror(errno));
-	int st;
-	int r = read_reply(ctl, fd, b, stdout, err, HELLO_TIMEOUT_MS, &st, &m);
-	if (r <= 0)	/* refused (it said why, with a status), or broken */
-		return st ? st : PADRONE_EXIT_PROTOCOL;
-	if (m.len != sizeof(h))
-		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL, "malformed greeting from padroned");
+	switch (read_reply(ctl, fd, &b, stdout, err, false, HELLO_TIMEOUT_MS, &st, &m)) {
+	case REPLY_HELLO:
+		break;
+	case REPLY_EXIT:	/* refused: it said why, with a status */
+		r = st ? st : PADRONE_EXIT_PROTOCOL;
+		goto out;
+	case REPLY_BYE:
+		r = client_error(ctl, err, PADRONE_EXIT_PROTOCOL, "padroned at %s closed the "
+				 "connection at once", ctl->remote_path);
+		goto out;
+	case REPLY_BROKEN:
+		r = PADRONE_EXIT_PROTOCOL;
+		goto out;
+	}
+	if (m.len != sizeof(h)) {
+		r = client_error(ctl, err, PADRONE_EXIT_PROTOCOL, "malformed greeting from padroned");
+		goto out;
+	}
 	memcpy(&h, m.payload, sizeof(h));
 	if (h.target_pid != pid)
-		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
-				    "padroned at %s serves process %d, not %d", ctl->remote_path,
-				    (int)h.target_pid, (int)pid);
-	return 0;
+		r = client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
+				 "padroned at %s serves process %d, not %d", ctl->remote_path,
+				 (int)h.target_pid, (int)pid);
+	*server = h.server_pid;
+out:
+	padrone_msgbuf_free(&b);
+	return r;
 }
 
-int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err)
+/* Connect to the padroned serving pid and greet it: 0 and *fd, -ENOENT
+ * when none does, or an exit status after printing why. */
+static int open_greeted(struct padrone_ctl *ctl, pid_t pid, int *fd, pid_t *server, FILE *err)
 {
-	struct padrone_msgbuf b = { 0 };
-	int fd, r;
+	int r = padrone_socket_connect(pid, ctl->remote_path, sizeof(ctl->remote_path), fd);
 
-	if (padrone_socket_find(pid, ctl->remote_path, sizeof(ctl->remote_path)) < 0)
-		return -ENOENT;
-	r = open_socket(ctl->remote_path, &fd);
-	if (r == -ECONNREFUSED || r == -ENOENT)
-		return -ENOENT;	/* a stale socket: nobody serves it any more */
+	if (r == -ENOENT)
+		return -ENOENT;	/* none, or a stale socket: nobody serves it any more */
 	if (r < 0)
 		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
 				    "cannot connect to padroned at %s: %s", ctl->remote_path,
 				    strerror(-r));
-	r = greet(ctl, fd, pid, &b, err);
-	padrone_msgbuf_free(&b);
+	r = greet(ctl, *fd, pid, server, err);
 	if (r) {
-		close(fd);
-		return r;
+		close(*fd);
+		*fd = -1;
 	}
-	ctl->remote_fd = fd;
-	ctl->remote_pid = pid;
-	return 0;
+	return r;
+}
+
+int padrone_client_probe(struct padrone_ctl *ctl, pid_t pid, pid_t *server, FILE *err)
+{
+	int fd, r = open_greeted(ctl, pid, &fd, server, err);
+
+	if (r == 0)
+		close(fd);
+	return r;
+}
+
+int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err)
+{
+	pid_t server;
+	int fd, r = open_greeted(ctl, pid, &fd, &server, err);
+
+	if (r == 0) {
+		ctl->remote_fd = fd;
+		ctl->remote_pid = pid;
+	}
+	return r;
 }
 
 void padrone_client_disconnect(struct padrone_ctl *ctl)
@@ -149,14 +219,35 @@ void padrone_client_disconnect(struct padrone_ctl *ctl)
 	ctl->remote_pid = 0;
 }
 
+/* padroned said something while no command was under way: a BYE (idle
+ * too long, or it made room for another client) or its end. */
+static bool hung_up(const struct padrone_ctl *ctl)
+{
+	struct pollfd pfd = { .fd = ctl->remote_fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/* A fresh connection to the padroned serving the same process. */
+static int reconnect(struct padrone_ctl *ctl, FILE *err)
+{
+	pid_t pid = ctl->remote_pid;
+
+	padrone_client_disconnect(ctl);
+	int r = padrone_client_connect(ctl, pid, err);
+	if (r == -ENOENT)
+		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
+				    "no padroned serves process %d any more", (int)pid);
+	return r;
+}
+
 int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e,
 			   int count, char *const words[], FILE *out, FILE *err)
 {
-	struct padrone_msgbuf b = { 0 };
 	char **w = malloc((size_t)(count + 1) * sizeof(*w));
 	char *payload;
 	size_t len;
-	int r;
+	int r, status = PADRONE_EXIT_PROTOCOL;
 
 	if (!w)
 		return client_error(ctl, err, PADRONE_EXIT_FAILURE, "out of memory");
@@ -168,17 +259,27 @@ int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_ent
 	free(w);
 	if (r < 0)
 		return client_error(ctl, err, PADRONE_EXIT_USAGE, "command too long for padroned");
-	r = padrone_msg_send(ctl->remote_fd, PADRONE_MSG_COMMAND, payload, len);
-	free(payload);
-	if (r < 0) {
-		padrone_client_disconnect(ctl);
-		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
-				    "lost the connection to padroned: %s", strerror(-r));
+	padrone_ctl_take_interrupt(ctl);	/* a ^C that came before this command is not for it */
+	/* A connection padroned closed meanwhile is made again, and a command
+	 * it answered with BYE (so never ran) is sent again, once. */
+	for (int attempt = 0;; attempt++) {
+		if ((attempt || hung_up(ctl)) && (status = reconnect(ctl, err)) != 0)
+			break;
+		struct padrone_msgbuf b = { 0 };
+		enum reply rr = REPLY_BYE;	/* not sent: not run either */
+		if (padrone_msg_send(ctl->remote_fd, PADRONE_MSG_COMMAND, payload, len) == 0)
+			rr = read_reply(ctl, ctl->remote_fd, &b, out, err, true, -1, &status,
+					NULL);
+		padrone_msgbuf_free(&b);
+		if (rr == REPLY_BYE && attempt == 0)
+			continue;
+		if (rr == REPLY_BYE)
+			status = client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
+					      "padroned closed the connection");
+		if (rr != REPLY_EXIT)
+			padrone_client_disconnect(ctl);
+		break;
 	}
-	int status;
-	r = read_reply(ctl, ctl->remote_fd, &b, out, err, -1, &status, NULL);
-	padrone_msgbuf_free(&b);
-	if (r < 0)
-		padrone_client_disconnect(ctl);
+	free(payload);
 	return status;
 }

@@ -11,10 +11,16 @@
  * connected, -ENOENT when no padroned serves pid (no socket, or a stale one
  * nobody listens on), or else an exit status after printing why on err. */
 int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err);
+/* Is a padroned serving pid? 0 and its pid in *server (its socket in
+ * ctl->remote_path; ctl is not connected), -ENOENT when none does, or else
+ * an exit status after printing why on err. */
+int padrone_client_probe(struct padrone_ctl *ctl, pid_t pid, pid_t *server, FILE *err);
 /* Close the connection, if any. */
 void padrone_client_disconnect(struct padrone_ctl *ctl);
 /* Send command e with its words to padroned, copy its output to out and
- * err, and return its exit status. */
+ * err, and return its exit status. ctl->cancel_fd becoming readable
+ * meanwhile (^C) cancels the command in padroned. A connection padroned
+ * closed since the last command (idle) is made again first. */
 int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e,
 			   int count, char *const words[], FILE *out, FILE *err);
 

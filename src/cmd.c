@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "src/client.h"
@@ -71,6 +72,19 @@ const struct padrone_cmd_entry *padrone_cmd_find(const char *name, bool *ambiguo
 		found = *e;
 	}
 	return found;
+}
+
+enum padrone_cmd_access padrone_cmd_access(const struct padrone_ctl *ctl, const char *name)
+{
+	bool ambiguous;
+	const struct padrone_cmd_entry *e = padrone_cmd_find(name, &ambiguous);
+
+	if (!e)
+		return PADRONE_ACCESS_READ;
+	if ((e->flags & PADRONE_CMD_PROFILES) &&
+	    (!(e->flags & PADRONE_CMD_READ_ONLY) || !padrone_session__report(ctl->session)))
+		return PADRONE_ACCESS_SAMPLE;
+	return e->flags & PADRONE_CMD_READ_ONLY ? PADRONE_ACCESS_READ : PADRONE_ACCESS_WRITE;
 }
 
 void padrone_cmd_print_usage(FILE *f, const struct padrone_cmd_entry *e)
@@ -140,9 +154,17 @@ int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon)
 	ctl->prog = prog;
 	ctl->daemon = daemon;
 	ctl->remote_fd = -1;
-	ctl->session = padrone_session__new(NULL);
-	if (!ctl->session)
+	ctl->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctl->cancel_fd < 0)
 		return -errno;
+	ctl->session = padrone_session__new(NULL);
+	if (!ctl->session) {
+		int e = errno;
+		close(ctl->cancel_fd);
+		ctl->cancel_fd = -1;
+		return -e;
+	}
+	/* Last: a handler that sees it may use everything above. */
 	atomic_store(&ctl->live, ctl->session);
 	return 0;
 }
@@ -158,6 +180,9 @@ void padrone_ctl_fini(struct padrone_ctl *ctl)
 		sched_yield();
 	padrone_session__free(ctl->session);
 	ctl->session = NULL;
+	if (ctl->cancel_fd >= 0)
+		close(ctl->cancel_fd);
+	ctl->cancel_fd = -1;
 }
 
 void padrone_ctl_interrupt(struct padrone_ctl *ctl, bool leave)
@@ -170,7 +195,20 @@ void padrone_ctl_interrupt(struct padrone_ctl *ctl, bool leave)
 		padrone_session_leave(s);
 	else if (s)
 		padrone_session__interrupt(s);
+	if (s) {
+		uint64_t one = 1;
+		if (write(ctl->cancel_fd, &one, sizeof(one)) < 0) {
+			/* the counter cannot overflow: nothing to report */
+		}
+	}
 	atomic_fetch_sub(&interrupts_running, 1);
+}
+
+bool padrone_ctl_take_interrupt(struct padrone_ctl *ctl)
+{
+	uint64_t v;
+
+	return read(ctl->cancel_fd, &v, sizeof(v)) == sizeof(v);	/* an eventfd: all at once */
 }
 
 pid_t padrone_ctl_pid(const struct padrone_ctl *ctl)

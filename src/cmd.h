@@ -35,6 +35,7 @@ enum {
 	PADRONE_EXIT_FAILURE = 1,	/* a command failed (its message says why) */
 	PADRONE_EXIT_USAGE = 2,		/* bad command line: unknown command, bad arguments */
 	PADRONE_EXIT_PROTOCOL = 20,	/* padroned could not be talked to, or refused us */
+	PADRONE_EXIT_SERVED = 21,	/* padroned: another padroned already serves the process */
 };
 
 /* Entry flags. */
@@ -47,6 +48,19 @@ enum {
 	 * command succeeds; "-" is standard output. The command itself just
 	 * prints on ctx->out. */
 	PADRONE_CMD_OUTFILE = 1u << 2,
+	/* How padroned lets commands of several clients share the session
+	 * (padrone_cmd_access). Without either flag a command may change the
+	 * process and runs alone. */
+	PADRONE_CMD_READ_ONLY = 1u << 3,	/* reads the process and the session, changes neither */
+	PADRONE_CMD_PROFILES = 1u << 4,	/* samples the process; with READ_ONLY: only when
+					 * the session has no profile yet (hot) */
+};
+
+/* What a command does to the session, for padroned's scheduler (jobs.h). */
+enum padrone_cmd_access {
+	PADRONE_ACCESS_WRITE,	/* may change the process or the session: alone */
+	PADRONE_ACCESS_READ,	/* only reads: also while a profile samples */
+	PADRONE_ACCESS_SAMPLE,	/* a profile: one at a time; lets reads run while it samples */
 };
 
 /* The bounds of profile's SECONDS and HZ (padroned checks its options
@@ -105,6 +119,11 @@ int padrone_cmd_print_hot_loops(struct padrone_cmd_ctx *ctx, bool json, size_t m
 /* Find a command by exact name, alias or unique prefix. NULL when none or
  * several match; *ambiguous tells which. */
 const struct padrone_cmd_entry *padrone_cmd_find(const char *name, bool *ambiguous);
+/* How the command words[0] (a name or prefix) uses the session now: its
+ * flags, and for hot whether the session has a profile. An unknown or
+ * ambiguous name only prints an error: READ. Call it only when no command
+ * runs on ctl's session (padroned's scheduler does, between commands). */
+enum padrone_cmd_access padrone_cmd_access(const struct padrone_ctl *ctl, const char *name);
 /* "usage: profile [-f] ..." */
 void padrone_cmd_print_usage(FILE *f, const struct padrone_cmd_entry *e);
 
@@ -126,6 +145,9 @@ struct padrone_ctl {
 	pid_t remote_pid;		/* the process that padroned serves */
 	char remote_path[256];		/* its socket */
 	bool quit;			/* end the session after this command */
+	/* padrone_ctl_interrupt makes it readable: a command running in
+	 * padroned is cancelled (padrone_client_forward sends CANCEL). */
+	int cancel_fd;
 	/* The session while a signal handler may use it (padrone_ctl_interrupt). */
 	struct padrone_session *_Atomic live;
 };
@@ -135,12 +157,15 @@ int padrone_ctl_init(struct padrone_ctl *ctl, const char *prog, bool daemon);
 /* Disconnect or detach, free the session (once no padrone_ctl_interrupt
  * is using it). */
 void padrone_ctl_fini(struct padrone_ctl *ctl);
-/* For signal handlers: end the running profile (padrone_session__interrupt)
- * or, with leave, also every later one (padrone_session_leave: the program
- * is going away). Async-signal-safe, from any thread, at any time: does
- * nothing on a zeroed ctl (a static one before padrone_ctl_init) or after
- * padrone_ctl_fini, and never touches a freed session. */
+/* For signal handlers: end the running profile or measure
+ * (padrone_session__interrupt) or, with leave, also every later one
+ * (padrone_session_leave: the program is going away); a command running in
+ * padroned is cancelled there. Async-signal-safe, from any thread, at any
+ * time: does nothing on a zeroed ctl (a static one before padrone_ctl_init)
+ * or after padrone_ctl_fini, and never touches a freed session. */
 void padrone_ctl_interrupt(struct padrone_ctl *ctl, bool leave);
+/* Did padrone_ctl_interrupt come since the last call? (It takes it.) */
+bool padrone_ctl_take_interrupt(struct padrone_ctl *ctl);
 /* The attached PID (local or remote), or 0. */
 pid_t padrone_ctl_pid(const struct padrone_ctl *ctl);
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 static struct padrone_ctl ctl;
 static volatile sig_atomic_t got_signal;
 static volatile sig_atomic_t at_prompt;	/* the interactive loop runs */
+static bool line_cancelled;		/* ^C while typing: drop the line */
 
 static const char usage_text[] =
 	"usage: padrone [-p PID] [COMMAND [ARGUMENT ...] [';' COMMAND ...]]\n"
@@ -28,9 +30,9 @@ static const char usage_text[] =
 	"Without a command, reads commands from the terminal (or standard input);\n"
 	"type 'help' for the list.\n";
 
-/* A running profile ends early. At the prompt ^C only does that; anything
- * else means padrone is leaving, and a profile about to begin ends at once
- * too. */
+/* A running profile or measure ends early (also in padroned). At the
+ * prompt ^C only does that, or clears the line being typed; anything else
+ * means padrone is leaving, and a profile about to begin ends at once too. */
 static void on_signal(int sig)
 {
 	got_signal = sig;
@@ -129,6 +131,48 @@ static const char *history_path(void)
 	return path;
 }
 
+/* libedit's reading of a key. ^C (the interrupt's eventfd: no race with a
+ * signal that comes just before the wait) clears the line as in bash: "^C",
+ * a new line, a fresh prompt, nothing run, nothing in the history. TERM and
+ * HUP end the session (as end of input). */
+static int read_key(FILE *in)
+{
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = fileno(in), .events = POLLIN },
+			{ .fd = ctl.cancel_fd, .events = POLLIN },
+		};
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			return EOF;
+		if (got_signal == SIGTERM || got_signal == SIGHUP)
+			return EOF;
+		if (padrone_ctl_take_interrupt(&ctl) && got_signal == SIGINT) {
+			got_signal = 0;
+			line_cancelled = true;
+			fputs("^C", stdout);
+			fflush(stdout);
+			return '\n';	/* ends the line, which the loop drops */
+		}
+		if (pfd[0].revents) {
+			unsigned char c;
+			ssize_t n = read(fileno(in), &c, 1);
+			if (n == 1)
+				return c;
+			if (n == 0 || errno != EINTR)
+				return EOF;
+		}
+	}
+}
+
+/* ^D at an empty prompt: leave as quit does, saying what that did. */
+static void end_of_input(void)
+{
+	char *words[] = { "quit", NULL };
+
+	fputc('\n', stdout);
+	padrone_ctl_run(&ctl, 1, words, stdout, stderr);
+}
+
 static int interactive(void)
 {
 	const char *hist = history_path();
@@ -138,6 +182,7 @@ static int interactive(void)
 	rl_catch_signals = 0;	/* libedit would re-raise them to our whole process group */
 	rl_attempted_completion_function = complete;
 	rl_completion_entry_function = no_generator;
+	rl_getc_function = read_key;
 	using_history();
 	if (hist)
 		read_history(hist);
@@ -149,14 +194,23 @@ static int interactive(void)
 		else
 			snprintf(prompt, sizeof(prompt), "(padrone) ");
 		got_signal = 0;
+		line_cancelled = false;
 		char *line = readline(prompt);
 		if (!line) {
-			if (got_signal == SIGINT)
-				continue;
+			if (got_signal != SIGTERM && got_signal != SIGHUP)
+				end_of_input();
 			break;
 		}
-		if (line[strspn(line, " \t")])
+		if (line_cancelled) {
+			free(line);
+			continue;
+		}
+		/* Saved at once: a padrone that is killed loses no line. */
+		if (line[strspn(line, " \t")]) {
 			add_history(line);
+			if (hist)
+				write_history(hist);
+		}
 		padrone_ctl_run_line(&ctl, line, stdout, stderr);
 		free(line);
 		fflush(stdout);

@@ -119,7 +119,9 @@ int padrone_session__exit_status(const struct padrone_session *s);
 
 /* Make a running padrone_session__profile stop early and keep what it has
  * (from the moment the call begins, also while the sampler is being set
- * up; an interrupt while no profile call runs is forgotten). s NULL does
+ * up; an interrupt while no profile call runs is forgotten); a running
+ * padrone_session__measure likewise stops waiting for calls and reports
+ * those timed so far. s NULL does
  * nothing. Async-signal-safe: call it from a signal handler or another
  * thread. The session must stay allocated meanwhile: a handler that may
  * run while the program frees it needs its own guard (padrone's

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "src/version.h"
+#include "src/client.h"
 #include "src/cmd.h"
 #include "src/continuous.h"
 #include "src/server.h"
@@ -24,7 +25,7 @@ static volatile sig_atomic_t got_signal;
 static int signal_pipe[2] = { -1, -1 };
 
 static const char usage_text[] =
-	"usage: padroned --pid PID | --pidof NAME\n"
+	"usage: padroned --pid PID | --pidof NAME [--idle-timeout SECONDS]\n"
 	"                [--every SECONDS --out DIR [--keep N] [--freq HZ] [--backend ring|bpf]]\n"
 	"       padroned --pid PID --profile SECONDS [--freq HZ] [--backend ring|bpf]\n"
 	"                [--force] [--json]\n"
@@ -36,7 +37,8 @@ static const char usage_text[] =
 	"of one function, read from the process's memory, and detaches.\n"
 	"--pidof NAME serves the oldest process of that name, and the next one when\n"
 	"it exits (a service restarted). --every writes a pprof file of each period\n"
-	"of SECONDS into DIR while serving, keeping the newest N (default 100).\n";
+	"of SECONDS into DIR while serving, keeping the newest N (default 100).\n"
+	"--idle-timeout closes connections idle for SECONDS (default 600).\n";
 
 struct options {
 	unsigned long pid;
@@ -45,6 +47,7 @@ struct options {
 	struct padrone_continuous_opts cont;
 	const char *profile, *freq, *backend;
 	const char *cfg;	/* --cfg FUNC|0xADDR */
+	double idle_timeout;	/* --idle-timeout SECONDS, or 0 */
 	bool force, json, dot;
 };
 
@@ -134,12 +137,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "every", required_argument, NULL, 'E' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "keep", required_argument, NULL, 'K' },
+		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ 0 },
 	};
 	char why[160];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhVN:E:O:K:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhVN:E:O:K:I:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &o->pid, why, sizeof(why)) < 0)
@@ -156,6 +160,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'E': o->every = optarg; break;
 		case 'O': o->out = optarg; break;
 		case 'K': o->keep = optarg; break;
+		case 'I':
+			if (padrone_parse_double("--idle-timeout SECONDS", optarg, 0.1, 86400 * 365,
+						 &o->idle_timeout, why, sizeof(why)) < 0)
+				return usage_error("%s", why);
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(PADRONE_EXIT_OK);
@@ -173,6 +182,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--pid PID or --pidof NAME is required");
 	if (o->pid && o->pidof)
 		return usage_error("%s", "--pid and --pidof exclude each other");
+	if (o->idle_timeout && (o->cfg || o->profile))
+		return usage_error("%s", "--idle-timeout goes with serving, not --cfg or --profile");
 	int st = continuous_options(o);
 	if (st)
 		return st;
@@ -310,6 +321,8 @@ static int serve(pid_t pid, const struct options *o)
 		fprintf(stderr, "padroned: %s\n", why);
 		return PADRONE_EXIT_FAILURE;
 	}
+	if (o->idle_timeout)
+		padrone_server_set_idle_timeout(srv, o->idle_timeout);
 	int n = padrone_session__threads(ctl.session, NULL, 0);
 	printf("padroned: serving process %d (%d thread%s) on %s\n", (int)pid, n,
 	       n == 1 ? "" : "s", padrone_server_path(srv));
@@ -336,10 +349,31 @@ static int serve(pid_t pid, const struct options *o)
 	return r < 0 ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 
+/* One padroned per process: a second one points at the first (which
+ * holds the process: attaching would fail). 0 when none serves pid, else
+ * an exit status. */
+static int already_served(pid_t pid)
+{
+	pid_t server;
+	int r = padrone_client_probe(&ctl, pid, &server, stderr);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r == 0)
+		fprintf(stderr, "padroned: process %d is already served by padroned %d on %s: "
+			"send it commands with 'padrone -p %d COMMAND' (stop it with "
+			"'padrone -p %d detach')\n", (int)pid, (int)server, ctl.remote_path,
+			(int)pid, (int)pid);
+	return r == 0 ? PADRONE_EXIT_SERVED : r;
+}
+
 /* Attach to o->pid, do what was asked, detach. */
 static int run_on(const struct options *o)
 {
-	int status = padrone_ctl_attach(&ctl, (pid_t)o->pid, stdout, stderr);
+	int status = already_served((pid_t)o->pid);
+
+	if (status == PADRONE_EXIT_OK)
+		status = padrone_ctl_attach(&ctl, (pid_t)o->pid, stdout, stderr);
 
 	if (status == PADRONE_EXIT_OK) {
 		if (got_signal)

@@ -8,11 +8,18 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "src/args.h"
 
+long padrone_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
 
 static int send_all(int fd, const void *buf, size_t len)
 {
@@ -30,14 +37,20 @@ static int send_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int padrone_msg_send(int fd, uint16_t type, const void *payload, size_t len)
+static struct padrone_msg_header header(uint16_t type, size_t len)
 {
-	struct padrone_msg_header h = {
+	return (struct padrone_msg_header){
 		.magic = PADRONE_PROTO_MAGIC,
 		.version = PADRONE_PROTO_VERSION,
 		.type = type,
 		.len = (uint32_t)len,
 	};
+}
+
+int padrone_msg_send(int fd, uint16_t type, const void *payload, size_t len)
+{
+	struct padrone_msg_header h = header(type, len);
+
 	if (len > PADRONE_MSG_MAX)
 		return -EMSGSIZE;
 	int r = send_all(fd, &h, sizeof(h));
@@ -49,6 +62,79 @@ int padrone_msg_send_exit(int fd, int status)
 	int32_t st = status;
 	return padrone_msg_send(fd, PADRONE_MSG_EXIT, &st, sizeof(st));
 }
+
+/* ------------------------------------------------------- output buffers */
+
+/* Room for more bytes, dropping what was sent first. */
+static int outbuf_reserve(struct padrone_outbuf *o, size_t more)
+{
+	if (o->sent == o->len)
+		o->sent = o->len = 0;
+	if (o->sent && o->sent >= o->len / 2) {
+		memmove(o->data, o->data + o->sent, o->len - o->sent);
+		o->len -= o->sent;
+		o->sent = 0;
+	}
+	if (o->len + more <= o->cap)
+		return 0;
+	size_t cap = o->cap * 2 > o->len + more ? o->cap * 2 : o->len + more;
+	char *d = realloc(o->data, cap);
+	if (!d)
+		return -ENOMEM;
+	o->data = d;
+	o->cap = cap;
+	return 0;
+}
+
+int padrone_outbuf_add(struct padrone_outbuf *o, uint16_t type, const void *payload, size_t len)
+{
+	const char *p = payload;
+
+	do {	/* an empty payload is still one message */
+		size_t n = len < PADRONE_MSG_MAX ? len : PADRONE_MSG_MAX;
+		struct padrone_msg_header h = header(type, n);
+		if (outbuf_reserve(o, sizeof(h) + n) < 0)
+			return -ENOMEM;
+		memcpy(o->data + o->len, &h, sizeof(h));
+		if (n)
+			memcpy(o->data + o->len + sizeof(h), p, n);
+		o->len += sizeof(h) + n;
+		p += n;
+		len -= n;
+	} while (len);
+	return 0;
+}
+
+size_t padrone_outbuf_pending(const struct padrone_outbuf *o)
+{
+	return o->len - o->sent;
+}
+
+ssize_t padrone_outbuf_flush(struct padrone_outbuf *o, int fd)
+{
+	size_t before = o->sent;
+
+	while (o->sent < o->len) {
+		ssize_t n = send(fd, o->data + o->sent, o->len - o->sent,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0)
+			return -errno;
+		o->sent += (size_t)n;
+	}
+	return (ssize_t)(o->sent - before);
+}
+
+void padrone_outbuf_free(struct padrone_outbuf *o)
+{
+	free(o->data);
+	memset(o, 0, sizeof(*o));
+}
+
+/* -------------------------------------------------------- input buffers */
 
 ssize_t padrone_msgbuf_fill(struct padrone_msgbuf *b, int fd)
 {
@@ -110,17 +196,10 @@ void padrone_msgbuf_free(struct padrone_msgbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 int padrone_msg_recv(int fd, struct padrone_msgbuf *b, struct padrone_msg *m, int timeout_ms,
 		     char *err, size_t errlen)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = padrone_now_ms() + timeout_ms;
 
 	for (;;) {
 		int r = padrone_msgbuf_next(b, m, err, errlen);
@@ -128,7 +207,7 @@ int padrone_msg_recv(int fd, struct padrone_msgbuf *b, struct padrone_msg *m, in
 			return r;
 		int wait = -1;
 		if (timeout_ms >= 0) {
-			long left = deadline - now_ms();
+			long left = deadline - padrone_now_ms();
 			if (left <= 0)
 				return padrone_errf(err, errlen, -ETIMEDOUT, "no reply from padroned in %d ms",
 					    timeout_ms);
@@ -265,17 +344,63 @@ int padrone_rundir_open(char *dir, size_t size, char *err, size_t errlen)
 	return r;
 }
 
-int padrone_socket_find(pid_t pid, char *path, size_t size)
+int padrone_socket_alive(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	/* Non-blocking: a listener whose backlog is full (EAGAIN) lives. */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 1 : -errno;
+	close(fd);
+	if (r == -EAGAIN)
+		return 1;
+	if (r == -ECONNREFUSED || r == -ENOENT)
+		return 0;
+	return r;
+}
+
+static int connect_path(const char *path, int *fd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*fd < 0)
+		return -errno;
+	if (connect(*fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return 0;
+	int e = -errno;
+	close(*fd);
+	*fd = -1;
+	return e;
+}
+
+int padrone_socket_connect(pid_t pid, char *path, size_t size, int *fd)
 {
 	char dirs[MAX_CANDIDATES][256];
 	int n = rundir_candidates(dirs);
 	struct stat st;
 
+	*fd = -1;
 	for (int i = 0; i < n; i++) {
 		if ((size_t)snprintf(path, size, "%s/" PADRONE_SOCKET_NAME, dirs[i], (int)pid) >= size)
 			continue;
-		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		int r = connect_path(path, fd);
+		if (r == 0)
 			return 0;
+		/* Nobody listens (a padroned that was killed): absent. */
+		if (r != -ECONNREFUSED && r != -ENOENT)
+			return r;
 	}
 	return -ENOENT;
 }

@@ -28,6 +28,22 @@
  * COMMAND's payload is the command's words, each terminated by a NUL byte
  * (at most PADRONE_MSG_MAX_WORDS), the first being the full command name.
  * EXIT's status is what the command's exit status would be in padrone.
+ * A client may send several COMMANDs without waiting (at most
+ * PADRONE_SERVER_MAX_QUEUED, server.h): they run in order, each answered
+ * by its EXIT.
+ * While its command waits for another client's, the server may send STDERR
+ * lines ("padroned: busy: waiting for profile of client 3 (pid 4242)").
+ * CANCEL (empty), from the client at any time, cancels its commands: one
+ * still waiting is answered at once (STDERR, EXIT 1); a running one ends as
+ * ^C ends it in padrone (a profile with what it sampled, a measure with the
+ * calls timed so far), others finish; each is answered as usual. A client
+ * that hangs up cancels its commands the same way.
+ * BYE (text: why), from the server, ends a connection it closes on its own:
+ * idle too long, to make room for another client, or because padroned is
+ * leaving. A client that gets BYE instead of an answer reconnects and sends
+ * its command again (it was not run).
+ *
+ * Version 2 added CANCEL and BYE.
  */
 #ifndef PADRONE_SRC_PROTOCOL_H
 #define PADRONE_SRC_PROTOCOL_H
@@ -38,7 +54,7 @@
 #include <sys/types.h>
 
 #define PADRONE_PROTO_MAGIC 0x504e4450u	/* "PDNP" in memory */
-#define PADRONE_PROTO_VERSION 1
+#define PADRONE_PROTO_VERSION 2
 #define PADRONE_MSG_MAX 65536u
 #define PADRONE_MSG_MAX_WORDS 256
 #define PADRONE_SOCKET_NAME "padroned-%d.sock"
@@ -49,6 +65,8 @@ enum padrone_msg_type {
 	PADRONE_MSG_STDOUT = 3,
 	PADRONE_MSG_STDERR = 4,
 	PADRONE_MSG_EXIT = 5,
+	PADRONE_MSG_CANCEL = 6,
+	PADRONE_MSG_BYE = 7,
 };
 
 struct padrone_msg_header {
@@ -77,6 +95,9 @@ struct padrone_msgbuf {
 	size_t len, cap, consumed;
 };
 
+/* Milliseconds of CLOCK_MONOTONIC: the clock of every timeout here. */
+long padrone_now_ms(void);
+
 /* Send one whole message (blocking, MSG_NOSIGNAL). 0 or -errno. */
 int padrone_msg_send(int fd, uint16_t type, const void *payload, size_t len);
 /* Send an EXIT message carrying status. */
@@ -96,6 +117,23 @@ void padrone_msgbuf_free(struct padrone_msgbuf *b);
 int padrone_msg_recv(int fd, struct padrone_msgbuf *b, struct padrone_msg *m, int timeout_ms,
 		     char *err, size_t errlen);
 
+/* Messages waiting for a non-blocking socket (the server's side): whole
+ * messages are appended, bytes leave as the peer reads them. */
+struct padrone_outbuf {
+	char *data;
+	size_t len, sent, cap;
+};
+
+/* Append one message; text longer than PADRONE_MSG_MAX becomes several
+ * messages of the type. 0 or -ENOMEM. */
+int padrone_outbuf_add(struct padrone_outbuf *o, uint16_t type, const void *payload, size_t len);
+/* Bytes not sent yet. */
+size_t padrone_outbuf_pending(const struct padrone_outbuf *o);
+/* Send what the socket takes now (never blocks): bytes sent, or -errno
+ * (-EPIPE / -ECONNRESET when the peer has gone); 0 when it takes nothing. */
+ssize_t padrone_outbuf_flush(struct padrone_outbuf *o, int fd);
+void padrone_outbuf_free(struct padrone_outbuf *o);
+
 /* COMMAND payloads: words <-> NUL-terminated strings. pack: 0 or -EMSGSIZE
  * / -ENOMEM, *out malloc'd. unpack: 0 and a malloc'd NULL-terminated vector
  * (one allocation: free(*words) frees all), or -EPROTO with err. */
@@ -108,8 +146,14 @@ int padrone_msg_unpack_words(const char *payload, size_t len, int *count, char *
 /* The run directory padroned uses: create it if needed (mode 0700) and
  * check it is safe. 0 and the path in dir, or -errno with err. */
 int padrone_rundir_open(char *dir, size_t size, char *err, size_t errlen);
-/* Where padroned serving pid listens, if one does: 0 and the socket's path
- * (the first candidate directory holding padroned-PID.sock), or -ENOENT. */
-int padrone_socket_find(pid_t pid, char *path, size_t size);
+/* Connect to the padroned serving pid: 0 with *fd connected (blocking,
+ * close-on-exec) and its socket's path, from the first candidate directory
+ * whose padroned-PID.sock answers; a socket nobody listens on (left by a
+ * padroned that was killed) counts as absent: -ENOENT. A socket that cannot
+ * be reached for another reason: -errno, its path in path. */
+int padrone_socket_connect(pid_t pid, char *path, size_t size, int *fd);
+/* Does somebody listen on the unix socket at path? 1 yes, 0 no (nothing
+ * there, or a socket nobody listens on), -errno if that cannot be told. */
+int padrone_socket_alive(const char *path);
 
 #endif

@@ -47,8 +47,10 @@ struct padrone_session {
 	int interrupt_fd;		/* padrone_session__interrupt */
 	/* Signal handlers and other threads read these: atomics (lock-free on
 	 * x86-64, so async-signal-safe), not volatile sig_atomic_t. */
-	atomic_bool profiling;		/* inside padrone_session__profile */
+	atomic_bool profiling;		/* in a profile's or another wait (session.h) */
 	atomic_bool leaving;		/* padrone_session_leave: end every profile */
+	padrone_wait_hook_fn wait_hook;	/* padrone_session_set_wait_hook */
+	void *wait_hook_arg;
 	struct padrone_module *mods;	/* of padrone_session__modules */
 	size_t nmods;
 	struct prof_frame raw[MAX_FRAMES];
@@ -639,6 +641,42 @@ static void profile_end(struct padrone_session *s)
 	drain(s->interrupt_fd);
 }
 
+void padrone_session_set_wait_hook(struct padrone_session *s, padrone_wait_hook_fn fn, void *arg)
+{
+	s->wait_hook = fn;
+	s->wait_hook_arg = arg;
+}
+
+static void call_wait_hook(struct padrone_session *s, bool begin)
+{
+	if (s->wait_hook)
+		s->wait_hook(s, begin, s->wait_hook_arg);
+}
+
+/* Other commands' waits share the profile's interrupt (measure's). */
+void padrone_session_wait_begin(struct padrone_session *s)
+{
+	profile_begin(s);
+	call_wait_hook(s, true);
+}
+
+void padrone_session_wait_end(struct padrone_session *s)
+{
+	call_wait_hook(s, false);
+	profile_end(s);
+}
+
+bool padrone_session_wait_interrupted(struct padrone_session *s, int ms)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = s->interrupt_fd, .events = POLLIN },
+		{ .fd = s->event_fd, .events = POLLIN },
+	};
+	int r = poll(pfd, s->event_fd >= 0 ? 2 : 1, ms);
+
+	return r > 0;
+}
+
 static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
 		       const struct padrone_profile_opts *o, struct profile_facts *pf)
 {
@@ -652,7 +690,9 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
 
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
+	call_wait_hook(s, true);
 	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS);
+	call_wait_hook(s, false);
 	read_cpu_time(pid, &pf->user1, &pf->system1);
 	if (pf->user1 < pf->user0 || pf->system1 < pf->system0)	/* gone meanwhile */
 		pf->user1 = pf->user0, pf->system1 = pf->system0;

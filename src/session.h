@@ -38,6 +38,27 @@ PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_
  * begins. */
 PADRONE_HIDDEN void padrone_session_leave(struct padrone_session *s);
 
+/* Waits a command can cut short: a profile's sampling and measure's wait
+ * for calls. padrone_session__interrupt (and _leave) end the one under
+ * way. A wait other than the profile's (which has its own) goes:
+ *   padrone_session_wait_begin(s);
+ *   while (!done && !padrone_session_wait_interrupted(s, slice_ms)) ...;
+ *   padrone_session_wait_end(s);
+ * wait_interrupted sleeps up to ms and tells whether the wait was
+ * interrupted or the process has gone. */
+PADRONE_HIDDEN void padrone_session_wait_begin(struct padrone_session *s);
+PADRONE_HIDDEN bool padrone_session_wait_interrupted(struct padrone_session *s, int ms);
+PADRONE_HIDDEN void padrone_session_wait_end(struct padrone_session *s);
+
+/* Called, when set, as each wait above begins (begin true) and ends, on
+ * the thread that waits. padroned's scheduler lets another thread use the
+ * session from the begin of a profile's wait to its end, for commands that
+ * only read it (padrone_cmd_access): the profile touches nothing of the
+ * session meanwhile. fn NULL: none. */
+typedef void (*padrone_wait_hook_fn)(struct padrone_session *s, bool begin, void *arg);
+PADRONE_HIDDEN void padrone_session_set_wait_hook(struct padrone_session *s, padrone_wait_hook_fn fn,
+						  void *arg);
+
 /* The last profile's samples taken in user space: the sampled instruction
  * of each distinct call chain and how many samples had it (what cfg/
  * attributes to blocks and loops). NULL and 0 before any profile; valid until the next

@@ -35,6 +35,6 @@ const struct padrone_cmd_entry padrone_cmd_bt_entry = {
 	.help = "Stops the process for the time of the walk (libunwind, .eh_frame).",
 	.lower = 0,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
 	.exec = bt_exec,
 };

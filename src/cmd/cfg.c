@@ -53,6 +53,6 @@ const struct padrone_cmd_entry padrone_cmd_cfg_entry = {
 	.opts = cfg_opts,
 	.lower = 1,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
 	.exec = cfg_exec,
 };

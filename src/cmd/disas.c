@@ -15,6 +15,6 @@ const struct padrone_cmd_entry padrone_cmd_disas_entry = {
 		"where its control flow ends.",
 	.lower = 1,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
 	.exec = disas_exec,
 };

@@ -13,7 +13,9 @@ static int help_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 		for (const struct padrone_cmd_entry *const *p = padrone_cmd_table; *p; p++)
 			fprintf(ctx->out, "  %-10s %s\n", (*p)->name, (*p)->summary);
 		fprintf(ctx->out, "Type 'help COMMAND' for its usage; any unique prefix of a "
-			"command's name works.\n");
+			"command's name works.\n"
+			"At the prompt ^C clears the line or interrupts the running command; "
+			"^D leaves.\n");
 		return PADRONE_EXIT_OK;
 	}
 	e = padrone_cmd_find(name, &ambiguous);
@@ -36,6 +38,6 @@ const struct padrone_cmd_entry padrone_cmd_help_entry = {
 	.summary = "list the commands, or describe one",
 	.lower = 0,
 	.upper = 1,
-	.flags = PADRONE_CMD_CLIENT,
+	.flags = PADRONE_CMD_CLIENT | PADRONE_CMD_READ_ONLY,
 	.exec = help_exec,
 };

@@ -39,6 +39,6 @@ const struct padrone_cmd_entry padrone_cmd_hot_entry = {
 	.opts = hot_opts,
 	.lower = 0,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY | PADRONE_CMD_PROFILES,
 	.exec = hot_exec,
 };

@@ -150,6 +150,6 @@ const struct padrone_cmd_entry padrone_cmd_info_entry = {
 		"whose padrone is gone is marked, restore takes it out.",
 	.lower = 1,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
 	.exec = info_exec,
 };

@@ -76,6 +76,6 @@ const struct padrone_cmd_entry padrone_cmd_loops_entry = {
 		"profile, the samples in each loop (nested loops included).",
 	.lower = 1,
 	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
 	.exec = loops_exec,
 };

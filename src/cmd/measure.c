@@ -50,7 +50,7 @@ static int measure_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 		"min %.1f ns, max %.1f ns, IPC %s\n", m.function, (unsigned long long)m.calls,
 		m.mean_ns, m.p50_ns, m.p99_ns, m.min_ns, m.max_ns, ipc);
 	if (!m.complete)
-		fprintf(ctx->out, "(only %llu of %llu calls came before the timeout)\n",
+		fprintf(ctx->out, "(only %llu of %llu calls came before the timeout or ^C)\n",
 			(unsigned long long)m.calls, (unsigned long long)m.requested);
 	return PADRONE_EXIT_OK;
 }
@@ -61,7 +61,7 @@ const struct padrone_cmd_entry padrone_cmd_measure_entry = {
 	.summary = "time CALLS calls of FUNC inside the process",
 	.help = "A measuring stub in the code cache takes the time stamp counter at FUNC's\n"
 		"entry and return (no traps), keeps one sample per call, and is taken out\n"
-		"after CALLS calls (default 1000) or -t SECONDS (default 10). Prints calls,\n"
+		"after CALLS calls (default 1000), -t SECONDS (default 10) or ^C. Prints calls,\n"
 		"mean/p50/p99 ns per call; -j as JSON: {\"function\":..,\"calls\":N,\"mean_ns\":x,\n"
 		"\"p50_ns\":x,\"p99_ns\":x,\"ipc\":x|null}; ipc is null, as no PMU counts the\n"
 		"function's instructions and cycles. Refused in a process with a C++ or\n"

@@ -146,6 +146,6 @@ const struct padrone_cmd_entry padrone_cmd_profile_entry = {
 	.opts = profile_opts,
 	.lower = 0,
 	.upper = 2,
-	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE | PADRONE_CMD_PROFILES,
 	.exec = profile_exec,
 };

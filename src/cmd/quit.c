@@ -10,6 +10,9 @@ static int quit_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 	pid_t pid = padrone_session__pid(ctl->session);
 
 	ctl->quit = true;
+	if (ctl->remote_fd >= 0)
+		fprintf(ctx->out, "left padroned serving process %d (it keeps serving)\n",
+			(int)ctl->remote_pid);
 	padrone_client_disconnect(ctl);	/* padroned keeps serving */
 	if (pid && padrone_session__detach(ctl->session) < 0)
 		return padrone_cmd_session_error(ctx);
@@ -24,7 +27,8 @@ const struct padrone_cmd_entry padrone_cmd_quit_entry = {
 	.usage = "",
 	.summary = "leave padrone",
 	.help = "Detaches first if padrone itself is attached. A padroned padrone was\n"
-		"talking to keeps serving. Sent to padroned, it detaches and exits.",
+		"talking to keeps serving. Says which. ^D at an empty prompt does the same.\n"
+		"Sent to padroned, it detaches and exits.",
 	.lower = 0,
 	.upper = 0,
 	.flags = PADRONE_CMD_CLIENT,

@@ -4,6 +4,7 @@
  * checksums right, after padrone let go of it. */
 #include "tests/lib/tu.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json.h>
@@ -15,10 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "src/protocol.h"
 
 static char rundir[64];
 
@@ -78,8 +83,8 @@ static void assert_ticks_right(struct tu_proc *p, int count)
 	}
 }
 
-/* No tracer left on the process. */
-static void assert_untraced(pid_t pid)
+/* The task tracing pid (its TracerPid), 0 for none. */
+static int tracer_of(pid_t pid)
 {
 	char path[64], line[256];
 	int tracer = -1;
@@ -90,7 +95,13 @@ static void assert_untraced(pid_t pid)
 	while (fgets(line, sizeof(line), f))
 		sscanf(line, "TracerPid: %d", &tracer);
 	fclose(f);
-	ck_assert_int_eq(tracer, 0);
+	return tracer;
+}
+
+/* No tracer left on the process. */
+static void assert_untraced(pid_t pid)
+{
+	ck_assert_int_eq(tracer_of(pid), 0);
 }
 
 static pid_t tgid_of(pid_t tid)
@@ -368,6 +379,29 @@ START_TEST(padroned_ends_when_its_process_execs)
 }
 END_TEST
 
+/* Wait (bounded) until process pid samples: it holds perf_event files. */
+static void wait_sampling(pid_t pid)
+{
+	char dir[64], path[PATH_MAX], link[128];
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	for (int waited = 0; waited < 30000; waited += 20) {
+		DIR *d = opendir(dir);
+		ck_assert_ptr_nonnull(d);
+		bool found = false;
+		for (struct dirent *de; !found && (de = readdir(d));) {
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			ssize_t n = readlink(path, link, sizeof(link) - 1);
+			found = n > 0 && (link[n] = '\0', strcmp(link, "anon_inode:[perf_event]") == 0);
+		}
+		closedir(d);
+		if (found)
+			return;
+		usleep(20000);
+	}
+	ck_abort_msg("process %d never began to sample", (int)pid);
+}
+
 START_TEST(ctrl_c_ends_a_profile_early_and_padrone_detaches)
 {
 	struct tu_proc p, c;
@@ -378,7 +412,8 @@ START_TEST(ctrl_c_ends_a_profile_early_and_padrone_detaches)
 	snprintf(arg, sizeof(arg), "%d", p.pid);
 	char *argv[] = { (char *)PADRONE, "-p", arg, "profile", "60", NULL };
 	ck_assert_int_eq(tu_spawn(&c, argv, true), 0);
-	sleep(1);
+	wait_sampling(c.pid);	/* attaching takes over 1 s under ASan on a busy machine */
+	usleep(500000);
 	kill(c.pid, SIGINT);
 	ck_assert_int_gt(tu_wait_for(&c, "# pid ", line, sizeof(line), 10000), 0);
 	double secs = 0;
@@ -887,20 +922,25 @@ START_TEST(an_already_traced_process)
 {
 	struct tu_proc p, d;
 	unsigned long long hot;
-	char want[256];
+	char want[256], arg[16];
 
 	start_hotloop(&p, &hot);
-	start_padroned(&d, p.pid);
-	/* padrone would use that padroned: ask padroned itself twice. */
+	/* A one-shot padrone holds it (a padroned would be pointed at, not
+	 * named as a tracer). */
+	snprintf(arg, sizeof(arg), "%d", p.pid);
+	char *argv[] = { (char *)PADRONE, "-p", arg, "profile", "60", NULL };
+	ck_assert_int_eq(tu_spawn(&d, argv, false), 0);
+	for (int waited = 0; tracer_of(p.pid) == 0 && waited < 20000; waited += 20)
+		usleep(20000);
 	int st;
 	char *out = run(&st, "%s --pid %d --profile 1 2>&1", PADRONED, p.pid);
-	/* The tracer named is padroned's tracer thread (TracerPid is a tid). */
+	/* The tracer named is padrone's tracer thread (TracerPid is a tid). */
 	int tracer = 0;
 	ck_assert_int_eq(sscanf(out, "padroned: process %*d (hotloop) is already traced by process %d",
 				&tracer), 1);
 	ck_assert_int_eq(tgid_of(tracer), d.pid);
 	snprintf(want, sizeof(want), "padroned: process %d (hotloop) is already traced by process "
-		 "%d (padroned); a process can have only one tracer: detach that one first\n",
+		 "%d (padrone); a process can have only one tracer: detach that one first\n",
 		 p.pid, tracer);
 	ck_assert_str_eq(out, want);
 	ck_assert_int_eq(st, 8);
@@ -1050,6 +1090,462 @@ START_TEST(bad_command_lines_give_usage_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------- padroned */
+
+/* The end of a test with padroned d serving p: SIGTERM makes it leave
+ * (status 0), and p runs on untraced, computing right. */
+static void end_served(struct tu_proc *d, struct tu_proc *p)
+{
+	kill(d->pid, SIGTERM);
+	int st = tu_wait(d, 20000);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padroned ended with 0x%x", st);
+	tu_kill(d);
+	assert_untraced(p->pid);
+	assert_ticks_right(p, 2);
+	tu_kill(p);
+}
+
+/* A client of padroned speaking the protocol itself: connected, greeted. */
+static int raw_client(pid_t pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct padrone_msgbuf b = { 0 };
+	struct padrone_msg m;
+	char err[128];
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/padroned-%d.sock", rundir, (int)pid);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(padrone_msg_send(fd, PADRONE_MSG_HELLO, NULL, 0), 0);
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 20000, err, sizeof(err)), 1);
+	ck_assert_uint_eq(m.type, PADRONE_MSG_HELLO);
+	padrone_msgbuf_free(&b);
+	return fd;
+}
+
+static void raw_command(int fd, const char *a, const char *b)
+{
+	char *words[] = { (char *)a, (char *)b, NULL };
+	char *payload;
+	size_t len;
+
+	ck_assert_int_eq(padrone_msg_pack_words(b ? 2 : 1, words, &payload, &len), 0);
+	ck_assert_int_eq(padrone_msg_send(fd, PADRONE_MSG_COMMAND, payload, len), 0);
+	free(payload);
+}
+
+/* Read one reply: its standard output (malloc'd) and exit status (-1 if the
+ * connection ended first). */
+static char *raw_reply(int fd, struct padrone_msgbuf *b, int *status)
+{
+	char *text = NULL, err[128];
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+	struct padrone_msg m;
+
+	*status = -1;
+	while (padrone_msg_recv(fd, b, &m, 60000, err, sizeof(err)) == 1) {
+		if (m.type == PADRONE_MSG_STDOUT)
+			fwrite(m.payload, 1, m.len, f);
+		if (m.type == PADRONE_MSG_EXIT) {
+			int32_t st;
+			memcpy(&st, m.payload, sizeof(st));
+			*status = st;
+			break;
+		}
+	}
+	fclose(f);
+	return text;
+}
+
+/* Wait (bounded) until fd has bytes waiting to be read. */
+static void wait_for_bytes(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+}
+
+/* The biggest function of the C library: its disassembly is more than a
+ * socket holds (that is checked). */
+#define BIG_FUNCTION "__libc_ifunc_impl_list"
+
+static char *big_disas(pid_t pid)
+{
+	int st;
+	char *out = run(&st, "%s -p %d disas " BIG_FUNCTION, PADRONE, pid);
+
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(strlen(out) > 100000, "only %zu bytes: %.200s", strlen(out), out);
+	return out;
+}
+
+/* `padrone -p PID disas BIG | less`: a client that stops reading holds up
+ * no one, is not dropped for it, and loses nothing when it reads again;
+ * SIGTERM is honoured with such a client connected. */
+START_TEST(a_client_that_stops_reading_holds_up_nobody)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	char *want = big_disas(p.pid);
+	int slow = raw_client(p.pid);
+	raw_command(slow, "disas", BIG_FUNCTION);
+	raw_command(slow, "disas", BIG_FUNCTION);
+	wait_for_bytes(slow);	/* its first reply is coming: padroned has the rest */
+	/* Others are served meanwhile: a read-only command, then a profile. */
+	char *out = run(&st, "%s -p %d info threads", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_ptr_nonnull(strstr(out, "hotloop"));
+	free(out);
+	out = run(&st, "%s -p %d profile 0.2", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	free(out);
+	/* It was kept, and reading now it gets both replies whole. */
+	struct padrone_msgbuf b = { 0 };
+	for (int i = 0; i < 2; i++) {
+		out = raw_reply(slow, &b, &st);
+		ck_assert_int_eq(st, 0);
+		ck_assert_str_eq(out, want);
+		free(out);
+	}
+	padrone_msgbuf_free(&b);
+	close(slow);
+
+	/* One that never reads again: SIGTERM ends padroned all the same. */
+	slow = raw_client(p.pid);
+	raw_command(slow, "disas", BIG_FUNCTION);
+	raw_command(slow, "disas", BIG_FUNCTION);
+	wait_for_bytes(slow);
+	end_served(&d, &p);
+	close(slow);
+	free(want);
+}
+END_TEST
+
+/* Start `padrone -p PID WORDS...` with its output (and errors) on a pipe. */
+static void start_padrone(struct tu_proc *c, pid_t pid, const char *cmd)
+{
+	char arg[16], line[256];
+	char *argv[16] = { (char *)PADRONE, "-p", arg };
+	int n = 3;
+
+	snprintf(arg, sizeof(arg), "%d", (int)pid);
+	snprintf(line, sizeof(line), "%s", cmd);
+	for (char *w = strtok(line, " "); w && n < 15; w = strtok(NULL, " "))
+		argv[n++] = strdup(w);
+	argv[n] = NULL;
+	ck_assert_int_eq(tu_spawn(c, argv, true), 0);
+	for (int i = 3; i < n; i++)
+		free(argv[i]);
+}
+
+/* Wait (bounded) until the entry of the function at addr in process pid
+ * jumps away (a measuring stub is in), after an endbr64 if it has one. */
+static void wait_patched(pid_t pid, unsigned long long addr)
+{
+	static const unsigned char endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	char path[64];
+	unsigned char code[8];
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	for (int waited = 0; waited < 30000; waited += 20) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, code, sizeof(code), (off_t)addr), (ssize_t)sizeof(code));
+		close(fd);
+		size_t at = memcmp(code, endbr64, sizeof(endbr64)) == 0 ? sizeof(endbr64) : 0;
+		if (code[at] == 0xe9)
+			return;
+		usleep(20000);
+	}
+	ck_abort_msg("the entry of the function at 0x%llx was never patched", addr);
+}
+
+/* c, a padrone, ends by itself with status 0. */
+static void assert_exits_ok(struct tu_proc *c)
+{
+	int st = tu_wait(c, 20000);
+
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padrone ended with 0x%x", st);
+	tu_kill(c);
+}
+
+/* ^C to c, a padrone running a long profile: it prints the report of what
+ * was sampled, ended early, and exits 0. */
+static void interrupt_profile(struct tu_proc *c)
+{
+	char line[256];
+	double secs = 0;
+
+	kill(c->pid, SIGINT);
+	ck_assert_int_gt(tu_wait_for(c, "# pid ", line, sizeof(line), 20000), 0);
+	ck_assert_int_eq(sscanf(strstr(line, " in "), " in %lf s", &secs), 1);
+	ck_assert_msg(secs > 0.2 && secs < 40, "%.2f s", secs);
+	assert_exits_ok(c);
+}
+
+/* A long profile holds up only what must wait for it: a read-only command
+ * runs meanwhile; a measure waits, told what for, and runs after. */
+START_TEST(a_long_command_holds_up_only_what_must_wait)
+{
+	struct tu_proc p, d, a, c;
+	unsigned long long hot;
+	char line[256];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	start_padrone(&a, p.pid, "profile 60");
+	wait_sampling(d.pid);
+	start_padrone(&c, p.pid, "measure hot_function 3");
+	/* proves the profile runs in padroned */
+	ck_assert_int_gt(tu_wait_for(&c, "padroned: busy: ", line, sizeof(line), 20000), 0);
+	ck_assert_msg(strstr(line, "padroned: busy: waiting for profile of client 1 (pid "),
+		      "%s", line);
+	char *out = run(&st, "%s -p %d info threads \\; disas hot_function", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_ptr_nonnull(strstr(out, "hotloop"));
+	ck_assert_ptr_nonnull(strstr(out, "hot_function"));
+	free(out);
+	ck_assert_int_eq(tu_wait(&a, 0), -ETIMEDOUT);	/* all that while */
+	ck_assert_int_eq(tu_wait(&c, 0), -ETIMEDOUT);
+	interrupt_profile(&a);
+	ck_assert_int_gt(tu_wait_for(&c, "hot_function: 3 calls", line, sizeof(line), 30000), 0);
+	assert_exits_ok(&c);
+	end_served(&d, &p);
+}
+END_TEST
+
+/* ^C in padrone, or padrone going away, cancels its command in padroned
+ * as ^C does without padroned: a profile ends with what it sampled, a
+ * measure with the calls timed so far. */
+START_TEST(ctrl_c_or_hanging_up_cancels_the_command_in_padroned)
+{
+	struct tu_proc p, d, c;
+	unsigned long long hot;
+	char line[256];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	start_padrone(&c, p.pid, "profile 60");
+	wait_sampling(d.pid);
+	usleep(500000);
+	interrupt_profile(&c);
+
+	start_padrone(&c, p.pid, "measure -t 60 hot_function 1000000");
+	wait_patched(p.pid, hot);
+	kill(c.pid, SIGINT);
+	ck_assert_int_gt(tu_wait_for(&c, "hot_function: ", line, sizeof(line), 20000), 0);
+	ck_assert_int_gt(tu_wait_for(&c, "(only ", line, sizeof(line), 20000), 0);
+	ck_assert_msg(strstr(line, " of 1000000 calls came before the timeout or ^C)"), "%s", line);
+	assert_exits_ok(&c);
+
+	/* A client that asks for a minute's profile and hangs up. */
+	int fd = raw_client(p.pid);
+	raw_command(fd, "profile", "60");
+	usleep(300000);
+	close(fd);
+	start_padrone(&c, p.pid, "profile 0.2");
+	ck_assert_int_gt(tu_wait_for(&c, "# pid ", line, sizeof(line), 30000), 0);
+	assert_exits_ok(&c);
+	char *out = run(&st, "%s -p %d info replacements", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(!strstr(out, "hot_function"), "a stub stayed: %s", out);	/* measure's is out */
+	free(out);
+	end_served(&d, &p);
+}
+END_TEST
+
+/* 100 clients at once (profile, hot, info), with one that hangs up in the
+ * middle of its profile and one that never reads: every one is served,
+ * right, and padroned goes on. */
+START_TEST(a_hundred_clients_at_once)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char dir[PATH_MAX];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	int quitter = raw_client(p.pid), slow = raw_client(p.pid);
+	raw_command(quitter, "profile", "60");
+	raw_command(slow, "disas", BIG_FUNCTION);
+	raw_command(slow, "disas", BIG_FUNCTION);
+	snprintf(dir, sizeof(dir), "%s/clients", rundir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	close(quitter);
+	char *out = run(&st, "d=%s; for i in $(seq 0 99); do "
+			"case $((i %% 3)) in 0) c='profile 0.2';; 1) c='hot 3';; 2) c='info threads';; esac; "
+			"(%s -p %d $c > $d/out.$i 2>&1; echo $? > $d/st.$i) & done; wait; "
+			"cat $d/st.* | sort | uniq -c", dir, PADRONE, p.pid);
+	ck_assert_msg(st == 0 && strcmp(out, "    100 0\n") == 0, "statuses: %s", out);
+	free(out);
+	for (int i = 0; i < 100; i++) {
+		char path[PATH_MAX + 16], want[64];
+		snprintf(path, sizeof(path), "cat %s/out.%d", dir, i);
+		out = run(&st, "%s", path);
+		if (i % 3 == 2)
+			snprintf(want, sizeof(want), "\n%-8d hotloop ", p.pid);
+		else
+			snprintf(want, sizeof(want), "# pid %d: ", p.pid);
+		ck_assert_msg(strstr(out, want), "client %d: %s", i, out);
+		free(out);
+	}
+	out = run(&st, "%s -p %d info threads", PADRONE, p.pid);	/* still serving */
+	ck_assert_int_eq(st, 0);
+	free(out);
+	end_served(&d, &p);
+	close(slow);
+}
+END_TEST
+
+/* Connections that sit idle lock nobody out: past the limit the one idle
+ * longest makes room (told so); with --idle-timeout they are closed. */
+START_TEST(idle_connections_lock_nobody_out)
+{
+	enum { IDLE = 300 };
+	struct tu_proc p, d;
+	unsigned long long hot;
+	int fds[IDLE], st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	for (int i = 0; i < IDLE; i++)
+		fds[i] = raw_client(p.pid);
+	char *out = run(&st, "%s -p %d info threads", PADRONE, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_ptr_nonnull(strstr(out, "hotloop"));
+	free(out);
+	/* The first ones were closed, saying why. */
+	struct padrone_msgbuf b = { 0 };
+	struct padrone_msg m;
+	char err[128];
+	ck_assert_int_eq(padrone_msg_recv(fds[0], &b, &m, 20000, err, sizeof(err)), 1);
+	ck_assert_int_eq(m.type, PADRONE_MSG_BYE);
+	ck_assert_msg(strncmp(m.payload, "padroned: closing this idle connection: to make room "
+			      "for another client\n", m.len) == 0, "%.*s", (int)m.len, m.payload);
+	padrone_msgbuf_free(&b);
+	for (int i = 0; i < IDLE; i++)
+		close(fds[i]);
+	kill(d.pid, SIGTERM);
+	tu_wait(&d, 20000);
+	tu_kill(&d);
+
+	char arg[16], line[256];
+	char *argv[] = { (char *)PADRONED, "--pid", arg, "--idle-timeout", "1", NULL };
+	snprintf(arg, sizeof(arg), "%d", p.pid);
+	ck_assert_int_eq(tu_spawn(&d, argv, true), 0);
+	ck_assert_int_gt(tu_wait_for(&d, "padroned: serving", line, sizeof(line), 15000), 0);
+	int fd = raw_client(p.pid);
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 20000, err, sizeof(err)), 1);
+	ck_assert_int_eq(m.type, PADRONE_MSG_BYE);
+	ck_assert_msg(strncmp(m.payload, "padroned: closing this connection: idle for 1 s\n",
+			      m.len) == 0, "%.*s", (int)m.len, m.payload);
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 20000, err, sizeof(err)), -EPIPE);
+	padrone_msgbuf_free(&b);
+	close(fd);
+	end_served(&d, &p);
+}
+END_TEST
+
+/* A second padroned for a process points at the first, with status 21. */
+START_TEST(a_second_padroned_points_at_the_first)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char want[512];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	snprintf(want, sizeof(want), "padroned: process %d is already served by padroned %d on "
+		 "%s/padroned-%d.sock: send it commands with 'padrone -p %d COMMAND' (stop it "
+		 "with 'padrone -p %d detach')\n", p.pid, d.pid, rundir, p.pid, p.pid, p.pid);
+	const char *modes[] = { "", "--profile 1", "--cfg main" };
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		char *out = run(&st, "%s --pid %d %s 2>&1", PADRONED, p.pid, modes[i]);
+		ck_assert_msg(st == 21, "%s: status %d", modes[i], st);
+		ck_assert_str_eq(out, want);
+		free(out);
+	}
+	char *out = run(&st, "%s -p %d info threads", PADRONE, p.pid);	/* undisturbed */
+	ck_assert_int_eq(st, 0);
+	free(out);
+	end_served(&d, &p);
+}
+END_TEST
+
+/* The prompt: ^C clears the line being typed (like bash: "^C", a fresh
+ * prompt, nothing run, nothing in the history) or cancels the running
+ * command, also one running in padroned; ^D leaves saying what that did. */
+START_TEST(ctrl_c_and_ctrl_d_at_the_prompt)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char hist[128], buf[65536], want[128];
+	size_t len = 0;
+	int master, st;
+
+	start_hotloop(&p, &hot);
+	snprintf(hist, sizeof(hist), "%s/history", rundir);
+	setenv("PADRONE_HISTORY", hist, 1);
+	for (int served = 0; served < 2; served++) {
+		if (served)
+			start_padroned(&d, p.pid);
+		char arg[16];
+		snprintf(arg, sizeof(arg), "%d", p.pid);
+		pid_t pid = forkpty(&master, NULL, NULL, NULL);
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			execl(PADRONE, "padrone", "-p", arg, (char *)NULL);
+			_exit(127);
+		}
+		len = 0;
+		snprintf(want, sizeof(want), "(padrone %d) ", p.pid);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
+		ck_assert_int_eq(write(master, "help hot", 8), 8);
+		usleep(200000);
+		ck_assert_int_eq(write(master, "\003", 1), 1);
+		snprintf(want, sizeof(want), "help hot^C\r\n(padrone %d) ", p.pid);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
+		ck_assert_int_eq(write(master, "info stops\r", 11), 11);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "by padrone since it attached"),
+			      "%s", buf);
+		len = 0;	/* from here on: the prompt after the profile */
+		ck_assert_int_eq(write(master, "profile 60\r", 11), 11);
+		wait_sampling(served ? d.pid : pid);
+		usleep(500000);
+		ck_assert_int_eq(write(master, "\003", 1), 1);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
+		snprintf(want, sizeof(want), "(padrone %d) ", p.pid);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
+		ck_assert_int_eq(write(master, "\004", 1), 1);
+		if (served)
+			snprintf(want, sizeof(want), "left padroned serving process %d (it keeps "
+				 "serving)", p.pid);
+		else
+			snprintf(want, sizeof(want), "detached from process %d", p.pid);
+		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padrone ended with 0x%x: %s",
+			      st, buf);
+		close(master);
+	}
+	unsetenv("PADRONE_HISTORY");
+	char *h = run(&st, "cat %s", hist);
+	ck_assert_msg(!strstr(h, "help") && strstr(h, "\ninfo\\040stops\n") &&
+		      strstr(h, "\nprofile\\04060\n"), "%s", h);
+	free(h);
+	ck_assert_int_eq(tu_wait(&d, 0), -ETIMEDOUT);	/* padroned serves on */
+	end_served(&d, &p);
+}
+END_TEST
+
 static void setup(void)
 {
 	snprintf(rundir, sizeof(rundir), "/tmp/padrone-e2e-XXXXXX");
@@ -1094,6 +1590,18 @@ int main(void)
 	tcase_add_test(tc, permission_denied_across_user_namespaces);
 	tcase_add_test(tc, permission_denied_by_the_process_s_capabilities);
 	tcase_add_test(tc, bad_command_lines_give_usage_errors);
+	suite_add_tcase(s, tc);
+	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
+	tc = tcase_create("daemon");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, a_client_that_stops_reading_holds_up_nobody);
+	tcase_add_test(tc, a_long_command_holds_up_only_what_must_wait);
+	tcase_add_test(tc, ctrl_c_or_hanging_up_cancels_the_command_in_padroned);
+	tcase_add_test(tc, a_hundred_clients_at_once);
+	tcase_add_test(tc, idle_connections_lock_nobody_out);
+	tcase_add_test(tc, a_second_padroned_points_at_the_first);
+	tcase_add_test(tc, ctrl_c_and_ctrl_d_at_the_prompt);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -61,6 +61,60 @@ START_TEST(messages_round_trip_whole_or_in_pieces)
 }
 END_TEST
 
+/* The server's side: messages queue up while the peer reads nothing, never
+ * blocking; big text is cut into messages of at most PADRONE_MSG_MAX; what
+ * the peer reads later is every message whole, in order. */
+START_TEST(an_output_buffer_never_blocks_and_loses_nothing)
+{
+	enum { BIG = 3 * PADRONE_MSG_MAX + 17, ROUNDS = 12 };
+	struct padrone_outbuf o = { 0 };
+	struct padrone_msgbuf b = { 0 };
+	struct padrone_msg m;
+	char *text = malloc(BIG), err[128];
+	int sv[2];
+
+	pair(sv);
+	for (size_t i = 0; i < BIG; i++)
+		text[i] = (char)('a' + i % 26);
+	/* ~2.4 MB for a socket that takes a few hundred KB: flush returns. */
+	for (int r = 0; r < ROUNDS; r++) {
+		ck_assert_int_eq(padrone_outbuf_add(&o, PADRONE_MSG_STDOUT, text, BIG), 0);
+		ck_assert_int_eq(padrone_outbuf_add(&o, PADRONE_MSG_EXIT, &r, sizeof(r)), 0);
+		ck_assert_int_ge(padrone_outbuf_flush(&o, sv[0]), 0);
+	}
+	ck_assert_uint_gt(padrone_outbuf_pending(&o), 0);
+	for (int r = 0; r < ROUNDS; r++) {
+		size_t got = 0;
+		for (;;) {
+			while (padrone_msgbuf_next(&b, &m, err, sizeof(err)) == 0) {
+				ck_assert_int_ge(padrone_outbuf_flush(&o, sv[0]), 0);
+				ck_assert_int_gt(padrone_msgbuf_fill(&b, sv[1]), 0);
+			}
+			if (m.type == PADRONE_MSG_EXIT)
+				break;
+			ck_assert_uint_eq(m.type, PADRONE_MSG_STDOUT);
+			ck_assert_uint_le(m.len, PADRONE_MSG_MAX);
+			ck_assert_int_eq(memcmp(m.payload, text + got, m.len), 0);
+			got += m.len;
+		}
+		ck_assert_uint_eq(got, BIG);
+		int st;
+		memcpy(&st, m.payload, sizeof(st));
+		ck_assert_int_eq(st, r);
+	}
+	ck_assert_uint_eq(padrone_outbuf_pending(&o), 0);
+	/* An empty payload is one message too; a peer that left: an error. */
+	ck_assert_int_eq(padrone_outbuf_add(&o, PADRONE_MSG_CANCEL, NULL, 0), 0);
+	ck_assert_int_eq(padrone_outbuf_pending(&o), sizeof(struct padrone_msg_header));
+	close(sv[1]);
+	ck_assert_int_eq(padrone_outbuf_flush(&o, sv[0]), -EPIPE);
+	close(sv[0]);
+	padrone_outbuf_free(&o);
+	padrone_msgbuf_free(&b);
+	free(text);
+}
+END_TEST
+
 /* Feed raw bytes; return what padrone_msgbuf_next says. */
 static int feed(const void *raw, size_t len, char *err, size_t errlen)
 {
@@ -84,7 +138,7 @@ START_TEST(every_message_is_checked)
 					PADRONE_MSG_HELLO, 0 };
 
 	ck_assert_int_eq(feed(&h, sizeof(h), err, sizeof(err)), -EPROTONOSUPPORT);
-	ck_assert_str_eq(err, "protocol version 2 is not supported (this side speaks version 1)");
+	ck_assert_str_eq(err, "protocol version 3 is not supported (this side speaks version 2)");
 	h.version = PADRONE_PROTO_VERSION;
 	h.magic = 0x41414141;
 	ck_assert_int_eq(feed(&h, sizeof(h), err, sizeof(err)), -EPROTO);
@@ -180,24 +234,36 @@ START_TEST(run_dir_is_created_private_and_checked)
 }
 END_TEST
 
+/* A socket is found only when somebody listens on it: one left by a
+ * padroned that was killed (bound, nobody listening) counts as absent. */
 START_TEST(sockets_are_found_by_pid)
 {
 	char path[256], err[256], dir[256];
+	int cfd;
 
 	make_tmpdir();
 	setenv("PADRONE_RUNDIR", tmpdir, 1);
 	chmod(tmpdir, 0700);
 	ck_assert_int_eq(padrone_rundir_open(dir, sizeof(dir), err, sizeof(err)), 0);
-	ck_assert_int_eq(padrone_socket_find(4242, path, sizeof(path)), -ENOENT);
+	ck_assert_int_eq(padrone_socket_connect(4242, path, sizeof(path), &cfd), -ENOENT);
 
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/padroned-4242.sock", tmpdir);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(padrone_socket_find(4242, path, sizeof(path)), 0);
+	ck_assert_int_eq(padrone_socket_alive(sa.sun_path), 0);
+	ck_assert_int_eq(padrone_socket_connect(4242, path, sizeof(path), &cfd), -ENOENT);
+	ck_assert_int_eq(listen(fd, 1), 0);
+	ck_assert_int_eq(padrone_socket_alive(sa.sun_path), 1);
+	ck_assert_int_eq(padrone_socket_connect(4242, path, sizeof(path), &cfd), 0);
+	ck_assert_int_ge(cfd, 0);
 	ck_assert_str_eq(path, sa.sun_path);
-	ck_assert_int_eq(padrone_socket_find(4243, path, sizeof(path)), -ENOENT);
+	close(cfd);
+	ck_assert_int_eq(padrone_socket_connect(4243, path, sizeof(path), &cfd), -ENOENT);
 	close(fd);
+	ck_assert_int_eq(padrone_socket_alive(sa.sun_path), 0);	/* closed: stale */
+	unlink(sa.sun_path);
+	ck_assert_int_eq(padrone_socket_alive(sa.sun_path), 0);
 	remove_tmpdir();
 }
 END_TEST
@@ -208,6 +274,7 @@ int main(void)
 	TCase *tc = tcase_create("protocol");
 	tcase_add_test(tc, messages_round_trip_whole_or_in_pieces);
 	tcase_add_test(tc, every_message_is_checked);
+	tcase_add_test(tc, an_output_buffer_never_blocks_and_loses_nothing);
 	tcase_add_test(tc, command_words_pack_and_unpack);
 	tcase_add_test(tc, run_dir_is_created_private_and_checked);
 	tcase_add_test(tc, sockets_are_found_by_pid);

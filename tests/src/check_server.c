@@ -24,6 +24,7 @@
 static char rundir[64];
 static char sockpath[104];
 static pid_t server = -1;
+static double idle_s;	/* the server's idle timeout, if set */
 
 /* Start a padroned-like server for FAKE_PID in a child; wait until it listens. */
 static void start_server(void)
@@ -47,6 +48,8 @@ static void start_server(void)
 		if (padrone_ctl_init(&ctl, "padroned", true) < 0 ||
 		    padrone_server_open(FAKE_PID, &srv, err, sizeof(err)) < 0)
 			_exit(3);
+		if (idle_s)
+			padrone_server_set_idle_timeout(srv, idle_s);
 		ck_assert_int_eq(write(ready[1], "r", 1), 1);
 		int r = padrone_server_run(srv, &ctl, NULL, 0);
 		padrone_server_close(srv);
@@ -203,8 +206,8 @@ START_TEST(another_protocol_version_is_refused)
 	int fd = raw_connect();
 	send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION + 1, PADRONE_MSG_HELLO, NULL, 0);
 	ck_assert_int_eq(read_exit(fd, text, sizeof(text)), PADRONE_EXIT_PROTOCOL);
-	ck_assert_str_eq(text, "padroned: protocol version 2 is not supported "
-			       "(this side speaks version 1)\n");
+	ck_assert_str_eq(text, "padroned: protocol version 3 is not supported "
+			       "(this side speaks version 2)\n");
 	assert_closed(fd);
 
 	/* Also after a good greeting: every message is checked. */
@@ -391,6 +394,139 @@ START_TEST(one_server_per_pid_and_stale_sockets_replaced)
 }
 END_TEST
 
+/* Several commands sent at once are answered one by one, in order. */
+START_TEST(commands_sent_together_are_answered_in_order)
+{
+	struct padrone_msg_header h = { PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION,
+					PADRONE_MSG_COMMAND, 0 };
+	const char *cmds[] = { "help", "pro\0-z", "help\0info", "frob" };
+	const size_t lens[] = { 5, 7, 10, 5 };
+	const int status[] = { 0, PADRONE_EXIT_USAGE, 0, PADRONE_EXIT_USAGE };
+	const char *says[] = { "profile", "unknown option: -z", "info threads", "unknown command" };
+	char buf[256], text[4096];
+	size_t n = 0;
+
+	start_server();
+	int fd = raw_connect();
+	send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION, PADRONE_MSG_HELLO, NULL, 0);
+	struct padrone_msgbuf b = { 0 };
+	struct padrone_msg m;
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 10000, text, sizeof(text)), 1);
+	padrone_msgbuf_free(&b);
+	for (size_t i = 0; i < 4; i++) {	/* one write */
+		h.len = (uint32_t)lens[i];
+		memcpy(buf + n, &h, sizeof(h));
+		memcpy(buf + n + sizeof(h), cmds[i], lens[i]);
+		n += sizeof(h) + lens[i];
+	}
+	ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(read_exit(fd, text, sizeof(text)), status[i]);
+		ck_assert_msg(strstr(text, says[i]), "reply %zu: %s", i, text);
+	}
+	/* A CANCEL with nothing to cancel changes nothing. */
+	send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION, PADRONE_MSG_CANCEL, NULL, 0);
+	send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION, PADRONE_MSG_COMMAND, "help", 5);
+	ck_assert_int_eq(read_exit(fd, text, sizeof(text)), 0);
+	/* More than PADRONE_SERVER_MAX_QUEUED at once is refused. */
+	n = 0;
+	h.len = 5;
+	for (int i = 0; i <= PADRONE_SERVER_MAX_QUEUED; i++) {
+		memcpy(buf + n, &h, sizeof(h));
+		memcpy(buf + n + sizeof(h), "help", 5);
+		n += sizeof(h) + 5;
+	}
+	ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	int st;
+	for (int i = 0; i <= PADRONE_SERVER_MAX_QUEUED; i++)
+		if ((st = read_exit(fd, text, sizeof(text))) != 0)
+			break;
+	ck_assert_int_eq(st, PADRONE_EXIT_PROTOCOL);
+	ck_assert_str_eq(text, "padroned: more than 8 commands at once\n");
+	close(fd);
+	assert_serving();
+	stop_server();
+}
+END_TEST
+
+/* An idle connection is closed (BYE says why); a client that still holds
+ * it connects again by itself for its next command. */
+START_TEST(an_idle_connection_is_closed_and_its_client_comes_back)
+{
+	struct padrone_ctl ctl;
+	char *words[] = { "help", NULL };
+	char text[512];
+
+	idle_s = 0.5;
+	start_server();
+	ck_assert_int_eq(padrone_ctl_init(&ctl, "padrone", false), 0);
+	ck_assert_int_eq(padrone_client_connect(&ctl, FAKE_PID, stderr), 0);
+	int fd = raw_connect();
+	send_raw(fd, PADRONE_PROTO_MAGIC, PADRONE_PROTO_VERSION, PADRONE_MSG_HELLO, NULL, 0);
+	struct padrone_msgbuf b = { 0 };
+	struct padrone_msg m;
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 10000, text, sizeof(text)), 1);
+	ck_assert_uint_eq(m.type, PADRONE_MSG_HELLO);
+	ck_assert_int_eq(padrone_msg_recv(fd, &b, &m, 10000, text, sizeof(text)), 1);
+	ck_assert_uint_eq(m.type, PADRONE_MSG_BYE);
+	snprintf(text, sizeof(text), "%.*s", (int)m.len, m.payload);
+	ck_assert_str_eq(text, "padroned: closing this connection: idle for 0.5 s\n");
+	assert_closed(fd);
+	padrone_msgbuf_free(&b);
+
+	char *out = NULL;
+	size_t len;
+	FILE *f = open_memstream(&out, &len);
+	ck_assert_int_eq(padrone_ctl_run(&ctl, 1, words, f, stderr), 0);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(out, "profile"));
+	free(out);
+	padrone_ctl_fini(&ctl);
+	stop_server();
+	idle_s = 0;
+}
+END_TEST
+
+/* Sockets padroneds that were killed left in the run directory go when the
+ * next padroned (for any process) starts; one that answers stays. */
+START_TEST(sockets_left_by_killed_padroneds_are_swept)
+{
+	struct padrone_server *srv;
+	char err[256], stale[2][100], live[100];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	setenv("PADRONE_RUNDIR", rundir, 1);
+	pid_t dead = fork();	/* a pid nobody has once it is reaped */
+	if (dead == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+	snprintf(stale[0], sizeof(stale[0]), "%s/padroned-999999.sock", rundir);
+	snprintf(stale[1], sizeof(stale[1]), "%s/.padroned-999997.sock.%d", rundir, (int)dead);
+	snprintf(live, sizeof(live), "%s/padroned-999998.sock", rundir);
+	for (int i = 0; i < 2; i++) {	/* bound, nobody listening */
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%.99s", stale[i]);
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		close(fd);
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.99s", live);
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+
+	ck_assert_int_eq(padrone_server_open(FAKE_PID, &srv, err, sizeof(err)), 0);
+	ck_assert_int_eq(access(stale[0], F_OK), -1);
+	ck_assert_int_eq(access(stale[1], F_OK), -1);
+	ck_assert_int_eq(access(live, F_OK), 0);
+	padrone_server_close(srv);
+	close(lfd);
+	unlink(live);
+	ck_assert_int_eq(rmdir(rundir), 0);	/* nothing else was left */
+}
+END_TEST
+
 static void teardown(void)
 {
 	kill_server();
@@ -408,6 +544,9 @@ int main(void)
 	tcase_add_test(tc, garbage_is_answered_or_dropped_never_fatal);
 	tcase_add_test(tc, another_uid_is_refused);
 	tcase_add_test(tc, one_server_per_pid_and_stale_sockets_replaced);
+	tcase_add_test(tc, commands_sent_together_are_answered_in_order);
+	tcase_add_test(tc, an_idle_connection_is_closed_and_its_client_comes_back);
+	tcase_add_test(tc, sockets_left_by_killed_padroneds_are_swept);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
