@@ -302,6 +302,13 @@ struct cc_redirect_info {
  * there are; the first max are copied. */
 int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max);
 
+/* What code of the cache holds addr (a pc in a stack, say): "replacement
+ * of F", "measuring stub of F", "relocated first bytes of F", and where
+ * that code starts (a replacement: its entry, when addr is past it). 0, or
+ * -ENOENT when addr is in none of it. */
+int cc_cache__describe(struct cc_cache *c, uint64_t addr, char *name, size_t size,
+		       uint64_t *start);
+
 /* ----------------------------------------------------------- measurement */
 
 /* Times calls of a function inside the target, without traps: a measuring

@@ -15,6 +15,9 @@
 /* How far a rel32 may reach, with room for the size of what is patched. */
 #define CC_REACH 0x7ff00000ULL
 
+struct prof_unwinder;
+struct prof_walk_frame;
+
 struct cc_cache {
 	struct attach_target *t;	/* NULL: this process */
 	pid_t pid;
@@ -24,7 +27,8 @@ struct cc_cache {
 	struct cc_dir dir;		/* padrone's copy of the target's */
 	enum cc_phase phase;
 	char errmsg[600];
-	struct cc_unwinder *uw;		/* threads.c: kept between stops */
+	struct prof_unwinder *uw;	/* threads.c: kept between stops */
+	struct prof_walk_frame *frames;	/* threads.c: one walk's */
 };
 
 /* Set the cache's error, "phase: message", and return err. */

@@ -769,6 +769,40 @@ int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc
 	return 0;
 }
 
+static bool holds(uint64_t lo, uint64_t size, uint64_t addr)
+{
+	return addr >= lo && addr - lo < size;
+}
+
+int cc_cache__describe(struct cc_cache *c, uint64_t addr, char *name, size_t size,
+		       uint64_t *start)
+{
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		const struct cc_dir_redir *r = &c->dir.redirs[i];
+		if (!r->id)
+			continue;
+		if (r->detour && holds(r->detour, r->detour_size, addr)) {
+			snprintf(name, size, "relocated first bytes of %s", r->name);
+			*start = r->detour;
+			return 0;
+		}
+		if (r->kind == CC_REDIR_MEASURE && addr >= r->dest && addr < r->stub_end) {
+			snprintf(name, size, "measuring stub of %s", r->name);
+			*start = r->dest;
+			return 0;
+		}
+		for (size_t k = 0; r->kind == CC_REDIR_REPLACE && k < r->nowned; k++) {
+			const struct cc_dir_block *b = &r->owned[k];
+			if (b->kind != CC_CODE || !holds(b->addr, b->size, addr))
+				continue;
+			snprintf(name, size, "replacement of %s", r->name);
+			*start = addr >= r->dest && holds(b->addr, b->size, r->dest) ? r->dest : b->addr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 /* Another redirection's site overlapping [addr, addr+len), or NULL. */
 static const struct cc_dir_site *site_overlap(struct cc_cache *c, uint64_t addr, size_t len)
 {

@@ -452,7 +452,7 @@ int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, pro
 			uint64_t start = rd_encoded(&r, (uint8_t)enc, here);
 			uint64_t range = rd_encoded(&r, (uint8_t)(enc & 0x0f), 0);
 			if (!r.bad && range) {
-				fn(start, start + range, arg);
+				fn(start, start + range, sec_addr + pos, arg);
 				nfde++;
 			}
 		}
@@ -467,10 +467,11 @@ struct fde_ctx {
 	size_t n, cap;
 };
 
-static void collect_fde(uint64_t start, uint64_t end, void *arg)
+static void collect_fde(uint64_t start, uint64_t end, uint64_t fde, void *arg)
 {
 	struct fde_ctx *c = arg;
 
+	(void)fde;
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? c->cap * 2 : 1024;
 		void *p = realloc(c->fdes, nc * sizeof(*c->fdes));

@@ -576,3 +576,25 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 	close_ctx(&x);
 	return rc;
 }
+
+void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *raw,
+			    struct padrone_frame *frames, size_t n, char (*names)[PADRONE_CC_NAME])
+{
+	struct attach_target *t = padrone_session_target(s);
+	struct cc_cache *c = NULL;
+	struct cc_error err;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t start;
+		if (raw[i].sym.bounds != PROF_BOUNDS_NONE)
+			continue;	/* a symbol, an FDE, a perf map line names it */
+		if (!c && (!t || cc_cache__open(t, NULL, &c, &err) < 0 || !cc_cache__exists(c)))
+			break;
+		if (cc_cache__describe(c, raw[i].pc, names[i], PADRONE_CC_NAME, &start) < 0)
+			continue;
+		frames[i].name = names[i];
+		frames[i].offset = raw[i].pc - start;
+		frames[i].module = "[code cache]";
+	}
+	cc_cache__close(c);
+}

@@ -1,0 +1,105 @@
+#!/bin/sh
+# Stack walks that end before the outermost frame must not be trusted.
+# cc_leaf's thread sleeps in leaf(), called from mid(); mid is replaced, and
+# while leaf is to return into the replacement, `restore mid ; replace mid
+# mid_other.o` frees the replacement and loads another mid where it was.
+# padrone must see the return address (by walking the stack, or by scanning
+# what it could not walk) and wait for the thread to leave first: the
+# target's own check ("round N ok") and its survival say whether it did.
+# Three ways the walk used to stop at leaf and be taken for complete, or
+# stop there now: the executable deleted after start (a package upgrade),
+# a gcc -static build (no .eh_frame_hdr), and no unwind tables at all.
+# bt says where and why a walk ended, and names code-cache frames.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+repl=$b/tests/codecache/repl
+tmp=$(mktemp -d /tmp/padrone-cc-stacks.XXXXXX)
+PADRONE_RUNDIR=$tmp/run
+export PADRONE_RUNDIR
+mkdir -p "$PADRONE_RUNDIR"
+pid=
+cleanup() {
+	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+n=0
+check() {	# check DESCRIPTION COMMAND...: one TAP line
+	n=$((n + 1))
+	d=$1
+	shift
+	if "$@"; then
+		echo "ok $n - $d"
+	else
+		echo "not ok $n - $d"
+		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
+		sed 's/^/# target: /' "$tmp/out" | tail -5
+	fi
+}
+run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
+	name=$1
+	shift
+	"$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+	echo $? >"$tmp/$name.st"
+}
+says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
+status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
+# wait_for PATTERN [N [HAVE]]: until the target has printed N (default 1)
+# more lines matching PATTERN than HAVE (default: when called), 30 s at most
+wait_for() {
+	have=${3:-$(grep -c -- "$1" "$tmp/out")}
+	i=0
+	while [ "$(grep -c -- "$1" "$tmp/out")" -lt $((have + ${2:-1})) ] && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ $i -lt 300 ]
+}
+fine() { kill -0 "$pid" 2>/dev/null && ! grep -q BAD "$tmp/out"; }
+
+echo "1..24"
+# variant LABEL PROGRAM [deleted]
+variant() {
+	label=$1
+	cp "$2" "$tmp/cc_leaf"
+	"$tmp/cc_leaf" 300 >"$tmp/out" 2>&1 &
+	pid=$!
+	wait_for ready 1 0
+	[ "${3:-}" = deleted ] && rm "$tmp/cc_leaf"
+	wait_for "round .* ok"
+	run bt0 "$padrone" -p "$pid" bt
+	check "$label: bt before any change walks to _start, or says where it stopped" \
+		eval 'status bt0 0 && { says bt0 " in _start+0x" && ! says bt0 "the walk stopped"; } ||
+		      { [ "$label" = "no unwind tables" ] && says bt0 "^the walk stopped at #[0-9]*: no FDE of .*cc_leaf.* covers 0x"; }'
+	run rep1 "$padrone" -p "$pid" replace -t 10000 mid "$repl/mid_new.o"
+	check "$label: replace mid exits 0" eval 'status rep1 0 && says rep1 "^replaced mid (0x"'
+	wait_for "(elsewhere)"
+	run bt1 "$padrone" -p "$pid" bt
+	run btj "$padrone" -p "$pid" bt -j
+	if [ "$label" = "no unwind tables" ]; then
+		check "$label: bt stops at leaf and says why" \
+			eval 'status bt1 0 && says bt1 " in leaf+0x" && says bt1 "^the walk stopped at #[0-9]*: no FDE of .*cc_leaf.* covers 0x"'
+	else
+		check "$label: bt names the code-cache frame and says why the walk stopped there" \
+			eval 'status bt1 0 && says bt1 " in leaf+0x" && says bt1 " in replacement of mid+0x[0-9a-f]* (\[code cache\])$" && says bt1 "^the walk stopped at #[0-9]*: 0x[0-9a-f]* is in anonymous memory, which has no unwind information$"'
+	fi
+	check "$label: bt -j says the same" \
+		eval 'status btj 0 && says btj "\"end\":{\"complete\":false,\"reason\":\"no_unwind_info\",\"frame\":[0-9]*,\"pc\":\"0x[0-9a-f]*\",\"sp\":\"0x[0-9a-f]*\",\"why\":\""'
+	run swap "$padrone" -p "$pid" restore -t 10000 mid ';' replace -t 10000 mid "$repl/mid_other.o"
+	check "$label: restore, then another replacement, while leaf is to return into the first" \
+		eval 'status swap 0 && says swap "^restored mid" && says swap "^replaced mid"'
+	wait_for "round .* ok" 3
+	check "$label: the target lives and computes right" fine
+	run back "$padrone" -p "$pid" restore -t 10000 mid
+	wait_for "round .* ok" 2
+	check "$label: restored, it still does" eval 'status back 0 && fine'
+	check "$label: and the thread was waited for, not left in freed code" \
+		eval '! says swap "kept the code cache"'
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+}
+variant "deleted executable" "$b/tests/targets/cc_leaf" deleted
+variant "gcc -static" "$b/tests/targets/cc_leaf_static"
+variant "no unwind tables" "$b/tests/targets/cc_leaf_nocfi"
