@@ -257,6 +257,12 @@ int prof_unwinder__sync(struct prof_unwinder *u);
  * how many (0 when its registers cannot be read) and why it ended. */
 size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_frame *frames,
 			   size_t max, struct prof_walk_stop *stop);
+/* Where the FDEs of the module holding addr start (its search table,
+ * sorted): the functions of its code that have unwind information. Any
+ * time after a sync. *starts is malloc'd. 0, -ENOENT (no module there) or
+ * -errno (no tables). */
+int prof_unwinder__fde_starts(struct prof_unwinder *u, uint64_t addr, uint64_t **starts,
+			      size_t *count);
 
 struct prof_frame {
 	uint64_t pc;		/* return address for frames > 0 */

@@ -775,3 +775,33 @@ size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_
 	}
 	return n;
 }
+
+int prof_unwinder__fde_starts(struct prof_unwinder *u, uint64_t addr, uint64_t **starts,
+			      size_t *count)
+{
+	struct uw_module *m = u->maps ? module_at(u, addr) : NULL;
+	struct walk w = { .u = u };
+	int rc;
+
+	*starts = NULL;
+	*count = 0;
+	if (!m)
+		return -ENOENT;
+	if ((rc = module_tables(u, m)) < 0)
+		return rc;
+	size_t n = m->di.u.rti.table_len * sizeof(unw_word_t) / 8;
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		unw_word_t pair;	/* int32 start, int32 fde, off segbase */
+		if (acc_mem(u->as, m->di.u.rti.table_data + 8 * i, &pair, 0, &w) < 0) {
+			free(v);
+			return -EFAULT;
+		}
+		v[i] = m->di.u.rti.segbase + (uint64_t)(int64_t)(int32_t)(uint32_t)pair;
+	}
+	*starts = v;
+	*count = n;
+	return 0;
+}

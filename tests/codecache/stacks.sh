@@ -24,39 +24,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else
-		echo "not ok $n - $d"
-		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
-		sed 's/^/# target: /' "$tmp/out" | tail -5
-	fi
-}
-run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
-	name=$1
-	shift
-	"$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-	echo $? >"$tmp/$name.st"
-}
-says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
-status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
-# wait_for PATTERN [N [HAVE]]: until the target has printed N (default 1)
-# more lines matching PATTERN than HAVE (default: when called), 30 s at most
-wait_for() {
-	have=${3:-$(grep -c -- "$1" "$tmp/out")}
-	i=0
-	while [ "$(grep -c -- "$1" "$tmp/out")" -lt $((have + ${2:-1})) ] && [ $i -lt 300 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	[ $i -lt 300 ]
-}
-fine() { kill -0 "$pid" 2>/dev/null && ! grep -q BAD "$tmp/out"; }
+. "$(dirname "$0")/tap.sh"
 
 echo "1..24"
 # variant LABEL PROGRAM [deleted]
