@@ -250,6 +250,8 @@ int prof_symbolizer__refresh(struct prof_symbolizer *s)
 	return 0;
 }
 
+static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t addr);
+
 ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
@@ -257,7 +259,11 @@ ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *bu
 
 	if (n >= 0)
 		return n;
-	/* /proc/PID/mem reads what process_vm_readv refuses (e.g. PROT_NONE) */
+	/* /proc/PID/mem reads what process_vm_readv refuses (e.g. PROT_NONE),
+	 * but only what is mapped: it would grow the stack down to an address
+	 * below it (a garbage return address in a call chain) */
+	if (!find_map(s, addr) || !(len = attach_mapped_len(s->pid, addr, len)))
+		return -EFAULT;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", s->pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

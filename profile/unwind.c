@@ -99,6 +99,7 @@ struct prof_unwinder {
 struct walk {
 	struct prof_unwinder *u;
 	struct user_regs_struct regs;
+	uint64_t unreadable;	/* the last address that could not be read */
 };
 
 const char *prof_walk_end_name(enum prof_walk_end e)
@@ -182,7 +183,10 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		memcpy(val, (const uint8_t *)m->table + off, n < sizeof *val ? n : sizeof *val);
 		return 0;
 	}
-	return read_mem(w->u, addr, val, sizeof *val) < 0 ? -UNW_EINVAL : 0;
+	if (read_mem(w->u, addr, val, sizeof *val) == 0)
+		return 0;
+	w->unreadable = addr;
+	return -UNW_EINVAL;
 }
 
 /* ---------------------------------------------------------- registers */
@@ -741,7 +745,7 @@ size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_
 		unw_get_reg(&cur, UNW_REG_SP, &sp);
 		if (n && !pc) {	/* nothing returns to 0: not a frame */
 			stop->why = PROF_WALK_BAD_FRAME;
-			snprintf(stop->msg, sizeof stop->msg, "the frame above pc 0x%" PRIx64 " returns "
+			snprintf(stop->msg, sizeof stop->msg, "the frame at pc 0x%" PRIx64 " returns "
 				 "to address 0", stop->pc);
 			break;
 		}
@@ -762,13 +766,22 @@ size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_
 			no_info_why(u, n == 1 || interrupted ? pc : pc - 1, stop->msg, sizeof stop->msg);
 			break;
 		}
+		w.unreadable = 0;
 		int s = unw_step(&cur);
+		if (s > 0 && w.unreadable) {	/* libunwind took what it could not read for 0 */
+			s = -UNW_EINVAL;
+		}
 		if (s == 0)
 			break;
 		if (s < 0) {
 			stop->why = PROF_WALK_BAD_FRAME;
-			snprintf(stop->msg, sizeof stop->msg, "the frame at pc 0x%" PRIx64 " cannot be "
-				 "unwound: %s", (uint64_t)pc, unw_strerror(s));
+			if (w.unreadable)
+				snprintf(stop->msg, sizeof stop->msg, "the frame at pc 0x%" PRIx64 " cannot "
+					 "be unwound: its unwind information leads to 0x%" PRIx64 ", which "
+					 "is not mapped", (uint64_t)pc, w.unreadable);
+			else
+				snprintf(stop->msg, sizeof stop->msg, "the frame at pc 0x%" PRIx64 " cannot "
+					 "be unwound: %s", (uint64_t)pc, unw_strerror(s));
 			break;
 		}
 		interrupted = tramp;

@@ -10,6 +10,10 @@
 # stop there now: the executable deleted after start (a package upgrade),
 # a gcc -static build (no .eh_frame_hdr), and no unwind tables at all.
 # bt says where and why a walk ended, and names code-cache frames.
+# A walk never reads below a stack: cc_gap's frame pointer (and, with
+# "cfi", its unwind information) points 1 MiB below it, or 332 GiB with
+# padrone's stack unlimited, where /proc/PID/mem grew the stack (or logged
+# __vm_enough_memory for 332 GiB).
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 repl=$b/tests/codecache/repl
@@ -26,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 . "$(dirname "$0")/tap.sh"
 
-echo "1..24"
+echo "1..33"
 # variant LABEL PROGRAM [deleted]
 variant() {
 	label=$1
@@ -71,3 +75,38 @@ variant() {
 variant "deleted executable" "$b/tests/targets/cc_leaf" deleted
 variant "gcc -static" "$b/tests/targets/cc_leaf_static"
 variant "no unwind tables" "$b/tests/targets/cc_leaf_nocfi"
+
+# gap LABEL MIB [cfi]: bt, a patch that walks every stack and its undo;
+# the stack's mapping must stay where it was
+stack_start() { awk '/\[stack\]/ { split($1, r, "-"); print r[1] }' /proc/$pid/maps; }
+gap() {
+	label=$1
+	"$b/tests/targets/cc_gap" "$2" ${3:-} >"$tmp/out" 2>&1 &
+	pid=$!
+	wait_for ready 1 0
+	s0=$(stack_start)
+	run gbt "$padrone" -p "$pid" bt
+	if [ "${3:-}" = cfi ]; then
+		check "$label: bt stops where the unwind information leads below the stack" \
+			eval 'status gbt 0 && says gbt "^the walk stopped at #0: the frame at pc 0x[0-9a-f]* cannot be unwound: its unwind information leads to 0x[0-9a-f]*, which is not mapped$"'
+	else
+		check "$label: bt stops at the frame without unwind information" \
+			eval 'status gbt 0 && says gbt "^the walk stopped at #0: no FDE of .*cc_gap covers 0x"'
+	fi
+	run gw "$padrone" -p "$pid" replace -w -f -t 300 gap_other "$b/tests/codecache/repl/side_alt.o:plus_one" ';' restore gap_other
+	check "$label: a patch that walks every stack, and its undo" eval 'status gw 0'
+	check "$label: none of it grew the stack" eval '[ "$(stack_start)" = "$s0" ]'
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+}
+gap "frame pointer 1 MiB below the stack" 1
+gap "unwind information 1 MiB below the stack" 1 cfi
+label="padrone's stack unlimited, frame pointer 332 GiB below"
+if (ulimit -s unlimited) 2>/dev/null; then
+	(ulimit -s unlimited && gap "$label" $((332 * 1024)))
+else
+	for what in "bt" "a patch that walks every stack" "none of it grew the stack"; do
+		skip "$label: $what" "the stack limit cannot be raised"
+	done
+fi
