@@ -16,6 +16,7 @@
  */
 #include "attach/attach.h"
 #include "codecache/codecache.h"
+#include "bench/median.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,18 +33,6 @@ static double secs(clockid_t id)
 	struct timespec ts;
 	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmpd);
-	return v[n / 2];
 }
 
 struct ctx {
@@ -123,8 +112,8 @@ int main(int argc, char **argv)
 	waitpid(pid, NULL, 0);
 	if (rc < 0)
 		return 1;
-	double fw = median(fresh_w, rounds), fc = median(fresh_c, rounds);
-	double kw = median(kept_w, rounds), kc = median(kept_c, rounds);
+	double fw = bench_median(fresh_w, rounds), fc = bench_median(fresh_c, rounds);
+	double kw = bench_median(kept_w, rounds), kc = bench_median(kept_c, rounds);
 	printf("xref   dry run of a patch of libc's puts, median of %d: index made %.1f ms wall "
 	       "%.1f ms CPU, index kept %.1f ms wall %.1f ms CPU\n", rounds, fw * 1e3, fc * 1e3,
 	       kw * 1e3, kc * 1e3);

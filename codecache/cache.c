@@ -283,6 +283,23 @@ bool cc_cache__exists(const struct cc_cache *c)
 	return c->dir_addr != 0;
 }
 
+int cc__grow(void *vp, size_t *cap, size_t need, size_t size, size_t first)
+{
+	void **v = vp;
+
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : first;
+	while (nc < need)
+		nc *= 2;
+	void *p = realloc(*v, nc * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = nc;
+	return 0;
+}
+
 /* ------------------------------------------------------------ allocation */
 
 #define GUARD 4096	/* the inaccessible page below the directory */

@@ -43,6 +43,9 @@ int cc__syscall(struct cc_cache *c, long nr, const uint64_t args[6], int64_t *re
 int cc__protect(struct cc_cache *c, uint64_t addr, uint64_t size, unsigned prot);
 int cc__dir_save(struct cc_cache *c);
 bool cc__in_reach(uint64_t near, uint64_t addr, uint64_t size);
+/* Room in the array *vp (of *cap elements of size bytes) for need: grown
+ * by doubling from first. 0 or -ENOMEM. */
+int cc__grow(void *vp, size_t *cap, size_t need, size_t size, size_t first);
 /* A cfg reader over the target's memory (or this process's). */
 struct cfg_reader;
 int cc__open_cfg(struct cc_cache *c, struct cfg_reader **r);

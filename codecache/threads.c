@@ -140,14 +140,8 @@ static void look_at_return(struct cc_tcheck *k, size_t i, int frame, uint64_t ip
 
 static int add_poke(struct cc_tcheck *k, uint64_t addr, uint64_t value, uint64_t old)
 {
-	if (k->npokes == k->poke_cap) {
-		size_t cap = k->poke_cap ? k->poke_cap * 2 : 8;
-		struct cc_poke *p = realloc(k->pokes, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		k->pokes = p;
-		k->poke_cap = cap;
-	}
+	if (cc__grow(&k->pokes, &k->poke_cap, k->npokes + 1, sizeof *k->pokes, 8) < 0)
+		return -ENOMEM;
 	k->pokes[k->npokes++] = (struct cc_poke){ addr, value, old };
 	return 0;
 }

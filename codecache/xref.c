@@ -138,14 +138,8 @@ static int add_branch(struct xmod *m, uint64_t from, uint64_t to, bool table)
 {
 	if (!in_module(m, to))
 		return 0;	/* calls out of it, through the PLT... */
-	if (m->nbr == m->capbr) {
-		size_t cap = m->capbr ? m->capbr * 2 : 4096;
-		struct xbranch *v = realloc(m->br, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		m->br = v;
-		m->capbr = cap;
-	}
+	if (cc__grow(&m->br, &m->capbr, m->nbr + 1, sizeof *m->br, 4096) < 0)
+		return -ENOMEM;
 	m->br[m->nbr++] = (struct xbranch){ .to = to, .from = from, .table = table };
 	return 0;
 }
@@ -186,14 +180,8 @@ struct sweep {
 
 static int note_jump(struct sweep *s, uint64_t pc)
 {
-	if (s->njumps == s->capjumps) {
-		size_t cap = s->capjumps ? s->capjumps * 2 : 64;
-		uint64_t *v = realloc(s->jumps, cap * sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		s->jumps = v;
-		s->capjumps = cap;
-	}
+	if (cc__grow(&s->jumps, &s->capjumps, s->njumps + 1, sizeof *s->jumps, 64) < 0)
+		return -ENOMEM;
 	s->jumps[s->njumps++] = pc;
 	return 0;
 }
@@ -372,15 +360,9 @@ static int module_index(struct cc_cache *c, uint64_t addr, struct xmod **out)
 		xmod_free(&m);
 		return rc;
 	}
-	if (x->n == x->cap) {
-		size_t cap = x->cap ? x->cap * 2 : 8;
-		struct xmod *v = realloc(x->mods, cap * sizeof *v);
-		if (!v) {
-			xmod_free(&m);
-			return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
-		}
-		x->mods = v;
-		x->cap = cap;
+	if (cc__grow(&x->mods, &x->cap, x->n + 1, sizeof *x->mods, 8) < 0) {
+		xmod_free(&m);
+		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
 	}
 	x->mods[x->n] = m;
 	*out = &x->mods[x->n++];

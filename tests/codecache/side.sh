@@ -10,18 +10,8 @@
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 alt=$b/tests/codecache/repl/side_alt.o
-tmp=$(mktemp -d /tmp/padrone-cc-side.XXXXXX)
-PADRONE_RUNDIR=$tmp/run
-export PADRONE_RUNDIR
-mkdir -p "$PADRONE_RUNDIR"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/tap.sh"
+tap_setup cc-side
 
 echo "1..11"
 "$b/tests/targets/cc_side" >"$tmp/out" 2>&1 &

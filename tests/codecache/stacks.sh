@@ -17,18 +17,8 @@
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 repl=$b/tests/codecache/repl
-tmp=$(mktemp -d /tmp/padrone-cc-stacks.XXXXXX)
-PADRONE_RUNDIR=$tmp/run
-export PADRONE_RUNDIR
-mkdir -p "$PADRONE_RUNDIR"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/tap.sh"
+tap_setup cc-stacks
 
 echo "1..33"
 # variant LABEL PROGRAM [deleted]

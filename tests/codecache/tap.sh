@@ -1,6 +1,21 @@
 # tests/codecache/tap.sh: what the shell tests of live patching share
-# (sourced). The caller sets tmp (a private directory) and pid (the target
-# started with its output in $tmp/out) before using them.
+# (sourced): tap_setup NAME makes $tmp (a private directory, padroned's
+# run directory in it) and removes it at exit, killing the target $pid
+# (started by the test, its output in $tmp/out) if it still runs.
+
+tap_setup() {
+	tmp=$(mktemp -d "/tmp/padrone-$1.XXXXXX")
+	PADRONE_RUNDIR=$tmp/run
+	export PADRONE_RUNDIR
+	mkdir -p "$PADRONE_RUNDIR"
+	pid=
+	trap tap_cleanup EXIT
+}
+tap_cleanup() {
+	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
 
 n=0
 check() {	# check DESCRIPTION COMMAND...: one TAP line
@@ -40,5 +55,5 @@ wait_for() {
 }
 # the target still runs and has reported nothing wrong
 fine() { kill -0 "$pid" 2>/dev/null && ! grep -q BAD "$tmp/out"; }
-# code ADDR: the target's first 8 bytes there, in hex
-code() { dd if=/proc/$pid/mem bs=1 skip=$(($1)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
+# code ADDR [PID]: the first 8 bytes there of the target (or PID), in hex
+code() { dd if="/proc/${2:-$pid}/mem" bs=1 skip=$(($1)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
