@@ -60,16 +60,6 @@ struct padrone_chain {
 PADRONE_HIDDEN const struct padrone_chain *padrone_session_chains(const struct padrone_session *s,
 								  size_t *n);
 
-/* Names the frames of a backtrace that are code of the code cache
- * (symbolized as anonymous memory): "replacement of mid" and its offset,
- * module "[code cache]", the names kept in names[i]. Best effort: a cache
- * that cannot be read leaves the frames as they were. */
-#define PADRONE_CC_NAME 112
-struct prof_frame;
-PADRONE_HIDDEN void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *raw,
-					   struct padrone_frame *frames, size_t n,
-					   char (*names)[PADRONE_CC_NAME]);
-
 /* Releases an extension: restore what it changed in the process (still
  * attached), free it. A failure is reported by detach, which goes on. */
 typedef int (*padrone_ext_release_fn)(struct padrone_session *s, void *data);
@@ -81,5 +71,15 @@ PADRONE_HIDDEN void *padrone_session_ext(const struct padrone_session *s, const 
  * attached process: extensions belong to one attachment. */
 PADRONE_HIDDEN int padrone_session_set_ext(struct padrone_session *s, const char *name, void *data,
 					   padrone_ext_release_fn release);
+
+/* Names the frames of a backtrace that are code of the code cache
+ * (symbolized as anonymous memory): "replacement of mid" and its offset,
+ * module "[code cache]", the names kept in names[i]. Best effort: a cache
+ * that cannot be read leaves the frames as they were. */
+#define PADRONE_CC_NAME 112
+struct prof_frame;
+PADRONE_HIDDEN void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *raw,
+					   struct padrone_frame *frames, size_t n,
+					   char (*names)[PADRONE_CC_NAME]);
 
 #endif
