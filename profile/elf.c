@@ -415,8 +415,8 @@ static int cie_encoding(const uint8_t *data, size_t len, size_t off)
 	return r.bad ? -1 : 0x00;
 }
 
-int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
-			 void *arg)
+int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
+			    prof_fde_at_fn fn, void *arg)
 {
 	size_t pos = 0, cie_off = SIZE_MAX;
 	int enc = -1, nfde = 0;
@@ -461,17 +461,37 @@ int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, pro
 	return nfde;
 }
 
+struct fde_adapter {
+	prof_fde_fn fn;
+	void *arg;
+};
+
+static void without_address(uint64_t start, uint64_t end, uint64_t fde, void *arg)
+{
+	struct fde_adapter *a = arg;
+
+	(void)fde;
+	a->fn(start, end, a->arg);
+}
+
+int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
+			 void *arg)
+{
+	struct fde_adapter a = { fn, arg };
+
+	return prof_eh_frame__each_fde(data, len, sec_addr, without_address, &a);
+}
+
 struct fde_ctx {
 	struct builder *b;
 	struct fn_tmp *fdes;
 	size_t n, cap;
 };
 
-static void collect_fde(uint64_t start, uint64_t end, uint64_t fde, void *arg)
+static void collect_fde(uint64_t start, uint64_t end, void *arg)
 {
 	struct fde_ctx *c = arg;
 
-	(void)fde;
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? c->cap * 2 : 1024;
 		void *p = realloc(c->fdes, nc * sizeof(*c->fdes));

@@ -106,11 +106,14 @@ const struct prof_fn *prof_elf__next(const struct prof_elf *e, uint64_t v);
 int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *v);
 
 /* Parses .eh_frame (as found at link address sec_addr) and calls fn for
- * each FDE's [start, end) and the FDE's own address. Returns FDEs found or
- * -EINVAL. */
-typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, uint64_t fde, void *arg);
+ * each FDE's [start, end). Returns FDEs found or -EINVAL. */
+typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, void *arg);
 int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
 			 void *arg);
+/* The same, with each FDE's own (link-time) address. */
+typedef void (*prof_fde_at_fn)(uint64_t start, uint64_t end, uint64_t fde, void *arg);
+int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
+			    prof_fde_at_fn fn, void *arg);
 
 /* ------------------------------------------------------- mappings */
 

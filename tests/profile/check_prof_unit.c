@@ -496,7 +496,7 @@ struct fde_got {
 	int n;
 };
 
-static void fde_cb(uint64_t s, uint64_t e, uint64_t at, void *arg)
+static void fde_at_cb(uint64_t s, uint64_t e, uint64_t at, void *arg)
 {
 	struct fde_got *g = arg;
 
@@ -506,6 +506,11 @@ static void fde_cb(uint64_t s, uint64_t e, uint64_t at, void *arg)
 		g->at[g->n] = at;
 	}
 	g->n++;
+}
+
+static void fde_cb(uint64_t s, uint64_t e, void *arg)
+{
+	fde_at_cb(s, e, 0, arg);
 }
 
 /* A hand-made .eh_frame: one CIE (zR, pcrel|sdata4), two FDEs. */
@@ -536,8 +541,11 @@ START_TEST(eh_frame_parser_decodes_pcrel_fdes)
 	ck_assert_uint_eq(got.s[1], sec + 0x2100);
 	ck_assert_uint_eq(got.e[1], sec + 0x2141);
 	/* each FDE's own address, where the unwinder's table points */
-	ck_assert_uint_eq(got.at[0], sec + sizeof(cie));
-	ck_assert_uint_eq(got.at[1], sec + sizeof(cie) + 20);
+	struct fde_got at = { .n = 0 };
+	ck_assert_int_eq(prof_eh_frame__each_fde(buf, o + 4, sec, fde_at_cb, &at), 2);
+	ck_assert_uint_eq(at.s[1], sec + 0x2100);
+	ck_assert_uint_eq(at.at[0], sec + sizeof(cie));
+	ck_assert_uint_eq(at.at[1], sec + sizeof(cie) + 20);
 }
 END_TEST
 
