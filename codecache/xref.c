@@ -6,13 +6,15 @@
  * land inside the jmp. The function's own control flow is checked from its
  * CFG (patch.c); this file finds everyone else's: every direct branch
  * (call, jmp, jcc) of the module's executable code, found by a linear
- * sweep with the decoder that starts again at every function start the
- * module's FDEs and symbols give (cfg_reader__function_starts), and the
- * targets of the jump tables of every function holding an indirect jump
- * (from its CFG). The bytes padrone itself wrote (its directory's sites)
- * are swept as they were before, so the index describes the module's own
- * code whatever is patched. One index per module, built the first time a
- * patch needs it and kept in a cc_xref for the session.
+ * sweep with the decoder that starts again at every function start its
+ * unwind tables list (an FDE's start: an instruction decoded across one
+ * was no instruction), and the targets of the jump tables of every
+ * function holding an indirect jump (from its CFG; the function found by
+ * its symbol, .symtab included, or FDE). The bytes padrone itself wrote
+ * (its directory's sites) are swept as they were before, so the index
+ * describes the module's own code whatever is patched. One index per
+ * module, made the first time a patch needs it (libc: about 0.15 s of CPU,
+ * bench/xref) and kept in a cc_xref for the session.
  */
 #include "codecache/codecache.h"
 #include "codecache/internal.h"

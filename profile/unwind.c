@@ -122,22 +122,22 @@ static void forget_pages(struct prof_unwinder *u)
 		u->pages[i].addr = 0;
 }
 
-/* Memory that cannot change while the world is stopped but by padrone's
- * own writes (which happen after the walks of a stop): read by page. */
-static bool cacheable(const struct prof_unwinder *u, uint64_t addr)
-{
-	const struct attach_map *m = attach_maps__find(u->maps, addr);
-	return m && !(m->prot & ATTACH_MAP_W);
-}
-
+/* Reads go only where the maps (read at this stop, the world stopped) say
+ * there is memory: anywhere else the kernel would take an address below
+ * the stack for the stack growing down (attach/ checks again). Memory that
+ * cannot change while the world is stopped but by padrone's own writes
+ * (which come after the walks of a stop) is read by page and kept. */
 static int read_mem(struct prof_unwinder *u, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *out = buf;
 
 	while (len) {
+		const struct attach_map *m = attach_maps__find(u->maps, addr);
 		uint64_t page = addr & ~(uint64_t)(PAGE - 1);
 		size_t off = (size_t)(addr - page), n = PAGE - off < len ? PAGE - off : len;
-		if (!cacheable(u, addr)) {
+		if (!m)
+			return -EFAULT;
+		if (m->prot & ATTACH_MAP_W) {
 			if (attach_target__read(u->t, addr, out, n) != (ssize_t)n)
 				return -EFAULT;
 		} else {
