@@ -114,6 +114,14 @@ const struct attach_map *attach_maps__at(const struct attach_maps *m, size_t i);
 const struct attach_map *attach_maps__find(const struct attach_maps *m, uint64_t addr);
 /* The lowest-addressed mapping of the file at path (module base), or NULL. */
 const struct attach_map *attach_maps__first_of(const struct attach_maps *m, const char *path);
+/* How many of the len bytes at addr lie in mappings, contiguously from
+ * addr (0: addr is not mapped). What /proc/PID/mem or ptrace may be asked
+ * to read: the kernel takes an address in the gap below the stack for the
+ * stack growing down to it, and grows it (as far as the reader's own
+ * RLIMIT_STACK allows; unlimited, a request far below fails and is logged
+ * as __vm_enough_memory). attach_mapped_len reads the maps of pid first. */
+uint64_t attach_maps__mapped_len(const struct attach_maps *m, uint64_t addr, uint64_t len);
+size_t attach_mapped_len(pid_t pid, uint64_t addr, size_t len);
 /* A free range [*addr, *addr + size) inside [lo, hi), *addr a multiple of
  * align (a power of two), as close to near as possible; 0, or -ENOSPC when
  * no gap is large enough (-EINVAL for a bad align or size). Keeps off the

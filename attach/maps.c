@@ -194,6 +194,27 @@ const struct attach_map *attach_maps__find(const struct attach_maps *m, uint64_t
 	return NULL;
 }
 
+uint64_t attach_maps__mapped_len(const struct attach_maps *m, uint64_t addr, uint64_t len)
+{
+	uint64_t done = 0;
+	const struct attach_map *mp;
+
+	while (done < len && (mp = attach_maps__find(m, addr + done)))
+		done = mp->end - addr;
+	return done < len ? done : len;
+}
+
+size_t attach_mapped_len(pid_t pid, uint64_t addr, size_t len)
+{
+	struct attach_maps *m;
+
+	if (attach_maps__read(pid, &m) < 0)
+		return 0;
+	size_t n = (size_t)attach_maps__mapped_len(m, addr, len);
+	attach_maps__free(m);
+	return n;
+}
+
 const struct attach_map *attach_maps__first_of(const struct attach_maps *m, const char *path)
 {
 	for (size_t i = 0; m && i < m->n; i++)

@@ -61,6 +61,21 @@ static ssize_t read_mem(int fd, uint64_t addr, void *buf, size_t len)
 	return done || !len ? (ssize_t)done : -EIO;
 }
 
+/* /proc/PID/mem, over what is mapped only: the kernel takes an address in
+ * the gap below the stack for the stack growing down to it, and grows it.
+ * r: what process_vm_readv said, kept if the maps cannot be read. */
+static ssize_t read_mapped(struct attach_target *t, uint64_t addr, void *buf, size_t len,
+			   ssize_t r)
+{
+	struct attach_maps *m;
+
+	if (attach_maps__read(t->pid, &m) < 0)
+		return r == -ENOSYS ? read_mem(t->mem_fd, addr, buf, len) : r;
+	len = (size_t)attach_maps__mapped_len(m, addr, len);
+	attach_maps__free(m);
+	return len ? read_mem(t->mem_fd, addr, buf, len) : -EFAULT;
+}
+
 ssize_t attach_target__read(struct attach_target *t, uint64_t addr, void *buf, size_t len)
 {
 	if (addr > INT64_MAX || len > (size_t)INT64_MAX - addr)
@@ -72,9 +87,10 @@ ssize_t attach_target__read(struct attach_target *t, uint64_t addr, void *buf, s
 	if (!attach__force_mem_fallback)
 		r = read_vm(t->pid, addr, buf, len);
 	/* Fall back when process_vm_readv is unavailable or refused (a zombie
-	 * leader has no mm; seccomp or old kernels lack the call). */
+	 * leader has no mm; seccomp or old kernels lack the call; PROT_NONE
+	 * pages) */
 	if (r == -ENOSYS || r == -EPERM || r == -ESRCH || r == -EINVAL || r == -EFAULT)
-		r = read_mem(t->mem_fd, addr, buf, len);
+		r = read_mapped(t, addr, buf, len, r);
 	if (r == -EIO)
 		r = -EFAULT;	/* what /proc/PID/mem says for an unmapped page */
 	if (r < 0)

@@ -11,6 +11,7 @@
  * usage: codecache-cost [ROUNDS]      Goal: measuring stub < 100 ns per call.
  */
 #include "codecache/codecache.h"
+#include "bench/median.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,18 +46,6 @@ static double per_call(void)
 	if (s == 42)
 		puts("");
 	return t;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmpd);
-	return v[n / 2];
 }
 
 static void die(const char *what, const char *why)
@@ -117,13 +106,13 @@ int main(int argc, char **argv)
 		meas[i] -= (b1 + b2) / 2;
 		pass[i] -= (b1 + b2) / 2;
 	}
-	double b = median(base, rounds);
+	double b = bench_median(base, rounds);
 	printf("plain call through a pointer: %.2f ns/call\n", b);
 	printf("trampoline (entry jmp to a copy in the code cache): %+.2f ns/call (ratio %.2f)\n",
-	       median(tramp, rounds), (b + median(tramp, rounds)) / b);
+	       bench_median(tramp, rounds), (b + bench_median(tramp, rounds)) / b);
 	printf("measuring stub while timing: %+.1f ns/call (ratio %.1f; goal < 100 ns)\n",
-	       median(meas, rounds), (b + median(meas, rounds)) / b);
-	printf("measuring stub after its N calls: %+.1f ns/call\n", median(pass, rounds));
+	       bench_median(meas, rounds), (b + bench_median(meas, rounds)) / b);
+	printf("measuring stub after its N calls: %+.1f ns/call\n", bench_median(pass, rounds));
 	cc_syms__free(sy);
 	cc_cache__close(c);
 	return 0;

@@ -242,6 +242,7 @@ int cc_cache__open(struct attach_target *t, const struct cc_cache_opts *opts,
 	c->o.code_size = (c->o.code_size + 4095) & ~4095UL;
 	c->o.data_size = (c->o.data_size + 4095) & ~4095UL;
 	c->t = t;
+	c->xref = c->o.xref;
 	c->memfd = -1;
 	c->pid = t ? attach_target__pid(t) : getpid();
 	if (!t && (c->memfd = open("/proc/self/mem", O_RDWR | O_CLOEXEC)) < 0) {
@@ -272,12 +273,31 @@ void cc_cache__close(struct cc_cache *c)
 	if (c->memfd >= 0)
 		close(c->memfd);
 	cc__unwinder_free(c);
+	if (c->own_xref)
+		cc_xref__free(c->xref);
 	free(c);
 }
 
 bool cc_cache__exists(const struct cc_cache *c)
 {
 	return c->dir_addr != 0;
+}
+
+int cc__grow(void *vp, size_t *cap, size_t need, size_t size, size_t first)
+{
+	void **v = vp;
+
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : first;
+	while (nc < need)
+		nc *= 2;
+	void *p = realloc(*v, nc * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = nc;
+	return 0;
 }
 
 /* ------------------------------------------------------------ allocation */

@@ -165,6 +165,22 @@ int cc_syms__resolve(void *syms, const char *name, uint64_t *addr);
 /* Why the last cc_syms__resolve said -ENOTSUP. */
 const char *cc_syms__errmsg(const struct cc_syms *s);
 
+/* ------------------------------------------------------ branches into code */
+
+/* Where the branches of a target's modules go, so that a patch is refused
+ * when code anywhere in the module branches into the bytes it overwrites
+ * (glibc's mempcpy variants `jmp memmove+3`; a hand-written side entry):
+ * every direct branch of the module's executable code (a sweep with the
+ * decoder, started again at each function start its FDEs and symbols
+ * give), and every jump table's entries (from the CFG of each function
+ * holding an indirect jump). Made once per module, the first time a patch
+ * in it needs it (about 0.1 s for libc, see bench/xref), and kept: give one
+ * to every cc_cache__open of a session. */
+struct cc_xref;
+
+int cc_xref__new(struct cc_xref **out);
+void cc_xref__free(struct cc_xref *x);
+
 /* ------------------------------------------------------------ code cache */
 
 /* The code cache of one target: r-x code areas and rw- data areas within
@@ -174,10 +190,15 @@ const char *cc_syms__errmsg(const struct cc_syms *s);
  * session did (a replacement) another can find and undo. */
 struct cc_cache;
 
+struct cc_xref;
+
 struct cc_cache_opts {
 	size_t sz;		/* sizeof(struct cc_cache_opts) */
 	size_t code_size;	/* bytes per new code area; 0: 64 KiB */
 	size_t data_size;	/* bytes per new data area; 0: 256 KiB */
+	struct cc_xref *xref;	/* the index of branches to use and add to (the
+				 * caller's, kept for a session); NULL: the
+				 * cache makes its own */
 };
 
 /* t: a seized target; NULL: this process (for tests and benchmarks: there
@@ -301,6 +322,13 @@ struct cc_redirect_info {
 /* The redirections in place (also those of earlier sessions): how many
  * there are; the first max are copied. */
 int cc_cache__redirects(struct cc_cache *c, struct cc_redirect_info *out, size_t max);
+
+/* What code of the cache holds addr (a pc in a stack, say): "replacement
+ * of F", "measuring stub of F", "relocated first bytes of F", and where
+ * that code starts (a replacement: its entry, when addr is past it). 0, or
+ * -ENOENT when addr is in none of it. */
+int cc_cache__describe(struct cc_cache *c, uint64_t addr, char *name, size_t size,
+		       uint64_t *start);
 
 /* ----------------------------------------------------------- measurement */
 

@@ -15,6 +15,9 @@
 /* How far a rel32 may reach, with room for the size of what is patched. */
 #define CC_REACH 0x7ff00000ULL
 
+struct prof_unwinder;
+struct prof_walk_frame;
+
 struct cc_cache {
 	struct attach_target *t;	/* NULL: this process */
 	pid_t pid;
@@ -24,7 +27,10 @@ struct cc_cache {
 	struct cc_dir dir;		/* padrone's copy of the target's */
 	enum cc_phase phase;
 	char errmsg[600];
-	struct cc_unwinder *uw;		/* threads.c: kept between stops */
+	struct prof_unwinder *uw;	/* threads.c: kept between stops */
+	struct prof_walk_frame *frames;	/* threads.c: one walk's */
+	struct cc_xref *xref;		/* xref.c: the options', or its own */
+	bool own_xref;
 };
 
 /* Set the cache's error, "phase: message", and return err. */
@@ -37,6 +43,12 @@ int cc__syscall(struct cc_cache *c, long nr, const uint64_t args[6], int64_t *re
 int cc__protect(struct cc_cache *c, uint64_t addr, uint64_t size, unsigned prot);
 int cc__dir_save(struct cc_cache *c);
 bool cc__in_reach(uint64_t near, uint64_t addr, uint64_t size);
+/* Room in the array *vp (of *cap elements of size bytes) for need: grown
+ * by doubling from first. 0 or -ENOMEM. */
+int cc__grow(void *vp, size_t *cap, size_t need, size_t size, size_t first);
+/* A cfg reader over the target's memory (or this process's). */
+struct cfg_reader;
+int cc__open_cfg(struct cc_cache *c, struct cfg_reader **r);
 /* image.c: the first section of an ELF file with this sh_type, or NULL. */
 Elf_Scn *cc__find_section(Elf *e, unsigned type);
 
@@ -95,6 +107,22 @@ int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
 			   const struct cc_patch_opts *opts);
 int cc__fail_stale(struct cc_cache *c, enum cc_phase phase, const struct cc_dir_redir *r,
 		   const char *name);
+
+/* ------------------------------------------------------ xref.c */
+
+/* A branch into bytes about to be overwritten. */
+struct cc_xhit {
+	uint64_t from, to;
+	bool table;		/* an entry of the jump table of the jmp at from */
+	char where[160];	/* from as "F+0xN" */
+	size_t count;		/* how many such branches */
+};
+struct cc_range;
+/* Branches (direct ones, jump-table entries) from the module holding lo
+ * into [lo, hi), but for those from within skip: 1 and the first in *hit,
+ * 0 none, -errno (the cache's error set). */
+int cc__xref_into(struct cc_cache *c, uint64_t lo, uint64_t hi, const struct cc_range *skip,
+		  struct cc_xhit *hit);
 
 /* ------------------------------------------------------ threads.c */
 

@@ -359,7 +359,7 @@ static ssize_t self_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return rc < 0 ? rc : (ssize_t)len;
 }
 
-static int open_cfg(struct cc_cache *c, struct cfg_reader **r)
+int cc__open_cfg(struct cc_cache *c, struct cfg_reader **r)
 {
 	static const struct cfg_reader_ops ops = { .sz = sizeof ops, .read = self_read };
 
@@ -402,7 +402,7 @@ static int check_cfg(struct cc_job *j, uint64_t end)
 	uint64_t at;
 	int rc;
 
-	if ((rc = open_cfg(j->c, &r)) < 0)
+	if ((rc = cc__open_cfg(j->c, &r)) < 0)
 		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read the code of %s: %s",
 				j->name, strerror(-rc));
 	if ((rc = cfg_function__build(r, j->fn.addr, &bo, &f)) < 0) {
@@ -457,6 +457,38 @@ out:
 	return rc;
 }
 
+/* Code elsewhere in the module that branches strictly inside the bytes the
+ * jump overwrites (after the entry, where the jump begins) would land in
+ * the middle of it: refused, naming the branch. Not even force goes ahead:
+ * the branch would run garbage. */
+static int check_side_entries(struct cc_job *j)
+{
+	size_t len = cc_reloc__src_len(j->prefix);
+	struct cc_range own = { j->site, j->site + len };
+	struct cc_xhit h;
+	uint8_t insn[16];
+	int rc = cc__xref_into(j->c, j->site + 1, j->site + len, &own, &h);
+
+	if (rc <= 0)
+		return rc;
+	char text[96] = "";
+	if (cc__read(j->c, h.from, insn, sizeof insn) == 0)
+		cc_insn_text(insn, sizeof insn, h.from, text, sizeof text);
+	char more[64] = "";
+	if (h.count > 1)
+		snprintf(more, sizeof more, " (and %zu more branch%s)", h.count - 1,
+			 h.count > 2 ? "es" : "");
+	if (h.table)
+		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s cannot be patched: the jump "
+				"table of `%s` at 0x%" PRIx64 " (%s) goes to 0x%" PRIx64 ", inside the %zu "
+				"bytes at its entry that the jump would overwrite%s", j->name, text,
+				h.from, h.where, h.to, len, more);
+	return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s cannot be patched: `%s` at 0x%"
+			PRIx64 " (%s) branches to 0x%" PRIx64 ", inside the %zu bytes at its entry "
+			"that the jump would overwrite%s", j->name, text, h.from, h.where, h.to, len,
+			more);
+}
+
 static int plan_entry(struct cc_job *j)
 {
 	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = ENTRY_JMP, .jump_back = true };
@@ -482,7 +514,8 @@ static int plan_entry(struct cc_job *j)
 			 j->name, err.msg);
 		goto out;
 	}
-	if ((rc = check_cfg(j, j->site + cc_reloc__src_len(j->prefix))) < 0)
+	if ((rc = check_cfg(j, j->site + cc_reloc__src_len(j->prefix))) < 0 ||
+	    (rc = check_side_entries(j)) < 0)
 		goto out;
 	say(&j->rep, "entry: jmp rel32 at 0x%" PRIx64 " over %zu bytes (%zu instructions)%s",
 	    j->site, cc_reloc__src_len(j->prefix), cc_reloc__count(j->prefix),
@@ -767,6 +800,40 @@ int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc
 				r->name, r->detour);
 	}
 	return 0;
+}
+
+static bool holds(uint64_t lo, uint64_t size, uint64_t addr)
+{
+	return addr >= lo && addr - lo < size;
+}
+
+int cc_cache__describe(struct cc_cache *c, uint64_t addr, char *name, size_t size,
+		       uint64_t *start)
+{
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		const struct cc_dir_redir *r = &c->dir.redirs[i];
+		if (!r->id)
+			continue;
+		if (r->detour && holds(r->detour, r->detour_size, addr)) {
+			snprintf(name, size, "relocated first bytes of %s", r->name);
+			*start = r->detour;
+			return 0;
+		}
+		if (r->kind == CC_REDIR_MEASURE && addr >= r->dest && addr < r->stub_end) {
+			snprintf(name, size, "measuring stub of %s", r->name);
+			*start = r->dest;
+			return 0;
+		}
+		for (size_t k = 0; r->kind == CC_REDIR_REPLACE && k < r->nowned; k++) {
+			const struct cc_dir_block *b = &r->owned[k];
+			if (b->kind != CC_CODE || !holds(b->addr, b->size, addr))
+				continue;
+			snprintf(name, size, "replacement of %s", r->name);
+			*start = addr >= r->dest && holds(b->addr, b->size, r->dest) ? r->dest : b->addr;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 /* Another redirection's site overlapping [addr, addr+len), or NULL. */

@@ -6,10 +6,13 @@
  * single-stepped out of it); a return address inside them (possible only
  * when they hold a call) is reported as a hard obstacle. Each thread is also
  * marked busy when its PC, or any return address on its stack, is in the
- * busy ranges (the function, or the code to free). Stacks are walked with
- * libunwind-ptrace on attach/'s tracer thread; where libunwind loses a
- * thread (code without unwind information, such as a code cache), the rest
- * of its stack is scanned conservatively, word by word.
+ * busy ranges (the function, or the code to free). Stacks are walked by
+ * profile/'s unwinder, as far as unwind information goes; where a walk ends
+ * before the outermost frame (code without unwind information: a code
+ * cache, JIT code, hand-written assembly; a module whose tables cannot be
+ * read), the rest of that stack, from the last frame's stack pointer to the
+ * end of its mapping, is scanned conservatively: every word that points
+ * into the bytes to patch or the code to free counts as a return address.
  *
  * Two more places hold where a thread goes next. A thread stopped in a
  * system call that the kernel restarts when it resumes (rax -ERESTARTSYS,
@@ -31,14 +34,17 @@
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
 
+#include "profile/profile.h"
+
 #include <errno.h>
-#include <libunwind-ptrace.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_FRAMES 512
-#define STACK_SCAN_MAX (1u << 20)
+/* A stack walked only in part is scanned up to this far above its last
+ * frame; deeper, what is beyond cannot be ruled out. */
+#define STACK_SCAN_MAX (8u << 20)
 
 static bool in(const struct cc_range *r, size_t n, uint64_t a)
 {
@@ -134,31 +140,23 @@ static void look_at_return(struct cc_tcheck *k, size_t i, int frame, uint64_t ip
 
 static int add_poke(struct cc_tcheck *k, uint64_t addr, uint64_t value, uint64_t old)
 {
-	if (k->npokes == k->poke_cap) {
-		size_t cap = k->poke_cap ? k->poke_cap * 2 : 8;
-		struct cc_poke *p = realloc(k->pokes, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		k->pokes = p;
-		k->poke_cap = cap;
-	}
+	if (cc__grow(&k->pokes, &k->poke_cap, k->npokes + 1, sizeof *k->pokes, 8) < 0)
+		return -ENOMEM;
 	k->pokes[k->npokes++] = (struct cc_poke){ addr, value, old };
 	return 0;
 }
 
-/* The pc a signal handler returns to (cur: the frame the unwinder reached
- * through a signal frame): inside the bytes to change, it is moved by
- * rewriting the rip saved in the signal frame, checked to hold it. */
+/* The pc a signal handler returns to, saved at pc_at in its signal frame:
+ * inside the bytes to change, it is moved by rewriting it there, checked to
+ * hold it. */
 static void look_at_interrupted(struct cc_tcheck *k, size_t i, int frame, uint64_t pc,
-				unw_cursor_t *cur)
+				uint64_t pc_at)
 {
 	if (must_move(k, pc) && !k->hard) {
-		unw_save_loc_t loc;
 		uint64_t to, saved = 0;
-		if (move_pc(k, pc, &to) < 0 || unw_get_save_loc(cur, UNW_X86_64_RIP, &loc) < 0 ||
-		    loc.type != UNW_SLT_MEMORY ||
-		    attach_target__read(k->c->t, loc.u.addr, &saved, 8) != 8 || saved != pc ||
-		    add_poke(k, loc.u.addr, to, pc) < 0) {
+		if (move_pc(k, pc, &to) < 0 || !pc_at ||
+		    attach_target__read(k->c->t, pc_at, &saved, 8) != 8 || saved != pc ||
+		    add_poke(k, pc_at, to, pc) < 0) {
 			k->hard = true;
 			snprintf(k->hard_why, sizeof k->hard_why, "thread %d resumes at 0x%" PRIx64
 				 " when its signal handler returns, inside the bytes to %s, and its "
@@ -186,206 +184,71 @@ static bool wants_walk(const struct cc_tcheck *k, size_t i)
 	return k->crit_returns || (k->sig && k->reloc) || (k->frames && k->nbusy && !k->busy_of[i]);
 }
 
-#define SIGRET_CACHE 256
-
-/* libunwind-ptrace, kept from one stop of the world to the next: building
- * an address space and reading each module's unwind tables again for every
- * thread at every look cost about 0.1 ms per thread, inside the pause. The
- * address space caches the unwind rules per instruction, each thread's UPT
- * handle the ELF image it last used. Both describe the code mapped in the
- * target, so they are dropped whenever its executable mappings change
- * (a library loaded or unloaded, code cache grown). */
-struct cc_unwinder {
-	unw_addr_space_t as;
-	uint64_t maps_sig;	/* of the executable mappings it describes */
-	struct {		/* ip -> is it a signal return trampoline? */
-		uint64_t ip;
-		bool yes;
-	} sigret[SIGRET_CACHE];
-	struct cc_upt {
-		pid_t tid;
-		void *upt;
-	} *upts;
-	size_t nupts, cap;
-};
-
-static void drop_upts(struct cc_unwinder *uw)
-{
-	for (size_t i = 0; i < uw->nupts; i++)
-		_UPT_destroy(uw->upts[i].upt);
-	uw->nupts = 0;
-}
-
 void cc__unwinder_free(struct cc_cache *c)
 {
-	struct cc_unwinder *uw = c->uw;
-
-	if (!uw)
-		return;
-	drop_upts(uw);
-	free(uw->upts);
-	if (uw->as)
-		unw_destroy_addr_space(uw->as);
-	free(uw);
+	prof_unwinder__free(c->uw);
 	c->uw = NULL;
+	free(c->frames);
+	c->frames = NULL;
 }
 
-/* FNV-1a over what places code: start, end, offset, file of each
- * executable mapping. 0 when the maps cannot be read. */
-static uint64_t exec_maps_sig(pid_t pid)
+/* Thread i's stack, as far as its unwind information goes; from where it
+ * ends, scanned (scan_from: that frame's sp, 1 for the thread's own). */
+static void walk_one(struct cc_tcheck *k, size_t i)
 {
-	struct attach_maps *m;
-	uint64_t h = 1469598103934665603ull;
+	struct prof_walk_frame *f = k->c->frames;
+	struct prof_walk_stop stop;
+	size_t n = prof_unwinder__walk(k->c->uw, k->tids[i], f, MAX_FRAMES, &stop);
 
-	if (attach_maps__read(pid, &m) < 0)
-		return 0;
-	for (size_t i = 0; i < attach_maps__count(m); i++) {
-		const struct attach_map *mp = attach_maps__at(m, i);
-		if (!(mp->prot & ATTACH_MAP_X))
-			continue;
-		uint64_t v[5] = { mp->start, mp->end, mp->offset, mp->inode,
-				  (uint64_t)mp->dev_major << 32 | mp->dev_minor };
-		const unsigned char *b = (const unsigned char *)v;
-		for (size_t j = 0; j < sizeof v; j++)
-			h = (h ^ b[j]) * 1099511628211ull;
-		for (const char *q = mp->path; *q; q++)
-			h = (h ^ (unsigned char)*q) * 1099511628211ull;
-	}
-	attach_maps__free(m);
-	return h | 1;
-}
-
-/* The unwinder, its caches dropped if the code changed since last time. */
-static struct cc_unwinder *unwinder(struct cc_cache *c)
-{
-	struct cc_unwinder *uw = c->uw;
-	uint64_t sig = exec_maps_sig(c->pid);
-
-	if (!uw) {
-		uw = calloc(1, sizeof *uw);
-		if (!uw)
-			return NULL;
-		uw->as = unw_create_addr_space(&_UPT_accessors, 0);
-		if (!uw->as) {
-			free(uw);
-			return NULL;
-		}
-		unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
-		unw_set_cache_size(uw->as, 1024, 0);
-		uw->maps_sig = sig;
-		c->uw = uw;
-	} else if (!sig || sig != uw->maps_sig) {
-		unw_flush_cache(uw->as, 0, 0);
-		drop_upts(uw);
-		memset(uw->sigret, 0, sizeof uw->sigret);
-		uw->maps_sig = sig;
-	}
-	return uw;
-}
-
-/* tid's handle, made the first time. */
-static void *upt_of(struct cc_unwinder *uw, pid_t tid)
-{
-	for (size_t i = 0; i < uw->nupts; i++)
-		if (uw->upts[i].tid == tid)
-			return uw->upts[i].upt;
-	if (uw->nupts == uw->cap) {
-		size_t cap = uw->cap ? uw->cap * 2 : 16;
-		struct cc_upt *v = realloc(uw->upts, cap * sizeof *v);
-		if (!v)
-			return NULL;
-		uw->upts = v;
-		uw->cap = cap;
-	}
-	void *upt = _UPT_create(tid);
-	if (upt)
-		uw->upts[uw->nupts++] = (struct cc_upt){ tid, upt };
-	return upt;
-}
-
-/* Drop the handles of threads that are gone (a tid may come back as
- * another thread: its handle holds nothing of the old one's but the tid). */
-static void prune_upts(struct cc_unwinder *uw, const struct cc_tcheck *k)
-{
-	size_t kept = 0;
-	for (size_t i = 0; i < uw->nupts; i++) {
-		bool live = false;
-		for (size_t j = 0; j < k->n && !live; j++)
-			live = k->tids[j] == uw->upts[i].tid;
-		if (live)
-			uw->upts[kept++] = uw->upts[i];
+	for (size_t j = 1; j < n; j++)
+		if (f[j].interrupted)
+			look_at_interrupted(k, i, (int)j, f[j].pc, f[j].pc_at);
 		else
-			_UPT_destroy(uw->upts[i].upt);
-	}
-	uw->nupts = kept;
+			look_at_return(k, i, (int)j, f[j].pc);
+	if (stop.why == PROF_WALK_COMPLETE)
+		k->scan_from[i] = 0;
+	else
+		k->scan_from[i] = n && stop.sp ? stop.sp : 1;
 }
 
-/* Is a frame's ip the signal return trampoline (glibc's and musl's
- * __restore_rt: mov $15,%rax; syscall), i.e. the frame a handler returns
- * to, whose caller's ip is the pc the signal interrupted? Read from the
- * code itself: what unw_is_signal_frame says of which frame differs
- * between libunwind versions. */
-static bool is_sigreturn(struct cc_tcheck *k, struct cc_unwinder *uw, uint64_t ip)
-{
-	static const uint8_t restore_rt[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
-	size_t h = (size_t)((ip ^ (ip >> 12)) % SIGRET_CACHE);
-	uint8_t code[9];
-
-	if (ip && uw->sigret[h].ip == ip)
-		return uw->sigret[h].yes;
-	bool yes = attach_target__read(k->c->t, ip, code, sizeof code) == (ssize_t)sizeof code &&
-		   memcmp(code, restore_rt, sizeof code) == 0;
-	uw->sigret[h].ip = ip;
-	uw->sigret[h].yes = yes;
-	return yes;
-}
-
-static void unwind_one(struct cc_tcheck *k, struct cc_unwinder *uw, size_t i)
-{
-	void *upt = upt_of(uw, k->tids[i]);
-	unw_cursor_t cur;
-	int frame = 0;
-
-	bool after_signal = false;
-
-	k->scan_from[i] = 0;
-	if (!upt || unw_init_remote(&cur, uw->as, upt) < 0) {
-		k->scan_from[i] = 1;	/* from the thread's sp */
-		return;
-	}
-	for (;;) {
-		unw_word_t ip = 0, sp = 0;
-		unw_get_reg(&cur, UNW_REG_IP, &ip);
-		if (frame > 0 && after_signal)
-			look_at_interrupted(k, i, frame, ip, &cur);
-		else if (frame > 0)
-			look_at_return(k, i, frame, ip);
-		after_signal = is_sigreturn(k, uw, ip);
-		int s = unw_step(&cur);
-		if (s == 0)
-			break;
-		if (s < 0 || ++frame >= MAX_FRAMES) {
-			unw_get_reg(&cur, UNW_REG_SP, &sp);
-			k->scan_from[i] = sp ? sp : 1;
-			break;
-		}
-	}
-}
-
-/* On attach/'s tracer thread, where libunwind's own ptrace calls work. */
-static int unwind_all(struct attach_target *t, void *arg)
+/* With the world stopped (on attach/'s tracer thread: no hand-over per
+ * register read). The unwinder is kept from one stop to the next: what it
+ * learnt of the code stays valid until its mappings change. */
+static int walk_all(struct attach_target *t, void *arg)
 {
 	struct cc_tcheck *k = arg;
-	struct cc_unwinder *uw = unwinder(k->c);
+	struct cc_cache *c = k->c;
+	struct prof_error err;
+	int rc;
 
-	(void)t;
-	if (!uw)
+	if (!c->uw && (rc = prof_unwinder__new(t, &c->uw, &err)) < 0)
+		return rc;
+	if (!c->frames && !(c->frames = calloc(MAX_FRAMES, sizeof *c->frames)))
 		return -ENOMEM;
-	prune_upts(uw, k);
+	if ((rc = prof_unwinder__sync(c->uw)) < 0)
+		return rc;
 	for (size_t i = 0; i < k->n; i++)
 		if (wants_walk(k, i))
-			unwind_one(k, uw, i);
+			walk_one(k, i);
 	return 0;
+}
+
+/* Part of a stack cannot be looked at: whatever it is looked at for
+ * cannot be ruled out there. */
+static void unsure(struct cc_tcheck *k, size_t i, uint64_t from)
+{
+	if ((k->crit_returns || k->sig) && !k->hard) {
+		k->hard = true;
+		snprintf(k->hard_why, sizeof k->hard_why, "thread %d's stack could not be walked to "
+			 "its end, and is deeper than %u MiB above 0x%" PRIx64 ": a return into the "
+			 "bytes to patch cannot be ruled out", k->tids[i], STACK_SCAN_MAX >> 20, from);
+	}
+	if (k->frames && k->nbusy && !k->busy_of[i] && !k->nbusy_threads++)
+		snprintf(k->busy_why, sizeof k->busy_why, "thread %d may have %s on its stack (it "
+			 "could not be walked to its end, and is deeper than %u MiB)", k->tids[i],
+			 k->busy_what, STACK_SCAN_MAX >> 20);
+	if (k->frames && k->nbusy)
+		k->busy_of[i] = true;
 }
 
 static int scan_stack(struct cc_tcheck *k, size_t i, uint64_t sp)
@@ -398,8 +261,10 @@ static int scan_stack(struct cc_tcheck *k, size_t i, uint64_t sp)
 	const struct attach_map *mp = attach_maps__find(m, sp);
 	uint64_t end = mp ? mp->end : sp;
 	attach_maps__free(m);
-	if (end - sp > STACK_SCAN_MAX)
+	if (end - sp > STACK_SCAN_MAX) {
+		unsure(k, i, sp);
 		end = sp + STACK_SCAN_MAX;
+	}
 	size_t len = (size_t)(end - sp) & ~7UL;
 	if (!len)
 		return 0;
@@ -626,7 +491,7 @@ int cc__tcheck(struct cc_tcheck *k)
 		return 0;
 	for (size_t i = 0; i < k->n; i++)
 		k->scan_from[i] = 0;
-	if ((rc = attach_target__call(t, unwind_all, k)) < 0)
+	if ((rc = attach_target__call(t, walk_all, k)) < 0)
 		return rc;
 	for (size_t i = 0; i < k->n && !k->hard; i++) {
 		uint64_t sp = k->scan_from[i];

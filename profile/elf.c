@@ -416,8 +416,8 @@ static int cie_encoding(const uint8_t *data, size_t len, size_t off)
 	return r.bad ? -1 : 0x00;
 }
 
-int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
-			 void *arg)
+int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
+			    prof_fde_at_fn fn, void *arg)
 {
 	size_t pos = 0, cie_off = SIZE_MAX;
 	int enc = -1, nfde = 0;
@@ -453,13 +453,34 @@ int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, pro
 			uint64_t start = rd_encoded(&r, (uint8_t)enc, here);
 			uint64_t range = rd_encoded(&r, (uint8_t)(enc & 0x0f), 0);
 			if (!r.bad && range) {
-				fn(start, start + range, arg);
+				fn(start, start + range, sec_addr + pos, arg);
 				nfde++;
 			}
 		}
 		pos = next;
 	}
 	return nfde;
+}
+
+struct fde_adapter {
+	prof_fde_fn fn;
+	void *arg;
+};
+
+static void without_address(uint64_t start, uint64_t end, uint64_t fde, void *arg)
+{
+	struct fde_adapter *a = arg;
+
+	(void)fde;
+	a->fn(start, end, a->arg);
+}
+
+int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
+			 void *arg)
+{
+	struct fde_adapter a = { fn, arg };
+
+	return prof_eh_frame__each_fde(data, len, sec_addr, without_address, &a);
 }
 
 struct fde_ctx {

@@ -110,8 +110,19 @@ int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *
 typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, void *arg);
 int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
 			 void *arg);
+/* The same, with each FDE's own (link-time) address. */
+typedef void (*prof_fde_at_fn)(uint64_t start, uint64_t end, uint64_t fde, void *arg);
+int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
+			    prof_fde_at_fn fn, void *arg);
 
 /* ------------------------------------------------------- mappings */
+
+struct attach_map;
+/* The file a mapping of process pid maps, opened read-only: through
+ * /proc/PID/map_files (deleted files, other mount namespaces), else its
+ * path under /proc/PID/root, else (the process gone) the same path here if
+ * it is still the same file. An fd or -errno. */
+int prof__open_mapped(pid_t pid, const struct attach_map *m);
 
 /* An executable mapping the target made while sampled (PERF_RECORD_MMAP2),
  * kept so that samples in code unmapped before the report (dlclose) still

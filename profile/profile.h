@@ -1,6 +1,6 @@
 /* profile.h: where a live process spends its time.
  *
- * Three parts, each an opaque handle:
+ * Four parts, each an opaque handle:
  *
  *   prof_sampler     samples every thread of a process, existing and new,
  *                    with call chains: perf_event mmap rings read on a
@@ -12,7 +12,9 @@
  *                    kernel symbols from /proc/kallsyms; build-id per module;
  *                    JIT code from the perf map the JIT writes
  *                    (/tmp/perf-PID.map), as perf report does.
- *                    Also unwinds a stopped thread (libunwind-ptrace).
+ *   prof_unwinder    walks the stack of a stopped thread as far as its
+ *                    unwind information goes, and says where and why it
+ *                    stopped (libunwind, over tables read from the target).
  *   prof_hot         the samples of a sampler ranked by function: self and
  *                    inclusive counts, function bounds and where they came
  *                    from, and the totals of the run.
@@ -197,16 +199,82 @@ void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
  * Returns bytes read or -errno. */
 ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *buf, size_t len);
 
+/* ----------------------------------------------------------- stack walks */
+
+/* A thread's stack, walked only as far as unwind information (.eh_frame)
+ * says how, and signal frames. The tables are read from the process's own
+ * memory (.eh_frame_hdr), or, for a module mapped without one (a plain
+ * `gcc -static` executable), from its .eh_frame in the file it maps,
+ * opened through /proc/PID/map_files (deleted files too), so the walk
+ * never depends on a path still naming the same file. Nothing is guessed
+ * (no frame-pointer chains): where the information ends before the
+ * outermost frame, the walk says so, and where, so that a caller who must
+ * know every return address (patching, freeing code) can look at the rest
+ * of the stack conservatively. */
+struct prof_unwinder;
+
+enum prof_walk_end {
+	PROF_WALK_COMPLETE,	/* the outermost frame, as its unwind
+				 * information marks it */
+	PROF_WALK_NO_INFO,	/* the last frame's pc has no unwind
+				 * information (code without .eh_frame: JIT
+				 * code, a code cache, hand-written assembly;
+				 * a module whose tables cannot be read) */
+	PROF_WALK_BAD_FRAME,	/* unwinding it failed (memory unreadable,
+				 * information inconsistent) */
+	PROF_WALK_TOO_DEEP,	/* more frames than room for them */
+	PROF_WALK_NO_REGS,	/* the thread's registers could not be read */
+};
+/* "complete", "no_unwind_info", "bad_frame", "too_deep", "no_registers". */
+const char *prof_walk_end_name(enum prof_walk_end e);
+
+struct prof_walk_frame {
+	uint64_t pc;		/* frame 0: the thread's pc; then the return
+				 * address, or where a signal interrupted */
+	uint64_t sp;
+	uint64_t pc_at;		/* where pc was read from (0: a register) */
+	bool interrupted;	/* pc is where a signal handler returns to
+				 * (the frame below is its signal frame), not
+				 * a return address */
+};
+
+struct prof_walk_stop {
+	enum prof_walk_end why;
+	size_t frame;		/* the last frame walked */
+	uint64_t pc, sp;	/* its pc and sp: the stack above sp is
+				 * unknown unless why is COMPLETE */
+	char msg[256];		/* why, in words ("" when complete) */
+};
+
+/* For a seized target, which must outlive it. */
+int prof_unwinder__new(struct attach_target *t, struct prof_unwinder **out,
+		       struct prof_error *err);
+void prof_unwinder__free(struct prof_unwinder *u);
+/* With the world stopped, before walks: rereads the maps, and drops what
+ * is known of code whose mappings changed. 0 or -errno. */
+int prof_unwinder__sync(struct prof_unwinder *u);
+/* Walks thread tid (stopped): up to max frames, innermost first. Returns
+ * how many (0 when its registers cannot be read) and why it ended. */
+size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_frame *frames,
+			   size_t max, struct prof_walk_stop *stop);
+/* Where the FDEs of the module holding addr start (its search table,
+ * sorted): the functions of its code that have unwind information. Any
+ * time after a sync. *starts is malloc'd. 0, -ENOENT (no module there) or
+ * -errno (no tables). */
+int prof_unwinder__fde_starts(struct prof_unwinder *u, uint64_t addr, uint64_t **starts,
+			      size_t *count);
+
 struct prof_frame {
 	uint64_t pc;		/* return address for frames > 0 */
 	uint64_t sp;
-	struct prof_sym sym;	/* names pc (pc - 1 for frames > 0) */
+	struct prof_sym sym;	/* names pc (pc - 1 for a return address) */
 };
-/* Unwinds thread tid of an attached target with libunwind-ptrace (on the
- * tracer thread, the world stopped for the time of the walk) and names each
- * frame. Returns the number of frames (at most max) or -errno. */
+/* Walks thread tid of an attached target (a prof_unwinder, the world
+ * stopped for the time of the walk) and names each frame. Returns the
+ * number of frames (at most max) or -errno; stop (if not NULL) says where
+ * and why the walk ended. */
 int prof_symbolizer__backtrace(struct prof_symbolizer *s, struct attach_target *t, pid_t tid,
-			       struct prof_frame *frames, size_t max);
+			       struct prof_frame *frames, size_t max, struct prof_walk_stop *stop);
 
 /* ------------------------------------------------------------- hot spots */
 

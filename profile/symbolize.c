@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <libunwind-ptrace.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +64,9 @@ struct prof_symbolizer {
 	struct ksym *ks;
 	size_t nks;
 	bool ks_tried;
-	unw_addr_space_t as;
+	struct prof_unwinder *uw;	/* for backtraces of uw_target */
+	struct attach_target *uw_target;
+	pid_t uw_pid;
 	struct attach_map *noted;	/* mappings a sampler saw made */
 	size_t nnoted;
 	/* the perf map file: who may own it, what was read */
@@ -199,8 +200,7 @@ void prof_symbolizer__free(struct prof_symbolizer *s)
 		s->arena = b->next;
 		free(b);
 	}
-	if (s->as)
-		unw_destroy_addr_space(s->as);
+	prof_unwinder__free(s->uw);
 	attach_maps__free(s->maps);
 	prof_perfmap__fini(&s->jit);
 	free(s->mods);
@@ -250,6 +250,8 @@ int prof_symbolizer__refresh(struct prof_symbolizer *s)
 	return 0;
 }
 
+static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t addr);
+
 ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
@@ -257,7 +259,11 @@ ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *bu
 
 	if (n >= 0)
 		return n;
-	/* /proc/PID/mem reads what process_vm_readv refuses (e.g. PROT_NONE) */
+	/* /proc/PID/mem reads what process_vm_readv refuses (e.g. PROT_NONE),
+	 * but only what is mapped: it would grow the stack down to an address
+	 * below it (a garbage return address in a call chain) */
+	if (!find_map(s, addr) || !(len = attach_mapped_len(s->pid, addr, len)))
+		return -EFAULT;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", s->pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -284,37 +290,6 @@ static struct prof_elf *load_vdso(struct prof_symbolizer *s, const struct attach
 		prof_elf__load(-1, img, len, &e, why, whylen);
 	free(img);	/* prof_elf copies what it keeps */
 	return e;
-}
-
-static int open_mapped_file(struct prof_symbolizer *s, const struct attach_map *m)
-{
-	char path[PATH_MAX + 64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", s->pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	size_t l = strlen(m->path);
-	const char *del = " (deleted)";
-	if (l > strlen(del) && !strcmp(m->path + l - strlen(del), del))
-		l -= strlen(del);
-	snprintf(path, sizeof(path), "/proc/%d/root%.*s", s->pid, (int)l, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	/* the process is gone (its /proc entries with it): the same path here,
-	 * if it is still the same file */
-	snprintf(path, sizeof(path), "%.*s", (int)l, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != m->inode ||
-			major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)) {
-		close(fd);
-		return -ENOENT;
-	}
-	return fd >= 0 ? fd : -errno;
 }
 
 static struct module *module_for(struct prof_symbolizer *s, const struct attach_map *m)
@@ -350,7 +325,7 @@ static struct module *module_for(struct prof_symbolizer *s, const struct attach_
 	if (vdso) {
 		mod->elf = load_vdso(s, m, why, sizeof(why));
 	} else {
-		int fd = open_mapped_file(s, m);
+		int fd = prof__open_mapped(s->pid, m);
 		if (fd >= 0) {
 			prof_elf__load(fd, NULL, 0, &mod->elf, why, sizeof(why));
 			close(fd);
@@ -606,85 +581,82 @@ uint64_t prof_symbolizer__limit(struct prof_symbolizer *s, uint64_t addr)
 /* ------------------------------------------------------------ backtrace */
 
 struct bt_ctx {
-	struct prof_symbolizer *s;
+	struct prof_unwinder *u;
 	pid_t tid;
-	struct prof_frame *frames;
+	struct prof_walk_frame *walked;
 	size_t max, n;
-	char why[256];
+	struct prof_walk_stop *stop;
+	int err;
 };
 
-/* Runs on attach's tracer thread: libunwind-ptrace calls ptrace itself. */
+/* With the world stopped. */
 static int bt_walk(struct attach_target *t, void *arg)
 {
 	struct bt_ctx *c = arg;
-	void *upt = _UPT_create(c->tid);
-	unw_cursor_t cur;
-	int r;
 
-	if (!upt) {
-		snprintf(c->why, sizeof(c->why), "out of memory");
-		return -ENOMEM;
-	}
-	unw_flush_cache(c->s->as, 0, 0);
-	r = unw_init_remote(&cur, c->s->as, upt);
-	if (r < 0) {
-		snprintf(c->why, sizeof(c->why), "libunwind cannot start on thread %d: %s", c->tid,
-			 unw_strerror(r));
-		_UPT_destroy(upt);
-		return -EINVAL;
-	}
-	do {
-		unw_word_t ip = 0, sp = 0;
-		unw_get_reg(&cur, UNW_REG_IP, &ip);
-		unw_get_reg(&cur, UNW_REG_SP, &sp);
-		if (!ip)
-			break;
-		c->frames[c->n].pc = ip;
-		c->frames[c->n].sp = sp;
-		c->n++;
-	} while (c->n < c->max && unw_step(&cur) > 0);
-	_UPT_destroy(upt);
+	(void)t;
+	if ((c->err = prof_unwinder__sync(c->u)) < 0)
+		return c->err;
+	c->n = prof_unwinder__walk(c->u, c->tid, c->walked, c->max, c->stop);
 	return 0;
 }
 
 int prof_symbolizer__backtrace(struct prof_symbolizer *s, struct attach_target *t, pid_t tid,
-			       struct prof_frame *frames, size_t max)
+			       struct prof_frame *frames, size_t max, struct prof_walk_stop *stop)
 {
-	struct bt_ctx c = { .s = s, .tid = tid ? tid : attach_target__pid(t), .frames = frames,
-			    .max = max };
+	struct prof_walk_stop st;
+	struct bt_ctx c = { .tid = tid ? tid : attach_target__pid(t), .max = max,
+			    .stop = stop ? stop : &st };
+	struct prof_error err;
 	int r;
 
 	if (!max)
 		return 0;
-	if (!s->as) {
-		s->as = unw_create_addr_space(&_UPT_accessors, 0);
-		if (!s->as) {
-			snprintf(s->errmsg, sizeof(s->errmsg), "libunwind: cannot create an address space");
-			return -ENOMEM;
-		}
-		unw_set_caching_policy(s->as, UNW_CACHE_GLOBAL);
+	if (s->uw && (s->uw_target != t || s->uw_pid != attach_target__pid(t))) {
+		prof_unwinder__free(s->uw);
+		s->uw = NULL;
+	}
+	if (!s->uw && (r = prof_unwinder__new(t, &s->uw, &err)) < 0) {
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", err.msg);
+		return r;
+	}
+	s->uw_target = t;
+	s->uw_pid = attach_target__pid(t);
+	c.u = s->uw;
+	if (!(c.walked = calloc(max, sizeof(*c.walked)))) {
+		snprintf(s->errmsg, sizeof(s->errmsg), "out of memory");
+		return -ENOMEM;
 	}
 	r = attach_target__stop(t);
 	if (r < 0) {
+		free(c.walked);
 		snprintf(s->errmsg, sizeof(s->errmsg), "cannot stop the target: %s",
 			 attach_target__errmsg(t));
 		return r;
 	}
 	r = attach_target__call(t, bt_walk, &c);
 	int rr = attach_target__resume(t);
+	if (r == 0 && !c.n)
+		r = -ESRCH;	/* its registers could not be read: gone? */
 	if (r < 0) {
-		snprintf(s->errmsg, sizeof(s->errmsg), "%s", c.why[0] ? c.why : strerror(-r));
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", c.err ? strerror(-c.err) : c.stop->msg);
+		free(c.walked);
 		return r;
 	}
 	if (rr < 0) {
+		free(c.walked);
 		snprintf(s->errmsg, sizeof(s->errmsg), "cannot resume the target: %s",
 			 attach_target__errmsg(t));
 		return rr;
 	}
 	/* name the call site of each return address, not what follows it */
 	for (size_t i = 0; i < c.n; i++) {
-		prof_symbolizer__lookup(s, i ? frames[i].pc - 1 : frames[i].pc, &frames[i].sym);
+		bool ret = i && !c.walked[i].interrupted;
+		frames[i].pc = c.walked[i].pc;
+		frames[i].sp = c.walked[i].sp;
+		prof_symbolizer__lookup(s, ret ? frames[i].pc - 1 : frames[i].pc, &frames[i].sym);
 		frames[i].sym.addr = frames[i].pc;
 	}
+	free(c.walked);
 	return (int)c.n;
 }

@@ -42,6 +42,27 @@ static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 	return padrone_session_fail(s, why, rc, "%s", msg);
 }
 
+static int release_xref(struct padrone_session *s, void *data)
+{
+	(void)s;
+	cc_xref__free(data);
+	return 0;
+}
+
+/* The index of branches the side-entry check makes per module, kept for
+ * the attachment (NULL if it cannot be: each patch then makes its own). */
+static struct cc_xref *session_xref(struct padrone_session *s)
+{
+	struct cc_xref *x = padrone_session_ext(s, "cc.xref");
+
+	if (!x && cc_xref__new(&x) == 0 &&
+	    padrone_session_set_ext(s, "cc.xref", x, release_xref) < 0) {
+		cc_xref__free(x);
+		x = NULL;
+	}
+	return x;
+}
+
 static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 {
 	struct attach_target *t = padrone_session_target(s);
@@ -57,7 +78,8 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 		return padrone_session_fail(s, attach_target__state(t) == ATTACH_TARGET_EXECED ?
 					    PADRONE_TARGET_EXECED : PADRONE_TARGET_EXITED, -ESRCH,
 					    "process %d is gone", (int)attach_target__pid(t));
-	if ((rc = cc_cache__open(t, NULL, &x->c, &err)) < 0)
+	struct cc_cache_opts co = { .sz = sizeof co, .xref = session_xref(s) };
+	if ((rc = cc_cache__open(t, &co, &x->c, &err)) < 0)
 		return fail_cc(s, rc, err.msg);
 	if ((rc = cc_syms__open(attach_target__pid(t), &x->sy, &err)) < 0) {
 		cc_cache__close(x->c);
@@ -601,4 +623,26 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 	}
 	close_ctx(&x);
 	return rc;
+}
+
+void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *raw,
+			    struct padrone_frame *frames, size_t n, char (*names)[PADRONE_CC_NAME])
+{
+	struct attach_target *t = padrone_session_target(s);
+	struct cc_cache *c = NULL;
+	struct cc_error err;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t start;
+		if (raw[i].sym.bounds != PROF_BOUNDS_NONE)
+			continue;	/* a symbol, an FDE, a perf map line names it */
+		if (!c && (!t || cc_cache__open(t, NULL, &c, &err) < 0 || !cc_cache__exists(c)))
+			break;
+		if (cc_cache__describe(c, raw[i].pc, names[i], PADRONE_CC_NAME, &start) < 0)
+			continue;
+		frames[i].name = names[i];
+		frames[i].offset = raw[i].pc - start;
+		frames[i].module = "[code cache]";
+	}
+	cc_cache__close(c);
 }

@@ -285,10 +285,29 @@ struct padrone_frame {
 	const char *module;	/* its file, or "" */
 };
 
-/* Unwind thread tid (0: the main thread). *frames (innermost first) and
- * *count stay valid until the next backtrace, detach or free. 0 or -errno. */
+/* Unwind thread tid (0: the main thread) as far as its unwind information
+ * goes. *frames (innermost first) and *count stay valid until the next
+ * backtrace, detach or free. Code of the code cache is named for what it
+ * is ("replacement of mid", "measuring stub of mid"; module "[code
+ * cache]"). 0 or -errno. */
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			       const struct padrone_frame **frames, size_t *count);
+
+/* Where and why the last backtrace ended. complete: at the outermost
+ * frame, as the unwind information marks it. Otherwise the frames above
+ * the last one were not walked: reason "no_unwind_info" (its pc is in code
+ * without unwind information: JIT code, the code cache, hand-written
+ * assembly, a module whose tables cannot be read), "bad_frame" (unwinding
+ * it failed) or "too_deep"; why says it in words. Valid as the frames are. */
+struct padrone_backtrace_end {
+	bool complete;
+	const char *reason;
+	size_t frame;		/* the last frame walked */
+	uint64_t pc, sp;	/* its pc and stack pointer */
+	const char *why;	/* "" when complete */
+};
+int padrone_session__backtrace_end(const struct padrone_session *s,
+				   struct padrone_backtrace_end *out);
 
 /* ------------------------------------------------------------------ cfg */
 

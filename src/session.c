@@ -55,6 +55,9 @@ struct padrone_session {
 	size_t nmods;
 	struct prof_frame raw[MAX_FRAMES];
 	struct padrone_frame frames[MAX_FRAMES];
+	char cc_names[MAX_FRAMES][PADRONE_CC_NAME];	/* code-cache frames' names */
+	struct prof_walk_stop bt_stop;	/* how the last backtrace ended */
+	bool bt_done;
 	enum padrone_why why;
 	char errmsg[512];
 };
@@ -894,7 +897,8 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 		tid = attach_target__pid(s->t);
 	else if ((r = check_thread(s, tid)) < 0)
 		return r;
-	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES);
+	s->bt_done = false;
+	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES, &s->bt_stop);
 	if (r < 0)
 		return backtrace_failed(s, tid, r);
 	for (int i = 0; i < r; i++) {
@@ -905,10 +909,32 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 			.name = f->sym.name ? f->sym.name : "",
 			.module = f->sym.module ? f->sym.module : "",
 		};
+		s->cc_names[i][0] = '\0';
 	}
+	padrone_cc_name_frames(s, s->raw, s->frames, (size_t)r, s->cc_names);
 	*frames = s->frames;
 	*count = (size_t)r;
+	s->bt_done = true;
 	ok(s);
+	return 0;
+}
+
+int padrone_session__backtrace_end(const struct padrone_session *s,
+				   struct padrone_backtrace_end *out)
+{
+	const struct prof_walk_stop *st = &s->bt_stop;
+
+	memset(out, 0, sizeof(*out));
+	if (!s->bt_done)
+		return -ENOENT;
+	*out = (struct padrone_backtrace_end){
+		.complete = st->why == PROF_WALK_COMPLETE,
+		.reason = prof_walk_end_name(st->why),
+		.frame = st->frame,
+		.pc = st->pc,
+		.sp = st->sp,
+		.why = st->msg,
+	};
 	return 0;
 }
 

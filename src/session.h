@@ -99,4 +99,14 @@ PADRONE_HIDDEN void *padrone_session_ext(const struct padrone_session *s, const 
 PADRONE_HIDDEN int padrone_session_set_ext(struct padrone_session *s, const char *name, void *data,
 					   padrone_ext_release_fn release);
 
+/* Names the frames of a backtrace that are code of the code cache
+ * (symbolized as anonymous memory): "replacement of mid" and its offset,
+ * module "[code cache]", the names kept in names[i]. Best effort: a cache
+ * that cannot be read leaves the frames as they were. */
+#define PADRONE_CC_NAME 112
+struct prof_frame;
+PADRONE_HIDDEN void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *raw,
+					   struct padrone_frame *frames, size_t n,
+					   char (*names)[PADRONE_CC_NAME]);
+
 #endif

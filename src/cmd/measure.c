@@ -65,7 +65,8 @@ const struct padrone_cmd_entry padrone_cmd_measure_entry = {
 		"mean/p50/p99 ns per call; -j as JSON: {\"function\":..,\"calls\":N,\"mean_ns\":x,\n"
 		"\"p50_ns\":x,\"p99_ns\":x,\"ipc\":x|null}; ipc is null, as no PMU counts the\n"
 		"function's instructions and cycles. Refused in a process with a C++ or\n"
-		"unwinding runtime (an exception through a timed call would abort it) unless -f.",
+		"unwinding runtime (an exception through a timed call would abort it) unless -f,\n"
+		"and, as replace, a function whose first bytes code elsewhere branches into.",
 	.opts = measure_opts,
 	.lower = 1,
 	.upper = 2,

@@ -125,8 +125,10 @@ const struct padrone_cmd_entry padrone_cmd_replace_entry = {
 		"direct calls in the callers; -C: only those, and without -c the callers of FUNC\n"
 		"in the last profile's call chains, hottest first). Threads inside FUNC finish their\n"
 		"call in the original; -w waits until none is in it (-t MS, default 2000), -f\n"
-		"then goes ahead anyway. -n prints what would be done. The replacement stays\n"
-		"after padrone detaches; restore FUNC undoes it.",
+		"then goes ahead anyway. A function whose first bytes (those the jump overwrites)\n"
+		"code elsewhere in its module branches into -- a side entry, a jump table -- is\n"
+		"refused, naming the branch, even with -f. -n prints what would be done. The\n"
+		"replacement stays after padrone detaches; restore FUNC undoes it.",
 	.opts = replace_opts,
 	.lower = 2,
 	.upper = 2,

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -685,6 +686,26 @@ START_TEST(reads_memory_both_ways)
 		ck_assert_uint_ne(end, 0);
 		unsigned char buf[16000];
 		ck_assert_int_eq(attach_target__read(t, end - 100, buf, sizeof buf), 100);
+
+		/* Below the stack: never grows it (/proc/PID/mem would: the
+		 * kernel takes the gap there for the stack growing down) */
+		uint64_t stack = 0, stack_after = 1;
+		ck_assert_int_eq(attach_maps__read(pid, &m), 0);
+		for (size_t i = 0; i < attach_maps__count(m); i++)
+			if (!strcmp(attach_maps__at(m, i)->path, "[stack]"))
+				stack = attach_maps__at(m, i)->start;
+		attach_maps__free(m);
+		ck_assert_uint_ne(stack, 0);
+		ck_assert_int_eq(attach_target__read(t, stack - 65536, buf, 16), -EFAULT);
+		ck_assert_int_eq(attach_target__read(t, stack - 65536, buf, 65536 + 16), -EFAULT);
+		ck_assert_int_eq(attach_maps__read(pid, &m), 0);
+		for (size_t i = 0; i < attach_maps__count(m); i++)
+			if (!strcmp(attach_maps__at(m, i)->path, "[stack]"))
+				stack_after = attach_maps__at(m, i)->start;
+		attach_maps__free(m);
+		ck_assert_msg(stack_after == stack, "a read at 0x%" PRIx64 " grew the stack of "
+			      "process %d from 0x%" PRIx64 " to 0x%" PRIx64, stack - 65536, (int)pid,
+			      stack, stack_after);
 
 		char msg[256];
 		ck_assert_int_eq(attach_target__read(t, 0x1000, buf, 16), -EFAULT);

@@ -6,10 +6,8 @@ b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 obj=$b/tests/codecache/repl/vecadd_avx2.o
-tmp=$(mktemp -d /tmp/padrone-cc-cli.XXXXXX)
-PADRONE_RUNDIR=$tmp/run
-export PADRONE_RUNDIR
-mkdir -p "$PADRONE_RUNDIR"
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-cli
 "$b/tests/targets/cc_vecadd" >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -19,23 +17,9 @@ cleanup() {
 	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
 	[ -n "$mpid" ] && kill -9 "$mpid" 2>/dev/null
 	[ -n "$fpid" ] && kill -9 "$fpid" 2>/dev/null
-	kill -9 "$pid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
+	tap_cleanup
 }
 trap cleanup EXIT
-n=0
-check() {	# check DESCRIPTION COMMAND...: one TAP line
-	n=$((n + 1))
-	d=$1
-	shift
-	if "$@"; then
-		echo "ok $n - $d"
-	else	# with what the last command run said, for the log
-		echo "not ok $n - $d"
-		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
-	fi
-}
 # rounds N: wait for N more rounds of the target printing into $out; the
 # checksums seen go to $tmp/sums
 out=$tmp/out
@@ -49,17 +33,6 @@ rounds() {
 	grep '^round' "$out" | awk '{ print $6 }' | sort -u >"$tmp/sums"
 }
 one_checksum() { [ "$(wc -l <"$tmp/sums")" -eq 1 ]; }
-run() {	# run NAME ARGS...: padrone's stdout, stderr and status into $tmp/NAME.*
-	name=$1
-	shift
-	"$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-	echo $? >"$tmp/$name.st"
-}
-says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
-# code_of PID ADDR, code ADDR: the target's first 8 bytes there, in hex
-code_of() { dd if=/proc/$1/mem bs=1 skip=$(($2)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
-code() { code_of "$pid" "$1"; }
-status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
 
 echo "1..34"
 rounds 1
@@ -156,14 +129,14 @@ run noprof "$padrone" -p "$fpid" replace -C vecadd "$obj"
 check "replace -C without -c and without a profile says to profile first" \
 	eval 'status noprof 2 && says noprof "padrone: -C without -c takes vecadd.s callers from the last profile, and there is none: run profile first, or name them with -c"'
 fentry=$("$padrone" -p "$fpid" disas vecadd | sed -n '1s/^function vecadd at \(0x[0-9a-f]*\):.*/\1/p')
-forig=$(code_of "$fpid" "$fentry")
+forig=$(code "$fentry" "$fpid")
 "$padrone" -p "$fpid" disas main >"$tmp/main0"
 run hotc "$padrone" -p "$fpid" profile 1 ';' replace -C vecadd "$obj"
 "$padrone" -p "$fpid" disas main >"$tmp/main1"
 check "replace -C takes vecadd's callers from the profile's call chains and says which" \
 	eval 'status hotc 0 && says hotc "^callers of vecadd in the last profile, hottest first: main ([0-9]* samples through it)$" && says hotc "^caller main at 0x[0-9a-f]*: 1 direct call to vecadd$" && says hotc "^replaced vecadd (0x[0-9a-f]*): 1 site"'
 check "... rewriting main's call, not vecadd's entry" \
-	eval '! cmp -s "$tmp/main0" "$tmp/main1" && [ "$(code_of "$fpid" "$fentry")" = "$forig" ]'
+	eval '! cmp -s "$tmp/main0" "$tmp/main1" && [ "$(code "$fentry" "$fpid")" = "$forig" ]'
 rounds 2
 check "the checksum stays the same with main calling the AVX2 vecadd" one_checksum
 run hotr "$padrone" -p "$fpid" restore vecadd

@@ -589,6 +589,7 @@ START_TEST(bt_shows_the_known_call_stack)
 	struct prof_error err;
 	struct prof_frame fr[64];
 	const char *want[] = { "prof_spin", "prof_mix", "prof_unit", "main" };
+	struct prof_walk_stop stop;
 	int n = 0, tries;
 
 	start_target(&t, tu_path(_i ? "tests/targets/prof_hot_pie" : "tests/targets/prof_hot"), "rate");
@@ -596,7 +597,7 @@ START_TEST(bt_shows_the_known_call_stack)
 	ck_assert_int_eq(prof_symbolizer__new(t.p.pid, &sym, &err), 0);
 	/* the thread is in prof_spin ~99% of the time */
 	for (tries = 0; tries < 20; tries++) {
-		n = prof_symbolizer__backtrace(sym, at, t.p.pid, fr, 64);
+		n = prof_symbolizer__backtrace(sym, at, t.p.pid, fr, 64, &stop);
 		ck_assert_msg(n > 0, "bt: %s", prof_symbolizer__errmsg(sym));
 		if (!strcmp(fr[0].sym.name, "prof_spin"))
 			break;
@@ -608,6 +609,9 @@ START_TEST(bt_shows_the_known_call_stack)
 		ck_assert_msg(!strcmp(fr[i].sym.name, want[i]), "frame %d is %s, not %s", i,
 			      fr[i].sym.name, want[i]);
 	ck_assert_uint_gt(fr[1].sp, fr[0].sp);
+	/* to _start, whose unwind information marks it the outermost */
+	ck_assert_msg(stop.why == PROF_WALK_COMPLETE, "%s", stop.msg);
+	ck_assert_str_eq(fr[n - 1].sym.name, "_start");
 	prof_symbolizer__free(sym);
 	ck_assert_int_eq(attach_target__detach(at), 0);
 	check_target_fine(&t);
@@ -700,6 +704,7 @@ START_TEST(bt_of_a_new_thread)
 	struct prof_symbolizer *sym;
 	struct prof_error err;
 	struct prof_frame fr[64];
+	struct prof_walk_stop stop;
 	int n = 0, tries;
 	long tid;
 
@@ -711,7 +716,7 @@ START_TEST(bt_of_a_new_thread)
 	ck_assert_int_eq(sscanf(line, "spawned %ld", &tid), 1);
 	ck_assert_int_eq(prof_symbolizer__new(p.pid, &sym, &err), 0);
 	for (tries = 0; tries < 20; tries++) {
-		n = prof_symbolizer__backtrace(sym, at, (pid_t)tid, fr, 64);
+		n = prof_symbolizer__backtrace(sym, at, (pid_t)tid, fr, 64, &stop);
 		ck_assert_msg(n > 0, "bt: %s", prof_symbolizer__errmsg(sym));
 		if (!strcmp(fr[0].sym.name, "prof_spawn_work"))
 			break;
@@ -722,6 +727,7 @@ START_TEST(bt_of_a_new_thread)
 	ck_assert_str_eq(fr[1].sym.name, "spin");
 	/* the thread starts in libc (start_thread, clone3) */
 	ck_assert_ptr_nonnull(strstr(fr[n - 1].sym.module, "libc.so"));
+	ck_assert_msg(stop.why == PROF_WALK_COMPLETE, "%s", stop.msg);
 	prof_symbolizer__free(sym);
 	ck_assert_int_eq(attach_target__detach(at), 0);
 	ck_assert_int_ge(tu_wait_for(&p, "spin", line, sizeof(line), 10000), 0);

@@ -492,19 +492,25 @@ START_TEST(elf_rejects_what_is_not_x86_64_elf)
 END_TEST
 
 struct fde_got {
-	uint64_t s[4], e[4];
+	uint64_t s[4], e[4], at[4];
 	int n;
 };
 
-static void fde_cb(uint64_t s, uint64_t e, void *arg)
+static void fde_at_cb(uint64_t s, uint64_t e, uint64_t at, void *arg)
 {
 	struct fde_got *g = arg;
 
 	if (g->n < 4) {
 		g->s[g->n] = s;
 		g->e[g->n] = e;
+		g->at[g->n] = at;
 	}
 	g->n++;
+}
+
+static void fde_cb(uint64_t s, uint64_t e, void *arg)
+{
+	fde_at_cb(s, e, 0, arg);
 }
 
 /* A hand-made .eh_frame: one CIE (zR, pcrel|sdata4), two FDEs. */
@@ -534,6 +540,12 @@ START_TEST(eh_frame_parser_decodes_pcrel_fdes)
 	ck_assert_uint_eq(got.e[0], sec + 0x2040);
 	ck_assert_uint_eq(got.s[1], sec + 0x2100);
 	ck_assert_uint_eq(got.e[1], sec + 0x2141);
+	/* each FDE's own address, where the unwinder's table points */
+	struct fde_got at = { .n = 0 };
+	ck_assert_int_eq(prof_eh_frame__each_fde(buf, o + 4, sec, fde_at_cb, &at), 2);
+	ck_assert_uint_eq(at.s[1], sec + 0x2100);
+	ck_assert_uint_eq(at.at[0], sec + sizeof(cie));
+	ck_assert_uint_eq(at.at[1], sec + sizeof(cie) + 20);
 }
 END_TEST
 

@@ -1,0 +1,19 @@
+/* bench/median.h: the median of a benchmark's rounds (sorts v). */
+#ifndef PADRONE_BENCH_MEDIAN_H
+#define PADRONE_BENCH_MEDIAN_H
+
+#include <stdlib.h>
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static inline double bench_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#endif
