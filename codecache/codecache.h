@@ -359,6 +359,9 @@ struct cc_measure_result {
 	uint64_t skipped;		/* calls let through untimed (table full) */
 	double mean_ns, p50_ns, p99_ns, min_ns, max_ns;
 	double tsc_ghz;			/* the TSC rate used to convert */
+	double resolution_ns;		/* the shortest interval the clock tells
+					 * apart from none: a figure below it is
+					 * not a measurement */
 	bool has_ipc;			/* no hardware PMU here: false */
 	double ipc;
 	bool kept_code;			/* a timed call was still running: the

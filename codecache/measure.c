@@ -51,6 +51,20 @@ struct cc_measure {
 	bool finished;
 };
 
+/* The smallest positive difference of two back-to-back rdtsc reads: under
+ * a hypervisor that traps or coarsens the TSC, far more than one tick. */
+static uint64_t tsc_resolution_ticks(void)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 256; i++) {
+		uint64_t a = __rdtsc(), b = __rdtsc();
+		if (b > a && b - a < best)
+			best = b - a;
+	}
+	return best == UINT64_MAX ? 1 : best;
+}
+
 static uint64_t raw_ns(void)
 {
 	struct timespec ts;
@@ -346,6 +360,7 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	while (ns < 20000000u)
 		ns = raw_ns() - m->ns0;
 	res->tsc_ghz = (double)(__rdtsc() - m->tsc0) / (double)ns;
+	res->resolution_ns = (double)tsc_resolution_ticks() / res->tsc_ghz;
 	size_t n = 0;
 	for (size_t i = 0; i < m->calls; i++)
 		if (s[i] && s[i] != UINT64_MAX)

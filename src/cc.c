@@ -530,6 +530,7 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	out->p99_ns = r.p99_ns;
 	out->min_ns = r.min_ns;
 	out->max_ns = r.max_ns;
+	out->resolution_ns = r.resolution_ns;
 	out->has_ipc = r.has_ipc;
 	out->ipc = r.ipc;
 	out->stop_ns = st.stop_ns;

@@ -446,10 +446,11 @@ struct padrone_measurement {
 	uint64_t requested, calls;	/* calls asked for, calls timed */
 	bool complete;		/* all requested calls came in time */
 	uint64_t skipped;	/* calls let through untimed */
-	double mean_ns, p50_ns, p99_ns, min_ns, max_ns;
+	double mean_ns, p50_ns, p99_ns, min_ns, max_ns;	/* 0 when no call was timed */
 	bool has_ipc;		/* false without a hardware PMU: IPC unknown */
 	double ipc;
 	uint64_t stop_ns;	/* the pause of putting the stub in */
+	double resolution_ns;	/* the clock's: a figure below it is "< resolution" */
 };
 
 /* Time CALLS calls of FUNCTION inside the process (rdtsc at entry and

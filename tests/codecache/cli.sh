@@ -34,7 +34,7 @@ rounds() {
 }
 one_checksum() { [ "$(wc -l <"$tmp/sums")" -eq 1 ]; }
 
-echo "1..34"
+echo "1..35"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
@@ -45,8 +45,14 @@ run info "$padrone" -p "$pid" info replacements
 check "info replacements lists it: entry, sites, stop-the-world time, source" \
 	eval 'status info 0 && says info "^FUNCTION  *KIND  *ENTRY  *SITES  *STOP us  *SOURCE$" && says info "^vecadd  *replaced  *0x[0-9a-f]\{16\}  *1  *[0-9]*\.[0-9]  .*vecadd_avx2.o:vecadd$"'
 run measure "$padrone" -p "$pid" measure -j vecadd 2000
-check "measure -j prints one JSON object with 2000 calls and ipc null" \
-	eval 'status measure 0 && grep -Eq "^\{\"function\":\"vecadd\",\"calls\":2000,\"mean_ns\":[0-9.]+,\"p50_ns\":[0-9.]+,\"p99_ns\":[0-9.]+,\"ipc\":null\}$" "$tmp/measure.out"'
+check "measure -j prints one JSON object with 2000 calls, the clock's resolution and ipc null" \
+	eval 'status measure 0 && grep -Eq "^\{\"function\":\"vecadd\",\"calls\":2000,\"mean_ns\":[0-9.]+,\"p50_ns\":[0-9.]+,\"p99_ns\":[0-9.]+,\"min_ns\":[0-9.]+,\"max_ns\":[0-9.]+,\"resolution_ns\":[1-9][0-9.]*,\"ipc\":null\}$" "$tmp/measure.out"'
+# strtol ran once, at the target's start (atol): no call to time
+run none "$padrone" -p "$pid" measure -t 0.3 strtol 10
+run nonej "$padrone" -p "$pid" measure -j -t 0.3 strtol 10
+check "measure of a function not called gives no figures (not a mean of 0), text and JSON" \
+	eval 'status none 0 && says none "^strtol: 0 calls timed: no figures$" && ! says none "mean" &&
+		status nonej 0 && says nonej "\"calls\":0,\"mean_ns\":null,\"p50_ns\":null,\"p99_ns\":null,\"min_ns\":null,\"max_ns\":null,"'
 run twice "$padrone" -p "$pid" replace vecadd "$obj"
 check "replacing twice is refused" \
 	eval 'status twice 2 && says twice "padrone: redirect: vecadd is already replaced (by .*vecadd_avx2.o:vecadd); restore it first"'
