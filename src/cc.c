@@ -467,11 +467,14 @@ int padrone_session__replacements(struct padrone_session *s, struct padrone_repl
  * the wait early (^C in padrone, a cancel in padroned): 0 when all came,
  * -ETIMEDOUT when the time ran out, -EINTR when interrupted, or an error of
  * cc_measure__wait. */
-static int wait_calls(struct padrone_session *s, struct cc_measure *m, double seconds,
-		      uint64_t *done)
+/* Wait for the calls or the timeout, ^C ending it early; o's progress
+ * callback told how far it is. */
+static int wait_calls(struct padrone_session *s, struct cc_measure *m,
+		      const struct padrone_measure_opts *o, uint64_t *done)
 {
-	enum { SLICE_MS = 20 };
-	long total = (long)(seconds * 1000), waited = 0;
+	enum { SLICE_MS = 20, PROGRESS_MS = 50 };
+	const double seconds = o->timeout > 0 ? o->timeout : 10;
+	long total = (long)(seconds * 1000), waited = 0, told = 0;
 	int rc;
 
 	padrone_session_wait_begin(s);
@@ -484,6 +487,10 @@ static int wait_calls(struct padrone_session *s, struct cc_measure *m, double se
 		if (padrone_session_wait_interrupted(s, 0)) {
 			rc = -EINTR;
 			break;
+		}
+		if (o->progress && waited - told >= PROGRESS_MS) {
+			told = waited;
+			o->progress(o->progress_arg, (double)waited / 1000, seconds, *done);
 		}
 	}
 	padrone_session_wait_end(s);
@@ -515,7 +522,7 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 		rc = fail_cache(&x, rc);
 		goto out;
 	}
-	int wrc = wait_calls(s, m, o.timeout > 0 ? o.timeout : 10, &done);
+	int wrc = wait_calls(s, m, &o, &done);
 	if ((rc = cc_measure__finish(m, &r)) < 0) {
 		rc = fail_cache(&x, rc);
 		goto out;

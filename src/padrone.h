@@ -439,6 +439,10 @@ struct padrone_measure_opts {
 	bool force;		/* even in a process with a C++ or unwinding
 				 * runtime (an exception through a timed call
 				 * would abort it) */
+	/* Told about every 50 ms while the calls are waited for: seconds
+	 * elapsed of the timeout, calls timed so far. */
+	void (*progress)(void *arg, double elapsed_s, double total_s, uint64_t calls);
+	void *progress_arg;
 };
 
 struct padrone_measurement {

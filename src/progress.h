@@ -15,16 +15,20 @@
 struct padrone_progress {
 	FILE *tty;		/* NULL: not a terminal, show nothing */
 	const char *what;	/* "profile" */
+	const char *unit;	/* of the count: "samples" */
 	bool shown;		/* a line is on the screen */
 };
 
-void padrone_progress_init(struct padrone_progress *p, FILE *err, const char *what);
-/* "profile: 3.0 of 10.0 s, 2991 samples" (samples 0: not shown), once a
+/* what: the command; unit: what is counted ("samples", "calls"). */
+void padrone_progress_init(struct padrone_progress *p, FILE *err, const char *what,
+			   const char *unit);
+/* "profile: 3.0 of 10.0 s, 2991 samples" (count 0: not shown), once a
  * second has gone by. */
 void padrone_progress_show(struct padrone_progress *p, double elapsed_s, double total_s,
-			   uint64_t samples);
-/* padrone_profile_opts.progress for a struct padrone_progress *arg. */
-void padrone_progress_profile(void *arg, double elapsed_s, double total_s, uint64_t samples);
+			   uint64_t count);
+/* The progress callback of padrone_profile_opts and padrone_measure_opts,
+ * for a struct padrone_progress *arg. */
+void padrone_progress_cb(void *arg, double elapsed_s, double total_s, uint64_t count);
 /* Erase the line, if one was shown. */
 void padrone_progress_done(struct padrone_progress *p);
 

@@ -1,5 +1,6 @@
 /* measure [-jf] [-t SECONDS] FUNC [CALLS]: time calls inside the process. */
 #include "src/cmd.h"
+#include "src/progress.h"
 
 static const struct padrone_opt measure_opts[] = {
 	{ 'f', "force", NULL },
@@ -71,7 +72,13 @@ static int measure_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 	if (timeout && padrone_parse_double("SECONDS", timeout, 0.01, 86400, &o.timeout, why,
 					    sizeof why) < 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
-	if (padrone_session__measure(ctx->ctl->session, func, &o, &m) < 0)
+	struct padrone_progress progress;
+	padrone_progress_init(&progress, ctx->err, "measure", "calls");
+	o.progress = padrone_progress_cb;
+	o.progress_arg = &progress;
+	int rc = padrone_session__measure(ctx->ctl->session, func, &o, &m);
+	padrone_progress_done(&progress);
+	if (rc < 0)
 		return padrone_cmd_session_error(ctx);
 	if (padrone_args_has(args, 'j')) {
 		print_json(ctx->out, &m);
@@ -90,7 +97,8 @@ const struct padrone_cmd_entry padrone_cmd_measure_entry = {
 	.summary = "time CALLS calls of FUNC inside the process",
 	.help = "A measuring stub in the code cache takes the time stamp counter at FUNC's\n"
 		"entry and return (no traps), keeps one sample per call, and is taken out\n"
-		"after CALLS calls (default 1000), -t SECONDS (default 10) or ^C. Prints calls,\n"
+		"after CALLS calls (default 1000), -t SECONDS (default 10) or ^C (on a terminal\n"
+		"it shows its progress on standard error meanwhile). Prints calls,\n"
 		"mean/p50/p99/min/max ns per call (\"<R ns\" below the clock's resolution R, no\n"
 		"figures for 0 calls); -j as JSON: {\"function\":..,\"calls\":N,\"mean_ns\":x,\n"
 		"\"p50_ns\":x,\"p99_ns\":x,\"min_ns\":x,\"max_ns\":x,\"resolution_ns\":x,\"ipc\":\n"

@@ -103,8 +103,8 @@ static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 		st = output_format(ctx, args, &fmt);
 	if (st)
 		return st;
-	padrone_progress_init(&progress, ctx->err, "profile");
-	o.progress = padrone_progress_profile;
+	padrone_progress_init(&progress, ctx->err, "profile", "samples");
+	o.progress = padrone_progress_cb;
 	o.progress_arg = &progress;
 	int failed = padrone_session__profile(s, &o) < 0;
 	padrone_progress_done(&progress);

@@ -11,7 +11,7 @@ if ! command -v script >/dev/null; then
 	exit 0
 fi
 tap_context() { [ -n "${log:-}" ] && od -c "$log" | head -20; }
-echo "1..7"
+echo "1..9"
 "$b/tests/targets/prof_hot" >/dev/null &
 pid=$!
 pids=$pid
@@ -26,6 +26,19 @@ check "and erases that line before the report" grep -q "${esc}\[K# pid $pid" "$l
 log=$tmp/pipe.err
 "$padrone" -p $pid profile 1.5 >"$tmp/pipe.out" 2>"$log"
 check "in a pipe, no progress at all" sh -c "! grep -q 'profile:' '$log' && ! grep -q '$esc' '$tmp/pipe.out'"
+log=$tmp/measure.out
+"$b/tests/targets/cc_vecadd" >/dev/null &
+vpid=$!
+pids="$pids $vpid"
+i=0	# until it runs cc_vecadd, not the shell that forked it
+while [ "$(readlink /proc/$vpid/exe)" != "$b/tests/targets/cc_vecadd" ] && [ $i -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+script -qfec "'$padrone' -p $vpid measure -t 1.5 vecadd 16000000" /dev/null </dev/null >"$log" 2>&1
+check "on a terminal, measure tells seconds elapsed of the timeout and calls timed so far" \
+	grep -q "measure: 1\.[0-9] of 1\.5 s, [0-9]* calls" "$log"
+check "and erases that line before its figures" grep -q "${esc}\[Kvecadd: [0-9]* calls, mean" "$log"
 log=$tmp/json.out
 script -qfec "'$padrone' -p $pid profile -j 1.5" /dev/null </dev/null >"$log" 2>&1
 check "JSON on a terminal is JSON alone once the line is erased" \
