@@ -50,6 +50,7 @@ struct padrone_server {
 	long idle_ms;
 	long accept_paused_until;
 	bool leaving;		/* no more commands: finish, flush, go */
+	bool handing_over;	/* the caller waits for the session to be free */
 	long now;		/* of this round */
 	struct padrone_jobs *jobs;
 	struct pollfd pfd[2 + MAX_WAKE + PADRONE_SERVER_MAX_CLIENTS];
@@ -518,6 +519,11 @@ static int serve_round(struct padrone_server *srv, const int *wake_fds, int nwak
 		timeout = earliest(timeout, srv->accept_paused_until - srv->now);
 	if (srv->leaving)
 		timeout = earliest(timeout, LEAVE_POLL_MS);
+	/* The last command may have ended in this round's run: the caller
+	 * must see it now, not at the next event (a client that reads no more
+	 * makes none) */
+	if (srv->handing_over && padrone_jobs_session_free(srv->jobs))
+		timeout = 0;
 	pfd[n++] = (struct pollfd){ .fd = padrone_jobs_fd(srv->jobs), .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = accepting ? srv->fd : -1, .events = POLLIN };
 	for (int i = 0; i < nwake; i++)
@@ -593,9 +599,11 @@ int padrone_server_run(struct padrone_server *srv, struct padrone_ctl *ctl,
 	/* Hand the session to the caller: what waits stays queued, what runs
 	 * (a measure, a cfg) ends first; clients are served meanwhile. */
 	padrone_jobs_pause(srv->jobs, true);
+	srv->handing_over = true;
 	while (!padrone_jobs_session_free(srv->jobs))
 		if (serve_round(srv, NULL, 0) < 0)
 			usleep(LEAVE_POLL_MS * 1000);
+	srv->handing_over = false;
 	/* A detach under way when a wake fd fired (detaching closes the
 	 * session's event fd, and may signal it) is what ended the service. */
 	return padrone_jobs_quit(srv->jobs) ? 0 : r;
