@@ -171,7 +171,9 @@ enum attach_why attach_target__state(const struct attach_target *t);
 /* Whether the process was in job-control stop when seized. */
 bool attach_target__was_stopped(const struct attach_target *t);
 
-/* Thread ids currently seized, main thread first. Returns how many there
+/* Thread ids currently seized, main thread first; threads on their way out
+ * (past their exit event) are not listed: they run no user code and may
+ * not stop again. Returns how many there
  * are (may exceed max; only max are copied) or -errno. */
 int attach_target__threads(struct attach_target *t, pid_t *tids, size_t max);
 

@@ -61,7 +61,9 @@ static int threads_fn(struct attach_target *t, void *arg)
 		return r;
 	size_t n = 0;
 	for (size_t i = 0; i < t->nth; i++) {
-		if (t->th[i].foreign)
+		/* one on its way out runs no more user code, and stays
+		 * running until its exit is reported: nothing to ask of it */
+		if (t->th[i].foreign || t->th[i].exiting)
 			continue;
 		if (n < a->max)
 			a->tids[n] = t->th[i].tid;

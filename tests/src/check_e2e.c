@@ -380,7 +380,15 @@ START_TEST(padroned_ends_when_its_process_execs)
 END_TEST
 
 /* Wait (bounded) until process pid samples: it holds perf_event files. */
-static void wait_sampling(pid_t pid)
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits until pid has a perf_event open; returns when it saw it (mono_s). */
+static double wait_sampling(pid_t pid)
 {
 	char dir[64], path[PATH_MAX], link[128];
 
@@ -396,10 +404,11 @@ static void wait_sampling(pid_t pid)
 		}
 		closedir(d);
 		if (found)
-			return;
+			return mono_s();
 		usleep(20000);
 	}
 	ck_abort_msg("process %d never began to sample", (int)pid);
+	return 0;
 }
 
 START_TEST(ctrl_c_ends_a_profile_early_and_padrone_detaches)
@@ -1275,15 +1284,18 @@ static void assert_exits_ok(struct tu_proc *c)
 
 /* ^C to c, a padrone running a long profile: it prints the report of what
  * was sampled, ended early, and exits 0. */
-static void interrupt_profile(struct tu_proc *c)
+/* ^C to a profile seen sampling at time since (mono_s): it ends at once
+ * and reports at least the time that passed since then. */
+static void interrupt_profile(struct tu_proc *c, double since)
 {
 	char line[256];
-	double secs = 0;
+	double secs = 0, least = mono_s() - since;
 
 	kill(c->pid, SIGINT);
 	ck_assert_int_gt(tu_wait_for(c, "# pid ", line, sizeof(line), 20000), 0);
 	ck_assert_int_eq(sscanf(strstr(line, " in "), " in %lf s", &secs), 1);
-	ck_assert_msg(secs > 0.2 && secs < 40, "%.2f s", secs);
+	ck_assert_msg(secs >= least - 0.01 && secs < 40, "%.2f s, sampled for %.2f s before ^C",
+		      secs, least);
 	assert_exits_ok(c);
 }
 
@@ -1299,7 +1311,7 @@ START_TEST(a_long_command_holds_up_only_what_must_wait)
 	start_hotloop(&p, &hot);
 	start_padroned(&d, p.pid);
 	start_padrone(&a, p.pid, "profile 60");
-	wait_sampling(d.pid);
+	double since = wait_sampling(d.pid);
 	start_padrone(&c, p.pid, "measure hot_function 3");
 	/* proves the profile runs in padroned */
 	ck_assert_int_gt(tu_wait_for(&c, "padroned: busy: ", line, sizeof(line), 20000), 0);
@@ -1312,7 +1324,7 @@ START_TEST(a_long_command_holds_up_only_what_must_wait)
 	free(out);
 	ck_assert_int_eq(tu_wait(&a, 0), -ETIMEDOUT);	/* all that while */
 	ck_assert_int_eq(tu_wait(&c, 0), -ETIMEDOUT);
-	interrupt_profile(&a);
+	interrupt_profile(&a, since);
 	ck_assert_int_gt(tu_wait_for(&c, "hot_function: 3 calls", line, sizeof(line), 30000), 0);
 	assert_exits_ok(&c);
 	end_served(&d, &p);
@@ -1332,9 +1344,9 @@ START_TEST(ctrl_c_or_hanging_up_cancels_the_command_in_padroned)
 	start_hotloop(&p, &hot);
 	start_padroned(&d, p.pid);
 	start_padrone(&c, p.pid, "profile 60");
-	wait_sampling(d.pid);
+	double since = wait_sampling(d.pid);
 	usleep(500000);
-	interrupt_profile(&c);
+	interrupt_profile(&c, since);
 
 	start_padrone(&c, p.pid, "measure -t 60 hot_function 1000000");
 	wait_patched(p.pid, hot);
