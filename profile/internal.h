@@ -3,6 +3,7 @@
 #define PADRONE_PROFILE_INTERNAL_H
 
 #include "profile/profile.h"
+#include "elf/elf.h"
 
 #include <linux/perf_event.h>
 #include <stdarg.h>
@@ -68,61 +69,7 @@ int prof_bpf__collect(struct prof_bpf *b, struct prof_stacks *stacks, prof_bpf_t
 		      void *arg, uint64_t *lost, uint64_t *stack_errors, uint64_t *throttled);
 void prof_bpf__free(struct prof_bpf *b);
 
-/* ------------------------------------------------------- ELF modules */
-
-struct prof_fn {
-	uint64_t start, end;	/* link-time virtual addresses */
-	const char *name;	/* NULL for an FDE without a symbol */
-	enum prof_bounds bounds;
-};
-
-struct prof_seg {
-	uint64_t vaddr, offset, filesz, memsz;
-};
-
-/* What one ELF file knows about its functions. */
-struct prof_elf {
-	struct prof_fn *fns;	/* sorted by start */
-	size_t nfns;
-	struct prof_seg *segs;	/* PT_LOAD */
-	size_t nsegs;
-	char build_id[41];	/* hex, "" if none */
-	char *strings;		/* names, back to back */
-	size_t strings_len, strings_cap;
-	bool dyn;		/* ET_DYN */
-	size_t nsymtab, ndynsym, nplt, nfde;	/* how many of each were found */
-};
-
-/* Loads from an open fd, or from memory (e.g. the vdso read from the
- * target) when fd < 0. */
-int prof_elf__load(int fd, const void *image, size_t len, struct prof_elf **out, char *why,
-		   size_t whylen);
-void prof_elf__free(struct prof_elf *e);
-/* The function whose range holds the link-time address v, or NULL. */
-const struct prof_fn *prof_elf__find(const struct prof_elf *e, uint64_t v);
-/* The first function starting above v, or NULL. */
-const struct prof_fn *prof_elf__next(const struct prof_elf *e, uint64_t v);
-/* Link-time address of file offset off, or -ENOENT. */
-int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *v);
-
-/* Parses .eh_frame (as found at link address sec_addr) and calls fn for
- * each FDE's [start, end). Returns FDEs found or -EINVAL. */
-typedef void (*prof_fde_fn)(uint64_t start, uint64_t end, void *arg);
-int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
-			 void *arg);
-/* The same, with each FDE's own (link-time) address. */
-typedef void (*prof_fde_at_fn)(uint64_t start, uint64_t end, uint64_t fde, void *arg);
-int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
-			    prof_fde_at_fn fn, void *arg);
-
 /* ------------------------------------------------------- mappings */
-
-struct attach_map;
-/* The file a mapping of process pid maps, opened read-only: through
- * /proc/PID/map_files (deleted files, other mount namespaces), else its
- * path under /proc/PID/root, else (the process gone) the same path here if
- * it is still the same file. An fd or -errno. */
-int prof__open_mapped(pid_t pid, const struct attach_map *m);
 
 /* An executable mapping the target made while sampled (PERF_RECORD_MMAP2),
  * kept so that samples in code unmapped before the report (dlclose) still

@@ -34,7 +34,7 @@ struct module {
 	char *path;		/* as in the maps; "[vdso]" for the vdso */
 	const char *name;	/* interned path */
 	const char *build_id;	/* interned */
-	struct prof_elf *elf;	/* NULL when it could not be loaded */
+	struct elf_file *elf;	/* NULL when it could not be loaded */
 	bool owns_elf;
 };
 
@@ -192,7 +192,7 @@ void prof_symbolizer__free(struct prof_symbolizer *s)
 		return;
 	for (size_t i = 0; i < s->nmods; i++) {
 		if (s->mods[i].owns_elf)
-			prof_elf__free(s->mods[i].elf);
+			elf_file__free(s->mods[i].elf);
 		free(s->mods[i].path);
 	}
 	while (s->arena) {
@@ -277,17 +277,17 @@ ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *bu
 
 /* ------------------------------------------------------------ modules */
 
-static struct prof_elf *load_vdso(struct prof_symbolizer *s, const struct attach_map *m,
+static struct elf_file *load_vdso(struct prof_symbolizer *s, const struct attach_map *m,
 				  char *why, size_t whylen)
 {
 	size_t len = (size_t)(m->end - m->start);
 	uint8_t *img = malloc(len);
-	struct prof_elf *e = NULL;
+	struct elf_file *e = NULL;
 
 	if (!img)
 		return NULL;
 	if (prof_symbolizer__read(s, m->start, img, len) == (ssize_t)len)
-		prof_elf__load(-1, img, len, &e, why, whylen);
+		elf_file__load(-1, img, len, NULL, &e, why, whylen);
 	free(img);	/* prof_elf copies what it keeps */
 	return e;
 }
@@ -325,9 +325,12 @@ static struct module *module_for(struct prof_symbolizer *s, const struct attach_
 	if (vdso) {
 		mod->elf = load_vdso(s, m, why, sizeof(why));
 	} else {
-		int fd = prof__open_mapped(s->pid, m);
+		int fd = elf__open_mapped(s->pid, m);
+		char root[32];
+		snprintf(root, sizeof root, "/proc/%d/root", (int)s->pid);
+		struct elf_load_opts lo = { .sz = sizeof lo, .path = m->path, .root = root };
 		if (fd >= 0) {
-			prof_elf__load(fd, NULL, 0, &mod->elf, why, sizeof(why));
+			elf_file__load(fd, NULL, 0, &lo, &mod->elf, why, sizeof(why));
 			close(fd);
 		}
 	}
@@ -336,7 +339,7 @@ static struct module *module_for(struct prof_symbolizer *s, const struct attach_
 	/* the same file under another path (a hard link, a container's copy) */
 	for (size_t i = 0; mod->elf && mod->build_id[0] && i < s->nmods; i++)
 		if (s->mods[i].build_id == mod->build_id && s->mods[i].elf) {
-			prof_elf__free(mod->elf);
+			elf_file__free(mod->elf);
 			mod->elf = s->mods[i].elf;
 			mod->owns_elf = false;
 			break;
@@ -489,6 +492,18 @@ void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
 
 /* ------------------------------------------------------------ names */
 
+/* elf/'s bounds are the first of profile's. */
+static enum prof_bounds prof_bounds_of(enum elf_bounds b)
+{
+	switch (b) {
+	case ELF_BOUNDS_SYMTAB: return PROF_BOUNDS_SYMTAB;
+	case ELF_BOUNDS_DYNSYM: return PROF_BOUNDS_DYNSYM;
+	case ELF_BOUNDS_EH_FRAME: return PROF_BOUNDS_EH_FRAME;
+	case ELF_BOUNDS_NONE: break;
+	}
+	return PROF_BOUNDS_NONE;
+}
+
 /* Names addr from the ELF file mapped at m; else "module+0xoff". */
 static int lookup_mapped(struct prof_symbolizer *s, const struct attach_map *m, uint64_t addr,
 			 struct prof_sym *sym)
@@ -497,18 +512,18 @@ static int lookup_mapped(struct prof_symbolizer *s, const struct attach_map *m, 
 	uint64_t fo = addr - m->start + m->offset, v = 0;
 	sym->module = mod ? mod->name : intern(s, m->path[0] ? m->path : "[anon]");
 	sym->build_id = mod ? mod->build_id : "";
-	if (mod && mod->elf && prof_elf__offset_to_vaddr(mod->elf, fo, &v) == 0) {
-		const struct prof_fn *fn = prof_elf__find(mod->elf, v);
+	if (mod && mod->elf && elf_file__offset_to_vaddr(mod->elf, fo, &v) == 0) {
+		const struct elf_fn *fn = elf_file__find(mod->elf, v);
 		uint64_t bias = addr - v;
 		if (fn) {
 			sym->start = fn->start + bias;
 			sym->end = fn->end + bias;
-			sym->bounds = fn->bounds;
+			sym->bounds = prof_bounds_of(fn->bounds);
 			sym->name = fn->name ? intern(s, fn->name) :
 				prof_symbolizer__intern(s, "sub_%llx", (unsigned long long)sym->start);
 			return 0;
 		}
-		uint64_t base = mod->elf->nsegs ? mod->elf->segs[0].vaddr & ~0xfffull : 0;
+		uint64_t base = elf_file__base(mod->elf);
 		sym->name = prof_symbolizer__intern(s, "%s+0x%llx", base_name(sym->module),
 						    (unsigned long long)(v - base));
 	} else {
@@ -570,8 +585,8 @@ uint64_t prof_symbolizer__limit(struct prof_symbolizer *s, uint64_t addr)
 	struct module *mod = module_for(s, m);
 	uint64_t v;
 	if (mod && mod->elf &&
-	    prof_elf__offset_to_vaddr(mod->elf, addr - m->start + m->offset, &v) == 0) {
-		const struct prof_fn *next = prof_elf__next(mod->elf, v);
+	    elf_file__offset_to_vaddr(mod->elf, addr - m->start + m->offset, &v) == 0) {
+		const struct elf_fn *next = elf_file__next(mod->elf, v);
 		if (next && next->start + (addr - v) < m->end)
 			return next->start + (addr - v);
 	}

@@ -391,7 +391,7 @@ static Elf_Data *eh_frame_section(Elf *e, uint64_t *addr)
  * module maps (the FDEs are then read from the target as usual). */
 static int tables_from_file(struct prof_unwinder *u, struct uw_module *m, uint64_t bias)
 {
-	int fd = prof__open_mapped(u->pid, &m->exec);
+	int fd = elf__open_mapped(u->pid, &m->exec);
 	struct stat st;
 
 	if (fd < 0)
@@ -415,7 +415,7 @@ static int tables_from_file(struct prof_unwinder *u, struct uw_module *m, uint64
 	else if (read_mem(u, addr + bias, first, sizeof first) < 0 ||
 		 memcmp(first, d->d_buf, sizeof first) != 0)
 		rc = fail(m, -ESTALE, "its .eh_frame in memory differs from its file's");
-	else if (prof_eh_frame__each_fde(d->d_buf, d->d_size, addr, add_fde, &l) <= 0 || l.overflow)
+	else if (elf_eh_frame__each_fde(d->d_buf, d->d_size, addr, add_fde, &l) <= 0 || l.overflow)
 		rc = fail(m, -EINVAL, "its file's .eh_frame cannot be indexed");
 	if (e)
 		elf_end(e);

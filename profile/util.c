@@ -70,34 +70,3 @@ const char *prof_bounds_name(enum prof_bounds b)
 	}
 	return "none";
 }
-
-int prof__open_mapped(pid_t pid, const struct attach_map *m)
-{
-	char path[PATH_MAX + 64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	size_t l = strlen(m->path);
-	const char *del = " (deleted)";
-	if (l > strlen(del) && !strcmp(m->path + l - strlen(del), del))
-		l -= strlen(del);
-	snprintf(path, sizeof(path), "/proc/%d/root%.*s", pid, (int)l, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	/* the process is gone (its /proc entries with it): the same path here,
-	 * if it is still the same file */
-	snprintf(path, sizeof(path), "%.*s", (int)l, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != m->inode ||
-			major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)) {
-		close(fd);
-		return -ENOENT;
-	}
-	return fd >= 0 ? fd : -errno;
-}

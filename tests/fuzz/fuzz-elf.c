@@ -1,5 +1,5 @@
 /* fuzz-elf: hostile bytes where padrone expects a module of the target:
- * profile/'s ELF loader as it reads the [vdso] from the target's memory
+ * elf/'s ELF loader as it reads the [vdso] from the target's memory
  * (symbols, PLT, build-id, segments) and its .eh_frame parser; cfg/'s ELF
  * reader (sections, .eh_frame_hdr) and a CFG built from the bytes as code
  * -- decoding, jump tables, calls -- both from the file and as a target's
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cfg/cfg.h"
-#include "profile/internal.h"
+#include "elf/elf.h"
 
 #define BASE 0x400000ull
 
@@ -29,9 +29,9 @@ static ssize_t mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return (ssize_t)n;
 }
 
-static void count_fde(uint64_t start, uint64_t end, void *arg)
+static void count_fde(uint64_t start, uint64_t end, uint64_t fde, void *arg)
 {
-	*(uint64_t *)arg += end - start;
+	*(uint64_t *)arg += end - start + fde;
 }
 
 static void build(struct cfg_reader *r, uint64_t addr)
@@ -46,15 +46,15 @@ static void build(struct cfg_reader *r, uint64_t addr)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char why[256], path[64];
-	struct prof_elf *e;
+	struct elf_file *e;
 	uint64_t sum = 0;
 
-	if (prof_elf__load(-1, data, size, &e, why, sizeof(why)) == 0) {
+	if (elf_file__load(-1, data, size, NULL, &e, why, sizeof(why)) == 0) {
 		for (size_t i = 0; i < e->nfns; i++)
-			(void)prof_elf__find(e, e->fns[i].start);
-		prof_elf__free(e);
+			(void)elf_file__find(e, e->fns[i].start);
+		elf_file__free(e);
 	}
-	prof_eh_frame__parse(data, size, BASE, count_fde, &sum);
+	elf_eh_frame__each_fde(data, size, BASE, count_fde, &sum);
 
 	/* as code in a target's memory */
 	struct mem m = { data, size };

@@ -1,4 +1,5 @@
-/* elf.c: what one ELF file says about its functions.
+/* file.c: what one ELF file (and its separate debug file) says about its
+ * functions and names.
  *
  * Function bounds come, in order of trust, from .symtab, .dynsym, the PLT
  * (entries named after the .dynsym symbol their GOT slot is relocated
@@ -6,34 +7,43 @@
  * still one FDE, named sub_<addr> by the symbolizer. Addresses here are
  * link-time virtual addresses; the symbolizer adds each mapping's bias.
  */
-#include "profile/internal.h"
+#include "elf/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef NT_GNU_BUILD_ID
-#define NT_GNU_BUILD_ID 3
-#endif
 
 /* A function while the table is being built: names are offsets into the
  * string buffer, which may still move. */
 struct fn_tmp {
 	uint64_t start, end;
 	size_t name;		/* offset + 1 into strings, 0 = none */
-	enum prof_bounds bounds;
+	enum elf_bounds bounds;
 	int prio;		/* lower wins among functions at one address */
 };
 
-struct builder {
-	struct prof_elf *e;
-	struct fn_tmp *fns;
-	size_t n, cap;
+/* A named symbol while the table is being built. */
+struct sym_tmp {
+	size_t name;		/* offset + 1 into strings */
+	uint64_t value, size;
+	enum elf_sym_kind kind;
+	bool local, dynamic;
 };
 
-static size_t intern(struct prof_elf *e, const char *s, const char *suffix)
+struct builder {
+	struct elf_file *e;
+	struct fn_tmp *fns;
+	size_t n, cap;
+	struct sym_tmp *syms;
+	size_t nsyms, csyms;
+};
+
+static size_t intern(struct elf_file *e, const char *s, const char *suffix)
 {
 	size_t l1 = strlen(s), l2 = suffix ? strlen(suffix) : 0, need = l1 + l2 + 1;
 
@@ -57,7 +67,7 @@ static size_t intern(struct prof_elf *e, const char *s, const char *suffix)
 }
 
 static int add_fn(struct builder *b, uint64_t start, uint64_t end, size_t name,
-		  enum prof_bounds bounds, int prio)
+		  enum elf_bounds bounds, int prio)
 {
 	if (b->n == b->cap) {
 		size_t nc = b->cap ? b->cap * 2 : 1024;
@@ -122,9 +132,52 @@ static struct fn_tmp *tmp_find(struct builder *b, uint64_t v)
 
 /* ------------------------------------------------------------ symbols */
 
+static int add_sym(struct builder *b, size_t name, const GElf_Sym *sym, bool dyn)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	if (b->nsyms == b->csyms) {
+		size_t nc = b->csyms ? b->csyms * 2 : 1024;
+		void *p = realloc(b->syms, nc * sizeof(*b->syms));
+		if (!p)
+			return -ENOMEM;
+		b->syms = p;
+		b->csyms = nc;
+	}
+	b->syms[b->nsyms++] = (struct sym_tmp){
+		name, sym->st_value, sym->st_size,
+		type == STT_FUNC ? ELF_SYM_FUNC : type == STT_GNU_IFUNC ? ELF_SYM_IFUNC : ELF_SYM_DATA,
+		GELF_ST_BIND(sym->st_info) == STB_LOCAL, dyn };
+	return 0;
+}
+
+/* A symbol the resolver may name: defined, not a section, file or TLS
+ * offset, and (in .dynsym) the default version, not a hidden older one. */
+static bool nameable(const GElf_Sym *sym, Elf_Data *versyms, size_t i)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+	GElf_Versym vs;
+
+	if (sym->st_shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE ||
+	    type == STT_TLS || (sym->st_shndx == SHN_ABS && !sym->st_value))
+		return false;
+	return !(versyms && gelf_getversym(versyms, (int)i, &vs) && (vs & 0x8000));
+}
+
+static Elf_Data *versym_data(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_versym)
+			return elf_getdata(scn, NULL);
+	return NULL;
+}
+
 static int load_symbols(struct builder *b, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, bool dyn)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
+	Elf_Data *d = elf_getdata(scn, NULL), *versyms = dyn ? versym_data(elf) : NULL;
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
 
 	if (!d)
@@ -133,12 +186,14 @@ static int load_symbols(struct builder *b, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh
 		GElf_Sym sym;
 		if (!gelf_getsym(d, (int)i, &sym))
 			break;
-		int type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-		    sym.st_value == 0)
-			continue;
 		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name || !*name)
+		if (!name || !*name || !nameable(&sym, versyms, i))
+			continue;
+		size_t off = intern(b->e, name, NULL);
+		if (!off || add_sym(b, off, &sym, dyn) < 0)
+			return -ENOMEM;
+		int type = GELF_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0)
 			continue;
 		/* among aliases prefer .symtab, then the name with the fewest
 		 * leading underscores (getpid over __getpid), then binding */
@@ -147,14 +202,30 @@ static int load_symbols(struct builder *b, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh
 			under++;
 		int prio = (dyn ? 100 : 0) + under * 10 +
 			   (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2);
-		size_t off = intern(b->e, name, NULL);
-		if (!off || add_fn(b, sym.st_value, sym.st_value + sym.st_size, off,
-				   dyn ? PROF_BOUNDS_DYNSYM : PROF_BOUNDS_SYMTAB, prio) < 0)
+		if (add_fn(b, sym.st_value, sym.st_value + sym.st_size, off,
+			   dyn ? ELF_BOUNDS_DYNSYM : ELF_BOUNDS_SYMTAB, prio) < 0)
 			return -ENOMEM;
 		if (dyn)
 			b->e->ndynsym++;
 		else
 			b->e->nsymtab++;
+	}
+	return 0;
+}
+
+/* The symbol tables of elf (only .symtab: kind SHT_SYMTAB; both: 0). */
+static int load_tables(struct builder *b, Elf *elf, unsigned only)
+{
+	Elf_Scn *scn = NULL;
+	int r;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    (only && sh.sh_type != only))
+			continue;
+		if ((r = load_symbols(b, elf, scn, &sh, sh.sh_type == SHT_DYNSYM)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -272,7 +343,7 @@ static int load_plt(struct builder *b, Elf *elf, size_t shstrndx)
 				if (name) {
 					size_t off = intern(b->e, name, "@plt");
 					if (!off || add_fn(b, sh.sh_addr + o, sh.sh_addr + o + ent, off,
-							   PROF_BOUNDS_DYNSYM, 200) < 0) {
+							   ELF_BOUNDS_DYNSYM, 200) < 0) {
 						free(slots);
 						return -ENOMEM;
 					}
@@ -286,212 +357,17 @@ static int load_plt(struct builder *b, Elf *elf, size_t shstrndx)
 	return 0;
 }
 
-/* ------------------------------------------------------------ .eh_frame */
-
-struct rd {
-	const uint8_t *p, *end;
-	bool bad;
-};
-
-static uint64_t rd_n(struct rd *r, size_t n)
-{
-	uint64_t v = 0;
-
-	if ((size_t)(r->end - r->p) < n) {
-		r->bad = true;
-		r->p = r->end;
-		return 0;
-	}
-	memcpy(&v, r->p, n);	/* little endian */
-	r->p += n;
-	return v;
-}
-
-static uint64_t rd_uleb(struct rd *r)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-
-	while (r->p < r->end) {
-		uint8_t byte = *r->p++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		shift += 7;
-		if (!(byte & 0x80))
-			return v;
-	}
-	r->bad = true;
-	return v;
-}
-
-static int64_t rd_sleb(struct rd *r)
-{
-	int64_t v = 0;
-	unsigned shift = 0;
-	uint8_t byte = 0;
-
-	while (r->p < r->end) {
-		byte = *r->p++;
-		if (shift < 64)
-			v |= (int64_t)((uint64_t)(byte & 0x7f) << shift);
-		shift += 7;
-		if (!(byte & 0x80)) {
-			if (shift < 64 && (byte & 0x40))
-				v |= -(int64_t)((uint64_t)1 << shift);
-			return v;
-		}
-	}
-	r->bad = true;
-	return v;
-}
-
-/* A DW_EH_PE_* encoded pointer; here is its link-time address. */
-static uint64_t rd_encoded(struct rd *r, uint8_t enc, uint64_t here)
-{
-	uint64_t v;
-
-	switch (enc & 0x0f) {
-	case 0x00: v = rd_n(r, 8); break;
-	case 0x01: v = rd_uleb(r); break;
-	case 0x02: v = rd_n(r, 2); break;
-	case 0x03: v = rd_n(r, 4); break;
-	case 0x04: v = rd_n(r, 8); break;
-	case 0x09: v = (uint64_t)rd_sleb(r); break;
-	case 0x0a: v = (uint64_t)(int64_t)(int16_t)rd_n(r, 2); break;
-	case 0x0b: v = (uint64_t)(int64_t)(int32_t)rd_n(r, 4); break;
-	case 0x0c: v = rd_n(r, 8); break;
-	default: r->bad = true; return 0;
-	}
-	if ((enc & 0x70) == 0x10)	/* pcrel */
-		v += here;
-	return v;
-}
-
-/* The FDE pointer encoding of the CIE at data[off], or -1. */
-static int cie_encoding(const uint8_t *data, size_t len, size_t off)
-{
-	struct rd r = { data + off, data + len, false };
-	uint64_t length = rd_n(&r, 4);
-
-	if (length == 0xffffffffu)
-		length = rd_n(&r, 8);
-	if (r.bad || length > (uint64_t)(r.end - r.p))
-		return -1;
-	r.end = r.p + length;
-	if (rd_n(&r, 4) != 0)	/* CIE id */
-		return -1;
-	uint8_t version = (uint8_t)rd_n(&r, 1);
-	const char *aug = (const char *)r.p;
-	size_t auglen = strnlen(aug, (size_t)(r.end - r.p));
-	r.p += auglen + 1;
-	if (r.p > r.end)
-		return -1;
-	rd_uleb(&r);			/* code alignment */
-	rd_sleb(&r);			/* data alignment */
-	if (version == 1)
-		rd_n(&r, 1);		/* return register */
-	else
-		rd_uleb(&r);
-	if (aug[0] != 'z')
-		return 0x00;		/* absptr */
-	rd_uleb(&r);			/* augmentation data length */
-	for (size_t i = 1; i < auglen && !r.bad; i++) {
-		uint8_t enc;
-		switch (aug[i]) {
-		case 'R':
-			return (int)rd_n(&r, 1);
-		case 'P':
-			enc = (uint8_t)rd_n(&r, 1);
-			rd_encoded(&r, enc & 0x7f, 0);
-			break;
-		case 'L':
-			rd_n(&r, 1);
-			break;
-		case 'S': case 'B':
-			break;
-		default:
-			return -1;
-		}
-	}
-	return r.bad ? -1 : 0x00;
-}
-
-int prof_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr,
-			    prof_fde_at_fn fn, void *arg)
-{
-	size_t pos = 0, cie_off = SIZE_MAX;
-	int enc = -1, nfde = 0;
-
-	while (pos + 4 <= len) {
-		struct rd r = { data + pos, data + len, false };
-		uint64_t length = rd_n(&r, 4);
-		if (length == 0)
-			break;		/* terminator */
-		if (length == 0xffffffffu)
-			length = rd_n(&r, 8);
-		if (r.bad || length > (uint64_t)(r.end - r.p) || length < 4)
-			return nfde ? nfde : -EINVAL;
-		size_t body = (size_t)(r.p - data), next = body + (size_t)length;
-		r.end = data + next;
-		uint32_t id = (uint32_t)rd_n(&r, 4);
-		if (id != 0) {
-			/* an FDE: id is the distance back to its CIE */
-			if (id > body) {
-				pos = next;
-				continue;
-			}
-			size_t co = body - id;
-			if (co != cie_off) {
-				cie_off = co;
-				enc = cie_encoding(data, len, co);
-			}
-			if (enc < 0 || enc == 0xff) {
-				pos = next;
-				continue;
-			}
-			uint64_t here = sec_addr + (uint64_t)(r.p - data);
-			uint64_t start = rd_encoded(&r, (uint8_t)enc, here);
-			uint64_t range = rd_encoded(&r, (uint8_t)(enc & 0x0f), 0);
-			if (!r.bad && range) {
-				fn(start, start + range, sec_addr + pos, arg);
-				nfde++;
-			}
-		}
-		pos = next;
-	}
-	return nfde;
-}
-
-struct fde_adapter {
-	prof_fde_fn fn;
-	void *arg;
-};
-
-static void without_address(uint64_t start, uint64_t end, uint64_t fde, void *arg)
-{
-	struct fde_adapter *a = arg;
-
-	(void)fde;
-	a->fn(start, end, a->arg);
-}
-
-int prof_eh_frame__parse(const uint8_t *data, size_t len, uint64_t sec_addr, prof_fde_fn fn,
-			 void *arg)
-{
-	struct fde_adapter a = { fn, arg };
-
-	return prof_eh_frame__each_fde(data, len, sec_addr, without_address, &a);
-}
-
 struct fde_ctx {
 	struct builder *b;
 	struct fn_tmp *fdes;
 	size_t n, cap;
 };
 
-static void collect_fde(uint64_t start, uint64_t end, void *arg)
+static void collect_fde(uint64_t start, uint64_t end, uint64_t fde, void *arg)
 {
 	struct fde_ctx *c = arg;
+
+	(void)fde;
 
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? c->cap * 2 : 1024;
@@ -501,17 +377,17 @@ static void collect_fde(uint64_t start, uint64_t end, void *arg)
 		c->fdes = p;
 		c->cap = nc;
 	}
-	c->fdes[c->n++] = (struct fn_tmp){ start, end, 0, PROF_BOUNDS_EH_FRAME, 300 };
+	c->fdes[c->n++] = (struct fn_tmp){ start, end, 0, ELF_BOUNDS_EH_FRAME, 300 };
 }
 
 /* Bytes of the file at link-time address v, up to the end of its segment. */
-static const uint8_t *vaddr_bytes(Elf *elf, const struct prof_elf *e, uint64_t v, size_t *len)
+static const uint8_t *vaddr_bytes(Elf *elf, const struct elf_file *e, uint64_t v, size_t *len)
 {
 	size_t flen;
 	const uint8_t *raw = (const uint8_t *)elf_rawfile(elf, &flen);
 
 	for (size_t i = 0; raw && i < e->nsegs; i++) {
-		const struct prof_seg *s = &e->segs[i];
+		const struct elf_seg *s = &e->segs[i];
 		if (v >= s->vaddr && v < s->vaddr + s->filesz) {
 			uint64_t off = s->offset + (v - s->vaddr);
 			if (off >= flen)
@@ -541,7 +417,7 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 			continue;
 		Elf_Data *d = elf_rawdata(scn, NULL);
 		if (d && d->d_buf)
-			prof_eh_frame__parse(d->d_buf, d->d_size, sh.sh_addr, collect_fde, &c);
+			elf_eh_frame__each_fde(d->d_buf, d->d_size, sh.sh_addr, collect_fde, &c);
 		found = true;
 	}
 	if (!found && ehhdr) {
@@ -549,10 +425,10 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 		const uint8_t *h = vaddr_bytes(elf, b->e, ehhdr->p_vaddr, &len);
 		if (h && len >= 8 && h[0] == 1) {
 			struct rd r = { h + 4, h + len, false };
-			uint64_t ptr = rd_encoded(&r, h[1], ehhdr->p_vaddr + 4);
+			uint64_t ptr = elf__rd_encoded(&r, h[1], ehhdr->p_vaddr + 4);
 			const uint8_t *f = r.bad ? NULL : vaddr_bytes(elf, b->e, ptr, &len);
 			if (f)
-				prof_eh_frame__parse(f, len, ptr, collect_fde, &c);
+				elf_eh_frame__each_fde(f, len, ptr, collect_fde, &c);
 		}
 	}
 	/* an FDE names a function only where no symbol does; it also sizes a
@@ -566,7 +442,7 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 	}
 	for (size_t i = 0; i < c.n; i++)
 		if (c.fdes[i].prio < 0 && add_fn(b, c.fdes[i].start, c.fdes[i].end, 0,
-						 PROF_BOUNDS_EH_FRAME, 300) == 0)
+						 ELF_BOUNDS_EH_FRAME, 300) == 0)
 			b->e->nfde++;
 	free(c.fdes);
 	return 0;
@@ -574,26 +450,7 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 
 /* ------------------------------------------------------------ notes, segs */
 
-static void load_build_id(struct prof_elf *e, Elf *elf, const GElf_Phdr *ph)
-{
-	Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph->p_offset, ph->p_filesz, ELF_T_NHDR);
-	size_t off = 0, noff, doff;
-	GElf_Nhdr nh;
-
-	if (!d)
-		return;
-	while ((off = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
-		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
-		    memcmp((const char *)d->d_buf + noff, "GNU", 4) || nh.n_descsz > 20)
-			continue;
-		const uint8_t *id = (const uint8_t *)d->d_buf + doff;
-		for (size_t i = 0; i < nh.n_descsz; i++)
-			snprintf(e->build_id + 2 * i, 3, "%02x", id[i]);
-		return;
-	}
-}
-
-static int load_segments(struct prof_elf *e, Elf *elf, GElf_Phdr *ehhdr, bool *has_eh)
+static int load_segments(struct elf_file *e, Elf *elf, GElf_Phdr *ehhdr, bool *has_eh)
 {
 	size_t n;
 
@@ -607,10 +464,10 @@ static int load_segments(struct prof_elf *e, Elf *elf, GElf_Phdr *ehhdr, bool *h
 		if (!gelf_getphdr(elf, (int)i, &ph))
 			continue;
 		if (ph.p_type == PT_LOAD)
-			e->segs[e->nsegs++] = (struct prof_seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz,
-								  ph.p_memsz };
+			e->segs[e->nsegs++] = (struct elf_seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz,
+								ph.p_memsz, (ph.p_flags & PF_X) != 0 };
 		else if (ph.p_type == PT_NOTE && !e->build_id[0])
-			load_build_id(e, elf, &ph);
+			elf__build_id(elf, ph.p_offset, ph.p_filesz, e->build_id);
 		else if (ph.p_type == PT_GNU_EH_FRAME) {
 			*ehhdr = ph;
 			*has_eh = true;
@@ -619,9 +476,97 @@ static int load_segments(struct prof_elf *e, Elf *elf, GElf_Phdr *ehhdr, bool *h
 	return 0;
 }
 
+static int load_debug_symbols(struct builder *b, Elf *elf, const struct elf_load_opts *o)
+{
+	Elf *dbg = NULL;
+	int fd = elf__find_debug(b->e, elf, o, &dbg), r;
+
+	if (fd < 0)
+		return 0;	/* none installed: the file's own tables serve */
+	r = load_tables(b, dbg, SHT_SYMTAB);
+	elf_end(dbg);
+	close(fd);
+	return r;
+}
+
+/* ------------------------------------------------------------ names */
+
+static int cmp_sym(const void *a, const void *b, void *strings)
+{
+	const struct sym_tmp *x = a, *y = b;
+	const char *str = strings;
+	int c = strcmp(str + x->name - 1, str + y->name - 1);
+
+	if (c)
+		return c;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	/* one entry per name and value: .symtab's binding over .dynsym's,
+	 * then global over local */
+	if (x->local != y->local)
+		return x->local ? 1 : -1;
+	return (x->dynamic > y->dynamic) - (x->dynamic < y->dynamic);
+}
+
+/* Sorts the symbols by name, one per (name, value), a definition seen in
+ * both tables marked dynamic. */
+static int finish_syms(struct builder *b)
+{
+	struct elf_file *e = b->e;
+	size_t k = 0;
+
+	if (b->nsyms > 1)
+		qsort_r(b->syms, b->nsyms, sizeof(*b->syms), cmp_sym, e->strings);
+	e->syms = calloc(b->nsyms ? b->nsyms : 1, sizeof(*e->syms));
+	if (!e->syms)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nsyms; i++) {
+		const struct sym_tmp *t = &b->syms[i];
+		const char *name = e->strings + t->name - 1;
+		struct elf_sym *prev = k ? &e->syms[k - 1] : NULL;
+		if (prev && prev->value == t->value && !strcmp(prev->name, name)) {
+			prev->dynamic |= t->dynamic;
+			if (prev->kind == ELF_SYM_DATA && t->kind != ELF_SYM_DATA)
+				prev->kind = t->kind;
+			continue;
+		}
+		e->syms[k++] = (struct elf_sym){ name, t->value, t->size, t->kind, t->local,
+						 t->dynamic };
+	}
+	e->nsyms = k;
+	return 0;
+}
+
+const struct elf_sym *elf_file__syms_named(const struct elf_file *e, const char *name, size_t *n)
+{
+	size_t lo = 0, hi = e->nsyms;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (strcmp(e->syms[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (*n = 0; lo + *n < e->nsyms && !strcmp(e->syms[lo + *n].name, name); (*n)++)
+		;
+	return *n ? &e->syms[lo] : NULL;
+}
+
+uint64_t elf_file__base(const struct elf_file *e)
+{
+	uint64_t lo = UINT64_MAX;
+
+	for (size_t i = 0; i < e->nsegs; i++)
+		if (e->segs[i].vaddr < lo)
+			lo = e->segs[i].vaddr;
+	return lo == UINT64_MAX ? 0 : lo & ~(uint64_t)4095;
+}
+
 /* ------------------------------------------------------------ API */
 
-static int load(struct prof_elf *e, Elf *elf, char *why, size_t whylen)
+static int load(struct elf_file *e, Elf *elf, const struct elf_load_opts *debug, char *why,
+		size_t whylen)
 {
 	struct builder b = { .e = e };
 	GElf_Ehdr eh;
@@ -631,11 +576,11 @@ static int load(struct prof_elf *e, Elf *elf, char *why, size_t whylen)
 	int r;
 
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
-		prof_fmt(why, whylen, "not an ELF file");
+		elf__fmt(why, whylen, "not an ELF file");
 		return -ENOEXEC;
 	}
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
-		prof_fmt(why, whylen, "not an x86-64 ELF file");
+		elf__fmt(why, whylen, "not an x86-64 ELF file");
 		return -ENOEXEC;
 	}
 	e->dyn = eh.e_type == ET_DYN;
@@ -644,15 +589,11 @@ static int load(struct prof_elf *e, Elf *elf, char *why, size_t whylen)
 		goto out;
 	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
 		shstrndx = 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)) {
-			r = load_symbols(&b, elf, scn, &sh, sh.sh_type == SHT_DYNSYM);
-			if (r < 0)
-				goto out;
-		}
-	}
+	if ((r = load_tables(&b, elf, 0)) < 0)
+		goto out;
+	/* a stripped file's .symtab is in its separate debug file */
+	if (!e->nsymtab && debug && (r = load_debug_symbols(&b, elf, debug)) < 0)
+		goto out;
 	r = load_plt(&b, elf, shstrndx);
 	if (r < 0)
 		goto out;
@@ -671,61 +612,67 @@ static int load(struct prof_elf *e, Elf *elf, char *why, size_t whylen)
 		goto out;
 	}
 	for (size_t i = 0; i < b.n; i++)
-		e->fns[i] = (struct prof_fn){ b.fns[i].start, b.fns[i].end,
+		e->fns[i] = (struct elf_fn){ b.fns[i].start, b.fns[i].end,
 					      b.fns[i].name ? e->strings + b.fns[i].name - 1 : NULL,
 					      b.fns[i].bounds };
 	e->nfns = b.n;
+	r = finish_syms(&b);
 out:
 	free(b.fns);
+	free(b.syms);
 	if (r == -ENOMEM)
-		prof_fmt(why, whylen, "out of memory");
+		elf__fmt(why, whylen, "out of memory");
 	return r;
 }
 
-int prof_elf__load(int fd, const void *image, size_t len, struct prof_elf **out, char *why,
-		   size_t whylen)
+int elf_file__load(int fd, const void *image, size_t len, const struct elf_load_opts *opts,
+		   struct elf_file **out, char *why, size_t whylen)
 {
-	struct prof_elf *e;
+	struct elf_load_opts o = { .sz = sizeof o };
+	struct elf_file *e;
 	Elf *elf;
 	int r;
 
 	*out = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE) {
-		prof_fmt(why, whylen, "libelf: %s", elf_errmsg(-1));
+		elf__fmt(why, whylen, "libelf: %s", elf_errmsg(-1));
 		return -EINVAL;
 	}
 	elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : elf_memory((char *)image, len);
 	if (!elf) {
-		prof_fmt(why, whylen, "libelf: %s", elf_errmsg(-1));
+		elf__fmt(why, whylen, "libelf: %s", elf_errmsg(-1));
 		return -ENOEXEC;
 	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		elf_end(elf);
-		prof_fmt(why, whylen, "out of memory");
+		elf__fmt(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	r = load(e, elf, why, whylen);
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	r = load(e, elf, fd >= 0 && !o.no_debug_file ? &o : NULL, why, whylen);
 	elf_end(elf);
 	if (r < 0) {
-		prof_elf__free(e);
+		elf_file__free(e);
 		return r;
 	}
 	*out = e;
 	return 0;
 }
 
-void prof_elf__free(struct prof_elf *e)
+void elf_file__free(struct elf_file *e)
 {
 	if (!e)
 		return;
 	free(e->fns);
+	free(e->syms);
 	free(e->segs);
 	free(e->strings);
 	free(e);
 }
 
-static size_t upper(const struct prof_elf *e, uint64_t v)
+static size_t upper(const struct elf_file *e, uint64_t v)
 {
 	size_t lo = 0, hi = e->nfns;
 
@@ -739,7 +686,7 @@ static size_t upper(const struct prof_elf *e, uint64_t v)
 	return lo;
 }
 
-const struct prof_fn *prof_elf__find(const struct prof_elf *e, uint64_t v)
+const struct elf_fn *elf_file__find(const struct elf_file *e, uint64_t v)
 {
 	size_t i = upper(e, v);
 
@@ -750,17 +697,17 @@ const struct prof_fn *prof_elf__find(const struct prof_elf *e, uint64_t v)
 	return NULL;
 }
 
-const struct prof_fn *prof_elf__next(const struct prof_elf *e, uint64_t v)
+const struct elf_fn *elf_file__next(const struct elf_file *e, uint64_t v)
 {
 	size_t i = upper(e, v);
 
 	return i < e->nfns ? &e->fns[i] : NULL;
 }
 
-int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *v)
+int elf_file__offset_to_vaddr(const struct elf_file *e, uint64_t off, uint64_t *v)
 {
 	for (size_t i = 0; i < e->nsegs; i++) {
-		const struct prof_seg *s = &e->segs[i];
+		const struct elf_seg *s = &e->segs[i];
 		if (off >= s->offset && off < s->offset + (s->memsz > s->filesz ? s->memsz : s->filesz)) {
 			*v = s->vaddr + (off - s->offset);
 			return 0;
@@ -768,7 +715,7 @@ int prof_elf__offset_to_vaddr(const struct prof_elf *e, uint64_t off, uint64_t *
 	}
 	/* page-aligned mapping offsets may start just below a segment */
 	for (size_t i = 0; i < e->nsegs; i++) {
-		const struct prof_seg *s = &e->segs[i];
+		const struct elf_seg *s = &e->segs[i];
 		if (off < s->offset && s->offset - off < 4096) {
 			*v = s->vaddr - (s->offset - off);
 			return 0;
