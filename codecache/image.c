@@ -506,6 +506,9 @@ static int sym_addr(struct linkctx *cx, size_t si, uint64_t *addr)
 	if (rc == -ENOTSUP)
 		return cc__err(cx->err, rc, "%s needs %s, which the target defines as an IFUNC padrone "
 			    "cannot see through", im->path, name);
+	if (rc == -ENOTUNIQ)
+		return cc__err(cx->err, rc, "%s needs %s, which the target defines more than once",
+			    im->path, name);
 	if (GELF_ST_BIND(s.st_info) == STB_WEAK) {
 		*addr = 0;
 		return 0;
@@ -711,6 +714,7 @@ static int link_dyn(struct linkctx *cx)
 			unsigned type = GELF_R_TYPE(r.r_info);
 			size_t si = GELF_R_SYM(r.r_info);
 			uint64_t S = 0, off = r.r_offset - im->vbase;
+			int rc;
 			const char *name = "";
 			if (off + 8 > im->span)
 				return cc__err(cx->err, -EINVAL, "%s: relocation outside the image", im->path);
@@ -722,8 +726,11 @@ static int link_dyn(struct linkctx *cx)
 					name = "?";
 				if (s.st_shndx != SHN_UNDEF)
 					S = B + s.st_value;
-				else if (!(cx->resolve && cx->resolve(cx->arg, name, &S) == 0) &&
-					 GELF_ST_BIND(s.st_info) != STB_WEAK)
+				else if ((rc = cx->resolve ? cx->resolve(cx->arg, name, &S) :
+					      -ENOENT) == -ENOTUNIQ)
+					return cc__err(cx->err, rc, "%s needs %s, which the target "
+						    "defines more than once", im->path, name);
+				else if (rc < 0 && GELF_ST_BIND(s.st_info) != STB_WEAK)
 					return cc__err(cx->err, -ENOENT, "%s needs %s, which the target "
 						    "does not define", im->path, name);
 			}

@@ -194,6 +194,10 @@ struct prof_perfmap_stats {
 };
 void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
 				    struct prof_perfmap_stats *st);
+/* The code the perf map names name (the latest of its lines that still
+ * owns its start), as the reports name it: [start, end); -ENOENT. */
+int prof_symbolizer__perfmap_find(struct prof_symbolizer *s, const char *name, uint64_t *start,
+				  uint64_t *end);
 
 /* Reads len bytes of the target at addr (process_vm_readv; no ptrace).
  * Returns bytes read or -errno. */

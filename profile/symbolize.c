@@ -490,6 +490,22 @@ void prof_symbolizer__perfmap_stats(const struct prof_symbolizer *s,
 	st->err = s->jit_err;
 }
 
+int prof_symbolizer__perfmap_find(struct prof_symbolizer *s, const char *name, uint64_t *start,
+				  uint64_t *end)
+{
+	perfmap_check(s);
+	for (size_t i = s->jit.n; i > 0; i--) {
+		const struct prof_perfmap_ent *e = &s->jit.ents[i - 1];
+		if (strcmp(prof_perfmap__name(&s->jit, e), name) ||
+		    prof_perfmap__find(&s->jit, e->start) != e)
+			continue;
+		*start = e->start;
+		*end = e->end;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* ------------------------------------------------------------ names */
 
 /* elf/'s bounds are the first of profile's. */

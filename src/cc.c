@@ -29,7 +29,7 @@ static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 
 	switch (rc) {
 	case -ENOENT: case -EEXIST: case -EINVAL: case -ENOTSUP: case -ENOSPC: case -ENOEXEC:
-	case -ERANGE: case -EILSEQ: case -EALREADY: case -ESTALE:
+	case -ERANGE: case -EILSEQ: case -EALREADY: case -ESTALE: case -ENOTUNIQ:
 		why = PADRONE_BAD_REQUEST;
 		break;
 	case -EBUSY: case -ETIMEDOUT:
@@ -127,11 +127,11 @@ static int check_entry(struct cc_ctx *x, uint64_t addr, const char *name)
 }
 
 /* A function by name, by address ("0x401136"; its extent then comes from
- * its control flow), or by the "sub_401136" name reports give code
- * without symbols. */
+ * its control flow), or by a name the session's resolver knows (the one
+ * every command uses; sub_ and perf map names get their entry checked). */
 static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 {
-	struct cc_error err;
+	struct padrone_named nm;
 	char *end;
 
 	if (!name || !*name)
@@ -144,10 +144,21 @@ static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 		if (!*end && !errno && f->addr)
 			return check_entry(x, f->addr, name);
 	}
-	int rc = cc_syms__func(x->sy, name, f, &err);
-	if (rc == -ENOENT && padrone_sub_name_addr(name, &f->addr) == 0)
-		return check_entry(x, f->addr, name);
-	return rc < 0 ? fail_cc(x->s, rc, err.msg) : 0;
+	int rc = padrone_session_resolve(x->s, name, &nm);
+	if (rc == -ENOENT)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, rc,
+					    "process %d has no function named %s",
+					    (int)attach_target__pid(padrone_session_target(x->s)),
+					    name);
+	if (rc < 0)
+		return rc;
+	if (nm.ifunc)
+		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -ENOTSUP,
+					    "%s in %s is an IFUNC: name the implementation it "
+					    "selects", name, nm.module);
+	f->addr = nm.addr;
+	f->size = nm.size;
+	return nm.module[0] ? 0 : check_entry(x, f->addr, name);
 }
 
 static int fail_cache(struct cc_ctx *x, int rc)
@@ -396,7 +407,11 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 		report_prepend(out->report, sizeof out->report, note);
 	if (rc < 0) {
 		const char *why = cc_syms__errmsg(x.sy);
-		rc = why[0] && rc == -ENOTSUP ? fail_cc(s, rc, why) : fail_cache(&x, rc);
+		if (why[0] && rc == -ENOTUNIQ)
+			rc = padrone_session_fail(s, PADRONE_BAD_REQUEST, rc, "%s: %s",
+						  cc_cache__errmsg(x.c), why);
+		else
+			rc = why[0] && rc == -ENOTSUP ? fail_cc(s, rc, why) : fail_cache(&x, rc);
 		goto out;
 	}
 out:

@@ -26,6 +26,18 @@ PADRONE_HIDDEN int padrone_session_symbolizer(struct padrone_session *s,
 /* The address in a "sub_<hex>" name, which reports give code that has no
  * symbol (after its runtime address). 0, or -ENOENT for any other name. */
 PADRONE_HIDDEN int padrone_sub_name_addr(const char *name, uint64_t *addr);
+/* A function a user named, resolved as every command resolves it: NAME or
+ * MODULE:NAME through elf/'s resolver (a name with several definitions is
+ * refused, listing them, as PADRONE_BAD_REQUEST), a "sub_<hex>" name, or a
+ * line of the process's perf map (JIT code). size is 0 when unknown.
+ * -ENOENT, with the session's error untouched, when nothing has the name. */
+struct padrone_named {
+	uint64_t addr, size;
+	bool ifunc;		/* an IFUNC: its resolver, not an implementation */
+	char module[256];	/* the defining file; "" for sub_ and perf map names */
+};
+PADRONE_HIDDEN int padrone_session_resolve(struct padrone_session *s, const char *name,
+					   struct padrone_named *out);
 /* Record a failure on the session (for padrone_session__errmsg and the
  * exit status). Returns err (or -EINVAL if err is not negative). */
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,

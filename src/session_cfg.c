@@ -51,39 +51,12 @@ static int open_reader(struct padrone_session *s, struct cfg_reader **r)
 	return 0;
 }
 
-/* A name in the .symtab of a mapped file (the symbolizer names addresses
- * but does not look names up): the file's reader at its load bias. */
-static int lookup_in_files(struct padrone_session *s, const char *name, uint64_t *addr)
-{
-	struct attach_maps *maps;
-	pid_t pid = attach_target__pid(padrone_session_target(s));
-	if (attach_maps__read(pid, &maps) < 0)
-		return -ENOENT;
-	int found = -ENOENT;
-	for (size_t i = 0; i < attach_maps__count(maps) && found < 0; i++) {
-		const struct attach_map *m = attach_maps__at(maps, i);
-		if (m->offset != 0 || m->path[0] != '/' || attach_maps__first_of(maps, m->path) != m)
-			continue;
-		Elf64_Ehdr eh;
-		int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-		bool ok = fd >= 0 && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
-			  !memcmp(eh.e_ident, ELFMAG, SELFMAG);
-		if (fd >= 0)
-			close(fd);
-		struct cfg_reader *r;
-		if (!ok || cfg_reader__open_elf(m->path, eh.e_type == ET_DYN ? m->start : 0, NULL,
-						&r) < 0)
-			continue;
-		found = cfg_reader__lookup(r, name, addr);
-		cfg_reader__free(r);
-	}
-	attach_maps__free(maps);
-	return found;
-}
-
+/* A name as every command resolves it; what no ELF file defines (a PLT
+ * stub's name@plt, the vdso's functions) as cfg/ reads it from memory. */
 static int resolve(struct padrone_session *s, struct cfg_reader *r, const char *what,
 		   uint64_t *addr)
 {
+	struct padrone_named nm;
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(what, &end, 0);
@@ -91,8 +64,12 @@ static int resolve(struct padrone_session *s, struct cfg_reader *r, const char *
 		*addr = v;
 		return 0;
 	}
-	if (cfg_reader__lookup(r, what, addr) == 0 || lookup_in_files(s, what, addr) == 0 ||
-	    padrone_sub_name_addr(what, addr) == 0)
+	int rc = padrone_session_resolve(s, what, &nm);
+	if (rc == 0)
+		*addr = nm.addr;
+	if (rc != -ENOENT)
+		return rc;
+	if (cfg_reader__lookup(r, what, addr) == 0)
 		return 0;
 	return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
 				    "no function named '%s' in process %d", what,

@@ -1,0 +1,42 @@
+#!/bin/sh
+# One resolver for names: every command resolves a function's name the
+# same way. elf_names keeps two `static int counter`s: a replacement that
+# says `extern int counter` is refused, listing both, not bound to one;
+# scale is a static of the program and a global of its library: cfg,
+# disas, replace and measure all refuse it listing both, and all accept
+# MODULE:NAME; libc's aliases (__strndup) and MODULE:NAME of libc resolve.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+. "$(dirname "$0")/../codecache/tap.sh"
+tap_setup elf-names
+
+echo "1..9"
+"$b/tests/targets/elf_names" >"$tmp/out" 2>&1 &
+pid=$!
+wait_for ready 1 0
+wait_for "round .* ok"
+
+cands='scale. is ambiguous: 2 definitions (elf_names:scale at 0x[0-9a-f]* (static), libelf_names.so:scale at 0x[0-9a-f]*); give MODULE:NAME or the address'
+run repl "$padrone" -p "$pid" replace bump_a "$b/tests/elf/repl/counter_user.o"
+check "extern counter of a replacement is refused, both statics listed" \
+	eval 'status repl 2 && says repl "needs counter, which the target defines more than once: .counter. is ambiguous: 2 definitions (elf_names:counter at 0x[0-9a-f]* (static), elf_names:counter at 0x[0-9a-f]* (static))$"'
+for cmd in "cfg scale" "disas scale" "replace scale $b/tests/elf/repl/counter_user.o:bump_a" \
+	"measure scale 10"; do
+	run amb "$padrone" -p "$pid" $cmd
+	check "$(echo "$cmd" | cut -d' ' -f1) refuses a name with two definitions, listing them" \
+		eval 'status amb 2 && says amb "$cands"'
+done
+run exe "$padrone" -p "$pid" disas elf_names:scale
+run lib "$padrone" -p "$pid" disas libelf_names.so:scale
+check "MODULE:NAME picks the program's static or the library's global" \
+	eval 'status exe 0 && status lib 0 && says exe "^function scale at" && says lib "^function scale at" &&
+	      [ "$(head -1 "$tmp/exe.out")" != "$(head -1 "$tmp/lib.out")" ]'
+run alias "$padrone" -p "$pid" cfg __strndup
+run alias2 "$padrone" -p "$pid" disas libc.so.6:__strndup
+check "libc's aliases resolve, plain and as MODULE:NAME" \
+	eval 'status alias 0 && status alias2 0'
+run none "$padrone" -p "$pid" disas nosuch.so:scale
+check "an unknown module is no function" \
+	eval 'status none 2 && says none "no function named .nosuch.so:scale."'
+wait_for "round .* ok" 2
+check "the target computes right" fine
