@@ -4,13 +4,14 @@
 # says `extern int counter` is refused, listing both, not bound to one;
 # scale is a static of the program and a global of its library: cfg,
 # disas, replace and measure all refuse it listing both, and all accept
-# MODULE:NAME; libc's aliases (__strndup) and MODULE:NAME of libc resolve.
+# MODULE:NAME; libc's aliases (__strndup) and MODULE:NAME of libc resolve;
+# a name of the perf map (JIT code), which profile shows, is accepted.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 . "$(dirname "$0")/../codecache/tap.sh"
 tap_setup elf-names
 
-echo "1..9"
+echo "1..10"
 "$b/tests/targets/elf_names" >"$tmp/out" 2>&1 &
 pid=$!
 wait_for ready 1 0
@@ -40,3 +41,15 @@ check "an unknown module is no function" \
 	eval 'status none 2 && says none "no function named .nosuch.so:scale."'
 wait_for "round .* ok" 2
 check "the target computes right" fine
+
+# JIT code: prof_jit names its function in /tmp/perf-PID.map
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$b/tests/targets/prof_jit" >"$tmp/out" 2>&1 &
+pid=$!
+wait_for "^ready jit" 1 0
+start=$(sed -n 's/^ready jit \([0-9a-f]*\) .*/\1/p' "$tmp/out")
+run jit "$padrone" -p "$pid" disas jit_spin_loop
+check "a name of the perf map is accepted where profile shows it" \
+	eval 'status jit 0 && says jit "^function jit_spin_loop at 0x$start:"'
+rm -f "/tmp/perf-$pid.map"
