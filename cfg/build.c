@@ -221,9 +221,46 @@ static bool exits_process(const struct fb *b, int32_t i)
 	return const_before(b, i, 0, &nr) && (nr == 60 || nr == 231);
 }
 
+/* The function a GOT slot of module home leads to in another module: the
+ * address the slot holds once bound (a live process's), else -- the slot
+ * still points at home's lazy-binding code -- the definition of the
+ * slot's name in another module the reader knows. 0 when neither tells. */
+static uint64_t slot_callee(struct fb *b, const struct cfg_module *home, uint64_t slot,
+			    const char *name)
+{
+	struct cfg_reader *r = b->r;
+	uint64_t v = 0;
+	char err[sizeof r->err];
+
+	if (cfg_reader__read(r, slot, &v, 8) == 8 && v && cfg_reader__is_code(r, v) &&
+	    cfg_reader_module(r, v) != home)
+		return v;
+	if (!name || !*name)
+		return 0;
+	memcpy(err, r->err, sizeof err);	/* not finding it is no error */
+	if (cfg_reader__lookup(r, name, &v) < 0 || cfg_reader_module(r, v) == home)
+		v = 0;
+	memcpy(r->err, err, sizeof err);
+	return v;
+}
+
+/* Does a call through the GOT slot of module home (a PLT stub's, or a
+ * -fno-plt call's) come back? A library's function the compiler knew does
+ * not return is found so, where the caller has no FDE to tell. */
+static bool slot_call_returns(struct fb *b, const struct cfg_module *home, uint64_t slot,
+			      const char *name)
+{
+	uint64_t callee;
+
+	if (b->o.no_callee_analysis || !home || !(callee = slot_callee(b, home, slot, name)))
+		return true;
+	return cfg_callee_returns(b->r, callee) != CFG_RET_NO;
+}
+
 /* Does a call to t (name known or not) come back? */
 static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
 {
+	uint64_t slot;
 	size_t n = strcspn(name, "@");
 	if ((n == 5 && strncmp(name, "error", 5) == 0) ||
 	    (n == 13 && strncmp(name, "error_at_line", 13) == 0)) {
@@ -237,8 +274,10 @@ static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
 	} else if (cfg_noreturn_name(name)) {
 		return false;
 	}
-	if (!t || b->o.no_callee_analysis || cfg_reader_stub(b->r, t, NULL, NULL))
+	if (!t || b->o.no_callee_analysis)
 		return true;
+	if (cfg_reader_stub(b->r, t, &slot, &name))
+		return slot_call_returns(b, cfg_reader_module(b->r, t), slot, name);
 	return cfg_callee_returns(b->r, t) != CFG_RET_NO;
 }
 
@@ -444,6 +483,9 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		else
 			name = d->rip_mem ? cfg_reader_slot_name(b->r, d->target) : "";
 		bool ret = call_returns(b, i, t, name) && !ends_fde(b, d->addr, next);
+		if (ret && d->kind == CFG_I_CALL_IND && d->rip_mem)	/* -fno-plt */
+			ret = slot_call_returns(b, cfg_reader_module(b->r, d->addr), d->target,
+						name);
 		b->iv[i].noret = !ret;
 		if (add_call(b, d->addr, t, name, !ret, false, d->kind == CFG_I_CALL_IND) < 0)
 			return -ENOMEM;
