@@ -1126,7 +1126,10 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 		return cfg_reader_err(r, -ENOMEM, "out of memory");
 	f->entry = addr;
 	f->dec = r->dec;
-	cfg_reader_name_at(r, addr, f->name, sizeof(f->name));
+	/* code no symbol names is sub_ADDR, as profile, bt and the name
+	 * resolver call it */
+	if (!cfg_reader_name_at(r, addr, f->name, sizeof(f->name))[0])
+		snprintf(f->name, sizeof(f->name), "sub_%lx", (unsigned long)addr);
 	cfg_reader_trim(r);
 	/* the function's own answer is what callers will be told: it is the
 	 * first frame of the noreturn analysis (built again if recursion

@@ -174,7 +174,7 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 void cfg_function__free(struct cfg_function *f);
 
 uint64_t cfg_function__entry(const struct cfg_function *f);
-/* Symbol name, "" when none is known. */
+/* Symbol name; sub_ADDR (hex) when none is known. */
 const char *cfg_function__name(const struct cfg_function *f);
 /* CFG_ERR_NONE, or why and where the CFG is incomplete; *at and *msg may
  * be NULL. */

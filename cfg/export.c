@@ -165,7 +165,7 @@ static void block_insns(const struct cfg_function *f, size_t k, FILE *out, const
 static void write_text(const struct cfg_function *f, FILE *out, bool disas, bool only_disas)
 {
 	fprintf(out, "function %s at %#lx: %zu blocks, %zu edges, %zu instructions%s\n",
-		f->name[0] ? f->name : "?", (unsigned long)f->entry, f->nblocks, f->nedges,
+		f->name, (unsigned long)f->entry, f->nblocks, f->nedges,
 		f->ninsns, f->noreturn ? ", does not return" : "");
 	if (f->err)
 		fprintf(out, "error: %s at %#lx: %s\n", cfg_error_name(f->err),
@@ -238,7 +238,7 @@ static void write_text(const struct cfg_function *f, FILE *out, bool disas, bool
 
 static void write_loops(const struct cfg_function *f, FILE *out)
 {
-	fprintf(out, "function %s at %#lx: %zu loop%s\n", f->name[0] ? f->name : "?",
+	fprintf(out, "function %s at %#lx: %zu loop%s\n", f->name,
 		(unsigned long)f->entry, f->nloops, f->nloops == 1 ? "" : "s");
 	for (size_t l = 0; l < f->nloops; l++) {
 		const struct cfg_loop *L = &f->loops[l];
@@ -370,7 +370,7 @@ static int write_dot(const struct cfg_function *f, FILE *out, bool disas)
 		if (f->blocks[k].samples > maxs)
 			maxs = f->blocks[k].samples;
 	fprintf(out, "digraph \"%s\" {\n  node [shape=box, fontname=monospace];\n",
-		f->name[0] ? f->name : "cfg");
+		f->name);
 	for (size_t k = 0; k < f->nblocks; k++)
 		if (f->blocks[k].loop < 0)
 			dot_block(f, out, k, maxs, disas);

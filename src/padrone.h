@@ -149,7 +149,9 @@ struct padrone_thread {
 	char state;		/* as in /proc: R running, S sleeping, t traced... */
 	uint64_t user_ms, system_ms;	/* CPU time used so far */
 	uint64_t pc;		/* where it was when last stopped (0: unknown) */
-	char function[128];	/* the function containing pc, or "" */
+	char function[128];	/* pc's function, named as padrone_session__backtrace
+				 * names frame #0 (MODULE+0xOFF when no function
+				 * is known); "" when pc is 0 */
 };
 
 /* The threads of the attached process, main thread first: fills up to max
@@ -332,7 +334,7 @@ enum padrone_cfg_format {
 int padrone_session__cfg(struct padrone_session *s, const char *what, struct padrone_cfg **out);
 void padrone_cfg__free(struct padrone_cfg *c);
 uint64_t padrone_cfg__entry(const struct padrone_cfg *c);
-const char *padrone_cfg__name(const struct padrone_cfg *c);	/* "" if unknown */
+const char *padrone_cfg__name(const struct padrone_cfg *c);	/* sub_ADDR if unknown */
 /* Why the CFG is incomplete (unreadable or invalid code at an address, a
  * limit), or "". */
 const char *padrone_cfg__error(const struct padrone_cfg *c);

@@ -453,6 +453,32 @@ static int read_pcs(struct padrone_session *s, struct padrone_thread *out, size_
 	return r < 0 ? fail_target(s, r, "resuming the process") : 0;
 }
 
+/* Each thread's function, named as bt names its frame #0: a symbol, an
+ * FDE's sub_ADDR, a perf map line, what the code cache holds there, else
+ * MODULE+0xOFF. */
+static void name_thread_pcs(struct padrone_session *s, struct padrone_thread *out, size_t n)
+{
+	struct prof_frame *raw = calloc(n, sizeof *raw);
+	struct padrone_frame *frames = calloc(n, sizeof *frames);
+	char (*names)[PADRONE_CC_NAME] = calloc(n, sizeof *names);
+
+	if (raw && frames && names && need_symbolizer(s) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			raw[i].pc = out[i].pc;
+			if (out[i].pc)	/* 0: gone meanwhile, nothing to name */
+				prof_symbolizer__lookup(s->sym, out[i].pc, &raw[i].sym);
+			frames[i].name = raw[i].sym.name ? raw[i].sym.name : "";
+		}
+		padrone_cc_name_frames(s, raw, frames, n, names);
+		for (size_t i = 0; i < n; i++)
+			if (out[i].pc)
+				snprintf(out[i].function, sizeof(out[i].function), "%s", frames[i].name);
+	}
+	free(raw);
+	free(frames);
+	free(names);
+}
+
 /* The thread ids, main first, in a malloc'd *tids; how many, or -errno. */
 static int list_tids(struct padrone_session *s, pid_t **tids)
 {
@@ -497,13 +523,8 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 	free(tids);
 	if (fill && (r = read_pcs(s, out, fill)) < 0)
 		return r;
-	if (fill && need_symbolizer(s) == 0) {
-		for (size_t i = 0; i < fill; i++) {
-			struct prof_sym sym;
-			if (out[i].pc && prof_symbolizer__lookup(s->sym, out[i].pc, &sym) == 0)
-				snprintf(out[i].function, sizeof(out[i].function), "%s", sym.name);
-		}
-	}
+	if (fill)
+		name_thread_pcs(s, out, fill);
 	ok(s);
 	return n;
 }

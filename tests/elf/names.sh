@@ -5,13 +5,14 @@
 # scale is a static of the program and a global of its library: cfg,
 # disas, replace and measure all refuse it listing both, and all accept
 # MODULE:NAME; libc's aliases (__strndup) and MODULE:NAME of libc resolve;
-# a name of the perf map (JIT code), which profile shows, is accepted.
+# a name of the perf map (JIT code), which profile shows, is accepted;
+# code no symbol or FDE names is named alike by bt, info threads and cfg.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 . "$(dirname "$0")/../codecache/tap.sh"
 tap_setup elf-names
 
-echo "1..10"
+echo "1..12"
 "$b/tests/targets/elf_names" >"$tmp/out" 2>&1 &
 pid=$!
 wait_for ready 1 0
@@ -53,3 +54,21 @@ run jit "$padrone" -p "$pid" disas jit_spin_loop
 check "a name of the perf map is accepted where profile shows it" \
 	eval 'status jit 0 && says jit "^function jit_spin_loop at 0x$start:"'
 rm -f "/tmp/perf-$pid.map"
+
+# Code without symbols or FDEs: bt says MODULE+0xOFF, info threads too
+# (it said ??), and cfg names the function sub_ADDR (it said ?)
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$b/tests/targets/prof_nofde_stripped" >"$tmp/out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q prof_nofde "/proc/$pid/maps" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+run threads "$padrone" -p "$pid" info threads
+run bt "$padrone" -p "$pid" bt
+check "info threads names the function as bt does, not ??" \
+	eval 'status threads 0 && says threads " prof_nofde_stripped+0x[0-9a-f]*$" &&
+	      says bt "^#0 .* in prof_nofde_stripped+0x[0-9a-f]* (" && ! says threads "??"'
+pc=$(sed -n '1s/^#0 *\(0x[0-9a-f]*\) .*/\1/p' "$tmp/bt.out")
+run cfg "$padrone" -p "$pid" cfg "$pc"
+check "cfg names a function no symbol names sub_ADDR, not ?" \
+	eval 'status cfg 0 && says cfg "^function sub_[0-9a-f]* at 0x[0-9a-f]*: "'
