@@ -1,20 +1,20 @@
 /* The ELF file reader: an executable or shared object laid out at its
  * link-time addresses plus a bias, as the loader would map it. Names come
- * from .symtab when present, then from what the in-memory view offers. */
+ * from elf/ (the file's symbol tables and its debug file), then from what
+ * the in-memory view offers. */
 #include "cfg/internal.h"
+#include "elf/elf.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct elf_seg {
+struct cfg_elf_seg {
 	uint64_t vaddr, memsz, filesz, offset;
 	bool exec;
 };
@@ -23,11 +23,12 @@ struct elf_ctx {
 	const uint8_t *map;
 	size_t size;
 	uint64_t bias;
-	struct elf_seg segs[64];
+	struct cfg_elf_seg segs[64];
 	size_t nsegs;
+	struct elf_file *file;	/* its symbols' names live here */
 };
 
-static const struct elf_seg *seg_of(const struct elf_ctx *e, uint64_t addr)
+static const struct cfg_elf_seg *seg_of(const struct elf_ctx *e, uint64_t addr)
 {
 	for (size_t i = 0; i < e->nsegs; i++)
 		if (addr >= e->segs[i].vaddr && addr < e->segs[i].vaddr + e->segs[i].memsz)
@@ -41,7 +42,7 @@ static ssize_t elf_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	size_t done = 0;
 	while (done < len) {
 		uint64_t a = addr + done - e->bias;
-		const struct elf_seg *s = seg_of(e, a);
+		const struct cfg_elf_seg *s = seg_of(e, a);
 		if (!s)
 			break;
 		uint64_t off = a - s->vaddr;
@@ -61,7 +62,7 @@ static ssize_t elf_read(void *ctx, uint64_t addr, void *buf, size_t len)
 static bool elf_is_code(void *ctx, uint64_t addr)
 {
 	const struct elf_ctx *e = ctx;
-	const struct elf_seg *s = seg_of(e, addr - e->bias);
+	const struct cfg_elf_seg *s = seg_of(e, addr - e->bias);
 	return s && s->exec;
 }
 
@@ -70,58 +71,28 @@ static void elf_destroy(void *ctx)
 	struct elf_ctx *e = ctx;
 	if (e->map)
 		munmap((void *)e->map, e->size);
+	elf_file__free(e->file);
 	free(e);
 }
 
-/* .symtab (and .dynsym) functions, .plt ranges. */
-static int read_sections(struct cfg_reader *r, struct cfg_module *m, Elf *elf, uint64_t bias)
+/* The functions elf/ knows by name (the file's tables and its debug
+ * file's, every alias), and where the PLT lies. */
+static int add_symbols(struct cfg_reader *r, struct cfg_module *m, const struct elf_file *f,
+		       uint64_t bias)
 {
-	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
+	for (size_t i = 0; i < f->nsyms; i++) {
+		const struct elf_sym *s = &f->syms[i];
+		if (s->kind == ELF_SYM_DATA || !s->value)
 			continue;
-		const char *sname = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (sname && strncmp(sname, ".plt", 4) == 0) {
-			uint64_t lo = sh.sh_addr + bias, hi = lo + sh.sh_size;
-			if (!m->plt_lo || lo < m->plt_lo)
-				m->plt_lo = lo;
-			if (hi > m->plt_hi)
-				m->plt_hi = hi;
-		}
-		if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 1; i < n; i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(d, (int)i, &s))
-				continue;
-			int t = GELF_ST_TYPE(s.st_info);
-			if ((t != STT_FUNC && t != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
-			    !s.st_value)
-				continue;
-			const char *nm = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (!nm)
-				continue;
-			char *copy = strdup(nm);
-			if (!copy || cfg_grow(&m->pool, &m->cpool, m->npool + 1, sizeof(*m->pool)) < 0) {
-				free(copy);
-				return cfg_reader_err(r, -ENOMEM, "out of memory reading symbols");
-			}
-			m->pool[m->npool++] = copy;
-			if (cfg_module_add_sym(m, s.st_value + bias, s.st_size, copy) < 0)
-				return cfg_reader_err(r, -ENOMEM, "out of memory reading symbols");
-		}
+		if (cfg_module_add_sym(m, s->value + bias, s->size, s->name) < 0)
+			return cfg_reader_err(r, -ENOMEM, "out of memory reading symbols");
+	}
+	if (f->plt_lo) {
+		m->plt_lo = f->plt_lo + bias;
+		m->plt_hi = f->plt_hi + bias;
 	}
 	return 0;
 }
-
 
 int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reader_opts *opts,
 			 struct cfg_reader **out)
@@ -156,6 +127,17 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 		goto fail;
 	}
 	e->size = (size_t)st.st_size;
+	char why[256];
+	/* the file's own tables only: with a debug file's names, the .cold
+	 * parts that have FDEs of their own (8 in libc) would stop counting as
+	 * functions, and bench/cfg-libc's figures compare file and memory */
+	struct elf_load_opts lo_opts = { .sz = sizeof lo_opts, .path = path, .names = true,
+					 .no_debug_file = true };
+	if (elf_file__load(fd, NULL, 0, &lo_opts, &e->file, why, sizeof why) < 0) {
+		close(fd);
+		err = cfg_reader_err(r, -ENOEXEC, "%s is not an x86-64 ELF file", path);
+		goto fail;
+	}
 	void *map = mmap(NULL, e->size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
@@ -164,47 +146,31 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 		goto fail;
 	}
 	e->map = map;
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_memory((char *)e->map, e->size);
-	GElf_Ehdr eh;
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
-		if (elf)
-			elf_end(elf);
-		err = cfg_reader_err(r, -ENOEXEC, "%s is not an x86-64 ELF file", path);
-		goto fail;
-	}
 	uint64_t lo = UINT64_MAX, hi = 0;
-	for (size_t i = 0; i < eh.e_phnum && e->nsegs < 64; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
+	for (size_t i = 0; i < e->file->nsegs && e->nsegs < 64; i++) {
+		const struct elf_seg *ph = &e->file->segs[i];
 		/* mapped by whole pages, as the kernel does */
-		uint64_t skew = ph.p_vaddr & 4095;
-		e->segs[e->nsegs++] = (struct elf_seg){ ph.p_vaddr - skew, ph.p_memsz + skew,
-							ph.p_filesz + skew, ph.p_offset - skew,
-							(ph.p_flags & PF_X) != 0 };
-		if (ph.p_vaddr < lo)
-			lo = ph.p_vaddr;
-		if (ph.p_vaddr + ph.p_memsz > hi)
-			hi = ph.p_vaddr + ph.p_memsz;
+		uint64_t skew = ph->vaddr & 4095;
+		e->segs[e->nsegs++] = (struct cfg_elf_seg){ ph->vaddr - skew, ph->memsz + skew,
+							    ph->filesz + skew, ph->offset - skew,
+							    ph->exec };
+		if (ph->vaddr < lo)
+			lo = ph->vaddr;
+		if (ph->vaddr + ph->memsz > hi)
+			hi = ph->vaddr + ph->memsz;
 	}
 	if (!e->nsegs) {
-		elf_end(elf);
 		err = cfg_reader_err(r, -ENOEXEC, "%s has no loadable segment", path);
 		goto fail;
 	}
 	struct cfg_module *m;
-	if ((err = cfg_reader_add_module(r, &m)) < 0) {
-		elf_end(elf);
+	if ((err = cfg_reader_add_module(r, &m)) < 0)
 		goto fail;
-	}
 	m->path = strdup(path);
 	m->lo = (lo & ~(uint64_t)4095) + bias;
 	m->hi = hi + bias;
 	m->parsed = true;
-	err = read_sections(r, m, elf, bias);
-	elf_end(elf);
+	err = add_symbols(r, m, e->file, bias);
 	if (err < 0)
 		goto fail;
 	cfg_module_parse_memory(r, m, m->lo);

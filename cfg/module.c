@@ -2,6 +2,7 @@
  * section and .eh_frame_hdr tell, read through the reader (so the same
  * code serves live processes and ELF files laid out at their addresses). */
 #include "cfg/internal.h"
+#include "elf/elf.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -161,94 +162,9 @@ static void *rd_alloc(struct cfg_reader *r, uint64_t addr, size_t len)
 	return p;
 }
 
-/* A cursor over bytes read in memory, with DWARF's encodings. */
-struct cur {
-	const uint8_t *p, *end;
-	uint64_t addr;		/* runtime address of p */
-	bool bad;
-};
-
-static uint64_t cur_u(struct cur *c, size_t n)
-{
-	uint64_t v = 0;
-	if ((size_t)(c->end - c->p) < n) {
-		c->bad = true;
-		c->p = c->end;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)c->p[i] << (8 * i);
-	c->p += n;
-	c->addr += n;
-	return v;
-}
-
-static uint64_t cur_uleb(struct cur *c)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	while (c->p < c->end) {
-		uint8_t b = *c->p++;
-		c->addr++;
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-		if (!(b & 0x80))
-			return v;
-	}
-	c->bad = true;
-	return v;
-}
-
-static int64_t cur_sleb(struct cur *c)
-{
-	int64_t v = 0;
-	unsigned shift = 0;
-	uint8_t b = 0;
-	while (c->p < c->end) {
-		b = *c->p++;
-		c->addr++;
-		if (shift < 64)
-			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
-		shift += 7;
-		if (!(b & 0x80)) {
-			if (shift < 64 && (b & 0x40))
-				v |= -((int64_t)1 << shift);
-			return v;
-		}
-	}
-	c->bad = true;
-	return v;
-}
-
+/* DWARF's encodings over bytes read from memory: elf/'s cursor (its addr
+ * is the runtime address of p). */
 #define PE_OMIT 0xff
-
-/* A DW_EH_PE-encoded pointer. datarel: the base for DW_EH_PE_datarel. */
-static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t datarel)
-{
-	if (enc == PE_OMIT)
-		return 0;
-	uint64_t at = c->addr, v;
-	switch (enc & 0x0f) {
-	case 0x00: v = cur_u(c, 8); break;
-	case 0x01: v = cur_uleb(c); break;
-	case 0x02: v = cur_u(c, 2); break;
-	case 0x03: v = cur_u(c, 4); break;
-	case 0x04: v = cur_u(c, 8); break;
-	case 0x09: v = (uint64_t)cur_sleb(c); break;
-	case 0x0a: v = (uint64_t)(int64_t)(int16_t)cur_u(c, 2); break;
-	case 0x0b: v = (uint64_t)(int64_t)(int32_t)cur_u(c, 4); break;
-	case 0x0c: v = cur_u(c, 8); break;
-	default: c->bad = true; return 0;
-	}
-	switch (enc & 0x70) {
-	case 0x00: break;
-	case 0x10: v += at; break;
-	case 0x30: v += datarel; break;
-	default: c->bad = true; break;
-	}
-	return v;
-}
 
 /* ------------------------------------------------------------ CFI */
 
@@ -265,7 +181,7 @@ struct cie {
 
 /* Apply CFA-defining call frame instructions until the first advance;
  * other rules are skipped over. */
-static void cfa_run(struct cur *c, const struct cie *cie, int *reg, int64_t *off, bool *expr,
+static void cfa_run(struct elf_cursor *c, const struct cie *cie, int *reg, int64_t *off, bool *expr,
 		    bool stop_at_advance)
 {
 	while (c->p < c->end && !c->bad) {
@@ -278,7 +194,7 @@ static void cfa_run(struct cur *c, const struct cie *cie, int *reg, int64_t *off
 			continue;
 		}
 		if (hi == 0x80) {	/* offset */
-			cur_uleb(c);
+			elf_cursor__uleb(c);
 			continue;
 		}
 		if (hi == 0xc0)		/* restore */
@@ -288,42 +204,42 @@ static void cfa_run(struct cur *c, const struct cie *cie, int *reg, int64_t *off
 		case 0x02: case 0x03: case 0x04:
 			if (stop_at_advance)
 				return;
-			cur_u(c, op == 0x02 ? 1 : op == 0x03 ? 2 : 4);
+			elf_cursor__u(c, op == 0x02 ? 1 : op == 0x03 ? 2 : 4);
 			break;
-		case 0x01: cur_u(c, 8); break;	/* set_loc */
-		case 0x05: case 0x14: cur_uleb(c); cur_uleb(c); break;
-		case 0x06: case 0x07: case 0x08: cur_uleb(c); break;
-		case 0x09: cur_uleb(c); cur_uleb(c); break;
+		case 0x01: elf_cursor__u(c, 8); break;	/* set_loc */
+		case 0x05: case 0x14: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
+		case 0x06: case 0x07: case 0x08: elf_cursor__uleb(c); break;
+		case 0x09: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
 		case 0x0c:	/* def_cfa */
-			*reg = (int)cur_uleb(c);
-			*off = (int64_t)cur_uleb(c);
+			*reg = (int)elf_cursor__uleb(c);
+			*off = (int64_t)elf_cursor__uleb(c);
 			*expr = false;
 			break;
-		case 0x0d: *reg = (int)cur_uleb(c); *expr = false; break;
-		case 0x0e: *off = (int64_t)cur_uleb(c); break;
+		case 0x0d: *reg = (int)elf_cursor__uleb(c); *expr = false; break;
+		case 0x0e: *off = (int64_t)elf_cursor__uleb(c); break;
 		case 0x0f: {	/* def_cfa_expression */
-			uint64_t n = cur_uleb(c);
+			uint64_t n = elf_cursor__uleb(c);
 			*expr = true;
 			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
 			c->p += n; c->addr += n;
 			break;
 		}
 		case 0x10: case 0x16: {	/* expression, val_expression */
-			cur_uleb(c);
-			uint64_t n = cur_uleb(c);
+			elf_cursor__uleb(c);
+			uint64_t n = elf_cursor__uleb(c);
 			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
 			c->p += n; c->addr += n;
 			break;
 		}
-		case 0x11: case 0x15: cur_uleb(c); cur_sleb(c); break;
+		case 0x11: case 0x15: elf_cursor__uleb(c); elf_cursor__sleb(c); break;
 		case 0x12:	/* def_cfa_sf */
-			*reg = (int)cur_uleb(c);
-			*off = cur_sleb(c) * cie->data_align;
+			*reg = (int)elf_cursor__uleb(c);
+			*off = elf_cursor__sleb(c) * cie->data_align;
 			*expr = false;
 			break;
-		case 0x13: *off = cur_sleb(c) * cie->data_align; break;
-		case 0x2e: cur_uleb(c); break;	/* GNU_args_size */
-		case 0x2f: cur_uleb(c); cur_uleb(c); break;
+		case 0x13: *off = elf_cursor__sleb(c) * cie->data_align; break;
+		case 0x2e: elf_cursor__uleb(c); break;	/* GNU_args_size */
+		case 0x2f: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
 		default: c->bad = true; return;
 		}
 	}
@@ -337,37 +253,37 @@ static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
 	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
 	if (n < 8)
 		return false;
-	struct cur c = { buf, buf + n, addr, false };
-	uint64_t len = cur_u(&c, 4);
+	struct elf_cursor c = { buf, buf + n, addr, false };
+	uint64_t len = elf_cursor__u(&c, 4);
 	if (len == 0 || len == 0xffffffff || len + 4 > (uint64_t)n)
 		return false;
 	c.end = buf + 4 + len;
-	if (cur_u(&c, 4) != 0)	/* CIE id */
+	if (elf_cursor__u(&c, 4) != 0)	/* CIE id */
 		return false;
-	uint8_t version = (uint8_t)cur_u(&c, 1);
+	uint8_t version = (uint8_t)elf_cursor__u(&c, 1);
 	const char *aug = (const char *)c.p;
 	size_t al = strnlen(aug, (size_t)(c.end - c.p));
 	c.p += al + 1;
 	c.addr += al + 1;
-	cur_uleb(&c);		/* code alignment */
-	cie->data_align = cur_sleb(&c);
+	elf_cursor__uleb(&c);		/* code alignment */
+	cie->data_align = elf_cursor__sleb(&c);
 	if (version == 1)
-		cur_u(&c, 1);
+		elf_cursor__u(&c, 1);
 	else
-		cur_uleb(&c);	/* return address register */
+		elf_cursor__uleb(&c);	/* return address register */
 	cie->fde_enc = 0;
 	cie->lsda_enc = PE_OMIT;
 	if (aug[0] == 'z') {
 		cie->aug_z = true;
-		uint64_t alen = cur_uleb(&c);
-		struct cur a = { c.p, c.p + alen, c.addr, false };
+		uint64_t alen = elf_cursor__uleb(&c);
+		struct elf_cursor a = { c.p, c.p + alen, c.addr, false };
 		if (alen > (uint64_t)(c.end - c.p))
 			return false;
 		for (size_t i = 1; i < al; i++) {
 			switch (aug[i]) {
-			case 'R': cie->fde_enc = (uint8_t)cur_u(&a, 1); break;
-			case 'L': cie->lsda_enc = (uint8_t)cur_u(&a, 1); break;
-			case 'P': { uint8_t e = (uint8_t)cur_u(&a, 1); cur_ptr(&a, e & 0x7f, 0); break; }
+			case 'R': cie->fde_enc = (uint8_t)elf_cursor__u(&a, 1); break;
+			case 'L': cie->lsda_enc = (uint8_t)elf_cursor__u(&a, 1); break;
+			case 'P': { uint8_t e = (uint8_t)elf_cursor__u(&a, 1); elf_cursor__ptr(&a, e & 0x7f, 0); break; }
 			case 'S': case 'B': break;
 			default: i = al; break;
 			}
@@ -390,14 +306,14 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
 	if (n < 16)
 		return false;
-	struct cur c = { buf, buf + n, addr, false };
-	uint64_t len = cur_u(&c, 4);
+	struct elf_cursor c = { buf, buf + n, addr, false };
+	uint64_t len = elf_cursor__u(&c, 4);
 	if (len == 0 || len == 0xffffffff)
 		return false;
 	if (len + 4 < (uint64_t)n)
 		c.end = buf + 4 + len;
 	uint64_t idaddr = c.addr;
-	uint64_t cie_ptr = cur_u(&c, 4);
+	uint64_t cie_ptr = elf_cursor__u(&c, 4);
 	if (cie_ptr == 0)
 		return false;
 	uint64_t cie_addr = idaddr - cie_ptr;
@@ -417,18 +333,18 @@ static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, siz
 			cie = &cies[maxcies - 1];
 		}
 	}
-	uint64_t start = cur_ptr(&c, cie->fde_enc, 0);
-	uint64_t range = cur_ptr(&c, cie->fde_enc & 0x0f, 0);
+	uint64_t start = elf_cursor__ptr(&c, cie->fde_enc, 0);
+	uint64_t range = elf_cursor__ptr(&c, cie->fde_enc & 0x0f, 0);
 	if (c.bad)
 		return false;
 	out->lsda = 0;
 	if (cie->aug_z) {
-		uint64_t alen = cur_uleb(&c);
+		uint64_t alen = elf_cursor__uleb(&c);
 		if (alen > (uint64_t)(c.end - c.p))
 			return false;
 		if (alen && cie->lsda_enc != PE_OMIT) {
-			struct cur a = { c.p, c.p + alen, c.addr, false };
-			uint64_t lsda = cur_ptr(&a, cie->lsda_enc, 0);
+			struct elf_cursor a = { c.p, c.p + alen, c.addr, false };
+			uint64_t lsda = elf_cursor__ptr(&a, cie->lsda_enc, 0);
 			if (!a.bad)
 				out->lsda = lsda;
 		}
@@ -466,29 +382,29 @@ int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads
 	ssize_t got = cfg_reader__read(r, f->lsda, h, sizeof(h));
 	if (got < 4)
 		return 0;
-	struct cur c = { h, h + got, f->lsda, false };
+	struct elf_cursor c = { h, h + got, f->lsda, false };
 	uint64_t lpstart = f->start;
-	uint8_t enc = (uint8_t)cur_u(&c, 1);
+	uint8_t enc = (uint8_t)elf_cursor__u(&c, 1);
 	if (enc != PE_OMIT)
-		lpstart = cur_ptr(&c, enc, 0);
-	if ((uint8_t)cur_u(&c, 1) != PE_OMIT)	/* type table: catch clauses' types */
-		cur_uleb(&c);
-	uint8_t cs_enc = (uint8_t)cur_u(&c, 1);
-	uint64_t cs_len = cur_uleb(&c);
+		lpstart = elf_cursor__ptr(&c, enc, 0);
+	if ((uint8_t)elf_cursor__u(&c, 1) != PE_OMIT)	/* type table: catch clauses' types */
+		elf_cursor__uleb(&c);
+	uint8_t cs_enc = (uint8_t)elf_cursor__u(&c, 1);
+	uint64_t cs_len = elf_cursor__uleb(&c);
 	if (c.bad || cs_len == 0 || cs_len > (1u << 20) || (cs_enc & 0x70) != 0)
 		return 0;
 	uint64_t table = c.addr;
 	uint8_t *t = rd_alloc(r, table, (size_t)cs_len);
 	if (!t)
 		return 0;
-	struct cur e = { t, t + cs_len, table, false };
+	struct elf_cursor e = { t, t + cs_len, table, false };
 	size_t cap = 0;
 	int err = 0;
 	while (e.p < e.end && !e.bad && !err) {
-		cur_ptr(&e, cs_enc, 0);	/* start */
-		cur_ptr(&e, cs_enc, 0);	/* length */
-		uint64_t lp = cur_ptr(&e, cs_enc, 0);
-		cur_uleb(&e);		/* action */
+		elf_cursor__ptr(&e, cs_enc, 0);	/* start */
+		elf_cursor__ptr(&e, cs_enc, 0);	/* length */
+		uint64_t lp = elf_cursor__ptr(&e, cs_enc, 0);
+		elf_cursor__uleb(&e);		/* action */
 		if (e.bad || !lp)
 			continue;
 		if (cfg_grow(pads, &cap, *n + 1, sizeof(**pads)) < 0)
@@ -518,9 +434,9 @@ static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint6
 	uint8_t h[4 + 16];
 	if (rd(r, hdr, h, sizeof(h)) < 0 || h[0] != 1)
 		return;
-	struct cur c = { h + 4, h + sizeof(h), hdr + 4, false };
-	cur_ptr(&c, h[1], hdr);
-	uint64_t count = cur_ptr(&c, h[2], hdr);
+	struct elf_cursor c = { h + 4, h + sizeof(h), hdr + 4, false };
+	elf_cursor__ptr(&c, h[1], hdr);
+	uint64_t count = elf_cursor__ptr(&c, h[2], hdr);
 	uint8_t tenc = h[3];
 	if (c.bad || tenc != 0x3b || count == 0 || count > (1u << 22))
 		return;

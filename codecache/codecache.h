@@ -151,12 +151,16 @@ struct cc_func {
 
 /* --------------------------------------------------------------- symbols */
 
-/* Names of a process's functions and data, from the files it maps (the
- * executable first; .symtab, then .dynsym, default versions; IFUNCs resolved
- * through padrone's own copy of the same file). */
+/* Names of a process's functions and data, through elf/'s resolver over
+ * the files it maps (IFUNCs resolved through padrone's own copy of the
+ * same file). */
 struct cc_syms;
 
 int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err);
+/* The same over modules the caller keeps (a session's: elf/), borrowed
+ * until cc_syms__free. */
+struct elf_modules;
+int cc_syms__wrap(pid_t pid, struct elf_modules *ms, struct cc_syms **out, struct cc_error *err);
 void cc_syms__free(struct cc_syms *s);
 /* A function by name, with its size. */
 int cc_syms__func(struct cc_syms *s, const char *name, struct cc_func *fn, struct cc_error *err);

@@ -27,32 +27,49 @@
 struct cc_syms {
 	pid_t pid;
 	struct elf_modules *ms;
+	bool owns_ms;
 	char errmsg[1024];
 };
 
-int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err)
+static int syms_new(pid_t pid, struct elf_modules *ms, bool owns, struct cc_syms **out)
 {
 	struct cc_syms *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return -ENOMEM;
+	*s = (struct cc_syms){ .pid = pid, .ms = ms, .owns_ms = owns };
+	*out = s;
+	return 0;
+}
+
+int cc_syms__open(pid_t pid, struct cc_syms **out, struct cc_error *err)
+{
+	struct elf_modules *ms;
+	char why[512];
 	int rc;
 
 	*out = NULL;
-	if (!s)
+	if ((rc = elf_modules__open(pid, &ms, why, sizeof why)) < 0)
+		return cc__err(err, rc, "%s", why);
+	if (syms_new(pid, ms, true, out) < 0) {
+		elf_modules__free(ms);
 		return cc__err(err, -ENOMEM, "out of memory");
-	s->pid = pid;
-	if ((rc = elf_modules__open(pid, &s->ms, s->errmsg, sizeof s->errmsg)) < 0) {
-		cc__err(err, rc, "%s", s->errmsg);
-		free(s);
-		return rc;
 	}
-	*out = s;
 	return 0;
+}
+
+int cc_syms__wrap(pid_t pid, struct elf_modules *ms, struct cc_syms **out, struct cc_error *err)
+{
+	*out = NULL;
+	return syms_new(pid, ms, false, out) < 0 ? cc__err(err, -ENOMEM, "out of memory") : 0;
 }
 
 void cc_syms__free(struct cc_syms *s)
 {
 	if (!s)
 		return;
-	elf_modules__free(s->ms);
+	if (s->owns_ms)
+		elf_modules__free(s->ms);
 	free(s);
 }
 

@@ -1,5 +1,5 @@
 /* cfi.c: .eh_frame's FDEs, walked with libdw (dwarf_next_cfi); the
- * DW_EH_PE pointers it leaves to its reader are decoded here, once.
+ * DW_EH_PE pointers it leaves to its reader are decoded by elf_cursor.
  */
 #include "elf/internal.h"
 
@@ -9,104 +9,27 @@
 #include <errno.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ .eh_frame */
-
-
-uint64_t elf__rd_n(struct rd *r, size_t n)
-{
-	uint64_t v = 0;
-
-	if ((size_t)(r->end - r->p) < n) {
-		r->bad = true;
-		r->p = r->end;
-		return 0;
-	}
-	memcpy(&v, r->p, n);	/* little endian */
-	r->p += n;
-	return v;
-}
-
-static uint64_t rd_uleb(struct rd *r)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-
-	while (r->p < r->end) {
-		uint8_t byte = *r->p++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		shift += 7;
-		if (!(byte & 0x80))
-			return v;
-	}
-	r->bad = true;
-	return v;
-}
-
-static int64_t rd_sleb(struct rd *r)
-{
-	int64_t v = 0;
-	unsigned shift = 0;
-	uint8_t byte = 0;
-
-	while (r->p < r->end) {
-		byte = *r->p++;
-		if (shift < 64)
-			v |= (int64_t)((uint64_t)(byte & 0x7f) << shift);
-		shift += 7;
-		if (!(byte & 0x80)) {
-			if (shift < 64 && (byte & 0x40))
-				v |= -(int64_t)((uint64_t)1 << shift);
-			return v;
-		}
-	}
-	r->bad = true;
-	return v;
-}
-
-/* A DW_EH_PE_* encoded pointer; here is its link-time address. */
-uint64_t elf__rd_encoded(struct rd *r, uint8_t enc, uint64_t here)
-{
-	uint64_t v;
-
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr: v = elf__rd_n(r, 8); break;
-	case DW_EH_PE_uleb128: v = rd_uleb(r); break;
-	case DW_EH_PE_udata2: v = elf__rd_n(r, 2); break;
-	case DW_EH_PE_udata4: v = elf__rd_n(r, 4); break;
-	case DW_EH_PE_udata8: v = elf__rd_n(r, 8); break;
-	case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(r); break;
-	case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)elf__rd_n(r, 2); break;
-	case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)elf__rd_n(r, 4); break;
-	case DW_EH_PE_sdata8: v = elf__rd_n(r, 8); break;
-	default: r->bad = true; return 0;
-	}
-	if ((enc & 0x70) == DW_EH_PE_pcrel)
-		v += here;
-	return v;
-}
-
 /* The FDE pointer encoding a CIE's augmentation gives ('R'), as libdw
  * leaves the augmentation data to its reader; -1 when it cannot tell. */
 static int cie_fde_encoding(const Dwarf_CIE *cie)
 {
 	const char *aug = cie->augmentation;
-	struct rd r = { cie->augmentation_data,
-			cie->augmentation_data + cie->augmentation_data_size, false };
+	struct elf_cursor r = { cie->augmentation_data,
+				cie->augmentation_data + cie->augmentation_data_size, 0, false };
 
 	if (aug[0] != 'z')
 		return aug[0] ? -1 : DW_EH_PE_absptr;
 	for (size_t i = 1; aug[i] && !r.bad; i++) {
 		switch (aug[i]) {
 		case 'R':
-			return (int)elf__rd_n(&r, 1);
+			return (int)elf_cursor__u(&r, 1);
 		case 'P': {
-			uint8_t enc = (uint8_t)elf__rd_n(&r, 1);
-			elf__rd_encoded(&r, enc & 0x7f, 0);
+			uint8_t enc = (uint8_t)elf_cursor__u(&r, 1);
+			elf_cursor__ptr(&r, enc & 0x7f, 0);
 			break;
 		}
 		case 'L':
-			elf__rd_n(&r, 1);
+			elf_cursor__u(&r, 1);
 			break;
 		case 'S': case 'B':
 			break;
@@ -156,11 +79,11 @@ int elf_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr, e
 	while (off < len && (r = dwarf_next_cfi(ident, &d, true, off, &next, &e)) == 0) {
 		if (!dwarf_cfi_cie_p(&e)) {
 			int enc = fde_encoding(ident, &d, e.fde.CIE_pointer, &memo);
-			struct rd rd = { e.fde.start, e.fde.end, false };
-			uint64_t here = sec_addr + (uint64_t)(e.fde.start - data);
+			struct elf_cursor rd = { e.fde.start, e.fde.end,
+						 sec_addr + (uint64_t)(e.fde.start - data), false };
 			if (enc >= 0 && enc != DW_EH_PE_omit) {
-				uint64_t start = elf__rd_encoded(&rd, (uint8_t)enc, here);
-				uint64_t range = elf__rd_encoded(&rd, (uint8_t)(enc & 0x0f), 0);
+				uint64_t start = elf_cursor__ptr(&rd, (uint8_t)enc, 0);
+				uint64_t range = elf_cursor__ptr(&rd, (uint8_t)(enc & 0x0f), 0);
 				if (!rd.bad && range) {
 					fn(start, start + range, sec_addr + off, arg);
 					nfde++;

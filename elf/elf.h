@@ -55,7 +55,7 @@ struct elf_sym {
 struct elf_file {
 	struct elf_fn *fns;	/* sorted by start, one per start */
 	size_t nfns;
-	struct elf_sym *syms;	/* sorted by name, then value */
+	struct elf_sym *syms;	/* sorted by name, then value (opts.names) */
 	size_t nsyms;
 	struct elf_seg *segs;	/* PT_LOAD */
 	size_t nsegs;
@@ -64,6 +64,7 @@ struct elf_file {
 	char *strings;		/* names, back to back */
 	size_t strings_len, strings_cap;
 	bool dyn;		/* ET_DYN */
+	uint64_t plt_lo, plt_hi;	/* the .plt* sections' extent; 0 when none */
 	size_t nsymtab, ndynsym, nplt, nfde;	/* how many of each were found */
 };
 
@@ -77,6 +78,9 @@ struct elf_load_opts {
 	const char *root;
 	/* Read no separate debug file (as for the vdso). */
 	bool no_debug_file;
+	/* Keep every defined symbol by name, aliases and data too, for
+	 * elf_file__syms_named (the resolver asks; naming addresses does not). */
+	bool names;
 	/* Look for debug files under this directory instead of
 	 * /usr/lib/debug (tests). */
 	const char *debug_dir;
@@ -106,6 +110,22 @@ uint64_t elf_file__base(const struct elf_file *e);
 typedef void (*elf_fde_at_fn)(uint64_t start, uint64_t end, uint64_t fde, void *arg);
 int elf_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr, elf_fde_at_fn fn,
 			   void *arg);
+
+/* A cursor over little-endian bytes with DWARF's encodings; addr is the
+ * address p stands for (pc-relative pointers are relative to it). Reading
+ * past end sets bad and yields 0. */
+struct elf_cursor {
+	const uint8_t *p, *end;
+	uint64_t addr;
+	bool bad;
+};
+
+uint64_t elf_cursor__u(struct elf_cursor *c, size_t n);	/* n <= 8 bytes */
+uint64_t elf_cursor__uleb(struct elf_cursor *c);
+int64_t elf_cursor__sleb(struct elf_cursor *c);
+/* A DW_EH_PE_* encoded pointer: 0 without reading for DW_EH_PE_omit;
+ * datarel is the base of DW_EH_PE_datarel. */
+uint64_t elf_cursor__ptr(struct elf_cursor *c, uint8_t enc, uint64_t datarel);
 
 /* ------------------------------------------------------------ processes */
 
@@ -137,6 +157,9 @@ struct elf_module {
  * in address order, as the dynamic linker searches). */
 int elf_modules__open(pid_t pid, struct elf_modules **out, char *why, size_t whylen);
 void elf_modules__free(struct elf_modules *ms);
+/* Do the process's executable mappings still match what ms read (no
+ * dlopen, dlclose, exec since)? */
+bool elf_modules__current(const struct elf_modules *ms);
 size_t elf_modules__count(const struct elf_modules *ms);
 const struct elf_module *elf_modules__at(const struct elf_modules *ms, size_t i);
 /* The module whose mappings hold the runtime address a, or NULL. */

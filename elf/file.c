@@ -41,6 +41,7 @@ struct builder {
 	size_t n, cap;
 	struct sym_tmp *syms;
 	size_t nsyms, csyms;
+	bool names;		/* keep every symbol by name (elf_load_opts.names) */
 };
 
 static size_t intern(struct elf_file *e, const char *s, const char *suffix)
@@ -189,11 +190,14 @@ static int load_symbols(struct builder *b, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh
 		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
 		if (!name || !*name || !nameable(&sym, versyms, i))
 			continue;
-		size_t off = intern(b->e, name, NULL);
-		if (!off || add_sym(b, off, &sym, dyn) < 0)
-			return -ENOMEM;
 		int type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0)
+		bool fn = (type == STT_FUNC || type == STT_GNU_IFUNC) && sym.st_value;
+		if (!fn && !b->names)
+			continue;
+		size_t off = intern(b->e, name, NULL);
+		if (!off || (b->names && add_sym(b, off, &sym, dyn) < 0))
+			return -ENOMEM;
+		if (!fn)
 			continue;
 		/* among aliases prefer .symtab, then the name with the fewest
 		 * leading underscores (getpid over __getpid), then binding */
@@ -304,6 +308,24 @@ static const char *slot_name(const struct slot *v, size_t n, uint64_t addr)
 			hi = mid;
 	}
 	return NULL;
+}
+
+/* Where the .plt* sections lie (cfg/ looks for stubs there). */
+static void plt_range(struct elf_file *e, Elf *elf, size_t shstrndx)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *sn;
+		if (!gelf_getshdr(scn, &sh) || !(sn = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strncmp(sn, ".plt", 4) || !sh.sh_size)
+			continue;
+		if (!e->plt_lo || sh.sh_addr < e->plt_lo)
+			e->plt_lo = sh.sh_addr;
+		if (sh.sh_addr + sh.sh_size > e->plt_hi)
+			e->plt_hi = sh.sh_addr + sh.sh_size;
+	}
 }
 
 /* Each entry of .plt/.plt.sec/.plt.got jumps through its GOT slot with
@@ -424,8 +446,8 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 		size_t len;
 		const uint8_t *h = vaddr_bytes(elf, b->e, ehhdr->p_vaddr, &len);
 		if (h && len >= 8 && h[0] == 1) {
-			struct rd r = { h + 4, h + len, false };
-			uint64_t ptr = elf__rd_encoded(&r, h[1], ehhdr->p_vaddr + 4);
+			struct elf_cursor r = { h + 4, h + len, ehhdr->p_vaddr + 4, false };
+			uint64_t ptr = elf_cursor__ptr(&r, h[1], ehhdr->p_vaddr);
 			const uint8_t *f = r.bad ? NULL : vaddr_bytes(elf, b->e, ptr, &len);
 			if (f)
 				elf_eh_frame__each_fde(f, len, ptr, collect_fde, &c);
@@ -565,10 +587,11 @@ uint64_t elf_file__base(const struct elf_file *e)
 
 /* ------------------------------------------------------------ API */
 
-static int load(struct elf_file *e, Elf *elf, const struct elf_load_opts *debug, char *why,
+static int load(struct elf_file *e, Elf *elf, const struct elf_load_opts *o, char *why,
 		size_t whylen)
 {
-	struct builder b = { .e = e };
+	struct builder b = { .e = e, .names = o->names };
+	const struct elf_load_opts *debug = o->no_debug_file ? NULL : o;
 	GElf_Ehdr eh;
 	GElf_Phdr ehhdr;
 	bool has_eh = false;
@@ -594,6 +617,7 @@ static int load(struct elf_file *e, Elf *elf, const struct elf_load_opts *debug,
 	/* a stripped file's .symtab is in its separate debug file */
 	if (!e->nsymtab && debug && (r = load_debug_symbols(&b, elf, debug)) < 0)
 		goto out;
+	plt_range(e, elf, shstrndx);
 	r = load_plt(&b, elf, shstrndx);
 	if (r < 0)
 		goto out;
@@ -651,7 +675,9 @@ int elf_file__load(int fd, const void *image, size_t len, const struct elf_load_
 	}
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-	r = load(e, elf, fd >= 0 && !o.no_debug_file ? &o : NULL, why, whylen);
+	if (fd < 0)
+		o.no_debug_file = true;	/* memory (the vdso) has no path */
+	r = load(e, elf, &o, why, whylen);
 	elf_end(elf);
 	if (r < 0) {
 		elf_file__free(e);

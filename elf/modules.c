@@ -23,7 +23,37 @@ struct elf_modules {
 	pid_t pid;
 	struct elf_module *v;
 	size_t n;
+	uint64_t sig;		/* of the executable file mappings read */
 };
+
+/* What the executable file mappings are: a new one (dlopen), one gone or
+ * another file at the same place changes it. FNV-1a over each mapping. */
+static uint64_t maps_sig(const struct attach_maps *maps)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < attach_maps__count(maps); i++) {
+		const struct attach_map *m = attach_maps__at(maps, i);
+		if (!(m->prot & ATTACH_MAP_X) || m->path[0] != '/')
+			continue;
+		uint64_t v[4] = { m->start, m->end, m->offset, m->inode };
+		const uint8_t *b = (const uint8_t *)v;
+		for (size_t k = 0; k < sizeof v; k++)
+			h = (h ^ b[k]) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+bool elf_modules__current(const struct elf_modules *ms)
+{
+	struct attach_maps *maps;
+
+	if (attach_maps__read(ms->pid, &maps) < 0)
+		return false;
+	bool same = maps_sig(maps) == ms->sig;
+	attach_maps__free(maps);
+	return same;
+}
 
 /* The mapping's path without the " (deleted)" a replaced file gets. */
 static char *live_path(const char *path)
@@ -69,7 +99,7 @@ static int module_init(struct elf_module *md, pid_t pid, const struct attach_map
 	if (fd < 0)
 		return 0;	/* unreadable: it names nothing */
 	snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
-	struct elf_load_opts o = { .sz = sizeof o, .path = md->path, .root = root };
+	struct elf_load_opts o = { .sz = sizeof o, .path = md->path, .root = root, .names = true };
 	int rc = elf_file__load(fd, NULL, 0, &o, &f, why, sizeof why);
 	close(fd);
 	uint64_t v;
@@ -132,6 +162,7 @@ int elf_modules__open(pid_t pid, struct elf_modules **out, char *why, size_t why
 			goto out;
 	}
 	exe_first(ms);
+	ms->sig = maps_sig(maps);
 	*out = ms;
 	rc = 0;
 out:

@@ -81,7 +81,15 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 	struct cc_cache_opts co = { .sz = sizeof co, .xref = session_xref(s) };
 	if ((rc = cc_cache__open(t, &co, &x->c, &err)) < 0)
 		return fail_cc(s, rc, err.msg);
-	if ((rc = cc_syms__open(attach_target__pid(t), &x->sy, &err)) < 0) {
+	struct elf_modules *ms;
+	if ((rc = padrone_session_modules(s, &ms)) < 0) {
+		cc_cache__close(x->c);
+		x->c = NULL;
+		return rc;
+	}
+	if ((rc = cc_syms__wrap(attach_target__pid(t), ms, &x->sy, &err)) == 0)
+		padrone_session_pin_modules(s, true);
+	if (rc < 0) {
 		cc_cache__close(x->c);
 		x->c = NULL;
 		return fail_cc(s, rc, err.msg);
@@ -91,6 +99,8 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 
 static void close_ctx(struct cc_ctx *x)
 {
+	if (x->sy)
+		padrone_session_pin_modules(x->s, false);
 	cc_syms__free(x->sy);
 	cc_cache__close(x->c);
 }

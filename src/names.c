@@ -9,16 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static int resolve_elf(struct padrone_session *s, pid_t pid, const char *name,
-		       struct padrone_named *out)
+static int resolve_elf(struct padrone_session *s, const char *name, struct padrone_named *out)
 {
 	struct elf_modules *ms;
 	struct elf_def d;
 	char why[1024];
 	int rc;
 
-	if ((rc = elf_modules__open(pid, &ms, why, sizeof why)) < 0)
-		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", why);
+	if ((rc = padrone_session_modules(s, &ms)) < 0)
+		return rc;
 	rc = elf_modules__resolve(ms, name, ELF_RESOLVE_USER, &d, why, sizeof why);
 	if (rc == 0) {
 		out->addr = d.addr;
@@ -26,7 +25,6 @@ static int resolve_elf(struct padrone_session *s, pid_t pid, const char *name,
 		out->ifunc = d.sym->kind == ELF_SYM_IFUNC;
 		snprintf(out->module, sizeof out->module, "%s", d.module->path);
 	}
-	elf_modules__free(ms);
 	if (rc == -ENOTUNIQ)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, rc, "%s", why);
 	return rc;
@@ -51,14 +49,13 @@ static int resolve_perfmap(struct padrone_session *s, const char *name,
 int padrone_session_resolve(struct padrone_session *s, const char *name,
 			    struct padrone_named *out)
 {
-	struct attach_target *t = padrone_session_target(s);
 	int rc;
 
 	memset(out, 0, sizeof *out);
-	if (!t)
+	if (!padrone_session_target(s))
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
-	rc = resolve_elf(s, attach_target__pid(t), name, out);
+	rc = resolve_elf(s, name, out);
 	if (rc != -ENOENT)
 		return rc;
 	if (padrone_sub_name_addr(name, &out->addr) == 0)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "attach/attach.h"
+#include "elf/elf.h"
 #include "profile/profile.h"
 #include "src/report.h"
 #include "src/session.h"
@@ -36,6 +37,8 @@ struct padrone_session {
 	size_t nexts;
 	struct attach_target *t;
 	struct prof_symbolizer *sym;	/* made on first use */
+	struct elf_modules *names;	/* the resolver's modules, made on first use */
+	unsigned names_pinned;		/* borrowed: not read again meanwhile */
 	struct padrone_report *report;
 	struct prof_hot *hot;		/* the last profile's ranking and chains */
 	struct padrone_ip_count *samples;	/* of the last profile */
@@ -275,6 +278,8 @@ int padrone_session__detach(struct padrone_session *s)
 	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
+	elf_modules__free(s->names);
+	s->names = NULL;
 	forget_modules(s);
 	pid_t pid = attach_target__pid(s->t);
 	r = attach_target__detach(s->t);
@@ -1059,6 +1064,30 @@ int padrone_session__modules(struct padrone_session *s, const struct padrone_mod
 struct attach_target *padrone_session_target(const struct padrone_session *s)
 {
 	return s->t;
+}
+
+int padrone_session_modules(struct padrone_session *s, struct elf_modules **out)
+{
+	char why[512];
+	int r;
+
+	*out = NULL;
+	if ((r = need_target(s)) < 0)
+		return r;
+	if (s->names && !s->names_pinned && !elf_modules__current(s->names)) {
+		elf_modules__free(s->names);
+		s->names = NULL;
+	}
+	if (!s->names &&
+	    (r = elf_modules__open(attach_target__pid(s->t), &s->names, why, sizeof why)) < 0)
+		return fail(s, PADRONE_SYSTEM, r, "%s", why);
+	*out = s->names;
+	return 0;
+}
+
+void padrone_session_pin_modules(struct padrone_session *s, bool pin)
+{
+	s->names_pinned += pin ? 1 : -1;
 }
 
 int padrone_session_symbolizer(struct padrone_session *s, struct prof_symbolizer **out)

@@ -15,6 +15,7 @@
 #include "src/report.h"
 
 struct attach_target;
+struct elf_modules;
 struct prof_symbolizer;
 
 /* The attached process, or NULL. */
@@ -23,6 +24,14 @@ PADRONE_HIDDEN struct attach_target *padrone_session_target(const struct padrone
  * on each call. 0 or -errno with the session's error set. */
 PADRONE_HIDDEN int padrone_session_symbolizer(struct padrone_session *s,
 					      struct prof_symbolizer **out);
+/* The process's modules as the name resolver reads them (elf/), one set
+ * per session, read again when its executable mappings have changed;
+ * valid until the next call or detach. 0 or -errno with the session's
+ * error set. */
+PADRONE_HIDDEN int padrone_session_modules(struct padrone_session *s, struct elf_modules **out);
+/* While pinned (calls nest), the modules are not read again: a borrower
+ * (the session's code-cache part) keeps them valid across its calls. */
+PADRONE_HIDDEN void padrone_session_pin_modules(struct padrone_session *s, bool pin);
 /* The address in a "sub_<hex>" name, which reports give code that has no
  * symbol (after its runtime address). 0, or -ENOENT for any other name. */
 PADRONE_HIDDEN int padrone_sub_name_addr(const char *name, uint64_t *addr);

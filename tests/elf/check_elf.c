@@ -369,7 +369,7 @@ START_TEST(elf_debug_file_found_by_build_id)
 	sh("mkdir -p %s/bin %s/.build-id/%.2s && strip -o %s %s && objcopy --only-keep-debug %s %s",
 	   d, dbg, id, bin, tu_path("tests/targets/prof_hot_pie"),
 	   tu_path("tests/targets/prof_hot_pie"), debug);
-	struct elf_load_opts o = { .sz = sizeof o, .path = bin, .debug_dir = dbg };
+	struct elf_load_opts o = { .sz = sizeof o, .path = bin, .debug_dir = dbg, .names = true };
 	e = load_with(bin, &o);
 	check_named_by(e, debug);
 	elf_file__free(e);
@@ -399,7 +399,7 @@ START_TEST(elf_debug_file_found_by_debuglink)
 	   "objcopy --only-keep-debug full .debug/prof.debug 2>/dev/null && strip -o prof full && "
 	   "objcopy --add-gnu-debuglink=.debug/prof.debug prof && rm full 2>/dev/null",
 	   d, d, tu_path("tests/targets/prof_hot_pie"));
-	struct elf_load_opts o = { .sz = sizeof o, .path = bin, .debug_dir = d };
+	struct elf_load_opts o = { .sz = sizeof o, .path = bin, .debug_dir = d, .names = true };
 	struct elf_file *e = load_with(bin, &o);
 	ck_assert_str_eq(e->build_id, "");
 	check_named_by(e, debug);
