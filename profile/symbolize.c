@@ -1,9 +1,10 @@
 /* symbolize.c: naming runtime addresses of one process.
  *
  * Mappings come from attach_maps (/proc/PID/maps). Each mapped file is
- * opened through /proc/PID/map_files/<range> (so deleted files and files
- * inside another mount namespace still open), else /proc/PID/root/<path>,
- * and loaded once, cached by device and inode, and shared by build-id.
+ * opened and read by elf/ (through /proc/PID/map_files/<range>, so deleted
+ * files and files inside another mount namespace still open; with its
+ * separate debug file when one is installed), loaded once, cached by
+ * device and inode, and shared by build-id.
  * The vdso is read from the target's memory. Kernel addresses are named
  * from /proc/kallsyms. Addresses no ELF symbol covers (JIT code in
  * anonymous memory) are looked up in the perf map file the JIT writes.
