@@ -6,13 +6,15 @@
 # disas, replace and measure all refuse it listing both, and all accept
 # MODULE:NAME; libc's aliases (__strndup) and MODULE:NAME of libc resolve;
 # a name of the perf map (JIT code), which profile shows, is accepted;
-# code no symbol or FDE names is named alike by bt, info threads and cfg.
+# code no symbol or FDE names is named alike by bt, info threads and cfg;
+# padroned's session reads the modules again when a library comes.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
+padroned=$b/src/padroned
 . "$(dirname "$0")/../codecache/tap.sh"
 tap_setup elf-names
 
-echo "1..12"
+echo "1..14"
 "$b/tests/targets/elf_names" >"$tmp/out" 2>&1 &
 pid=$!
 wait_for ready 1 0
@@ -72,3 +74,33 @@ pc=$(sed -n '1s/^#0 *\(0x[0-9a-f]*\) .*/\1/p' "$tmp/bt.out")
 run cfg "$padrone" -p "$pid" cfg "$pc"
 check "cfg names a function no symbol names sub_ADDR, not ?" \
 	eval 'status cfg 0 && says cfg "^function sub_[0-9a-f]* at 0x[0-9a-f]*: "'
+
+# padroned's session keeps the modules it read, and reads them again when
+# the process maps a library (elf_late dlopens libcfg_noreturn.so on USR1)
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$b/tests/targets/elf_late" "$b/tests/targets/libcfg_noreturn.so" >"$tmp/out" 2>&1 &
+pid=$!
+wait_for ready 1 0
+chmod 700 "$PADRONE_RUNDIR"	# padroned's run directory must be private
+"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+dpid=$!
+i=0
+until grep -q serving "$tmp/d.out" || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+# (a dry-run replace: unlike cfg, it has no fallback of its own; found,
+# lib_die gets as far as linking the replacement, which needs counter)
+repl="$b/tests/elf/repl/counter_user.o:bump_a"
+run early "$padrone" -p "$pid" replace -n lib_die "$repl"
+kill -USR1 "$pid"
+wait_for loaded 1 0
+run late "$padrone" -p "$pid" replace -n lib_die "$repl"
+check "through padroned, a name is unknown before its library is loaded" \
+	eval 'grep -q "serving process $pid " "$tmp/d.out" && status early 2 &&
+	      says early "has no function named lib_die"'
+check "... and found once it is" \
+	eval 'status late 2 && ! says late "no function named" && says late "needs counter, which"'
+"$padrone" -p "$pid" detach >/dev/null 2>&1
+i=0
+while kill -0 "$dpid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$dpid" 2>/dev/null
+wait "$dpid" 2>/dev/null
