@@ -55,6 +55,12 @@ Elf_Scn *cc__find_section(Elf *e, unsigned type);
 /* Fill err (if not NULL): the code and the message; returns code. */
 int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* isa.c: NULL if this CPU runs instructions of Zydis ISA set `set`, else
+ * the feature it lacks (in buf, or a constant). endbr: an endbr32/64. */
+const char *cc__isa_lacking(const char *set, bool endbr, char *buf, size_t size);
+/* measure.c: 1 and the file's name if process maps a C++ or unwinding
+ * runtime (libstdc++, libgcc_s, libunwind), 0 if not, or a negative errno. */
+int cc__maps_unwinder(struct cc_cache *c, char *lib, size_t size);
 /* The instruction at addr in Intel syntax, for messages. */
 void cc_insn_text(const void *bytes, size_t len, uint64_t addr, char *buf, size_t size);
 /* A 5-byte jmp/call rel32 placed at `at` going to target; -ERANGE when out

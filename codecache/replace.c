@@ -12,6 +12,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An exception thrown by code the replacement calls would unwind into it,
+ * find no unwind information there (its .eh_frame is not registered with
+ * the target's unwinder: that would mean calling into the target's libgcc
+ * from a stop point) and abort the process. Code that calls nothing cannot
+ * be unwound through. force: the user says nothing throws there. */
+static int check_unwinding(struct cc_cache *c, const char *name, const struct cc_image *im,
+			   bool force)
+{
+	char lib[256], why[320];
+	int rc;
+
+	if (force || !cc_image__calls_out(im, why, sizeof why))
+		return 0;
+	if ((rc = cc__maps_unwinder(c, lib, sizeof lib)) < 0)
+		return cc__fail(c, CC_PHASE_LOAD, rc, "cannot read the maps of process %d", c->pid);
+	if (rc == 0)
+		return 0;
+	return cc__fail(c, CC_PHASE_LOAD, -ENOTSUP, "process %d maps %s, and the replacement of %s "
+			"calls other code (%s): an exception thrown from there through it would "
+			"abort the process, since padrone does not make its unwind information "
+			"known to the process's unwinder; use -f if nothing throws through %s",
+			c->pid, lib, name, why, name);
+}
+
+/* What the code to load must pass before anything is allocated or written,
+ * the same for a dry run. */
+static int check_image(struct cc_cache *c, const char *name, const struct cc_image *im,
+		       bool force)
+{
+	struct cc_error err;
+	int rc;
+
+	if ((rc = cc_image__check_cpu(im, &err)) < 0)
+		return cc__fail(c, CC_PHASE_LOAD, rc, "%s", err.msg);
+	return check_unwinding(c, name, im, force);
+}
+
 int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
 		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
 {
@@ -38,6 +75,8 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
 		o.source = source;
 	}
+	if ((rc = check_image(c, name, im, o.force)) < 0)
+		return rc;
 	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
 		return rc;
 	if (o.dry_run) {
