@@ -1069,38 +1069,83 @@ int cc_image__check_cpu(const struct cc_image *im, struct cc_error *err)
 	return each_insn(im, check_insn_isa, &cx);
 }
 
+/* REL: the symbol a relocation in [off, off + len) of section shndx
+ * refers to (its target for a call or jump), or NULL. */
+static const char *reloc_target(const struct cc_image *im, size_t shndx, uint64_t off, size_t len,
+				GElf_Sym *sym)
+{
+	Elf_Scn *scn = NULL;
+
+	if (im->type != IT_REL)
+		return NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info != shndx)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t k = 0; d && k < sh.sh_size / sizeof(Elf64_Rela); k++) {
+			GElf_Rela r;
+			size_t si;
+			if (gelf_getrela(d, (int)k, &r) && r.r_offset >= off && r.r_offset < off + len &&
+			    (si = GELF_R_SYM(r.r_info)) && si < im->nsyms && get_sym(im, si, sym))
+				return GELF_ST_TYPE(sym->st_info) == STT_SECTION ?
+				       sect_name(im, sym->st_shndx) : sym_name(im, sym);
+		}
+	}
+	return NULL;
+}
+
 struct call_find {
+	const struct cc_image *im;
+	uint64_t lo, hi;	/* the loaded function, in its section */
 	char *buf;
 	size_t size;
-	const struct cc_image *im;
 };
 
-/* A call, or a jmp through a register, memory or a GOT slot: code that
- * may run other code, which an exception can then come from. */
+/* A call, a jmp through a register, memory or a GOT slot, or (REL) a jmp
+ * relocated to a function: code that may run other code, which an
+ * exception can then come from. */
 static int find_call(void *arg, const ZydisDecodedInstruction *d, const uint8_t *bytes,
 		     size_t shndx, uint64_t off)
 {
 	struct call_find *cf = arg;
+	const struct cc_image *im = cf->im;
 	char text[96], at[224];
+	GElf_Sym s;
 
-	if (d->meta.category != ZYDIS_CATEGORY_CALL &&
-	    !(d->mnemonic == ZYDIS_MNEMONIC_JMP && !d->raw.imm[0].is_relative))
+	if ((im->type == IT_REL && shndx != im->sym_shndx) || off < cf->lo || off >= cf->hi)
 		return 0;
-	cc_insn_text(bytes, d->length, off, text, sizeof text);
-	where(cf->im, shndx, off, at, sizeof at);
+	bool jmp = d->meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+	const char *to = reloc_target(im, shndx, off, d->length, &s);
+	bool to_code = to && (GELF_ST_TYPE(s.st_info) == STT_FUNC || s.st_shndx == SHN_UNDEF);
+	if (d->meta.category != ZYDIS_CATEGORY_CALL && !(jmp && (!d->raw.imm[0].is_relative || to_code)))
+		return 0;
+	if (to)
+		snprintf(text, sizeof text, "%s %s", ZydisMnemonicGetString(d->mnemonic), to);
+	else
+		cc_insn_text(bytes, d->length, off, text, sizeof text);
+	where(im, shndx, off, at, sizeof at);
 	snprintf(cf->buf, cf->size, "`%s` at %s", text, at);
 	return 1;
 }
 
 bool cc_image__calls_out(const struct cc_image *im, char *why, size_t size)
 {
-	struct call_find cf = { why, size, im };
+	struct call_find cf = { im, 0, UINT64_MAX, why, size };
 
-	if (each_insn(im, find_call, &cf) == 1)
-		return true;
-	if (im->nplt) {		/* a tail call: jmp to an outside function */
-		snprintf(why, size, "a jump to a function outside it");
-		return true;
+	/* a relocatable object: only the function loaded (a symbol without a
+	 * size: the rest of its section); a shared object or raw code: all */
+	if (im->type == IT_REL) {
+		GElf_Sym s;
+		for (size_t i = 1; i < im->nsyms; i++)
+			if (get_sym(im, i, &s) && s.st_shndx == im->sym_shndx &&
+			    s.st_value == im->sym_value && s.st_size) {
+				cf.lo = s.st_value;
+				cf.hi = s.st_value + s.st_size;
+				break;
+			}
+		if (cf.hi == UINT64_MAX)
+			cf.lo = im->sym_value;
 	}
-	return false;
+	return each_insn(im, find_call, &cf) == 1;
 }
