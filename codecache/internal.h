@@ -144,10 +144,12 @@ void cc__code_name(struct cc_cache *c, uint64_t a, char *buf, size_t size);
 #define CC_REG_VEC(n) (1u << (16 + (n)))
 /* What callers in fn's module compiled with -fipa-ra keep in registers
  * across a direct call to fn because fn leaves them intact, and code (at
- * new_addr, size bytes, copied in new_code) would change: *need, and in
- * why the first caller relying on it; 0 or a negative errno. */
+ * new_addr, size bytes, copied in new_code, entered at new_entry) would
+ * change: *need, and in why the first caller relying on it; 0 or a
+ * negative errno. */
 int cc__ipara_need(struct cc_cache *c, const struct cc_func *fn, const uint8_t *new_code,
-		   size_t size, uint64_t new_addr, uint32_t *need, char *why, size_t why_size);
+		   size_t size, uint64_t new_addr, uint64_t new_entry, uint32_t *need, char *why,
+		   size_t why_size);
 /* "rcx, r8, xmm3" */
 void cc__regs_text(uint32_t regs, char *buf, size_t size);
 /* A gate at `at` that saves need, calls target (passing on 128 bytes of

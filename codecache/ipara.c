@@ -246,7 +246,8 @@ static uint32_t call_clobbers(struct ana *a, const struct effect *e)
 
 /* A callee reads the argument registers the caller has set: a value the
  * caller never wrote (or that an earlier call clobbered) is no argument,
- * whatever the callee's prototype; nor one a callee analysed never reads.
+ * whatever the callee's prototype (possible_args); nor one a callee
+ * analysed never reads.
  * The caller's own arguments count as set at its entry. */
 static uint32_t uses_of(struct ana *a, uint64_t entry);
 
@@ -255,9 +256,26 @@ static uint32_t call_uses(struct ana *a, const struct effect *e)
 	return e->target ? uses_of(a, e->target) : ARGS;
 }
 
+/* Of the registers the caller has set, those that can be arguments: the
+ * ABI hands them out in order (rdi, rsi, rdx, rcx, r8, r9; xmm0 to xmm7),
+ * so one is only if all before it are set too; al counts vector
+ * arguments of a variadic call, r10 is a static chain. */
+static uint32_t possible_args(uint32_t defined)
+{
+	static const uint8_t gpr[] = { RDI, RSI, RDX, RCX, R8, R9 };
+	uint32_t args = defined & (GPR(RAX) | GPR(R10));
+
+	for (size_t i = 0; i < sizeof gpr && defined >> gpr[i] & 1; i++)
+		args |= GPR(gpr[i]);
+	for (unsigned i = 0; i < 8 && defined & CC_REG_VEC(i); i++)
+		args |= CC_REG_VEC(i);
+	return args;
+}
+
 static uint32_t through_call(struct ana *a, const struct effect *e, uint32_t live_after)
 {
-	return (live_after & ~call_clobbers(a, e)) | (call_uses(a, e) & e->defined) | e->reads;
+	return (live_after & ~call_clobbers(a, e)) | (call_uses(a, e) & possible_args(e->defined)) |
+	       e->reads;
 }
 
 /* Forward: what the caller has set after e, given what before. */
@@ -325,7 +343,7 @@ static uint32_t live_out(struct ana *a, const struct cfg_function *f, const stru
 		const struct cfg_edge *ed = cfg_function__edge(f, bl->first_succ + k);
 		if (ed->kind == CFG_EDGE_TAIL_CALL) {
 			uint32_t clob = ed->to_addr ? clobbers(a, ed->to_addr, 0) : CLOBBERED;
-			out |= (at_return & ~clob) | (ARGS & bk[b].def_out);
+			out |= (at_return & ~clob) | possible_args(bk[b].def_out);
 		} else if (ed->to >= 0) {
 			out |= bk[ed->to].in;
 		} else {
@@ -437,30 +455,52 @@ static uint32_t live_at(struct ana *a, uint64_t caller, uint64_t at, bool tail, 
 	return live;
 }
 
-/* What the new code may write: its own writes (its calls to itself
- * included), everything if it calls or jumps out (the over-estimate is the
- * safe side here). */
-static uint32_t new_code_clobbers(const uint8_t *code, size_t size, uint64_t addr)
+/* What the new code may write, from its entry: its own writes and those
+ * of the code it reaches in the block (followed through branches and
+ * calls); everything if it calls or jumps out or through a pointer (the
+ * over-estimate is the safe side here). */
+static uint32_t new_code_clobbers(const uint8_t *code, size_t size, uint64_t addr, uint64_t entry)
 {
-	ZydisDecoder dec;
+	uint8_t *seen = calloc(size ? size : 1, 1);
+	uint64_t *todo = malloc((size ? size : 1) * sizeof *todo);
+	size_t ntodo = 0;
 	uint32_t clob = 0;
+	ZydisDecoder dec;
 
-	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	for (size_t pos = 0; pos < size && clob != CLOBBERED;) {
-		ZydisDecodedInstruction d;
-		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-		struct effect e;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops))) {
-			pos++;
-			continue;
-		}
-		effect_of(&d, ops, addr + pos, &e);
-		clob |= e.writes & CLOBBERED;
-		bool inside = e.target >= addr && e.target < addr + size;	/* its own functions */
-		if (e.indirect_jmp || (e.call && !inside) || (e.target && !inside))
-			clob = CLOBBERED;
-		pos += d.length;
+	if (!seen || !todo || entry < addr || entry >= addr + size) {
+		clob = CLOBBERED;
+		goto out;
 	}
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	todo[ntodo++] = entry - addr;
+	while (ntodo && clob != CLOBBERED) {
+		for (size_t pos = todo[--ntodo]; pos < size && !seen[pos];) {
+			ZydisDecodedInstruction d;
+			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+			struct effect e;
+			seen[pos] = 1;
+			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops))) {
+				clob = CLOBBERED;	/* what runs there is unknown */
+				break;
+			}
+			effect_of(&d, ops, addr + pos, &e);
+			clob |= e.writes & CLOBBERED;
+			bool inside = e.target >= addr && e.target < addr + size;
+			if (e.indirect_jmp || ((e.call || e.target) && !inside) ||
+			    (e.call && !e.target)) {
+				clob = CLOBBERED;
+				break;
+			}
+			if (e.target && !seen[e.target - addr])
+				todo[ntodo++] = e.target - addr;
+			if (e.ret || d.meta.category == ZYDIS_CATEGORY_UNCOND_BR)
+				break;
+			pos += d.length;
+		}
+	}
+out:
+	free(seen);
+	free(todo);
 	return clob;
 }
 
@@ -513,14 +553,15 @@ static int one_caller(void *arg, uint64_t from, uint64_t func)
 }
 
 int cc__ipara_need(struct cc_cache *c, const struct cc_func *fn, const uint8_t *new_code,
-		   size_t size, uint64_t new_addr, uint32_t *need, char *why, size_t why_size)
+		   size_t size, uint64_t new_addr, uint64_t new_entry, uint32_t *need, char *why,
+		   size_t why_size)
 {
 	struct ana a = { 0 };
 	int rc;
 
 	*need = 0;
 	why[0] = '\0';
-	uint32_t at_risk = new_code_clobbers(new_code, size, new_addr);
+	uint32_t at_risk = new_code_clobbers(new_code, size, new_addr, new_entry);
 	if (!at_risk)
 		return 0;
 	if ((rc = cc__open_cfg(c, &a.r)) < 0)

@@ -63,7 +63,8 @@ static int place_gate(struct cc_cache *c, struct cc_job *j, const struct cc_func
 	int rc;
 
 	*gate = 0;
-	if ((rc = cc__ipara_need(c, fn, code, size, addr, &need, why, sizeof why)) < 0 || !need)
+	if ((rc = cc__ipara_need(c, fn, code, size, addr, entry, &need, why, sizeof why)) < 0 ||
+	    !need)
 		return rc;
 	cc__regs_text(need, regs, sizeof regs);
 	*gsize = cc__gate_encode(need, 0, 0, NULL);
@@ -93,9 +94,23 @@ static int place_gate(struct cc_cache *c, struct cc_job *j, const struct cc_func
 	return 0;
 }
 
+/* A shared object's pages that are not executable, as zeros (which decode
+ * to instructions writing no register), for the analysis of its code. */
+static void blank_data(const struct cc_image *im, uint8_t *code, size_t size)
+{
+	struct cc_image_layout lay;
+
+	cc_image__layout(im, &lay);
+	for (size_t i = 0; lay.fixed && i < lay.nsegs; i++)
+		if (!(lay.segs[i].prot & CC_PROT_X) && lay.segs[i].off < size)
+			memset(code + lay.segs[i].off, 0, lay.segs[i].off + lay.segs[i].size > size ?
+			       size - lay.segs[i].off : lay.segs[i].size);
+}
+
 /* place_gate for code loaded in the target: read back as written. */
 static int place_gate_loaded(struct cc_cache *c, struct cc_job *j, const struct cc_func *fn,
-			     const struct cc_loaded *l, uint64_t *gate, size_t *gsize)
+			     const struct cc_image *im, const struct cc_loaded *l, uint64_t *gate,
+			     size_t *gsize)
 {
 	uint8_t *code = malloc(l->code_size);
 	int rc;
@@ -103,6 +118,7 @@ static int place_gate_loaded(struct cc_cache *c, struct cc_job *j, const struct 
 	if (!code)
 		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 	rc = cc__read(c, l->code, code, l->code_size);
+	blank_data(im, code, l->code_size);
 	if (rc < 0)
 		rc = cc__fail(c, CC_PHASE_LOAD, rc, "cannot read back the code loaded at 0x%" PRIx64,
 			      l->code);
@@ -159,6 +175,7 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 		}
 		cc__job_say(j, "would load %s (%zu bytes of code, %zu of data) within +-2 GiB of %s",
 		    o.source, lay.code_size, lay.data_size, name);
+		blank_data(im, cb, lay.code_size);
 		rc = place_gate(c, j, fn, cb, lay.code_size, fn->addr + (64 << 20), entry, true,
 				&gate, &gsize);
 		free(cb);
@@ -177,7 +194,7 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	else
 		cc__job_say(j, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
 		    ", no data", o.source, l.entry, l.code_size, l.code);
-	if ((rc = place_gate_loaded(c, j, fn, &l, &gate, &gsize)) < 0)
+	if ((rc = place_gate_loaded(c, j, fn, im, &l, &gate, &gsize)) < 0)
 		goto out;
 	if ((rc = cc__job_place_detour(j, &copy, &dsize)) < 0)
 		goto out;
