@@ -42,6 +42,7 @@ enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11 };
 #define MAX_FUNCS 4096		/* functions analysed for one replacement */
 #define MAX_DEPTH 48		/* nesting of the transitive analysis */
 #define MAX_FUNC_INSNS 20000
+#define MAX_CALL_SITES 512	/* analysed; past them every register at risk counts */
 #define STACK_ARGS 128		/* bytes of stack arguments a gate passes on */
 
 /* ---------------------------------------------------------- instructions */
@@ -510,6 +511,7 @@ struct callers {
 	uint32_t at_risk, need;
 	char *why;
 	size_t why_size;
+	size_t sites;
 };
 
 /* The instruction at from: a call (its return address in *ret) or a
@@ -538,7 +540,7 @@ static int one_caller(void *arg, uint64_t from, uint64_t func)
 	uint64_t ret = 0;
 	uint32_t live = cs->at_risk;
 
-	if (branch_at(cs->a->r, from, &call, &ret))
+	if (cs->sites++ < MAX_CALL_SITES && branch_at(cs->a->r, from, &call, &ret))
 		live = live_at(cs->a, func, call ? ret : from, !call, cs->at_risk);
 	if (live & ~cs->need && cs->why[0] == '\0') {
 		char regs[160], name[128];
@@ -568,7 +570,7 @@ int cc__ipara_need(struct cc_cache *c, const struct cc_func *fn, const uint8_t *
 		return cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot read the code of process %d: %s",
 				c->pid, strerror(-rc));
 	at_risk &= ~clobbers(&a, fn->addr, 0);
-	struct callers cs = { &a, c, at_risk, 0, why, why_size };
+	struct callers cs = { &a, c, at_risk, 0, why, why_size, 0 };
 	rc = at_risk ? cc__xref_each_to(c, fn->addr, one_caller, &cs) : 0;
 	*need = cs.need;
 	free(a.m);
@@ -663,16 +665,6 @@ static bool cpu_has_avx(void)
 	return !cc__isa_lacking("AVX", false, buf, sizeof buf);
 }
 
-/*	lea   rsp, [rsp - S]		save area, flags intact
- *	mov   [rsp + k], reg ...	(vmovdqu / movups for vector registers)
- *	push  qword [rsp + S + 128]	x16: the caller's stack arguments, so
- *					the new code finds them where it expects
- *	call  target
- *	lea   rsp, [rsp + 128]
- *	mov   reg, [rsp + k] ...
- *	lea   rsp, [rsp + S]
- *	ret
- */
 static void emit(uint8_t *buf, size_t *n, const uint8_t *bytes, size_t len)
 {
 	if (buf)
@@ -688,6 +680,16 @@ static void emit_lea_rsp(uint8_t *buf, size_t *n, int32_t disp)
 	emit(buf, n, b, sizeof b);
 }
 
+/*	lea   rsp, [rsp - S]		save area, flags intact
+ *	mov   [rsp + k], reg ...	(vmovdqu / movups for vector registers)
+ *	push  qword [rsp + S + 128]	x16: the caller's stack arguments, so
+ *					the new code finds them where it expects
+ *	call  target
+ *	lea   rsp, [rsp + 128]
+ *	mov   reg, [rsp + k] ...
+ *	lea   rsp, [rsp + S]
+ *	ret
+ */
 size_t cc__gate_encode(uint32_t need, uint64_t at, uint64_t target, uint8_t *buf)
 {
 	bool ymm = cpu_has_avx();
