@@ -546,7 +546,7 @@ static int one_caller(void *arg, uint64_t from, uint64_t func)
 		char regs[160], name[128];
 		cc__regs_text(live, regs, sizeof regs);
 		cc__code_name(cs->c, from, name, sizeof name);
-		snprintf(cs->why, cs->why_size, "the %s at %s keeps %s in %s across it",
+		snprintf(cs->why, cs->why_size, "the %s at %s may keep %s in %s across it",
 			 call ? "call" : "jump", name, live & ~cs->need & (live - 1) ? "values" : "a value",
 			 regs);
 	}
