@@ -86,7 +86,7 @@ chmod 700 "$PADRONE_RUNDIR"	# padroned's run directory must be private
 "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
 dpid=$!
 i=0
-until grep -q serving "$tmp/d.out" || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+until grep -q serving "$tmp/d.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
 # (a dry-run replace: unlike cfg, it has no fallback of its own; found,
 # lib_die gets as far as linking the replacement, which needs counter)
 repl="$b/tests/elf/repl/counter_user.o:bump_a"
