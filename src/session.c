@@ -144,14 +144,19 @@ const char *padrone_why_name(enum padrone_why why)
 	return "unknown";
 }
 
-/* A failed operation on the attached target: attach/ says why. */
+/* A failed operation on the attached target: attach/ says why (a thread
+ * that did not stop in time, a thread in D state among them, is a timeout,
+ * not a system error). */
 static int fail_target(struct padrone_session *s, int err, const char *what)
 {
-	enum attach_why state = attach_target__state(s->t);
+	enum attach_why why = attach_target__why(s->t);
 	const char *msg = attach_target__errmsg(s->t);
 
-	return fail(s, state == ATTACH_OK ? PADRONE_SYSTEM : from_attach(state), err, "%s: %s",
-		    what, *msg ? msg : strerror(-err));
+	if (why == ATTACH_OK)	/* no message of attach/'s: the process's state */
+		why = attach_target__state(s->t);
+	if (why == ATTACH_OK)
+		why = err == -ETIMEDOUT ? ATTACH_TIMEOUT : ATTACH_SYSTEM;
+	return fail(s, from_attach(why), err, "%s: %s", what, *msg ? msg : strerror(-err));
 }
 
 enum padrone_why padrone_session__why(const struct padrone_session *s) { return s->why; }
@@ -880,8 +885,8 @@ static int backtrace_failed(struct padrone_session *s, pid_t tid, int err)
 	if (thread_gone(s, tid))
 		return fail(s, PADRONE_BAD_REQUEST, -ESRCH, "thread %d of process %d exited before "
 			    "its stack could be read", (int)tid, (int)attach_target__pid(s->t));
-	return fail(s, PADRONE_SYSTEM, err, "backtrace of thread %d: %s", (int)tid,
-		    *msg ? msg : strerror(-err));
+	return fail(s, err == -ETIMEDOUT ? PADRONE_TIMEOUT : PADRONE_SYSTEM, err,
+		    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-err));
 }
 
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -927,6 +928,49 @@ START_TEST(a_kernel_thread)
 }
 END_TEST
 
+/* A process whose only thread is a vfork parent: uninterruptible (state D)
+ * until its child, sleeping ms, exits; then back in pause(). */
+static pid_t vfork_parent(int ms)
+{
+	pid_t kid = fork();
+	if (kid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* gone with a failed test */
+		setpgid(0, 0);
+		if (vfork() == 0) {
+			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+			_exit(0);
+		}
+		for (;;)
+			pause();
+	}
+	for (int i = 0; i < 5000 && proc_state(kid) != 'D'; i++)
+		usleep(1000);
+	ck_assert_int_eq(proc_state(kid), 'D');
+	return kid;
+}
+
+/* A thread in D state cannot stop: a command that must stop it fails with
+ * the timeout's status (11, as padrone(1) says), not a system error's;
+ * the process runs on as before. */
+START_TEST(a_thread_in_d_state_gives_the_timeout_status)
+{
+	pid_t kid = vfork_parent(8000);
+	int st;
+	char *out = run(&st, "%s -p %d bt 2>&1", PADRONE, (int)kid);
+	char want[256];
+
+	snprintf(want, sizeof(want), "thread %d of process %d (check_e2e) did not stop within "
+		 "1000 ms (state D: uninterruptible sleep", (int)kid, (int)kid);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	ck_assert_int_eq(st, 11);
+	free(out);
+	assert_untraced(kid);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+}
+END_TEST
+
 START_TEST(an_already_traced_process)
 {
 	struct tu_proc p, d;
@@ -1602,6 +1646,12 @@ int main(void)
 	tcase_add_test(tc, permission_denied_across_user_namespaces);
 	tcase_add_test(tc, permission_denied_by_the_process_s_capabilities);
 	tcase_add_test(tc, bad_command_lines_give_usage_errors);
+	suite_add_tcase(s, tc);
+	/* issue 14's sampling, profile life and statuses: CK_RUN_CASE=hardening */
+	tc = tcase_create("hardening");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, a_thread_in_d_state_gives_the_timeout_status);
 	suite_add_tcase(s, tc);
 	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
 	tc = tcase_create("daemon");
