@@ -203,6 +203,11 @@ const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s);
 /* Re-reads the maps (after the target mapped new code), and the perf map
  * file on the next lookup that needs it. */
 int prof_symbolizer__refresh(struct prof_symbolizer *s);
+/* The process has exited or exec'd (its pid now runs another program):
+ * names come from the maps as last read (and the mappings a sampler
+ * noted) from now on; refresh fails, and nothing more is read from its
+ * memory (-ESRCH). */
+void prof_symbolizer__gone(struct prof_symbolizer *s);
 /* Names addr. 0 when a symbol, PLT entry or FDE covers it, or (for
  * addresses no ELF symbol covers, such as JIT code in anonymous memory) a
  * line of the target's perf map file; -ENOENT with

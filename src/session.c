@@ -518,15 +518,34 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 /* How often a profile tells its progress callback. */
 #define PROGRESS_INTERVAL_S 0.25
 
+static void read_cpu_time(pid_t pid, uint64_t *user_ns, uint64_t *system_ns);
+
+/* The process's CPU time now, kept as the profile's end unless it is gone
+ * (the kernel's accounting goes with it: the last reading stands). */
+static void note_cpu_time(pid_t pid, uint64_t *user_ns, uint64_t *system_ns)
+{
+	uint64_t u, sys;
+
+	read_cpu_time(pid, &u, &sys);
+	if (u >= *user_ns && sys >= *system_ns && (u || sys)) {
+		*user_ns = u;
+		*system_ns = sys;
+	}
+}
+
 /* Sleep for the profile's length, or less when interrupted or the target
- * goes away; tell o's progress callback how far it is on the way. */
+ * goes away; tell o's progress callback how far it is on the way, and keep
+ * the process's CPU time in *user_ns and *system_ns as it goes. */
 static void wait_profile(struct padrone_session *s, const struct prof_sampler *smp,
-			 const struct padrone_profile_opts *o, double seconds)
+			 const struct padrone_profile_opts *o, double seconds, uint64_t *user_ns,
+			 uint64_t *system_ns)
 {
 	struct timespec t0, now;
+	pid_t pid = attach_target__pid(s->t);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
+		note_cpu_time(pid, user_ns, system_ns);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		double elapsed = (double)(now.tv_sec - t0.tv_sec) +
 				 (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
@@ -537,9 +556,9 @@ static void wait_profile(struct padrone_session *s, const struct prof_sampler *s
 			struct prof_totals t;
 			prof_sampler__totals(smp, &t);
 			o->progress(o->progress_arg, elapsed, seconds, t.samples);
-			if (left > PROGRESS_INTERVAL_S)
-				left = PROGRESS_INTERVAL_S;
 		}
+		if (left > PROGRESS_INTERVAL_S)
+			left = PROGRESS_INTERVAL_S;
 		struct pollfd pfd[2] = {
 			{ .fd = s->interrupt_fd, .events = POLLIN },
 			{ .fd = s->event_fd, .events = POLLIN },
@@ -592,6 +611,15 @@ static uint64_t kernel_samples(const struct prof_hot *hot)
 	return n;
 }
 
+/* How the threads were covered: "per-cpu", "per-thread" (ring) or
+ * "in-kernel" (bpf, per CPU too). */
+static const char *sampling_name(const struct prof_totals *t)
+{
+	if (t->backend == PROF_BACKEND_BPF)
+		return "in-kernel";
+	return prof_ring_mode_name(t->ring_mode);
+}
+
 /* The report of a profile: totals, and hot's functions (hot NULL: none). */
 static int build_report(struct padrone_session *s, const struct prof_totals *t,
 			const struct prof_hot *hot, const struct profile_facts *pf)
@@ -608,6 +636,8 @@ static int build_report(struct padrone_session *s, const struct prof_totals *t,
 		padrone_report_set_start(r, pf->start_ns);
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
+		if (e == 0)
+			e = padrone_report_set_sampling(r, sampling_name(t), t->ring_mode_reason);
 	}
 	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
 		const struct prof_func *f = prof_hot__at(hot, i);
@@ -699,11 +729,12 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
 	call_wait_hook(s, true);
-	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS);
+	pf->user1 = pf->user0;
+	pf->system1 = pf->system0;
+	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS, &pf->user1,
+		     &pf->system1);
 	call_wait_hook(s, false);
-	read_cpu_time(pid, &pf->user1, &pf->system1);
-	if (pf->user1 < pf->user0 || pf->system1 < pf->system0)	/* gone meanwhile */
-		pf->user1 = pf->user0, pf->system1 = pf->system0;
+	note_cpu_time(pid, &pf->user1, &pf->system1);
 	r = prof_sampler__stop(smp);
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
@@ -782,6 +813,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		.user_only = o.user_only,
 	};
 	pf.user_only = o.user_only;
+	/* the maps as they are while it lives: what names its samples if it
+	 * exits or execs meanwhile */
+	if ((r = need_symbolizer(s)) < 0)
+		return r;
 	profile_begin(s);
 	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
 	if (r < 0) {
@@ -791,10 +826,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	}
 	r = run_sampler(s, smp, &o, &pf);
 	profile_end(s);
-	/* gone during the profile: its code can no longer be named */
-	if (r == 0)
-		r = need_target(s);
-	if (r == 0)
+	enum attach_why ended = attach_target__state(s->t);
+	if (ended != ATTACH_OK)
+		prof_symbolizer__gone(s->sym);	/* keep what it had mapped */
+	else if (r == 0)
 		r = need_symbolizer(s);
 	/* No sample at all (a stopped process): nothing to rank. */
 	if (r == 0 && prof_sampler__stack_count(smp) > 0 &&
@@ -804,6 +839,8 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		struct prof_totals t;
 		prof_sampler__totals(smp, &t);
 		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot, &pf);
+		if (r == 0)
+			padrone_report_set_ended(s->report, from_attach(ended));
 	}
 	if (r == 0)
 		r = keep_samples(s, smp);
@@ -814,6 +851,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		prof_hot__free(hot);
 	}
 	prof_sampler__free(smp);
+	/* gone during the profile: the report of what was sampled until then
+	 * stays, and the status says what happened */
+	if (r == 0 && ended != ATTACH_OK)
+		r = need_target(s);
 	if (r == 0)
 		ok(s);
 	return r;

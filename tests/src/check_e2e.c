@@ -568,25 +568,66 @@ START_TEST(a_signal_while_attaching_ends_a_one_shot_profile_at_once)
 }
 END_TEST
 
+/* The report a profile cut short by its process's end printed on
+ * stdout (file out), in text or JSON; then stderr (file err) holds only
+ * why, and the status is `status`. */
+static void assert_partial(const char *dir, const char *prog, pid_t pid, bool json,
+			   const char *ended, int status, int st)
+{
+	char want[256];
+	int cat;
+	char *err = run(&cat, "cat %s/err", dir);
+	snprintf(want, sizeof(want), "%s: process %d has %s", prog, (int)pid,
+		 status == 9 ? "exited\n" : "exec'd another program (now hotloop)\n");
+	ck_assert_str_eq(err, want);
+	ck_assert_int_eq(st, status);
+	char *out = run(&cat, "cat %s/out", dir);
+	snprintf(want, sizeof(want), json ? "{\"pid\":%d," : "# pid %d: ", (int)pid);
+	ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+	if (json) {
+		snprintf(want, sizeof(want), "\"ended\":\"%s\"", ended);
+	} else {
+		snprintf(want, sizeof(want), "# process %d %s during the profile: this is what was "
+			 "sampled until then\n", (int)pid, status == 9 ? "exited" :
+			 "exec'd another program");
+	}
+	ck_assert_msg(strstr(out, want), "no '%s' in %s", want, out);
+	free(out);
+	free(err);
+}
+
 /* `padroned --pid P --profile 8` and `padrone -p P profile 8` while P
- * exits: each stops when it does, prints only why, and exits 9. */
+ * exits: each stops when it does, prints the report of what it sampled
+ * until then (text, JSON, or the -o file), says why, and exits 9. */
 START_TEST(the_process_exiting_during_a_profile_gives_status_9)
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 4; i++) {
 		struct tu_proc p;
 		char *argv[] = { (char *)HOTLOOP, "-d", "2", NULL };
-		char line[256], want[128];
+		char line[256];
 		int st;
 
 		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
 		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
-		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
-			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
-		snprintf(want, sizeof(want), "%s: process %d has exited\n",
-			 i ? "padrone" : "padroned", p.pid);
-		ck_assert_str_eq(out, want);
-		ck_assert_int_eq(st, 9);
+		char *out = i == 0 ? run(&st, "%s --pid %d --profile 8 >%s/out 2>%s/err", PADRONED,
+					 p.pid, rundir, rundir) :
+			    i == 1 ? run(&st, "%s -p %d profile 8 >%s/out 2>%s/err", PADRONE, p.pid,
+					 rundir, rundir) :
+			    i == 2 ? run(&st, "%s -p %d profile -j 8 >%s/out 2>%s/err", PADRONE,
+					 p.pid, rundir, rundir) :
+				     run(&st, "%s -p %d profile -o %s/out.json 8 >%s/out 2>%s/err",
+					 PADRONE, p.pid, rundir, rundir, rundir);
 		free(out);
+		if (i == 3) {
+			free(run(&st, "mv %s/out.json %s/out", rundir, rundir));
+			ck_assert_int_eq(st, 0);	/* renamed into place */
+			st = 9;
+		}
+		assert_partial(rundir, i ? "padrone" : "padroned", p.pid, i >= 2, "target-exited",
+			       9, st);
+		char *rep = run(&st, "cat %s/out", rundir);
+		ck_assert_msg(strstr(rep, "hot_function"), "%s", rep);	/* what it ran */
+		free(rep);
 		/* its own end, undisturbed */
 		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
 		st = tu_wait(&p, 10000);
@@ -604,20 +645,25 @@ START_TEST(the_process_exec_ing_during_a_profile_gives_status_10)
 		struct tu_proc p;
 		char hotloop[PATH_MAX];
 		snprintf(hotloop, sizeof(hotloop), "%s", HOTLOOP);
-		char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "800", hotloop,
+		char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "2000", hotloop,
 				 "-d", "3", NULL };
-		char line[256], want[160];
+		char line[256];
 		int st;
 
 		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
 		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
-		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
-			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
-		snprintf(want, sizeof(want), "%s: process %d has exec'd another program (now "
-			 "hotloop)\n", i ? "padrone" : "padroned", p.pid);
-		ck_assert_str_eq(out, want);
-		ck_assert_int_eq(st, 10);
+		char *out = i ? run(&st, "%s -p %d profile -j 8 >%s/out 2>%s/err", PADRONE, p.pid,
+				    rundir, rundir)
+			      : run(&st, "%s --pid %d --profile 8 >%s/out 2>%s/err", PADRONED,
+				    p.pid, rundir, rundir);
 		free(out);
+		assert_partial(rundir, i ? "padrone" : "padroned", p.pid, i, "target-execed", 10,
+			       st);
+		/* the program it exec'd spins in hot_function at once: none of
+		 * its samples are counted */
+		char *rep = run(&st, "cat %s/out", rundir);
+		ck_assert_msg(!strstr(rep, "hot_function"), "%s", rep);
+		free(rep);
 		ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
 		int pid;
 		ck_assert_int_eq(sscanf(line, "ready %d", &pid), 1);
@@ -1629,8 +1675,6 @@ int main(void)
 	tcase_add_test(tc, padroned_ends_when_its_process_execs);
 	tcase_add_test(tc, ctrl_c_ends_a_profile_early_and_padrone_detaches);
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
-	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
-	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
 	tcase_add_test(tc, a_rate_above_10khz_names_the_option_that_forces_it);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
 	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
@@ -1652,6 +1696,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, a_thread_in_d_state_gives_the_timeout_status);
+	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
+	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
 	suite_add_tcase(s, tc);
 	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
 	tc = tcase_create("daemon");
