@@ -442,16 +442,69 @@ static void read_task_stat(pid_t pid, struct padrone_thread *th)
 	read_stat_file(path, th);
 }
 
-/* Every listed thread's pc, the world stopped once for all of them. */
+/* How often, and how far apart, info threads looks in /proc for the pc of
+ * a thread that is running before it stops the process to read it. */
+#define PC_LOOKS 5
+#define PC_LOOK_US 2000
+
+/* A thread's pc as the kernel tells it without a stop: the last field of
+ * /proc/PID/task/TID/syscall, for a thread that is not on a CPU (blocked
+ * in a system call: "NR ARGS... SP PC"; elsewhere in the kernel: "-1 SP
+ * PC"). 0 for one that is running there ("running"), or gone. */
+static uint64_t pc_from_proc(pid_t pid, pid_t tid)
+{
+	char path[64], buf[256];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	const char *last = strrchr(buf, ' ');
+	if (!last || strncmp(buf, "running", 7) == 0)
+		return 0;
+	return strtoull(last + 1, NULL, 0);
+}
+
+/* Every listed thread's pc: from /proc for those off a CPU (no stop: a
+ * stop interrupts the system calls threads are blocked in, and epoll_wait,
+ * among others, then fails with EINTR); the world is stopped once, for a
+ * moment, only if a thread is running, whose pc nothing else tells. */
 static int read_pcs(struct padrone_session *s, struct padrone_thread *out, size_t n)
 {
-	int r = attach_target__stop(s->t);
+	pid_t pid = attach_target__pid(s->t);
+	bool running = true;
 
+	for (size_t i = 0; i < n; i++)
+		out[i].pc = 0;
+	/* A thread caught on its way back into a system call (just after
+	 * attach's own stop, say) blocks again within microseconds: look a
+	 * few times before stopping anything for it. */
+	for (int round = 0; running && round < PC_LOOKS; round++) {
+		if (round)
+			usleep(PC_LOOK_US);
+		running = false;
+		for (size_t i = 0; i < n; i++) {
+			if (!out[i].pc)
+				out[i].pc = pc_from_proc(pid, out[i].tid);
+			running |= !out[i].pc && out[i].state != 'Z' && out[i].state != 'X';
+		}
+	}
+	if (!running)
+		return 0;
+	int r = attach_target__stop(s->t);
 	if (r < 0)
 		return fail_target(s, r, "stopping the process");
 	for (size_t i = 0; i < n; i++) {
 		struct user_regs_struct regs;
-		if (attach_target__get_regs(s->t, out[i].tid, &regs) == 0)
+		if (!out[i].pc && attach_target__get_regs(s->t, out[i].tid, &regs) == 0)
 			out[i].pc = regs.rip;	/* a thread gone meanwhile keeps pc 0 */
 	}
 	r = attach_target__resume(s->t);
@@ -502,6 +555,8 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 	free(tids);
 	if (fill && (r = read_pcs(s, out, fill)) < 0)
 		return r;
+	for (size_t i = 0; i < fill; i++)	/* the state the pc goes with */
+		read_task_stat(attach_target__pid(s->t), &out[i]);
 	if (fill && need_symbolizer(s) == 0) {
 		for (size_t i = 0; i < fill; i++) {
 			struct prof_sym sym;

@@ -1017,6 +1017,65 @@ START_TEST(a_thread_in_d_state_gives_the_timeout_status)
 }
 END_TEST
 
+/* Wake tests/targets/eintr's two waits and read what each says: how many
+ * times a stop made it fail with EINTR so far. */
+static void eintr_counts(struct tu_proc *p, long *epoll, long *rd)
+{
+	char line[256];
+
+	kill(p->pid, SIGUSR1);
+	ck_assert_int_gt(tu_wait_for(p, "epoll eintr ", line, sizeof(line), 10000), 0);
+	*epoll = atol(line + 12);
+	kill(p->pid, SIGUSR2);
+	ck_assert_int_gt(tu_wait_for(p, "read eintr ", line, sizeof(line), 10000), 0);
+	*rd = atol(line + 11);
+}
+
+/* Read-only commands stop nothing when no thread is on a CPU: the
+ * target's epoll_wait and read are never interrupted (padroned holds it
+ * attached: attaching and detaching each interrupt every thread once). */
+START_TEST(read_only_commands_interrupt_no_system_call)
+{
+	struct tu_proc p, d;
+	char *argv[] = { (char *)tu_path("tests/targets/eintr"), NULL };
+	char line[256];
+	long epoll0, read0, epoll1, read1;
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+	char arg[16];
+	char *dargv[] = { (char *)PADRONED, "--pid", arg, NULL };
+	snprintf(arg, sizeof(arg), "%d", (int)p.pid);
+	ck_assert_int_eq(tu_spawn(&d, dargv, true), 0);
+	ck_assert_int_gt(tu_wait_for(&d, "padroned: serving", line, sizeof(line), 15000), 0);
+	eintr_counts(&p, &epoll0, &read0);
+	for (int i = 0; i < 5; i++) {
+		char *out = run(&st, "%s -p %d info threads", PADRONE, p.pid);
+		ck_assert_int_eq(st, 0);
+		ck_assert_msg(strstr(out, "epoll_wait"), "%s", out);	/* its pc, from /proc */
+		free(out);
+	}
+	free(run(&st, "%s -p %d profile 0.5 \\; hot 3 \\; info modules \\; disas epoll_wait "
+		 "\\; info stops", PADRONE, p.pid));
+	ck_assert_int_eq(st, 0);
+	char *out = run(&st, "%s -p %d info stops", PADRONE, p.pid);
+	char want[128];
+	snprintf(want, sizeof(want), "process %d has not been stopped by padrone since it "
+		 "attached\n", p.pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	eintr_counts(&p, &epoll1, &read1);
+	ck_assert_int_eq(epoll1, epoll0);
+	ck_assert_int_eq(read1, read0);
+	kill(d.pid, SIGTERM);
+	tu_wait(&d, 10000);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(an_already_traced_process)
 {
 	struct tu_proc p, d;
@@ -1698,6 +1757,7 @@ int main(void)
 	tcase_add_test(tc, a_thread_in_d_state_gives_the_timeout_status);
 	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
 	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
+	tcase_add_test(tc, read_only_commands_interrupt_no_system_call);
 	suite_add_tcase(s, tc);
 	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
 	tc = tcase_create("daemon");
