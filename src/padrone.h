@@ -154,13 +154,16 @@ struct padrone_thread {
 
 /* The threads of the attached process, main thread first: fills up to max
  * entries and returns how many threads there are (may exceed max), or
- * -errno. Briefly stops the process to read each thread's pc. */
+ * -errno. Reads each thread's pc from /proc when it is off a CPU (no
+ * stop: a stop makes epoll_wait and the like fail with EINTR); stops the
+ * process for a moment only if a thread keeps running. */
 int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max);
 
 /* -------------------------------------------------------------- profile */
 
 enum padrone_backend {
-	PADRONE_BACKEND_RING = 0,	/* perf_event mmap ring per thread */
+	PADRONE_BACKEND_RING = 0,	/* perf_event mmap rings: per CPU where
+					 * permitted, else per thread */
 	PADRONE_BACKEND_BPF,		/* in-kernel aggregation (libbpf) */
 };
 
