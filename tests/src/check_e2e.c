@@ -1275,6 +1275,39 @@ START_TEST(permission_denied_by_the_process_s_capabilities)
 }
 END_TEST
 
+/* Without CAP_PERFMON (perf_event_paranoid 2 here) the ring backend runs
+ * per thread, and the report says so and why; the process runs on. */
+START_TEST(an_unprivileged_profile_runs_per_thread_and_says_why)
+{
+	struct tu_proc p;
+	int st;
+
+	int paranoid = 2;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	if (f) {
+		if (fscanf(f, "%d", &paranoid) != 1)
+			paranoid = 2;
+		fclose(f);
+	}
+	if (geteuid() != 0 || paranoid <= 0)	/* per CPU is allowed to anyone */
+		return;
+	start_nobody_hotloop(&p, "");
+	const char *padrone = tu_public_path("src/padrone");
+	ck_assert_ptr_nonnull(padrone);
+	char *out = run(&st, "%s%s -p %d profile 1 2>&1", AS_NOBODY, padrone, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(strstr(out, "\n# sampled per thread (ring backend): threads that live less "
+			     "than a sampling period are missed; perf_event_open on CPU 0: "
+			     "Permission denied (per-CPU events need CAP_PERFMON or "
+			     "perf_event_paranoid <= 0)\n"), "%s", out);
+	ck_assert_msg(strstr(out, "hot_function"), "%s", out);
+	free(out);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
 START_TEST(bad_command_lines_give_usage_errors)
 {
 	static const struct { const char *args, *err; } cases[] = {
@@ -1832,6 +1865,7 @@ int main(void)
 	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
 	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
 	tcase_add_test(tc, read_only_commands_interrupt_no_system_call);
+	tcase_add_test(tc, an_unprivileged_profile_runs_per_thread_and_says_why);
 	suite_add_tcase(s, tc);
 	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
 	tc = tcase_create("daemon");
