@@ -312,6 +312,12 @@ START_TEST(twice_and_bad_functions_are_refused_clearly)
 	struct cc_image *im = image("tests/codecache/repl/alt.o", "cc_switch");
 
 	ck_assert_int_eq(cc_cache__replace(c, &f, im, resolve_here, NULL, NULL), 0);
+	/* a function whose first bytes overlap those already patched: a
+	 * request that cannot be done (status 2), not a busy one (11) */
+	struct cc_func over = { f.addr - 2, f.size + 2, "cc_switch_minus_2" };
+	ck_assert_int_eq(cc_cache__replace(c, &over, im, resolve_here, NULL, NULL), -EALREADY);
+	ck_assert_msg(strstr(cc_cache__errmsg(c), "the entry of cc_switch_minus_2 is already "
+			     "patched"), "%s", cc_cache__errmsg(c));
 	ck_assert_int_eq(cc_cache__replace(c, &f, im, resolve_here, NULL, NULL), -EEXIST);
 	ck_assert_msg(strstr(cc_cache__errmsg(c), "redirect: cc_switch is already replaced (by ") &&
 		      strstr(cc_cache__errmsg(c), "alt.o:cc_switch); restore it first"), "%s",
