@@ -730,15 +730,16 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	in->removed = true;
 	if (user)
 		*user = st;
+	for (size_t i = 0; i < in->nrings; i++)
+		cab_ring__end_producer(in->rings[i].r);
+	if (st.kept_code)	/* a thread may still run the copy: its gs and ring stay */
+		return 0;
 	if ((rc = attach_target__stop(c->t)) == 0) {
 		reset_gs(in);
 		attach_target__resume(c->t);
 	}
 	for (size_t i = 0; i < in->nrings; i++)
-		cab_ring__end_producer(in->rings[i].r);
-	if (!st.kept_code)	/* no thread can be in the copy: the rings can go */
-		for (size_t i = 0; i < in->nrings; i++)
-			unmap_ring(in, &in->rings[i]);
+		unmap_ring(in, &in->rings[i]);
 	return 0;
 }
 
