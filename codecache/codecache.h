@@ -416,6 +416,10 @@ struct cc_instr_opts {
 	char *report;			/* as in cc_patch_opts */
 	size_t report_size;
 	struct cc_patch_stats *stats;
+	/* if set: the handle is stored here (atomically) while the world is
+	 * still stopped, so that a clone event right after the resume already
+	 * finds it for cc_instr__thread_new */
+	struct cc_instr *_Atomic *publish;
 };
 
 int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
@@ -426,20 +430,28 @@ size_t cc_instr__thread_count(const struct cc_instr *in);
 struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid);
 /* The block table: what every unit's id means. */
 const struct rep_table *cc_instr__table(const struct cc_instr *in);
+/* The function instrumented: [*addr, *addr + *size) (its extent from the
+ * CFG when the symbol gave none). */
+void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
+/* Installed and not yet undone. */
+bool cc_instr__active(const struct cc_instr *in);
 /* The copy's code: [*addr, *addr + *size). */
 void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
 /* A thread cloned while instrumented (world stopped, or from the clone
  * event): its gs_base goes to the sink block, so that what it runs of the
  * copy is recorded nowhere instead of into its parent's ring. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid);
-/* Phase restore: the original back (as cc_cache__restore), threads' gs_base
+/* Phase restore, through c (any view of the same target's cache: a later
+ * command's): the original back (as cc_cache__restore), threads' gs_base
  * back to 0, the producers ended (consumers then drain to the end) and,
  * once no thread can be in the copy, the rings unmapped from the target.
  * A thread kept in the copy past the timeout keeps the copy and the rings
  * mapped (stats->kept_code). in stays valid for reading the rings. */
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			   const struct cc_patch_opts *opts);
-/* Closes padrone's mappings of the rings. */
+/* Closes padrone's mappings of the rings. Uninstrument first: detaching
+ * puts every thread's gs_base back, and a copy left in place would then
+ * write through %gs at address 0. */
 void cc_instr__free(struct cc_instr *in);
 
 #ifdef __cplusplus

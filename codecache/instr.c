@@ -30,6 +30,7 @@
 #include "pipeline/cab.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,8 @@ struct ring {
 };
 
 struct cc_instr {
-	struct cc_cache *c;
+	struct cc_cache *c;		/* the view it was made (or is undone) through */
+	struct attach_target *t;
 	struct cc_func fn;
 	char name[96];
 	struct cfg_function *cfg;
@@ -632,6 +634,11 @@ static int install(struct cc_instr *in, struct cc_job *j)
 		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 3 : 2, in->data,
 				   NULL);
 	}
+	if (rc == 0) {
+		in->installed = true;
+		if (in->o.publish)
+			atomic_store(in->o.publish, in);
+	}
 	if (rc < 0) {
 		reset_gs(in);
 		if (detour)
@@ -676,6 +683,7 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	if (!(in = calloc(1, sizeof *in)))
 		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 	in->c = c;
+	in->t = c->t;
 	in->o = (struct cc_instr_opts){ .sz = sizeof in->o };
 	if (opts)
 		memcpy(&in->o, opts, opts->sz < sizeof in->o ? opts->sz : sizeof in->o);
@@ -702,7 +710,6 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	if (rc < 0)
 		goto err;
 	cc__job_free(j);
-	in->installed = true;
 	*out = in;
 	return 0;
 err:
@@ -721,6 +728,7 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	in->c = c;	/* the view of this session's command, not the one it was made by */
 	if (!in->installed || in->removed)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s is not instrumented", in->name);
 	struct cc_patch_stats *user = o.stats;
@@ -747,7 +755,18 @@ int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
 {
 	if (!in->installed || in->removed)
 		return 0;
-	return attach_target__set_gs_base(in->c->t, tid, in->data + in->nrings * IS_SIZE);
+	return attach_target__set_gs_base(in->t, tid, in->data + in->nrings * IS_SIZE);
+}
+
+void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size)
+{
+	*addr = in->fn.addr;
+	*size = in->fn.size;
+}
+
+bool cc_instr__active(const struct cc_instr *in)
+{
+	return in->installed && !in->removed;
 }
 
 size_t cc_instr__thread_count(const struct cc_instr *in) { return in->nrings; }
