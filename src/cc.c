@@ -35,9 +35,14 @@ static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 	case -EBUSY: case -ETIMEDOUT:
 		why = PADRONE_TIMEOUT;
 		break;
-	case -ESRCH:
+	case -ESRCH: {
+		/* codecache/ cannot tell an exec from an exit: the session can */
+		int gone = padrone_session_fail_if_gone(s);
+		if (gone < 0)
+			return gone;
 		why = PADRONE_TARGET_EXITED;
 		break;
+	}
 	}
 	return padrone_session_fail(s, why, rc, "%s", msg);
 }

@@ -369,6 +369,11 @@ static int need_target(struct padrone_session *s)
 	return 0;
 }
 
+int padrone_session_fail_if_gone(struct padrone_session *s)
+{
+	return s->t ? need_target(s) : 0;
+}
+
 static int need_symbolizer(struct padrone_session *s)
 {
 	struct prof_error err = { 0 };

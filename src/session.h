@@ -31,6 +31,10 @@ PADRONE_HIDDEN int padrone_sub_name_addr(const char *name, uint64_t *addr);
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
 					const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* The session's failure when its process has exited or exec'd (the words
+ * and status padrone gives those everywhere), or 0 while it lives. */
+PADRONE_HIDDEN int padrone_session_fail_if_gone(struct padrone_session *s);
+
 /* For a program that is leaving (SIGTERM): the running profile ends now,
  * and so does every later one of this session, at once (with the samples
  * it has). Async-signal-safe, from any thread; s NULL does nothing. Unlike

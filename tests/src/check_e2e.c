@@ -379,7 +379,6 @@ START_TEST(padroned_ends_when_its_process_execs)
 }
 END_TEST
 
-/* Wait (bounded) until process pid samples: it holds perf_event files. */
 static double mono_s(void)
 {
 	struct timespec ts;
@@ -387,7 +386,8 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Waits until pid has a perf_event open; returns when it saw it (mono_s). */
+/* Wait (bounded) until process pid samples: it holds perf_event files.
+ * Returns when it saw that (mono_s). */
 static double wait_sampling(pid_t pid)
 {
 	char dir[64], path[PATH_MAX], link[128];
@@ -623,6 +623,55 @@ START_TEST(the_process_exec_ing_during_a_profile_gives_status_10)
 		ck_assert_int_eq(pid, p.pid);	/* the same process, a new program */
 		assert_untraced(p.pid);
 		assert_ticks_right(&p, 2);
+		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
+		st = tu_wait(&p, 10000);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hotloop ended with 0x%x", st);
+		tu_kill(&p);
+	}
+}
+END_TEST
+
+/* A measure under way when its process exits (9) or execs (10), one-shot
+ * and through padroned: that status and those words, not a failure to
+ * restore; padroned ends too; the program runs on unharmed. */
+START_TEST(the_process_leaving_during_a_measure_gives_its_status)
+{
+	for (int i = 0; i < 4; i++) {
+		bool execs = i & 1, served = i & 2;
+		struct tu_proc p, d;
+		char hotloop[PATH_MAX], line[256], want[160];
+		snprintf(hotloop, sizeof(hotloop), "%s", HOTLOOP);
+		char *exec_argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "1500", hotloop,
+				      "-d", "3", NULL };
+		char *exit_argv[] = { hotloop, "-d", "2", NULL };
+		int st;
+
+		ck_assert_int_eq(tu_spawn(&p, execs ? exec_argv : exit_argv, false), 0);
+		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
+		if (served)
+			start_padroned(&d, p.pid);
+		char *out = run(&st, "%s -p %d measure -t 30 %s 16000000 2>&1", PADRONE, p.pid,
+				execs ? "clock_nanosleep" : "hot_function");
+		const char *who = served ? "padroned" : "padrone";
+		if (execs)
+			snprintf(want, sizeof(want), "%s: process %d has exec'd another program (now "
+				 "hotloop)\n", who, p.pid);
+		else
+			snprintf(want, sizeof(want), "%s: process %d has exited\n", who, p.pid);
+		ck_assert_str_eq(out, want);
+		ck_assert_int_eq(st, execs ? 10 : 9);
+		free(out);
+		if (served) {
+			st = tu_wait(&d, 10000);
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == (execs ? 10 : 9),
+				      "padroned ended with 0x%x", st);
+			tu_kill(&d);
+		}
+		if (execs) {	/* hotloop's lines from here on */
+			ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+			assert_untraced(p.pid);
+			assert_ticks_right(&p, 2);
+		}
 		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
 		st = tu_wait(&p, 10000);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hotloop ended with 0x%x", st);
@@ -1587,6 +1636,7 @@ int main(void)
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
 	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
 	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
+	tcase_add_test(tc, the_process_leaving_during_a_measure_gives_its_status);
 	tcase_add_test(tc, a_rate_above_10khz_names_the_option_that_forces_it);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
 	tcase_add_test(tc, padrone_one_shot_and_a_piped_session);
