@@ -114,10 +114,10 @@ struct live {
 	size_t nthreads;
 };
 
-static void start(struct live *l, const char *threads)
+static void start_with(struct live *l, const char *threads, const char *churn)
 {
 	char *argv[] = { (char *)tu_path("tests/targets/instr_kernel"), (char *)threads, "1000",
-			 NULL };
+			 (char *)churn, NULL };
 	char line[256];
 	struct attach_error aerr;
 	struct cc_error err;
@@ -139,6 +139,11 @@ static void start(struct live *l, const char *threads)
 	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
 	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
 	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
+static void start(struct live *l, const char *threads)
+{
+	start_with(l, threads, NULL);
 }
 
 static void end(struct live *l)
@@ -346,6 +351,72 @@ START_TEST(bad_inputs_are_refused_and_leave_the_target_alone)
 }
 END_TEST
 
+/* Threads cloned while instrumented inherit their parent's gs_base: given
+ * the sink block at their clone event, they run the copy, record nothing,
+ * compute right, and never write into the ring of the thread that made
+ * them (main, which never calls axpy itself: its ring stays empty). */
+START_TEST(threads_cloned_while_instrumented_record_nowhere)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	char line[256];
+
+	start_with(&l, "2", "churn");
+	attach_target__on_event(l.t, new_thread, &in);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	struct stream ss[MAX_T + 2];
+	size_t nr = cc_instr__thread_count(in);
+	memset(ss, 0, sizeof ss);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l.arr, sizeof l.arr);
+		s->nthreads = l.nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, consume, s), 0);
+	}
+	/* ten short-lived threads born while instrumented */
+	long born = -1, first = -1;
+	for (int i = 0; i < 1000 && (first < 0 || born < first + 10); i++) {
+		ck_assert_msg(tu_wait_for(&l.p, "churned ", line, sizeof line, 10000) >= 0, "no churn");
+		ck_assert_int_eq(sscanf(line, "churned %ld", &born), 1);
+		if (first < 0)
+			first = born;
+	}
+	ck_assert_int_ge(born, first + 10);
+	alive(&l);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		for (int w = 0; w < 1000 && !cab_consumer__eof(s->cons); w++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		s->stop = 1;
+		pthread_join(s->th, NULL);
+		struct cab_stats cs;
+		cab_consumer__stats(s->cons, &cs);
+		ck_assert_msg(s->errors == 0, "%s", s->first_error);
+		ck_assert_uint_eq(cs.corrupt, 0);
+		if (i == 0) {
+			struct rep_recover_stats rs;
+			rep_recover__stats(s->rec, &rs);
+			ck_assert_msg(rs.units == 0, "main's ring got %" PRIu64 " units of the threads "
+				      "it made", rs.units);
+		} else {
+			ck_assert_uint_gt(s->calls, 0);
+		}
+		cab_consumer__close(s->cons);
+		rep_recover__free(s->rec);
+	}
+	cc_instr__free(in);
+	in = NULL;
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -354,6 +425,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
+	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
