@@ -48,6 +48,8 @@
 #define IS_A_DROPPED_WORDS 232
 #define IS_A_PROD_WAITS 240
 #define IS_A_PROD_WAIT_NS 248
+#define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
+				 * never wait, drop */
 #define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */

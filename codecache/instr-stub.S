@@ -100,6 +100,8 @@ cc_istub_begin:
 	jne .Ldrop
 	cmpq $0, %gs:IS_DROPPING
 	jne .Ldrop
+	cmpq $0, %gs:IS_QUIT
+	jne .Ldrop
 	call .Lwait
 	test %rax, %rax
 	jz .Lloop
@@ -192,7 +194,9 @@ cc_istub_begin:
 	jne 2f
 	xor %eax, %eax
 	jmp .Lwdone
-2:	mov %gs:IS_A_CONS_STATE, %rcx
+2:	cmpq $0, %gs:IS_QUIT
+	jne .Lwgone
+	mov %gs:IS_A_CONS_STATE, %rcx
 	cmpl $IS_CONSUMER_CLOSED, (%rcx)
 	je .Lwgone
 	call .Lnow

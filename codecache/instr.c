@@ -731,6 +731,12 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	in->c = c;	/* the view of this session's command, not the one it was made by */
 	if (!in->installed || in->removed)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s is not instrumented", in->name);
+	/* a thread waiting for a consumer that is not there would keep the
+	 * copy busy past the restore's timeout: it drops from now on */
+	const uint64_t one = 1;
+	for (size_t i = 0; i < in->nrings; i++)
+		if (!cab_ring__has_consumer(in->rings[i].r))
+			cc_cache__write(c, in->data + i * IS_SIZE + IS_QUIT, &one, sizeof one);
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	if ((rc = cc_cache__restore(c, in->fn.addr, in->name, &o)) < 0)

@@ -204,6 +204,8 @@ struct cab_layout {
 void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l);
 /* A producer elsewhere (pid) takes the ring: -EBUSY if one has. */
 int cab_ring__attach_producer(struct cab_ring *r, int32_t pid);
+/* Whether a consumer is attached (and has not closed) now. */
+bool cab_ring__has_consumer(const struct cab_ring *r);
 /* That producer has stopped for good (its code taken out): what it wrote
  * becomes the end of the stream for the consumer. */
 void cab_ring__end_producer(struct cab_ring *r);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,12 +208,22 @@ static int rings_mapped(pid_t pid, bool *all_rw)
 	return n;
 }
 
+/* The clone event: the copy, published while the world was stopped (a
+ * thread cloned right after the resume must find it already). */
+static struct cc_instr *_Atomic published;
+
 static void new_thread(struct attach_target *t, const struct attach_event *ev, void *arg)
 {
+	struct cc_instr *in = atomic_load(&published);
+
 	(void)t;
-	if (ev->kind == ATTACH_EV_THREAD_NEW && *(struct cc_instr **)arg)
-		cc_instr__thread_new(*(struct cc_instr **)arg, ev->tid);
+	(void)arg;
+	if (ev->kind == ATTACH_EV_THREAD_NEW && in)
+		cc_instr__thread_new(in, ev->tid);
 }
+
+static const struct cc_instr_opts publishing = { .sz = sizeof publishing,
+						 .publish = &published };
 
 static uint64_t calls_seen(struct stream *ss, size_t n)
 {
@@ -224,6 +235,15 @@ static uint64_t calls_seen(struct stream *ss, size_t n)
 	return least;
 }
 
+/* Rings that carried at least min whole calls on the workers' arrays. */
+static size_t busy_rings(struct stream *ss, size_t n, uint64_t min)
+{
+	size_t busy = 0;
+	for (size_t i = 0; i < n; i++)
+		busy += __atomic_load_n(&ss[i].calls, __ATOMIC_RELAXED) >= min;
+	return busy;
+}
+
 START_TEST(the_recovered_stream_is_the_kernels_exactly)
 {
 	struct live l;
@@ -232,10 +252,10 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	uint8_t orig[64], now[64];
 
 	start(&l, "2");
-	attach_target__on_event(l.t, new_thread, &in);
+	attach_target__on_event(l.t, new_thread, NULL);
 	struct cc_func f = func(&l, "axpy");
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
-	int rc = cc_cache__instrument(l.c, &f, NULL, &in);
+	int rc = cc_cache__instrument(l.c, &f, &publishing, &in);
 	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
 	size_t nr = cc_instr__thread_count(in);
 	ck_assert_uint_eq(nr, l.nthreads + 1);	/* and the main thread */
@@ -293,8 +313,8 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	/* the original bytes are back, and the target runs on correctly */
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
 	ck_assert_mem_eq(now, orig, sizeof orig);
+	atomic_store(&published, NULL);
 	cc_instr__free(in);
-	in = NULL;
 	progresses(&l, alive(&l));
 	ck_assert_int_eq(attach_target__detach(l.t), 0);
 	l.t = NULL;
@@ -362,9 +382,10 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 	char line[256];
 
 	start_with(&l, "2", "churn");
-	attach_target__on_event(l.t, new_thread, &in);
+	attach_target__on_event(l.t, new_thread, NULL);
 	struct cc_func f = func(&l, "axpy");
-	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
+		      cc_cache__errmsg(l.c));
 	struct stream ss[MAX_T + 2];
 	size_t nr = cc_instr__thread_count(in);
 	memset(ss, 0, sizeof ss);
@@ -387,6 +408,8 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 			first = born;
 	}
 	ck_assert_int_ge(born, first + 10);
+	for (int w = 0; w < 3000 && busy_rings(ss, nr, 20) < l.nthreads; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 	alive(&l);
 	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
 	for (size_t i = 0; i < nr; i++) {
@@ -404,14 +427,15 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 			rep_recover__stats(s->rec, &rs);
 			ck_assert_msg(rs.units == 0, "main's ring got %" PRIu64 " units of the threads "
 				      "it made", rs.units);
-		} else {
-			ck_assert_uint_gt(s->calls, 0);
 		}
 		cab_consumer__close(s->cons);
 		rep_recover__free(s->rec);
 	}
+	/* the workers' rings (a short-lived thread alive at the stop has its
+	 * own, with calls on arrays of its own) */
+	ck_assert_uint_ge(busy_rings(ss, nr, 20), l.nthreads);
+	atomic_store(&published, NULL);
 	cc_instr__free(in);
-	in = NULL;
 	progresses(&l, alive(&l));
 	end(&l);
 }
