@@ -3,7 +3,11 @@
  * In this process (the same code as in a target, minus ptrace): a small
  * function is called through a pointer in a loop, plain, then redirected by
  * its entry jmp to a relocated copy of itself in the code cache (the
- * trampoline's cost: one jmp), then wrapped by the measuring stub while it
+ * trampoline's cost: one jmp), then through a gate (what replace puts in
+ * front of new code whose callers rely on -fipa-ra: it saves and restores
+ * the registers they keep, and passes 128 bytes of stack arguments on),
+ * saving 3 registers (as for a recursive fib) and all that may be at risk
+ * (9 general, 16 vector), then wrapped by the measuring stub while it
  * times every call, and after it has its N calls (the pass-through cost).
  * Windows alternate with plain ones so a busy machine slows both alike; each
  * figure is the median over rounds.
@@ -11,6 +15,7 @@
  * usage: codecache-cost [ROUNDS]      Goal: measuring stub < 100 ns per call.
  */
 #include "codecache/codecache.h"
+#include "codecache/internal.h"
 #include "bench/median.h"
 
 #include <stdio.h>
@@ -61,7 +66,7 @@ int main(int argc, char **argv)
 	struct cc_error err;
 	struct cc_func f = { (uint64_t)cost_fn, 0, "cost_fn" };
 	struct cc_syms *sy;
-	double base[64], tramp[64], meas[64], pass[64];
+	double base[64], tramp[64], meas[64], pass[64], gate3[64], gate_all[64];
 
 	if (rounds > 64)
 		rounds = 64;
@@ -79,6 +84,17 @@ int main(int argc, char **argv)
 	    cc_cache__write(c, copy, buf, cc_reloc__size(r)) < 0)
 		die("copy", cc_cache__errmsg(c));
 	cc_reloc__free(r);
+	/* gates in front of the copy: rcx, rdx, rsi; everything at risk */
+	uint32_t sets[2] = { 0x46, 0xffff0fc7 };
+	uint64_t gates[2];
+	for (int g = 0; g < 2; g++) {
+		size_t n = cc__gate_encode(sets[g], 0, 0, NULL);
+		uint8_t gbuf[1024];
+		if (n > sizeof gbuf || cc_cache__alloc(c, CC_CODE, n, 16, f.addr, &gates[g]) < 0 ||
+		    cc__gate_encode(sets[g], gates[g], copy, gbuf) != n ||
+		    cc_cache__write(c, gates[g], gbuf, n) < 0)
+			die("gate", cc_cache__errmsg(c));
+	}
 
 	per_call();	/* warm up */
 	for (int i = 0; i < rounds; i++) {
@@ -89,6 +105,14 @@ int main(int argc, char **argv)
 		if (cc_cache__restore(c, f.addr, NULL, NULL) < 0)
 			die("restore", cc_cache__errmsg(c));
 		double b1 = per_call();
+		double *gate_cost[2] = { &gate3[i], &gate_all[i] };
+		for (int g = 0; g < 2; g++) {
+			if (cc_cache__redirect(c, &f, gates[g], NULL) < 0)
+				die("redirect", cc_cache__errmsg(c));
+			*gate_cost[g] = per_call() - b1;
+			if (cc_cache__restore(c, f.addr, NULL, NULL) < 0)
+				die("restore", cc_cache__errmsg(c));
+		}
 
 		struct cc_measure_opts mo = { .sz = sizeof mo, .calls = CALLS, .force = true };
 		struct cc_measure *m;
@@ -110,6 +134,14 @@ int main(int argc, char **argv)
 	printf("plain call through a pointer: %.2f ns/call\n", b);
 	printf("trampoline (entry jmp to a copy in the code cache): %+.2f ns/call (ratio %.2f)\n",
 	       bench_median(tramp, rounds), (b + bench_median(tramp, rounds)) / b);
+	double t = bench_median(tramp, rounds);
+	printf("gate saving 3 registers (rcx, rdx, rsi): %+.2f ns/call (ratio %.2f to plain, "
+	       "%.2f to the trampoline)\n", bench_median(gate3, rounds),
+	       (b + bench_median(gate3, rounds)) / b, (b + bench_median(gate3, rounds)) / (b + t));
+	printf("gate saving all 25 at risk (9 general, 16 %s): %+.2f ns/call (ratio %.2f to "
+	       "plain, %.2f to the trampoline)\n", __builtin_cpu_supports("avx") ? "ymm" : "xmm",
+	       bench_median(gate_all, rounds), (b + bench_median(gate_all, rounds)) / b,
+	       (b + bench_median(gate_all, rounds)) / (b + t));
 	printf("measuring stub while timing: %+.1f ns/call (ratio %.1f; goal < 100 ns)\n",
 	       bench_median(meas, rounds), (b + bench_median(meas, rounds)) / b);
 	printf("measuring stub after its N calls: %+.1f ns/call\n", bench_median(pass, rounds));

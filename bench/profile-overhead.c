@@ -2,8 +2,10 @@
  *
  * Runs tests/targets/prof_hot (one busy thread printing its work rate every
  * 100 ms) and measures, in one run, its rate unprofiled and while profiled
- * by padrone (ring and bpf backends), by `perf record -g -p PID -F HZ`
- * (per-task events, like the ring backend) and `perf record -g -a -F HZ`
+ * by padrone (ring and bpf backends; ring runs per CPU where permitted,
+ * as root here, else per thread: its report says which), by
+ * `perf record -g -p PID -F HZ` (per-task events, like the ring backend's
+ * per-thread mode) and `perf record -g -a -F HZ`
  * (per-CPU events, like the bpf backend), and by the floor: a bare
  * cpu-clock event on the target that samples but records nothing (no
  * fields, no ring): the timer interrupt alone, which no timer-driven
@@ -188,7 +190,8 @@ static void perf_command(pid_t p, const char *cmd)
 	}
 }
 
-/* perf record -g -p PID (per-task events, as padrone's ring backend), or
+/* perf record -g -p PID (per-task events, as padrone's ring backend per
+ * thread), or
  * -a (per-CPU events, as the bpf backend; it samples every process),
  * started with its events off (-D -1) and switched through its control
  * fifo: on a loaded machine perf takes seconds to set up, and until then

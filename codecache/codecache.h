@@ -95,8 +95,11 @@ bool cc_reloc__has_inner_return(const struct cc_reloc *r);
  * position-independent code (entry at its first byte). Relocations are
  * applied against where the code and data go and against the target's own
  * symbols; outside functions out of rel32 reach are called through stubs,
- * GOT entries are synthesized in the data block. Thread-local storage,
- * constructors and unwinding information are not carried over. */
+ * GOT entries are synthesized in the data block. Thread-local storage and
+ * constructors are refused (opening fails naming them); unwinding
+ * information is not carried over. A corrupt file (a section past its end,
+ * more than 256 MiB of code or data) is refused before anything is
+ * allocated for it. */
 struct cc_image;
 
 struct cc_image_opts {
@@ -114,6 +117,12 @@ int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc
 void cc_image__free(struct cc_image *im);
 const char *cc_image__symbol(const struct cc_image *im);
 const char *cc_image__path(const struct cc_image *im);
+/* -ENOTSUP naming the first instruction this CPU cannot run (its ISA set
+ * against cpuid and XCR0), else 0. */
+int cc_image__check_cpu(const struct cc_image *im, struct cc_error *err);
+/* Whether the code may run other code (a call, an indirect or outside
+ * jump), which an exception could come from; why: the first such. */
+bool cc_image__calls_out(const struct cc_image *im, char *why, size_t size);
 
 #define CC_PROT_R 1u
 #define CC_PROT_W 2u

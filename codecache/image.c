@@ -16,6 +16,7 @@
 #include "codecache/codecache.h"
 #include "codecache/internal.h"
 
+#include <Zydis/Zydis.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -28,6 +29,11 @@
 #include <unistd.h>
 
 #define PLT_STUB 8	/* ff 25 disp32 (jmp [rip+slot]) + 2 bytes of int3 */
+/* The most code or data one image may need: far more than any replacement
+ * function, and bounding what opening and linking (the dry run included)
+ * allocate and touch before the code cache is asked. */
+#define IMAGE_MAX_SIZE (256u << 20)
+#define IMAGE_MAX_ALIGN 64u	/* cc_cache__alloc's alignment of a block */
 
 enum itype { IT_RAW, IT_REL, IT_DYN };
 
@@ -56,6 +62,7 @@ struct cc_image {
 	uint64_t sym_value;	/* REL: offset in its section; DYN: vaddr */
 	size_t sym_shndx;
 	size_t shnum;
+	uint64_t file_size;
 	struct isect *sect;	/* by section index */
 	Elf_Scn *symtab;	/* REL: .symtab, DYN: .dynsym */
 	size_t nsyms;
@@ -193,6 +200,9 @@ static int choose_symbol(struct cc_image *im, const char *want, struct cc_error 
 	}
 	GElf_Sym s;
 	get_sym(im, found, &s);
+	if (im->type == IT_REL && s.st_shndx >= im->shnum)
+		return cc__err(err, -EINVAL, "%s is corrupt: %s is in section %u, which it does not "
+			    "have", im->path, sym_name(im, &s), (unsigned)s.st_shndx);
 	if (GELF_ST_TYPE(s.st_info) == STT_GNU_IFUNC)
 		return cc__err(err, -ENOTSUP, "%s: %s is an IFUNC; load the implementation it selects",
 			    im->path, sym_name(im, &s));
@@ -200,6 +210,105 @@ static int choose_symbol(struct cc_image *im, const char *want, struct cc_error 
 	im->sym_value = s.st_value;
 	im->sym_shndx = s.st_shndx;
 	return im->symbol ? 0 : -ENOMEM;
+}
+
+/* Code the object wants run before its functions are called: .init_array
+ * and .preinit_array entries, .ctors (older compilers), .init code. The
+ * loader only places it, and a function whose data a constructor should
+ * have set up would return wrong results on every call. */
+static bool is_constructors(const struct cc_image *im, size_t i, const GElf_Shdr *sh)
+{
+	const char *n = sect_name(im, i);
+
+	return sh->sh_type == SHT_INIT_ARRAY || sh->sh_type == SHT_PREINIT_ARRAY ||
+	       strcmp(n, ".ctors") == 0 || strncmp(n, ".ctors.", 7) == 0 || strcmp(n, ".init") == 0;
+}
+
+static int refuse_constructors(const struct cc_image *im, const char *what, struct cc_error *err)
+{
+	return cc__err(err, -ENOTSUP, "%s has constructors (%s), which padrone does not run: the "
+		    "replacement would see its data uninitialised; set it up statically or at the "
+		    "first call", im->path, what);
+}
+
+static int refuse_rel_constructors(const struct cc_image *im, size_t i, const GElf_Shdr *sh,
+				   struct cc_error *err)
+{
+	char what[96];
+
+	if (sh->sh_flags & SHF_EXECINSTR)
+		snprintf(what, sizeof what, "code in %s", sect_name(im, i));
+	else
+		snprintf(what, sizeof what, "%s: %" PRIu64 " entr%s", sect_name(im, i),
+			 (uint64_t)sh->sh_size / 8, sh->sh_size == 8 ? "y" : "ies");
+	return refuse_constructors(im, what, err);
+}
+
+/* The function at vaddr a of a shared object, by .symtab, or NULL. */
+static const char *dyn_func_named(const struct cc_image *im, uint64_t a)
+{
+	for (size_t i = 1; i < im->nsyms; i++) {
+		GElf_Sym s;
+		if (get_sym(im, i, &s) && GELF_ST_TYPE(s.st_info) == STT_FUNC && s.st_value == a &&
+		    s.st_shndx != SHN_UNDEF)
+			return sym_name(im, &s);
+	}
+	return NULL;
+}
+
+/* What a shared object's .init_array slot at vaddr slot points to: the
+ * addend of its R_X86_64_RELATIVE (PIC), else the word in the file. */
+static uint64_t dyn_slot_value(const struct cc_image *im, uint64_t slot, const uint8_t *file_word)
+{
+	Elf_Scn *scn = NULL;
+	uint64_t v = 0;
+
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t k = 0; d && k < sh.sh_size / sizeof(Elf64_Rela); k++) {
+			GElf_Rela r;
+			if (gelf_getrela(d, (int)k, &r) && r.r_offset == slot &&
+			    GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE)
+				return (uint64_t)r.r_addend;
+		}
+	}
+	if (file_word)
+		memcpy(&v, file_word, 8);
+	return v;
+}
+
+/* A shared object's constructors, but for the C runtime's frame_dummy
+ * (crtbeginS.o's, in every gcc or clang -shared object; it only registers
+ * transactional-memory clones, which replacement code has none of). */
+static int check_dyn_constructors(const struct cc_image *im, struct cc_error *err)
+{
+	for (size_t i = 1; i < im->shnum; i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_getscn(im->elf, i);
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_INIT_ARRAY && sh.sh_type != SHT_PREINIT_ARRAY))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (uint64_t k = 0; k < sh.sh_size / 8; k++) {
+			const uint8_t *w = d && d->d_buf && d->d_size >= 8 * (k + 1) ?
+					   (const uint8_t *)d->d_buf + 8 * k : NULL;
+			uint64_t fn = dyn_slot_value(im, sh.sh_addr + 8 * k, w);
+			const char *name = dyn_func_named(im, fn);
+			if (name && strcmp(name, "frame_dummy") == 0)
+				continue;
+			char what[160];
+			if (name)
+				snprintf(what, sizeof what, "%s: %s", sect_name(im, i), name);
+			else
+				snprintf(what, sizeof what, "%s: the function at 0x%" PRIx64,
+					 sect_name(im, i), fn);
+			return refuse_constructors(im, what, err);
+		}
+	}
+	return 0;
 }
 
 /* Relocatable object: place sections, COMMONs, count GOT slots and stubs. */
@@ -214,9 +323,15 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 			continue;
 		if (sh.sh_type == SHT_NOTE || strcmp(sect_name(im, i), ".eh_frame") == 0)
 			continue;	/* no unwinding through the code cache */
+		if (is_constructors(im, i, &sh))
+			return refuse_rel_constructors(im, i, &sh, err);
 		if (sh.sh_flags & SHF_TLS)
 			return cc__err(err, -ENOTSUP, "%s: section %s holds thread-local data, which "
 				    "replacement code cannot have", im->path, sect_name(im, i));
+		if (sh.sh_addralign > IMAGE_MAX_ALIGN)
+			return cc__err(err, -ENOTSUP, "%s: section %s needs %" PRIu64 "-byte alignment; "
+				    "the code cache aligns to %u", im->path, sect_name(im, i),
+				    (uint64_t)sh.sh_addralign, IMAGE_MAX_ALIGN);
 		struct isect *s = &im->sect[i];
 		s->load = true;
 		s->code = sh.sh_flags & SHF_EXECINSTR;
@@ -230,6 +345,10 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 	for (size_t i = 1; i < im->nsyms; i++) {
 		GElf_Sym s;
 		if (get_sym(im, i, &s) && s.st_shndx == SHN_COMMON) {
+			if (s.st_value > IMAGE_MAX_ALIGN || s.st_size > IMAGE_MAX_SIZE)
+				return cc__err(err, -EINVAL, "%s is corrupt: COMMON symbol %s has "
+					    "alignment %" PRIu64 " and size %" PRIu64, im->path,
+					    sym_name(im, &s), (uint64_t)s.st_value, (uint64_t)s.st_size);
 			data = align_up(data, s.st_value);
 			im->syms[i].common_off = data + 1;
 			data += s.st_size;
@@ -270,6 +389,10 @@ static int layout_rel(struct cc_image *im, struct cc_error *err)
 	im->code_size = im->plt_off + im->nplt * PLT_STUB;
 	im->got_off = align_up(data, 8);
 	im->data_size = im->got_off + im->ngot * 8;
+	if (im->code_size > IMAGE_MAX_SIZE || im->data_size > IMAGE_MAX_SIZE)
+		return cc__err(err, -EFBIG, "%s needs %zu bytes of code and %zu of data, more than "
+			    "the %u MiB a replacement may have", im->path, im->code_size,
+			    im->data_size, IMAGE_MAX_SIZE >> 20);
 	if (!im->sect[im->sym_shndx].load || !im->sect[im->sym_shndx].code)
 		return cc__err(err, -EINVAL, "%s: %s is not in an executable section", im->path, im->symbol);
 	return 0;
@@ -292,6 +415,14 @@ static int layout_dyn(struct cc_image *im, struct cc_error *err)
 				    "code cannot have", im->path);
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
+		if (ph.p_filesz > ph.p_memsz || ph.p_offset > im->file_size ||
+		    ph.p_filesz > im->file_size - ph.p_offset || ph.p_memsz > IMAGE_MAX_SIZE ||
+		    ph.p_vaddr > (1ULL << 47))
+			return cc__err(err, -EINVAL, "%s is corrupt: segment %zu (offset 0x%" PRIx64
+				    ", %" PRIu64 " bytes in the file, %" PRIu64 " in memory) does not "
+				    "fit the file or the %u MiB a replacement may have", im->path, i,
+				    (uint64_t)ph.p_offset, (uint64_t)ph.p_filesz,
+				    (uint64_t)ph.p_memsz, IMAGE_MAX_SIZE >> 20);
 		if (im->nsegs == CC_IMAGE_MAX_SEGS)
 			return cc__err(err, -E2BIG, "%s has too many segments", im->path);
 		struct cc_image_seg *sg = &im->segs[im->nsegs++];
@@ -318,8 +449,14 @@ static int layout_dyn(struct cc_image *im, struct cc_error *err)
 					    "share a page (link with -z separate-code)", im->path);
 		}
 	}
+	int rc = check_dyn_constructors(im, err);
+	if (rc < 0)
+		return rc;
 	im->vbase = lo;
 	im->span = hi - lo;
+	if (im->span > IMAGE_MAX_SIZE)
+		return cc__err(err, -EFBIG, "%s spans %" PRIu64 " bytes, more than the %u MiB a "
+			    "replacement may have", im->path, im->span, IMAGE_MAX_SIZE >> 20);
 	for (size_t i = 0; i < im->nsegs; i++)
 		im->segs[i].off -= lo;
 	return 0;
@@ -337,6 +474,38 @@ static bool has_interp(Elf *e)
 		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
 			return true;
 	return false;
+}
+
+/* Every section inside the file, tables of whole entries of their type:
+ * what libelf does not check before handing out sizes and counts that
+ * layout and linking then allocate and loop by. */
+static int check_sections(struct cc_image *im, struct cc_error *err)
+{
+	for (size_t i = 1; i < im->shnum; i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_getscn(im->elf, i);
+		if (!scn || !gelf_getshdr(scn, &sh))
+			return cc__err(err, -EINVAL, "%s is corrupt: cannot read section header %zu",
+				    im->path, i);
+		bool in_file = sh.sh_type == SHT_NOBITS ||
+			       (sh.sh_offset <= im->file_size &&
+				sh.sh_size <= im->file_size - sh.sh_offset);
+		if (!in_file)
+			return cc__err(err, -EINVAL, "%s is corrupt: section %s (%" PRIu64 " bytes at "
+				    "offset 0x%" PRIx64 ") ends past the end of the file (%" PRIu64
+				    " bytes)", im->path, sect_name(im, i), (uint64_t)sh.sh_size,
+				    (uint64_t)sh.sh_offset, im->file_size);
+		size_t want = sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM ? sizeof(Elf64_Sym) :
+			      sh.sh_type == SHT_RELA ? sizeof(Elf64_Rela) :
+			      sh.sh_type == SHT_REL ? sizeof(Elf64_Rel) : 0;
+		bool table = sh.sh_type == SHT_RELA || sh.sh_type == SHT_REL;
+		if (want && (sh.sh_entsize != want || sh.sh_size % want || sh.sh_link >= im->shnum ||
+			     (table && sh.sh_info >= im->shnum)))
+			return cc__err(err, -EINVAL, "%s is corrupt: section %s is not a table of "
+				    "%zu-byte entries linked to a section of the file", im->path,
+				    sect_name(im, i), want);
+	}
+	return 0;
 }
 
 static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *err)
@@ -359,6 +528,13 @@ static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *er
 			    "(cc -c) or a shared object (cc -shared)", im->path);
 	if (elf_getshdrnum(im->elf, &im->shnum) < 0)
 		return cc__err(err, -ENOEXEC, "%s: no section headers", im->path);
+	struct stat st;
+	if (fstat(im->fd, &st) < 0)
+		return cc__err(err, -errno, "%s: %s", im->path, strerror(errno));
+	im->file_size = (uint64_t)st.st_size;
+	int rc = check_sections(im, err);
+	if (rc < 0)
+		return rc;
 	/* A shared object's static functions are only in .symtab; its
 	 * dynamic relocations use .dynsym (link_dyn). */
 	im->symtab = cc__find_section(im->elf, SHT_SYMTAB);
@@ -373,7 +549,7 @@ static int open_elf(struct cc_image *im, const char *symbol, struct cc_error *er
 	im->syms = calloc(im->nsyms ? im->nsyms : 1, sizeof *im->syms);
 	if (!im->sect || !im->syms)
 		return cc__err(err, -ENOMEM, "out of memory");
-	int rc = choose_symbol(im, symbol, err);
+	rc = choose_symbol(im, symbol, err);
 	if (rc < 0)
 		return rc;
 	return im->type == IT_REL ? layout_rel(im, err) : layout_dyn(im, err);
@@ -778,4 +954,198 @@ int cc_image__link(const struct cc_image *im, uint64_t code, uint64_t data, cc_r
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/* ---------------------------------------------------------------- code */
+
+/* Each instruction of the image's code, decoded from the file (relocation
+ * fields do not change what an instruction is): fn(arg, instruction, its
+ * bytes, its section (0: raw), its offset there). A byte that decodes to
+ * nothing is skipped. */
+typedef int (*insn_fn)(void *arg, const ZydisDecodedInstruction *d, const uint8_t *bytes,
+		       size_t shndx, uint64_t off);
+
+static int decode_all(const uint8_t *code, size_t size, size_t shndx, insn_fn fn, void *arg)
+{
+	ZydisDecoder dec;
+	int rc;
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t pos = 0; pos < size;) {
+		ZydisDecodedInstruction d;
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, code + pos, size - pos, &d))) {
+			pos++;
+			continue;
+		}
+		if ((rc = fn(arg, &d, code + pos, shndx, pos)) != 0)
+			return rc;
+		pos += d.length;
+	}
+	return 0;
+}
+
+static int each_insn(const struct cc_image *im, insn_fn fn, void *arg)
+{
+	int rc;
+
+	if (im->type == IT_RAW)
+		return decode_all(im->raw, im->raw_len, 0, fn, arg);
+	for (size_t i = 1; i < im->shnum; i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_getscn(im->elf, i);
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (d && d->d_buf && (rc = decode_all(d->d_buf, d->d_size, i, fn, arg)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* "f+0x12": the function of the image holding offset off of section
+ * shndx, or "" when no symbol covers it. */
+static void func_at(const struct cc_image *im, size_t shndx, uint64_t off, char *buf, size_t size)
+{
+	GElf_Shdr sh;
+	uint64_t at = off;
+
+	buf[0] = '\0';
+	if (im->type == IT_RAW)
+		return;
+	if (im->type == IT_DYN && gelf_getshdr(elf_getscn(im->elf, shndx), &sh))
+		at += sh.sh_addr;	/* a shared object's symbols hold addresses */
+	for (size_t i = 1; i < im->nsyms; i++) {
+		GElf_Sym s;
+		if (get_sym(im, i, &s) && GELF_ST_TYPE(s.st_info) == STT_FUNC && s.st_shndx == shndx &&
+		    at >= s.st_value && at < s.st_value + (s.st_size ? s.st_size : 1)) {
+			snprintf(buf, size, "%s+0x%" PRIx64, sym_name(im, &s), at - s.st_value);
+			return;
+		}
+	}
+}
+
+/* ".text+0x1a (f+0xa)", or "offset 0x1a" of raw code. */
+static void where(const struct cc_image *im, size_t shndx, uint64_t off, char *buf, size_t size)
+{
+	char fn[160];
+
+	if (im->type == IT_RAW) {
+		snprintf(buf, size, "offset 0x%" PRIx64, off);
+		return;
+	}
+	func_at(im, shndx, off, fn, sizeof fn);
+	snprintf(buf, size, "%s+0x%" PRIx64 "%s%s%s", sect_name(im, shndx), off, fn[0] ? " (" : "",
+		 fn, fn[0] ? ")" : "");
+}
+
+struct cpu_check {
+	const struct cc_image *im;
+	struct cc_error *err;
+};
+
+static int check_insn_isa(void *arg, const ZydisDecodedInstruction *d, const uint8_t *bytes,
+			  size_t shndx, uint64_t off)
+{
+	struct cpu_check *cx = arg;
+	char buf[96], text[96], at[224];
+	bool endbr = d->mnemonic == ZYDIS_MNEMONIC_ENDBR32 || d->mnemonic == ZYDIS_MNEMONIC_ENDBR64;
+	const char *lack = cc__isa_lacking(ZydisISASetGetString(d->meta.isa_set), endbr, buf,
+					   sizeof buf);
+
+	if (!lack)
+		return 0;
+	cc_insn_text(bytes, d->length, off, text, sizeof text);
+	where(cx->im, shndx, off, at, sizeof at);
+	return cc__err(cx->err, -ENOTSUP, "%s: `%s` at %s needs %s, which this CPU lacks "
+		    "(it would die of SIGILL there): build the replacement for this CPU "
+		    "(e.g. -march=native)", cx->im->path, text, at, lack);
+}
+
+int cc_image__check_cpu(const struct cc_image *im, struct cc_error *err)
+{
+	struct cpu_check cx = { im, err };
+
+	return each_insn(im, check_insn_isa, &cx);
+}
+
+/* REL: the symbol a relocation in [off, off + len) of section shndx
+ * refers to (its target for a call or jump), or NULL. */
+static const char *reloc_target(const struct cc_image *im, size_t shndx, uint64_t off, size_t len,
+				GElf_Sym *sym)
+{
+	Elf_Scn *scn = NULL;
+
+	if (im->type != IT_REL)
+		return NULL;
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info != shndx)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t k = 0; d && k < sh.sh_size / sizeof(Elf64_Rela); k++) {
+			GElf_Rela r;
+			size_t si;
+			if (gelf_getrela(d, (int)k, &r) && r.r_offset >= off && r.r_offset < off + len &&
+			    (si = GELF_R_SYM(r.r_info)) && si < im->nsyms && get_sym(im, si, sym))
+				return GELF_ST_TYPE(sym->st_info) == STT_SECTION ?
+				       sect_name(im, sym->st_shndx) : sym_name(im, sym);
+		}
+	}
+	return NULL;
+}
+
+struct call_find {
+	const struct cc_image *im;
+	uint64_t lo, hi;	/* the loaded function, in its section */
+	char *buf;
+	size_t size;
+};
+
+/* A call, a jmp through a register, memory or a GOT slot, or (REL) a jmp
+ * relocated to a function: code that may run other code, which an
+ * exception can then come from. */
+static int find_call(void *arg, const ZydisDecodedInstruction *d, const uint8_t *bytes,
+		     size_t shndx, uint64_t off)
+{
+	struct call_find *cf = arg;
+	const struct cc_image *im = cf->im;
+	char text[96], at[224];
+	GElf_Sym s;
+
+	if ((im->type == IT_REL && shndx != im->sym_shndx) || off < cf->lo || off >= cf->hi)
+		return 0;
+	bool jmp = d->meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+	const char *to = reloc_target(im, shndx, off, d->length, &s);
+	bool to_code = to && (GELF_ST_TYPE(s.st_info) == STT_FUNC || s.st_shndx == SHN_UNDEF);
+	if (d->meta.category != ZYDIS_CATEGORY_CALL && !(jmp && (!d->raw.imm[0].is_relative || to_code)))
+		return 0;
+	if (to)
+		snprintf(text, sizeof text, "%s %s", ZydisMnemonicGetString(d->mnemonic), to);
+	else
+		cc_insn_text(bytes, d->length, off, text, sizeof text);
+	where(im, shndx, off, at, sizeof at);
+	snprintf(cf->buf, cf->size, "`%s` at %s", text, at);
+	return 1;
+}
+
+bool cc_image__calls_out(const struct cc_image *im, char *why, size_t size)
+{
+	struct call_find cf = { im, 0, UINT64_MAX, why, size };
+
+	/* a relocatable object: only the function loaded (a symbol without a
+	 * size: the rest of its section); a shared object or raw code: all */
+	if (im->type == IT_REL) {
+		GElf_Sym s;
+		for (size_t i = 1; i < im->nsyms; i++)
+			if (get_sym(im, i, &s) && s.st_shndx == im->sym_shndx &&
+			    s.st_value == im->sym_value && s.st_size) {
+				cf.lo = s.st_value;
+				cf.hi = s.st_value + s.st_size;
+				break;
+			}
+		if (cf.hi == UINT64_MAX)
+			cf.lo = im->sym_value;
+	}
+	return each_insn(im, find_call, &cf) == 1;
 }

@@ -55,6 +55,12 @@ Elf_Scn *cc__find_section(Elf *e, unsigned type);
 /* Fill err (if not NULL): the code and the message; returns code. */
 int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* isa.c: NULL if this CPU runs instructions of Zydis ISA set `set`, else
+ * the feature it lacks (in buf, or a constant). endbr: an endbr32/64. */
+const char *cc__isa_lacking(const char *set, bool endbr, char *buf, size_t size);
+/* measure.c: 1 and the file's name if process maps a C++ or unwinding
+ * runtime (libstdc++, libgcc_s, libunwind), 0 if not, or a negative errno. */
+int cc__maps_unwinder(struct cc_cache *c, char *lib, size_t size);
 /* The instruction at addr in Intel syntax, for messages. */
 void cc_insn_text(const void *bytes, size_t len, uint64_t addr, char *buf, size_t size);
 /* A 5-byte jmp/call rel32 placed at `at` going to target; -ERANGE when out
@@ -123,6 +129,33 @@ struct cc_range;
  * 0 none, -errno (the cache's error set). */
 int cc__xref_into(struct cc_cache *c, uint64_t lo, uint64_t hi, const struct cc_range *skip,
 		  struct cc_xhit *hit);
+/* Each direct branch (call, jmp, jcc; not jump-table entries) of the module
+ * holding to that goes to it: fn(arg, the branch, the function start
+ * at or before it, 0 if none known); stops at fn's first nonzero return. */
+typedef int (*cc_xref_fn)(void *arg, uint64_t from, uint64_t func);
+int cc__xref_each_to(struct cc_cache *c, uint64_t to, cc_xref_fn fn, void *arg);
+/* "F+0xN" for code at a (its symbol), else "0xADDR". */
+void cc__code_name(struct cc_cache *c, uint64_t a, char *buf, size_t size);
+
+/* ------------------------------------------------------ ipara.c */
+
+/* Registers as bits: general ones by number (rax 0 ... r15 15), vector
+ * ones 16 + n (xmm/ymm n, n < 16). */
+#define CC_REG_VEC(n) (1u << (16 + (n)))
+/* What callers in fn's module compiled with -fipa-ra keep in registers
+ * across a direct call to fn because fn leaves them intact, and code (at
+ * new_addr, size bytes, copied in new_code, entered at new_entry) would
+ * change: *need, and in why the first caller relying on it; 0 or a
+ * negative errno. */
+int cc__ipara_need(struct cc_cache *c, const struct cc_func *fn, const uint8_t *new_code,
+		   size_t size, uint64_t new_addr, uint64_t new_entry, uint32_t *need, char *why,
+		   size_t why_size);
+/* "rcx, r8, xmm3" */
+void cc__regs_text(uint32_t regs, char *buf, size_t size);
+/* A gate at `at` that saves need, calls target (passing on 128 bytes of
+ * stack arguments), restores need and returns: its size (buf NULL: the
+ * size it needs), 0 if target is out of a call's reach. */
+size_t cc__gate_encode(uint32_t need, uint64_t at, uint64_t target, uint8_t *buf);
 
 /* ------------------------------------------------------ threads.c */
 

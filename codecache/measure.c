@@ -113,25 +113,36 @@ static int preflight(struct cc_cache *c, const char *name, bool force)
 				"stack; the measuring stub's return address swap would trap", c->pid);
 	if (force)
 		return 0;
-	struct attach_maps *m;
-	int rc = attach_maps__read(c->pid, &m);
+	char unw[256];
+	int rc = cc__maps_unwinder(c, unw, sizeof unw);
 	if (rc < 0)
 		return cc__fail(c, CC_PHASE_MEASURE, rc, "cannot read the maps of process %d",
 				c->pid);
-	const char *unw = NULL;
-	for (size_t i = 0; i < attach_maps__count(m) && !unw; i++) {
+	if (rc > 0)
+		return cc__fail(c, CC_PHASE_MEASURE, -ENOTSUP, "process %d maps %s: an exception or "
+				"cancellation unwinding through %s while it is timed would abort the "
+				"process; use force if it never unwinds", c->pid, unw, name);
+	return 0;
+}
+
+int cc__maps_unwinder(struct cc_cache *c, char *lib, size_t size)
+{
+	struct attach_maps *m;
+	int rc = attach_maps__read(c->pid, &m);
+
+	if (rc < 0)
+		return rc;
+	rc = 0;
+	for (size_t i = 0; i < attach_maps__count(m) && !rc; i++) {
 		const char *p = attach_maps__at(m, i)->path;
 		const char *base = strrchr(p, '/');
 		base = base ? base + 1 : p;
 		if (strncmp(base, "libstdc++", 9) == 0 || strncmp(base, "libgcc_s", 8) == 0 ||
-		    strncmp(base, "libunwind", 9) == 0)
-			unw = base;
+		    strncmp(base, "libunwind", 9) == 0) {
+			snprintf(lib, size, "%s", base);
+			rc = 1;
+		}
 	}
-	rc = 0;
-	if (unw)
-		rc = cc__fail(c, CC_PHASE_MEASURE, -ENOTSUP, "process %d maps %s: an exception or "
-			      "cancellation unwinding through %s while it is timed would abort the "
-			      "process; use force if it never unwinds", c->pid, unw, name);
 	attach_maps__free(m);
 	return rc;
 }

@@ -976,11 +976,11 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 
 	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
 	    cc__redir_find(c, j->fn.addr, CC_REDIR_REPLACE)))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "the entry of %s is already patched",
+		return cc__fail(c, CC_PHASE_REDIRECT, -EALREADY, "the entry of %s is already patched",
 				j->name);
 	for (size_t i = 0; i < j->ncalls; i++)
 		if (site_overlap(c, j->calls[i].addr, j->calls[i].len))
-			return cc__fail(c, CC_PHASE_REDIRECT, -EBUSY, "the call at 0x%" PRIx64 " is "
+			return cc__fail(c, CC_PHASE_REDIRECT, -EALREADY, "the call at 0x%" PRIx64 " is "
 					"already patched", j->calls[i].addr);
 	if (!redir_by_id(c, 0) || free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
 		return cc__fail(c, CC_PHASE_REDIRECT, -ENOSPC, "the code cache's directory is full");

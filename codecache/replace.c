@@ -12,6 +12,122 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An exception thrown by code the replacement calls would unwind into it,
+ * find no unwind information there (its .eh_frame is not registered with
+ * the target's unwinder: that would mean calling into the target's libgcc
+ * from a stop point) and abort the process. Code that calls nothing cannot
+ * be unwound through. force: the user says nothing throws there. */
+static int check_unwinding(struct cc_cache *c, const char *name, const struct cc_image *im,
+			   bool force)
+{
+	char lib[256], why[320];
+	int rc;
+
+	if (force || !cc_image__calls_out(im, why, sizeof why))
+		return 0;
+	if ((rc = cc__maps_unwinder(c, lib, sizeof lib)) < 0)
+		return cc__fail(c, CC_PHASE_LOAD, rc, "cannot read the maps of process %d", c->pid);
+	if (rc == 0)
+		return 0;
+	return cc__fail(c, CC_PHASE_LOAD, -ENOTSUP, "process %d maps %s, and the replacement of %s "
+			"calls other code (%s): an exception thrown from there through it would "
+			"abort the process, since padrone does not make its unwind information "
+			"known to the process's unwinder; use -f if nothing throws through %s",
+			c->pid, lib, name, why, name);
+}
+
+/* What the code to load must pass before anything is allocated or written,
+ * the same for a dry run. */
+static int check_image(struct cc_cache *c, const char *name, const struct cc_image *im,
+		       bool force)
+{
+	struct cc_error err;
+	int rc;
+
+	if ((rc = cc_image__check_cpu(im, &err)) < 0)
+		return cc__fail(c, CC_PHASE_LOAD, rc, "%s", err.msg);
+	return check_unwinding(c, name, im, force);
+}
+
+/* Registers the module's callers of fn keep across their calls, because fn
+ * leaves them intact (-fipa-ra), and the new code (code, linked to run at
+ * addr) would change: a gate saving them goes between fn and the new code's
+ * entry. *gate: where it is (0: none needed); dry: only say so. */
+static int place_gate(struct cc_cache *c, struct cc_job *j, const struct cc_func *fn,
+		      const uint8_t *code, size_t size, uint64_t addr, uint64_t entry, bool dry,
+		      uint64_t *gate, size_t *gsize)
+{
+	const char *name = fn->name ? fn->name : "the function";
+	uint32_t need;
+	char why[320], regs[160];
+	int rc;
+
+	*gate = 0;
+	if ((rc = cc__ipara_need(c, fn, code, size, addr, entry, &need, why, sizeof why)) < 0 ||
+	    !need)
+		return rc;
+	cc__regs_text(need, regs, sizeof regs);
+	*gsize = cc__gate_encode(need, 0, 0, NULL);
+	if (dry) {
+		cc__job_say(j, "callers rely on %s leaving %s intact (-fipa-ra: %s): would put a gate "
+			    "of %zu bytes saving them around the new code", name, regs, why, *gsize);
+		return 0;
+	}
+	if ((rc = cc_cache__alloc(c, CC_CODE, *gsize, 16, fn->addr, gate)) < 0)
+		return rc;
+	uint8_t *buf = malloc(*gsize);
+	if (!buf)
+		rc = cc__fail(c, CC_PHASE_WRITE, -ENOMEM, "out of memory");
+	else if (cc__gate_encode(need, *gate, entry, buf) != *gsize)
+		rc = cc__fail(c, CC_PHASE_WRITE, -ERANGE, "the gate for %s at 0x%" PRIx64 " cannot "
+			      "reach the new code at 0x%" PRIx64, name, *gate, entry);
+	else
+		rc = cc_cache__write(c, *gate, buf, *gsize);
+	free(buf);
+	if (rc < 0) {
+		cc_cache__free(c, *gate, *gsize);
+		*gate = 0;
+		return rc;
+	}
+	cc__job_say(j, "callers rely on %s leaving %s intact (-fipa-ra: %s): a gate at 0x%" PRIx64
+		    " saves them around the new code", name, regs, why, *gate);
+	return 0;
+}
+
+/* A shared object's pages that are not executable, as zeros (which decode
+ * to instructions writing no register), for the analysis of its code. */
+static void blank_data(const struct cc_image *im, uint8_t *code, size_t size)
+{
+	struct cc_image_layout lay;
+
+	cc_image__layout(im, &lay);
+	for (size_t i = 0; lay.fixed && i < lay.nsegs; i++)
+		if (!(lay.segs[i].prot & CC_PROT_X) && lay.segs[i].off < size)
+			memset(code + lay.segs[i].off, 0, lay.segs[i].off + lay.segs[i].size > size ?
+			       size - lay.segs[i].off : lay.segs[i].size);
+}
+
+/* place_gate for code loaded in the target: read back as written. */
+static int place_gate_loaded(struct cc_cache *c, struct cc_job *j, const struct cc_func *fn,
+			     const struct cc_image *im, const struct cc_loaded *l, uint64_t *gate,
+			     size_t *gsize)
+{
+	uint8_t *code = malloc(l->code_size);
+	int rc;
+
+	if (!code)
+		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+	rc = cc__read(c, l->code, code, l->code_size);
+	blank_data(im, code, l->code_size);
+	if (rc < 0)
+		rc = cc__fail(c, CC_PHASE_LOAD, rc, "cannot read back the code loaded at 0x%" PRIx64,
+			      l->code);
+	else
+		rc = place_gate(c, j, fn, code, l->code_size, l->code, l->entry, false, gate, gsize);
+	free(code);
+	return rc;
+}
+
 int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct cc_image *im,
 		      cc_resolve_fn resolve, void *arg, const struct cc_patch_opts *opts)
 {
@@ -19,8 +135,8 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	struct cc_dir_redir *r;
 	struct cc_job *j;
 	struct cc_loaded l = { 0 };
-	uint64_t copy = 0;
-	size_t dsize = 0;
+	uint64_t copy = 0, gate = 0;
+	size_t dsize = 0, gsize = 0;
 	char source[160];
 	int rc;
 
@@ -38,6 +154,8 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 		snprintf(source, sizeof source, "%s:%s", cc_image__path(im), cc_image__symbol(im));
 		o.source = source;
 	}
+	if ((rc = check_image(c, name, im, o.force)) < 0)
+		return rc;
 	if ((rc = cc__job_new(c, fn, CC_REDIR_REPLACE, &o, &j)) < 0)
 		return rc;
 	if (o.dry_run) {
@@ -49,14 +167,21 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 		uint64_t entry;
 		rc = cb && db ? cc_image__link(im, fn->addr + (64 << 20), fn->addr + (128 << 20),
 					       resolve, arg, cb, db, &entry, &err) : -ENOMEM;
-		free(cb);
-		free(db);
 		if (rc < 0) {
+			free(cb);
+			free(db);
 			cc__fail(c, CC_PHASE_LOAD, rc, "%s", rc == -ENOMEM ? "out of memory" : err.msg);
 			goto out;
 		}
 		cc__job_say(j, "would load %s (%zu bytes of code, %zu of data) within +-2 GiB of %s",
 		    o.source, lay.code_size, lay.data_size, name);
+		blank_data(im, cb, lay.code_size);
+		rc = place_gate(c, j, fn, cb, lay.code_size, fn->addr + (64 << 20), entry, true,
+				&gate, &gsize);
+		free(cb);
+		free(db);
+		if (rc < 0)
+			goto out;
 		rc = cc__job_apply(j, fn->addr + (64 << 20), 0, NULL, 0, 0, NULL);
 		goto out;
 	}
@@ -69,20 +194,26 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	else
 		cc__job_say(j, "loaded %s: entry 0x%" PRIx64 ", %" PRIu64 " bytes of code at 0x%" PRIx64
 		    ", no data", o.source, l.entry, l.code_size, l.code);
+	if ((rc = place_gate_loaded(c, j, fn, im, &l, &gate, &gsize)) < 0)
+		goto out;
 	if ((rc = cc__job_place_detour(j, &copy, &dsize)) < 0)
 		goto out;
-	struct cc_dir_block owned[3];
+	struct cc_dir_block owned[4];
 	size_t n = 0;
 	owned[n++] = (struct cc_dir_block){ l.code, l.code_size, CC_CODE, 0 };
 	if (l.data)
 		owned[n++] = (struct cc_dir_block){ l.data, l.data_size, CC_DATA, 0 };
 	if (copy)
 		owned[n++] = (struct cc_dir_block){ copy, dsize, CC_CODE, 0 };
-	rc = cc__job_apply(j, l.entry, copy, owned, n, 0, NULL);
+	if (gate)
+		owned[n++] = (struct cc_dir_block){ gate, gsize, CC_CODE, 0 };
+	rc = cc__job_apply(j, gate ? gate : l.entry, copy, owned, n, 0, NULL);
 out:
 	if (rc < 0 || o.dry_run) {
 		if (copy)
 			cc_cache__free(c, copy, dsize);
+		if (gate)
+			cc_cache__free(c, gate, gsize);
 		cc_cache__unload(c, &l);
 	}
 	cc__job_free(j);

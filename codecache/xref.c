@@ -447,3 +447,44 @@ int cc__xref_into(struct cc_cache *c, uint64_t lo, uint64_t hi, const struct cc_
 	}
 	return hit->count > 0;
 }
+
+int cc__xref_each_to(struct cc_cache *c, uint64_t to, cc_xref_fn fn, void *arg)
+{
+	struct xmod *m = NULL;
+	int rc;
+
+	if (!c->xref) {
+		if ((rc = cc_xref__new(&c->xref)) < 0)
+			return cc__fail(c, CC_PHASE_REDIRECT, rc, "out of memory");
+		c->own_xref = true;
+	}
+	if ((rc = module_index(c, to, &m)) < 0)
+		return rc;
+	size_t a = 0, b = m->nbr;
+	while (a < b) {		/* the first branch to `to` */
+		size_t mid = a + (b - a) / 2;
+		if (m->br[mid].to < to)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (; a < m->nbr && m->br[a].to == to; a++)
+		if (!m->br[a].table && (rc = fn(arg, m->br[a].from, function_of(m, m->br[a].from))))
+			return rc;
+	return 0;
+}
+
+void cc__code_name(struct cc_cache *c, uint64_t a, char *buf, size_t size)
+{
+	struct prof_symbolizer *sym;
+	struct prof_error err;
+	struct prof_sym ps;
+
+	snprintf(buf, size, "0x%" PRIx64, a);
+	if (prof_symbolizer__new(c->pid, &sym, &err) < 0)
+		return;
+	if (prof_symbolizer__lookup(sym, a, &ps) == 0 && ps.bounds != PROF_BOUNDS_CALLCHAIN &&
+	    a >= ps.start && a < ps.end)
+		snprintf(buf, size, "%s+0x%" PRIx64, ps.name, a - ps.start);
+	prof_symbolizer__free(sym);
+}

@@ -29,6 +29,12 @@ void prof_ring__fini(struct prof_ring *r);
  * data_head, release store of data_tail). Returns the number of records or
  * -EIO on a corrupt header (the ring is then skipped to data_head). */
 int prof_ring__drain(struct prof_ring *r, prof_ring_fn fn, void *arg);
+/* data_head now (acquire): what a later drain_to may stop at. */
+uint64_t prof_ring__head(const struct prof_ring *r);
+/* The same as drain, up to head only (a value prof_ring__head gave). */
+int prof_ring__drain_to(struct prof_ring *r, uint64_t head, prof_ring_fn fn, void *arg);
+/* Calls fn on every record now in the ring without consuming any. */
+int prof_ring__peek(struct prof_ring *r, prof_ring_fn fn, void *arg);
 
 /* ------------------------------------------------------- stack table */
 

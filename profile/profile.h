@@ -72,6 +72,31 @@ const char *prof_backend_name(enum prof_backend b);
 /* "ring" / "bpf" -> 0 and *b, or -EINVAL. */
 int prof_backend_parse(const char *name, enum prof_backend *b);
 
+/* How the ring backend covers the target's threads.
+ * - per-cpu: one event per CPU for every task (pid -1), samples of other
+ *   processes dropped as they are read. Its timer runs whatever the CPU
+ *   runs, so a thread is sampled in proportion to its CPU time however
+ *   short it lives (a thread of 20 us is sampled once in 50 at 999 Hz), and
+ *   the target pays nothing per context switch. But every process on the
+ *   machine is interrupted at the rate, as with bpf, and it needs
+ *   CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid <= 0).
+ * - per-thread: events on the target's threads, inherited by the threads
+ *   they create. A new thread's event starts a full period (1 ms at 999
+ *   Hz) from zero, so a thread that lives less than that is almost never
+ *   sampled; and each context switch costs the target ~7.5 us (see above).
+ * A cgroup event (PERF_FLAG_PID_CGROUP) would spare other processes, but
+ * only when the target has a cgroup of its own (here, as on many hosts,
+ * every process is in the root v2 cgroup, which is per-cpu again), and
+ * moving the target into one would change its resource accounting: not
+ * done. Auto takes per-cpu when permitted, else per-thread, and says why. */
+enum prof_ring_mode {
+	PROF_RING_AUTO = 0,
+	PROF_RING_PER_CPU,
+	PROF_RING_PER_THREAD,
+};
+/* "auto", "per-cpu", "per-thread". */
+const char *prof_ring_mode_name(enum prof_ring_mode m);
+
 struct prof_opts {
 	size_t sz;		/* sizeof(struct prof_opts) */
 	unsigned freq_hz;	/* samples per second per thread; 0 = 999 */
@@ -81,6 +106,8 @@ struct prof_opts {
 				 * perf_event_paranoid requires it) */
 	unsigned ring_pages;	/* data pages per CPU ring, a power of 2;
 				 * 0 = 128 */
+	enum prof_ring_mode ring_mode;	/* ring backend: AUTO (per-cpu if
+					 * permitted) or the one asked for */
 };
 
 struct prof_sampler;
@@ -116,6 +143,11 @@ struct prof_totals {
 	bool fell_back;		/* bpf was asked for, ring ran */
 	bool kernel;		/* kernel code was sampled too */
 	char fallback_reason[256];
+	enum prof_ring_mode ring_mode;	/* ring: PER_CPU or PER_THREAD as run */
+	char ring_mode_reason[640];	/* auto ran per-thread: why ("" else) */
+	bool execed;		/* the target called exec while sampled */
+	uint64_t after_exec;	/* its samples after the exec (of the new
+				 * program): not counted (ring) */
 };
 void prof_sampler__totals(const struct prof_sampler *s, struct prof_totals *t);
 
@@ -171,6 +203,11 @@ const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s);
 /* Re-reads the maps (after the target mapped new code), and the perf map
  * file on the next lookup that needs it. */
 int prof_symbolizer__refresh(struct prof_symbolizer *s);
+/* The process has exited or exec'd (its pid now runs another program):
+ * names come from the maps as last read (and the mappings a sampler
+ * noted) from now on; refresh fails, and nothing more is read from its
+ * memory (-ESRCH). */
+void prof_symbolizer__gone(struct prof_symbolizer *s);
 /* Names addr. 0 when a symbol, PLT entry or FDE covers it, or (for
  * addresses no ELF symbol covers, such as JIT code in anonymous memory) a
  * line of the target's perf map file; -ENOENT with

@@ -45,23 +45,33 @@ static void ring_copy(const struct prof_ring *r, uint64_t pos, void *dst, size_t
 		memcpy((uint8_t *)dst + first, r->data, len - first);
 }
 
+uint64_t prof_ring__head(const struct prof_ring *r)
+{
+	return __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
+}
+
 int prof_ring__drain(struct prof_ring *r, prof_ring_fn fn, void *arg)
 {
-	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->meta->data_tail;
-	int n = 0, ret = 0;
+	return prof_ring__drain_to(r, prof_ring__head(r), fn, arg);
+}
 
+/* Calls fn on the records from tail to head, returns where it stopped
+ * (head, or past the record whose fn returned nonzero) or, on a corrupt
+ * header, -EIO in *ret. */
+static uint64_t walk(struct prof_ring *r, uint64_t tail, uint64_t head, prof_ring_fn fn,
+		     void *arg, int *n, int *ret)
+{
 	while (tail < head) {
 		struct perf_event_header hdr;
 		uint64_t off = tail & (r->size - 1);
 
 		if (head - tail < sizeof(hdr)) {
-			ret = -EIO;
+			*ret = -EIO;
 			break;
 		}
 		ring_copy(r, tail, &hdr, sizeof(hdr));
 		if (hdr.size < sizeof(hdr) || hdr.size > head - tail) {
-			ret = -EIO;
+			*ret = -EIO;
 			break;
 		}
 		const struct perf_event_header *rec = (const void *)(r->data + off);
@@ -70,12 +80,28 @@ int prof_ring__drain(struct prof_ring *r, prof_ring_fn fn, void *arg)
 			rec = (const void *)r->bounce;
 		}
 		tail += hdr.size;
-		n++;
+		(*n)++;
 		if (fn(rec, arg))
 			break;
 	}
+	return tail;
+}
+
+int prof_ring__drain_to(struct prof_ring *r, uint64_t head, prof_ring_fn fn, void *arg)
+{
+	int n = 0, ret = 0;
+	uint64_t tail = walk(r, r->meta->data_tail, head, fn, arg, &n, &ret);
+
 	if (ret < 0)
 		tail = head;	/* resynchronise: nothing sane remains */
 	__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
+	return ret < 0 ? ret : n;
+}
+
+int prof_ring__peek(struct prof_ring *r, prof_ring_fn fn, void *arg)
+{
+	int n = 0, ret = 0;
+
+	walk(r, r->meta->data_tail, prof_ring__head(r), fn, arg, &n, &ret);
 	return ret < 0 ? ret : n;
 }

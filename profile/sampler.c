@@ -1,6 +1,12 @@
 /* sampler.c: perf_event sampling of every thread of a process.
  *
- * The kernel refuses to mmap an inherited per-task event opened with
+ * Two ways to cover the threads (profile.h, enum prof_ring_mode). Per CPU:
+ * one event per CPU for every task (pid -1), each with its own ring; the
+ * reader keeps the target's samples (by the pid each sample carries) and
+ * drops the rest. Threads need no bookkeeping at all: whatever runs on a
+ * CPU is sampled, however short-lived.
+ *
+ * Per thread, where per-CPU events are not permitted: the kernel refuses to mmap an inherited per-task event opened with
  * cpu == -1, so, like perf record, we open one event per thread and per CPU
  * with inherit=1 (threads the target creates later get a copy of their
  * creator's event, writing into the creator's ring) and redirect every
@@ -157,6 +163,8 @@ struct prof_sampler {
 	bool running;
 	bool stop_req;		/* set by stop, read by the reader */
 	uint64_t start_ns, last_scan_ns;
+	bool per_cpu;		/* ring mode PER_CPU: no threads to follow */
+	uint64_t exec_ns;	/* when the target exec'd (sample clock); 0: not */
 	struct prof_totals tot;
 	struct prof_bpf *bpf;
 	struct prof_mmap *mmaps;
@@ -407,19 +415,30 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 
 	if (end - p < 6)
 		return;
-	uint64_t id = p[0], ip = p[1];
+	uint64_t id = p[0], ip = p[1], time = p[3];
 	uint32_t pid = (uint32_t)p[2], tid = (uint32_t)(p[2] >> 32);
 	uint64_t nr = p[5];
 	const uint64_t *cc = p + 6;
 
 	if ((pid_t)pid != s->pid)
 		return;
+	if (s->exec_ns && time >= s->exec_ns) {
+		s->tot.after_exec++;	/* the new program's: not what was profiled */
+		return;
+	}
 	if (nr > (uint64_t)(end - cc))
 		nr = (uint64_t)(end - cc);
-	long ei = idmap_get(&s->ev_by_id, id);
 	struct thr *t = thr_get(s, (pid_t)tid, true);
 	if (!t)
 		return;
+	if (s->per_cpu) {
+		t->new_thread = !t->direct;	/* not there when sampling began */
+		t->samples++;
+		s->tot.samples++;
+		add_sample_to(s, &s->stacks, ip, cc, nr);
+		return;
+	}
+	long ei = idmap_get(&s->ev_by_id, id);
 	bool inherited = ei < 0 || s->evs[ei].tid != (pid_t)tid;
 
 	if (inherited && t->probation && !t->dropped) {
@@ -447,6 +466,26 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 	t->samples++;
 	s->tot.samples++;
 	add_sample_to(s, &s->stacks, ip, cc, nr);
+}
+
+/* The target's COMM record that exec writes (before the new program runs
+ * an instruction): when, on the samples' clock (the sample_id trailer ends
+ * with TIME, IDENTIFIER). Returns nonzero to stop a peek there. */
+static int find_exec(const struct perf_event_header *h, void *arg)
+{
+	struct prof_sampler *s = arg;
+	const uint32_t *u32 = (const void *)(h + 1);
+
+	if (h->type != PERF_RECORD_COMM || !(h->misc & PERF_RECORD_MISC_COMM_EXEC) ||
+	    h->size < sizeof(*h) + 8 + 24 || (pid_t)u32[0] != s->pid)
+		return 0;
+	const uint8_t *end = (const uint8_t *)h + h->size;
+	uint64_t time;
+	memcpy(&time, end - 16, sizeof(time));
+	if (!s->exec_ns || time < s->exec_ns)
+		s->exec_ns = time;
+	s->tot.execed = true;
+	return 1;
 }
 
 /* An executable mapping of the target's: remember it (once). */
@@ -547,11 +586,34 @@ void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_heade
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Every ring, up to what each held when we looked. A sample of the new
+ * program after an exec may sit in one ring while exec's COMM record sits
+ * in another: so the heads are taken first, then every ring is searched
+ * for that record up to its head of now (which holds the record of any
+ * exec that happened before a sample we are about to read), and only then
+ * are the records up to the first heads read. */
 static void drain_all(struct prof_sampler *s)
 {
-	for (int c = 0; c < s->ncpu; c++)
+	uint64_t stack_heads[64], *heads = stack_heads;
+
+	if (s->ncpu > 64 && !(heads = calloc((size_t)s->ncpu, sizeof(*heads))))
+		heads = NULL;
+	for (int c = 0; heads && c < s->ncpu; c++)
 		if (s->cpus[c].fd >= 0)
+			heads[c] = prof_ring__head(&s->cpus[c].ring);
+	for (int c = 0; !s->exec_ns && c < s->ncpu; c++)
+		if (s->cpus[c].fd >= 0)
+			prof_ring__peek(&s->cpus[c].ring, find_exec, s);
+	for (int c = 0; c < s->ncpu; c++) {
+		if (s->cpus[c].fd < 0)
+			continue;
+		if (heads)
+			prof_ring__drain_to(&s->cpus[c].ring, heads[c], on_record, s);
+		else
 			prof_ring__drain(&s->cpus[c].ring, on_record, s);
+	}
+	if (heads != stack_heads)
+		free(heads);
 }
 
 /* ------------------------------------------------------------ scanning */
@@ -696,7 +758,7 @@ static void *reader_main(void *arg)
 				s->cpus[which[i]].hup = true;	/* owner gone; drain on timeouts */
 		drain_all(s);
 		uint64_t now = prof_now_ns();
-		if (now - s->last_scan_ns >= RESCAN_NS) {
+		if (!s->per_cpu && now - s->last_scan_ns >= RESCAN_NS) {
 			s->last_scan_ns = now;
 			scan_until_stable(s, false, true);
 		}
@@ -772,6 +834,7 @@ static void setup_attr(struct prof_sampler *s)
 	a->exclude_kernel = s->opts.user_only;
 	a->exclude_callchain_kernel = s->opts.user_only;
 	a->comm = 1;
+	a->comm_exec = 1;	/* mark exec's COMM record: later samples are not ours */
 	a->task = 1;
 	a->mmap = 1;
 	a->mmap2 = 1;
@@ -781,6 +844,83 @@ static void setup_attr(struct prof_sampler *s)
 	 * fewer wake-ups, less disturbance of the target */
 	a->watermark = 1;
 	a->wakeup_watermark = (uint32_t)((size_t)s->opts.ring_pages * 4096 / 4);
+}
+
+/* One event per CPU for every task, each CPU's with its ring. */
+static int open_per_cpu(struct prof_sampler *s)
+{
+	struct perf_event_attr a = s->attr;
+	int opened = 0;
+
+	a.inherit = 0;	/* nothing to inherit: it follows the CPU */
+	for (int cpu = 0; cpu < s->ncpu; cpu++) {
+		int fd = (int)perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0 && errno == EMFILE && raise_nofile())
+			fd = (int)perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0 && (errno == ENODEV || (errno == EINVAL && opened)))
+			continue;	/* an offline CPU */
+		if (fd < 0) {
+			int e = -errno;
+			seterrmsg(s, "perf_event_open on CPU %d: %s", cpu, strerror(-e));
+			return e;
+		}
+		int r = map_ring(s, &s->cpus[cpu], fd);
+		if (r == 0)
+			r = ev_add(s, fd, cpu, -1);
+		if (r < 0) {
+			if (s->cpus[cpu].fd != fd)
+				close(fd);
+			return r;
+		}
+		opened++;
+	}
+	return opened ? 0 : -ENODEV;
+}
+
+/* Closes every event and ring (a per-CPU attempt that failed halfway). */
+static void close_rings(struct prof_sampler *s)
+{
+	for (size_t i = 0; i < s->nev; i++)
+		if (s->evs[i].fd >= 0 && s->cpus[s->evs[i].cpu].fd != s->evs[i].fd)
+			close(s->evs[i].fd);
+	s->nev = 0;
+	idmap_free(&s->ev_by_id);
+	for (int c = 0; c < s->ncpu; c++) {
+		if (s->cpus[c].fd < 0)
+			continue;
+		prof_ring__fini(&s->cpus[c].ring);
+		munmap(s->cpus[c].base, s->cpus[c].maplen);
+		close(s->cpus[c].fd);
+		s->cpus[c].fd = -1;
+	}
+}
+
+static void note_initial_threads(struct prof_sampler *s);
+
+/* Per CPU unless told otherwise or not permitted: 0, or -errno when the
+ * mode asked for cannot run. */
+static int open_per_cpu_or_say_why(struct prof_sampler *s, struct prof_error *err)
+{
+	int r = open_per_cpu(s);
+
+	if (r == 0) {
+		s->per_cpu = true;
+		s->tot.ring_mode = PROF_RING_PER_CPU;
+		note_initial_threads(s);
+		return 0;
+	}
+	close_rings(s);
+	if (s->opts.ring_mode == PROF_RING_PER_CPU) {
+		prof_seterr(err, r, "%s (per-CPU events %s)", s->errmsg,
+			    r == -EACCES || r == -EPERM ?
+			    "need CAP_PERFMON or perf_event_paranoid <= 0" : "cannot be opened");
+		return r;
+	}
+	snprintf(s->tot.ring_mode_reason, sizeof(s->tot.ring_mode_reason),
+		 "%.500s%s", s->errmsg, r == -EACCES || r == -EPERM ?
+		 " (per-CPU events need CAP_PERFMON or perf_event_paranoid <= 0)" : "");
+	s->errmsg[0] = '\0';
+	return 0;
 }
 
 static int open_ring_backend(struct prof_sampler *s, struct prof_error *err)
@@ -796,6 +936,12 @@ static int open_ring_backend(struct prof_sampler *s, struct prof_error *err)
 	for (int c = 0; c < s->ncpu; c++)
 		s->cpus[c].fd = -1;
 	setup_attr(s);
+	if (s->opts.ring_mode != PROF_RING_PER_THREAD) {
+		int r = open_per_cpu_or_say_why(s, err);
+		if (r < 0 || s->per_cpu)
+			return r;
+	}
+	s->tot.ring_mode = PROF_RING_PER_THREAD;
 	int r = scan_until_stable(s, true, false);
 	if (r < 0) {
 		if (r == -ESRCH && !s->errmsg[0])
@@ -936,7 +1082,7 @@ int prof_sampler__start(struct prof_sampler *s)
 	s->start_ns = prof_now_ns();
 	/* threads created before the events existed and after the last scan */
 	s->last_scan_ns = s->start_ns;
-	r = scan_until_stable(s, false, true);
+	r = s->per_cpu ? 0 : scan_until_stable(s, false, true);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0 && r != -ESRCH) {
 		enable_all(s, false);
@@ -1065,6 +1211,15 @@ void prof_sampler__free(struct prof_sampler *s)
 	prof_stacks__fini(&s->stacks);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+const char *prof_ring_mode_name(enum prof_ring_mode m)
+{
+	switch (m) {
+	case PROF_RING_PER_CPU: return "per-cpu";
+	case PROF_RING_PER_THREAD: return "per-thread";
+	default: return "auto";
+	}
 }
 
 const char *prof_sampler__errmsg(const struct prof_sampler *s)

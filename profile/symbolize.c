@@ -78,6 +78,7 @@ struct prof_symbolizer {
 	const char *jit_module;		/* interned "[perf-N.map]" */
 	char jit_path[128];
 	int jit_err;
+	bool gone;		/* prof_symbolizer__gone: the maps stay as read */
 };
 
 /* ------------------------------------------------------------ strings */
@@ -233,9 +234,20 @@ const char *prof_symbolizer__errmsg(const struct prof_symbolizer *s)
 	return s->errmsg;
 }
 
+void prof_symbolizer__gone(struct prof_symbolizer *s)
+{
+	s->gone = true;
+}
+
 int prof_symbolizer__refresh(struct prof_symbolizer *s)
 {
 	struct attach_maps *m;
+
+	if (s->gone) {
+		snprintf(s->errmsg, sizeof(s->errmsg), "process %d has exited or exec'd: its maps "
+			 "are the last ones read", s->pid);
+		return -ESRCH;
+	}
 	int r = attach_maps__read(s->pid, &m);
 
 	if (r < 0) {
@@ -255,6 +267,8 @@ static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t add
 ssize_t prof_symbolizer__read(struct prof_symbolizer *s, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
+	if (s->gone)	/* whatever lives at that pid now is another program */
+		return -ESRCH;
 	ssize_t n = process_vm_readv(s->pid, &l, 1, &r, 1, 0);
 
 	if (n >= 0)

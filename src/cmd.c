@@ -304,18 +304,28 @@ struct outfile_run {
 	int status;
 };
 
+/* A status after which the command's output is still complete: a profile
+ * whose process exited or exec'd wrote what it sampled until then. */
+static bool output_kept(int status, FILE *f)
+{
+	return (status == padrone_why_exit_status(PADRONE_TARGET_EXITED) ||
+		status == padrone_why_exit_status(PADRONE_TARGET_EXECED)) && ftell(f) > 0;
+}
+
 static int run_into_file(FILE *f, void *arg, char *why, size_t len)
 {
 	struct outfile_run *x = arg;
 
 	x->status = run_entry(x->ctl, x->e, x->count, x->words, f, x->err);
-	if (x->status)
+	if (x->status && !output_kept(x->status, f)) {
 		snprintf(why, len, "the command failed");
-	return x->status ? -ECANCELED : 0;
+		return -ECANCELED;
+	}
+	return 0;
 }
 
 /* The command with its output in -o's file, renamed into place only if it
- * succeeds. */
+ * succeeds (or wrote a profile cut short by its process's end). */
 static int run_outfile(struct padrone_ctl *ctl, const struct padrone_cmd_entry *e, int count,
 		       char *const words[], const char *file, FILE *err)
 {
@@ -329,7 +339,7 @@ static int run_outfile(struct padrone_ctl *ctl, const struct padrone_cmd_entry *
 		return ctl_error(ctl, err, PADRONE_EXIT_FAILURE, "%s", why);
 	if (isatty(fileno(err)))
 		fprintf(err, "%s: wrote %s\n", ctl->prog, file);
-	return PADRONE_EXIT_OK;
+	return x.status;
 }
 
 int padrone_ctl_run(struct padrone_ctl *ctl, int count, char *const words[], FILE *out, FILE *err)

@@ -87,6 +87,37 @@ static char *command_generator(const char *text, int state)
 	return NULL;
 }
 
+/* The function names of the last profile, hottest first (the session's
+ * own: a profile padroned holds stays there). */
+static char *function_generator(const char *text, int state)
+{
+	static size_t i, len;
+	const struct padrone_report *r = padrone_session__report(ctl.session);
+
+	if (!state) {
+		i = 0;
+		len = strlen(text);
+	}
+	while (r && i < padrone_report__count(r)) {
+		const struct padrone_function *f = padrone_report__function(r, i++);
+		if (f && strncmp(f->name, text, len) == 0)
+			return strdup(f->name);
+	}
+	return NULL;
+}
+
+/* Commands whose first argument names a function. */
+static bool takes_function(const char *cmd)
+{
+	static const char *const cmds[] = { "cfg", "disas", "loops", "replace", "restore",
+					    "measure", NULL };
+
+	for (size_t i = 0; cmds[i]; i++)
+		if (strcmp(cmd, cmds[i]) == 0)
+			return true;
+	return false;
+}
+
 static char *no_generator(const char *text, int state)
 {
 	return NULL;
@@ -112,6 +143,8 @@ static char **complete(const char *text, int start, int end)
 	else if (e && strcmp(e->name, "profile") == 0 &&
 		 (strcmp(prev, "-b") == 0 || strcmp(prev, "--backend") == 0))
 		gen_words = backend_words, res = rl_completion_matches(text, word_generator);
+	else if (e && takes_function(e->name) && text[0] != '-')
+		res = rl_completion_matches(text, function_generator);
 	padrone_free_words(words);
 	return res;
 }

@@ -154,13 +154,16 @@ struct padrone_thread {
 
 /* The threads of the attached process, main thread first: fills up to max
  * entries and returns how many threads there are (may exceed max), or
- * -errno. Briefly stops the process to read each thread's pc. */
+ * -errno. Reads each thread's pc from /proc when it is off a CPU (no
+ * stop: a stop makes epoll_wait and the like fail with EINTR); stops the
+ * process for a moment only if a thread keeps running. */
 int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max);
 
 /* -------------------------------------------------------------- profile */
 
 enum padrone_backend {
-	PADRONE_BACKEND_RING = 0,	/* perf_event mmap ring per thread */
+	PADRONE_BACKEND_RING = 0,	/* perf_event mmap rings: per CPU where
+					 * permitted, else per thread */
 	PADRONE_BACKEND_BPF,		/* in-kernel aggregation (libbpf) */
 };
 
@@ -183,7 +186,10 @@ struct padrone_profile_opts {
 
 /* Sample every thread (current and new) for opts->seconds (less if
  * interrupted), then rank the functions. The result replaces the session's
- * report. If the BPF backend cannot load, the ring backend is used and the
+ * report. If the process exits or execs meanwhile, sampling ends then, the
+ * report of what was sampled until then still replaces the last one
+ * (padrone_report__ended says so), and the call fails with
+ * PADRONE_TARGET_EXITED or PADRONE_TARGET_EXECED. If the BPF backend cannot load, the ring backend is used and the
  * report says why (padrone_report__fallback); the call still returns 0 and,
  * as after any success, padrone_session__errmsg is "". */
 int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts);
@@ -230,6 +236,18 @@ uint64_t padrone_report__start_ns(const struct padrone_report *r);
  * for ("" if it is). */
 const char *padrone_report__backend(const struct padrone_report *r);
 const char *padrone_report__fallback(const struct padrone_report *r);
+/* How the threads were covered: "per-cpu" (ring backend: one event per
+ * CPU, every thread however short-lived), "per-thread" (ring backend where
+ * per-CPU events are not permitted: threads that live less than a
+ * sampling period are missed) or "in-kernel" (bpf); and, for per-thread,
+ * why per-cpu could not be used ("" otherwise). */
+const char *padrone_report__sampling(const struct padrone_report *r);
+const char *padrone_report__sampling_why(const struct padrone_report *r);
+/* PADRONE_TARGET_EXITED or PADRONE_TARGET_EXECED when the process exited
+ * or exec'd during the profile (the report holds what was sampled until
+ * then, and padrone_session__profile failed with that reason); else
+ * PADRONE_OK. */
+enum padrone_why padrone_report__ended(const struct padrone_report *r);
 /* Functions, hottest (most self samples) first. */
 size_t padrone_report__count(const struct padrone_report *r);
 const struct padrone_function *padrone_report__function(const struct padrone_report *r, size_t i);

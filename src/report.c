@@ -13,6 +13,8 @@ struct padrone_report {
 	pid_t pid;
 	char *event;
 	char *backend, *fallback;
+	char *sampling, *sampling_why;
+	enum padrone_why ended;
 	unsigned hz;
 	double duration_s;
 	uint64_t samples, lost, throttled;
@@ -32,7 +34,9 @@ struct padrone_report *padrone_report_new(pid_t pid, const char *event, unsigned
 	r->event = strdup(event ? event : "");
 	r->backend = strdup("ring");
 	r->fallback = strdup("");
-	if (!r->event || !r->backend || !r->fallback) {
+	r->sampling = strdup("");
+	r->sampling_why = strdup("");
+	if (!r->event || !r->backend || !r->fallback || !r->sampling || !r->sampling_why) {
 		padrone_report_free(r);
 		return NULL;
 	}
@@ -93,6 +97,32 @@ int padrone_report_set_backend(struct padrone_report *r, const char *backend,
 	return 0;
 }
 
+int padrone_report_set_sampling(struct padrone_report *r, const char *sampling, const char *why)
+{
+	char *s = strdup(sampling ? sampling : "");
+	char *w = strdup(why ? why : "");
+
+	if (!s || !w) {
+		free(s);
+		free(w);
+		return -ENOMEM;
+	}
+	free(r->sampling);
+	free(r->sampling_why);
+	r->sampling = s;
+	r->sampling_why = w;
+	return 0;
+}
+
+void padrone_report_set_ended(struct padrone_report *r, enum padrone_why ended)
+{
+	r->ended = ended;
+}
+
+const char *padrone_report__sampling(const struct padrone_report *r) { return r->sampling; }
+const char *padrone_report__sampling_why(const struct padrone_report *r) { return r->sampling_why; }
+enum padrone_why padrone_report__ended(const struct padrone_report *r) { return r->ended; }
+
 static int hotter_first(const void *pa, const void *pb)
 {
 	const struct padrone_function *a = pa, *b = pb;
@@ -123,6 +153,8 @@ void padrone_report_free(struct padrone_report *r)
 	free(r->event);
 	free(r->backend);
 	free(r->fallback);
+	free(r->sampling);
+	free(r->sampling_why);
 	free(r);
 }
 
@@ -247,6 +279,12 @@ static struct json_object *report_json(const struct padrone_report *r, size_t ma
 	e |= put(o, "kernel_samples", json_object_new_uint64(r->kernel_samples));
 	e |= put(o, "cpu_user_s", fixed((double)r->cpu_user_ns / 1e9, 3));
 	e |= put(o, "cpu_system_s", fixed((double)r->cpu_system_ns / 1e9, 3));
+	e |= put(o, "backend", json_object_new_string(r->backend));
+	e |= put(o, "sampling", json_object_new_string(r->sampling));
+	if (r->ended == PADRONE_OK)
+		e |= json_object_object_add(o, "ended", NULL) < 0 ? -ENOMEM : 0;
+	else
+		e |= put(o, "ended", json_object_new_string(padrone_why_name(r->ended)));
 	size_t n = max && max < r->n ? max : r->n;
 	for (size_t i = 0; i < n && !e; i++) {
 		struct json_object *f = function_json(&r->fn[i]);
@@ -328,6 +366,62 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+/* How the threads were sampled, and what that misses. */
+static void say_sampling(FILE *f, const struct padrone_report *r)
+{
+	if (!strcmp(r->sampling, "per-cpu"))
+		fprintf(f, "# sampled per CPU (%s backend): every thread, however short-lived\n",
+			r->backend);
+	else if (!strcmp(r->sampling, "per-thread"))
+		fprintf(f, "# sampled per thread (%s backend): threads that live less than a "
+			"sampling period are missed%s%s\n", r->backend, *r->sampling_why ? "; " : "",
+			r->sampling_why);
+	else if (*r->sampling)
+		fprintf(f, "# sampled per CPU in the kernel (%s backend)\n", r->backend);
+}
+
+/* Samples expected from the process's CPU time at the rate (what a timer
+ * that runs while it does would take). */
+static double expected_samples(const struct padrone_report *r)
+{
+	uint64_t cpu = r->cpu_user_ns + (r->user_only ? 0 : r->cpu_system_ns);
+
+	return (double)cpu / 1e9 * (double)r->hz;
+}
+
+/* No samples, or far fewer than its CPU time gives: say why it may be. The
+ * kernel accounts CPU time in ticks, so only a clear gap is told. */
+static void explain_few_samples(FILE *f, const struct padrone_report *r)
+{
+	double want = expected_samples(r);
+	bool per_thread = !strcmp(r->sampling, "per-thread");
+
+	if (!r->samples && want < 20)
+		fprintf(f, "# no samples: no thread of process %d ran on a CPU while it was sampled "
+			"(sleeping, blocked or stopped); is the busy process a child of it?\n",
+			(int)r->pid);
+	else if (per_thread && want >= 20 && (double)r->samples * 4 < want)
+		fprintf(f, "# only %llu samples for ~%.2f s of CPU time (~%.0f at %u Hz): threads "
+			"that live less than a sampling period are not seen by per-thread events "
+			"(each fires only after a whole period of its own thread's time); per-CPU "
+			"events (CAP_PERFMON) or -b bpf sample them\n",
+			(unsigned long long)r->samples, want / (double)r->hz, want, r->hz);
+	else if (!r->samples)
+		fprintf(f, "# no samples, though process %d used ~%.2f s of CPU time meanwhile "
+			"(samples lost, or the kernel throttled sampling?)\n", (int)r->pid,
+			want / (double)r->hz);
+}
+
+static void say_ended(FILE *f, const struct padrone_report *r)
+{
+	if (r->ended == PADRONE_TARGET_EXITED)
+		fprintf(f, "# process %d exited during the profile: this is what was sampled "
+			"until then\n", (int)r->pid);
+	else if (r->ended == PADRONE_TARGET_EXECED)
+		fprintf(f, "# process %d exec'd another program during the profile: this is "
+			"what was sampled until then\n", (int)r->pid);
+}
+
 char *padrone_report__text(const struct padrone_report *r, size_t max)
 {
 	char *buf = NULL;
@@ -350,6 +444,7 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 			r->samples ? 100.0 * (double)r->kernel_samples / (double)r->samples : 0.0);
 	fprintf(f, "; CPU time %.2f s user, %.2f s system (%.1f%% in the kernel)\n",
 		(double)r->cpu_user_ns / 1e9, (double)r->cpu_system_ns / 1e9, system_pct(r));
+	say_sampling(f, r);
 	fprintf(f, "#\n# %8s  %8s  %9s  %-32s  %-20s  %s\n", "Overhead", "Samples", "Inclusive",
 		"Function", "Module", "Bounds");
 	size_t n = max && max < r->n ? max : r->n;
@@ -363,10 +458,8 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 	}
 	if (n < r->n)
 		fprintf(f, "# ... %zu more functions\n", r->n - n);
-	if (!r->samples)
-		fprintf(f, "# no samples: no thread of process %d ran on a CPU while it was sampled "
-			"(sleeping, blocked or stopped); is the busy process a child of it?\n",
-			(int)r->pid);
+	explain_few_samples(f, r);
+	say_ended(f, r);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

@@ -24,6 +24,13 @@ PADRONE_HIDDEN int padrone_report_add(struct padrone_report *r, const char *name
  * 0 or -ENOMEM. */
 PADRONE_HIDDEN int padrone_report_set_backend(struct padrone_report *r, const char *backend,
 					      const char *fallback);
+/* How the threads were covered ("per-cpu", "per-thread", "in-kernel") and,
+ * when per-thread ran for want of per-cpu, why. 0 or -ENOMEM. */
+PADRONE_HIDDEN int padrone_report_set_sampling(struct padrone_report *r, const char *sampling,
+					       const char *why);
+/* The process exited (PADRONE_TARGET_EXITED) or exec'd during the profile:
+ * the report holds what was sampled until then. PADRONE_OK: it did not. */
+PADRONE_HIDDEN void padrone_report_set_ended(struct padrone_report *r, enum padrone_why ended);
 /* How often the kernel throttled sampling during the profile. */
 PADRONE_HIDDEN void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled);
 /* Whether kernel code was left out of the samples (profile -u, or

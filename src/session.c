@@ -145,14 +145,19 @@ const char *padrone_why_name(enum padrone_why why)
 	return "unknown";
 }
 
-/* A failed operation on the attached target: attach/ says why. */
+/* A failed operation on the attached target: attach/ says why (a thread
+ * that did not stop in time, a thread in D state among them, is a timeout,
+ * not a system error). */
 static int fail_target(struct padrone_session *s, int err, const char *what)
 {
-	enum attach_why state = attach_target__state(s->t);
+	enum attach_why why = attach_target__why(s->t);
 	const char *msg = attach_target__errmsg(s->t);
 
-	return fail(s, state == ATTACH_OK ? PADRONE_SYSTEM : from_attach(state), err, "%s: %s",
-		    what, *msg ? msg : strerror(-err));
+	if (why == ATTACH_OK)	/* no message of attach/'s: the process's state */
+		why = attach_target__state(s->t);
+	if (why == ATTACH_OK)
+		why = err == -ETIMEDOUT ? ATTACH_TIMEOUT : ATTACH_SYSTEM;
+	return fail(s, from_attach(why), err, "%s: %s", what, *msg ? msg : strerror(-err));
 }
 
 enum padrone_why padrone_session__why(const struct padrone_session *s) { return s->why; }
@@ -452,16 +457,69 @@ static void read_task_stat(pid_t pid, struct padrone_thread *th)
 	read_stat_file(path, th);
 }
 
-/* Every listed thread's pc, the world stopped once for all of them. */
+/* How often, and how far apart, info threads looks in /proc for the pc of
+ * a thread that is running before it stops the process to read it. */
+#define PC_LOOKS 5
+#define PC_LOOK_US 2000
+
+/* A thread's pc as the kernel tells it without a stop: the last field of
+ * /proc/PID/task/TID/syscall, for a thread that is not on a CPU (blocked
+ * in a system call: "NR ARGS... SP PC"; elsewhere in the kernel: "-1 SP
+ * PC"). 0 for one that is running there ("running"), or gone. */
+static uint64_t pc_from_proc(pid_t pid, pid_t tid)
+{
+	char path[64], buf[256];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	const char *last = strrchr(buf, ' ');
+	if (!last || strncmp(buf, "running", 7) == 0)
+		return 0;
+	return strtoull(last + 1, NULL, 0);
+}
+
+/* Every listed thread's pc: from /proc for those off a CPU (no stop: a
+ * stop interrupts the system calls threads are blocked in, and epoll_wait,
+ * among others, then fails with EINTR); the world is stopped once, for a
+ * moment, only if a thread is running, whose pc nothing else tells. */
 static int read_pcs(struct padrone_session *s, struct padrone_thread *out, size_t n)
 {
-	int r = attach_target__stop(s->t);
+	pid_t pid = attach_target__pid(s->t);
+	bool running = true;
 
+	for (size_t i = 0; i < n; i++)
+		out[i].pc = 0;
+	/* A thread caught on its way back into a system call (just after
+	 * attach's own stop, say) blocks again within microseconds: look a
+	 * few times before stopping anything for it. */
+	for (int round = 0; running && round < PC_LOOKS; round++) {
+		if (round)
+			usleep(PC_LOOK_US);
+		running = false;
+		for (size_t i = 0; i < n; i++) {
+			if (!out[i].pc)
+				out[i].pc = pc_from_proc(pid, out[i].tid);
+			running |= !out[i].pc && out[i].state != 'Z' && out[i].state != 'X';
+		}
+	}
+	if (!running)
+		return 0;
+	int r = attach_target__stop(s->t);
 	if (r < 0)
 		return fail_target(s, r, "stopping the process");
 	for (size_t i = 0; i < n; i++) {
 		struct user_regs_struct regs;
-		if (attach_target__get_regs(s->t, out[i].tid, &regs) == 0)
+		if (!out[i].pc && attach_target__get_regs(s->t, out[i].tid, &regs) == 0)
 			out[i].pc = regs.rip;	/* a thread gone meanwhile keeps pc 0 */
 	}
 	r = attach_target__resume(s->t);
@@ -512,6 +570,8 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 	free(tids);
 	if (fill && (r = read_pcs(s, out, fill)) < 0)
 		return r;
+	for (size_t i = 0; i < fill; i++)	/* the state the pc goes with */
+		read_task_stat(attach_target__pid(s->t), &out[i]);
 	if (fill && need_symbolizer(s) == 0) {
 		for (size_t i = 0; i < fill; i++) {
 			struct prof_sym sym;
@@ -528,15 +588,34 @@ int padrone_session__threads(struct padrone_session *s, struct padrone_thread *o
 /* How often a profile tells its progress callback. */
 #define PROGRESS_INTERVAL_S 0.25
 
+static void read_cpu_time(pid_t pid, uint64_t *user_ns, uint64_t *system_ns);
+
+/* The process's CPU time now, kept as the profile's end unless it is gone
+ * (the kernel's accounting goes with it: the last reading stands). */
+static void note_cpu_time(pid_t pid, uint64_t *user_ns, uint64_t *system_ns)
+{
+	uint64_t u, sys;
+
+	read_cpu_time(pid, &u, &sys);
+	if (u >= *user_ns && sys >= *system_ns && (u || sys)) {
+		*user_ns = u;
+		*system_ns = sys;
+	}
+}
+
 /* Sleep for the profile's length, or less when interrupted or the target
- * goes away; tell o's progress callback how far it is on the way. */
+ * goes away; tell o's progress callback how far it is on the way, and keep
+ * the process's CPU time in *user_ns and *system_ns as it goes. */
 static void wait_profile(struct padrone_session *s, const struct prof_sampler *smp,
-			 const struct padrone_profile_opts *o, double seconds)
+			 const struct padrone_profile_opts *o, double seconds, uint64_t *user_ns,
+			 uint64_t *system_ns)
 {
 	struct timespec t0, now;
+	pid_t pid = attach_target__pid(s->t);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
+		note_cpu_time(pid, user_ns, system_ns);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		double elapsed = (double)(now.tv_sec - t0.tv_sec) +
 				 (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
@@ -547,9 +626,9 @@ static void wait_profile(struct padrone_session *s, const struct prof_sampler *s
 			struct prof_totals t;
 			prof_sampler__totals(smp, &t);
 			o->progress(o->progress_arg, elapsed, seconds, t.samples);
-			if (left > PROGRESS_INTERVAL_S)
-				left = PROGRESS_INTERVAL_S;
 		}
+		if (left > PROGRESS_INTERVAL_S)
+			left = PROGRESS_INTERVAL_S;
 		struct pollfd pfd[2] = {
 			{ .fd = s->interrupt_fd, .events = POLLIN },
 			{ .fd = s->event_fd, .events = POLLIN },
@@ -602,6 +681,15 @@ static uint64_t kernel_samples(const struct prof_hot *hot)
 	return n;
 }
 
+/* How the threads were covered: "per-cpu", "per-thread" (ring) or
+ * "in-kernel" (bpf, per CPU too). */
+static const char *sampling_name(const struct prof_totals *t)
+{
+	if (t->backend == PROF_BACKEND_BPF)
+		return "in-kernel";
+	return prof_ring_mode_name(t->ring_mode);
+}
+
 /* The report of a profile: totals, and hot's functions (hot NULL: none). */
 static int build_report(struct padrone_session *s, const struct prof_totals *t,
 			const struct prof_hot *hot, const struct profile_facts *pf)
@@ -618,6 +706,8 @@ static int build_report(struct padrone_session *s, const struct prof_totals *t,
 		padrone_report_set_start(r, pf->start_ns);
 		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
 					       t->fell_back ? t->fallback_reason : "");
+		if (e == 0)
+			e = padrone_report_set_sampling(r, sampling_name(t), t->ring_mode_reason);
 	}
 	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
 		const struct prof_func *f = prof_hot__at(hot, i);
@@ -709,11 +799,12 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
 	if (r < 0)
 		return fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp));
 	call_wait_hook(s, true);
-	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS);
+	pf->user1 = pf->user0;
+	pf->system1 = pf->system0;
+	wait_profile(s, smp, o, o->seconds > 0 ? o->seconds : DEFAULT_SECONDS, &pf->user1,
+		     &pf->system1);
 	call_wait_hook(s, false);
-	read_cpu_time(pid, &pf->user1, &pf->system1);
-	if (pf->user1 < pf->user0 || pf->system1 < pf->system0)	/* gone meanwhile */
-		pf->user1 = pf->user0, pf->system1 = pf->system0;
+	note_cpu_time(pid, &pf->user1, &pf->system1);
 	r = prof_sampler__stop(smp);
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
@@ -792,6 +883,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		.user_only = o.user_only,
 	};
 	pf.user_only = o.user_only;
+	/* the maps as they are while it lives: what names its samples if it
+	 * exits or execs meanwhile */
+	if ((r = need_symbolizer(s)) < 0)
+		return r;
 	profile_begin(s);
 	r = prof_sampler__open(attach_target__pid(s->t), &po, &smp, &err);
 	if (r < 0) {
@@ -801,10 +896,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	}
 	r = run_sampler(s, smp, &o, &pf);
 	profile_end(s);
-	/* gone during the profile: its code can no longer be named */
-	if (r == 0)
-		r = need_target(s);
-	if (r == 0)
+	enum attach_why ended = attach_target__state(s->t);
+	if (ended != ATTACH_OK)
+		prof_symbolizer__gone(s->sym);	/* keep what it had mapped */
+	else if (r == 0)
 		r = need_symbolizer(s);
 	/* No sample at all (a stopped process): nothing to rank. */
 	if (r == 0 && prof_sampler__stack_count(smp) > 0 &&
@@ -814,6 +909,8 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		struct prof_totals t;
 		prof_sampler__totals(smp, &t);
 		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot, &pf);
+		if (r == 0)
+			padrone_report_set_ended(s->report, from_attach(ended));
 	}
 	if (r == 0)
 		r = keep_samples(s, smp);
@@ -824,6 +921,10 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		prof_hot__free(hot);
 	}
 	prof_sampler__free(smp);
+	/* gone during the profile: the report of what was sampled until then
+	 * stays, and the status says what happened */
+	if (r == 0 && ended != ATTACH_OK)
+		r = need_target(s);
 	if (r == 0)
 		ok(s);
 	return r;
@@ -895,8 +996,8 @@ static int backtrace_failed(struct padrone_session *s, pid_t tid, int err)
 	if (thread_gone(s, tid))
 		return fail(s, PADRONE_BAD_REQUEST, -ESRCH, "thread %d of process %d exited before "
 			    "its stack could be read", (int)tid, (int)attach_target__pid(s->t));
-	return fail(s, PADRONE_SYSTEM, err, "backtrace of thread %d: %s", (int)tid,
-		    *msg ? msg : strerror(-err));
+	return fail(s, err == -ETIMEDOUT ? PADRONE_TIMEOUT : PADRONE_SYSTEM, err,
+		    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-err));
 }
 
 int padrone_session__backtrace(struct padrone_session *s, pid_t tid,

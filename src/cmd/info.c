@@ -141,8 +141,9 @@ const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.alias = "i",		/* gdb's; a prefix no more (instrument) */
 	.usage = "threads|modules|stops|replacements",
 	.summary = "list the threads, the modules, the stops, or the functions replaced",
-	.help = "threads: tid, name, state, CPU time, and where each thread is (the process\n"
-		"is stopped for a moment to read the program counters).\n"
+	.help = "threads: tid, name, state, CPU time, and where each thread is (from /proc,\n"
+		"stopping nothing, unless a thread keeps running: then the process is\n"
+		"stopped for a moment to read its program counter).\n"
 		"modules: every executable file mapped (and [vdso]): base address, build-id.\n"
 		"stops: how often and how long padrone has held every thread stopped.\n"
 		"replacements: each function replaced or being measured, by any session:\n"

@@ -91,6 +91,39 @@ static int write_profile(struct padrone_cmd_ctx *ctx, enum padrone_format fmt)
 	return PADRONE_EXIT_OK;
 }
 
+/* Did the process exit or exec during the profile (which then kept what
+ * it had sampled)? */
+static bool gone_during_it(struct padrone_session *s)
+{
+	const struct padrone_report *r = padrone_session__report(s);
+	enum padrone_why why = padrone_session__why(s);
+
+	return r && padrone_report__ended(r) == why &&
+	       (why == PADRONE_TARGET_EXITED || why == PADRONE_TARGET_EXECED);
+}
+
+/* The report of what was sampled until the process went (as a profile
+ * that ran to its end shows it), then why it ended, with its status. */
+static int show_partial(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
+			enum padrone_format fmt)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	enum padrone_why why = padrone_session__why(s);
+	char msg[512];
+	int st;
+
+	snprintf(msg, sizeof(msg), "%s", padrone_session__errmsg(s));
+	if (padrone_args_has(args, 'o') || padrone_args_has(args, 'F'))
+		st = write_profile(ctx, fmt);
+	else
+		st = padrone_cmd_print_report(ctx, padrone_args_has(args, 'j'),
+					      padrone_args_has(args, 'j') ? 0 : PROFILE_TEXT_TOP);
+	if (st)
+		return st;
+	fflush(ctx->out);
+	return padrone_cmd_error(ctx, padrone_why_exit_status(why), "%s", msg);
+}
+
 static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	struct padrone_session *s = ctx->ctl->session;
@@ -108,6 +141,8 @@ static int profile_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 	o.progress_arg = &progress;
 	int failed = padrone_session__profile(s, &o) < 0;
 	padrone_progress_done(&progress);
+	if (failed && gone_during_it(s))
+		return show_partial(ctx, args, fmt);
 	if (failed) {
 		/* The rate refused for want of a PMU: name the option here, as
 		 * the library cannot (padroned's --force, profile's -f). */

@@ -127,7 +127,11 @@ const struct padrone_cmd_entry padrone_cmd_replace_entry = {
 		"call in the original; -w waits until none is in it (-t MS, default 2000), -f\n"
 		"then goes ahead anyway. A function whose first bytes (those the jump overwrites)\n"
 		"code elsewhere in its module branches into -- a side entry, a jump table -- is\n"
-		"refused, naming the branch, even with -f. -n prints what would be done. The\n"
+		"refused, naming the branch, even with -f. FILE is refused if corrupt, if it has\n"
+		"instructions this CPU lacks or constructors, or, in a C++ process and without -f,\n"
+		"if the function calls other code an exception could unwind through. Registers\n"
+		"that callers built with -fipa-ra keep across the call are saved around the new\n"
+		"code by a gate. -n prints what would be done (after the same checks). The\n"
 		"replacement stays after padrone detaches; restore FUNC undoes it.",
 	.opts = replace_opts,
 	.lower = 2,

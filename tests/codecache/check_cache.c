@@ -4,6 +4,7 @@
  * checked by calling the function, and every undo by the original bytes and
  * results coming back. */
 #include "codecache/codecache.h"
+#include "codecache/internal.h"
 #include "tests/lib/tu.h"
 
 #include <dlfcn.h>
@@ -311,6 +312,12 @@ START_TEST(twice_and_bad_functions_are_refused_clearly)
 	struct cc_image *im = image("tests/codecache/repl/alt.o", "cc_switch");
 
 	ck_assert_int_eq(cc_cache__replace(c, &f, im, resolve_here, NULL, NULL), 0);
+	/* a function whose first bytes overlap those already patched: a
+	 * request that cannot be done (status 2), not a busy one (11) */
+	struct cc_func over = { f.addr - 2, f.size + 2, "cc_switch_minus_2" };
+	ck_assert_int_eq(cc_cache__replace(c, &over, im, resolve_here, NULL, NULL), -EALREADY);
+	ck_assert_msg(strstr(cc_cache__errmsg(c), "the entry of cc_switch_minus_2 is already "
+			     "patched"), "%s", cc_cache__errmsg(c));
 	ck_assert_int_eq(cc_cache__replace(c, &f, im, resolve_here, NULL, NULL), -EEXIST);
 	ck_assert_msg(strstr(cc_cache__errmsg(c), "redirect: cc_switch is already replaced (by ") &&
 		      strstr(cc_cache__errmsg(c), "alt.o:cc_switch); restore it first"), "%s",
@@ -537,6 +544,82 @@ START_TEST(replacement_code_linked_against_the_process_symbols)
 }
 END_TEST
 
+/* What a gate calls: it writes rcx, r11 and xmm5, as code following the
+ * ABI may, and returns a + 2b + g + 2h, g and h from the stack. */
+__asm__(".text\n"
+	".globl gate_callee\n"
+	".type gate_callee, @function\n"
+	"gate_callee:\n"
+	"	xor %ecx, %ecx\n"
+	"	xor %r11d, %r11d\n"
+	"	pxor %xmm5, %xmm5\n"
+	"	lea (%rdi,%rsi,2), %rax\n"
+	"	add 8(%rsp), %rax\n"
+	"	add 16(%rsp), %rax\n"
+	"	add 16(%rsp), %rax\n"
+	"	ret\n"
+	".size gate_callee, .-gate_callee\n");
+void gate_callee(void);
+
+/* Call gate as an -fipa-ra caller would: values in rcx, r11 and xmm5
+ * across the call, 8 arguments (2 on the stack, rsp 16-aligned). */
+static long call_gate(uint64_t gate, uint64_t *rcx, uint64_t *r11, uint64_t *x5)
+{
+	long ret;
+	uint64_t a, b, c;
+
+	__asm__ volatile("mov %%rsp, %%rbx\n\t"
+			 "sub $256, %%rsp\n\t"	/* below our red zone */
+			 "and $-16, %%rsp\n\t"
+			 "movabs $0x1111111111111111, %%rcx\n\t"
+			 "movabs $0x2222222222222222, %%r11\n\t"
+			 "movabs $0x3333333333333333, %%rax\n\t"
+			 "movq %%rax, %%xmm5\n\t"
+			 "pushq $8\n\t"
+			 "pushq $7\n\t"
+			 "mov $1, %%edi\n\t"
+			 "mov $2, %%esi\n\t"
+			 "call *%[g]\n\t"
+			 "mov %%rcx, %%rdx\n\t"
+			 "mov %%r11, %%rsi\n\t"
+			 "movq %%xmm5, %%rdi\n\t"
+			 "mov %%rbx, %%rsp"
+			 : "=&a"(ret), "=&d"(a), "=&S"(b), "=&D"(c)
+			 : [g] "r"(gate)
+			 : "rbx", "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3",
+			   "xmm4", "xmm5", "memory", "cc");
+	*rcx = a;
+	*r11 = b;
+	*x5 = c;
+	return ret;
+}
+
+START_TEST(a_gate_keeps_the_registers_callers_rely_on_and_passes_stack_arguments)
+{
+	struct cc_cache *c = open_here();
+	uint32_t need = 1u << 1 | 1u << 11 | CC_REG_VEC(5);	/* rcx, r11, xmm5 */
+	size_t n = cc__gate_encode(need, 0, 0, NULL);
+	uint8_t buf[512];
+	uint64_t gate, rcx, r11, x5;
+
+	ck_assert_uint_le(n, sizeof buf);
+	ck_assert_int_eq(cc_cache__alloc(c, CC_CODE, n, 16, (uint64_t)gate_callee, &gate), 0);
+	ck_assert_uint_eq(cc__gate_encode(need, gate, (uint64_t)gate_callee, buf), n);
+	ck_assert_int_eq(cc_cache__write(c, gate, buf, n), 0);
+	/* directly, the callee destroys them */
+	ck_assert_int_eq(call_gate((uint64_t)gate_callee, &rcx, &r11, &x5), 1 + 4 + 7 + 16);
+	ck_assert_uint_eq(rcx, 0);
+	ck_assert_uint_eq(r11, 0);
+	ck_assert_uint_eq(x5, 0);
+	/* through the gate, they survive, and g, h still reach it */
+	ck_assert_int_eq(call_gate(gate, &rcx, &r11, &x5), 1 + 4 + 7 + 16);
+	ck_assert_uint_eq(rcx, 0x1111111111111111ULL);
+	ck_assert_uint_eq(r11, 0x2222222222222222ULL);
+	ck_assert_uint_eq(x5, 0x3333333333333333ULL);
+	cc_cache__close(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -555,6 +638,7 @@ int main(void)
 	tcase_add_test(tc, measure_stops_timing_after_n_calls);
 	tcase_add_test(tc, symbols_of_a_process_by_name);
 	tcase_add_test(tc, replacement_code_linked_against_the_process_symbols);
+	tcase_add_test(tc, a_gate_keeps_the_registers_callers_rely_on_and_passes_stack_arguments);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

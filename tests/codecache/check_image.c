@@ -5,6 +5,7 @@
 #include "tests/lib/tu.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,64 @@ START_TEST(a_raw_blob_is_code_from_its_first_byte)
 }
 END_TEST
 
+/* vecadd_avx2.o with one field of the section header named sect changed
+ * by fix, written to a file of this test; opened: its status. */
+static int open_corrupted(const char *sect, void (*fix)(Elf64_Shdr *), struct cc_error *err)
+{
+	FILE *f = fopen(tu_path("tests/codecache/repl/vecadd_avx2.o"), "rb");
+	static unsigned char buf[1 << 16];
+	char path[] = "/tmp/padrone-corrupt.XXXXXX";
+	struct cc_image *im = NULL;
+
+	ck_assert(f);
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+	Elf64_Shdr *sh = (Elf64_Shdr *)(buf + eh->e_shoff);
+	const char *names = (const char *)buf + sh[eh->e_shstrndx].sh_offset;
+	bool found = false;
+	for (unsigned i = 0; i < eh->e_shnum; i++)
+		if (strcmp(names + sh[i].sh_name, sect) == 0) {
+			fix(&sh[i]);
+			found = true;
+		}
+	ck_assert_msg(found, "no section %s", sect);
+	int fd = mkstemp(path);
+	ck_assert(fd >= 0 && write(fd, buf, n) == (ssize_t)n);
+	close(fd);
+	int rc = cc_image__open(path, NULL, &im, err);
+	cc_image__free(im);
+	unlink(path);
+	return rc;
+}
+
+static void huge(Elf64_Shdr *sh) { sh->sh_size = 1ULL << 31; }
+static void no_entsize(Elf64_Shdr *sh) { sh->sh_entsize = 0; }
+static void far_info(Elf64_Shdr *sh) { sh->sh_info = 9999; }
+static void page_align(Elf64_Shdr *sh) { sh->sh_addralign = 4096; }
+
+START_TEST(corrupt_objects_are_refused_at_open)
+{
+	struct cc_error err;
+
+	/* before, 2 GiB were allocated and filled, in a dry run too */
+	ck_assert_int_eq(open_corrupted(".text", huge, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "is corrupt: section .text (2147483648 bytes at offset 0x40) "
+			     "ends past the end of the file"), "%s", err.msg);
+	/* before, a division by zero */
+	ck_assert_int_eq(open_corrupted(".symtab", no_entsize, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "is corrupt: section .symtab is not a table of 24-byte "
+			     "entries"), "%s", err.msg);
+	ck_assert_int_eq(open_corrupted(".rela.eh_frame", far_info, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "is corrupt: section .rela.eh_frame is not a table of 24-byte "
+			     "entries linked to a section of the file"), "%s", err.msg);
+	/* the cache aligns blocks to 64 */
+	ck_assert_int_eq(open_corrupted(".text", page_align, &err), -ENOTSUP);
+	ck_assert_msg(strstr(err.msg, "section .text needs 4096-byte alignment; the code cache "
+			     "aligns to 64"), "%s", err.msg);
+}
+END_TEST
+
 START_TEST(bad_inputs_get_clear_errors)
 {
 	struct loaded l;
@@ -232,6 +291,7 @@ int main(void)
 	tcase_add_test(tc, avx2_code_built_with_O3_runs);
 	tcase_add_test(tc, a_raw_blob_is_code_from_its_first_byte);
 	tcase_add_test(tc, bad_inputs_get_clear_errors);
+	tcase_add_test(tc, corrupt_objects_are_refused_at_open);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

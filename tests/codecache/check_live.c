@@ -310,7 +310,7 @@ START_TEST(vecadd_replaced_by_a_shared_object_and_its_area_unmapped_on_restore)
 	ck_assert_uint_eq(size % 4096, 0);
 	ck_assert(entry > code && entry < code + size);
 	ck_assert_int_eq(cc_cache__redirects(l.c, &ri, 1), 1);
-	ck_assert_uint_eq(ri.dest, entry);
+	ck_assert_msg(ri.dest == entry, "%s", report);
 	ck_assert_msg(strstr(ri.source, "vecadd_avx2.so:vecadd"), "%s", ri.source);
 	/* its segments: one executable at least, none writable too */
 	maps_in(l.p.pid, code, code + size, &n, &x, &wx);

@@ -33,9 +33,17 @@ struct target {
 	long first;		/* the number after key in the first line */
 };
 
+static void start_target_args(struct target *t, char *const argv[], const char *key);
+
 static void start_target(struct target *t, const char *path, const char *key)
 {
 	char *argv[] = { (char *)path, NULL };
+
+	start_target_args(t, argv, key);
+}
+
+static void start_target_args(struct target *t, char *const argv[], const char *key)
+{
 	char line[256];
 
 	ck_assert_int_eq(tu_spawn(&t->p, argv, false), 0);
@@ -189,6 +197,30 @@ struct run {
 	struct prof_totals tot;
 };
 
+/* Loop tests over ways of sampling: 0 ring (per CPU here, as root), 1
+ * bpf, 2 ring per thread. */
+static enum prof_backend backend_of(int variant)
+{
+	return variant == 1 ? PROF_BACKEND_BPF : PROF_BACKEND_RING;
+}
+
+static enum prof_ring_mode mode_of(int variant)
+{
+	return variant == 2 ? PROF_RING_PER_THREAD : PROF_RING_AUTO;
+}
+
+static void run_profile_args(struct run *r, char *const argv[], const char *key, int variant)
+{
+	struct prof_opts o = { .sz = sizeof(o), .backend = backend_of(variant),
+			       .ring_mode = mode_of(variant) };
+
+	start_target_args(&r->t, argv, key);
+	r->s = sample(r->t.p.pid, &o, PROFILE_MS);
+	prof_sampler__totals(r->s, &r->tot);
+	ck_assert_msg(!r->tot.fell_back, "fell back: %s", r->tot.fallback_reason);
+	r->h = rank(r->s, &r->sym);
+}
+
 static void run_profile(struct run *r, const char *path, const char *key,
 			enum prof_backend backend)
 {
@@ -231,6 +263,9 @@ static void hot_loop(enum prof_backend backend)
 
 	run_profile(&r, path, "rate", backend);
 	ck_assert_int_eq(r.tot.backend, backend);
+	if (backend == PROF_BACKEND_RING)	/* root: per-CPU events are permitted */
+		ck_assert_msg(r.tot.ring_mode == PROF_RING_PER_CPU, "ran %s: %s",
+			      prof_ring_mode_name(r.tot.ring_mode), r.tot.ring_mode_reason);
 	ck_assert_str_eq(r.tot.event, "cpu-clock");
 	ck_assert_uint_eq(r.tot.freq_hz, 999);
 	ck_assert_uint_ge(r.tot.duration_ns, PROFILE_MS * 1000000ull);
@@ -361,7 +396,10 @@ START_TEST(churning_threads_are_all_sampled)
 {
 	struct run r;
 
-	run_profile(&r, tu_path("tests/targets/prof_churn"), "threads", (enum prof_backend)_i);
+	char *argv[] = { (char *)tu_path("tests/targets/prof_churn"), NULL };
+	run_profile_args(&r, argv, "threads", _i);
+	ck_assert_int_eq(r.tot.ring_mode, _i == 1 ? PROF_RING_AUTO : _i == 2 ?
+			 PROF_RING_PER_THREAD : PROF_RING_PER_CPU);
 	/* workers live ~20 ms: over 1.2 s dozens are born (fewer on a crowded
 	 * machine), and only the two alive at the start were there before */
 	ck_assert_msg(r.tot.new_threads >= 3, "%llu new threads sampled",
@@ -377,6 +415,49 @@ START_TEST(churning_threads_are_all_sampled)
 	ck_assert_msg(from_new * 2 >= r.tot.samples, "only %llu of %llu samples from new threads",
 		      (unsigned long long)from_new, (unsigned long long)r.tot.samples);
 	expect_top(r.h, "prof_churn_work", 80);
+	run_finish(&r);
+	tu_kill(&r.t.p);
+}
+END_TEST
+
+/* The target's CPU time so far, all threads, the dead ones too. */
+static double cpu_time_s(pid_t pid)
+{
+	char cmd[128];
+	int st;
+	unsigned long long ut = 0, sys = 0;
+
+	snprintf(cmd, sizeof(cmd), "sed 's/.*) //' /proc/%d/stat | cut -d' ' -f12,13", (int)pid);
+	char *out = tu_run(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(sscanf(out, "%llu %llu", &ut, &sys), 2);
+	free(out);
+	return (double)(ut + sys) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Threads that live ~20 us, thousands a second: a per-thread event never
+ * runs a whole period on any of them, a per-CPU one samples them as their
+ * CPU time says (about HZ per CPU-second; the bench profile-churn shows
+ * ~1.1 HZ, /proc's ticks being coarse). Asked for a third of that. */
+START_TEST(short_lived_threads_are_sampled)
+{
+	struct run r;
+	char *argv[] = { (char *)tu_path("tests/targets/prof_churn"), "-l", "20", "-r", "200",
+			 NULL };
+
+	start_target_args(&r.t, argv, "threads");
+	struct prof_opts o = { .sz = sizeof(o), .backend = backend_of(_i) };
+	double cpu0 = cpu_time_s(r.t.p.pid);
+	r.s = sample(r.t.p.pid, &o, PROFILE_MS);
+	double cpu = cpu_time_s(r.t.p.pid) - cpu0;
+	prof_sampler__totals(r.s, &r.tot);
+	ck_assert_msg(!r.tot.fell_back, "fell back: %s", r.tot.fallback_reason);
+	ck_assert_msg(cpu >= 0.1, "the target ran only %.2f s of CPU", cpu);
+	ck_assert_msg((double)r.tot.samples >= cpu * r.tot.freq_hz / 3,
+		      "%llu samples for %.2f s of CPU at %u Hz (%s)",
+		      (unsigned long long)r.tot.samples, cpu, r.tot.freq_hz,
+		      _i ? "bpf" : prof_ring_mode_name(r.tot.ring_mode));
+	r.h = rank(r.s, &r.sym);
 	run_finish(&r);
 	tu_kill(&r.t.p);
 }
@@ -415,7 +496,8 @@ END_TEST
 START_TEST(thread_born_between_open_and_start_counted_once)
 {
 	struct target t;
-	struct prof_opts o = { .sz = sizeof(o) };
+	struct prof_opts o = { .sz = sizeof(o),
+			       .ring_mode = _i ? PROF_RING_PER_CPU : PROF_RING_PER_THREAD };
 	struct prof_sampler *s;
 	struct prof_error err;
 	struct prof_totals tot;
@@ -906,9 +988,10 @@ int main(void)
 	tcase_add_loop_test(tc, stripped_pie_found_through_eh_frame, 0, 2);
 	tcase_add_loop_test(tc, code_without_unwind_tables_found_from_call_chain, 0, 2);
 	tcase_add_loop_test(tc, jit_code_named_from_its_perf_map, 0, 2);
-	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 2);
+	tcase_add_loop_test(tc, churning_threads_are_all_sampled, 0, 3);
+	tcase_add_loop_test(tc, short_lived_threads_are_sampled, 0, 2);
 	tcase_add_loop_test(tc, target_taking_signals_is_sampled, 0, 2);
-	tcase_add_test(tc, thread_born_between_open_and_start_counted_once);
+	tcase_add_loop_test(tc, thread_born_between_open_and_start_counted_once, 0, 2);
 	tcase_add_test(tc, deleted_executable_still_symbolized);
 	tcase_add_test(tc, code_unmapped_before_the_report_still_symbolized);
 	tcase_add_test(tc, libc_and_plt_symbolized_in_a_live_process);

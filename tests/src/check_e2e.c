@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -567,25 +568,66 @@ START_TEST(a_signal_while_attaching_ends_a_one_shot_profile_at_once)
 }
 END_TEST
 
+/* The report a profile cut short by its process's end printed on
+ * stdout (file out), in text or JSON; then stderr (file err) holds only
+ * why, and the status is `status`. */
+static void assert_partial(const char *dir, const char *prog, pid_t pid, bool json,
+			   const char *ended, int status, int st)
+{
+	char want[256];
+	int cat;
+	char *err = run(&cat, "cat %s/err", dir);
+	snprintf(want, sizeof(want), "%s: process %d has %s", prog, (int)pid,
+		 status == 9 ? "exited\n" : "exec'd another program (now hotloop)\n");
+	ck_assert_str_eq(err, want);
+	ck_assert_int_eq(st, status);
+	char *out = run(&cat, "cat %s/out", dir);
+	snprintf(want, sizeof(want), json ? "{\"pid\":%d," : "# pid %d: ", (int)pid);
+	ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+	if (json) {
+		snprintf(want, sizeof(want), "\"ended\":\"%s\"", ended);
+	} else {
+		snprintf(want, sizeof(want), "# process %d %s during the profile: this is what was "
+			 "sampled until then\n", (int)pid, status == 9 ? "exited" :
+			 "exec'd another program");
+	}
+	ck_assert_msg(strstr(out, want), "no '%s' in %s", want, out);
+	free(out);
+	free(err);
+}
+
 /* `padroned --pid P --profile 8` and `padrone -p P profile 8` while P
- * exits: each stops when it does, prints only why, and exits 9. */
+ * exits: each stops when it does, prints the report of what it sampled
+ * until then (text, JSON, or the -o file), says why, and exits 9. */
 START_TEST(the_process_exiting_during_a_profile_gives_status_9)
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 4; i++) {
 		struct tu_proc p;
 		char *argv[] = { (char *)HOTLOOP, "-d", "2", NULL };
-		char line[256], want[128];
+		char line[256];
 		int st;
 
 		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
 		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
-		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
-			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
-		snprintf(want, sizeof(want), "%s: process %d has exited\n",
-			 i ? "padrone" : "padroned", p.pid);
-		ck_assert_str_eq(out, want);
-		ck_assert_int_eq(st, 9);
+		char *out = i == 0 ? run(&st, "%s --pid %d --profile 8 >%s/out 2>%s/err", PADRONED,
+					 p.pid, rundir, rundir) :
+			    i == 1 ? run(&st, "%s -p %d profile 8 >%s/out 2>%s/err", PADRONE, p.pid,
+					 rundir, rundir) :
+			    i == 2 ? run(&st, "%s -p %d profile -j 8 >%s/out 2>%s/err", PADRONE,
+					 p.pid, rundir, rundir) :
+				     run(&st, "%s -p %d profile -o %s/out.json 8 >%s/out 2>%s/err",
+					 PADRONE, p.pid, rundir, rundir, rundir);
 		free(out);
+		if (i == 3) {
+			free(run(&st, "mv %s/out.json %s/out", rundir, rundir));
+			ck_assert_int_eq(st, 0);	/* renamed into place */
+			st = 9;
+		}
+		assert_partial(rundir, i ? "padrone" : "padroned", p.pid, i >= 2, "target-exited",
+			       9, st);
+		char *rep = run(&st, "cat %s/out", rundir);
+		ck_assert_msg(strstr(rep, "hot_function"), "%s", rep);	/* what it ran */
+		free(rep);
 		/* its own end, undisturbed */
 		ck_assert_int_gt(tu_wait_for(&p, "done ticks", line, sizeof(line), 10000), 0);
 		st = tu_wait(&p, 10000);
@@ -603,20 +645,25 @@ START_TEST(the_process_exec_ing_during_a_profile_gives_status_10)
 		struct tu_proc p;
 		char hotloop[PATH_MAX];
 		snprintf(hotloop, sizeof(hotloop), "%s", HOTLOOP);
-		char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "800", hotloop,
+		char *argv[] = { (char *)tu_path("tests/targets/execer"), "-d", "2000", hotloop,
 				 "-d", "3", NULL };
-		char line[256], want[160];
+		char line[256];
 		int st;
 
 		ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
 		ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
-		char *out = i ? run(&st, "%s -p %d profile 8 2>&1", PADRONE, p.pid)
-			      : run(&st, "%s --pid %d --profile 8 2>&1", PADRONED, p.pid);
-		snprintf(want, sizeof(want), "%s: process %d has exec'd another program (now "
-			 "hotloop)\n", i ? "padrone" : "padroned", p.pid);
-		ck_assert_str_eq(out, want);
-		ck_assert_int_eq(st, 10);
+		char *out = i ? run(&st, "%s -p %d profile -j 8 >%s/out 2>%s/err", PADRONE, p.pid,
+				    rundir, rundir)
+			      : run(&st, "%s --pid %d --profile 8 >%s/out 2>%s/err", PADRONED,
+				    p.pid, rundir, rundir);
 		free(out);
+		assert_partial(rundir, i ? "padrone" : "padroned", p.pid, i, "target-execed", 10,
+			       st);
+		/* the program it exec'd spins in hot_function at once: none of
+		 * its samples are counted */
+		char *rep = run(&st, "cat %s/out", rundir);
+		ck_assert_msg(!strstr(rep, "hot_function"), "%s", rep);
+		free(rep);
 		ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
 		int pid;
 		ck_assert_int_eq(sscanf(line, "ready %d", &pid), 1);
@@ -846,6 +893,15 @@ START_TEST(the_signals_target_loses_no_signal)
 END_TEST
 
 /* Read from a pty until `want` shows up in everything read so far. */
+/* What pid's threads are doing (state, wchan, kernel stack), to tell why
+ * a terminal session did not answer. */
+static char *threads_of(pid_t pid)
+{
+	int st;
+	return run(&st, "cd /proc/%d/task && for t in *; do echo $t $(cut -d' ' -f3 $t/stat) "
+		   "$(cat $t/wchan); cat $t/stack; done 2>&1", (int)pid);
+}
+
 static bool pty_expect(int fd, char *buf, size_t size, size_t *len, const char *want)
 {
 	for (int waited = 0; waited < 20000;) {
@@ -886,7 +942,8 @@ START_TEST(the_terminal_session_edits_completes_and_keeps_history)
 	snprintf(line, sizeof(line), "att %d\r", p.pid);	/* a prefix */
 	ck_assert_int_eq(write(master, line, strlen(line)), (ssize_t)strlen(line));
 	snprintf(line, sizeof(line), "(padrone %d) ", p.pid);
-	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s; padrone's threads: %s",
+		      buf, threads_of(pid));
 	/* "hel<TAB>" completes to "help " (libedit redraws only the tail, so
 	 * the proof is what runs); then " hot". */
 	ck_assert_int_eq(write(master, "hel\t", 4), 4);
@@ -895,6 +952,14 @@ START_TEST(the_terminal_session_edits_completes_and_keeps_history)
 	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "usage: hot [-jl] [N]"), "%s", buf);
 	ck_assert_int_eq(write(master, "profile 0.5\r", 12), 12);
 	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
+	/* a function's name completes from the last profile */
+	snprintf(line, sizeof(line), "\n(padrone %d) ", p.pid);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
+	ck_assert_int_eq(write(master, "disas hot_fu\t", 13), 13);
+	usleep(200000);
+	ck_assert_int_eq(write(master, "\r", 1), 1);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "function hot_function at 0x"),
+		      "%s", buf);
 	ck_assert_int_eq(write(master, "quit\r", 5), 5);
 	snprintf(line, sizeof(line), "detached from process %d", p.pid);
 	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, line), "%s", buf);
@@ -907,7 +972,8 @@ START_TEST(the_terminal_session_edits_completes_and_keeps_history)
 	char *h = run(&st, "cat %s", hist);
 	/* libedit's format: a header, then lines with blanks escaped as \040. */
 	ck_assert_msg(strstr(h, "_HiStOrY_V2_\n") && strstr(h, "\nhelp\\040\\040hot\n") &&
-		      strstr(h, "\nprofile\\0400.5\n") && strstr(h, "\nquit\n"), "%s", h);
+		      strstr(h, "\nprofile\\0400.5\n") && strstr(h, "\ndisas\\040hot_function\\040\n") &&
+		      strstr(h, "\nquit\n"), "%s", h);
 	free(h);
 	assert_untraced(p.pid);
 	assert_ticks_right(&p, 2);
@@ -973,6 +1039,108 @@ START_TEST(a_kernel_thread)
 {
 	assert_refused(2, "process 2 (kthreadd) is a kernel thread: it has no user space to "
 			  "attach to", 5, "");
+}
+END_TEST
+
+/* A process whose only thread is a vfork parent: uninterruptible (state D)
+ * until its child, sleeping ms, exits; then back in pause(). */
+static pid_t vfork_parent(int ms)
+{
+	pid_t kid = fork();
+	if (kid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* gone with a failed test */
+		setpgid(0, 0);
+		if (vfork() == 0) {
+			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+			_exit(0);
+		}
+		for (;;)
+			pause();
+	}
+	for (int i = 0; i < 5000 && proc_state(kid) != 'D'; i++)
+		usleep(1000);
+	ck_assert_int_eq(proc_state(kid), 'D');
+	return kid;
+}
+
+/* A thread in D state cannot stop: a command that must stop it fails with
+ * the timeout's status (11, as padrone(1) says), not a system error's;
+ * the process runs on as before. */
+START_TEST(a_thread_in_d_state_gives_the_timeout_status)
+{
+	pid_t kid = vfork_parent(8000);
+	int st;
+	char *out = run(&st, "%s -p %d bt 2>&1", PADRONE, (int)kid);
+	char want[256];
+
+	snprintf(want, sizeof(want), "thread %d of process %d (check_e2e) did not stop within "
+		 "1000 ms (state D: uninterruptible sleep", (int)kid, (int)kid);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	ck_assert_int_eq(st, 11);
+	free(out);
+	assert_untraced(kid);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+}
+END_TEST
+
+/* Wake tests/targets/eintr's two waits and read what each says: how many
+ * times a stop made it fail with EINTR so far. */
+static void eintr_counts(struct tu_proc *p, long *epoll, long *rd)
+{
+	char line[256];
+
+	kill(p->pid, SIGUSR1);
+	ck_assert_int_gt(tu_wait_for(p, "epoll eintr ", line, sizeof(line), 10000), 0);
+	*epoll = atol(line + 12);
+	kill(p->pid, SIGUSR2);
+	ck_assert_int_gt(tu_wait_for(p, "read eintr ", line, sizeof(line), 10000), 0);
+	*rd = atol(line + 11);
+}
+
+/* Read-only commands stop nothing when no thread is on a CPU: the
+ * target's epoll_wait and read are never interrupted (padroned holds it
+ * attached: attaching and detaching each interrupt every thread once). */
+START_TEST(read_only_commands_interrupt_no_system_call)
+{
+	struct tu_proc p, d;
+	char *argv[] = { (char *)tu_path("tests/targets/eintr"), NULL };
+	char line[256];
+	long epoll0, read0, epoll1, read1;
+	int st;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "ready ", line, sizeof(line), 10000), 0);
+	char arg[16];
+	char *dargv[] = { (char *)PADRONED, "--pid", arg, NULL };
+	snprintf(arg, sizeof(arg), "%d", (int)p.pid);
+	ck_assert_int_eq(tu_spawn(&d, dargv, true), 0);
+	ck_assert_int_gt(tu_wait_for(&d, "padroned: serving", line, sizeof(line), 15000), 0);
+	eintr_counts(&p, &epoll0, &read0);
+	for (int i = 0; i < 5; i++) {
+		char *out = run(&st, "%s -p %d info threads", PADRONE, p.pid);
+		ck_assert_int_eq(st, 0);
+		ck_assert_msg(strstr(out, "epoll_wait"), "%s", out);	/* its pc, from /proc */
+		free(out);
+	}
+	free(run(&st, "%s -p %d profile 0.5 \\; hot 3 \\; info modules \\; disas epoll_wait "
+		 "\\; info stops", PADRONE, p.pid));
+	ck_assert_int_eq(st, 0);
+	char *out = run(&st, "%s -p %d info stops", PADRONE, p.pid);
+	char want[128];
+	snprintf(want, sizeof(want), "process %d has not been stopped by padrone since it "
+		 "attached\n", p.pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	eintr_counts(&p, &epoll1, &read1);
+	ck_assert_int_eq(epoll1, epoll0);
+	ck_assert_int_eq(read1, read0);
+	kill(d.pid, SIGTERM);
+	tu_wait(&d, 10000);
+	tu_kill(&d);
+	assert_untraced(p.pid);
+	tu_kill(&p);
 }
 END_TEST
 
@@ -1101,6 +1269,39 @@ START_TEST(permission_denied_by_the_process_s_capabilities)
 		 "padrone lacks (cap_net_raw) and padrone runs without CAP_SYS_PTRACE; a process "
 		 "may trace only processes whose capabilities it has: run padrone as root", p.pid);
 	assert_refused(p.pid, want, 7, AS_NOBODY);
+	assert_untraced(p.pid);
+	assert_ticks_right(&p, 2);
+	tu_kill(&p);
+}
+END_TEST
+
+/* Without CAP_PERFMON (perf_event_paranoid 2 here) the ring backend runs
+ * per thread, and the report says so and why; the process runs on. */
+START_TEST(an_unprivileged_profile_runs_per_thread_and_says_why)
+{
+	struct tu_proc p;
+	int st;
+
+	int paranoid = 2;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	if (f) {
+		if (fscanf(f, "%d", &paranoid) != 1)
+			paranoid = 2;
+		fclose(f);
+	}
+	if (geteuid() != 0 || paranoid <= 0)	/* per CPU is allowed to anyone */
+		return;
+	start_nobody_hotloop(&p, "");
+	const char *padrone = tu_public_path("src/padrone");
+	ck_assert_ptr_nonnull(padrone);
+	char *out = run(&st, "%s%s -p %d profile 1 2>&1", AS_NOBODY, padrone, p.pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_msg(strstr(out, "\n# sampled per thread (ring backend): threads that live less "
+			     "than a sampling period are missed; perf_event_open on CPU 0: "
+			     "Permission denied (per-CPU events need CAP_PERFMON or "
+			     "perf_event_paranoid <= 0)\n"), "%s", out);
+	ck_assert_msg(strstr(out, "hot_function"), "%s", out);
+	free(out);
 	assert_untraced(p.pid);
 	assert_ticks_right(&p, 2);
 	tu_kill(&p);
@@ -1583,7 +1784,10 @@ START_TEST(ctrl_c_and_ctrl_d_at_the_prompt)
 		usleep(500000);
 		ck_assert_int_eq(write(master, "\003", 1), 1);
 		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
-		snprintf(want, sizeof(want), "(padrone %d) ", p.pid);
+		/* the prompt after the report, not the one before "profile 60"
+		 * that buf may begin with: a ^D typed before libedit's raw mode
+		 * is lost (the tty turns it into a NUL) */
+		snprintf(want, sizeof(want), "\n(padrone %d) ", p.pid);
 		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
 		ck_assert_int_eq(write(master, "\004", 1), 1);
 		if (served)
@@ -1591,7 +1795,9 @@ START_TEST(ctrl_c_and_ctrl_d_at_the_prompt)
 				 "serving)", p.pid);
 		else
 			snprintf(want, sizeof(want), "detached from process %d", p.pid);
-		ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, want), "%s", buf);
+		if (!pty_expect(master, buf, sizeof(buf), &len, want))
+			ck_abort_msg("served %d, no '%s' after ^D; padrone's threads: %s; it wrote: %s",
+				     served, want, threads_of(pid), buf);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "padrone ended with 0x%x: %s",
 			      st, buf);
@@ -1634,8 +1840,6 @@ int main(void)
 	tcase_add_test(tc, padroned_ends_when_its_process_execs);
 	tcase_add_test(tc, ctrl_c_ends_a_profile_early_and_padrone_detaches);
 	tcase_add_test(tc, a_signal_while_attaching_ends_a_one_shot_profile_at_once);
-	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
-	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
 	tcase_add_test(tc, the_process_leaving_during_a_measure_gives_its_status);
 	tcase_add_test(tc, a_rate_above_10khz_names_the_option_that_forces_it);
 	tcase_add_test(tc, a_stopped_target_stays_stopped);
@@ -1652,6 +1856,16 @@ int main(void)
 	tcase_add_test(tc, permission_denied_across_user_namespaces);
 	tcase_add_test(tc, permission_denied_by_the_process_s_capabilities);
 	tcase_add_test(tc, bad_command_lines_give_usage_errors);
+	suite_add_tcase(s, tc);
+	/* issue 14's sampling, profile life and statuses: CK_RUN_CASE=hardening */
+	tc = tcase_create("hardening");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, a_thread_in_d_state_gives_the_timeout_status);
+	tcase_add_test(tc, the_process_exiting_during_a_profile_gives_status_9);
+	tcase_add_test(tc, the_process_exec_ing_during_a_profile_gives_status_10);
+	tcase_add_test(tc, read_only_commands_interrupt_no_system_call);
+	tcase_add_test(tc, an_unprivileged_profile_runs_per_thread_and_says_why);
 	suite_add_tcase(s, tc);
 	/* padroned with many clients: CK_RUN_CASE=daemon runs these alone. */
 	tc = tcase_create("daemon");

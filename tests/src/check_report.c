@@ -84,7 +84,11 @@ START_TEST(json_has_the_documented_shape)
 	ck_assert_int_eq(num(o, "kernel_samples"), 25);
 	ck_assert(json_object_object_get_ex(o, "cpu_user_s", &v) && json_object_get_double(v) == 1.5);
 	ck_assert(json_object_object_get_ex(o, "cpu_system_s", &v) && json_object_get_double(v) == 0.5);
-	ck_assert_int_eq(json_object_object_length(o), 12);
+	/* how it was sampled, and whether the process went away meanwhile */
+	ck_assert_str_eq(str(o, "backend"), "ring");
+	ck_assert_str_eq(str(o, "sampling"), "");
+	ck_assert(json_object_object_get_ex(o, "ended", &v) && v == NULL);
+	ck_assert_int_eq(json_object_object_length(o), 15);
 
 	struct json_object *f = json_object_array_get_idx(fns, 0);
 	ck_assert_int_eq(json_object_object_length(f), 8);
@@ -155,6 +159,50 @@ START_TEST(an_empty_profile_is_still_a_report)
 }
 END_TEST
 
+/* The issue-14 case: a process busy in threads of ~20 us, sampled per
+ * thread, got 3 samples for 3 s of CPU and was told no thread ran. It is
+ * told that its threads are too short for per-thread events; the "no
+ * thread ran" note stays for a process that used no CPU. */
+START_TEST(few_samples_are_explained_by_how_threads_were_sampled)
+{
+	struct padrone_report *r = padrone_report_new(9, "cpu-clock", 999, 3.0, 3, 0);
+
+	padrone_report_set_kernel(r, false, 0, 1000000000ull, 2000000000ull);
+	ck_assert_int_eq(padrone_report_set_sampling(r, "per-thread", "perf_event_open on CPU 0: "
+						     "Permission denied"), 0);
+	char *text = padrone_report__text(r, 20);
+	ck_assert_msg(strstr(text, "# sampled per thread (ring backend): threads that live less "
+			     "than a sampling period are missed; perf_event_open on CPU 0: "
+			     "Permission denied\n"), "%s", text);
+	ck_assert_msg(strstr(text, "# only 3 samples for ~3.00 s of CPU time (~2997 at 999 Hz): "
+			     "threads that live less than a sampling period are not seen by "
+			     "per-thread events"), "%s", text);
+	ck_assert_msg(!strstr(text, "no thread of process"), "%s", text);
+	free(text);
+	char *json = padrone_report__json(r, 0);
+	ck_assert_msg(strstr(json, "\"backend\":\"ring\",\"sampling\":\"per-thread\","
+			     "\"ended\":null"), "%s", json);
+	free(json);
+	padrone_report_free(r);
+
+	r = padrone_report_new(9, "cpu-clock", 999, 3.0, 0, 0);
+	padrone_report_set_kernel(r, false, 0, 0, 0);
+	ck_assert_int_eq(padrone_report_set_sampling(r, "per-cpu", ""), 0);
+	padrone_report_set_ended(r, PADRONE_TARGET_EXITED);
+	text = padrone_report__text(r, 20);
+	ck_assert_msg(strstr(text, "# sampled per CPU (ring backend): every thread, however "
+			     "short-lived\n"), "%s", text);
+	ck_assert_msg(strstr(text, "# no samples: no thread of process 9 ran on a CPU"), "%s", text);
+	ck_assert_msg(strstr(text, "# process 9 exited during the profile: this is what was "
+			     "sampled until then\n"), "%s", text);
+	free(text);
+	json = padrone_report__json(r, 0);
+	ck_assert_msg(strstr(json, "\"ended\":\"target-exited\""), "%s", json);
+	free(json);
+	padrone_report_free(r);
+}
+END_TEST
+
 START_TEST(text_shows_cxx_names_as_source_spells_them)
 {
 	struct padrone_report *r = padrone_report_new(7, "cpu-clock", 999, 1.0, 10, 0);
@@ -185,6 +233,7 @@ int main(void)
 	tcase_add_test(tc, json_has_the_documented_shape);
 	tcase_add_test(tc, text_is_a_perf_like_table);
 	tcase_add_test(tc, an_empty_profile_is_still_a_report);
+	tcase_add_test(tc, few_samples_are_explained_by_how_threads_were_sampled);
 	tcase_add_test(tc, text_shows_cxx_names_as_source_spells_them);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
