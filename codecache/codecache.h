@@ -397,6 +397,76 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res);
 /* Finishes it if needed. */
 void cc_measure__free(struct cc_measure *m);
 
+/* ------------------------------------------------------- instrumentation */
+
+/* An instrumented copy of a function: every block of its CFG relocated into
+ * the code cache, each writing one REP unit (pipeline/rep.h) per execution
+ * into its thread's CAB ring (pipeline/cab.h). Each thread's gs_base points
+ * at its own state block, holding its ring pointer and the slots of the
+ * unit being captured; the capture code saves only what it clobbers (rax and
+ * rcx, below the red zone), never touches the flags, and keeps every other
+ * register. The rings are memfds created inside the target by remote system
+ * calls, mapped read-write (never executable) there and in padrone. A full
+ * ring makes the thread wait (exhaustive) or drop (sampling) in a stub of
+ * the code cache; with the consumer gone (closed, or no heartbeat for its
+ * timeout) it drops and never waits again. Refused: a function already
+ * replaced or measured, one with jump tables or unresolved indirect jumps,
+ * instructions it cannot record (fs- or gs-relative, gathers), a target
+ * where a thread uses gs. Threads cloned later must be given the sink block
+ * (cc_instr__thread_new, from the clone event) before they run: they inherit
+ * their parent's gs_base. */
+struct cc_instr;
+struct cab_ring;
+struct rep_table;
+
+struct cc_instr_opts {
+	size_t sz;			/* sizeof(struct cc_instr_opts) */
+	bool sampling;			/* rings in CAB_SAMPLING mode (else exhaustive) */
+	size_t chunk_bytes;		/* per ring chunk; 0: 64 KiB (a power of two) */
+	unsigned nchunks;		/* 0: 16 */
+	unsigned consumer_timeout_ms;	/* 0: 2000 */
+	int timeout_ms;			/* for stopping the world; 0: 2000 */
+	char *report;			/* as in cc_patch_opts */
+	size_t report_size;
+	struct cc_patch_stats *stats;
+	/* if set: the handle is stored here (atomically) while the world is
+	 * still stopped, so that a clone event right after the resume already
+	 * finds it for cc_instr__thread_new */
+	struct cc_instr *_Atomic *publish;
+};
+
+int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
+			 const struct cc_instr_opts *opts, struct cc_instr **out);
+/* The threads given a ring at the stop that installed the copy. */
+size_t cc_instr__thread_count(const struct cc_instr *in);
+/* Thread i's ring (padrone's mapping) and its tid. */
+struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid);
+/* The block table: what every unit's id means. */
+const struct rep_table *cc_instr__table(const struct cc_instr *in);
+/* The function instrumented: [*addr, *addr + *size) (its extent from the
+ * CFG when the symbol gave none). */
+void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
+/* Installed and not yet undone. */
+bool cc_instr__active(const struct cc_instr *in);
+/* The copy's code: [*addr, *addr + *size). */
+void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
+/* A thread cloned while instrumented (world stopped, or from the clone
+ * event): its gs_base goes to the sink block, so that what it runs of the
+ * copy is recorded nowhere instead of into its parent's ring. */
+int cc_instr__thread_new(struct cc_instr *in, pid_t tid);
+/* Phase restore, through c (any view of the same target's cache: a later
+ * command's): the original back (as cc_cache__restore), threads' gs_base
+ * back to 0, the producers ended (consumers then drain to the end) and,
+ * once no thread can be in the copy, the rings unmapped from the target.
+ * A thread kept in the copy past the timeout keeps the copy and the rings
+ * mapped (stats->kept_code). in stays valid for reading the rings. */
+int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
+			   const struct cc_patch_opts *opts);
+/* Closes padrone's mappings of the rings. Uninstrument first: detaching
+ * puts every thread's gs_base back, and a copy left in place would then
+ * write through %gs at address 0. */
+void cc_instr__free(struct cc_instr *in);
+
 #ifdef __cplusplus
 }
 #endif

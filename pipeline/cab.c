@@ -178,6 +178,18 @@ static void ring_fill(struct cab_ring *r, const struct geom *g)
 
 int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out)
 {
+	int fd = memfd_create("padrone-cab", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	*out = NULL;
+	if (fd < 0)
+		return cab__fail(-errno, "memfd_create: %s", strerror(errno));
+	int rc = cab_ring__create_fd(fd, opts, out);
+	close(fd);
+	return rc;
+}
+
+int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **out)
+{
 	struct geom g;
 	int rc = geom_from_opts(opts, &g);
 
@@ -187,9 +199,9 @@ int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out)
 	struct cab_ring *r = calloc(1, sizeof(*r));
 	if (!r)
 		return cab__fail(-ENOMEM, "out of memory");
-	r->fd = memfd_create("padrone-cab", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (r->fd < 0) {
-		rc = cab__fail(-errno, "memfd_create: %s", strerror(errno));
+		rc = cab__fail(-errno, "dup ring fd %d: %s", fd, strerror(errno));
 		goto err;
 	}
 	if (ftruncate(r->fd, (off_t)g.total) < 0) {
@@ -327,6 +339,57 @@ unsigned cab_ring__nchunks(const struct cab_ring *r)
 unsigned cab_ring__max_record_words(const struct cab_ring *r)
 {
 	return r->max_rec;
+}
+
+void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->total_bytes = r->map_len;
+	l->data_offset = (uint64_t)((char *)r->data - (char *)r->map);
+	l->meta_offset = (uint64_t)((char *)r->meta - (char *)r->map);
+	l->meta_stride = sizeof(struct cab_meta);
+	l->meta_gap = offsetof(struct cab_meta, gap);
+	l->chunk_words = r->chunk_words;
+	l->nchunks = r->nchunks;
+	l->max_record_words = r->max_rec;
+	l->wait_ms = r->wait_ms;
+	l->consumer_timeout_ms = r->timeout_ms;
+	l->prod_seq = offsetof(struct cab_shared, prod_seq);
+	l->prod_waiting = offsetof(struct cab_shared, prod_waiting);
+	l->prod_state = offsetof(struct cab_shared, prod_state);
+	l->prod_pid = offsetof(struct cab_shared, prod_pid);
+	l->prod_dropping = offsetof(struct cab_shared, prod_dropping);
+	l->dropped_records = offsetof(struct cab_shared, dropped_records);
+	l->dropped_words = offsetof(struct cab_shared, dropped_words);
+	l->prod_waits = offsetof(struct cab_shared, prod_waits);
+	l->prod_wait_ns = offsetof(struct cab_shared, prod_wait_ns);
+	l->cons_seq = offsetof(struct cab_shared, cons_seq);
+	l->cons_sleeping = offsetof(struct cab_shared, cons_sleeping);
+	l->cons_state = offsetof(struct cab_shared, cons_state);
+	l->cons_heartbeat_ns = offsetof(struct cab_shared, cons_heartbeat_ns);
+}
+
+int cab_ring__attach_producer(struct cab_ring *r, int32_t pid)
+{
+	struct cab_shared *sh = r->sh;
+	uint32_t none = CAB_SIDE_NONE;
+
+	if (!__atomic_compare_exchange_n(&sh->prod_state, &none, CAB_SIDE_ATTACHED, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return cab__fail(-EBUSY, "ring already has a producer");
+	__atomic_store_n(&sh->prod_pid, pid, __ATOMIC_RELAXED);
+	return 0;
+}
+
+bool cab_ring__has_consumer(const struct cab_ring *r)
+{
+	return __atomic_load_n(&r->sh->cons_state, __ATOMIC_ACQUIRE) == CAB_SIDE_ATTACHED;
+}
+
+void cab_ring__end_producer(struct cab_ring *r)
+{
+	__atomic_store_n(&r->sh->prod_state, CAB_SIDE_FLUSHED, __ATOMIC_RELEASE);
+	cab__announce(r);
 }
 
 void cab_ring__close(struct cab_ring *r)

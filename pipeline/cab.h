@@ -183,6 +183,32 @@ int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out);
  * a unix socket). The fd is dup'ed; the caller keeps its own. The geometry is
  * read once and checked against the file size. */
 int cab_ring__open(int fd, struct cab_ring **out);
+/* Create a ring in an empty memfd someone else made (another process's,
+ * opened through /proc/PID/fd/N): sized, sealed if it allows sealing, mapped
+ * and laid out as cab_ring__create does. The fd is dup'ed. */
+int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **out);
+
+/* Where a producer that is not this library (code in another process,
+ * written in assembly) finds what cab_producer__slow uses: byte offsets in
+ * the mapping, and the geometry. Such a producer follows the protocol of
+ * cab_producer__slow (guard, wrap, full, gap flags, waits, drops, counters)
+ * and its fast path as described above. */
+struct cab_layout {
+	uint64_t total_bytes, data_offset, meta_offset, meta_stride, meta_gap;
+	uint32_t chunk_words, nchunks, max_record_words, wait_ms, consumer_timeout_ms;
+	/* offsets of the shared words */
+	uint32_t prod_seq, prod_waiting, prod_state, prod_pid, prod_dropping;
+	uint32_t dropped_records, dropped_words, prod_waits, prod_wait_ns;
+	uint32_t cons_seq, cons_sleeping, cons_state, cons_heartbeat_ns;
+};
+void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l);
+/* A producer elsewhere (pid) takes the ring: -EBUSY if one has. */
+int cab_ring__attach_producer(struct cab_ring *r, int32_t pid);
+/* Whether a consumer is attached (and has not closed) now. */
+bool cab_ring__has_consumer(const struct cab_ring *r);
+/* That producer has stopped for good (its code taken out): what it wrote
+ * becomes the end of the stream for the consumer. */
+void cab_ring__end_producer(struct cab_ring *r);
 int cab_ring__fd(const struct cab_ring *r);
 enum cab_kind cab_ring__kind(const struct cab_ring *r);
 enum cab_mode cab_ring__mode(const struct cab_ring *r);

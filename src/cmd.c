@@ -30,6 +30,9 @@ extern const struct padrone_cmd_entry padrone_cmd_replace_entry;
 extern const struct padrone_cmd_entry padrone_cmd_restore_entry;
 extern const struct padrone_cmd_entry padrone_cmd_measure_entry;
 extern const struct padrone_cmd_entry padrone_cmd_top_entry;
+extern const struct padrone_cmd_entry padrone_cmd_instrument_entry;
+extern const struct padrone_cmd_entry padrone_cmd_report_entry;
+extern const struct padrone_cmd_entry padrone_cmd_uninstrument_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
@@ -44,6 +47,9 @@ const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_replace_entry,
 	&padrone_cmd_restore_entry,
 	&padrone_cmd_measure_entry,
+	&padrone_cmd_instrument_entry,
+	&padrone_cmd_report_entry,
+	&padrone_cmd_uninstrument_entry,
 	&padrone_cmd_detach_entry,
 	&padrone_cmd_help_entry,
 	&padrone_cmd_quit_entry,

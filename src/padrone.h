@@ -482,6 +482,57 @@ struct padrone_measurement {
 int padrone_session__measure(struct padrone_session *s, const char *function,
 			     const struct padrone_measure_opts *opts, struct padrone_measurement *out);
 
+/* Instrumentation (issue 10): FUNCTION replaced by a copy that records one
+ * REP unit per executed block into a CAB ring per thread (codecache.h);
+ * padrone recovers the references on a consumer thread per ring and
+ * simulates the host's caches (Cachegrind's geometry and counting), until
+ * padrone_session__uninstrument or detach (which uninstruments first).
+ * Results stay for padrone_session__instr_report until the next attach. */
+#define PADRONE_NEVENTS 9
+/* "Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw" */
+const char *padrone_event_name(unsigned i);
+
+struct padrone_instrument_opts {
+	size_t sz;		/* sizeof(struct padrone_instrument_opts) */
+	bool sampling;		/* rings in sampling mode: the target never waits */
+};
+int padrone_session__instrument(struct padrone_session *s, const char *function,
+				const struct padrone_instrument_opts *opts);
+/* FUNCTION's original back; NULL: every instrumented function. Fails when
+ * nothing (or not FUNCTION) is instrumented. */
+int padrone_session__uninstrument(struct padrone_session *s, const char *function);
+
+struct padrone_pc_events {
+	uint64_t pc;
+	uint64_t ev[PADRONE_NEVENTS];
+};
+struct padrone_ithread {
+	int tid;
+	uint64_t units, refs, lost_units;
+};
+struct padrone_ifunction {
+	char name[96];
+	uint64_t entry;
+	bool active;		/* still instrumented */
+	uint64_t ev[PADRONE_NEVENTS];
+	size_t npcs;
+	struct padrone_pc_events *pcs;	/* ascending pc */
+};
+struct padrone_ireport {
+	int pid;
+	double seconds;		/* instrumented so far */
+	bool sampling;
+	char i1[48], d1[48], ll[48];	/* geometry "SIZE,ASSOC,LINE" */
+	size_t nfunctions, nthreads;
+	struct padrone_ifunction *functions;
+	struct padrone_ithread *threads;
+	uint64_t lost_units, gaps;
+};
+/* What instrumentation found so far (also after uninstrument). Fails when
+ * nothing was instrumented in this attachment. */
+int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out);
+void padrone_ireport__free(struct padrone_ireport *r);
+
 /* PADRONE's code-cache calls. padrone_cc_create makes sure the process has a
  * code cache within +-2 GiB of near (0: of the program's own code; *addr: an
  * address in it, may be NULL);

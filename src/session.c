@@ -63,6 +63,7 @@ struct padrone_session {
 	bool bt_done;
 	enum padrone_why why;
 	char errmsg[512];
+	void *_Atomic instr;		/* padrone_session_set_instr */
 };
 
 static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp);
@@ -210,11 +211,20 @@ static void on_event(struct attach_target *t, const struct attach_event *ev, voi
 	struct padrone_session *s = arg;
 	uint64_t one = 1;
 
+	void *instr = atomic_load(&s->instr);
+
+	if (ev->kind == ATTACH_EV_THREAD_NEW && instr)
+		padrone_instr_thread_new(instr, ev->tid);
 	if (ev->kind == ATTACH_EV_EXIT || ev->kind == ATTACH_EV_EXEC) {
 		if (write(s->event_fd, &one, sizeof(one)) < 0) {
 			/* The counter cannot overflow from a handful of events. */
 		}
 	}
+}
+
+void padrone_session_set_instr(struct padrone_session *s, void *data)
+{
+	atomic_store(&s->instr, data);
 }
 
 int padrone_session__attach(struct padrone_session *s, pid_t pid)

@@ -124,6 +124,11 @@ PADRONE_HIDDEN void *padrone_session_ext(const struct padrone_session *s, const 
 PADRONE_HIDDEN int padrone_session_set_ext(struct padrone_session *s, const char *name, void *data,
 					   padrone_ext_release_fn release);
 
+/* Instrumentation's state (src/instr.c), read by the clone event on the
+ * tracer thread: a new thread must get its own gs_base before it runs. */
+PADRONE_HIDDEN void padrone_session_set_instr(struct padrone_session *s, void *data);
+PADRONE_HIDDEN void padrone_instr_thread_new(void *data, pid_t tid);
+
 /* Names the frames of a backtrace that are code of the code cache
  * (symbolized as anonymous memory): "replacement of mid" and its offset,
  * module "[code cache]", the names kept in names[i]. Best effort: a cache

@@ -138,6 +138,7 @@ static int info_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *arg
 
 const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.name = "info",
+	.alias = "i",		/* gdb's; a prefix no more (instrument) */
 	.usage = "threads|modules|stops|replacements",
 	.summary = "list the threads, the modules, the stops, or the functions replaced",
 	.help = "threads: tid, name, state, CPU time, and where each thread is (from /proc,\n"

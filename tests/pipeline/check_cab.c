@@ -1241,12 +1241,77 @@ START_TEST(rep_units_recovered_across_processes)
 }
 END_TEST
 
+struct collect {
+	uint64_t w[16];
+	size_t n;
+};
+
+static int collect_fn(void *arg, const uint64_t *words, size_t n, unsigned flags)
+{
+	struct collect *c = arg;
+	(void)flags;
+	for (size_t i = 0; i < n && c->n < 16; i++)
+		c->w[c->n++] = words[i];
+	return 0;
+}
+
+/* A ring laid out in a memfd someone else made (instrumented code's rings:
+ * made in the target, laid out by padrone), and the layout a producer in
+ * assembly follows: the offsets name the very words the library uses. A
+ * producer attached by pid excludes another; ending it ends the stream. */
+START_TEST(a_ring_in_a_foreign_memfd_and_its_layout)
+{
+	int fd = memfd_create("foreign", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	struct cab_opts o = { .sz = sizeof o, .chunk_bytes = 8192, .nchunks = 4 };
+	struct cab_ring *r;
+	struct cab_layout l;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(cab_ring__create_fd(fd, &o, &r) == 0, "%s", cab_errmsg());
+	close(fd);
+	cab_ring__layout(r, &l);
+	char *base = (char *)r->map;
+	ck_assert_ptr_eq(base + l.data_offset, (char *)r->data);
+	ck_assert_ptr_eq(base + l.meta_offset, (char *)r->meta);
+	ck_assert_uint_eq(l.meta_stride, sizeof(struct cab_meta));
+	ck_assert_ptr_eq(base + l.meta_offset + l.meta_stride + l.meta_gap, (char *)&r->meta[1].gap);
+	ck_assert_ptr_eq(base + l.prod_seq, (char *)&r->sh->prod_seq);
+	ck_assert_ptr_eq(base + l.cons_seq, (char *)&r->sh->cons_seq);
+	ck_assert_ptr_eq(base + l.cons_heartbeat_ns, (char *)&r->sh->cons_heartbeat_ns);
+	ck_assert_ptr_eq(base + l.dropped_records, (char *)&r->sh->dropped_records);
+	ck_assert_uint_eq(l.chunk_words, 1024);
+	ck_assert_uint_eq(l.nchunks, 4);
+	ck_assert_uint_eq(l.total_bytes, l.data_offset + 4 * 8192 + 64);
+	ck_assert_uint_eq(cab__chunk(r, 0)[1024 - 64], CAB_MAGIC);	/* the guard */
+	ck_assert_int_eq(cab_ring__attach_producer(r, 4242), 0);
+	ck_assert_int_eq(cab_ring__attach_producer(r, 4243), -EBUSY);
+	ck_assert_int_eq(r->sh->prod_pid, 4242);
+	/* a record written as the assembly producer does, then the end */
+	uint64_t *w = cab__chunk(r, 0);
+	w[1] = 77;
+	__atomic_store_n(&w[0], CAB_HDR(5, 1), __ATOMIC_RELEASE);
+	cab_ring__end_producer(r);
+	struct cab_consumer *c;
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	struct collect col = { 0 };
+	ck_assert_int_ge(cab_consumer__poll(c, collect_fn, &col), 0);
+	ck_assert_int_ge(cab_consumer__poll(c, collect_fn, &col), 0);
+	ck_assert(cab_consumer__eof(c));
+	ck_assert_uint_eq(col.n, 2);
+	ck_assert_uint_eq(col.w[0], CAB_HDR(5, 1));
+	ck_assert_uint_eq(col.w[1], 77);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cab");
 	TCase *tc = tcase_create("cab");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, bad_geometry_is_refused);
+	tcase_add_test(tc, a_ring_in_a_foreign_memfd_and_its_layout);
 	tcase_add_test(tc, one_producer_one_consumer);
 	tcase_add_test(tc, sentinels_and_two_chunks_behind);
 	tcase_add_test(tc, header_walk_checks_every_guess);

@@ -1,0 +1,67 @@
+/* instr-state.h: the per-thread state block of an instrumented copy, which
+ * each thread reaches through %gs (its gs_base points at its own block), and
+ * the layout that the commit code (instr.c) and the ring stub (instr-stub.S)
+ * share. Byte offsets; every field is a u64 unless said otherwise. Plain
+ * defines: included from assembly too.
+ *
+ * The fast path of a unit (instr.c writes it per block): PTR is where the
+ * next record goes; the word there is CLEAR when there is room. The stub
+ * handles everything else as cab_producer__slow does (pipeline/cab.c):
+ * the guard, wrapping, a full ring, gap flags, waits, drops and counters.
+ * While records are dropped PTR points at MAGICW (never CLEAR), so every
+ * unit comes back to the stub, which puts it below the stack (nowhere) or,
+ * once RESUME is CLEAR again, back into the ring.
+ */
+#ifndef PADRONE_CODECACHE_INSTR_STATE_H
+#define PADRONE_CODECACHE_INSTR_STATE_H
+
+#define IS_PTR 0		/* the producer's pointer */
+#define IS_SELF 8		/* this block's address */
+#define IS_MAGICW 16		/* always CAB_MAGIC */
+#define IS_RESUME 24		/* while dropping: where writing resumes */
+#define IS_DATA 32		/* the ring's data area (target address) */
+#define IS_SHIFT 40		/* log2 of the chunk's bytes */
+#define IS_NCHUNKS 48
+#define IS_CHUNK_BYTES 56
+#define IS_META 64		/* struct cab_meta array (target address) */
+#define IS_META_STRIDE 72
+#define IS_MODE 80		/* IS_MODE_* */
+#define IS_DROPPING 88		/* the consumer was judged gone */
+#define IS_GAP 96		/* records dropped since the last one written */
+#define IS_WAIT_NS 104		/* one futex wait, < 1 s */
+#define IS_TIMEOUT_NS 112	/* no heartbeat this long: consumer gone */
+#define IS_N 120		/* scratch: payload words of the record placed */
+#define IS_W 128		/* scratch: where it was to go */
+#define IS_T0 136		/* scratch: when the wait began */
+#define IS_ENTERED 144		/* scratch: a new chunk was entered */
+#define IS_WSTART 152		/* scratch: the full chunk's first word */
+#define IS_WNEXT 160		/* scratch: the next chunk's first word */
+/* absolute addresses of the shared header's words (struct cab_layout) */
+#define IS_A_PROD_SEQ 168	/* u32 */
+#define IS_A_CONS_SLEEPING 176	/* u32 */
+#define IS_A_CONS_SEQ 184	/* u32 */
+#define IS_A_PROD_WAITING 192	/* u32 */
+#define IS_A_CONS_STATE 200	/* u32 */
+#define IS_A_HEARTBEAT 208	/* u64 */
+#define IS_A_PROD_DROPPING 216	/* u32 */
+#define IS_A_DROPPED_RECORDS 224
+#define IS_A_DROPPED_WORDS 232
+#define IS_A_PROD_WAITS 240
+#define IS_A_PROD_WAIT_NS 248
+#define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
+				 * never wait, drop */
+#define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
+#define IS_SLOTS 512		/* the unit's slots as they are captured */
+#define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
+#define IS_SIZE 1024
+
+#define IS_MODE_EXHAUSTIVE 0
+#define IS_MODE_SAMPLING 1
+#define IS_MODE_SINK 2		/* no ring: every record goes nowhere (a thread
+				 * padrone gave no ring, e.g. one cloned later) */
+#define IS_CONSUMER_CLOSED 3	/* CAB_SIDE_CLOSED */
+/* Records that go nowhere are written this far below the stack pointer:
+ * below the red zone, the saved registers and the stub's own frame. */
+#define IS_JUNK_BELOW 2048
+
+#endif

@@ -1,0 +1,240 @@
+/* instr-stub.S: the ring stub of instrumented copies, copied into the
+ * target's code cache once per instrumentation (never run in padrone).
+ *
+ * The commit code of a unit (instr.c) calls it when the word at %gs:IS_PTR
+ * is not CLEAR, with %ecx = the record's payload words, below the red zone
+ * and with rax and rcx saved. It returns in %rax where the record goes: a
+ * CLEAR word of the ring with IS_PTR already moved past the record, or, when
+ * the record is dropped, a place below the stack that nobody reads (IS_PTR
+ * then points at IS_MAGICW). Every other register and the flags are kept.
+ * It follows cab_producer__slow (pipeline/cab.c): the guard sends it to the
+ * next chunk, the end line wraps, a chunk start not yet consumed means the
+ * ring is full: sampling mode drops; exhaustive mode waits on a futex in the
+ * shared header, in slices, until the chunk and the next one are free, and
+ * drops from then on if the consumer closed the ring or its heartbeat is
+ * older than the timeout (padrone gone): the target is never blocked for
+ * good. System calls only, no libc of the target.
+ */
+#include "codecache/instr-state.h"
+
+#define SYS_futex 202
+#define SYS_clock_gettime 228
+#define CLOCK_MONOTONIC 1
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+
+	.section .rodata.padrone_instr, "a"
+	.p2align 6
+	.globl cc_istub_begin, cc_istub_end
+	.hidden cc_istub_begin, cc_istub_end
+
+cc_istub_begin:
+	pushfq
+	push %rdx
+	push %rsi
+	push %rdi
+	push %r8
+	push %r9
+	push %r10
+	push %r11
+	mov %rcx, %gs:IS_N
+	cmpq $IS_MODE_SINK, %gs:IS_MODE
+	je .Ljunk
+	movq $0, %gs:IS_ENTERED
+.Lloop:
+	mov %gs:IS_PTR, %rax
+	mov %gs:IS_SELF, %rdx
+	lea IS_MAGICW(%rdx), %rdx
+	cmp %rdx, %rax
+	jne 1f
+	mov %gs:IS_RESUME, %rax		/* dropping: is there room again? */
+1:	mov %rax, %rdx
+	sub %gs:IS_DATA, %rdx
+	mov %gs:IS_SHIFT, %rcx
+	shr %cl, %rdx			/* rdx: the chunk */
+	cmp %gs:IS_NCHUNKS, %rdx
+	jb 2f
+	mov %gs:IS_DATA, %rax		/* the end line: wrap */
+	mov %rax, %gs:IS_PTR
+	movq $1, %gs:IS_ENTERED
+	jmp .Lloop
+2:	mov %rdx, %rsi
+	shl %cl, %rsi
+	add %gs:IS_DATA, %rsi		/* rsi: the chunk's first word */
+	mov (%rax), %r8
+	test %r8, %r8
+	jnz .Lnotclear
+	cmp %rsi, %rax			/* CLEAR: the record goes here */
+	jne 3f
+	cmpq $0, %gs:IS_GAP
+	je 3f
+	mov %rdx, %rcx			/* records were lost before this chunk */
+	imul %gs:IS_META_STRIDE, %rcx
+	add %gs:IS_META, %rcx
+	movl $1, IS_META_GAP(%rcx)
+	movq $0, %gs:IS_GAP
+3:	cmpq $0, %gs:IS_DROPPING
+	je 4f
+	movq $0, %gs:IS_DROPPING	/* space appeared: a consumer is back */
+	mov %gs:IS_A_PROD_DROPPING, %rcx
+	movl $0, (%rcx)
+4:	mov %gs:IS_N, %rcx
+	lea 8(%rax,%rcx,8), %rcx
+	mov %rcx, %gs:IS_PTR
+	cmpq $0, %gs:IS_ENTERED
+	je .Lret
+	mov %rax, %gs:IS_W
+	call .Lannounce
+	mov %gs:IS_W, %rax
+	jmp .Lret
+.Lnotclear:
+	cmp %rsi, %rax
+	je .Lfull
+	add %gs:IS_CHUNK_BYTES, %rsi	/* the guard: on to the next chunk */
+	mov %rsi, %gs:IS_PTR
+	movq $1, %gs:IS_ENTERED
+	jmp .Lloop
+.Lfull:
+	mov %rax, %gs:IS_W
+	cmpq $IS_MODE_EXHAUSTIVE, %gs:IS_MODE
+	jne .Ldrop
+	cmpq $0, %gs:IS_DROPPING
+	jne .Ldrop
+	cmpq $0, %gs:IS_QUIT
+	jne .Ldrop
+	call .Lwait
+	test %rax, %rax
+	jz .Lloop
+	movq $1, %gs:IS_DROPPING	/* the consumer is gone: never wait again */
+	mov %gs:IS_A_PROD_DROPPING, %rcx
+	movl $1, (%rcx)
+.Ldrop:
+	mov %gs:IS_W, %rax
+	mov %rax, %gs:IS_RESUME
+	movq $1, %gs:IS_GAP
+	mov %gs:IS_A_DROPPED_RECORDS, %rcx
+	incq (%rcx)
+	mov %gs:IS_N, %rdx
+	inc %rdx
+	mov %gs:IS_A_DROPPED_WORDS, %rcx
+	add %rdx, (%rcx)
+	mov %gs:IS_SELF, %rax
+	lea IS_MAGICW(%rax), %rax
+	mov %rax, %gs:IS_PTR
+.Ljunk:
+	lea -IS_JUNK_BELOW(%rsp), %rax
+.Lret:
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rdx
+	popfq
+	ret
+
+/* The producer moved on: bump prod_seq, wake a sleeping consumer. */
+.Lannounce:
+	mov %gs:IS_A_PROD_SEQ, %rdi
+	lock incl (%rdi)
+	mov %gs:IS_A_CONS_SLEEPING, %rcx
+	cmpl $0, (%rcx)
+	je 1f
+	mov $SYS_futex, %eax
+	mov $FUTEX_WAKE, %esi
+	mov $0x7fffffff, %edx
+	xor %r10d, %r10d
+	xor %r8d, %r8d
+	xor %r9d, %r9d
+	syscall
+1:	ret
+
+/* %rax: CLOCK_MONOTONIC in ns. */
+.Lnow:
+	sub $16, %rsp
+	mov $SYS_clock_gettime, %eax
+	mov $CLOCK_MONOTONIC, %edi
+	mov %rsp, %rsi
+	syscall
+	mov (%rsp), %rax
+	imul $1000000000, %rax, %rax
+	add 8(%rsp), %rax
+	add $16, %rsp
+	ret
+
+/* The ring is full at chunk rdx (first word at rsi): wait until it and the
+ * next chunk are free (%rax 0) or the consumer is gone (%rax 1). */
+.Lwait:
+	mov %rsi, %gs:IS_WSTART
+	lea 1(%rdx), %rax
+	cmp %gs:IS_NCHUNKS, %rax
+	jb 1f
+	xor %eax, %eax
+1:	mov %gs:IS_SHIFT, %rcx
+	shl %cl, %rax
+	add %gs:IS_DATA, %rax
+	mov %rax, %gs:IS_WNEXT
+	call .Lannounce			/* a sleeping consumer must wake to free space */
+	call .Lnow
+	mov %rax, %gs:IS_T0
+	mov %gs:IS_A_PROD_WAITS, %rcx
+	incq (%rcx)
+.Lwloop:
+	mov %gs:IS_A_CONS_SEQ, %rdi
+	mov (%rdi), %edx		/* edx: the sequence slept on */
+	mov %gs:IS_A_PROD_WAITING, %rcx
+	mov $1, %r8d
+	xchg %r8d, (%rcx)		/* a full barrier, as the seq_cst store */
+	mov %gs:IS_WSTART, %rcx
+	cmpq $0, (%rcx)
+	jne 2f
+	mov %gs:IS_WNEXT, %rcx
+	cmpq $0, (%rcx)
+	jne 2f
+	xor %eax, %eax
+	jmp .Lwdone
+2:	cmpq $0, %gs:IS_QUIT
+	jne .Lwgone
+	mov %gs:IS_A_CONS_STATE, %rcx
+	cmpl $IS_CONSUMER_CLOSED, (%rcx)
+	je .Lwgone
+	call .Lnow
+	mov %gs:IS_A_HEARTBEAT, %rcx
+	mov (%rcx), %rcx
+	cmp %gs:IS_T0, %rcx
+	jae 3f
+	mov %gs:IS_T0, %rcx
+3:	cmp %rcx, %rax
+	jbe 4f
+	sub %rcx, %rax
+	cmp %gs:IS_TIMEOUT_NS, %rax
+	ja .Lwgone
+4:	mov %gs:IS_A_CONS_SEQ, %rdi
+	sub $16, %rsp
+	movq $0, (%rsp)
+	mov %gs:IS_WAIT_NS, %rax
+	mov %rax, 8(%rsp)
+	mov %rsp, %r10
+	xor %esi, %esi			/* FUTEX_WAIT, shared: the consumer is another process */
+	xor %r8d, %r8d
+	xor %r9d, %r9d
+	mov $SYS_futex, %eax
+	syscall
+	add $16, %rsp
+	jmp .Lwloop
+.Lwgone:
+	mov $1, %eax
+.Lwdone:
+	mov %gs:IS_A_PROD_WAITING, %rcx
+	movl $0, (%rcx)
+	push %rax
+	call .Lnow
+	sub %gs:IS_T0, %rax
+	mov %gs:IS_A_PROD_WAIT_NS, %rcx
+	add %rax, (%rcx)
+	pop %rax
+	ret
+cc_istub_end:
+
+	.section .note.GNU-stack, "", @progbits

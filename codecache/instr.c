@@ -1,0 +1,811 @@
+/* Instrumented copies of live functions (issue 10): every block of the
+ * function's CFG is relocated into the code cache with the capture code of
+ * its REP plan (rep_build), so that each execution writes one unit into the
+ * executing thread's CAB ring, found through %gs.
+ *
+ * A unit is a CFG block, cut after every call (the callee may run other
+ * instrumented code of the same thread, which reuses the state block's
+ * slots). Before each instruction the plan names, `mov %reg, %gs:SLOT`
+ * keeps the value (one instruction, no flags, no scratch register); rflags
+ * (the direction of a rep string instruction) goes through pushf below the
+ * red zone. The commit code writes the unit: before the unit's last
+ * instruction when that one transfers control, after it otherwise. It
+ * reserves the record first (the pointer moved past it) and writes the
+ * header last, over CAB's CLEAR sentinel, so the consumer never sees a unit
+ * half written; it uses only mov, lea, push, pop, jrcxz and a call of the
+ * ring stub (instr-stub.S) on the slow path, so the flags are never
+ * touched.
+ *
+ * Known limits (refused or documented): a signal handler that runs
+ * instrumented code between a capture and its commit overwrites the slots
+ * of the interrupted unit (its addresses are then wrong, the target's
+ * registers are not); threads already inside the function finish their
+ * current call in the original (as replace does); jump tables are refused;
+ * a fork()ed child inherits the mappings and would write into the parent's
+ * ring.
+ */
+#include "codecache/instr.h"
+#include "codecache/instr-state.h"
+#include "cfg/cfg.h"
+#include "pipeline/cab.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern const uint8_t cc_istub_begin[], cc_istub_end[];
+
+#define MAX_THREADS 256u
+
+/* A unit: instructions [first, first + n) of the function's list. */
+struct unit {
+	uint32_t first, n;
+	uint32_t id;
+	bool block_end;		/* the last one ends a CFG block */
+	struct rep_built b;
+	uint64_t off;		/* in the copy */
+};
+
+struct ring {
+	pid_t tid;
+	int target_fd;
+	uint64_t map, len;	/* in the target */
+	struct cab_ring *r;
+};
+
+struct cc_instr {
+	struct cc_cache *c;		/* the view it was made (or is undone) through */
+	struct attach_target *t;
+	struct cc_func fn;
+	char name[96];
+	struct cfg_function *cfg;
+	struct ci_insn *insns;
+	size_t ninsns;
+	struct unit *units;
+	size_t nunits;
+	struct rep_table *table;
+	uint64_t code, code_size, stub_off;
+	uint64_t data, data_size;	/* state blocks, the sink last */
+	struct ring *rings;
+	size_t nrings;
+	bool sampling;
+	struct cc_instr_opts o;
+	bool installed, removed;
+};
+
+/* ------------------------------------------------------------ the plan */
+
+static int read_blocks(struct cc_instr *in)
+{
+	size_t nb = cfg_function__block_count(in->cfg), cap = 0;
+	char why[200];
+
+	for (size_t i = 0; i < nb; i++) {
+		const struct cfg_block *b = cfg_function__block(in->cfg, i);
+		size_t len = b->end - b->start;
+		uint8_t *buf = malloc(len + 16);
+		if (!buf)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+		memset(buf, 0, len + 16);
+		int rc = cc__read(in->c, b->start, buf, len);
+		for (size_t at = 0; rc == 0 && at < len;) {
+			if ((rc = cc__grow(&in->insns, &cap, in->ninsns + 1, sizeof *in->insns, 256)))
+				break;
+			struct ci_insn *ci = &in->insns[in->ninsns];
+			if ((rc = cc__instr_decode(buf + at, len - at, b->start + at, ci, why,
+						   sizeof why)) < 0) {
+				rc = cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: %s",
+					      in->name, why);
+				break;
+			}
+			at += ci->len;
+			in->ninsns++;
+		}
+		free(buf);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static bool ends_unit(const struct ci_insn *ci)
+{
+	return ci->kind == CI_CALL || ci->kind == CI_ICALL;
+}
+
+/* Units: the blocks, cut after calls; their plans and the table. */
+static int plan_units(struct cc_instr *in)
+{
+	size_t cap = 0, nb = cfg_function__block_count(in->cfg), k = 0;
+	int rc;
+
+	if ((rc = rep_table__new(&in->table)) < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
+	for (size_t bi = 0; bi < nb; bi++) {
+		const struct cfg_block *b = cfg_function__block(in->cfg, bi);
+		while (k < in->ninsns && in->insns[k].pc < b->end) {
+			uint32_t first = (uint32_t)k;
+			while (k < in->ninsns && in->insns[k].pc < b->end && !ends_unit(&in->insns[k]))
+				k++;
+			if (k < in->ninsns && in->insns[k].pc < b->end)
+				k++;	/* the call ends the unit */
+			if ((rc = cc__grow(&in->units, &cap, in->nunits + 1, sizeof *in->units, 64)))
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "out of memory");
+			struct unit *u = &in->units[in->nunits];
+			memset(u, 0, sizeof *u);
+			u->first = first;
+			u->n = (uint32_t)(k - first);
+			u->id = (uint32_t)++in->nunits;
+			u->block_end = k >= in->ninsns || in->insns[k].pc >= b->end;
+			struct rep_insn *ri = malloc(u->n * sizeof *ri);
+			if (!ri)
+				return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+			for (uint32_t i = 0; i < u->n; i++)
+				ri[i] = in->insns[first + i].rep;
+			rc = rep_build(ri, u->n, u->id, REP_OPT_STACK | REP_OPT_BASE, &u->b);
+			free(ri);
+			if (rc < 0)
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "
+						"block at 0x%" PRIx64 ": %s", in->name,
+						in->insns[first].pc, rep_errmsg());
+			if (u->b.block.nslots > IS_MAX_SLOTS)
+				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
+						"the block at 0x%" PRIx64 " needs %u slots, more than "
+						"the %d of a unit", in->name, in->insns[first].pc,
+						u->b.block.nslots, IS_MAX_SLOTS);
+			if ((rc = rep_table__add(in->table, &u->b.block)) < 0)
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
+		}
+	}
+	return 0;
+}
+
+/* The unit starting at pc, or NULL. */
+static const struct unit *unit_at(const struct cc_instr *in, uint64_t pc)
+{
+	size_t lo = 0, hi = in->nunits;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		uint64_t at = in->insns[in->units[mid].first].pc;
+		if (at == pc)
+			return &in->units[mid];
+		if (at < pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ the code */
+
+struct out {
+	uint8_t *buf;		/* NULL: only count */
+	uint64_t at, base;	/* offset; the copy's address */
+	int err;
+};
+
+static void put(struct out *o, const void *p, size_t n)
+{
+	if (o->buf)
+		memcpy(o->buf + o->at, p, n);
+	o->at += n;
+}
+
+static void put32(struct out *o, uint32_t v) { put(o, &v, 4); }
+
+static void rel32(struct out *o, uint64_t target)
+{
+	int64_t d = (int64_t)(target - (o->base + o->at + 4));
+	if (o->buf && (d < INT32_MIN || d > INT32_MAX))
+		o->err = -ERANGE;
+	put32(o, (uint32_t)(int32_t)d);
+}
+
+static void emit_capture(struct out *o, const struct rep_capture *cap)
+{
+	uint32_t slot = IS_SLOTS + 8u * cap->slot;
+
+	if (cap->reg == REP_REG_RFLAGS) {
+		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x9c,
+					       0x65, 0x8f, 0x04, 0x25 };
+		static const uint8_t post[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
+		put(o, pre, sizeof pre);
+		put32(o, slot);
+		put(o, post, sizeof post);
+		return;
+	}
+	unsigned code = cap->reg - REP_REG_RAX;
+	uint8_t b[5] = { 0x65, (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
+			 (uint8_t)(0x04 | (code & 7) << 3), 0x25 };
+	put(o, b, sizeof b);
+	put32(o, slot);
+}
+
+/* Reserve the record, copy the slots, write the header last. */
+static void emit_commit(struct out *o, const struct cc_instr *in, const struct unit *u)
+{
+	static const uint8_t head[] = {
+		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
+		0x50, 0x51,					/* push %rax; push %rcx */
+		0x65, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0,	/* mov %gs:IS_PTR,%rax */
+		0x48, 0x8b, 0x08,				/* mov (%rax),%rcx */
+		0xe3, 0x0c,					/* jrcxz fast */
+		0xb9,						/* mov $n,%ecx */
+	};
+	static const uint8_t tail[] = {
+		0x48, 0x89, 0x08,				/* mov %rcx,(%rax) */
+		0x59, 0x58,					/* pop %rcx; pop %rax */
+		0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,		/* lea 128(%rsp),%rsp */
+	};
+	uint32_t n = u->b.block.nslots;
+
+	put(o, head, sizeof head);
+	put32(o, n);
+	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
+	rel32(o, in->code + in->stub_off);
+	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
+	put32(o, 8 * (1 + n));
+	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
+	put32(o, IS_PTR);
+	for (uint32_t k = 0; k < n; k++) {			/* write: */
+		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);
+		put32(o, IS_SLOTS + 8 * k);
+		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
+		put32(o, 8 * (1 + k));
+	}
+	uint64_t hdr = REP_S_WORD(u->id, n);
+	put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* movabs $hdr,%rcx */
+	put(o, &hdr, 8);
+	put(o, tail, sizeof tail);
+}
+
+static bool transfers(const struct ci_insn *ci)
+{
+	return ci->kind != CI_PLAIN || !ci->falls;
+}
+
+/* One original instruction, relocated; branches to a unit go to its copy. */
+static void emit_insn(struct out *o, struct cc_instr *in, const struct ci_insn *ci)
+{
+	const struct unit *to = (ci->kind == CI_JMP || ci->kind == CI_JCC) ?
+		unit_at(in, ci->target) : NULL;
+	struct cc_reloc *r;
+	struct cc_error err;
+
+	if (to && ci->kind == CI_JMP) {
+		put(o, (uint8_t[]){ 0xe9 }, 1);
+		rel32(o, in->code + to->off);
+		return;
+	}
+	if (to) {
+		put(o, (uint8_t[]){ 0x0f, (uint8_t)(0x80 | ci->cc) }, 2);
+		rel32(o, in->code + to->off);
+		return;
+	}
+	if (cc_reloc__new(ci->bytes, ci->len, ci->pc, NULL, &r, &err) < 0) {
+		o->err = err.err;
+		return;
+	}
+	size_t n = cc_reloc__size(r);
+	if (o->buf && cc_reloc__encode(r, o->base + o->at, o->buf + o->at, n, &err) < 0)
+		o->err = err.err;
+	o->at += n;
+	cc_reloc__free(r);
+}
+
+static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const struct unit *next)
+{
+	const struct rep_built *b = &u->b;
+	uint32_t c = 0;
+
+	if (!o->buf)
+		u->off = o->at;
+	for (uint32_t i = 0; i < u->n; i++) {
+		const struct ci_insn *ci = &in->insns[u->first + i];
+		bool last = i + 1 == u->n;
+		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
+			emit_capture(o, &b->caps[c]);
+		if (last && transfers(ci))
+			emit_commit(o, in, u);
+		emit_insn(o, in, ci);
+		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
+			emit_capture(o, &b->caps[c]);
+		if (last && !transfers(ci))
+			emit_commit(o, in, u);
+	}
+	const struct ci_insn *ci = &in->insns[u->first + u->n - 1];
+	uint64_t end = ci->pc + ci->len;
+	if (!ci->falls || (next && in->insns[next->first].pc == end))
+		return;
+	const struct unit *to = unit_at(in, end);	/* fall through to a unit laid out elsewhere */
+	put(o, (uint8_t[]){ 0xe9 }, 1);
+	rel32(o, to ? in->code + to->off : end);
+}
+
+/* The copy: units in address order, then the ring stub. Twice: offsets
+ * first (buf NULL), then the bytes. */
+static int emit_all(struct cc_instr *in, uint8_t *buf)
+{
+	struct out o = { .buf = buf, .base = in->code };
+
+	for (size_t i = 0; i < in->nunits; i++)
+		emit_unit(&o, in, &in->units[i], i + 1 < in->nunits ? &in->units[i + 1] : NULL);
+	o.at = (o.at + 63) & ~63ULL;
+	in->stub_off = o.at;
+	put(&o, cc_istub_begin, (size_t)(cc_istub_end - cc_istub_begin));
+	in->code_size = o.at;
+	if (o.err)
+		return cc__fail(in->c, CC_PHASE_WRITE, o.err, "cannot lay out the instrumented "
+				"copy of %s (error %d)", in->name, o.err);
+	return 0;
+}
+
+/* ------------------------------------------------------------ the rings */
+
+static int remote(struct cc_instr *in, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
+		  uint64_t a3, uint64_t a4, uint64_t a5, int64_t *ret, const char *what)
+{
+	const uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
+	int rc = cc__syscall(in->c, nr, args, ret);
+
+	if (rc < 0)
+		return rc;
+	if (*ret < 0 && *ret > -4096)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, (int)*ret, "%s in process %d: %s", what,
+				in->c->pid, strerror((int)-*ret));
+	return 0;
+}
+
+/* memfd_create, ftruncate (by padrone's cab_ring__create_fd), mmap in the
+ * target; padrone maps the same file through /proc/PID/fd/N. */
+static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
+{
+	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
+			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
+			       .consumer_timeout_ms = in->o.consumer_timeout_ms };
+	char path[64];
+	int64_t ret;
+	int rc;
+
+	rg->target_fd = -1;
+	if ((rc = remote(in, SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0,
+			 &ret, "memfd_create")) < 0)
+		return rc;
+	rg->target_fd = (int)ret;
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, rg->target_fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot open %s: %s", path,
+				strerror(errno));
+	rc = cab_ring__create_fd(fd, &co, &rg->r);
+	close(fd);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, rc, "ring for thread %d: %s", rg->tid,
+				cab_errmsg());
+	struct cab_layout l;
+	cab_ring__layout(rg->r, &l);
+	if ((rc = remote(in, SYS_mmap, 0, l.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 (uint64_t)rg->target_fd, 0, &ret, "mmap of a ring")) < 0)
+		return rc;
+	rg->map = (uint64_t)ret;
+	rg->len = l.total_bytes;
+	remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
+	rg->target_fd = -1;
+	return cab_ring__attach_producer(rg->r, in->c->pid) < 0 ?
+		cc__fail(in->c, CC_PHASE_ALLOCATE, -EBUSY, "%s", cab_errmsg()) : 0;
+}
+
+static void unmap_ring(struct cc_instr *in, struct ring *rg)
+{
+	int64_t ret;
+
+	if (rg->target_fd >= 0)
+		remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
+	if (rg->map)
+		remote(in, SYS_munmap, rg->map, rg->len, 0, 0, 0, 0, &ret, "munmap of a ring");
+	rg->target_fd = -1;
+	rg->map = 0;
+}
+
+static int log2_exact(uint64_t v)
+{
+	int s = 0;
+
+	while ((1ULL << s) < v)
+		s++;
+	return (1ULL << s) == v ? s : -1;
+}
+
+static void put_state(uint8_t *blk, size_t off, uint64_t v)
+{
+	memcpy(blk + off, &v, 8);
+}
+
+/* Thread i's state block (the sink when rg is NULL). */
+static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint8_t *blk)
+{
+	memset(blk, 0, IS_SIZE);
+	put_state(blk, IS_SELF, self);
+	put_state(blk, IS_MAGICW, 0xCAB0CAB0CAB0CAB0ULL);
+	if (!rg) {
+		put_state(blk, IS_PTR, self + IS_MAGICW);
+		put_state(blk, IS_MODE, IS_MODE_SINK);
+		return 0;
+	}
+	struct cab_layout l;
+	cab_ring__layout(rg->r, &l);
+	int shift = log2_exact((uint64_t)l.chunk_words * 8);
+	if (shift < 0 || l.meta_gap != IS_META_GAP)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -EINVAL, "ring chunks of %u bytes: "
+				"instrumentation needs a power of two", l.chunk_words * 8);
+	put_state(blk, IS_PTR, rg->map + l.data_offset);
+	put_state(blk, IS_DATA, rg->map + l.data_offset);
+	put_state(blk, IS_SHIFT, (uint64_t)shift);
+	put_state(blk, IS_NCHUNKS, l.nchunks);
+	put_state(blk, IS_CHUNK_BYTES, (uint64_t)l.chunk_words * 8);
+	put_state(blk, IS_META, rg->map + l.meta_offset);
+	put_state(blk, IS_META_STRIDE, l.meta_stride);
+	put_state(blk, IS_MODE, in->sampling ? IS_MODE_SAMPLING : IS_MODE_EXHAUSTIVE);
+	put_state(blk, IS_WAIT_NS, (uint64_t)l.wait_ms * 1000000u);
+	put_state(blk, IS_TIMEOUT_NS, (uint64_t)l.consumer_timeout_ms * 1000000u);
+	static const struct { size_t is; size_t lay; } words[] = {
+		{ IS_A_PROD_SEQ, offsetof(struct cab_layout, prod_seq) },
+		{ IS_A_CONS_SLEEPING, offsetof(struct cab_layout, cons_sleeping) },
+		{ IS_A_CONS_SEQ, offsetof(struct cab_layout, cons_seq) },
+		{ IS_A_PROD_WAITING, offsetof(struct cab_layout, prod_waiting) },
+		{ IS_A_CONS_STATE, offsetof(struct cab_layout, cons_state) },
+		{ IS_A_HEARTBEAT, offsetof(struct cab_layout, cons_heartbeat_ns) },
+		{ IS_A_PROD_DROPPING, offsetof(struct cab_layout, prod_dropping) },
+		{ IS_A_DROPPED_RECORDS, offsetof(struct cab_layout, dropped_records) },
+		{ IS_A_DROPPED_WORDS, offsetof(struct cab_layout, dropped_words) },
+		{ IS_A_PROD_WAITS, offsetof(struct cab_layout, prod_waits) },
+		{ IS_A_PROD_WAIT_NS, offsetof(struct cab_layout, prod_wait_ns) },
+	};
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+		uint32_t off;
+		memcpy(&off, (const char *)&l + words[i].lay, 4);
+		put_state(blk, words[i].is, rg->map + off);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ install */
+
+/* Every thread's gs must be free: fs is glibc's TLS, gs normally 0. */
+static int check_gs(struct cc_instr *in, const pid_t *tids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct user_regs_struct regs;
+		int rc = attach_target__get_regs(in->c->t, tids[i], &regs);
+		if (rc < 0)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot read the registers of "
+					"thread %d: %s", tids[i], attach_target__errmsg(in->c->t));
+		if (regs.gs_base || regs.gs)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, -EBUSY, "thread %d of process %d "
+					"uses gs (gs_base 0x%llx), which instrumentation needs; "
+					"nothing was changed", tids[i], in->c->pid,
+					(unsigned long long)regs.gs_base);
+	}
+	return 0;
+}
+
+static void reset_gs(struct cc_instr *in)
+{
+	for (size_t i = 0; i < in->nrings; i++)
+		attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
+}
+
+static int build_plan(struct cc_instr *in)
+{
+	struct cfg_reader *rd;
+	const char *msg = NULL;
+	uint64_t at = 0;
+	int rc;
+
+	if ((rc = cc__open_cfg(in->c, &rd)) < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot read the code of process %d",
+				in->c->pid);
+	rc = cfg_function__build(rd, in->fn.addr, NULL, &in->cfg);
+	cfg_reader__free(rd);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot build the CFG of %s", in->name);
+	if (cfg_function__error(in->cfg, &at, &msg) != CFG_ERR_NONE)
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: its CFG is "
+				"incomplete at 0x%" PRIx64 " (%s)", in->name, at, msg ? msg : "?");
+	if (cfg_function__unresolved_count(in->cfg))
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has an "
+				"indirect jump whose targets are unknown", in->name);
+	if (cfg_function__jump_table_count(in->cfg))
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has a "
+				"jump table, which instrumented copies do not re-point yet", in->name);
+	if (!in->fn.size) {
+		size_t nr = cfg_function__range_count(in->cfg);
+		const struct cfg_range *last = cfg_function__range(in->cfg, nr - 1);
+		in->fn.size = last->end - in->fn.addr;
+	}
+	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0)
+		return rc;
+	for (size_t i = 0; i < in->ninsns; i++)
+		if (in->insns[i].kind == CI_LOOPLIKE && cfg_function__block_at(in->cfg,
+								   in->insns[i].target) >= 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: the "
+					"loop/jrcxz at 0x%" PRIx64 " branches inside it", in->name,
+					in->insns[i].pc);
+	return 0;
+}
+
+static int place_code(struct cc_instr *in)
+{
+	int rc;
+
+	if ((rc = emit_all(in, NULL)) < 0)
+		return rc;
+	if ((rc = cc_cache__alloc(in->c, CC_CODE, in->code_size, 64, in->fn.addr, &in->code)) < 0)
+		return rc;
+	uint8_t *buf = calloc(1, in->code_size);
+	if (!buf)
+		return cc__fail(in->c, CC_PHASE_WRITE, -ENOMEM, "out of memory");
+	rc = emit_all(in, buf);
+	if (rc == 0)
+		rc = cc_cache__write(in->c, in->code, buf, in->code_size);
+	free(buf);
+	return rc;
+}
+
+/* Rings and state blocks for these threads (world stopped). */
+static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
+{
+	static const char name[] = "padrone-ring";
+	int rc;
+
+	in->data_size = (n + 1) * IS_SIZE + 64;
+	if ((rc = cc_cache__alloc(in->c, CC_DATA, in->data_size, 64, in->fn.addr, &in->data)) < 0)
+		return rc;
+	uint64_t name_at = in->data + (n + 1) * IS_SIZE;
+	if ((rc = cc_cache__write(in->c, name_at, name, sizeof name)) < 0)
+		return rc;
+	if (!(in->rings = calloc(n, sizeof *in->rings)))
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		in->rings[i].tid = tids[i];
+		in->rings[i].target_fd = -1;
+		in->nrings++;
+		if ((rc = make_ring(in, &in->rings[i], name_at)) < 0)
+			return rc;
+	}
+	uint8_t *blk = calloc(n + 1, IS_SIZE);
+	if (!blk)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
+	for (size_t i = 0; i <= n && rc == 0; i++)
+		rc = fill_state(in, i < n ? &in->rings[i] : NULL, in->data + i * IS_SIZE,
+				blk + i * IS_SIZE);
+	if (rc == 0)
+		rc = cc_cache__write(in->c, in->data, blk, (n + 1) * IS_SIZE);
+	free(blk);
+	return rc;
+}
+
+static int set_gs(struct cc_instr *in)
+{
+	for (size_t i = 0; i < in->nrings; i++) {
+		int rc = attach_target__set_gs_base(in->c->t, in->rings[i].tid,
+						     in->data + i * IS_SIZE);
+		if (rc < 0)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot set gs_base of thread "
+					"%d: %s", in->rings[i].tid, attach_target__errmsg(in->c->t));
+	}
+	return 0;
+}
+
+/* World stopped: threads, gs, rings, state, the redirection. */
+static int install(struct cc_instr *in, struct cc_job *j)
+{
+	pid_t tids[MAX_THREADS];
+	uint64_t detour = 0;
+	size_t dsize = 0;
+	int n = attach_target__threads(in->c->t, tids, MAX_THREADS), rc;
+
+	if (n < 0)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, n, "cannot list the threads of process %d",
+				in->c->pid);
+	if (n > (int)MAX_THREADS)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, -E2BIG, "process %d has %d threads; "
+				"instrumentation handles at most %u", in->c->pid, n, MAX_THREADS);
+	if ((rc = check_gs(in, tids, (size_t)n)) < 0 || (rc = place_code(in)) < 0 ||
+	    (rc = place_rings(in, tids, (size_t)n)) < 0 ||
+	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
+		return rc;
+	struct cc_dir_block owned[3] = {
+		{ in->code, in->code_size, CC_CODE, 0 },
+		{ in->data, in->data_size, CC_DATA, 0 },
+		{ detour, dsize, CC_CODE, 0 },
+	};
+	if ((rc = set_gs(in)) == 0) {
+		const struct unit *entry = unit_at(in, in->fn.addr);
+		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 3 : 2, in->data,
+				   NULL);
+	}
+	if (rc == 0) {
+		in->installed = true;
+		if (in->o.publish)
+			atomic_store(in->o.publish, in);
+	}
+	if (rc < 0) {
+		reset_gs(in);
+		if (detour)
+			cc_cache__free(in->c, detour, dsize);
+	}
+	return rc;
+}
+
+static void undo_alloc(struct cc_instr *in)
+{
+	for (size_t i = 0; i < in->nrings; i++) {
+		unmap_ring(in, &in->rings[i]);
+		cab_ring__close(in->rings[i].r);
+		in->rings[i].r = NULL;
+	}
+	in->nrings = 0;
+	if (in->code)
+		cc_cache__free(in->c, in->code, in->code_size);
+	if (in->data)
+		cc_cache__free(in->c, in->data, in->data_size);
+	in->code = in->data = 0;
+}
+
+int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
+			 const struct cc_instr_opts *opts, struct cc_instr **out)
+{
+	struct cc_instr *in;
+	struct cc_dir_redir *r;
+	struct cc_job *j = NULL;
+	int rc;
+
+	*out = NULL;
+	const char *name = fn->name ? fn->name : "the function";
+	if (!c->t)
+		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "instrumentation needs a seized "
+				"target (threads' gs_base)");
+	if ((r = cc__redir_find(c, fn->addr, 0)))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already %s; restore it first",
+				name, r->kind == CC_REDIR_MEASURE ? "being measured" :
+				strncmp(r->source, "instrumented", 12) == 0 ? "instrumented" :
+				"replaced");
+	if (!(in = calloc(1, sizeof *in)))
+		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+	in->c = c;
+	in->t = c->t;
+	in->o = (struct cc_instr_opts){ .sz = sizeof in->o };
+	if (opts)
+		memcpy(&in->o, opts, opts->sz < sizeof in->o ? opts->sz : sizeof in->o);
+	in->sampling = in->o.sampling;
+	in->fn = *fn;
+	snprintf(in->name, sizeof in->name, "%s", name);
+	in->fn.name = in->name;
+	if ((rc = build_plan(in)) < 0)
+		goto err;
+	char source[160];
+	snprintf(source, sizeof source, "instrumented copy (padrone %d)", (int)getpid());
+	struct cc_patch_opts po = { .sz = sizeof po, .timeout_ms = in->o.timeout_ms, .force = true,
+				    .report = in->o.report, .report_size = in->o.report_size,
+				    .source = source, .stats = in->o.stats };
+	if ((rc = cc__job_new(c, &in->fn, CC_REDIR_REPLACE, &po, &j)) < 0)
+		goto err;
+	if ((rc = attach_target__stop(c->t)) < 0) {
+		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot stop process %d: %s", c->pid,
+			      attach_target__errmsg(c->t));
+		goto err;
+	}
+	rc = install(in, j);
+	attach_target__resume(c->t);
+	if (rc < 0)
+		goto err;
+	cc__job_free(j);
+	*out = in;
+	return 0;
+err:
+	cc__job_free(j);
+	undo_alloc(in);
+	cc_instr__free(in);
+	return rc;
+}
+
+int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
+			   const struct cc_patch_opts *opts)
+{
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts o = { .sz = sizeof o };
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	in->c = c;	/* the view of this session's command, not the one it was made by */
+	if (!in->installed || in->removed)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s is not instrumented", in->name);
+	/* a thread waiting for a consumer that is not there would keep the
+	 * copy busy past the restore's timeout: it drops from now on */
+	const uint64_t one = 1;
+	for (size_t i = 0; i < in->nrings; i++)
+		if (!cab_ring__has_consumer(in->rings[i].r))
+			cc_cache__write(c, in->data + i * IS_SIZE + IS_QUIT, &one, sizeof one);
+	struct cc_patch_stats *user = o.stats;
+	o.stats = &st;
+	if ((rc = cc_cache__restore(c, in->fn.addr, in->name, &o)) < 0)
+		return rc;
+	in->removed = true;
+	if (user)
+		*user = st;
+	for (size_t i = 0; i < in->nrings; i++)
+		cab_ring__end_producer(in->rings[i].r);
+	if (st.kept_code)	/* a thread may still run the copy: its gs and ring stay */
+		return 0;
+	if ((rc = attach_target__stop(c->t)) == 0) {
+		reset_gs(in);
+		attach_target__resume(c->t);
+	}
+	for (size_t i = 0; i < in->nrings; i++)
+		unmap_ring(in, &in->rings[i]);
+	return 0;
+}
+
+int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
+{
+	if (!in->installed || in->removed)
+		return 0;
+	return attach_target__set_gs_base(in->t, tid, in->data + in->nrings * IS_SIZE);
+}
+
+void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size)
+{
+	*addr = in->fn.addr;
+	*size = in->fn.size;
+}
+
+bool cc_instr__active(const struct cc_instr *in)
+{
+	return in->installed && !in->removed;
+}
+
+size_t cc_instr__thread_count(const struct cc_instr *in) { return in->nrings; }
+
+struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid)
+{
+	if (i >= in->nrings)
+		return NULL;
+	if (tid)
+		*tid = in->rings[i].tid;
+	return in->rings[i].r;
+}
+
+const struct rep_table *cc_instr__table(const struct cc_instr *in) { return in->table; }
+
+void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size)
+{
+	*addr = in->code;
+	*size = in->code_size;
+}
+
+void cc_instr__free(struct cc_instr *in)
+{
+	if (!in)
+		return;
+	for (size_t i = 0; i < in->nrings; i++)
+		cab_ring__close(in->rings[i].r);
+	free(in->rings);
+	for (size_t i = 0; i < in->nunits; i++)
+		rep_built__free(&in->units[i].b);
+	free(in->units);
+	free(in->insns);
+	rep_table__free(in->table);
+	cfg_function__free(in->cfg);
+	free(in);
+}

@@ -1,0 +1,178 @@
+/* instrument [-m MODE] FUNC, report [-j], uninstrument [FUNC]: REP-recording
+ * copies of live functions, streamed to recovery and cache simulation in
+ * padrone(d) (src/instr.c). */
+#include "src/cmd.h"
+
+#include <string.h>
+
+static const struct padrone_opt instrument_opts[] = {
+	{ 'm', "mode", "MODE" },
+	{ 0 },
+};
+
+static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	const char *func = padrone_args_value(args, 0), *mode = padrone_args_get(args, 'm');
+	struct padrone_instrument_opts o = { .sz = sizeof o };
+
+	if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "sample") != 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "MODE must be exhaustive or "
+					 "sample, not '%s'", mode);
+	o.sampling = mode && strcmp(mode, "sample") == 0;
+	if (padrone_session__instrument(ctx->ctl->session, func, &o) < 0)
+		return padrone_cmd_session_error(ctx);
+	fprintf(ctx->out, "instrumented %s (%s): 'report' shows what it did, 'uninstrument' "
+		"puts it back\n", func, o.sampling ? "sample" : "exhaustive");
+	return PADRONE_EXIT_OK;
+}
+
+const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
+	.name = "instrument",
+	.usage = "[-m MODE] FUNC",
+	.summary = "replace FUNC by a copy that streams its memory references to padrone",
+	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
+		"one REP unit per executed block into its thread's ring (shared memory, one\n"
+		"per thread); padrone recovers the references and simulates the host's caches\n"
+		"as Cachegrind does, until uninstrument or detach. MODE: exhaustive (default:\n"
+		"a thread waits while its ring is full) or sample (it never waits; what finds\n"
+		"the ring full is lost, and report counts it). One function at a time; refused\n"
+		"for a function already replaced or measured, one with a jump table, code it\n"
+		"cannot record (fs- or gs-relative), or a process where a thread uses gs.",
+	.opts = instrument_opts,
+	.lower = 1,
+	.upper = 1,
+	.flags = PADRONE_CMD_TARGET,
+	.exec = instrument_exec,
+};
+
+static const struct padrone_opt report_opts[] = {
+	{ 'j', "json", NULL },
+	{ 0 },
+};
+
+static void print_events_json(FILE *f, const uint64_t *ev)
+{
+	fputc('{', f);
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, "%s\"%s\":%llu", e ? "," : "", padrone_event_name(e),
+			(unsigned long long)ev[e]);
+	fputc('}', f);
+}
+
+static void print_json(FILE *f, const struct padrone_ireport *r)
+{
+	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"geometry\":{\"I1\":\"%s\","
+		"\"D1\":\"%s\",\"LL\":\"%s\"},\"events\":[", r->pid, r->seconds,
+		r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll);
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, "%s\"%s\"", e ? "," : "", padrone_event_name(e));
+	fprintf(f, "],\"threads\":[");
+	for (size_t i = 0; i < r->nthreads; i++)
+		fprintf(f, "%s{\"tid\":%d,\"units\":%llu,\"refs\":%llu,\"lost_units\":%llu}",
+			i ? "," : "", r->threads[i].tid, (unsigned long long)r->threads[i].units,
+			(unsigned long long)r->threads[i].refs,
+			(unsigned long long)r->threads[i].lost_units);
+	fprintf(f, "],\"functions\":[");
+	for (size_t i = 0; i < r->nfunctions; i++) {
+		const struct padrone_ifunction *fn = &r->functions[i];
+		fprintf(f, "%s{\"name\":\"", i ? "," : "");
+		for (const char *p = fn->name; *p; p++)
+			fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : (unsigned char)*p < 0x20 ?
+				"\\u%04x" : "%c", *p);
+		fprintf(f, "\",\"entry\":\"0x%llx\",\"active\":%s,\"events\":",
+			(unsigned long long)fn->entry, fn->active ? "true" : "false");
+		print_events_json(f, fn->ev);
+		fprintf(f, ",\"pcs\":[");
+		for (size_t k = 0; k < fn->npcs; k++) {
+			fprintf(f, "%s{\"pc\":\"0x%llx\",\"events\":", k ? "," : "",
+				(unsigned long long)fn->pcs[k].pc);
+			print_events_json(f, fn->pcs[k].ev);
+			fputc('}', f);
+		}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu}\n", (unsigned long long)r->lost_units,
+		(unsigned long long)r->gaps);
+}
+
+static void print_row(FILE *f, const uint64_t *ev, const char *what)
+{
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, "%12llu ", (unsigned long long)ev[e]);
+	fprintf(f, "%s\n", what);
+}
+
+static void print_text(FILE *f, const struct padrone_ireport *r)
+{
+	fprintf(f, "# pid %d: %.2f s instrumented (%s), I1 %s D1 %s LL %s, %llu units lost\n",
+		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll,
+		(unsigned long long)r->lost_units);
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, "%12s ", padrone_event_name(e));
+	fprintf(f, "where\n");
+	for (size_t i = 0; i < r->nfunctions; i++) {
+		const struct padrone_ifunction *fn = &r->functions[i];
+		char what[160];
+		snprintf(what, sizeof what, "%s%s", fn->name, fn->active ? "" : " (uninstrumented)");
+		print_row(f, fn->ev, what);
+		for (size_t k = 0; k < fn->npcs; k++) {
+			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
+			print_row(f, fn->pcs[k].ev, what);
+		}
+	}
+}
+
+static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	struct padrone_ireport *r;
+
+	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
+		return padrone_cmd_session_error(ctx);
+	if (padrone_args_has(args, 'j'))
+		print_json(ctx->out, r);
+	else
+		print_text(ctx->out, r);
+	padrone_ireport__free(r);
+	return PADRONE_EXIT_OK;
+}
+
+const struct padrone_cmd_entry padrone_cmd_report_entry = {
+	.name = "report",
+	.usage = "[-j]",
+	.summary = "show what instrumented functions did: Cachegrind's events per PC",
+	.help = "Per instrumented function and per instruction (PC): Ir I1mr ILmr Dr D1mr DLmr\n"
+		"Dw D1mw DLmw, as Cachegrind names them, simulated with the host's cache\n"
+		"geometry; also after uninstrument, until detach. -j as JSON: {\"pid\",\n"
+		"\"seconds\",\"mode\",\"geometry\":{\"I1\",\"D1\",\"LL\"},\"events\":[names],\n"
+		"\"threads\":[{\"tid\",\"units\",\"refs\",\"lost_units\"}],\"functions\":[{\"name\",\n"
+		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}]}],\n"
+		"\"lost_units\",\"gaps\"}.",
+	.opts = report_opts,
+	.lower = 0,
+	.upper = 0,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
+	.exec = report_exec,
+};
+
+static int uninstrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	const char *func = padrone_args_value(args, 0);
+
+	if (padrone_session__uninstrument(ctx->ctl->session, func) < 0)
+		return padrone_cmd_session_error(ctx);
+	fprintf(ctx->out, "uninstrumented %s\n", func ? func : "everything");
+	return PADRONE_EXIT_OK;
+}
+
+const struct padrone_cmd_entry padrone_cmd_uninstrument_entry = {
+	.name = "uninstrument",
+	.usage = "[FUNC]",
+	.summary = "put back the original of an instrumented function (all: no FUNC)",
+	.help = "The original code goes back, the threads' gs_base to 0, the rings are drained\n"
+		"and unmapped from the process once no thread can be in the copy. What was\n"
+		"found stays for report until detach.",
+	.lower = 0,
+	.upper = 1,
+	.flags = PADRONE_CMD_TARGET,
+	.exec = uninstrument_exec,
+};

@@ -1,0 +1,484 @@
+/* Instrumentation in a session (issue 10): a function replaced by its
+ * instrumented copy (codecache/instr.c), a consumer thread per thread's ring
+ * recovering the references (pipeline/rep.h) and simulating the host's
+ * caches as Cachegrind counts them (pipeline/pipeline.h), one simulator for
+ * the whole process (the threads' references interleave as the consumers
+ * take them, as a single cache shared by the threads sees them).
+ *
+ * One function at a time: each thread's gs_base can point at one state
+ * block. Kept as the session extension "instr", released (uninstrumented)
+ * at detach while the process is still attached: detaching puts the
+ * threads' gs_base back, which a copy left in place could not survive.
+ */
+#include "src/session.h"
+#include "attach/attach.h"
+#include "codecache/codecache.h"
+#include "pipeline/cab.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/rep.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_FUNCS 16
+
+static const char *const event_names[PADRONE_NEVENTS] = {
+	"Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
+};
+
+const char *padrone_event_name(unsigned i)
+{
+	return i < PADRONE_NEVENTS ? event_names[i] : NULL;
+}
+
+struct instr_state;
+
+struct worker {
+	struct instr_state *st;
+	struct cab_consumer *cons;
+	struct rep_recover *rec;
+	pthread_t th;
+	bool started;
+	pid_t tid;
+	volatile int stop;
+	uint64_t units, refs, lost, gaps;	/* final, once joined */
+};
+
+struct func {
+	char name[96];
+	uint64_t entry, size;
+	struct cc_instr *in;
+	struct worker *w;
+	size_t nw;
+	bool active;
+	uint64_t t0_ns, t1_ns;
+};
+
+struct instr_state {
+	pthread_mutex_t lock;		/* the simulator */
+	struct csim_config cfg;
+	struct csim *sim;
+	bool sampling;
+	struct func f[MAX_FUNCS];
+	size_t nf;
+	/* read by the clone event (tracer thread): the active copies */
+	struct cc_instr *_Atomic live[MAX_FUNCS];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct instr_state *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	csim__refs(st->sim, refs, n);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void *consume(void *arg)
+{
+	struct worker *w = arg;
+
+	cab_consumer__run(w->cons, rep_recover__cab_fn, w->rec, &w->stop);
+	rep_recover__flush(w->rec);
+	return NULL;
+}
+
+/* The consumers end once their producer ended and they drained the ring
+ * (bounded: a ring left mapped in a kept copy never ends). */
+static void stop_workers(struct func *f)
+{
+	for (size_t i = 0; i < f->nw; i++) {
+		struct worker *w = &f->w[i];
+		if (!w->started)
+			continue;
+		for (int k = 0; k < 500 && !cab_consumer__eof(w->cons); k++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		w->stop = 1;
+		pthread_join(w->th, NULL);
+		w->started = false;
+		struct rep_recover_stats rs;
+		struct cab_stats cs;
+		rep_recover__stats(w->rec, &rs);
+		cab_consumer__stats(w->cons, &cs);
+		w->units = rs.units;
+		w->refs = rs.refs + rs.instrs;
+		w->gaps = rs.gaps;
+		w->lost = cs.records_dropped + cs.records_skipped;
+	}
+}
+
+static void free_func(struct func *f)
+{
+	stop_workers(f);
+	for (size_t i = 0; i < f->nw; i++) {
+		cab_consumer__close(f->w[i].cons);
+		rep_recover__free(f->w[i].rec);
+	}
+	free(f->w);
+	cc_instr__free(f->in);
+	memset(f, 0, sizeof *f);
+}
+
+static int open_cache(struct padrone_session *s, struct cc_cache **c)
+{
+	struct attach_target *t = padrone_session_target(s);
+	struct cc_error err;
+	int rc;
+
+	if (!t)
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	if ((rc = cc_cache__open(t, NULL, c, &err)) < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	return 0;
+}
+
+static int fail_cache(struct padrone_session *s, struct cc_cache *c, int rc)
+{
+	enum padrone_why why = rc == -ESRCH ? PADRONE_TARGET_EXITED :
+		rc == -ETIMEDOUT ? PADRONE_TIMEOUT : rc == -ENOMEM ? PADRONE_SYSTEM :
+		PADRONE_BAD_REQUEST;
+	return padrone_session_fail(s, why, rc, "%s", cc_cache__errmsg(c));
+}
+
+static int uninstrument_one(struct padrone_session *s, struct instr_state *st, struct func *f)
+{
+	struct cc_cache *c;
+	int rc;
+
+	if ((rc = open_cache(s, &c)) < 0)
+		return rc;
+	rc = cc_cache__uninstrument(c, f->in, NULL);
+	if (rc < 0)
+		rc = fail_cache(s, c, rc);
+	cc_cache__close(c);
+	for (size_t i = 0; i < MAX_FUNCS; i++)
+		if (atomic_load(&st->live[i]) == f->in)
+			atomic_store(&st->live[i], NULL);
+	f->active = false;
+	f->t1_ns = now_ns();
+	stop_workers(f);
+	return rc;
+}
+
+static int release(struct padrone_session *s, void *data)
+{
+	struct instr_state *st = data;
+	int first = 0;
+
+	for (size_t i = 0; i < st->nf; i++) {
+		int rc = st->f[i].active ? uninstrument_one(s, st, &st->f[i]) : 0;
+		if (rc < 0 && !first)
+			first = rc;
+		free_func(&st->f[i]);
+	}
+	padrone_session_set_instr(s, NULL);
+	csim__free(st->sim);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+	return first;
+}
+
+void padrone_instr_thread_new(void *data, pid_t tid)
+{
+	struct instr_state *st = data;
+
+	for (size_t i = 0; i < MAX_FUNCS; i++) {
+		struct cc_instr *in = atomic_load(&st->live[i]);
+		if (in) {
+			cc_instr__thread_new(in, tid);
+			return;	/* one gs_base per thread: the first copy's sink */
+		}
+	}
+}
+
+static int get_state(struct padrone_session *s, struct instr_state **out)
+{
+	struct instr_state *st = padrone_session_ext(s, "instr");
+	int rc;
+
+	if (st) {
+		*out = st;
+		return 0;
+	}
+	if (!(st = calloc(1, sizeof *st)))
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	pthread_mutex_init(&st->lock, NULL);
+	csim_config_host(&st->cfg);	/* a fallback geometry when the host's makes no sense */
+	st->cfg.cachegrind = true;
+	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
+		csim_geom_cachegrind_tweak(&st->cfg.level[lv]);
+	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
+	    (rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
+		csim__free(st->sim);
+		free(st);
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
+					    "simulator");
+	}
+	padrone_session_set_instr(s, st);
+	*out = st;
+	return 0;
+}
+
+static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
+{
+	size_t n = cc_instr__thread_count(f->in);
+
+	if (!(f->w = calloc(n, sizeof *f->w)))
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	f->nw = n;
+	for (size_t i = 0; i < n; i++) {
+		struct worker *w = &f->w[i];
+		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
+		w->st = st;
+		if (rep_recover__new(cc_instr__table(f->in), sink, st, &w->rec) < 0 ||
+		    cab_consumer__open(r, &w->cons) < 0 ||
+		    pthread_create(&w->th, NULL, consume, w) != 0)
+			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
+						    "consumer of thread %d's ring", w->tid);
+		w->started = true;
+	}
+	return 0;
+}
+
+/* A name, or 0xADDR. */
+static int find_function(struct padrone_session *s, const char *name, struct cc_func *fn)
+{
+	struct cc_syms *sy;
+	struct cc_error err;
+	char *end;
+	int rc;
+
+	memset(fn, 0, sizeof *fn);
+	fn->name = name;
+	if (!name || !*name)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
+	if (name[0] == '0' && name[1] == 'x') {
+		fn->addr = strtoull(name, &end, 16);
+		if (!*end && fn->addr)
+			return 0;
+	}
+	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	rc = cc_syms__func(sy, name, fn, &err);
+	cc_syms__free(sy);
+	fn->name = name;
+	return rc < 0 ? padrone_session_fail(s, rc == -ENOENT ? PADRONE_BAD_REQUEST :
+					     PADRONE_SYSTEM, rc, "%s", err.msg) : 0;
+}
+
+int padrone_session__instrument(struct padrone_session *s, const char *function,
+				const struct padrone_instrument_opts *opts)
+{
+	struct padrone_instrument_opts o = { .sz = sizeof o };
+	struct instr_state *st = NULL;
+	struct cc_cache *c;
+	struct cc_func fn;
+	int rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!padrone_session_target(s))
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	if ((rc = find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
+		return rc;
+	for (size_t i = 0; i < st->nf; i++)
+		if (st->f[i].active)
+			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EBUSY, "%s is "
+						    "instrumented; one function at a time: "
+						    "uninstrument it first", st->f[i].name);
+	if (st->nf == MAX_FUNCS)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOSPC, "%d functions were "
+					    "instrumented in this attachment; detach first",
+					    MAX_FUNCS);
+	if (st->nf && st->sampling != o.sampling)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
+					    "are in %s mode; detach to change it",
+					    st->sampling ? "sample" : "exhaustive");
+	struct func *f = &st->f[st->nf];
+	memset(f, 0, sizeof *f);
+	snprintf(f->name, sizeof f->name, "%s", function);
+	fn.name = f->name;
+	size_t slot = st->nf;
+	if ((rc = open_cache(s, &c)) < 0)
+		return rc;
+	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
+				    .publish = &st->live[slot] };
+	rc = cc_cache__instrument(c, &fn, &io, &f->in);
+	if (rc < 0) {
+		rc = fail_cache(s, c, rc);
+		cc_cache__close(c);
+		return rc;
+	}
+	cc_cache__close(c);
+	st->sampling = o.sampling;
+	st->nf++;
+	f->active = true;
+	f->t0_ns = now_ns();
+	cc_instr__function(f->in, &f->entry, &f->size);
+	if ((rc = start_workers(s, st, f)) < 0) {
+		uninstrument_one(s, st, f);
+		return rc;
+	}
+	return 0;
+}
+
+int padrone_session__uninstrument(struct padrone_session *s, const char *function)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	size_t done = 0;
+	int first = 0;
+
+	if (!padrone_session_target(s))
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	for (size_t i = 0; st && i < st->nf; i++) {
+		struct func *f = &st->f[i];
+		if (!f->active || (function && strcmp(function, f->name) != 0))
+			continue;
+		int rc = uninstrument_one(s, st, f);
+		if (rc < 0 && !first)
+			first = rc;
+		done++;
+	}
+	if (first < 0)
+		return first;
+	if (!done)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, function ?
+					    "%s is not instrumented" : "nothing is instrumented%s",
+					    function ? function : "");
+	return 0;
+}
+
+static void events_of(const struct csim_counts *c, uint64_t ev[PADRONE_NEVENTS])
+{
+	ev[0] = c->refs[CSIM_INSTR];
+	ev[1] = c->miss[CSIM_I1][CSIM_INSTR];
+	ev[2] = c->miss[CSIM_LL][CSIM_INSTR];
+	ev[3] = c->refs[CSIM_READ];
+	ev[4] = c->miss[CSIM_D1][CSIM_READ];
+	ev[5] = c->miss[CSIM_LL][CSIM_READ];
+	ev[6] = c->refs[CSIM_WRITE];
+	ev[7] = c->miss[CSIM_D1][CSIM_WRITE];
+	ev[8] = c->miss[CSIM_LL][CSIM_WRITE];
+}
+
+static void geometry(char *buf, size_t size, const struct csim_geom *g)
+{
+	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
+}
+
+/* Threads: the consumers' counts (live ones read now). */
+static int add_threads(struct padrone_ireport *r, const struct func *f)
+{
+	for (size_t i = 0; i < f->nw; i++) {
+		const struct worker *w = &f->w[i];
+		struct padrone_ithread *t = NULL;
+		for (size_t k = 0; k < r->nthreads && !t; k++)
+			if (r->threads[k].tid == w->tid)
+				t = &r->threads[k];
+		if (!t) {
+			struct padrone_ithread *nt = realloc(r->threads,
+							     (r->nthreads + 1) * sizeof *nt);
+			if (!nt)
+				return -ENOMEM;
+			r->threads = nt;
+			t = &nt[r->nthreads++];
+			memset(t, 0, sizeof *t);
+			t->tid = w->tid;
+		}
+		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
+		if (w->started) {	/* running: what the ring says so far */
+			struct cab_stats cs;
+			cab_ring__stats(cc_instr__ring(f->in, i, NULL), &cs);
+			units = cs.records_delivered;
+			lost = cs.records_dropped + cs.records_skipped;
+			refs = 0;
+		}
+		t->units += units;
+		t->refs += refs;
+		t->lost_units += lost;
+		r->lost_units += lost;
+		r->gaps += gaps;
+	}
+	return 0;
+}
+
+int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	struct padrone_ireport *r;
+	size_t nrows = 0;
+
+	*out = NULL;
+	if (!st || !st->nf)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
+					    "instrumented in this attachment");
+	if (!(r = calloc(1, sizeof *r)) || !(r->functions = calloc(st->nf, sizeof *r->functions)))
+		goto oom;
+	r->pid = padrone_session__pid(s);
+	r->sampling = st->sampling;
+	geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
+	geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
+	geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
+	pthread_mutex_lock(&st->lock);
+	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
+	pthread_mutex_unlock(&st->lock);
+	if (!rows)
+		goto oom;
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		struct padrone_ifunction *pf = &r->functions[r->nfunctions++];
+		snprintf(pf->name, sizeof pf->name, "%s", f->name);
+		pf->entry = f->entry;
+		pf->active = f->active;
+		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
+			goto oom_rows;
+		for (size_t k = 0; k < nrows; k++) {
+			if (rows[k].pc < f->entry || rows[k].pc >= f->entry + f->size)
+				continue;
+			struct padrone_pc_events *pe = &pf->pcs[pf->npcs++];
+			pe->pc = rows[k].pc;
+			events_of(&rows[k].c, pe->ev);
+			for (int e = 0; e < PADRONE_NEVENTS; e++)
+				pf->ev[e] += pe->ev[e];
+		}
+		if (add_threads(r, f) < 0)
+			goto oom_rows;
+	}
+	free(rows);
+	*out = r;
+	return 0;
+oom_rows:
+	free(rows);
+oom:
+	padrone_ireport__free(r);
+	return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+}
+
+void padrone_ireport__free(struct padrone_ireport *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nfunctions; i++)
+		free(r->functions[i].pcs);
+	free(r->functions);
+	free(r->threads);
+	free(r);
+}

@@ -1,0 +1,455 @@
+/* Instrumented copies on a running target (issue 10, step 1): instr_kernel's
+ * threads call axpy (o[i] = a * x[i] + y[i]) on arrays whose addresses they
+ * print; the address stream recovered from each thread's ring must be that
+ * kernel's exactly (x[i], y[i] read, o[i] written, i = 0..n-1, call after
+ * call, nothing of another thread), the target's own checks must see no
+ * wrong result during and after, and uninstrument must put the original
+ * bytes back. */
+#include "attach/attach.h"
+#include "codecache/codecache.h"
+#include "pipeline/cab.h"
+#include "pipeline/rep.h"
+#include "tests/lib/tu.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N 1000
+#define MAX_T 8
+
+struct arrays {
+	uint64_t x, y, o;
+};
+
+/* One ring's consumer: recovery into a checker of the kernel's pattern. */
+struct stream {
+	struct cab_ring *ring;
+	pid_t tid;
+	struct arrays mine[MAX_T];	/* all threads' arrays (index: thread) */
+	size_t nthreads;
+	int owner;			/* which arrays are this thread's; -1 unknown yet */
+	struct rep_recover *rec;
+	struct cab_consumer *cons;
+	pthread_t th;
+	volatile int stop;
+	int rc;
+	/* the pattern: element i, phase 0 x, 1 y, 2 o */
+	uint64_t i, phase, calls, refs, errors;
+	char first_error[200];
+};
+
+static void bad(struct stream *s, const struct rep_ref *r, const char *what)
+{
+	if (!s->errors++)
+		snprintf(s->first_error, sizeof s->first_error, "thread %d, call %" PRIu64
+			 " element %" PRIu64 " phase %" PRIu64 ": %s (pc 0x%" PRIx64 " addr 0x%"
+			 PRIx64 " size %u type %u)", s->tid, s->calls, s->i, s->phase, what,
+			 r->pc, r->addr, r->size, r->type);
+}
+
+/* Which thread's array holds addr, and which array (0 x, 1 y, 2 o). */
+static int owner_of(const struct stream *s, uint64_t addr, int *which)
+{
+	for (size_t t = 0; t < s->nthreads; t++) {
+		const uint64_t base[3] = { s->mine[t].x, s->mine[t].y, s->mine[t].o };
+		for (int k = 0; k < 3; k++)
+			if (addr >= base[k] && addr < base[k] + N * 8) {
+				*which = k;
+				return (int)t;
+			}
+	}
+	return -1;
+}
+
+static void check_ref(struct stream *s, const struct rep_ref *r)
+{
+	int which, t = owner_of(s, r->addr, &which);
+
+	if (r->type == REP_REF_INSTR || t < 0)
+		return;		/* the stack, the code */
+	s->refs++;
+	if (s->owner < 0)
+		s->owner = t;
+	if (t != s->owner)
+		return bad(s, r, "another thread's array");
+	const uint64_t base[3] = { s->mine[t].x, s->mine[t].y, s->mine[t].o };
+	if ((uint64_t)which != s->phase || r->addr != base[which] + 8 * s->i || r->size != 8 ||
+	    r->type != (which == 2 ? REP_REF_WRITE : REP_REF_READ))
+		return bad(s, r, "not the kernel's next reference");
+	if (++s->phase == 3) {
+		s->phase = 0;
+		if (++s->i == N) {
+			s->i = 0;
+			s->calls++;
+		}
+	}
+}
+
+static void sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		check_ref(arg, &refs[k]);
+}
+
+static void *consume(void *arg)
+{
+	struct stream *s = arg;
+
+	s->rc = cab_consumer__run(s->cons, rep_recover__cab_fn, s->rec, &s->stop);
+	rep_recover__flush(s->rec);
+	return NULL;
+}
+
+struct live {
+	struct tu_proc p;
+	struct attach_target *t;
+	struct cc_cache *c;
+	struct cc_syms *sy;
+	struct arrays arr[MAX_T];
+	size_t nthreads;
+};
+
+static void start_with(struct live *l, const char *threads, const char *churn)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/instr_kernel"), (char *)threads, "1000",
+			 (char *)churn, NULL };
+	char line[256];
+	struct attach_error aerr;
+	struct cc_error err;
+
+	memset(l, 0, sizeof *l);
+	ck_assert_int_eq(tu_spawn(&l->p, argv, false), 0);
+	for (;;) {
+		ck_assert_msg(tu_read_line(&l->p, line, sizeof line, 10000) >= 0, "no ready line");
+		if (strncmp(line, "ready", 5) == 0)
+			break;
+		long k, n;
+		void *x, *y, *o;
+		ck_assert_msg(sscanf(line, "thread %ld x=%p y=%p o=%p n=%ld", &k, &x, &y, &o, &n) == 5,
+			      "%s", line);
+		ck_assert_int_lt(k, MAX_T);
+		l->arr[k] = (struct arrays){ (uint64_t)x, (uint64_t)y, (uint64_t)o };
+		l->nthreads++;
+	}
+	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
+static void start(struct live *l, const char *threads)
+{
+	start_with(l, threads, NULL);
+}
+
+static void end(struct live *l)
+{
+	cc_syms__free(l->sy);
+	cc_cache__close(l->c);
+	if (l->t)
+		ck_assert_int_eq(attach_target__detach(l->t), 0);
+	tu_kill(&l->p);
+}
+
+static struct cc_func func(struct live *l, const char *name)
+{
+	struct cc_func f;
+	struct cc_error err;
+	ck_assert_msg(cc_syms__func(l->sy, name, &f, &err) == 0, "%s", err.msg);
+	return f;
+}
+
+/* The target's next progress line: calls so far, and no wrong result. */
+static long alive(struct live *l)
+{
+	char line[256];
+	long calls, nbad;
+
+	ck_assert_msg(tu_wait_for(&l->p, "alive ", line, sizeof line, 10000) >= 0, "no progress");
+	ck_assert_msg(sscanf(line, "alive %ld bad %ld", &calls, &nbad) == 2, "%s", line);
+	ck_assert_msg(nbad == 0, "the target computed %ld wrong results: %s", nbad, line);
+	return calls;
+}
+
+/* The target's calls go on past before (lines written while it waited are
+ * read first: each has the count of its time). */
+static void progresses(struct live *l, long before)
+{
+	long calls = before;
+	for (int i = 0; i < 600 && calls <= before; i++)
+		calls = alive(l);
+	ck_assert_msg(calls > before, "the target made no progress past %ld calls", before);
+}
+
+/* Mappings of the rings in the target: how many, and whether all are
+ * read-write, shared, not executable. */
+static int rings_mapped(pid_t pid, bool *all_rw)
+{
+	char path[64], line[512];
+	int n = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	*all_rw = true;
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "memfd:padrone-ring")) {
+			n++;
+			char perms[8];
+			ck_assert_int_eq(sscanf(line, "%*s %7s", perms), 1);
+			*all_rw &= strcmp(perms, "rw-s") == 0;
+		}
+	fclose(f);
+	return n;
+}
+
+/* The clone event: the copy, published while the world was stopped (a
+ * thread cloned right after the resume must find it already). */
+static struct cc_instr *_Atomic published;
+
+static void new_thread(struct attach_target *t, const struct attach_event *ev, void *arg)
+{
+	struct cc_instr *in = atomic_load(&published);
+
+	(void)t;
+	(void)arg;
+	if (ev->kind == ATTACH_EV_THREAD_NEW && in)
+		cc_instr__thread_new(in, ev->tid);
+}
+
+static const struct cc_instr_opts publishing = { .sz = sizeof publishing,
+						 .publish = &published };
+
+static uint64_t calls_seen(struct stream *ss, size_t n)
+{
+	uint64_t least = UINT64_MAX;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = __atomic_load_n(&ss[i].calls, __ATOMIC_RELAXED);
+		least = c < least ? c : least;
+	}
+	return least;
+}
+
+/* Rings that carried at least min whole calls on the workers' arrays. */
+static size_t busy_rings(struct stream *ss, size_t n, uint64_t min)
+{
+	size_t busy = 0;
+	for (size_t i = 0; i < n; i++)
+		busy += __atomic_load_n(&ss[i].calls, __ATOMIC_RELAXED) >= min;
+	return busy;
+}
+
+START_TEST(the_recovered_stream_is_the_kernels_exactly)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_T + 2];
+	uint8_t orig[64], now[64];
+
+	start(&l, "2");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
+	int rc = cc_cache__instrument(l.c, &f, &publishing, &in);
+	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = cc_instr__thread_count(in);
+	ck_assert_uint_eq(nr, l.nthreads + 1);	/* and the main thread */
+	memset(ss, 0, sizeof ss);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l.arr, sizeof l.arr);
+		s->nthreads = l.nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, consume, s), 0);
+	}
+	/* a few hundred calls of each worker through its ring */
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 200; w++) {
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_uint_ge(calls_seen(ss + 1, l.nthreads), 200);
+	alive(&l);
+	bool rw;
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)nr);
+	ck_assert_msg(rw, "a ring is mapped other than rw-s in the target");
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts po = { .sz = sizeof po, .stats = &st };
+	rc = cc_cache__uninstrument(l.c, in, &po);
+	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert(!st.kept_code);
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		for (int w = 0; w < 1000 && !cab_consumer__eof(s->cons); w++) {
+			struct timespec ts = { 0, 10000000 };
+			nanosleep(&ts, NULL);
+		}
+		s->stop = 1;
+		pthread_join(s->th, NULL);
+		struct cab_stats cs;
+		cab_consumer__stats(s->cons, &cs);
+		ck_assert_msg(s->errors == 0, "%" PRIu64 " wrong references, first: %s", s->errors,
+			      s->first_error);
+		ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0,
+			      "thread %d: %" PRIu64 " units dropped, %" PRIu64 " corrupt", s->tid,
+			      cs.records_dropped, cs.corrupt);
+		/* whole calls only: the copy is entered at the entry and left by ret */
+		ck_assert_msg(s->i == 0 && s->phase == 0, "thread %d: the stream ends inside a call "
+			      "(element %" PRIu64 ")", s->tid, s->i);
+		if (i > 0)
+			ck_assert_uint_eq(s->refs, s->calls * 3 * N);
+		cab_consumer__close(s->cons);
+		rep_recover__free(s->rec);
+	}
+	ck_assert_uint_eq(ss[0].refs, 0);	/* main never calls axpy */
+	/* the original bytes are back, and the target runs on correctly */
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	ck_assert_int_eq(attach_target__detach(l.t), 0);
+	l.t = NULL;
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+START_TEST(bad_inputs_are_refused_and_leave_the_target_alone)
+{
+	struct live l;
+	struct cc_instr *in = NULL, *again = NULL;
+	uint8_t orig[64], now[64];
+	pid_t tids[16];
+
+	start(&l, "2");
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
+	/* a thread using gs */
+	ck_assert_int_eq(attach_target__stop(l.t), 0);
+	int n = attach_target__threads(l.t, tids, 16);
+	ck_assert_int_ge(n, 3);
+	ck_assert_int_eq(attach_target__set_gs_base(l.t, tids[1], 0x1000), 0);
+	ck_assert_int_eq(attach_target__resume(l.t), 0);
+	ck_assert_int_eq(cc_cache__instrument(l.c, &f, NULL, &in), -EBUSY);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "uses gs"), "%s", cc_cache__errmsg(l.c));
+	ck_assert_ptr_null(in);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	ck_assert_int_eq(attach_target__stop(l.t), 0);
+	ck_assert_int_eq(attach_target__set_gs_base(l.t, tids[1], 0), 0);
+	ck_assert_int_eq(attach_target__resume(l.t), 0);
+	alive(&l);
+	/* twice: the second is refused */
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(cc_cache__instrument(l.c, &f, NULL, &again), -EEXIST);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "axpy is already instrumented"), "%s",
+		      cc_cache__errmsg(l.c));
+	/* nobody consumes: exhaustive producers wait, then judge the consumer
+	 * gone and drop; the target runs on */
+	alive(&l);
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts po = { .sz = sizeof po, .stats = &st };
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, &po), 0);
+	ck_assert(!st.kept_code);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), -ENOENT);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "not instrumented"), "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* Threads cloned while instrumented inherit their parent's gs_base: given
+ * the sink block at their clone event, they run the copy, record nothing,
+ * compute right, and never write into the ring of the thread that made
+ * them (main, which never calls axpy itself: its ring stays empty). */
+START_TEST(threads_cloned_while_instrumented_record_nowhere)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	char line[256];
+
+	start_with(&l, "2", "churn");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	struct stream ss[MAX_T + 2];
+	size_t nr = cc_instr__thread_count(in);
+	memset(ss, 0, sizeof ss);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l.arr, sizeof l.arr);
+		s->nthreads = l.nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, consume, s), 0);
+	}
+	/* ten short-lived threads born while instrumented */
+	long born = -1, first = -1;
+	for (int i = 0; i < 1000 && (first < 0 || born < first + 10); i++) {
+		ck_assert_msg(tu_wait_for(&l.p, "churned ", line, sizeof line, 10000) >= 0, "no churn");
+		ck_assert_int_eq(sscanf(line, "churned %ld", &born), 1);
+		if (first < 0)
+			first = born;
+	}
+	ck_assert_int_ge(born, first + 10);
+	for (int w = 0; w < 3000 && busy_rings(ss, nr, 20) < l.nthreads; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	alive(&l);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		for (int w = 0; w < 1000 && !cab_consumer__eof(s->cons); w++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		s->stop = 1;
+		pthread_join(s->th, NULL);
+		struct cab_stats cs;
+		cab_consumer__stats(s->cons, &cs);
+		ck_assert_msg(s->errors == 0, "%s", s->first_error);
+		ck_assert_uint_eq(cs.corrupt, 0);
+		if (i == 0) {
+			struct rep_recover_stats rs;
+			rep_recover__stats(s->rec, &rs);
+			ck_assert_msg(rs.units == 0, "main's ring got %" PRIu64 " units of the threads "
+				      "it made", rs.units);
+		}
+		cab_consumer__close(s->cons);
+		rep_recover__free(s->rec);
+	}
+	/* the workers' rings (a short-lived thread alive at the stop has its
+	 * own, with calls on arrays of its own) */
+	ck_assert_uint_ge(busy_rings(ss, nr, 20), l.nthreads);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+int main(void)
+{
+	tu_block_sigchld();
+	Suite *s = suite_create("instr");
+	TCase *tc = tcase_create("instr");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
+	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
+	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
+	suite_add_tcase(s, tc);
+	return tu_main(s);
+}

@@ -1,0 +1,86 @@
+#!/bin/sh
+# instrument, report and uninstrument through padroned, as a user types them,
+# on instr_kernel: two threads calling axpy(a, x, y, o, 1000) (per call one
+# read of x[i] and one of y[i] and one write of o[i] per element, and the
+# ret's read of the stack), checking its own results. After uninstrument
+# (whole calls only: a copy is entered at its entry and left by ret) the
+# per-PC counts must be exactly the kernel's: with C the calls seen (the
+# entry's Ir), Dr = 1000 C at each load, Dw = 1000 C at the store, Dr = C at
+# the ret, Ir = 1000 C across the loop; the original bytes are back; the
+# target computes right all along and runs on; bad input gets status 2.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+padroned=$b/src/padroned
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-instr
+chmod 700 "$PADRONE_RUNDIR"
+echo 1..11
+"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
+pid=$!
+dpid=
+cleanup() {
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	tap_cleanup
+}
+trap cleanup EXIT
+wait_for '^alive' 2 0
+# the target's wrong results so far (its last line), and whether its calls
+# went on past N
+bad() { tail -1 "$tmp/out" | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
+calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+goes_on() {
+	c=$(calls)
+	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
+}
+axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
+base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
+entry=$((base + axpy))
+orig=$(code $entry)
+
+"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+dpid=$!
+i=0
+while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+
+run un0 "$padrone" -p "$pid" uninstrument
+check "uninstrument of nothing: status 2, says so" eval 'status un0 2 && says un0 "nothing is instrumented"'
+run nof "$padrone" -p "$pid" instrument no_such_function
+check "an unknown function: status 2, named" eval 'status nof 2 && says nof "no_such_function"'
+run ins "$padrone" -p "$pid" instrument axpy
+check "instrument axpy exits 0" eval 'status ins 0 && says ins "^instrumented axpy"'
+check "the entry is patched" test "$(code $entry)" != "$orig"
+run again "$padrone" -p "$pid" instrument axpy
+check "instrumenting it again: status 2, says it is instrumented" \
+	eval 'status again 2 && says again "axpy is instrumented"'
+check "the target computes right while instrumented" goes_on
+run rep1 "$padrone" -p "$pid" report -j
+check "report -j while instrumented names axpy and its events" \
+	eval 'status rep1 0 && says rep1 "\"name\":\"axpy\"" && says rep1 "\"events\":\\[\"Ir\",\"I1mr\",\"ILmr\",\"Dr\",\"D1mr\",\"DLmr\",\"Dw\",\"D1mw\",\"DLmw\"\\]"'
+run un "$padrone" -p "$pid" uninstrument axpy
+check "uninstrument axpy exits 0, original bytes back" \
+	eval 'status un 0 && [ "$(code $entry)" = "$orig" ]'
+run rep "$padrone" -p "$pid" report
+# rows: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw where; the kernel's PCs from
+# its disassembly: the loads (Dr), the store (Dw), the ret
+dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
+	awk '/<axpy>:/ { on = 1; next } on && /^$/ { exit } on')
+off() { printf '0x%x' $((base + 0x$1)); }
+row() { awk -v pc="$1" '$10 == pc' "$tmp/rep.out"; }
+exact() {
+	C=$(row "$(off "${axpy#0x}")" | awk '{ print $1 }')
+	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
+	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
+	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
+	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
+	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
+	for l in $loads; do
+		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = $((1000 * C)) ] || return 1
+	done
+	[ "$(row "$(off "$store")" | awk '{ print $7 }')" = $((1000 * C)) ] &&
+	[ "$(row "$(off "$ret")" | awk '{ print $4 }')" = "$C" ] &&
+	[ "$(awk '$10 == "axpy" { print $4, $7 }' "$tmp/rep.out")" = "$((2000 * C + C)) $((1000 * C))" ]
+}
+check "after uninstrument, Dr and Dw per PC are the kernel's exactly, calls times 1000" exact
+check "the target runs on, right, after uninstrument" goes_on
+run det "$padrone" -p "$pid" detach
+check "detached, the target runs on, right" eval 'status det 0 && goes_on'
