@@ -52,6 +52,8 @@ struct worker {
 struct func {
 	char name[96];
 	uint64_t entry, size;
+	char module[256];
+	uint64_t module_base;
 	struct cc_instr *in;
 	struct worker *w;
 	size_t nw;
@@ -279,6 +281,26 @@ static int find_function(struct padrone_session *s, const char *name, struct cc_
 					     PADRONE_SYSTEM, rc, "%s", err.msg) : 0;
 }
 
+/* The file the function's code is mapped from, and where its offset 0 is:
+ * for the cachegrind.out "fl=" and its line numbers (the instructions'
+ * addresses in the file). Anonymous code keeps "???" and base 0. */
+static void find_module(pid_t pid, struct func *f)
+{
+	struct attach_maps *m;
+
+	snprintf(f->module, sizeof f->module, "???");
+	if (attach_maps__read(pid, &m) < 0)
+		return;
+	const struct attach_map *at = attach_maps__find(m, f->entry);
+	const struct attach_map *first = at && at->path[0] == '/' ?
+		attach_maps__first_of(m, at->path) : NULL;
+	if (first) {
+		snprintf(f->module, sizeof f->module, "%s", at->path);
+		f->module_base = first->start - first->offset;
+	}
+	attach_maps__free(m);
+}
+
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts)
 {
@@ -329,6 +351,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	f->active = true;
 	f->t0_ns = now_ns();
 	cc_instr__function(f->in, &f->entry, &f->size);
+	find_module(padrone_session__pid(s), f);
 	if ((rc = start_workers(s, st, f)) < 0) {
 		uninstrument_one(s, st, f);
 		return rc;
@@ -447,6 +470,8 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		snprintf(pf->name, sizeof pf->name, "%s", f->name);
 		pf->entry = f->entry;
 		pf->active = f->active;
+		snprintf(pf->module, sizeof pf->module, "%s", f->module);
+		pf->module_base = f->module_base;
 		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;

@@ -514,6 +514,8 @@ struct padrone_ifunction {
 	char name[96];
 	uint64_t entry;
 	bool active;		/* still instrumented */
+	char module[256];	/* the file FUNCTION is in, as /proc/PID/maps names it */
+	uint64_t module_base;	/* where its file offset 0 is mapped */
 	uint64_t ev[PADRONE_NEVENTS];
 	size_t npcs;
 	struct padrone_pc_events *pcs;	/* ascending pc */

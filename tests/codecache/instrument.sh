@@ -14,7 +14,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..11
+echo 1..15
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -81,6 +81,36 @@ exact() {
 	[ "$(awk '$10 == "axpy" { print $4, $7 }' "$tmp/rep.out")" = "$((2000 * C + C)) $((1000 * C))" ]
 }
 check "after uninstrument, Dr and Dw per PC are the kernel's exactly, calls times 1000" exact
+# report -o: Cachegrind's format, each instruction's "line" its address in
+# the file (decimal); cg_annotate's total for ???:axpy is report's
+run cgo "$padrone" -p "$pid" report -o "$tmp/cg.out"
+axpyrow() { awk '$10 == "axpy" { print $1, $4, $7 }' "$tmp/rep.out"; }
+cg_lines() {
+	[ "$(grep -c '^fn=axpy$' "$tmp/cg.out")" = 1 ] && grep -q '^fl=???$' "$tmp/cg.out" &&
+	grep -q '^events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw$' "$tmp/cg.out" &&
+	[ "$(awk -v l=$((axpy)) '$1 == l { print $2 }' "$tmp/cg.out")" = "$C" ] &&
+	! ls "$tmp"/cg.out.tmp* >/dev/null 2>&1
+}
+check "report -o writes cachegrind.out: ???:axpy, the entry's line is its address, Ir = calls" \
+	eval 'status cgo 0 && cg_lines'
+cg_totals() {
+	cg_annotate "$tmp/cg.out" >"$tmp/cga.out" 2>"$tmp/cga.err" && ! [ -s "$tmp/cga.err" ] &&
+	# its rows: counts with commas, each followed by "(PERCENT%)", then file:function
+	[ "$(sed 's/([^)]*)//g' "$tmp/cga.out" | tr -d , | awk '$10 == "???:axpy" { print $1, $4, $7 }')" = \
+	  "$(axpyrow)" ] && [ "$(axpyrow | cut -d' ' -f2,3)" = "$((2000 * C + C)) $((1000 * C))" ]
+}
+if command -v cg_annotate >/dev/null; then
+	check "cg_annotate reads it; its Ir, Dr, Dw for axpy are report's, the kernel's exactly" \
+		cg_totals
+else
+	skip "cg_annotate reads it" "no cg_annotate (valgrind) installed"
+fi
+run cgj "$padrone" -p "$pid" report -j -o "$tmp/cg2.out"
+check "report -j -o: status 2, no file left" eval 'status cgj 2 && ! [ -e "$tmp/cg2.out" ] &&
+	! ls "$tmp"/cg2.out.tmp* >/dev/null 2>&1'
+run cgd "$padrone" -p "$pid" report -o "$tmp/no/such/dir/cg.out"
+check "report -o into a missing directory: fails, names it" \
+	eval '! status cgd 0 && says cgd "no/such/dir"'
 check "the target runs on, right, after uninstrument" goes_on
 run det "$padrone" -p "$pid" detach
 check "detached, the target runs on, right" eval 'status det 0 && goes_on'
