@@ -47,6 +47,10 @@ struct worker {
 	pid_t tid;
 	volatile int stop;
 	uint64_t units, refs, lost, gaps;	/* final, once joined */
+	/* published by the consumer after each span, for stats while it runs */
+	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
+	uint64_t cpu_ns;			/* its CPU time, once joined */
+	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };
 
 struct func {
@@ -88,12 +92,40 @@ static void sink(void *arg, const struct rep_ref *refs, size_t n)
 	pthread_mutex_unlock(&st->lock);
 }
 
+static uint64_t thread_cpu_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clock, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Recover the span, then publish the counts (only this thread writes the
+ * recoverer's and the consumer's own counters: stats reads these copies). */
+static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct worker *w = arg;
+	struct rep_recover_stats rs;
+	struct cab_stats cs;
+	int rc = rep_recover__cab_fn(w->rec, words, nwords, flags);
+
+	rep_recover__stats(w->rec, &rs);
+	cab_consumer__stats(w->cons, &cs);
+	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
+	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
+	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
+	atomic_store_explicit(&w->live_skipped, cs.records_skipped, memory_order_relaxed);
+	return rc;
+}
+
 static void *consume(void *arg)
 {
 	struct worker *w = arg;
 
-	cab_consumer__run(w->cons, rep_recover__cab_fn, w->rec, &w->stop);
+	cab_consumer__run(w->cons, consume_span, w, &w->stop);
 	rep_recover__flush(w->rec);
+	w->cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
 
@@ -245,6 +277,7 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		struct worker *w = &f->w[i];
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
 		w->st = st;
+		w->prev_ns = now_ns();
 		if (rep_recover__new(cc_instr__table(f->in), sink, st, &w->rec) < 0 ||
 		    cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
@@ -425,12 +458,14 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 			t->tid = w->tid;
 		}
 		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
-		if (w->started) {	/* running: what the ring says so far */
+		if (w->started) {	/* running: what its consumer published so far */
 			struct cab_stats cs;
 			cab_ring__stats(cc_instr__ring(f->in, i, NULL), &cs);
-			units = cs.records_delivered;
-			lost = cs.records_dropped + cs.records_skipped;
-			refs = 0;
+			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+			lost = cs.records_dropped +
+				atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
 		}
 		t->units += units;
 		t->refs += refs;
@@ -504,6 +539,103 @@ void padrone_ireport__free(struct padrone_ireport *r)
 	for (size_t i = 0; i < r->nfunctions; i++)
 		free(r->functions[i].pcs);
 	free(r->functions);
+	free(r->threads);
+	free(r);
+}
+
+/* ------------------------------------------------------------------ stats */
+
+/* The consumer's CPU time: its clock while it runs, what it read last
+ * once joined. */
+static double worker_cpu_s(const struct worker *w)
+{
+	clockid_t clock;
+	uint64_t ns = w->cpu_ns;
+
+	if (w->started && pthread_getcpuclockid(w->th, &clock) == 0) {
+		uint64_t now = thread_cpu_ns(clock);
+		ns = now ? now : ns;
+	}
+	return (double)ns / 1e9;
+}
+
+static void worker_stats(const struct func *f, size_t i, struct padrone_istat_thread *t)
+{
+	struct worker *w = &f->w[i];
+	struct cab_ring *ring = cc_instr__ring(f->in, i, NULL);
+	uint64_t now = now_ns();
+
+	t->tid = w->tid;
+	snprintf(t->function, sizeof t->function, "%s", f->name);
+	t->active = w->started;
+	t->units = w->units;
+	t->refs = w->refs;
+	t->gaps = w->gaps;
+	t->lost_units = w->lost;
+	if (w->started) {
+		struct cab_stats cs;
+		int inuse = cab_ring__chunks_in_use(ring);
+		cab_ring__stats(ring, &cs);
+		t->units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+		t->lost_units = cs.records_dropped +
+			atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
+		t->producer_waits = cs.producer_waits;
+	}
+	double dt = (double)(now - w->prev_ns) / 1e9;
+	if (dt > 0) {
+		t->units_per_s = (double)(t->units - w->prev_units) / dt;
+		t->refs_per_s = (double)(t->refs - w->prev_refs) / dt;
+	}
+	t->seconds = dt;
+	t->cpu_s = worker_cpu_s(w);
+	w->prev_units = t->units;
+	w->prev_refs = t->refs;
+	w->prev_ns = now;
+}
+
+int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	struct padrone_istats *r;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!st || !st->nf)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
+					    "instrumented in this attachment");
+	for (size_t i = 0; i < st->nf; i++)
+		n += st->f[i].nw;
+	if (!(r = calloc(1, sizeof *r)) || !(r->threads = calloc(n + 1, sizeof *r->threads))) {
+		free(r);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	r->pid = padrone_session__pid(s);
+	r->sampling = st->sampling;
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		for (size_t k = 0; k < f->nw; k++) {
+			struct padrone_istat_thread *t = &r->threads[r->nthreads++];
+			worker_stats(f, k, t);
+			r->units += t->units;
+			r->refs += t->refs;
+			r->lost_units += t->lost_units;
+			r->gaps += t->gaps;
+			r->cpu_s += t->cpu_s;
+		}
+	}
+	*out = r;
+	return 0;
+}
+
+void padrone_istats__free(struct padrone_istats *r)
+{
+	if (!r)
+		return;
 	free(r->threads);
 	free(r);
 }

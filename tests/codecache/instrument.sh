@@ -14,7 +14,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..15
+echo 1..18
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -56,6 +56,28 @@ check "the target computes right while instrumented" goes_on
 run rep1 "$padrone" -p "$pid" report -j
 check "report -j while instrumented names axpy and its events" \
 	eval 'status rep1 0 && says rep1 "\"name\":\"axpy\"" && says rep1 "\"events\":\\[\"Ir\",\"I1mr\",\"ILmr\",\"Dr\",\"D1mr\",\"DLmr\",\"Dw\",\"D1mw\",\"DLmw\"\\]"'
+# the first number FIELD has in NAME's JSON (the top level's come first),
+# and the sum of its values
+first() { grep -o "\"$2\":[0-9.]*" "$tmp/$1.out" | head -1 | cut -d: -f2; }
+sum() { grep -o "\"$2\":[0-9]*" "$tmp/$1.out" | cut -d: -f2 | awk '{ s += $1 } END { print s + 0 }'; }
+check "report -j while instrumented: the threads' units so far, not 0" \
+	eval '[ "$(sum rep1 units)" -gt 0 ]'
+run st1 "$padrone" -p "$pid" stats -j
+wait_for '^alive' 2
+run st2 "$padrone" -p "$pid" stats -j
+run st "$padrone" -p "$pid" stats
+live_stats() {
+	status st1 0 && status st2 0 && status st 0 && says st "instrumented (exhaustive)" &&
+	[ "$(first st2 units)" -gt "$(first st1 units)" ] &&
+	[ "$(first st2 refs)" -gt "$(first st1 refs)" ] &&
+	[ "$(sum st2 lost_units)" = 0 ] && [ "$(sum st2 gaps)" = 0 ] &&
+	[ "$(grep -o '"active":true' "$tmp/st2.out" | wc -l)" -ge 2 ] &&
+	grep -o '"units_per_s":[0-9.]*' "$tmp/st2.out" | cut -d: -f2 | awk '$1 > 0 { n++ } END { exit n < 2 }' &&
+	grep -o '"ring_fill_pct":[0-9.-]*' "$tmp/st2.out" | cut -d: -f2 | awk '$1 < 0 || $1 > 100 { bad = 1 } END { exit bad }' &&
+	awk -v c="$(first st2 cpu_s)" 'BEGIN { exit !(c > 0) }'
+}
+check "stats while instrumented: units and refs grow, 2+ consumers, nothing lost, fill 0-100%, CPU > 0" \
+	live_stats
 run un "$padrone" -p "$pid" uninstrument axpy
 check "uninstrument axpy exits 0, original bytes back" \
 	eval 'status un 0 && [ "$(code $entry)" = "$orig" ]'
@@ -111,6 +133,11 @@ check "report -j -o: status 2, no file left" eval 'status cgj 2 && ! [ -e "$tmp/
 run cgd "$padrone" -p "$pid" report -o "$tmp/no/such/dir/cg.out"
 check "report -o into a missing directory: fails, names it" \
 	eval '! status cgd 0 && says cgd "no/such/dir"'
+run st3 "$padrone" -p "$pid" stats -j
+run repj "$padrone" -p "$pid" report -j
+check "stats after uninstrument: consumers ended, their units and refs are report's" \
+	eval 'status st3 0 && ! says st3 "\"active\":true" && [ "$(first st3 units)" -gt 0 ] &&
+	[ "$(first st3 units)" = "$(sum repj units)" ] && [ "$(first st3 refs)" = "$(sum repj refs)" ]'
 check "the target runs on, right, after uninstrument" goes_on
 run det "$padrone" -p "$pid" detach
 check "detached, the target runs on, right" eval 'status det 0 && goes_on'
