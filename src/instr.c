@@ -12,6 +12,7 @@
  */
 #include "src/session.h"
 #include "attach/attach.h"
+#include "cfg/cfg.h"
 #include "codecache/codecache.h"
 #include "pipeline/cab.h"
 #include "pipeline/pipeline.h"
@@ -53,8 +54,17 @@ struct worker {
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };
 
+/* A loop as report needs it: where its blocks are. */
+struct loop_span {
+	struct padrone_iloop info;	/* ev unused */
+	size_t nranges;
+	struct cfg_range *ranges;	/* its blocks, nested loops' included */
+};
+
 struct func {
 	char name[96];
+	struct loop_span *loops;
+	size_t nloops;
 	uint64_t entry, size;
 	char module[256];
 	uint64_t module_base;
@@ -161,6 +171,9 @@ static void free_func(struct func *f)
 		rep_recover__free(f->w[i].rec);
 	}
 	free(f->w);
+	for (size_t i = 0; i < f->nloops; i++)
+		free(f->loops[i].ranges);
+	free(f->loops);
 	cc_instr__free(f->in);
 	memset(f, 0, sizeof *f);
 }
@@ -334,6 +347,43 @@ static void find_module(pid_t pid, struct func *f)
 	attach_maps__free(m);
 }
 
+static int loop_of(const struct cfg_function *cf, const struct cfg_loop *l, struct loop_span *out)
+{
+	if (!(out->ranges = calloc(l->block_count ? l->block_count : 1, sizeof *out->ranges)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < l->block_count; i++) {
+		const struct cfg_block *b = cfg_function__block(cf, l->blocks[i]);
+		out->ranges[out->nranges++] = (struct cfg_range){ b->start, b->end };
+	}
+	out->info = (struct padrone_iloop){
+		.header = cfg_function__block(cf, l->header)->start, .parent = l->parent,
+		.depth = l->depth, .blocks = l->block_count, .irreducible = l->irreducible,
+	};
+	return 0;
+}
+
+/* The function's loop forest, read before the copy goes in (its entry is
+ * patched then). Without a CFG (unreadable, out of memory) report lists no
+ * loops: the events per PC do not depend on it. */
+static void find_loops(struct attach_target *t, uint64_t entry, struct func *f)
+{
+	struct cfg_build_opts bo = { .sz = sizeof bo };
+	struct cfg_function *cf;
+	struct cfg_reader *r;
+
+	if (cfg_reader__open_live(t, NULL, &r) < 0)
+		return;
+	if (cfg_function__build(r, entry, &bo, &cf) == 0) {
+		size_t n = cfg_function__loop_count(cf);
+		f->loops = calloc(n ? n : 1, sizeof *f->loops);
+		for (size_t i = 0; f->loops && i < n; i++)
+			if (loop_of(cf, cfg_function__loop(cf, i), &f->loops[f->nloops++]) < 0)
+				break;
+		cfg_function__free(cf);
+	}
+	cfg_reader__free(r);
+}
+
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts)
 {
@@ -368,14 +418,18 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	snprintf(f->name, sizeof f->name, "%s", function);
 	fn.name = f->name;
 	size_t slot = st->nf;
-	if ((rc = open_cache(s, &c)) < 0)
+	find_loops(padrone_session_target(s), fn.addr, f);
+	if ((rc = open_cache(s, &c)) < 0) {
+		free_func(f);
 		return rc;
+	}
 	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
 				    .publish = &st->live[slot] };
 	rc = cc_cache__instrument(c, &fn, &io, &f->in);
 	if (rc < 0) {
 		rc = fail_cache(s, c, rc);
 		cc_cache__close(c);
+		free_func(f);
 		return rc;
 	}
 	cc_cache__close(c);
@@ -436,6 +490,32 @@ static void events_of(const struct csim_counts *c, uint64_t ev[PADRONE_NEVENTS])
 static void geometry(char *buf, size_t size, const struct csim_geom *g)
 {
 	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
+}
+
+static bool in_loop(const struct loop_span *l, uint64_t pc)
+{
+	for (size_t i = 0; i < l->nranges; i++)
+		if (pc >= l->ranges[i].start && pc < l->ranges[i].end)
+			return true;
+	return false;
+}
+
+/* Each loop's events: its PCs', nested loops' included. */
+static int add_loops(struct padrone_ifunction *pf, const struct func *f)
+{
+	if (!f->nloops)
+		return 0;
+	if (!(pf->loops = calloc(f->nloops, sizeof *pf->loops)))
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nloops; i++) {
+		struct padrone_iloop *pl = &pf->loops[pf->nloops++];
+		*pl = f->loops[i].info;
+		for (size_t k = 0; k < pf->npcs; k++)
+			if (in_loop(&f->loops[i], pf->pcs[k].pc))
+				for (int e = 0; e < PADRONE_NEVENTS; e++)
+					pl->ev[e] += pf->pcs[k].ev[e];
+	}
+	return 0;
 }
 
 /* Threads: the consumers' counts (live ones read now). */
@@ -519,7 +599,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 			for (int e = 0; e < PADRONE_NEVENTS; e++)
 				pf->ev[e] += pe->ev[e];
 		}
-		if (add_threads(r, f) < 0)
+		if (add_loops(pf, f) < 0 || add_threads(r, f) < 0)
 			goto oom_rows;
 	}
 	free(rows);
@@ -536,8 +616,10 @@ void padrone_ireport__free(struct padrone_ireport *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->nfunctions; i++)
+	for (size_t i = 0; i < r->nfunctions; i++) {
 		free(r->functions[i].pcs);
+		free(r->functions[i].loops);
+	}
 	free(r->functions);
 	free(r->threads);
 	free(r);

@@ -510,6 +510,17 @@ struct padrone_ithread {
 	int tid;
 	uint64_t units, refs, lost_units;
 };
+/* A loop of an instrumented function's CFG (cfg's loop forest, built when
+ * it was instrumented): its events are those of its instructions, nested
+ * loops' included. */
+struct padrone_iloop {
+	uint64_t header;	/* the header block's address */
+	int parent;		/* index in the function's loops, or -1 */
+	unsigned depth;		/* 1: outermost */
+	unsigned blocks;	/* nested loops' included */
+	bool irreducible;
+	uint64_t ev[PADRONE_NEVENTS];
+};
 struct padrone_ifunction {
 	char name[96];
 	uint64_t entry;
@@ -519,6 +530,8 @@ struct padrone_ifunction {
 	uint64_t ev[PADRONE_NEVENTS];
 	size_t npcs;
 	struct padrone_pc_events *pcs;	/* ascending pc */
+	size_t nloops;
+	struct padrone_iloop *loops;	/* outer before inner */
 };
 struct padrone_ireport {
 	int pid;

@@ -90,6 +90,16 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 			print_events_json(f, fn->pcs[k].ev);
 			fputc('}', f);
 		}
+		fprintf(f, "],\"loops\":[");
+		for (size_t k = 0; k < fn->nloops; k++) {
+			const struct padrone_iloop *l = &fn->loops[k];
+			fprintf(f, "%s{\"header\":\"0x%llx\",\"depth\":%u,\"parent\":%d,\"blocks\":%u,"
+				"\"irreducible\":%s,\"events\":", k ? "," : "",
+				(unsigned long long)l->header, l->depth, l->parent, l->blocks,
+				l->irreducible ? "true" : "false");
+			print_events_json(f, l->ev);
+			fputc('}', f);
+		}
 		fprintf(f, "]}");
 	}
 	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu}\n", (unsigned long long)r->lost_units,
@@ -119,6 +129,13 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 		for (size_t k = 0; k < fn->npcs; k++) {
 			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
 			print_row(f, fn->pcs[k].ev, what);
+		}
+		for (size_t k = 0; k < fn->nloops; k++) {
+			const struct padrone_iloop *l = &fn->loops[k];
+			snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
+				 (unsigned long long)l->header, l->depth, l->blocks,
+				 l->irreducible ? ", irreducible" : "");
+			print_row(f, l->ev, what);
 		}
 	}
 }
@@ -221,14 +238,17 @@ static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *a
 const struct padrone_cmd_entry padrone_cmd_report_entry = {
 	.name = "report",
 	.usage = "[-j] [-o FILE]",
-	.summary = "show what instrumented functions did: Cachegrind's events per PC",
+	.summary = "show what instrumented functions did: Cachegrind's events per PC and loop",
 	.help = "Per instrumented function and per instruction (PC): Ir I1mr ILmr Dr D1mr DLmr\n"
 		"Dw D1mw DLmw, as Cachegrind names them, simulated with the host's cache\n"
 		"geometry; also after uninstrument, until detach. -j as JSON: {\"pid\",\n"
 		"\"seconds\",\"mode\",\"geometry\":{\"I1\",\"D1\",\"LL\"},\"events\":[names],\n"
 		"\"threads\":[{\"tid\",\"units\",\"refs\",\"lost_units\"}],\"functions\":[{\"name\",\n"
-		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}]}],\n"
-		"\"lost_units\",\"gaps\"}. -o FILE writes Cachegrind's output format instead\n"
+		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}],\"loops\":\n"
+		"[{\"header\",\"depth\",\"parent\",\"blocks\",\"irreducible\",\"events\":{..}}]}],\n"
+		"\"lost_units\",\"gaps\"}. A loop (from the CFG's loop forest, outer first;\n"
+		"parent is an index in loops or -1) counts its instructions' events, nested\n"
+		"loops' included; text shows it as \"loop HEADER\" after the PCs. -o FILE writes Cachegrind's output format instead\n"
 		"(cg_annotate FILE reads it; written whole or not at all). With no source\n"
 		"lines, the file is ??? (as Cachegrind's without debug info), a desc: line\n"
 		"names each function's module, and an instruction's \"line\" is its address\n"

@@ -14,7 +14,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..18
+echo 1..19
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -103,6 +103,36 @@ exact() {
 	[ "$(awk '$10 == "axpy" { print $4, $7 }' "$tmp/rep.out")" = "$((2000 * C + C)) $((1000 * C))" ]
 }
 check "after uninstrument, Dr and Dw per PC are the kernel's exactly, calls times 1000" exact
+# the loop: its header is the back jump's target; it holds the instructions
+# from there to the back jump (each run 1000 C times), all the loads and
+# the store; the rest of the function up to the ret runs C times
+loop_exact() {
+	at= hdr= inside=0 outside=0
+	addrs=$(echo "$dis" | awk '{ sub(":", "", $1); print $1, $2, $3 }')
+	while read -r a op t; do	# the last backward jump
+		case $op in j*) case $t in *[!0-9a-f]* | "") ;; *)
+			[ $((0x$t)) -lt $((0x$a)) ] && at=$a hdr=$t ;; esac ;; esac
+	done <<EOF
+$addrs
+EOF
+	[ -n "$at" ] || return 1
+	while read -r a op t; do
+		if [ $((0x$a)) -ge $((0x$hdr)) ] && [ $((0x$a)) -le $((0x$at)) ]; then
+			inside=$((inside + 1))
+		else
+			outside=$((outside + 1))
+		fi
+		[ "$op" = ret ] && break
+	done <<EOF
+$addrs
+EOF
+	lrow=$(awk -v h="$(off "$hdr")" '$10 == "loop" && $11 == h { print $1, $4, $7, $13 }' "$tmp/rep.out")
+	frow=$(awk '$10 == "axpy" { print $1 }' "$tmp/rep.out")
+	[ "$lrow" = "$((1000 * C * inside)) $((2000 * C)) $((1000 * C)) 1," ] &&
+	[ $((frow - ${lrow%% *})) = $((C * outside)) ]
+}
+check "report's loop: header the back jump's target, its events the loop body's exactly" \
+	loop_exact
 # report -o: Cachegrind's format, each instruction's "line" its address in
 # the file (decimal); cg_annotate's total for ???:axpy is report's
 run cgo "$padrone" -p "$pid" report -o "$tmp/cg.out"
