@@ -50,7 +50,7 @@ struct worker {
 	uint64_t units, refs, lost, gaps;	/* final, once joined */
 	/* published by the consumer after each span, for stats while it runs */
 	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
-	uint64_t cpu_ns;			/* its CPU time, once joined */
+	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };
 
@@ -135,7 +135,7 @@ static void *consume(void *arg)
 
 	cab_consumer__run(w->cons, consume_span, w, &w->stop);
 	rep_recover__flush(w->rec);
-	w->cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	atomic_store(&w->cpu_ns, thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
 	return NULL;
 }
 
@@ -632,7 +632,7 @@ void padrone_ireport__free(struct padrone_ireport *r)
 static double worker_cpu_s(const struct worker *w)
 {
 	clockid_t clock;
-	uint64_t ns = w->cpu_ns;
+	uint64_t ns = atomic_load(&w->cpu_ns);
 
 	if (w->started && pthread_getcpuclockid(w->th, &clock) == 0) {
 		uint64_t now = thread_cpu_ns(clock);

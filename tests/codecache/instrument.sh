@@ -15,6 +15,7 @@ padroned=$b/src/padroned
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
 echo 1..19
+: >"$tmp/out"	# there before wait_for reads it
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -37,6 +38,7 @@ base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /pro
 entry=$((base + axpy))
 orig=$(code $entry)
 
+: >"$tmp/d.out"
 "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
 dpid=$!
 i=0
