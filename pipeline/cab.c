@@ -410,6 +410,18 @@ static void rate_of(struct cab_stats *st)
 	st->achieved_rate = all ? (double)st->records_delivered / (double)all : 1.0;
 }
 
+int cab_ring__chunks_in_use(const struct cab_ring *r)
+{
+	int n = 0;
+
+	if (r->kind != CAB_KIND_CAB)
+		return -ENOTSUP;
+	/* a chunk's first word is CLEAR exactly while the producer may take it */
+	for (uint32_t k = 0; k < r->nchunks; k++)
+		n += __atomic_load_n(cab__chunk(r, k), __ATOMIC_RELAXED) != CAB_CLEAR;
+	return n;
+}
+
 int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st)
 {
 	struct cab_shared *sh = r->sh;

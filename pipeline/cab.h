@@ -217,6 +217,10 @@ unsigned cab_ring__nchunks(const struct cab_ring *r);
 unsigned cab_ring__max_record_words(const struct cab_ring *r);
 /* Counters from the shared header (either side may ask). */
 int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st);
+/* Kind CAB: how many chunks hold records not consumed yet (the one the
+ * producer is writing included), now; -ENOTSUP for the other kinds. How
+ * full the ring is: nchunks of them and the producer waits (or drops). */
+int cab_ring__chunks_in_use(const struct cab_ring *r);
 void cab_ring__close(struct cab_ring *r);
 
 /* ------------------------------------------------------------ producer */

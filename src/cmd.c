@@ -33,6 +33,7 @@ extern const struct padrone_cmd_entry padrone_cmd_top_entry;
 extern const struct padrone_cmd_entry padrone_cmd_instrument_entry;
 extern const struct padrone_cmd_entry padrone_cmd_report_entry;
 extern const struct padrone_cmd_entry padrone_cmd_uninstrument_entry;
+extern const struct padrone_cmd_entry padrone_cmd_stats_entry;
 
 const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_attach_entry,
@@ -49,6 +50,7 @@ const struct padrone_cmd_entry *const padrone_cmd_table[] = {
 	&padrone_cmd_measure_entry,
 	&padrone_cmd_instrument_entry,
 	&padrone_cmd_report_entry,
+	&padrone_cmd_stats_entry,
 	&padrone_cmd_uninstrument_entry,
 	&padrone_cmd_detach_entry,
 	&padrone_cmd_help_entry,

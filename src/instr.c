@@ -12,6 +12,7 @@
  */
 #include "src/session.h"
 #include "attach/attach.h"
+#include "cfg/cfg.h"
 #include "codecache/codecache.h"
 #include "pipeline/cab.h"
 #include "pipeline/pipeline.h"
@@ -47,11 +48,26 @@ struct worker {
 	pid_t tid;
 	volatile int stop;
 	uint64_t units, refs, lost, gaps;	/* final, once joined */
+	/* published by the consumer after each span, for stats while it runs */
+	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
+	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
+	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
+};
+
+/* A loop as report needs it: where its blocks are. */
+struct loop_span {
+	struct padrone_iloop info;	/* ev unused */
+	size_t nranges;
+	struct cfg_range *ranges;	/* its blocks, nested loops' included */
 };
 
 struct func {
 	char name[96];
+	struct loop_span *loops;
+	size_t nloops;
 	uint64_t entry, size;
+	char module[256];
+	uint64_t module_base;
 	struct cc_instr *in;
 	struct worker *w;
 	size_t nw;
@@ -86,12 +102,40 @@ static void sink(void *arg, const struct rep_ref *refs, size_t n)
 	pthread_mutex_unlock(&st->lock);
 }
 
+static uint64_t thread_cpu_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clock, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Recover the span, then publish the counts (only this thread writes the
+ * recoverer's and the consumer's own counters: stats reads these copies). */
+static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct worker *w = arg;
+	struct rep_recover_stats rs;
+	struct cab_stats cs;
+	int rc = rep_recover__cab_fn(w->rec, words, nwords, flags);
+
+	rep_recover__stats(w->rec, &rs);
+	cab_consumer__stats(w->cons, &cs);
+	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
+	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
+	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
+	atomic_store_explicit(&w->live_skipped, cs.records_skipped, memory_order_relaxed);
+	return rc;
+}
+
 static void *consume(void *arg)
 {
 	struct worker *w = arg;
 
-	cab_consumer__run(w->cons, rep_recover__cab_fn, w->rec, &w->stop);
+	cab_consumer__run(w->cons, consume_span, w, &w->stop);
 	rep_recover__flush(w->rec);
+	atomic_store(&w->cpu_ns, thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
 	return NULL;
 }
 
@@ -127,6 +171,9 @@ static void free_func(struct func *f)
 		rep_recover__free(f->w[i].rec);
 	}
 	free(f->w);
+	for (size_t i = 0; i < f->nloops; i++)
+		free(f->loops[i].ranges);
+	free(f->loops);
 	cc_instr__free(f->in);
 	memset(f, 0, sizeof *f);
 }
@@ -243,6 +290,7 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		struct worker *w = &f->w[i];
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
 		w->st = st;
+		w->prev_ns = now_ns();
 		if (rep_recover__new(cc_instr__table(f->in), sink, st, &w->rec) < 0 ||
 		    cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
@@ -279,6 +327,63 @@ static int find_function(struct padrone_session *s, const char *name, struct cc_
 					     PADRONE_SYSTEM, rc, "%s", err.msg) : 0;
 }
 
+/* The file the function's code is mapped from, and where its offset 0 is:
+ * for the cachegrind.out "fl=" and its line numbers (the instructions'
+ * addresses in the file). Anonymous code keeps "???" and base 0. */
+static void find_module(pid_t pid, struct func *f)
+{
+	struct attach_maps *m;
+
+	snprintf(f->module, sizeof f->module, "???");
+	if (attach_maps__read(pid, &m) < 0)
+		return;
+	const struct attach_map *at = attach_maps__find(m, f->entry);
+	const struct attach_map *first = at && at->path[0] == '/' ?
+		attach_maps__first_of(m, at->path) : NULL;
+	if (first) {
+		snprintf(f->module, sizeof f->module, "%s", at->path);
+		f->module_base = first->start - first->offset;
+	}
+	attach_maps__free(m);
+}
+
+static int loop_of(const struct cfg_function *cf, const struct cfg_loop *l, struct loop_span *out)
+{
+	if (!(out->ranges = calloc(l->block_count ? l->block_count : 1, sizeof *out->ranges)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < l->block_count; i++) {
+		const struct cfg_block *b = cfg_function__block(cf, l->blocks[i]);
+		out->ranges[out->nranges++] = (struct cfg_range){ b->start, b->end };
+	}
+	out->info = (struct padrone_iloop){
+		.header = cfg_function__block(cf, l->header)->start, .parent = l->parent,
+		.depth = l->depth, .blocks = l->block_count, .irreducible = l->irreducible,
+	};
+	return 0;
+}
+
+/* The function's loop forest, read before the copy goes in (its entry is
+ * patched then). Without a CFG (unreadable, out of memory) report lists no
+ * loops: the events per PC do not depend on it. */
+static void find_loops(struct attach_target *t, uint64_t entry, struct func *f)
+{
+	struct cfg_build_opts bo = { .sz = sizeof bo };
+	struct cfg_function *cf;
+	struct cfg_reader *r;
+
+	if (cfg_reader__open_live(t, NULL, &r) < 0)
+		return;
+	if (cfg_function__build(r, entry, &bo, &cf) == 0) {
+		size_t n = cfg_function__loop_count(cf);
+		f->loops = calloc(n ? n : 1, sizeof *f->loops);
+		for (size_t i = 0; f->loops && i < n; i++)
+			if (loop_of(cf, cfg_function__loop(cf, i), &f->loops[f->nloops++]) < 0)
+				break;
+		cfg_function__free(cf);
+	}
+	cfg_reader__free(r);
+}
+
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts)
 {
@@ -313,14 +418,18 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	snprintf(f->name, sizeof f->name, "%s", function);
 	fn.name = f->name;
 	size_t slot = st->nf;
-	if ((rc = open_cache(s, &c)) < 0)
+	find_loops(padrone_session_target(s), fn.addr, f);
+	if ((rc = open_cache(s, &c)) < 0) {
+		free_func(f);
 		return rc;
+	}
 	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
 				    .publish = &st->live[slot] };
 	rc = cc_cache__instrument(c, &fn, &io, &f->in);
 	if (rc < 0) {
 		rc = fail_cache(s, c, rc);
 		cc_cache__close(c);
+		free_func(f);
 		return rc;
 	}
 	cc_cache__close(c);
@@ -329,6 +438,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	f->active = true;
 	f->t0_ns = now_ns();
 	cc_instr__function(f->in, &f->entry, &f->size);
+	find_module(padrone_session__pid(s), f);
 	if ((rc = start_workers(s, st, f)) < 0) {
 		uninstrument_one(s, st, f);
 		return rc;
@@ -382,6 +492,32 @@ static void geometry(char *buf, size_t size, const struct csim_geom *g)
 	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
 }
 
+static bool in_loop(const struct loop_span *l, uint64_t pc)
+{
+	for (size_t i = 0; i < l->nranges; i++)
+		if (pc >= l->ranges[i].start && pc < l->ranges[i].end)
+			return true;
+	return false;
+}
+
+/* Each loop's events: its PCs', nested loops' included. */
+static int add_loops(struct padrone_ifunction *pf, const struct func *f)
+{
+	if (!f->nloops)
+		return 0;
+	if (!(pf->loops = calloc(f->nloops, sizeof *pf->loops)))
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nloops; i++) {
+		struct padrone_iloop *pl = &pf->loops[pf->nloops++];
+		*pl = f->loops[i].info;
+		for (size_t k = 0; k < pf->npcs; k++)
+			if (in_loop(&f->loops[i], pf->pcs[k].pc))
+				for (int e = 0; e < PADRONE_NEVENTS; e++)
+					pl->ev[e] += pf->pcs[k].ev[e];
+	}
+	return 0;
+}
+
 /* Threads: the consumers' counts (live ones read now). */
 static int add_threads(struct padrone_ireport *r, const struct func *f)
 {
@@ -402,12 +538,14 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 			t->tid = w->tid;
 		}
 		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
-		if (w->started) {	/* running: what the ring says so far */
+		if (w->started) {	/* running: what its consumer published so far */
 			struct cab_stats cs;
 			cab_ring__stats(cc_instr__ring(f->in, i, NULL), &cs);
-			units = cs.records_delivered;
-			lost = cs.records_dropped + cs.records_skipped;
-			refs = 0;
+			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+			lost = cs.records_dropped +
+				atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
 		}
 		t->units += units;
 		t->refs += refs;
@@ -447,6 +585,8 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		snprintf(pf->name, sizeof pf->name, "%s", f->name);
 		pf->entry = f->entry;
 		pf->active = f->active;
+		snprintf(pf->module, sizeof pf->module, "%s", f->module);
+		pf->module_base = f->module_base;
 		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;
@@ -459,7 +599,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 			for (int e = 0; e < PADRONE_NEVENTS; e++)
 				pf->ev[e] += pe->ev[e];
 		}
-		if (add_threads(r, f) < 0)
+		if (add_loops(pf, f) < 0 || add_threads(r, f) < 0)
 			goto oom_rows;
 	}
 	free(rows);
@@ -476,9 +616,108 @@ void padrone_ireport__free(struct padrone_ireport *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->nfunctions; i++)
+	for (size_t i = 0; i < r->nfunctions; i++) {
 		free(r->functions[i].pcs);
+		free(r->functions[i].loops);
+	}
 	free(r->functions);
+	free(r->threads);
+	free(r);
+}
+
+/* ------------------------------------------------------------------ stats */
+
+/* The consumer's CPU time: its clock while it runs, what it read last
+ * once joined. */
+static double worker_cpu_s(const struct worker *w)
+{
+	clockid_t clock;
+	uint64_t ns = atomic_load(&w->cpu_ns);
+
+	if (w->started && pthread_getcpuclockid(w->th, &clock) == 0) {
+		uint64_t now = thread_cpu_ns(clock);
+		ns = now ? now : ns;
+	}
+	return (double)ns / 1e9;
+}
+
+static void worker_stats(const struct func *f, size_t i, struct padrone_istat_thread *t)
+{
+	struct worker *w = &f->w[i];
+	struct cab_ring *ring = cc_instr__ring(f->in, i, NULL);
+	uint64_t now = now_ns();
+
+	t->tid = w->tid;
+	snprintf(t->function, sizeof t->function, "%s", f->name);
+	t->active = w->started;
+	t->units = w->units;
+	t->refs = w->refs;
+	t->gaps = w->gaps;
+	t->lost_units = w->lost;
+	if (w->started) {
+		struct cab_stats cs;
+		int inuse = cab_ring__chunks_in_use(ring);
+		cab_ring__stats(ring, &cs);
+		t->units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+		t->lost_units = cs.records_dropped +
+			atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
+		t->producer_waits = cs.producer_waits;
+	}
+	double dt = (double)(now - w->prev_ns) / 1e9;
+	if (dt > 0) {
+		t->units_per_s = (double)(t->units - w->prev_units) / dt;
+		t->refs_per_s = (double)(t->refs - w->prev_refs) / dt;
+	}
+	t->seconds = dt;
+	t->cpu_s = worker_cpu_s(w);
+	w->prev_units = t->units;
+	w->prev_refs = t->refs;
+	w->prev_ns = now;
+}
+
+int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	struct padrone_istats *r;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!st || !st->nf)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
+					    "instrumented in this attachment");
+	for (size_t i = 0; i < st->nf; i++)
+		n += st->f[i].nw;
+	if (!(r = calloc(1, sizeof *r)) || !(r->threads = calloc(n + 1, sizeof *r->threads))) {
+		free(r);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	r->pid = padrone_session__pid(s);
+	r->sampling = st->sampling;
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		for (size_t k = 0; k < f->nw; k++) {
+			struct padrone_istat_thread *t = &r->threads[r->nthreads++];
+			worker_stats(f, k, t);
+			r->units += t->units;
+			r->refs += t->refs;
+			r->lost_units += t->lost_units;
+			r->gaps += t->gaps;
+			r->cpu_s += t->cpu_s;
+		}
+	}
+	*out = r;
+	return 0;
+}
+
+void padrone_istats__free(struct padrone_istats *r)
+{
+	if (!r)
+		return;
 	free(r->threads);
 	free(r);
 }

@@ -510,13 +510,28 @@ struct padrone_ithread {
 	int tid;
 	uint64_t units, refs, lost_units;
 };
+/* A loop of an instrumented function's CFG (cfg's loop forest, built when
+ * it was instrumented): its events are those of its instructions, nested
+ * loops' included. */
+struct padrone_iloop {
+	uint64_t header;	/* the header block's address */
+	int parent;		/* index in the function's loops, or -1 */
+	unsigned depth;		/* 1: outermost */
+	unsigned blocks;	/* nested loops' included */
+	bool irreducible;
+	uint64_t ev[PADRONE_NEVENTS];
+};
 struct padrone_ifunction {
 	char name[96];
 	uint64_t entry;
 	bool active;		/* still instrumented */
+	char module[256];	/* the file FUNCTION is in, as /proc/PID/maps names it */
+	uint64_t module_base;	/* where its file offset 0 is mapped */
 	uint64_t ev[PADRONE_NEVENTS];
 	size_t npcs;
 	struct padrone_pc_events *pcs;	/* ascending pc */
+	size_t nloops;
+	struct padrone_iloop *loops;	/* outer before inner */
 };
 struct padrone_ireport {
 	int pid;
@@ -532,6 +547,35 @@ struct padrone_ireport {
  * nothing was instrumented in this attachment. */
 int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out);
 void padrone_ireport__free(struct padrone_ireport *r);
+
+/* How the pipeline keeps up, now: per thread's ring of each function
+ * instrumented in this attachment. Rates are over the time since the
+ * previous stats (or since instrument). */
+struct padrone_istat_thread {
+	int tid;
+	char function[96];
+	bool active;		/* its consumer still runs */
+	uint64_t units;		/* REP units (executed blocks) recovered */
+	uint64_t refs;		/* references recovered (instruction fetches too) */
+	uint64_t lost_units;	/* dropped by the target or skipped (sample mode) */
+	uint64_t gaps;		/* discontinuities the recovery saw */
+	uint64_t producer_waits;	/* times the thread found its ring full and waited */
+	double seconds;		/* the rates' interval */
+	double units_per_s, refs_per_s;
+	double ring_fill;	/* % of the ring's chunks holding unconsumed units (0 once ended) */
+	double cpu_s;		/* the consumer thread's CPU time */
+};
+struct padrone_istats {
+	int pid;
+	double seconds;		/* instrumented so far */
+	bool sampling;
+	uint64_t units, refs, lost_units, gaps;
+	double cpu_s;		/* all consumers' CPU time */
+	size_t nthreads;
+	struct padrone_istat_thread *threads;
+};
+int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
+void padrone_istats__free(struct padrone_istats *r);
 
 /* PADRONE's code-cache calls. padrone_cc_create makes sure the process has a
  * code cache within +-2 GiB of near (0: of the program's own code; *addr: an

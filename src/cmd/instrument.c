@@ -47,6 +47,7 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 
 static const struct padrone_opt report_opts[] = {
 	{ 'j', "json", NULL },
+	{ 'o', "output", "FILE" },
 	{ 0 },
 };
 
@@ -89,6 +90,16 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 			print_events_json(f, fn->pcs[k].ev);
 			fputc('}', f);
 		}
+		fprintf(f, "],\"loops\":[");
+		for (size_t k = 0; k < fn->nloops; k++) {
+			const struct padrone_iloop *l = &fn->loops[k];
+			fprintf(f, "%s{\"header\":\"0x%llx\",\"depth\":%u,\"parent\":%d,\"blocks\":%u,"
+				"\"irreducible\":%s,\"events\":", k ? "," : "",
+				(unsigned long long)l->header, l->depth, l->parent, l->blocks,
+				l->irreducible ? "true" : "false");
+			print_events_json(f, l->ev);
+			fputc('}', f);
+		}
 		fprintf(f, "]}");
 	}
 	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu}\n", (unsigned long long)r->lost_units,
@@ -119,16 +130,104 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
 			print_row(f, fn->pcs[k].ev, what);
 		}
+		for (size_t k = 0; k < fn->nloops; k++) {
+			const struct padrone_iloop *l = &fn->loops[k];
+			snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
+				 (unsigned long long)l->header, l->depth, l->blocks,
+				 l->irreducible ? ", irreducible" : "");
+			print_row(f, l->ev, what);
+		}
 	}
+}
+
+/* The target's command line, spaces between its words, for "cmd:". */
+static void command_line(int pid, char *buf, size_t size)
+{
+	char path[64];
+	size_t n = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		n = fread(buf, 1, size - 1, f);
+		fclose(f);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\0' || buf[i] == '\n')
+			buf[i] = ' ';
+	while (n && buf[n - 1] == ' ')
+		n--;
+	buf[n] = '\0';
+	if (!n)
+		snprintf(buf, size, "pid %d", pid);
+}
+
+/* "SIZE,ASSOC,LINE" as Cachegrind's desc: line says it. */
+static void print_cache_desc(FILE *f, const char *name, const char *geom)
+{
+	unsigned long long size = 0;
+	unsigned assoc = 0, line = 0;
+
+	sscanf(geom, "%llu,%u,%u", &size, &assoc, &line);
+	fprintf(f, "desc: %s cache:         %llu B, %u B, %u-way associative\n", name, size,
+		line, assoc);
+}
+
+static void print_counts(FILE *f, const uint64_t *ev)
+{
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, " %llu", (unsigned long long)ev[e]);
+	fputc('\n', f);
+}
+
+/* Cachegrind's output file (cg_annotate reads it). With no source lines,
+ * fl= is "???" as Cachegrind writes it for code without debug info (a
+ * file name would make cg_annotate print the binary as "source"), a desc:
+ * line names each function's module, and a "line" is the instruction's
+ * address in that file (PC minus where the file's offset 0 is mapped), in
+ * decimal. */
+static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
+{
+	char cmd[1024];
+	uint64_t total[PADRONE_NEVENTS] = { 0 };
+
+	print_cache_desc(f, "I1", r->i1);
+	print_cache_desc(f, "D1", r->d1);
+	print_cache_desc(f, "LL", r->ll);
+	for (size_t i = 0; i < r->nfunctions; i++)
+		fprintf(f, "desc: %s is in %s; its lines are addresses in that file\n",
+			r->functions[i].name, r->functions[i].module);
+	command_line(r->pid, cmd, sizeof cmd);
+	fprintf(f, "cmd: %s\nevents:", cmd);
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		fprintf(f, " %s", padrone_event_name(e));
+	fputc('\n', f);
+	for (size_t i = 0; i < r->nfunctions; i++) {
+		const struct padrone_ifunction *fn = &r->functions[i];
+		fprintf(f, "fl=???\nfn=%s\n", fn->name);
+		for (size_t k = 0; k < fn->npcs; k++) {
+			fprintf(f, "%llu", (unsigned long long)(fn->pcs[k].pc - fn->module_base));
+			print_counts(f, fn->pcs[k].ev);
+		}
+		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+			total[e] += fn->ev[e];
+	}
+	fprintf(f, "summary:");
+	print_counts(f, total);
 }
 
 static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	struct padrone_ireport *r;
 
+	if (padrone_args_has(args, 'j') && padrone_args_has(args, 'o'))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-o writes Cachegrind's format, "
+					 "not JSON: use -j or -o");
 	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
 		return padrone_cmd_session_error(ctx);
-	if (padrone_args_has(args, 'j'))
+	if (padrone_args_has(args, 'o'))
+		print_cachegrind(ctx->out, r);
+	else if (padrone_args_has(args, 'j'))
 		print_json(ctx->out, r);
 	else
 		print_text(ctx->out, r);
@@ -138,19 +237,27 @@ static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *a
 
 const struct padrone_cmd_entry padrone_cmd_report_entry = {
 	.name = "report",
-	.usage = "[-j]",
-	.summary = "show what instrumented functions did: Cachegrind's events per PC",
+	.usage = "[-j] [-o FILE]",
+	.summary = "show what instrumented functions did: Cachegrind's events per PC and loop",
 	.help = "Per instrumented function and per instruction (PC): Ir I1mr ILmr Dr D1mr DLmr\n"
 		"Dw D1mw DLmw, as Cachegrind names them, simulated with the host's cache\n"
 		"geometry; also after uninstrument, until detach. -j as JSON: {\"pid\",\n"
 		"\"seconds\",\"mode\",\"geometry\":{\"I1\",\"D1\",\"LL\"},\"events\":[names],\n"
 		"\"threads\":[{\"tid\",\"units\",\"refs\",\"lost_units\"}],\"functions\":[{\"name\",\n"
-		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}]}],\n"
-		"\"lost_units\",\"gaps\"}.",
+		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}],\"loops\":\n"
+		"[{\"header\",\"depth\",\"parent\",\"blocks\",\"irreducible\",\"events\":{..}}]}],\n"
+		"\"lost_units\",\"gaps\"}. A loop (from the CFG's loop forest, outer first;\n"
+		"parent is an index in loops or -1) counts its instructions' events, nested\n"
+		"loops' included; text shows it as \"loop HEADER\" after the PCs. -o FILE writes Cachegrind's output format instead\n"
+		"(cg_annotate FILE reads it; written whole or not at all). With no source\n"
+		"lines, the file is ??? (as Cachegrind's without debug info), a desc: line\n"
+		"names each function's module, and an instruction's \"line\" is its address\n"
+		"in that module in decimal (its PC minus where the file's offset 0 is\n"
+		"mapped: for a PIE or shared library, the address objdump shows).",
 	.opts = report_opts,
 	.lower = 0,
 	.upper = 0,
-	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY | PADRONE_CMD_OUTFILE,
 	.exec = report_exec,
 };
 

@@ -14,7 +14,8 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..11
+echo 1..19
+: >"$tmp/out"	# there before wait_for reads it
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
 dpid=
@@ -37,6 +38,7 @@ base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /pro
 entry=$((base + axpy))
 orig=$(code $entry)
 
+: >"$tmp/d.out"
 "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
 dpid=$!
 i=0
@@ -56,6 +58,28 @@ check "the target computes right while instrumented" goes_on
 run rep1 "$padrone" -p "$pid" report -j
 check "report -j while instrumented names axpy and its events" \
 	eval 'status rep1 0 && says rep1 "\"name\":\"axpy\"" && says rep1 "\"events\":\\[\"Ir\",\"I1mr\",\"ILmr\",\"Dr\",\"D1mr\",\"DLmr\",\"Dw\",\"D1mw\",\"DLmw\"\\]"'
+# the first number FIELD has in NAME's JSON (the top level's come first),
+# and the sum of its values
+first() { grep -o "\"$2\":[0-9.]*" "$tmp/$1.out" | head -1 | cut -d: -f2; }
+sum() { grep -o "\"$2\":[0-9]*" "$tmp/$1.out" | cut -d: -f2 | awk '{ s += $1 } END { print s + 0 }'; }
+check "report -j while instrumented: the threads' units so far, not 0" \
+	eval '[ "$(sum rep1 units)" -gt 0 ]'
+run st1 "$padrone" -p "$pid" stats -j
+wait_for '^alive' 2
+run st2 "$padrone" -p "$pid" stats -j
+run st "$padrone" -p "$pid" stats
+live_stats() {
+	status st1 0 && status st2 0 && status st 0 && says st "instrumented (exhaustive)" &&
+	[ "$(first st2 units)" -gt "$(first st1 units)" ] &&
+	[ "$(first st2 refs)" -gt "$(first st1 refs)" ] &&
+	[ "$(sum st2 lost_units)" = 0 ] && [ "$(sum st2 gaps)" = 0 ] &&
+	[ "$(grep -o '"active":true' "$tmp/st2.out" | wc -l)" -ge 2 ] &&
+	grep -o '"units_per_s":[0-9.]*' "$tmp/st2.out" | cut -d: -f2 | awk '$1 > 0 { n++ } END { exit n < 2 }' &&
+	grep -o '"ring_fill_pct":[0-9.-]*' "$tmp/st2.out" | cut -d: -f2 | awk '$1 < 0 || $1 > 100 { bad = 1 } END { exit bad }' &&
+	awk -v c="$(first st2 cpu_s)" 'BEGIN { exit !(c > 0) }'
+}
+check "stats while instrumented: units and refs grow, 2+ consumers, nothing lost, fill 0-100%, CPU > 0" \
+	live_stats
 run un "$padrone" -p "$pid" uninstrument axpy
 check "uninstrument axpy exits 0, original bytes back" \
 	eval 'status un 0 && [ "$(code $entry)" = "$orig" ]'
@@ -81,6 +105,71 @@ exact() {
 	[ "$(awk '$10 == "axpy" { print $4, $7 }' "$tmp/rep.out")" = "$((2000 * C + C)) $((1000 * C))" ]
 }
 check "after uninstrument, Dr and Dw per PC are the kernel's exactly, calls times 1000" exact
+# the loop: its header is the back jump's target; it holds the instructions
+# from there to the back jump (each run 1000 C times), all the loads and
+# the store; the rest of the function up to the ret runs C times
+loop_exact() {
+	at= hdr= inside=0 outside=0
+	addrs=$(echo "$dis" | awk '{ sub(":", "", $1); print $1, $2, $3 }')
+	while read -r a op t; do	# the last backward jump
+		case $op in j*) case $t in *[!0-9a-f]* | "") ;; *)
+			[ $((0x$t)) -lt $((0x$a)) ] && at=$a hdr=$t ;; esac ;; esac
+	done <<EOF
+$addrs
+EOF
+	[ -n "$at" ] || return 1
+	while read -r a op t; do
+		if [ $((0x$a)) -ge $((0x$hdr)) ] && [ $((0x$a)) -le $((0x$at)) ]; then
+			inside=$((inside + 1))
+		else
+			outside=$((outside + 1))
+		fi
+		[ "$op" = ret ] && break
+	done <<EOF
+$addrs
+EOF
+	lrow=$(awk -v h="$(off "$hdr")" '$10 == "loop" && $11 == h { print $1, $4, $7, $13 }' "$tmp/rep.out")
+	frow=$(awk '$10 == "axpy" { print $1 }' "$tmp/rep.out")
+	[ "$lrow" = "$((1000 * C * inside)) $((2000 * C)) $((1000 * C)) 1," ] &&
+	[ $((frow - ${lrow%% *})) = $((C * outside)) ]
+}
+check "report's loop: header the back jump's target, its events the loop body's exactly" \
+	loop_exact
+# report -o: Cachegrind's format, each instruction's "line" its address in
+# the file (decimal); cg_annotate's total for ???:axpy is report's
+run cgo "$padrone" -p "$pid" report -o "$tmp/cg.out"
+axpyrow() { awk '$10 == "axpy" { print $1, $4, $7 }' "$tmp/rep.out"; }
+cg_lines() {
+	[ "$(grep -c '^fn=axpy$' "$tmp/cg.out")" = 1 ] && grep -q '^fl=???$' "$tmp/cg.out" &&
+	grep -q '^events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw$' "$tmp/cg.out" &&
+	[ "$(awk -v l=$((axpy)) '$1 == l { print $2 }' "$tmp/cg.out")" = "$C" ] &&
+	! ls "$tmp"/cg.out.tmp* >/dev/null 2>&1
+}
+check "report -o writes cachegrind.out: ???:axpy, the entry's line is its address, Ir = calls" \
+	eval 'status cgo 0 && cg_lines'
+cg_totals() {
+	cg_annotate "$tmp/cg.out" >"$tmp/cga.out" 2>"$tmp/cga.err" && ! [ -s "$tmp/cga.err" ] &&
+	# its rows: counts with commas, each followed by "(PERCENT%)", then file:function
+	[ "$(sed 's/([^)]*)//g' "$tmp/cga.out" | tr -d , | awk '$10 == "???:axpy" { print $1, $4, $7 }')" = \
+	  "$(axpyrow)" ] && [ "$(axpyrow | cut -d' ' -f2,3)" = "$((2000 * C + C)) $((1000 * C))" ]
+}
+if command -v cg_annotate >/dev/null; then
+	check "cg_annotate reads it; its Ir, Dr, Dw for axpy are report's, the kernel's exactly" \
+		cg_totals
+else
+	skip "cg_annotate reads it" "no cg_annotate (valgrind) installed"
+fi
+run cgj "$padrone" -p "$pid" report -j -o "$tmp/cg2.out"
+check "report -j -o: status 2, no file left" eval 'status cgj 2 && ! [ -e "$tmp/cg2.out" ] &&
+	! ls "$tmp"/cg2.out.tmp* >/dev/null 2>&1'
+run cgd "$padrone" -p "$pid" report -o "$tmp/no/such/dir/cg.out"
+check "report -o into a missing directory: fails, names it" \
+	eval '! status cgd 0 && says cgd "no/such/dir"'
+run st3 "$padrone" -p "$pid" stats -j
+run repj "$padrone" -p "$pid" report -j
+check "stats after uninstrument: consumers ended, their units and refs are report's" \
+	eval 'status st3 0 && ! says st3 "\"active\":true" && [ "$(first st3 units)" -gt 0 ] &&
+	[ "$(first st3 units)" = "$(sum repj units)" ] && [ "$(first st3 refs)" = "$(sum repj refs)" ]'
 check "the target runs on, right, after uninstrument" goes_on
 run det "$padrone" -p "$pid" detach
 check "detached, the target runs on, right" eval 'status det 0 && goes_on'

@@ -420,6 +420,41 @@ static void interleaved(const struct geo *g, uint64_t nrec)
 	cab_ring__close(r);
 }
 
+/* How full the ring is (stats' fill): chunks holding records not consumed
+ * yet, counted from their first words. */
+START_TEST(chunks_in_use_counts_unconsumed_chunks)
+{
+	struct cab_ring *r, *nway;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 512, 6, 16);	/* 48 data words a chunk */
+	struct cab_opts on = opts_of(CAB_KIND_NWAY, 512, 6, 16);
+	uint64_t pl[15] = { 0 };
+
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 0);
+	ck_assert_int_eq(cab_producer__put(p, CAB_HDR(1, 15), pl, 15), 0);
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 1);
+	for (uint64_t i = 1; i < 9; i++)	/* 16 words a record: 3 a chunk */
+		ck_assert_int_eq(cab_producer__put(p, CAB_HDR(i + 1, 15), pl, 15), 0);
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 3);
+	ck_assert_int_eq(cab_consumer__poll(c, NULL, NULL), 1);	/* the one two behind */
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 2);
+	cab_producer__flush(p);
+	while (!cab_consumer__eof(c))
+		ck_assert_int_ge(cab_consumer__poll(c, NULL, NULL), 0);
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 0);
+	cab_producer__close(p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+	ck_assert_int_eq(cab_ring__create(&on, &nway), 0);
+	ck_assert_int_eq(cab_ring__chunks_in_use(nway), -ENOTSUP);
+	cab_ring__close(nway);
+}
+END_TEST
+
 START_TEST(wraps_and_chunk_boundaries_exact)
 {
 	interleaved(&geos[_i], _i == 3 ? 3000 : 20000);
@@ -1316,6 +1351,7 @@ int main(void)
 	tcase_add_test(tc, sentinels_and_two_chunks_behind);
 	tcase_add_test(tc, header_walk_checks_every_guess);
 	tcase_add_test(tc, consumed_chunks_are_handed_back_clear);
+	tcase_add_test(tc, chunks_in_use_counts_unconsumed_chunks);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);

@@ -1,0 +1,96 @@
+/* stats [-j]: how the instrumentation pipeline keeps up (src/instr.c):
+ * per thread's ring, units and references recovered, their rates, the
+ * ring's fill, what was lost, and the consumers' CPU time. */
+#include "src/cmd.h"
+
+static const struct padrone_opt stats_opts[] = {
+	{ 'j', "json", NULL },
+	{ 0 },
+};
+
+static void print_thread_json(FILE *f, const struct padrone_istat_thread *t)
+{
+	fprintf(f, "{\"tid\":%d,\"function\":\"", t->tid);
+	for (const char *p = t->function; *p; p++)
+		fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : (unsigned char)*p < 0x20 ?
+			"\\u%04x" : "%c", *p);
+	fprintf(f, "\",\"active\":%s,\"units\":%llu,\"refs\":%llu,\"lost_units\":%llu,"
+		"\"gaps\":%llu,\"producer_waits\":%llu,\"interval_s\":%.3f,\"units_per_s\":%.1f,"
+		"\"refs_per_s\":%.1f,\"ring_fill_pct\":%.1f,\"cpu_s\":%.3f}",
+		t->active ? "true" : "false", (unsigned long long)t->units,
+		(unsigned long long)t->refs, (unsigned long long)t->lost_units,
+		(unsigned long long)t->gaps, (unsigned long long)t->producer_waits, t->seconds,
+		t->units_per_s, t->refs_per_s, t->ring_fill, t->cpu_s);
+}
+
+static void print_json(FILE *f, const struct padrone_istats *r)
+{
+	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"units\":%llu,\"refs\":%llu,"
+		"\"lost_units\":%llu,\"gaps\":%llu,\"cpu_s\":%.3f,\"cpu_pct\":%.1f,\"threads\":[",
+		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive",
+		(unsigned long long)r->units, (unsigned long long)r->refs,
+		(unsigned long long)r->lost_units, (unsigned long long)r->gaps, r->cpu_s,
+		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0);
+	for (size_t i = 0; i < r->nthreads; i++) {
+		if (i)
+			fputc(',', f);
+		print_thread_json(f, &r->threads[i]);
+	}
+	fprintf(f, "]}\n");
+}
+
+static void print_text(FILE *f, const struct padrone_istats *r)
+{
+	fprintf(f, "# pid %d: %.2f s instrumented (%s); consumers' CPU %.2f s (%.1f%% of one "
+		"CPU); %llu units lost, %llu gaps\n", r->pid, r->seconds,
+		r->sampling ? "sample" : "exhaustive", r->cpu_s,
+		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0,
+		(unsigned long long)r->lost_units, (unsigned long long)r->gaps);
+	fprintf(f, "%8s %14s %12s %14s %14s %6s %10s %6s %8s %8s %s\n", "tid", "units",
+		"units/s", "refs", "refs/s", "fill%", "lost", "gaps", "waits", "cpu_s", "function");
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct padrone_istat_thread *t = &r->threads[i];
+		fprintf(f, "%8d %14llu %12.0f %14llu %14.0f %6.1f %10llu %6llu %8llu %8.3f %s%s\n",
+			t->tid, (unsigned long long)t->units, t->units_per_s,
+			(unsigned long long)t->refs, t->refs_per_s, t->ring_fill,
+			(unsigned long long)t->lost_units, (unsigned long long)t->gaps,
+			(unsigned long long)t->producer_waits, t->cpu_s, t->function,
+			t->active ? "" : " (ended)");
+	}
+}
+
+static int stats_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	struct padrone_istats *r;
+
+	if (padrone_session__instr_stats(ctx->ctl->session, &r) < 0)
+		return padrone_cmd_session_error(ctx);
+	if (padrone_args_has(args, 'j'))
+		print_json(ctx->out, r);
+	else
+		print_text(ctx->out, r);
+	padrone_istats__free(r);
+	return PADRONE_EXIT_OK;
+}
+
+const struct padrone_cmd_entry padrone_cmd_stats_entry = {
+	.name = "stats",
+	.usage = "[-j]",
+	.summary = "show how instrumentation keeps up: units, rates, ring fill, losses, CPU",
+	.help = "Per thread's ring of each function instrumented in this attachment: REP\n"
+		"units (executed blocks) and references recovered, their rates since the\n"
+		"previous stats (or instrument), how full the ring is now (% of its chunks\n"
+		"holding unconsumed units), units lost (sample mode; 0 in exhaustive mode,\n"
+		"where the thread waits instead), gaps the recovery saw, how often the thread\n"
+		"found its ring full and waited, and the consumer\n"
+		"thread's CPU time; in the header, all consumers' CPU time and its share of\n"
+		"one CPU over the time instrumented. -j as JSON: {\"pid\",\"seconds\",\"mode\",\n"
+		"\"units\",\"refs\",\"lost_units\",\"gaps\",\"cpu_s\",\"cpu_pct\",\"threads\":[{\"tid\",\n"
+		"\"function\",\"active\",\"units\",\"refs\",\"lost_units\",\"gaps\",\"producer_waits\",\n"
+		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}]}.",
+	.opts = stats_opts,
+	.lower = 0,
+	.upper = 0,
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,
+	.exec = stats_exec,
+};
