@@ -279,6 +279,73 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	return 0;
 }
 
+static void geometry(char *buf, size_t size, const struct csim_geom *g)
+{
+	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
+}
+
+static bool same_geometry(const struct csim_config *a, const struct csim_config *b)
+{
+	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
+		if (a->level[lv].size != b->level[lv].size ||
+		    a->level[lv].assoc != b->level[lv].assoc || a->level[lv].line != b->level[lv].line)
+			return false;
+	return true;
+}
+
+/* The geometry o asks for, on top of cfg: 0, or a failure naming the
+ * option. */
+static int given_geometry(struct padrone_session *s, const struct padrone_instrument_opts *o,
+			  struct csim_config *cfg)
+{
+	const struct { const char *text, *option; enum csim_level lv; } given[] = {
+		{ o->i1, "--I1", CSIM_I1 }, { o->d1, "--D1", CSIM_D1 }, { o->ll, "--LL", CSIM_LL },
+	};
+	char why[160];
+
+	for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+		if (given[i].text &&
+		    csim_geom_parse(given[i].text, &cfg->level[given[i].lv], why, sizeof why) < 0)
+			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "%s: %s",
+						    given[i].option, why);
+	if (csim_config_check(cfg, why, sizeof why) < 0)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "%s", why);
+	return 0;
+}
+
+/* The simulator gets o's geometry before the first function; after it,
+ * the results so far fix the geometry. */
+static int set_geometry(struct padrone_session *s, struct instr_state *st,
+			const struct padrone_instrument_opts *o)
+{
+	struct csim_config want = st->cfg;
+	struct csim *sim;
+	char was[3][48];
+	int rc;
+
+	if (!o->i1 && !o->d1 && !o->ll)
+		return 0;
+	if ((rc = given_geometry(s, o, &want)) < 0)
+		return rc;
+	if (same_geometry(&want, &st->cfg))
+		return 0;
+	if (st->nf) {
+		geometry(was[0], sizeof was[0], &st->cfg.level[CSIM_I1]);
+		geometry(was[1], sizeof was[1], &st->cfg.level[CSIM_D1]);
+		geometry(was[2], sizeof was[2], &st->cfg.level[CSIM_LL]);
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
+					    "are for I1 %s, D1 %s, LL %s; detach to change the "
+					    "geometry", was[0], was[1], was[2]);
+	}
+	if ((rc = csim__new(&want, &sim)) < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
+					    "simulator");
+	csim__free(st->sim);
+	st->sim = sim;
+	st->cfg = want;
+	return 0;
+}
+
 static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
 {
 	size_t n = cc_instr__thread_count(f->in);
@@ -409,6 +476,8 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOSPC, "%d functions were "
 					    "instrumented in this attachment; detach first",
 					    MAX_FUNCS);
+	if ((rc = set_geometry(s, st, &o)) < 0)
+		return rc;
 	if (st->nf && st->sampling != o.sampling)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
 					    "are in %s mode; detach to change it",
@@ -485,11 +554,6 @@ static void events_of(const struct csim_counts *c, uint64_t ev[PADRONE_NEVENTS])
 	ev[6] = c->refs[CSIM_WRITE];
 	ev[7] = c->miss[CSIM_D1][CSIM_WRITE];
 	ev[8] = c->miss[CSIM_LL][CSIM_WRITE];
-}
-
-static void geometry(char *buf, size_t size, const struct csim_geom *g)
-{
-	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
 }
 
 static bool in_loop(const struct loop_span *l, uint64_t pc)

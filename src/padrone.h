@@ -495,6 +495,10 @@ const char *padrone_event_name(unsigned i);
 struct padrone_instrument_opts {
 	size_t sz;		/* sizeof(struct padrone_instrument_opts) */
 	bool sampling;		/* rings in sampling mode: the target never waits */
+	/* Cache geometries "SIZE,ASSOC,LINE" (cachegrind's --I1/--D1/--LL);
+	 * NULL: the host's, as cachegrind finds it. One geometry per
+	 * attachment: a later function must keep the first one's. */
+	const char *i1, *d1, *ll;
 };
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts);

@@ -14,7 +14,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..19
+echo 1..22
 : >"$tmp/out"	# there before wait_for reads it
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
@@ -173,3 +173,16 @@ check "stats after uninstrument: consumers ended, their units and refs are repor
 check "the target runs on, right, after uninstrument" goes_on
 run det "$padrone" -p "$pid" detach
 check "detached, the target runs on, right" eval 'status det 0 && goes_on'
+# cachegrind's --I1/--D1/--LL: the first function fixes the geometry of the
+# attachment's results; LEVEL's geometry in NAME's JSON
+geo_of() { grep -o "\"$2\":\"[0-9,]*\"" "$tmp/$1.out" | head -1; }
+run geo "$padrone" -p "$pid" instrument --D1 1024,2,64 axpy \; report -j
+check "instrument --D1 S,A,L: report's geometry is it, the others the host's" \
+	eval 'status geo 0 && says geo "\"D1\":\"1024,2,64\"" &&
+	[ "$(geo_of geo I1)$(geo_of geo LL)" = "$(geo_of rep1 I1)$(geo_of rep1 LL)" ]'
+run geo2 "$padrone" -p "$pid" instrument -D 1024,2,64 axpy \; uninstrument \; instrument --D1=2048,2,64 axpy
+check "another geometry after results: status 2, names the one in use" \
+	eval 'status geo2 2 && says geo2 "results so far are for I1 [0-9,]*, D1 1024,2,64"'
+run geo3 "$padrone" -p "$pid" instrument --D1 1000,3,64 axpy
+check "a geometry cachegrind would refuse: status 2, says why, nothing instrumented" \
+	eval 'status geo3 2 && says geo3 "D1: size 1000" && [ "$(code $entry)" = "$orig" ] && goes_on'
