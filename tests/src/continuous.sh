@@ -71,7 +71,9 @@ check "the service runs on, untraced, its checksum unchanged" \
 check "the directory keeps the newest 3 files ($(files))" test "$(files)" = 3
 check "no temporary file is left beside them" \
 	test -z "$(ls "$tmp/out" 2>/dev/null | grep -v '\.pb\.gz$')"
-f=$(ls "$tmp/out" 2>/dev/null | tail -1)
+# the newest by time: by name, files of a PID that wrapped around to a
+# smaller number sort before the first process's
+f=$(ls -t "$tmp/out" 2>/dev/null | head -1)
 check "a file is gzip, named service-PID-time" \
 	sh -c "echo '$f' | grep -q '^padrone-$svc-$t2-[0-9]\{8\}T[0-9]\{6\}\.[0-9]\{3\}Z\.pb\.gz$' &&
 		gzip -t '$tmp/out/$f'"
