@@ -113,6 +113,9 @@ wait "$dpid" 2>/dev/null
 dd if=/dev/zero of=/dev/null bs=64k 2>/dev/null &
 dd=$!
 pids="$pids $dd"
+# until the forked shell has become dd (a profile that began before would
+# see the exec: status 10)
+wait_until 100 sh -c "readlink /proc/$dd/exe | grep -q '/dd$'"
 run kern "$padrone" -p "$dd" profile -j 1
 ks=$(sed -n 's/.*"kernel_samples":\([0-9]*\),.*/\1/p' kern.out)
 s=$(sed -n 's/.*"samples":\([0-9]*\),.*/\1/p' kern.out)
