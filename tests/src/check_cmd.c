@@ -227,9 +227,11 @@ static void render_line(const char *line, char *out, size_t size, bool *nospace)
 		} else if (!strcmp(tok, "Oc")) {
 			emit(out, size, "]", nospace);
 		} else {
+			/* roff's escapes: \& is nothing, \- a minus (--LONG flags) */
 			char word[256];
-			snprintf(word, sizeof(word), "%s%s", flag ? "-" : "",
-				 tok[0] == '\\' && tok[1] == '&' ? tok + 2 : tok);
+			bool minus = tok[0] == '\\' && tok[1] == '-';
+			snprintf(word, sizeof(word), "%s%s%s", flag ? "-" : "", minus ? "-" : "",
+				 tok[0] == '\\' && (tok[1] == '&' || minus) ? tok + 2 : tok);
 			emit(out, size, word, nospace);
 			flag = false;
 		}
