@@ -107,7 +107,8 @@ static char *function_generator(const char *text, int state)
 	return NULL;
 }
 
-/* Commands whose first argument names a function. */
+/* Commands that take a function's name (completed for any argument that is
+ * not an option). */
 static bool takes_function(const char *cmd)
 {
 	static const char *const cmds[] = { "cfg", "disas", "loops", "replace", "restore",
