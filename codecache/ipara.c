@@ -463,19 +463,20 @@ static uint32_t live_at(struct ana *a, uint64_t caller, uint64_t at, bool tail, 
 static uint32_t new_code_clobbers(const uint8_t *code, size_t size, uint64_t addr, uint64_t entry)
 {
 	uint8_t *seen = calloc(size ? size : 1, 1);
-	uint64_t *todo = malloc((size ? size : 1) * sizeof *todo);
-	size_t ntodo = 0;
+	/* offsets still to follow: one per instruction at most, and the entry */
+	uint64_t *pending = malloc((size + 1) * sizeof *pending);
+	size_t npending = 0;
 	uint32_t clob = 0;
 	ZydisDecoder dec;
 
-	if (!seen || !todo || entry < addr || entry >= addr + size) {
+	if (!seen || !pending || entry < addr || entry >= addr + size) {
 		clob = CLOBBERED;
 		goto out;
 	}
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	todo[ntodo++] = entry - addr;
-	while (ntodo && clob != CLOBBERED) {
-		for (size_t pos = todo[--ntodo]; pos < size && !seen[pos];) {
+	pending[npending++] = entry - addr;
+	while (npending && clob != CLOBBERED) {
+		for (size_t pos = pending[--npending]; pos < size && !seen[pos];) {
 			ZydisDecodedInstruction d;
 			ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 			struct effect e;
@@ -493,7 +494,7 @@ static uint32_t new_code_clobbers(const uint8_t *code, size_t size, uint64_t add
 				break;
 			}
 			if (e.target && !seen[e.target - addr])
-				todo[ntodo++] = e.target - addr;
+				pending[npending++] = e.target - addr;
 			if (e.ret || d.meta.category == ZYDIS_CATEGORY_UNCOND_BR)
 				break;
 			pos += d.length;
@@ -501,7 +502,7 @@ static uint32_t new_code_clobbers(const uint8_t *code, size_t size, uint64_t add
 	}
 out:
 	free(seen);
-	free(todo);
+	free(pending);
 	return clob;
 }
 
