@@ -200,13 +200,19 @@ static int open_cache(struct padrone_session *s, struct cc_cache **c)
 	if (!t)
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
-	if ((rc = cc_cache__open(t, NULL, c, &err)) < 0)
-		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	if ((rc = cc_cache__open(t, NULL, c, &err)) < 0) {
+		int gone = padrone_session_fail_if_left(s);	/* its maps went with it */
+		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	}
 	return 0;
 }
 
 static int fail_cache(struct padrone_session *s, struct cc_cache *c, int rc)
 {
+	int gone = padrone_session_fail_if_left(s);	/* it exited or exec'd meanwhile */
+
+	if (gone < 0)
+		return gone;
 	enum padrone_why why = rc == -ESRCH ? PADRONE_TARGET_EXITED :
 		rc == -ETIMEDOUT ? PADRONE_TIMEOUT : rc == -ENOMEM ? PADRONE_SYSTEM :
 		PADRONE_BAD_REQUEST;
@@ -286,12 +292,16 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 		csim_geom_cachegrind_tweak(&st->cfg.level[lv]);
-	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
-	    (rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
-		csim__free(st->sim);
+	if ((rc = csim__new(&st->cfg, &st->sim)) < 0) {
 		free(st);
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
 					    "simulator");
+	}
+	/* this fails (and says why) when the process exited or exec'd */
+	if ((rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
+		csim__free(st->sim);
+		free(st);
+		return rc;
 	}
 	padrone_session_set_instr(s, st);
 	*out = st;
@@ -425,13 +435,20 @@ static int find_function(struct padrone_session *s, const char *name, struct cc_
 		if (!*end && fn->addr)
 			return 0;
 	}
-	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0)
-		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0) {
+		int gone = padrone_session_fail_if_left(s);
+		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	}
 	rc = cc_syms__func(sy, name, fn, &err);
 	cc_syms__free(sy);
 	fn->name = name;
-	return rc < 0 ? padrone_session_fail(s, rc == -ENOENT ? PADRONE_BAD_REQUEST :
-					     PADRONE_SYSTEM, rc, "%s", err.msg) : 0;
+	if (rc < 0) {
+		int gone = padrone_session_fail_if_left(s);	/* its modules went with it */
+		return gone < 0 ? gone : padrone_session_fail(s, rc == -ENOENT ?
+							      PADRONE_BAD_REQUEST : PADRONE_SYSTEM,
+							      rc, "%s", err.msg);
+	}
+	return 0;
 }
 
 /* The file the function's code is mapped from, and where its offset 0 is:
