@@ -651,7 +651,10 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		pf->active = f->active;
 		snprintf(pf->module, sizeof pf->module, "%s", f->module);
 		pf->module_base = f->module_base;
-		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		pf->seconds = (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		r->seconds += pf->seconds;
+		uint64_t copy_size;
+		cc_instr__copy(f->in, &pf->copy, &copy_size);
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;
 		for (size_t k = 0; k < nrows; k++) {
