@@ -105,6 +105,9 @@ int padrone_cmd_error(struct padrone_cmd_ctx *ctx, int status, const char *fmt, 
 /* A failure of the session: its message and its per-cause exit status. */
 int padrone_cmd_session_error(struct padrone_cmd_ctx *ctx);
 
+/* Without a profile yet, sample for profile's default time first (hot,
+ * instrument --hot), its progress shown on a terminal. An exit status. */
+int padrone_cmd_profile_if_none(struct padrone_cmd_ctx *ctx);
 /* Print the session's last report: as text (at most max functions, 0: all)
  * or as JSON. Shared by profile and hot. */
 int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max);

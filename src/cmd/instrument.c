@@ -89,11 +89,9 @@ static int instrument_targets(struct padrone_cmd_ctx *ctx, const struct padrone_
 			(*names)[(*n)++] = padrone_args_value(args, (int)i);
 		return 0;
 	}
-	if (!padrone_session__report(s)) {
-		struct padrone_profile_opts o = { .sz = sizeof o };
-		if (padrone_session__profile(s, &o) < 0)
-			return padrone_cmd_session_error(ctx);
-	}
+	int st = padrone_cmd_profile_if_none(ctx);
+	if (st)
+		return st;
 	r = padrone_session__report(s);
 	for (size_t i = 0; i < padrone_report__count(r) && *n < count; i++)
 		(*names)[(*n)++] = padrone_report__function(r, i)->name;

@@ -12,7 +12,7 @@ if ! command -v script >/dev/null; then
 	exit 0
 fi
 tap_context() { [ -n "${log:-}" ] && od -c "$log" | head -20; }
-echo "1..12"
+echo "1..13"
 "$b/tests/targets/prof_hot" >/dev/null &
 pid=$!
 pids=$pid
@@ -40,6 +40,11 @@ script -qfec "'$padrone' -p $vpid measure -t 1.5 vecadd 16000000" /dev/null </de
 check "on a terminal, measure tells seconds elapsed of the timeout and calls timed so far" \
 	grep -q "measure: 1\.[0-9] of 1\.5 s, [0-9]* calls" "$log"
 check "and erases that line before its figures" grep -q "${esc}\[Kvecadd: [0-9]* calls, mean" "$log"
+log=$tmp/hot.out
+script -qfec "'$padrone' -p $pid hot 3" /dev/null </dev/null >"$log" 2>&1
+check "hot's profile first (none yet) shows its progress too, erased before the table" \
+	sh -c "grep -q 'profile: 1\.[0-9] of 2\.0 s, [0-9]* samples' '$log' &&
+		grep -q '${esc}\[K# pid $pid' '$log'"
 # instrument --for: seconds of the total and units so far, erased before
 # the report; nothing in a pipe
 "$b/tests/targets/instr_kernel" 2 1000 >/dev/null &
