@@ -52,8 +52,10 @@ enum {
 	 * (padrone_cmd_access). Without either flag a command may change the
 	 * process and runs alone. */
 	PADRONE_CMD_READ_ONLY = 1u << 3,	/* reads the process and the session, changes neither */
-	PADRONE_CMD_PROFILES = 1u << 4,	/* samples the process; with READ_ONLY: only when
-					 * the session has no profile yet (hot) */
+	PADRONE_CMD_PROFILES = 1u << 4,	/* samples or watches the process for a while
+					 * (profile, instrument --hot or --for: reads
+					 * run during its wait); with READ_ONLY: only
+					 * when the session has no profile yet (hot) */
 };
 
 /* What a command does to the session, for padroned's scheduler (jobs.h). */

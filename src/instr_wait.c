@@ -9,8 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-/* How often the progress callback is told (and the wait wakes). */
-#define WAIT_SLICE_MS 100
+/* How often the progress callback is told (each time, the units are
+ * counted from a report). */
+#define WAIT_SLICE_MS 250
 
 static double seconds_since(const struct timespec *t0)
 {

@@ -585,7 +585,7 @@ void padrone_istats__free(struct padrone_istats *r);
 
 /* Let the instrumented functions run for seconds (a one-shot instrument:
  * instrument, wait, report, uninstrument), telling progress, when set,
- * every tenth of a second how far it is and the REP units recovered so
+ * four times a second how far it is and the REP units recovered so
  * far. 0 when the time has run out, 1 when padrone_session__interrupt (or
  * a leaving program's signal) cut it short; fails when not attached, when
  * seconds is not positive, or when the process exits or execs meanwhile

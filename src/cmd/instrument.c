@@ -236,7 +236,9 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.opts = instrument_opts,
 	.lower = 0,
 	.upper = -1,
-	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE,
+	/* PROFILES: padroned lets read-only commands (report, stats, info) run
+	 * during --for's wait and --hot's profile, as during a profile's */
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE | PADRONE_CMD_PROFILES,
 	.exec = instrument_exec,
 };
 

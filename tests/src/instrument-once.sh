@@ -11,7 +11,7 @@ padroned=$b/src/padroned
 . "${top_srcdir:-.}/tests/codecache/tap.sh"
 tap_setup instr-once
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..23
+echo 1..26
 : >"$tmp/out"
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
@@ -98,6 +98,35 @@ hot_two() {
 check "instrument --hot 2 --for 1 -j: the 2 hottest each instrumented or refused with a reason" \
 	hot_two
 check "after --hot, the target computes right" eval 'restored && goes_on'
+
+# through padroned: read-only commands run during --for's wait (no "busy"),
+# ^C in the client ends the wait early with the report, the original back
+: >"$tmp/d.out"
+"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+dpid=$!
+i=0
+while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+"$padrone" -p "$pid" instrument --for 600 axpy >"$tmp/rfor.out" 2>"$tmp/rfor.err" &
+cpid=$!
+i=0
+while restored && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+run rinfo "$padrone" -p "$pid" info replacements
+run rstats "$padrone" -p "$pid" stats
+check "info replacements and stats during a client's instrument --for in padroned: answered, not busy" \
+	eval 'status rinfo 0 && status rstats 0 && grep -q "^axpy  *exhaustive  *0x" "$tmp/rinfo.out" &&
+	! says rinfo busy && ! says rstats busy && kill -0 $cpid'
+kill -INT "$cpid"
+i=0
+while kill -0 "$cpid" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+wait "$cpid"
+echo $? >"$tmp/rfor.st"
+name=rfor
+check "^C in the client ends padroned's --for 600 early: status 0, the report, the original back" \
+	eval 'status rfor 0 && [ "$(ir_of rfor axpy)" -gt 0 ] && restored'
+run rdet "$padrone" -p "$pid" detach
+wait "$dpid"
+dpid=
+check "padroned detached, the target computes right" eval 'status rdet 0 && goes_on'
 
 # info replacements: the instrumented function, its mode, copy and age
 run info "$padrone" -p "$pid" instrument -m sample axpy \; info replacements
