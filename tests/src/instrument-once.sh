@@ -41,8 +41,9 @@ json_names() { grep -o '"name":"[^"]*"' "$tmp/$1.out" | cut -d'"' -f4; }
 # padroned --instrument: the report on standard output, the original back
 run once "$padroned" --pid "$pid" --instrument axpy --for 1.5
 check "padroned --instrument axpy --for 1.5: status 0, a report whose axpy ran" \
-	eval 'status once 0 && says once "^# pid $pid: 1\.[5-9][0-9]* s instrumented (exhaustive)" &&
-	[ "$(ir_of once axpy)" -gt 0 ]'
+	eval 'status once 0 && [ "$(ir_of once axpy)" -gt 0 ] &&
+	sed -n "s/^# pid $pid: \([0-9.]*\) s instrumented (exhaustive).*/\1/p" "$tmp/once.out" |
+		awk "\$1 >= 1.5 { ok = 1 } END { exit !ok }"'
 check "then the original is back and the target computes right" eval 'restored && goes_on'
 run oncej "$padroned" --pid "$pid" --instrument axpy --for 1 --json --mode sample
 check "--json --mode sample: report -j's JSON, axpy's units counted" \
