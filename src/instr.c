@@ -223,10 +223,12 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 static int release(struct padrone_session *s, void *data)
 {
 	struct instr_state *st = data;
+	/* a process that exited or exec'd has no code left to put back */
+	bool gone = padrone_session__target_state(s) != PADRONE_OK;
 	int first = 0;
 
 	for (size_t i = 0; i < st->nf; i++) {
-		int rc = st->f[i].active ? uninstrument_one(s, st, &st->f[i]) : 0;
+		int rc = st->f[i].active && !gone ? uninstrument_one(s, st, &st->f[i]) : 0;
 		if (rc < 0 && !first)
 			first = rc;
 		free_func(&st->f[i]);

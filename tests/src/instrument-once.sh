@@ -11,7 +11,7 @@ padroned=$b/src/padroned
 . "${top_srcdir:-.}/tests/codecache/tap.sh"
 tap_setup instr-once
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..26
+echo 1..27
 : >"$tmp/out"
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
@@ -177,4 +177,27 @@ else
 fi
 check "the original is back, the target computes right after all that" \
 	eval 'restored && goes_on'
+
+# the process's end during --for: the report of what was recorded, then
+# status 9 naming the exit, no other error (nothing left to put back)
+"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out2" 2>&1 &
+pid2=$!
+i=0
+while ! grep -q '^alive' "$tmp/out2" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+"$padroned" --pid "$pid2" --instrument axpy --for 600 >"$tmp/gone.out" 2>"$tmp/gone.err" &
+dpid=$!
+base2=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid2/maps)
+entry2=$((base2 + axpy))
+i=0	# until the copy is in
+while [ "$(code $entry2 $pid2)" = "$orig" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$pid2"
+i=0
+while kill -0 "$dpid" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+wait "$dpid"
+echo $? >"$tmp/gone.st"
+dpid=
+name=gone
+check "the process killed during --for 600: its report, then status 9, one message naming the exit" \
+	eval 'status gone 9 && [ "$(ir_of gone axpy)" -gt 0 ] &&
+	[ "$(cat "$tmp/gone.err")" = "padroned: process $pid2 has exited" ]'
 exit 0
