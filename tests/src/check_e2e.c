@@ -849,7 +849,9 @@ END_TEST
 START_TEST(the_threads_target_keeps_its_threads_right)
 {
 	struct tu_proc p;
-	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-d", "4", NULL };
+	/* 10 s: the target must outlive a 1.5 s profile that took 4 s under
+	 * ASan on a loaded machine */
+	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-d", "10", NULL };
 	char line[256];
 	int st;
 
@@ -876,7 +878,7 @@ END_TEST
 START_TEST(the_signals_target_loses_no_signal)
 {
 	struct tu_proc p;
-	char *argv[] = { (char *)tu_path("tests/targets/signals"), "-d", "4", NULL };
+	char *argv[] = { (char *)tu_path("tests/targets/signals"), "-d", "10", NULL };
 	char line[256];
 	int st;
 
