@@ -1,0 +1,211 @@
+/* instr_oracle: one memory kernel called over and over on known data, for
+ * checking instrumentation against valgrind's lackey and cachegrind
+ * (tests/codecache/oracle.sh).
+ *
+ * Usage: instr_oracle KERNEL CALLS
+ * KERNEL is one of
+ *	stream:  o[i] = a * x[i] + y[i] over 8192 longs per array
+ *	chase:   a walk of 16384 24-byte nodes linked in a shuffled order (a
+ *		 fixed seed), one lap per call, summing their values and
+ *		 counting each visit in the node (a read-modify-write, lackey's
+ *		 "M")
+ *	branchy: 4096 ints, each sent down one of three paths by its value:
+ *		 a histogram's update (another "M"), a call of another
+ *		 function, a subtraction
+ * The data is the same on every run and every call sees the same input
+ * (their values may change, never their addresses), so each call makes
+ * the same references. The arrays are 2 MiB aligned, so that a cache's
+ * sets see the same addresses under valgrind as natively.
+ * Prints "KERNEL=0xADDR" (where it is in this run), then "ready".
+ * CALLS > 0: calls KERNEL that many times back to back, doing nothing
+ * else (the run cachegrind and lackey watch: no other reference between
+ * two calls), prints "result R" (a checksum) and exits.
+ * CALLS = 0: calls it forever, checking each result against the first, and
+ * prints "alive CALLS bad MISMATCHES" every 50 ms.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STREAM_N 8192
+#define CHASE_N 16384
+#define BRANCHY_N 4096
+#define ALIGN (2u << 20)
+
+struct node {
+	struct node *next;
+	long value;
+	long visits;
+};
+
+static long *x, *y, *o;
+static struct node *nodes;
+static int *v;
+static long hist[8];
+
+__attribute__((noinline)) void stream(long a, const long *x, const long *y, long *o, long n)
+{
+	for (long i = 0; i < n; i++)
+		o[i] = a * x[i] + y[i];
+}
+
+__attribute__((noinline)) long chase(struct node *p, long steps)
+{
+	long sum = 0;
+
+	for (long i = 0; i < steps; i++) {
+		sum += p->value;
+		p->visits++;
+		p = p->next;
+	}
+	return sum;
+}
+
+__attribute__((noinline)) long helper(int k)
+{
+	return k * 7 + 1;
+}
+
+__attribute__((noinline)) long branchy(const int *v, long n, long *hist)
+{
+	long s = 0;
+
+	for (long i = 0; i < n; i++) {
+		int k = v[i];
+		if (k & 1)
+			hist[k & 7] += k;
+		else if (k % 3 == 0)
+			s += helper(k);
+		else
+			s -= k;
+	}
+	return s;
+}
+
+static void *aligned(size_t bytes)
+{
+	void *p = aligned_alloc(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
+
+	if (!p) {
+		perror("aligned_alloc");
+		exit(1);
+	}
+	return p;
+}
+
+/* A fixed pseudo-random sequence (no libc state: the same everywhere). */
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_random(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void setup(void)
+{
+	x = aligned(STREAM_N * sizeof *x);
+	y = aligned(STREAM_N * sizeof *y);
+	o = aligned(STREAM_N * sizeof *o);
+	for (long i = 0; i < STREAM_N; i++) {
+		x[i] = 3 * i + 1;
+		y[i] = i ^ 0x55;
+		o[i] = -1;	/* as sum leaves it */
+	}
+	/* one cycle through all nodes in a shuffled order (Sattolo) */
+	long *perm = malloc(CHASE_N * sizeof *perm);
+	nodes = aligned(CHASE_N * sizeof *nodes);
+	for (long i = 0; i < CHASE_N; i++)
+		perm[i] = i;
+	for (long i = CHASE_N - 1; i > 0; i--) {
+		long j = (long)(next_random() % (uint64_t)i), t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (long i = 0; i < CHASE_N; i++) {
+		nodes[perm[i]].next = &nodes[perm[(i + 1) % CHASE_N]];
+		nodes[perm[i]].value = perm[i] * 5 + 2;
+		nodes[perm[i]].visits = 0;
+	}
+	free(perm);
+	v = aligned(BRANCHY_N * sizeof *v);
+	for (long i = 0; i < BRANCHY_N; i++)
+		v[i] = (int)(next_random() % 1000);
+}
+
+enum kernel { STREAM, CHASE, BRANCHY };
+
+/* One call of the kernel; what it returns (stream: nothing, see sum). No
+ * other memory reference: in the counted run, cachegrind's caches see
+ * nothing but the kernel's between two calls. */
+static long call(enum kernel k)
+{
+	switch (k) {
+	case STREAM:
+		stream(5, x, y, o, STREAM_N);
+		return 0;
+	case CHASE:
+		return chase(nodes, CHASE_N);
+	default:
+		return branchy(v, BRANCHY_N, hist);
+	}
+}
+
+/* A checksum of what a call computed: its result, stream's output and
+ * branchy's histogram; then the output set to what the next call must
+ * overwrite. */
+static long sum(long result)
+{
+	long s = result;
+
+	for (long i = 0; i < STREAM_N; i++)
+		s += o[i] * (i + 1);
+	for (int i = 0; i < 8; i++)
+		s += hist[i] * (i + 1);
+	memset(o, 0xff, STREAM_N * sizeof *o);
+	memset(hist, 0, sizeof hist);
+	return s;
+}
+
+static const char *const names[] = { "stream", "chase", "branchy" };
+static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy };
+
+int main(int argc, char **argv)
+{
+	enum kernel kernel = STREAM;
+
+	while (argc == 3 && kernel <= BRANCHY && strcmp(argv[1], names[kernel]))
+		kernel++;
+	if (argc != 3 || kernel > BRANCHY) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy CALLS\n");
+		return 2;
+	}
+	long calls = atol(argv[2]);
+	setup();
+	printf("%s=%p\nready\n", names[kernel], entries[kernel]);
+	fflush(stdout);
+	if (calls > 0) {
+		long r = 0;
+		for (long c = 0; c < calls; c++)
+			r = call(kernel);
+		printf("result %ld\n", sum(r));
+		return 0;
+	}
+	long want = sum(call(kernel)), done = 1, bad = 0;
+	struct timespec last;
+	clock_gettime(CLOCK_MONOTONIC, &last);
+	for (;;) {
+		bad += sum(call(kernel)) != want;
+		done++;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - last.tv_sec) * 1000000000L + now.tv_nsec - last.tv_nsec >= 50000000L) {
+			printf("alive %ld bad %ld\n", done, bad);
+			fflush(stdout);
+			last = now;
+		}
+	}
+}
