@@ -24,10 +24,10 @@ tap_setup cc-oracle
 chmod 700 "$PADRONE_RUNDIR"
 I1=32768,8,64 D1=16384,4,64 LL=65536,8,64
 LACKEY_CALLS=3 CG_CALLS=200 LIVE_CALLS=300
-kernels="stream chase branchy"
-echo 1..12
+kernels=${ORACLE_KERNELS:-stream chase branchy}	# (a subset by hand)
+echo 1..$((4 * $(echo $kernels | wc -w)))
 if ! command -v valgrind >/dev/null; then
-	for i in $(seq 12); do skip "oracle $i" "no valgrind installed"; done
+	for k in $kernels; do for i in 1 2 3 4; do skip "$k $i" "no valgrind installed"; done; done
 	exit 0
 fi
 dpid=
