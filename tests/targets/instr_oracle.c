@@ -2,7 +2,7 @@
  * checking instrumentation against valgrind's lackey and cachegrind
  * (tests/codecache/oracle.sh).
  *
- * Usage: instr_oracle KERNEL CALLS
+ * Usage: instr_oracle KERNEL CALLS [gs]
  * KERNEL is one of
  *	stream:  o[i] = a * x[i] + y[i] over 8192 longs per array
  *	chase:   a walk of 16384 24-byte nodes linked in a shuffled order (a
@@ -22,7 +22,16 @@
  * two calls), prints "result R" (a checksum) and exits.
  * CALLS = 0: calls it forever, checking each result against the first, and
  * prints "alive CALLS bad MISMATCHES" every 50 ms.
+ * With gs, a second thread first points its gs base at a block of its own
+ * (arch_prctl, as some runtimes do) and then reads it through %gs every
+ * millisecond, counting a wrong value as a mismatch too (instrumentation
+ * needs gs and must refuse such a process); "gs set" before "ready".
  */
+#include <asm/prctl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +179,43 @@ static long sum(long result)
 	return s;
 }
 
+static atomic_long gs_bad;
+
+static void *gs_user(void *arg)
+{
+	static const unsigned long block[1] = { 0x6a5f6273u };
+	pthread_barrier_t *ready = arg;
+
+	if (syscall(SYS_arch_prctl, ARCH_SET_GS, (unsigned long)block) != 0) {
+		perror("arch_prctl");
+		exit(1);
+	}
+	pthread_barrier_wait(ready);
+	for (;;) {
+		unsigned long seen;
+		__asm__ volatile("mov %%gs:0, %0" : "=r"(seen));
+		if (seen != block[0])
+			atomic_fetch_add(&gs_bad, 1);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void start_gs_user(void)
+{
+	pthread_barrier_t ready;
+	pthread_t t;
+
+	pthread_barrier_init(&ready, NULL, 2);
+	if (pthread_create(&t, NULL, gs_user, &ready) != 0) {
+		perror("pthread_create");
+		exit(1);
+	}
+	pthread_barrier_wait(&ready);
+	printf("gs set\n");
+}
+
 static const char *const names[] = { "stream", "chase", "branchy" };
 static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy };
 
@@ -177,14 +223,16 @@ int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc == 3 && kernel <= BRANCHY && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= BRANCHY && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc != 3 || kernel > BRANCHY) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy CALLS\n");
+	if (argc < 3 || argc > 4 || kernel > BRANCHY || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy CALLS [gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
 	setup();
+	if (argc == 4)
+		start_gs_user();
 	printf("%s=%p\nready\n", names[kernel], entries[kernel]);
 	fflush(stdout);
 	if (calls > 0) {
@@ -203,7 +251,7 @@ int main(int argc, char **argv)
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if ((now.tv_sec - last.tv_sec) * 1000000000L + now.tv_nsec - last.tv_nsec >= 50000000L) {
-			printf("alive %ld bad %ld\n", done, bad);
+			printf("alive %ld bad %ld\n", done, bad + atomic_load(&gs_bad));
 			fflush(stdout);
 			last = now;
 		}
