@@ -512,13 +512,14 @@ static void first_call(struct live *l, const struct cc_func *f, bool plain, stru
 	cc_instr__free(in);
 }
 
-static const char *const oracle_kernels[] = { "chase", "branchy", "stream" };
+static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed" };
 
 /* PiPA's plan shares captured registers between references (a base used
  * again, the stack pointer across pushes and calls); the plain plan
  * captures each reference's registers anew, storing every address's
  * inputs. On instr_oracle's kernels (chase: three fields of one node
- * through one base; branchy: a call; stream: indexed arrays), one call's
+ * through one base; branchy: a call; stream: indexed arrays; mixed: rep
+ * movsb, SSE loads), one call's
  * recovered stream under each must be the same reference for reference:
  * each call of a kernel makes the same references. */
 START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
@@ -572,7 +573,7 @@ int main(void)
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
-	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 3);
+	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 4);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

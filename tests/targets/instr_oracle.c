@@ -12,6 +12,9 @@
  *	branchy: 4096 ints, each sent down one of three paths by its value:
  *		 a histogram's update (another "M"), a call of another
  *		 function, a subtraction
+ *	mixed:   a rep movsb of 4096 bytes, 16-byte unaligned SSE loads over
+ *		 them (some straddling two lines), an 8-byte load straddling
+ *		 two lines, a call; its stack frame made with sub/add
  * The data is the same on every run and every call sees the same input
  * (their values may change, never their addresses), so each call makes
  * the same references. The arrays are 2 MiB aligned, so that a cache's
@@ -28,6 +31,7 @@
  * needs gs and must refuse such a process); "gs set" before "ready".
  */
 #include <asm/prctl.h>
+#include <emmintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -41,6 +45,7 @@
 #define STREAM_N 8192
 #define CHASE_N 16384
 #define BRANCHY_N 4096
+#define MIXED_N 4096
 #define ALIGN (2u << 20)
 
 struct node {
@@ -52,6 +57,7 @@ struct node {
 static long *x, *y, *o;
 static struct node *nodes;
 static int *v;
+static unsigned char *src, *dst;
 static long hist[8];
 
 __attribute__((noinline)) void stream(long a, const long *x, const long *y, long *o, long n)
@@ -91,6 +97,22 @@ __attribute__((noinline)) long branchy(const int *v, long n, long *hist)
 			s -= k;
 	}
 	return s;
+}
+
+__attribute__((noinline)) long mixed(const unsigned char *src, unsigned char *dst, long n)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	long c = n;
+
+	__asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(c) : : "memory");
+	__m128i acc = _mm_setzero_si128();
+	for (long i = 0; i + 17 <= n; i += 16)
+		acc = _mm_add_epi64(acc, _mm_loadu_si128((const __m128i *)(dst + i + 1)));
+	long lo = _mm_cvtsi128_si64(acc), hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+	long w;
+	memcpy(&w, dst + 60, sizeof w);
+	return lo + hi + w + helper((int)(w & 0xff));
 }
 
 static void *aligned(size_t bytes)
@@ -143,9 +165,13 @@ static void setup(void)
 	v = aligned(BRANCHY_N * sizeof *v);
 	for (long i = 0; i < BRANCHY_N; i++)
 		v[i] = (int)(next_random() % 1000);
+	src = aligned(MIXED_N);
+	dst = aligned(MIXED_N);
+	for (long i = 0; i < MIXED_N; i++)
+		src[i] = (unsigned char)next_random();
 }
 
-enum kernel { STREAM, CHASE, BRANCHY };
+enum kernel { STREAM, CHASE, BRANCHY, MIXED };
 
 /* One call of the kernel; what it returns (stream: nothing, see sum). No
  * other memory reference: in the counted run, cachegrind's caches see
@@ -158,8 +184,10 @@ static long call(enum kernel k)
 		return 0;
 	case CHASE:
 		return chase(nodes, CHASE_N);
-	default:
+	case BRANCHY:
 		return branchy(v, BRANCHY_N, hist);
+	default:
+		return mixed(src, dst, MIXED_N);
 	}
 }
 
@@ -216,17 +244,17 @@ static void start_gs_user(void)
 	printf("gs set\n");
 }
 
-static const char *const names[] = { "stream", "chase", "branchy" };
-static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy };
+static const char *const names[] = { "stream", "chase", "branchy", "mixed" };
+static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed };
 
 int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc >= 3 && kernel <= BRANCHY && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= MIXED && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc < 3 || argc > 4 || kernel > BRANCHY || (argc == 4 && strcmp(argv[3], "gs"))) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy CALLS [gs]\n");
+	if (argc < 3 || argc > 4 || kernel > MIXED || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed CALLS [gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
