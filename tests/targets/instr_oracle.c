@@ -14,7 +14,9 @@
  *		 function, a subtraction
  *	mixed:   a rep movsb of 4096 bytes, 16-byte unaligned SSE loads over
  *		 them (some straddling two lines), an 8-byte load straddling
- *		 two lines, a call; its stack frame made with sub/add
+ *		 two lines, a repne scasb stopping on the byte it looks for,
+ *		 a locked add, an xchg and a lock cmpxchg with memory, a push
+ *		 of memory, a call
  * The data is the same on every run and every call sees the same input
  * (their values may change, never their addresses), so each call makes
  * the same references. The arrays are 2 MiB aligned, so that a cache's
@@ -46,6 +48,8 @@
 #define CHASE_N 16384
 #define BRANCHY_N 4096
 #define MIXED_N 4096
+#define MARK 0xab
+#define MARK_AT 1000
 #define ALIGN (2u << 20)
 
 struct node {
@@ -112,7 +116,19 @@ __attribute__((noinline)) long mixed(const unsigned char *src, unsigned char *ds
 	long lo = _mm_cvtsi128_si64(acc), hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
 	long w;
 	memcpy(&w, dst + 60, sizeof w);
-	return lo + hi + w + helper((int)(w & 0xff));
+	/* repne scasb: where the one MARK byte is, stopping on it (rcx left
+	 * above 0); a locked add, an xchg with memory and a lock cmpxchg
+	 * (valgrind traces the first two as a load and a modify, the third as
+	 * a modify); a push of memory */
+	unsigned char *at = dst;
+	long left = n;
+	__asm__ volatile("repne scasb" : "+D"(at), "+c"(left) : "a"(MARK) : "memory", "cc");
+	__atomic_fetch_add(&hist[1], left, __ATOMIC_SEQ_CST);
+	long popped, swapped = left, expected = 0;
+	__asm__ volatile("push %1\n\tpop %0" : "=r"(popped) : "m"(hist[3]));
+	__asm__ volatile("xchg %0, %1" : "+m"(hist[4]), "+r"(swapped));
+	__asm__ volatile("lock cmpxchg %2, %0" : "+m"(hist[5]), "+a"(expected) : "r"(w) : "cc");
+	return lo + hi + w + (at - dst) + popped + helper((int)(w & 0xff));
 }
 
 static void *aligned(size_t bytes)
@@ -167,8 +183,12 @@ static void setup(void)
 		v[i] = (int)(next_random() % 1000);
 	src = aligned(MIXED_N);
 	dst = aligned(MIXED_N);
-	for (long i = 0; i < MIXED_N; i++)
+	for (long i = 0; i < MIXED_N; i++) {
 		src[i] = (unsigned char)next_random();
+		if (src[i] == MARK)
+			src[i]++;
+	}
+	src[MARK_AT] = MARK;
 }
 
 enum kernel { STREAM, CHASE, BRANCHY, MIXED };
