@@ -578,6 +578,14 @@ START_TEST(build_captures_rcx_after_and_rflags)
 			flags = !b.caps[c].after && b.caps[c].reg == REP_REG_RFLAGS && b.caps[c].insn == 1;
 	}
 	ck_assert(after && flags);
+	/* in instruction order, an instruction's captures before it first (the
+	 * instrumenter lays them out in one pass) */
+	for (uint32_t c = 1; c < b.ncaps; c++)
+		ck_assert_msg(b.caps[c - 1].insn < b.caps[c].insn ||
+			      (b.caps[c - 1].insn == b.caps[c].insn &&
+			       b.caps[c - 1].after <= b.caps[c].after),
+			      "capture %u (insn %u, after %u) follows insn %u, after %u", c,
+			      b.caps[c].insn, b.caps[c].after, b.caps[c - 1].insn, b.caps[c - 1].after);
 	uint64_t regs[3][REP_NREGS] = { { 0 } };
 	regs[0][REP_REG_RBX] = regs[1][REP_REG_RBX] = 0x8000;
 	regs[1][REP_REG_RDI] = 0x9004;
