@@ -111,6 +111,7 @@ live() {
 	run "$k.ins" "$padrone" -p "$pid" instrument --I1 $I1 --D1 $D1 --LL $LL "$k" || return 1
 	status "$k.ins" 0 || return 1
 	[ "$(code "$entry")" != "$orig" ] || return 1
+	wait_for '^alive' || return 1	# a line written since: its calls ran the copy
 	c0=$(calls)
 	i=0
 	while [ "$(calls)" -lt $((c0 + LIVE_CALLS)) ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
