@@ -433,6 +433,10 @@ struct cc_instr_opts {
 	 * still stopped, so that a clone event right after the resume already
 	 * finds it for cc_instr__thread_new */
 	struct cc_instr *_Atomic *publish;
+	/* tests only: the plain capture plan, each reference's registers
+	 * captured anew (no PiPA slot sharing), the oracle of the optimised
+	 * one's addresses */
+	bool plain_plan;
 };
 
 int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,

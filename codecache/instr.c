@@ -148,7 +148,8 @@ static int plan_units(struct cc_instr *in)
 				return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 			for (uint32_t i = 0; i < u->n; i++)
 				ri[i] = in->insns[first + i].rep;
-			rc = rep_build(ri, u->n, u->id, REP_OPT_STACK | REP_OPT_BASE, &u->b);
+			rc = rep_build(ri, u->n, u->id,
+				       in->o.plain_plan ? 0 : REP_OPT_STACK | REP_OPT_BASE, &u->b);
 			free(ri);
 			if (rc < 0)
 				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "

@@ -248,10 +248,12 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 static int release(struct padrone_session *s, void *data)
 {
 	struct instr_state *st = data;
+	/* a process that exited or exec'd has no code left to put back */
+	bool gone = padrone_session__target_state(s) != PADRONE_OK;
 	int first = 0;
 
 	for (size_t i = 0; i < st->nf; i++) {
-		int rc = st->f[i].active ? uninstrument_one(s, st, &st->f[i]) : 0;
+		int rc = st->f[i].active && !gone ? uninstrument_one(s, st, &st->f[i]) : 0;
 		if (rc < 0 && !first)
 			first = rc;
 		free_func(&st->f[i]);
@@ -720,6 +722,11 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		snprintf(pf->module, sizeof pf->module, "%s", f->module);
 		pf->module_base = f->module_base;
 		r->seconds += func_seconds(f);
+		/* this time's, for info's "since" */
+		pf->seconds = (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		uint64_t copy_size;
+		if (f->in)	/* released once uninstrumented */
+			cc_instr__copy(f->in, &pf->copy, &copy_size);
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;
 		for (size_t k = 0; k < nrows; k++) {

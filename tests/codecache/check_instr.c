@@ -441,6 +441,129 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 }
 END_TEST
 
+/* ------------------------------------------------- the plain plan as oracle */
+
+/* The references of the first whole call a ring carries (from one
+ * execution of the entry to the next), recorded by its consumer. */
+struct one_call {
+	uint64_t entry;
+	struct rep_ref *refs;
+	size_t n, cap;
+	int state;		/* 0 before the first entry, 1 inside, 2 done */
+	struct cab_consumer *cons;
+	struct rep_recover *rec;
+	volatile int stop;
+};
+
+static void record(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct one_call *c = arg;
+
+	for (size_t k = 0; k < n && c->state < 2; k++) {
+		if (refs[k].type == REP_REF_INSTR && refs[k].pc == c->entry)
+			__atomic_store_n(&c->state, c->state + 1, __ATOMIC_RELEASE);
+		if (c->state != 1)
+			continue;
+		if (c->n == c->cap) {
+			c->cap = c->cap ? 2 * c->cap : 1 << 16;
+			c->refs = realloc(c->refs, c->cap * sizeof *c->refs);
+			ck_assert_ptr_nonnull(c->refs);
+		}
+		c->refs[c->n++] = refs[k];
+	}
+}
+
+static void *consume_call(void *arg)
+{
+	struct one_call *c = arg;
+
+	cab_consumer__run(c->cons, rep_recover__cab_fn, c->rec, &c->stop);
+	rep_recover__flush(c->rec);
+	return NULL;
+}
+
+/* Instrument f (with the plain plan or PiPA's), record the first whole call
+ * of the target's one thread, uninstrument. */
+static void first_call(struct live *l, const struct cc_func *f, bool plain, struct one_call *c)
+{
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o, .plain_plan = plain };
+	pthread_t th;
+	pid_t tid;
+
+	memset(c, 0, sizeof *c);
+	c->entry = f->addr;
+	ck_assert_msg(cc_cache__instrument(l->c, f, &o, &in) == 0, "%s", cc_cache__errmsg(l->c));
+	ck_assert_uint_eq(cc_instr__thread_count(in), 1);
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, c, &c->rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c->cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, c), 0);
+	for (int w = 0; w < 3000 && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) < 2; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_msg(cc_cache__uninstrument(l->c, in, NULL) == 0, "%s", cc_cache__errmsg(l->c));
+	for (int w = 0; w < 1000 && !cab_consumer__eof(c->cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	c->stop = 1;
+	pthread_join(th, NULL);
+	ck_assert_int_eq(c->state, 2);
+	cab_consumer__close(c->cons);
+	rep_recover__free(c->rec);
+	cc_instr__free(in);
+}
+
+static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed" };
+
+/* PiPA's plan shares captured registers between references (a base used
+ * again, the stack pointer across pushes and calls); the plain plan
+ * captures each reference's registers anew, storing every address's
+ * inputs. On instr_oracle's kernels (chase: three fields of one node
+ * through one base; branchy: a call; stream: indexed arrays; mixed: rep
+ * movsb, SSE loads), one call's
+ * recovered stream under each must be the same reference for reference:
+ * each call of a kernel makes the same references. */
+START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
+{
+	const char *kernel = oracle_kernels[_i];
+	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), (char *)kernel, "0", NULL };
+	char line[256], want[32];
+	struct attach_error aerr;
+	struct cc_error err;
+	struct live l;
+
+	memset(&l, 0, sizeof l);
+	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&l.p, "ready", line, sizeof line, 10000), 0);
+	alive(&l);
+	ck_assert_msg(attach_seize(l.p.pid, NULL, &l.t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l.t, NULL, &l.c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l.p.pid, &l.sy, &err) == 0, "%s", err.msg);
+	struct cc_func f = func(&l, kernel);
+	struct one_call pipa, plain;
+	first_call(&l, &f, false, &pipa);
+	first_call(&l, &f, true, &plain);
+	size_t data = 0;
+	for (size_t k = 0; k < plain.n; k++)
+		data += plain.refs[k].type != REP_REF_INSTR;
+	ck_assert_msg(data > 4000, "%s: %zu data references in a call", kernel, data);
+	snprintf(want, sizeof want, "%zu references", plain.n);
+	for (size_t k = 0; k < pipa.n && k < plain.n; k++) {
+		const struct rep_ref *a = &pipa.refs[k], *b = &plain.refs[k];
+		ck_assert_msg(a->pc == b->pc && a->addr == b->addr && a->size == b->size &&
+			      a->type == b->type, "%s: reference %zu: PiPA's pc 0x%" PRIx64 " addr 0x%"
+			      PRIx64 " size %u type %u, the plain plan's pc 0x%" PRIx64 " addr 0x%"
+			      PRIx64 " size %u type %u", kernel, k, a->pc, a->addr, a->size, a->type,
+			      b->pc, b->addr, b->size, b->type);
+	}
+	ck_assert_msg(pipa.n == plain.n, "%s: PiPA's plan: %zu references, the plain one: %s",
+		      kernel, pipa.n, want);
+	free(pipa.refs);
+	free(plain.refs);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -450,6 +573,7 @@ int main(void)
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
+	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 4);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
