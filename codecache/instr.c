@@ -67,6 +67,9 @@ struct cc_instr {
 	struct cfg_function *cfg;
 	struct ci_insn *insns;
 	size_t ninsns;
+	uint64_t *insn_at, *insn_off;	/* per instruction: where its captures and
+					 * its relocated copy begin (instr-move.c) */
+	bool *unit_start;
 	struct unit *units;
 	size_t nunits;
 	struct rep_table *table;
@@ -312,10 +315,14 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 	for (uint32_t i = 0; i < u->n; i++) {
 		const struct ci_insn *ci = &in->insns[u->first + i];
 		bool last = i + 1 == u->n;
+		if (!o->buf)
+			in->insn_at[u->first + i] = o->at;
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
 			emit_capture(o, &b->caps[c]);
 		if (last && transfers(ci))
 			emit_commit(o, in, u);
+		if (!o->buf)
+			in->insn_off[u->first + i] = o->at;
 		emit_insn(o, in, ci);
 		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
 			emit_capture(o, &b->caps[c]);
@@ -534,6 +541,13 @@ static int build_plan(struct cc_instr *in)
 	}
 	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0)
 		return rc;
+	in->insn_at = calloc(in->ninsns, sizeof *in->insn_at);
+	in->insn_off = calloc(in->ninsns, sizeof *in->insn_off);
+	in->unit_start = calloc(in->ninsns, sizeof *in->unit_start);
+	if (!in->insn_at || !in->insn_off || !in->unit_start)
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++)
+		in->unit_start[in->units[i].first] = true;
 	for (size_t i = 0; i < in->ninsns; i++)
 		if (in->insns[i].kind == CI_LOOPLIKE && cfg_function__block_at(in->cfg,
 								   in->insns[i].target) >= 0)
@@ -606,10 +620,70 @@ static int set_gs(struct cc_instr *in)
 	return 0;
 }
 
+/* ------------------------------------------------------------ threads */
+
+static void copy_map(const struct cc_instr *in, struct ci_map *m)
+{
+	*m = (struct ci_map){ .func = in->fn.addr, .size = in->fn.size, .code = in->code,
+			      .units_end = in->stub_off, .insns = in->insns, .n = in->ninsns,
+			      .at = in->insn_at, .insn = in->insn_off,
+			      .unit_start = in->unit_start };
+}
+
+static int move_thread(struct cc_instr *in, const struct ci_map *m, pid_t tid, bool back,
+		       bool *moved)
+{
+	struct attach_target *t = in->c->t;
+	struct user_regs_struct regs;
+	int rc = attach_target__get_regs(t, tid, &regs);
+
+	if (rc == 0)
+		rc = back ? ci_move_out(t, m, tid, &regs, moved) : ci_move_in(t, m, tid, &regs, moved);
+	if (rc == 0 && *moved)
+		rc = attach_target__set_regs(t, tid, &regs);
+	return rc;
+}
+
+/* World stopped, the copy written: the threads inside the function go
+ * into it (moved: which did). */
+static int move_threads_in(struct cc_instr *in, const pid_t *tids, size_t n, pid_t *moved,
+			   size_t *nmoved)
+{
+	struct ci_map m;
+
+	copy_map(in, &m);
+	*nmoved = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool did = false;
+		int rc = move_thread(in, &m, tids[i], false, &did);
+		if (rc < 0)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot move thread %d into the "
+					"instrumented copy of %s: %s", tids[i], in->name,
+					attach_target__errmsg(in->c->t));
+		if (did)
+			moved[(*nmoved)++] = tids[i];
+	}
+	return 0;
+}
+
+/* The install failed: the threads moved in go back (each is where the
+ * copy holds the original's registers). */
+static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
+{
+	struct ci_map m;
+
+	copy_map(in, &m);
+	for (size_t i = 0; i < n; i++) {
+		bool did;
+		move_thread(in, &m, moved[i], true, &did);
+	}
+}
+
 /* World stopped: threads, gs, rings, state, the redirection. */
 static int install(struct cc_instr *in, struct cc_job *j)
 {
-	pid_t tids[MAX_THREADS];
+	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
+	size_t nmoved = 0;
 	uint64_t detour = 0;
 	size_t dsize = 0;
 	int n = attach_target__threads(in->c->t, tids, MAX_THREADS), rc;
@@ -629,10 +703,16 @@ static int install(struct cc_instr *in, struct cc_job *j)
 		{ in->data, in->data_size, CC_DATA, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	if ((rc = set_gs(in)) == 0) {
+	if ((rc = set_gs(in)) == 0 &&
+	    (rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved)) == 0) {
 		const struct unit *entry = unit_at(in, in->fn.addr);
 		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 3 : 2, in->data,
 				   NULL);
+	}
+	if (rc == 0 && nmoved) {
+		cc__job_add_moved(j, (unsigned)nmoved);
+		cc__job_say(j, "moved %zu thread%s inside %s into its instrumented copy", nmoved,
+			    nmoved == 1 ? "" : "s", in->name);
 	}
 	if (rc == 0) {
 		in->installed = true;
@@ -640,6 +720,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 			atomic_store(in->o.publish, in);
 	}
 	if (rc < 0) {
+		move_threads_back(in, moved, nmoved);
 		reset_gs(in);
 		if (detour)
 			cc_cache__free(in->c, detour, dsize);
@@ -719,6 +800,46 @@ err:
 	return rc;
 }
 
+static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
+		       uint64_t detour)
+{
+	int rc = attach_target__stop(c->t);
+
+	if (rc < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
+				attach_target__errmsg(c->t));
+	rc = ci_unlink(c, m, prefix, detour);
+	int rrc = attach_target__resume(c->t);
+	return rc < 0 ? rc : rrc < 0 ? cc__fail(c, CC_PHASE_RESTORE, rrc, "cannot resume process "
+						"%d: %s", c->pid, attach_target__errmsg(c->t)) : 0;
+}
+
+/* The original back: the copy unlinked first (each thread in it leaves at
+ * its next unit, its current one written whole: instr-move.c), then the
+ * entry restored; the copy is freed once no thread is in it and no stack
+ * returns into it (the grace period, as for a replacement). */
+static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
+			      const struct cc_patch_opts *o)
+{
+	struct cc_dir_redir *r = cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE);
+	struct cc_reloc *prefix = NULL;
+	char keep[sizeof c->errmsg];
+	struct ci_map m;
+
+	if (!r || cc__redir_find(c, in->fn.addr, CC_REDIR_MEASURE))
+		return cc_cache__restore(c, in->fn.addr, in->name, o);
+	memcpy(keep, c->errmsg, sizeof keep);
+	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
+		memcpy(c->errmsg, keep, sizeof keep);	/* its threads wait instead */
+	copy_map(in, &m);
+	int rc = unlink_copy(c, &m, prefix, r->detour);
+	struct cc_undo_stub back = { 0, 0, prefix, prefix ? r->detour : 0 };
+	if (rc == 0)
+		rc = cc__undo(c, r->id, o, &back);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			   const struct cc_patch_opts *opts)
 {
@@ -739,7 +860,7 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			cc_cache__write(c, in->data + i * IS_SIZE + IS_QUIT, &one, sizeof one);
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
-	if ((rc = cc_cache__restore(c, in->fn.addr, in->name, &o)) < 0)
+	if ((rc = restore_moving_out(c, in, &o)) < 0)
 		return rc;
 	in->removed = true;
 	if (user)
@@ -805,6 +926,9 @@ void cc_instr__free(struct cc_instr *in)
 		rep_built__free(&in->units[i].b);
 	free(in->units);
 	free(in->insns);
+	free(in->insn_at);
+	free(in->insn_off);
+	free(in->unit_start);
 	rep_table__free(in->table);
 	cfg_function__free(in->cfg);
 	free(in);

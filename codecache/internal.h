@@ -97,6 +97,8 @@ void cc__job_set_stub_end(struct cc_job *j, uint64_t end);
 int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size);
 /* The job's own report, to add a line to. */
 void cc__job_say(struct cc_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Threads the caller moved in the job's stop (its stats). */
+void cc__job_add_moved(struct cc_job *j, unsigned n);
 
 /* Undoing a measuring stub: threads in [lo, hi) are stepped out, those in
  * the prefix copy moved back to the original. */

@@ -1,7 +1,7 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin]]]   (2 threads, N = 1000)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
  * (built without vectorization: per element one read of x[i], one of y[i],
@@ -11,6 +11,11 @@
  * With churn, the main thread also starts a short-lived thread every 50 ms
  * that calls axpy 20 times on arrays of its own, checks them and exits
  * (its calls and mismatches counted too, after "churned T").
+ * With spin, each thread instead enters spin(), which never returns: it
+ * computes the same kernel over and over inline, counting its passes; the
+ * main thread prints "spinning" once every thread has made a pass, then
+ * every 50 ms "alive PASSES bad MISMATCHES", checking the threads' o
+ * arrays itself (each pass writes the same values).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,13 +36,30 @@ struct worker {
 	long k;
 	long *x, *y, *o;
 	pthread_barrier_t *b;
+	volatile long passes;
+	int spin;
 };
+
+/* Never returns: the kernel, pass after pass, inline (no call). */
+__attribute__((noinline)) void spin(long a, const long *x, const long *y, long *o, long n,
+				    volatile long *passes)
+{
+	for (;;) {
+		for (long i = 0; i < n; i++)
+			o[i] = a * x[i] + y[i];
+		*passes += 1;
+	}
+}
+
+#define SPIN_A 5
 
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 
 	pthread_barrier_wait(w->b);
+	if (w->spin)
+		spin(SPIN_A, w->x, w->y, w->o, n, &w->passes);
 	for (long round = 0;; round++) {
 		long a = 3 + (round & 7);
 		axpy(a, w->x, w->y, w->o, n);
@@ -79,12 +101,47 @@ static void *short_lived(void *arg)
 	return NULL;
 }
 
+static long spun(struct worker *ws, long nthreads, long *least)
+{
+	long all = 0;
+
+	*least = -1;
+	for (long k = 0; k < nthreads; k++) {
+		long p = ws[k].passes;
+		all += p;
+		if (*least < 0 || p < *least)
+			*least = p;
+	}
+	return all;
+}
+
+__attribute__((noreturn)) static void watch_spinners(struct worker *ws, long nthreads)
+{
+	struct timespec ts = { 0, 50000000 };
+	long least;
+
+	while (spun(ws, nthreads, &least), least < 1)
+		nanosleep(&ts, NULL);
+	printf("spinning\n");
+	fflush(stdout);
+	for (;;) {
+		nanosleep(&ts, NULL);
+		long miss = 0, all = spun(ws, nthreads, &least);
+		for (long k = 0; k < nthreads; k++)
+			for (long i = 0; i < n; i++)
+				miss += ws[k].o[i] != SPIN_A * ws[k].x[i] + ws[k].y[i];
+		printf("alive %ld bad %ld\n", all, miss);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	long nthreads = argc > 1 ? atol(argv[1]) : 2;
 	if (argc > 2)
 		n = atol(argv[2]);
 	int churn = argc > 3 && argv[3][0] == 'c';
+	int spinning = argc > 3 && argv[3][0] == 's';
 	if (nthreads < 1 || nthreads > 64 || n < 1)
 		return 2;
 	pthread_barrier_t b;
@@ -94,6 +151,7 @@ int main(int argc, char **argv)
 		struct worker *w = &ws[k];
 		w->k = k;
 		w->b = &b;
+		w->spin = spinning;
 		w->x = malloc((size_t)n * sizeof(long));
 		w->y = malloc((size_t)n * sizeof(long));
 		w->o = malloc((size_t)n * sizeof(long));
@@ -109,6 +167,8 @@ int main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	pthread_barrier_wait(&b);
+	if (spinning)
+		watch_spinners(ws, nthreads);
 	for (;;) {
 		struct timespec ts = { 0, 50000000 };
 		nanosleep(&ts, NULL);
