@@ -19,8 +19,8 @@
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
  * of the interrupted unit (its addresses are then wrong, the target's
- * registers are not); threads already inside the function finish their
- * current call in the original (as replace does); jump tables are refused;
+ * registers are not); threads already inside the function are moved into
+ * the copy and back out (instr-move.c); jump tables are refused;
  * a fork()ed child inherits the mappings and would write into the parent's
  * ring.
  */
