@@ -189,6 +189,12 @@ enum attach_event_kind {
 	ATTACH_EV_EXEC,		/* the process exec'd (parent_tid: the thread that
 				 * called exec); t is now dead */
 	ATTACH_EV_EXIT,		/* the process exited (status in .status) */
+	ATTACH_EV_FORK,		/* tid is a new process that parent_tid made (fork,
+				 * vfork, posix_spawn, a clone without
+				 * CLONE_THREAD), held at its first stop: it has
+				 * the parent's gs_base, which the callback may
+				 * change (set_gs_base works on it); it is let go
+				 * (detached) right after */
 };
 struct attach_event {
 	enum attach_event_kind kind;

@@ -42,6 +42,7 @@ struct stream {
 	/* the pattern: element i, phase 0 x, 1 y, 2 o; where the stream
 	 * began (a thread moved into the copy mid-call begins there) */
 	uint64_t i, phase, calls, refs, errors, first_ref;
+	uint64_t units;			/* recovered, once closed */
 	char first_error[200];
 };
 
@@ -223,7 +224,7 @@ static void new_thread(struct attach_target *t, const struct attach_event *ev, v
 
 	(void)t;
 	(void)arg;
-	if (ev->kind == ATTACH_EV_THREAD_NEW && in)
+	if ((ev->kind == ATTACH_EV_THREAD_NEW || ev->kind == ATTACH_EV_FORK) && in)
 		cc_instr__thread_new(in, ev->tid);
 }
 
@@ -477,6 +478,9 @@ static void close_stream(struct stream *s)
 	s->stop = 1;
 	pthread_join(s->th, NULL);
 	cab_consumer__stats(s->cons, &cs);
+	struct rep_recover_stats rs;
+	rep_recover__stats(s->rec, &rs);
+	s->units = rs.units;
 	ck_assert_msg(s->errors == 0, "%" PRIu64 " wrong references, first: %s", s->errors,
 		      s->first_error);
 	ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0, "thread %d: %" PRIu64 " units "
@@ -598,6 +602,56 @@ START_TEST(eight_threads_inside_the_function_go_on_in_the_copy_exactly)
 }
 END_TEST
 
+/* Children made while instrumented, by fork, vfork and posix_spawn,
+ * inherit the patched code and the gs_base of the thread that made them
+ * (main's, whose ring padrone reads): pointed at the sink at their fork
+ * event, they compute right (their exit status says) and never write into
+ * main's ring (main never calls axpy itself). */
+START_TEST(forked_children_run_right_and_never_write_into_the_rings)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_T + 2];
+	char line[256];
+	long ok = 0, nbad = 0, first = -1;
+
+	start_with(&l, "2", "fork");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	/* nine children (three of each kind) made while instrumented */
+	for (int i = 0; i < 1000 && (first < 0 || ok < first + 9); i++) {
+		ck_assert_msg(tu_wait_for(&l.p, "forked ", line, sizeof line, 10000) >= 0,
+			      "no child");
+		ck_assert_int_eq(sscanf(line, "forked %ld bad %ld", &ok, &nbad), 2);
+		ck_assert_msg(nbad == 0, "a child made while instrumented failed: %s", line);
+		if (first < 0)
+			first = ok;
+	}
+	ck_assert_int_ge(ok, first + 9);
+	for (int w = 0; w < 3000 && busy_rings(ss, nr, 20) < l.nthreads; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	alive(&l);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	for (size_t i = 0; i < nr; i++) {
+		close_stream(&ss[i]);
+		if (i == 0)
+			ck_assert_msg(ss[i].units == 0, "main's ring got %" PRIu64 " units of the "
+				      "children it made", ss[i].units);
+	}
+	ck_assert_uint_ge(busy_rings(ss, nr, 20), l.nthreads);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	ck_assert_msg(tu_wait_for(&l.p, "forked ", line, sizeof line, 10000) >= 0, "no child");
+	ck_assert_int_eq(sscanf(line, "forked %ld bad %ld", &ok, &nbad), 2);
+	ck_assert_int_eq(nbad, 0);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -609,6 +663,7 @@ int main(void)
 	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);
 	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
+	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

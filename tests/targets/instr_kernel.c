@@ -1,7 +1,8 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn|spin]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork]]]   (2 threads, N = 1000)
+ *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
  * (built without vectorization: per element one read of x[i], one of y[i],
@@ -16,11 +17,20 @@
  * main thread prints "spinning" once every thread has made a pass, then
  * every 50 ms "alive PASSES bad MISMATCHES", checking the threads' o
  * arrays itself (each pass writes the same values).
+ * With fork, the main thread also makes a child every 50 ms, in turn by
+ * fork, vfork and posix_spawn of "instr_kernel child N"; each child calls
+ * axpy 20 times on arrays of its own and exits 0 only if every result was
+ * right (the spawned one also prints "child ok"); the main thread waits for
+ * it and prints "forked OK bad FAILED" (children so far).
  */
 #include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static long n = 1000;
@@ -101,6 +111,57 @@ static void *short_lived(void *arg)
 	return NULL;
 }
 
+/* axpy 20 times on arrays (of n longs) of the caller's; wrong results. */
+static long axpy_checked(long *x, long *y, long *o)
+{
+	long miss = 0;
+
+	for (long i = 0; i < n; i++) {
+		x[i] = 5 * i + 1;
+		y[i] = i - 7;
+	}
+	for (long round = 0; round < 20; round++) {
+		axpy(round, x, y, o, n);
+		for (long i = 0; i < n; i++)
+			miss += o[i] != round * x[i] + y[i];
+	}
+	return miss;
+}
+
+extern char **environ;
+static long child_arrays[3][1 << 16];
+
+/* One child, by fork (kind 0), vfork (1) or posix_spawn (2): whether it
+ * ran right (exit status 0). */
+static int one_child(int kind, char *self)
+{
+	pid_t pid;
+	int status;
+
+	if (kind == 0) {
+		long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
+		long *o = malloc((size_t)n * sizeof(long));
+		if ((pid = fork()) == 0)
+			_exit(axpy_checked(x, y, o) ? 1 : 0);
+		free(x);
+		free(y);
+		free(o);
+	} else if (kind == 1) {
+		/* shares our memory until it exits: arrays set aside for it */
+		if ((pid = vfork()) == 0)
+			_exit(axpy_checked(child_arrays[0], child_arrays[1], child_arrays[2]) ? 1 : 0);
+	} else {
+		char len[32];
+		snprintf(len, sizeof len, "%ld", n);
+		char *argv[] = { self, "child", len, NULL };
+		if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+			return 0;
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 static long spun(struct worker *ws, long nthreads, long *least)
 {
 	long all = 0;
@@ -137,11 +198,24 @@ __attribute__((noreturn)) static void watch_spinners(struct worker *ws, long nth
 
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "child") == 0) {
+		n = atol(argv[2]);
+		long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
+		long *o = malloc((size_t)n * sizeof(long));
+		long miss = axpy_checked(x, y, o);
+		if (!miss)
+			printf("child ok\n");
+		return miss ? 1 : 0;
+	}
 	long nthreads = argc > 1 ? atol(argv[1]) : 2;
 	if (argc > 2)
 		n = atol(argv[2]);
 	int churn = argc > 3 && argv[3][0] == 'c';
 	int spinning = argc > 3 && argv[3][0] == 's';
+	int forking = argc > 3 && argv[3][0] == 'f';
+	long forked = 0, failed = 0;
+	if (forking && n > (1 << 16))
+		return 2;
 	if (nthreads < 1 || nthreads > 64 || n < 1)
 		return 2;
 	pthread_barrier_t b;
@@ -177,6 +251,14 @@ int main(int argc, char **argv)
 			if (pthread_create(&t, NULL, short_lived, NULL) == 0)
 				pthread_detach(t);
 			printf("churned %ld\n", atomic_load(&churned));
+		}
+		if (forking) {
+			fflush(stdout);		/* not twice through a forked child */
+			if (one_child((int)(forked + failed) % 3, argv[0]))
+				forked++;
+			else
+				failed++;
+			printf("forked %ld bad %ld\n", forked, failed);
 		}
 		printf("alive %ld bad %ld\n", atomic_load(&calls), atomic_load(&bad));
 		fflush(stdout);
