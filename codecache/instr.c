@@ -53,7 +53,8 @@ struct unit {
 };
 
 struct ring {
-	pid_t tid;
+	pid_t tid;		/* writing it now, or last (atomic: read by consumers) */
+	bool free;		/* no live thread writes it (tracer thread only) */
 	int target_fd;
 	uint64_t map, len;	/* in the target */
 	struct cab_ring *r;
@@ -508,7 +509,8 @@ static int check_gs(struct cc_instr *in, const pid_t *tids, size_t n)
 static void reset_gs(struct cc_instr *in)
 {
 	for (size_t i = 0; i < in->nrings; i++)
-		attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
+		if (!in->rings[i].free)
+			attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
 }
 
 static int build_plan(struct cc_instr *in)
@@ -575,10 +577,12 @@ static int place_code(struct cc_instr *in)
 	return rc;
 }
 
-/* Rings and state blocks for these threads (world stopped). */
-static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
+/* Rings and state blocks for these threads and the spares (world
+ * stopped). */
+static int place_rings(struct cc_instr *in, const pid_t *tids, size_t nlive)
 {
 	static const char name[] = "padrone-ring";
+	size_t n = nlive + (in->o.spare_rings ? in->o.spare_rings : 4);
 	int rc;
 
 	in->data_size = (n + 1) * IS_SIZE + 64;
@@ -590,7 +594,8 @@ static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
 	if (!(in->rings = calloc(n, sizeof *in->rings)))
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		in->rings[i].tid = tids[i];
+		in->rings[i].tid = i < nlive ? tids[i] : 0;
+		in->rings[i].free = i >= nlive;
 		in->rings[i].target_fd = -1;
 		in->nrings++;
 		if ((rc = make_ring(in, &in->rings[i], name_at)) < 0)
@@ -611,6 +616,8 @@ static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
 static int set_gs(struct cc_instr *in)
 {
 	for (size_t i = 0; i < in->nrings; i++) {
+		if (in->rings[i].free)
+			continue;
 		int rc = attach_target__set_gs_base(in->c->t, in->rings[i].tid,
 						     in->data + i * IS_SIZE);
 		if (rc < 0)
@@ -878,7 +885,36 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	return 0;
 }
 
+/* A ring no live thread writes: the new thread's units follow the last
+ * ones of the thread that wrote it before, if any. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
+{
+	if (!in->installed || in->removed)
+		return 0;
+	for (size_t i = 0; i < in->nrings; i++) {
+		struct ring *rg = &in->rings[i];
+		if (!rg->free)
+			continue;
+		int rc = attach_target__set_gs_base(in->t, tid, in->data + i * IS_SIZE);
+		if (rc == 0) {
+			rg->free = false;
+			__atomic_store_n(&rg->tid, tid, __ATOMIC_RELEASE);
+		}
+		return rc;
+	}
+	return cc_instr__fork_child(in, tid);
+}
+
+/* (At its exit event the thread runs no more user code: it is out of any
+ * unit, its last one visible.) */
+void cc_instr__thread_exit(struct cc_instr *in, pid_t tid)
+{
+	for (size_t i = 0; i < in->nrings; i++)
+		if (!in->rings[i].free && __atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE) == tid)
+			in->rings[i].free = true;
+}
+
+int cc_instr__fork_child(struct cc_instr *in, pid_t tid)
 {
 	if (!in->installed || in->removed)
 		return 0;
@@ -903,7 +939,7 @@ struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid)
 	if (i >= in->nrings)
 		return NULL;
 	if (tid)
-		*tid = in->rings[i].tid;
+		*tid = __atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE);
 	return in->rings[i].r;
 }
 

@@ -22,6 +22,8 @@
 
 #define N 1000
 #define MAX_T 8
+#define SPARES 4	/* cc_instr_opts.spare_rings' default */
+#define MAX_R (MAX_T + 1 + SPARES)
 
 struct arrays {
 	uint64_t x, y, o;
@@ -224,8 +226,12 @@ static void new_thread(struct attach_target *t, const struct attach_event *ev, v
 
 	(void)t;
 	(void)arg;
-	if ((ev->kind == ATTACH_EV_THREAD_NEW || ev->kind == ATTACH_EV_FORK) && in)
+	if (ev->kind == ATTACH_EV_THREAD_NEW && in)
 		cc_instr__thread_new(in, ev->tid);
+	if (ev->kind == ATTACH_EV_FORK && in)
+		cc_instr__fork_child(in, ev->tid);
+	if (ev->kind == ATTACH_EV_THREAD_EXIT && in)
+		cc_instr__thread_exit(in, ev->tid);
 }
 
 static const struct cc_instr_opts publishing = { .sz = sizeof publishing,
@@ -254,7 +260,7 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	uint8_t orig[64], now[64];
 
 	start(&l, "2");
@@ -264,7 +270,7 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	int rc = cc_cache__instrument(l.c, &f, &publishing, &in);
 	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
 	size_t nr = cc_instr__thread_count(in);
-	ck_assert_uint_eq(nr, l.nthreads + 1);	/* and the main thread */
+	ck_assert_uint_eq(nr, l.nthreads + 1 + SPARES);	/* main's, the spares */
 	memset(ss, 0, sizeof ss);
 	for (size_t i = 0; i < nr; i++) {
 		struct stream *s = &ss[i];
@@ -378,10 +384,10 @@ START_TEST(bad_inputs_are_refused_and_leave_the_target_alone)
 END_TEST
 
 /* Threads cloned while instrumented inherit their parent's gs_base: given
- * the sink block at their clone event, they run the copy, record nothing,
+ * a spare ring or the sink block at their clone event, they run the copy,
  * compute right, and never write into the ring of the thread that made
  * them (main, which never calls axpy itself: its ring stays empty). */
-START_TEST(threads_cloned_while_instrumented_record_nowhere)
+START_TEST(threads_cloned_while_instrumented_never_write_into_their_makers_ring)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
@@ -392,7 +398,7 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 	struct cc_func f = func(&l, "axpy");
 	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
 		      cc_cache__errmsg(l.c));
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	size_t nr = cc_instr__thread_count(in);
 	memset(ss, 0, sizeof ss);
 	for (size_t i = 0; i < nr; i++) {
@@ -452,8 +458,8 @@ static size_t open_streams(struct live *l, struct cc_instr *in, struct stream *s
 {
 	size_t nr = cc_instr__thread_count(in);
 
-	memset(ss, 0, (MAX_T + 2) * sizeof *ss);
-	ck_assert_uint_le(nr, MAX_T + 2);
+	memset(ss, 0, MAX_R * sizeof *ss);
+	ck_assert_uint_le(nr, MAX_R);
 	for (size_t i = 0; i < nr; i++) {
 		struct stream *s = &ss[i];
 		s->ring = cc_instr__ring(in, i, &s->tid);
@@ -497,7 +503,7 @@ START_TEST(threads_looping_inside_the_function_are_moved_in_and_out)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	struct cc_patch_stats st = { 0 };
 	struct cc_instr_opts io = { .sz = sizeof io, .stats = &st };
 	char line[256];
@@ -563,7 +569,7 @@ START_TEST(eight_threads_inside_the_function_go_on_in_the_copy_exactly)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	struct cc_patch_stats st = { 0 };
 	struct cc_instr_opts io = { .sz = sizeof io, .stats = &st };
 	size_t inside = 0;
@@ -611,7 +617,7 @@ START_TEST(forked_children_run_right_and_never_write_into_the_rings)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	char line[256];
 	long ok = 0, nbad = 0, first = -1;
 
@@ -652,6 +658,62 @@ START_TEST(forked_children_run_right_and_never_write_into_the_rings)
 }
 END_TEST
 
+/* The last "churned T" line before the next "alive": threads finished. */
+static long churned_now(struct live *l)
+{
+	char line[256];
+	long t = -1;
+
+	for (;;) {
+		ck_assert_msg(tu_read_line(&l->p, line, sizeof line, 10000) >= 0, "no progress");
+		if (sscanf(line, "churned %ld", &t) != 1 && t >= 0 && strncmp(line, "alive", 5) == 0)
+			return t;
+	}
+}
+
+/* Thread churn while instrumented: each thread made meanwhile records into
+ * a ring of its own (a spare, given back when the thread exits and taken
+ * by the next), so every call of every short-lived thread is recovered, up
+ * to the last unit of each; nothing dropped, and the target's own checks
+ * see no wrong result. */
+START_TEST(short_lived_threads_record_every_unit_into_rings_of_their_own)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+
+	start_with(&l, "2", "churn");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	long c0 = churned_now(&l), c1 = c0;
+	for (int i = 0; i < 1000 && c1 < c0 + 12; i++)
+		c1 = churned_now(&l);
+	ck_assert_int_ge(c1, c0 + 12);
+	alive(&l);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	uint64_t spare_units = 0;
+	for (size_t i = 0; i < nr; i++) {
+		close_stream(&ss[i]);
+		if (i > l.nthreads)
+			spare_units += ss[i].units;
+	}
+	ck_assert_uint_eq(ss[0].units, 0);	/* main's: never its children's */
+	/* the threads born after the install and finished before the
+	 * uninstall: 20 calls each, each call N executions of the loop */
+	uint64_t least = (uint64_t)(c1 - c0 - 2) * 20 * N;
+	ck_assert_msg(spare_units >= least, "the threads made while instrumented left %" PRIu64
+		      " units, fewer than the %" PRIu64 " of their %ld calls", spare_units, least,
+		      (c1 - c0 - 2) * 20);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -660,10 +722,11 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
-	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
+	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);
 	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
 	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
+	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
