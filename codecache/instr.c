@@ -20,7 +20,9 @@
  * instrumented code between a capture and its commit overwrites the slots
  * of the interrupted unit (its addresses are then wrong, the target's
  * registers are not); threads already inside the function are moved into
- * the copy and back out (instr-move.c); jump tables are refused;
+ * the copy and back out (instr-move.c); a jump table's jmp through a
+ * register is re-pointed at the copy (instr-jt.c), one through memory is
+ * refused;
  * a fork()ed child inherits the mappings and would write into the parent's
  * ring.
  */
@@ -277,9 +279,52 @@ static bool transfers(const struct ci_insn *ci)
 	return ci->kind != CI_PLAIN || !ci->falls;
 }
 
+static const struct cfg_jump_table *jump_table_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++)
+		if (cfg_function__jump_table(in->cfg, i)->at == pc)
+			return cfg_function__jump_table(in->cfg, i);
+	return NULL;
+}
+
+/* A jump table's jmp: its targets that are units go to their copies. */
+static void emit_dispatch(struct out *o, struct cc_instr *in, const struct ci_insn *ci,
+			  const struct cfg_jump_table *jt)
+{
+	uint64_t *from = calloc(jt->target_count + 1, sizeof *from);
+	uint64_t *to = calloc(jt->target_count + 1, sizeof *to);
+	size_t n = 0;
+	int err = 0;
+
+	if (!from || !to)
+		err = -ENOMEM;
+	for (uint32_t i = 0; !err && i < jt->target_count; i++) {
+		const struct unit *u = unit_at(in, jt->targets[i]);
+		bool dup = false;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = from[k] == jt->targets[i];
+		if (u && !dup) {
+			from[n] = jt->targets[i];
+			to[n++] = in->code + u->off;
+		}
+	}
+	size_t len = err ? 0 : ci_dispatch_encode(o->buf ? o->buf + o->at : NULL, o->base + o->at,
+						  ci, from, to, n, &err);
+	if (err && !o->err)
+		o->err = err;
+	o->at += len;
+	free(from);
+	free(to);
+}
+
 /* One original instruction, relocated; branches to a unit go to its copy. */
 static void emit_insn(struct out *o, struct cc_instr *in, const struct ci_insn *ci)
 {
+	const struct cfg_jump_table *jt = ci->kind == CI_IJMP ? jump_table_at(in, ci->pc) : NULL;
+	if (jt) {
+		emit_dispatch(o, in, ci, jt);
+		return;
+	}
 	const struct unit *to = (ci->kind == CI_JMP || ci->kind == CI_JCC) ?
 		unit_at(in, ci->target) : NULL;
 	struct cc_reloc *r;
@@ -513,6 +558,30 @@ static void reset_gs(struct cc_instr *in)
 			attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
 }
 
+static const struct ci_insn *insn_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < in->ninsns; i++)
+		if (in->insns[i].pc == pc)
+			return &in->insns[i];
+	return NULL;
+}
+
+/* Each jump table's jmp is re-pointed at the copy (instr-jt.c) when it
+ * jumps through a register; through memory it cannot be. */
+static int check_jump_tables(struct cc_instr *in)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++) {
+		const struct cfg_jump_table *jt = cfg_function__jump_table(in->cfg, i);
+		const struct ci_insn *ci = insn_at(in, jt->at);
+		if (!ci || ci_jmp_reg(ci) < 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: the "
+					"jump table's jmp at 0x%" PRIx64 " does not jump through "
+					"a register, and only such a jmp is re-pointed at the copy",
+					in->name, jt->at);
+	}
+	return 0;
+}
+
 static int build_plan(struct cc_instr *in)
 {
 	struct cfg_reader *rd;
@@ -533,15 +602,14 @@ static int build_plan(struct cc_instr *in)
 	if (cfg_function__unresolved_count(in->cfg))
 		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has an "
 				"indirect jump whose targets are unknown", in->name);
-	if (cfg_function__jump_table_count(in->cfg))
-		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has a "
-				"jump table, which instrumented copies do not re-point yet", in->name);
+
 	if (!in->fn.size) {
 		size_t nr = cfg_function__range_count(in->cfg);
 		const struct cfg_range *last = cfg_function__range(in->cfg, nr - 1);
 		in->fn.size = last->end - in->fn.addr;
 	}
-	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0)
+	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0 ||
+	    (rc = check_jump_tables(in)) < 0)
 		return rc;
 	in->insn_at = calloc(in->ninsns, sizeof *in->insn_at);
 	in->insn_off = calloc(in->ninsns, sizeof *in->insn_off);

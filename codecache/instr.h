@@ -59,6 +59,15 @@ int ci_move_in(struct attach_target *t, const struct ci_map *m, pid_t tid,
  * waiting) is left for a later look. */
 int ci_move_out(struct attach_target *t, const struct ci_map *m, pid_t tid,
 		struct user_regs_struct *regs, bool *moved);
+/* instr-jt.c: the register of a `[notrack] jmp *%reg` (not rsp), or -1. */
+int ci_jmp_reg(const struct ci_insn *ci);
+/* The dispatch that replaces a jump table's jmp in the copy (at: where it
+ * goes; buf NULL: its size only): targets[i] goes to copies[i], anything
+ * else where the original jmp would. Its size; *err -ERANGE when a jump
+ * does not reach. */
+size_t ci_dispatch_encode(uint8_t *buf, uint64_t at, const struct ci_insn *ci,
+			  const uint64_t *targets, const uint64_t *copies, size_t n, int *err);
+
 /* World stopped. Every unit of the copy jumps to where its original
  * instruction is (prefix and detour: the function's relocated first bytes,
  * NULL if unknown); a thread inside such a jump's bytes is moved out. */

@@ -45,6 +45,8 @@ struct stream {
 	 * began (a thread moved into the copy mid-call begins there) */
 	uint64_t i, phase, calls, refs, errors, first_ref;
 	uint64_t units;			/* recovered, once closed */
+	bool tally;			/* count writes to o[0..7] instead (switch) */
+	uint64_t hits[8];
 	char first_error[200];
 };
 
@@ -99,10 +101,25 @@ static void check_ref(struct stream *s, const struct rep_ref *r)
 	}
 }
 
+/* Writes (and read-modify-writes) into any thread's o[0..7], by element. */
+static void tally_ref(struct stream *s, const struct rep_ref *r)
+{
+	bool writes = r->type == REP_REF_WRITE || r->type == REP_REF_MODIFY;
+
+	for (size_t t = 0; t < s->nthreads && writes; t++)
+		if (r->addr >= s->mine[t].o && r->addr < s->mine[t].o + 64)
+			s->hits[(r->addr - s->mine[t].o) / 8]++;
+}
+
 static void sink(void *arg, const struct rep_ref *refs, size_t n)
 {
+	struct stream *s = arg;
+
 	for (size_t k = 0; k < n; k++)
-		check_ref(arg, &refs[k]);
+		if (s->tally)
+			tally_ref(s, &refs[k]);
+		else
+			check_ref(s, &refs[k]);
 }
 
 static void *consume(void *arg)
@@ -454,7 +471,7 @@ START_TEST(threads_cloned_while_instrumented_never_write_into_their_makers_ring)
 END_TEST
 
 /* A consumer with recovery on each ring of the copy. */
-static size_t open_streams(struct live *l, struct cc_instr *in, struct stream *ss)
+static size_t open_streams_as(struct live *l, struct cc_instr *in, struct stream *ss, bool tally)
 {
 	size_t nr = cc_instr__thread_count(in);
 
@@ -466,11 +483,17 @@ static size_t open_streams(struct live *l, struct cc_instr *in, struct stream *s
 		memcpy(s->mine, l->arr, sizeof l->arr);
 		s->nthreads = l->nthreads;
 		s->owner = -1;
+		s->tally = tally;
 		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
 		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
 		ck_assert_int_eq(pthread_create(&s->th, NULL, consume, s), 0);
 	}
 	return nr;
+}
+
+static size_t open_streams(struct live *l, struct cc_instr *in, struct stream *ss)
+{
+	return open_streams_as(l, in, ss, false);
 }
 
 /* The rest of a ring (after uninstrument), then its checks: every
@@ -714,6 +737,48 @@ START_TEST(short_lived_threads_record_every_unit_into_rings_of_their_own)
 }
 END_TEST
 
+/* A function whose CFG has a jump table: its table's jmp is re-pointed at
+ * the copy, so every case block runs (and is recorded) in the copy: each
+ * worker's ring holds writes to all 8 elements its cases change; the
+ * target's own check of the results sees no wrong one. */
+START_TEST(a_jump_table_is_re_pointed_at_the_copy)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+
+	start_with(&l, "2", "switch");
+	alive(&l);
+	struct cc_func f = func(&l, "dispatch");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = open_streams_as(&l, in, ss, true);
+	for (int w = 0; w < 3000; w++) {
+		size_t full = 0;
+		for (size_t i = 1; i <= l.nthreads; i++) {
+			bool all = true;
+			for (int k = 0; k < 8; k++)
+				all &= __atomic_load_n(&ss[i].hits[k], __ATOMIC_RELAXED) >= 100;
+			full += all;
+		}
+		if (full == l.nthreads)
+			break;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	progresses(&l, alive(&l));
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	for (size_t i = 0; i < nr; i++)
+		close_stream(&ss[i]);
+	for (size_t i = 1; i <= l.nthreads; i++)
+		for (int k = 0; k < 8; k++)
+			ck_assert_msg(ss[i].hits[k] >= 100, "thread %d: case %d's write recorded %"
+				      PRIu64 " times: the table still jumps to the original", ss[i].tid,
+				      k, ss[i].hits[k]);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -727,6 +792,7 @@ int main(void)
 	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
 	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
 	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
+	tcase_add_test(tc, a_jump_table_is_re_pointed_at_the_copy);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -1,7 +1,7 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn|spin|fork]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch]]]   (2 threads, N = 1000)
  *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
@@ -22,6 +22,10 @@
  * axpy 20 times on arrays of its own and exits 0 only if every result was
  * right (the spawned one also prints "child ok"); the main thread waits for
  * it and prints "forked OK bad FAILED" (children so far).
+ * With switch, each thread instead calls dispatch(k, o, x), a switch on
+ * k = 0..7 in turn that GCC compiles to a jump table, each case changing
+ * o[k] (its o array's first 8 longs) its own way, and checks o against the
+ * same changes made by other code; "alive" counts its calls.
  */
 #include <pthread.h>
 #include <spawn.h>
@@ -47,7 +51,7 @@ struct worker {
 	long *x, *y, *o;
 	pthread_barrier_t *b;
 	volatile long passes;
-	int spin;
+	int spin, table;
 };
 
 /* Never returns: the kernel, pass after pass, inline (no call). */
@@ -63,6 +67,47 @@ __attribute__((noinline)) void spin(long a, const long *x, const long *y, long *
 
 #define SPIN_A 5
 
+/* A tail call through a register: an indirect jmp whose targets no CFG
+ * can know (instrument refuses it). */
+__attribute__((noinline, used)) void call_through(void (*f)(long), long x)
+{
+	f(x);
+}
+
+/* Dense cases with bodies of their own: a jump table. */
+__attribute__((noinline)) void dispatch(long k, long *o, long x)
+{
+	switch (k) {
+	case 0: o[0] += x; break;
+	case 1: o[1] ^= x; break;
+	case 2: o[2] -= x; break;
+	case 3: o[3] = o[3] * 3 + x; break;
+	case 4: o[4] |= x; break;
+	case 5: o[5] += 2 * x; break;
+	case 6: o[6] = x - o[6]; break;
+	case 7: o[7] += o[0]; break;
+	}
+}
+
+/* The same changes, made differently (no table). */
+static void dispatch_ref(long k, long *o, long x)
+{
+	long v[8];
+
+	for (int i = 0; i < 8; i++)
+		v[i] = o[i];
+	v[0] += k == 0 ? x : 0;
+	v[1] = k == 1 ? v[1] ^ x : v[1];
+	v[2] -= k == 2 ? x : 0;
+	v[3] = k == 3 ? v[3] * 3 + x : v[3];
+	v[4] = k == 4 ? v[4] | x : v[4];
+	v[5] += k == 5 ? 2 * x : 0;
+	v[6] = k == 6 ? x - v[6] : v[6];
+	v[7] += k == 7 ? o[0] : 0;
+	for (int i = 0; i < 8; i++)
+		o[i] = v[i];
+}
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
@@ -70,6 +115,21 @@ static void *work(void *arg)
 	pthread_barrier_wait(w->b);
 	if (w->spin)
 		spin(SPIN_A, w->x, w->y, w->o, n, &w->passes);
+	if (w->table) {
+		long ref[8] = { 0 };
+		for (int i = 0; i < 8; i++)
+			w->o[i] = 0;
+		for (long round = 0;; round++) {
+			long k = round & 7, x = (round * 2654435761) % 1000;
+			dispatch(k, w->o, x);
+			dispatch_ref(k, ref, x);
+			long miss = 0;
+			for (int i = 0; i < 8; i++)
+				miss += w->o[i] != ref[i];
+			atomic_fetch_add(&calls, 1);
+			atomic_fetch_add(&bad, miss);
+		}
+	}
 	for (long round = 0;; round++) {
 		long a = 3 + (round & 7);
 		axpy(a, w->x, w->y, w->o, n);
@@ -211,8 +271,9 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		n = atol(argv[2]);
 	int churn = argc > 3 && argv[3][0] == 'c';
-	int spinning = argc > 3 && argv[3][0] == 's';
+	int spinning = argc > 3 && strcmp(argv[3], "spin") == 0;
 	int forking = argc > 3 && argv[3][0] == 'f';
+	int table = argc > 3 && strcmp(argv[3], "switch") == 0;
 	long forked = 0, failed = 0;
 	if (forking && n > (1 << 16))
 		return 2;
@@ -225,7 +286,8 @@ int main(int argc, char **argv)
 		struct worker *w = &ws[k];
 		w->k = k;
 		w->b = &b;
-		w->spin = spinning;
+		w->spin = spinning && !table;
+		w->table = table;
 		w->x = malloc((size_t)n * sizeof(long));
 		w->y = malloc((size_t)n * sizeof(long));
 		w->o = malloc((size_t)n * sizeof(long));
