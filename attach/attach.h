@@ -252,6 +252,9 @@ int attach_target__set_xstate(struct attach_target *t, pid_t tid, const void *bu
  * (here or with set_regs) is put back at detach, also in threads that
  * inherited it. */
 int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_base);
+/* gs_base to 0 for good (detach leaves it 0): one that an earlier padrone
+ * set and left behind (killed while instrumenting). */
+int attach_target__clear_gs_base(struct attach_target *t, pid_t tid);
 
 /* Execute one system call in the target on thread tid (default: the main
  * thread, tid 0): registers, xsave state and signal mask saved, all signals

@@ -953,6 +953,84 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	return 0;
 }
 
+/* ------------------------------------------------- left by another padrone */
+
+bool cc__redir_is_instr(const struct cc_dir_redir *r)
+{
+	return strncmp(r->source, "instrumented", 12) == 0;
+}
+
+/* The data areas of the rings the state blocks at [state, state + size)
+ * point at (read before the blocks are freed). */
+static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t size, uint64_t *data,
+			 size_t max)
+{
+	size_t n = 0;
+
+	for (uint64_t b = state; b + IS_SIZE <= state + size && n < max; b += IS_SIZE) {
+		uint64_t mode, at;
+		if (cc__read(c, b + IS_MODE, &mode, 8) < 0 || cc__read(c, b + IS_DATA, &at, 8) < 0)
+			break;
+		if (mode != IS_MODE_SINK && at)
+			data[n++] = at;
+	}
+	return n;
+}
+
+/* World stopped: no thread's gs_base in the state blocks any more, and the
+ * rings (memfd mappings named padrone-ring) unmapped. */
+static void forget_left(struct cc_cache *c, uint64_t state, uint64_t size, const uint64_t *data,
+			size_t n)
+{
+	pid_t tids[MAX_THREADS];
+	int nt = attach_target__threads(c->t, tids, MAX_THREADS);
+	struct attach_maps *m;
+
+	for (int i = 0; i < nt && i < (int)MAX_THREADS; i++) {
+		struct user_regs_struct regs;
+		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= state &&
+		    regs.gs_base < state + size)
+			attach_target__clear_gs_base(c->t, tids[i]);
+	}
+	if (attach_maps__read(c->pid, &m) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct attach_map *mp = attach_maps__find(m, data[i]);
+		int64_t ret;
+		if (mp && strstr(mp->path, "padrone-ring"))
+			cc__syscall(c, SYS_munmap, (const uint64_t[6]){ mp->start, mp->end - mp->start },
+				    &ret);
+	}
+	attach_maps__free(m);
+}
+
+int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
+			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub)
+{
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts o = { .sz = sizeof o };
+	uint64_t state = r->state, size = 0, data[MAX_THREADS];
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	for (uint32_t i = 0; i < r->nowned; i++)
+		if (r->owned[i].kind == CC_DATA && r->owned[i].addr == state)
+			size = r->owned[i].size;
+	size_t n = state ? left_rings(c, state, size, data, MAX_THREADS) : 0;
+	struct cc_patch_stats *user = o.stats;
+	o.stats = &st;
+	int rc = cc__undo(c, r->id, &o, stub);
+	if (user)
+		*user = st;
+	if (rc < 0 || st.kept_code || o.dry_run || !c->t || !size)
+		return rc;	/* kept: a thread may still run the copy with its gs */
+	if (attach_target__stop(c->t) == 0) {
+		forget_left(c, state, size, data, n);
+		attach_target__resume(c->t);
+	}
+	return 0;
+}
+
 /* A ring no live thread writes: the new thread's units follow the last
  * ones of the thread that wrote it before, if any. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
