@@ -22,9 +22,8 @@
  * registers are not); threads already inside the function are moved into
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
- * refused;
- * a fork()ed child inherits the mappings and would write into the parent's
- * ring.
+ * refused; a thread cloned later gets a spare ring (one an exited thread
+ * freed) or the sink, a forked child the sink.
  */
 #include "codecache/instr.h"
 #include "codecache/instr-state.h"
@@ -602,7 +601,6 @@ static int build_plan(struct cc_instr *in)
 	if (cfg_function__unresolved_count(in->cfg))
 		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has an "
 				"indirect jump whose targets are unknown", in->name);
-
 	if (!in->fn.size) {
 		size_t nr = cfg_function__range_count(in->cfg);
 		const struct cfg_range *last = cfg_function__range(in->cfg, nr - 1);
