@@ -253,6 +253,32 @@ void padrone_instr_thread_new(void *data, pid_t tid)
 	}
 }
 
+void padrone_instr_thread_exit(void *data, pid_t tid)
+{
+	struct instr_state *st = data;
+
+	for (size_t i = 0; i < MAX_FUNCS; i++) {
+		struct cc_instr *in = atomic_load(&st->live[i]);
+		if (in)
+			cc_instr__thread_exit(in, tid);
+	}
+}
+
+/* A forked child: its gs_base to the first copy's sink, off the ring of
+ * the thread that forked it. */
+void padrone_instr_fork(void *data, pid_t tid)
+{
+	struct instr_state *st = data;
+
+	for (size_t i = 0; i < MAX_FUNCS; i++) {
+		struct cc_instr *in = atomic_load(&st->live[i]);
+		if (in) {
+			cc_instr__fork_child(in, tid);
+			return;
+		}
+	}
+}
+
 static int get_state(struct padrone_session *s, struct instr_state **out)
 {
 	struct instr_state *st = padrone_session_ext(s, "instr");
