@@ -425,6 +425,7 @@ struct cc_instr_opts {
 	size_t chunk_bytes;		/* per ring chunk; 0: 64 KiB (a power of two) */
 	unsigned nchunks;		/* 0: 16 */
 	unsigned consumer_timeout_ms;	/* 0: 2000 */
+	bool blocks_only;		/* units record which block ran, no addresses */
 	int timeout_ms;			/* for stopping the world; 0: 2000 */
 	char *report;			/* as in cc_patch_opts */
 	size_t report_size;

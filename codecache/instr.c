@@ -119,6 +119,15 @@ static bool ends_unit(const struct ci_insn *ci)
 	return ci->kind == CI_CALL || ci->kind == CI_ICALL;
 }
 
+/* A unit that says only which block ran: its header, no slots; the
+ * table still lists its instructions (the fetches are known). */
+static void forget_addresses(struct rep_built *b)
+{
+	b->ncaps = 0;
+	b->block.nslots = 0;
+	b->block.nrefs = 0;
+}
+
 /* Units: the blocks, cut after calls; their plans and the table. */
 static int plan_units(struct cc_instr *in)
 {
@@ -154,6 +163,8 @@ static int plan_units(struct cc_instr *in)
 				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "
 						"block at 0x%" PRIx64 ": %s", in->name,
 						in->insns[first].pc, rep_errmsg());
+			if (in->o.blocks_only)
+				forget_addresses(&u->b);
 			if (u->b.block.nslots > IS_MAX_SLOTS)
 				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
 						"the block at 0x%" PRIx64 " needs %u slots, more than "

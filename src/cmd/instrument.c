@@ -7,6 +7,7 @@
 
 static const struct padrone_opt instrument_opts[] = {
 	{ 'm', "mode", "MODE" },
+	{ 'a', "analyses", "LIST" },
 	{ 'I', "I1", "S,A,L" },
 	{ 'D', "D1", "S,A,L" },
 	{ 'L', "LL", "S,A,L" },
@@ -22,6 +23,10 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "MODE must be exhaustive or "
 					 "sample, not '%s'", mode);
 	o.sampling = mode && strcmp(mode, "sample") == 0;
+	const char *an = padrone_args_get(args, 'a');
+	char why[128];
+	if (an && padrone_analyses_parse(an, &o.analyses, why, sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
 	o.i1 = padrone_args_get(args, 'I');
 	o.d1 = padrone_args_get(args, 'D');
 	o.ll = padrone_args_get(args, 'L');
@@ -34,14 +39,18 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] FUNC",
+	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] FUNC",
 	.summary = "replace FUNC by a copy that streams its memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
 		"one REP unit per executed block into its thread's ring (shared memory, one\n"
 		"per thread); padrone recovers the references and simulates the host's caches\n"
 		"as Cachegrind does, until uninstrument or detach. MODE: exhaustive (default:\n"
 		"a thread waits while its ring is full) or sample (it never waits; what finds\n"
-		"the ring full is lost, and report counts it). --I1, --D1, --LL (-I, -D, -L)\n"
+		"the ring full is lost, and report counts it). LIST: what the consumers do,\n"
+		"each including the ones before: blocks (units counted; the copy records no\n"
+		"addresses), record (addresses recorded, only counted), refs (references\n"
+		"recovered and counted), cache (simulated: the default; report's events).\n"
+		"--I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
 		"One function at a time; refused for a function already replaced or measured,\n"

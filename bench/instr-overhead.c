@@ -1,0 +1,222 @@
+/* instr-overhead: what live instrumentation costs the target (issue 10).
+ *
+ * For each workload -- the streaming kernel of tests/targets/instr_kernel
+ * (axpy, o[i] = a*x[i] + y[i] on 1000 longs per call, one thread) and the
+ * pointer chase of bench/instr-chase (chase, 1000 steps per call through
+ * 16 MiB) -- the target's own work rate (calls/s from its "alive CALLS"
+ * lines) in one run: native; instrumented with each analysis level (blocks
+ * only: the copy records no addresses; record: REP units, the consumer only
+ * counts them; refs: + recovery; cache: + full cache simulation, exhaustive
+ * mode); cache in sample mode; after uninstrument; and the same program
+ * under valgrind --tool=cachegrind and --tool=lackey --trace-mem=yes.
+ * Ratios are to native (the mean of the native windows). Also the
+ * pipeline's throughput: references recovered and simulated per second of
+ * consumer CPU (the refs and cache rows), and units lost in sample mode.
+ *
+ * usage: instr-overhead [SECONDS_PER_WINDOW]   (default 2)
+ * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
+ * after uninstrument >= 0.99 of native; sample mode never waits.
+ */
+#include "src/padrone.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double window_s = 2;
+
+struct target {
+	pid_t pid;
+	FILE *out;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int start(struct target *t, char *const argv[])
+{
+	int p[2];
+
+	if (pipe(p) < 0)
+		return -1;
+	if ((t->pid = fork()) == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	t->out = fdopen(p[0], "r");
+	return t->pid > 0 ? 0 : -1;
+}
+
+static void stop(struct target *t)
+{
+	kill(t->pid, SIGKILL);
+	waitpid(t->pid, NULL, 0);
+	fclose(t->out);
+}
+
+/* The next "alive CALLS bad B" line's calls; exits on a wrong result. */
+static long next_calls(struct target *t)
+{
+	char line[256];
+	long calls, bad;
+
+	while (fgets(line, sizeof line, t->out))
+		if (sscanf(line, "alive %ld bad %ld", &calls, &bad) == 2) {
+			if (bad) {
+				fprintf(stderr, "instr-overhead: the target computed %ld wrong "
+					"results\n", bad);
+				exit(1);
+			}
+			return calls;
+		}
+	fprintf(stderr, "instr-overhead: the target stopped\n");
+	exit(1);
+}
+
+/* Calls per second over one window (after a line to settle). */
+static double rate(struct target *t)
+{
+	next_calls(t);
+	long c0 = next_calls(t);
+	double t0 = now_s(), t1;
+	long c1;
+
+	do {
+		c1 = next_calls(t);
+		t1 = now_s();
+	} while (t1 - t0 < window_s);
+	return (double)(c1 - c0) / (t1 - t0);
+}
+
+static struct target cur;	/* the workload's target, native */
+
+struct level {
+	const char *name;
+	unsigned analyses;
+	bool sampling;
+};
+
+static const struct level levels[] = {
+	{ "blocks only", PADRONE_ANALYZE_BLOCKS, false },
+	{ "REP record, consumer counts", PADRONE_ANALYZE_RECORD, false },
+	{ "+ recovery", PADRONE_ANALYZE_REFS, false },
+	{ "+ cache simulation", PADRONE_ANALYZE_CACHE, false },
+	{ "cache, sample mode", PADRONE_ANALYZE_CACHE, true },
+};
+
+static void row(const char *name, double r, double native, const char *extra)
+{
+	printf("  %-30s %10.0f calls/s  %7.2fx slower%s\n", name, r, native / r, extra);
+	fflush(stdout);
+}
+
+/* One level: a fresh session (analyses are fixed per attachment). */
+static void instrumented(pid_t pid, const char *func, const struct level *l, double native)
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+	struct padrone_instrument_opts o = { .sz = sizeof o, .sampling = l->sampling,
+					     .analyses = l->analyses };
+	char extra[160] = "";
+	if (!s || padrone_session__attach(s, pid) < 0 ||
+	    padrone_session__instrument(s, func, &o) < 0) {
+		printf("  %-30s failed: %s\n", l->name, s ? padrone_session__errmsg(s) : "no memory");
+		padrone_session__free(s);
+		return;
+	}
+	struct padrone_istats *st0 = NULL, *st1 = NULL;
+	padrone_session__instr_stats(s, &st0);
+	double r = rate(&cur);
+	padrone_session__instr_stats(s, &st1);
+	if (st0 && st1) {
+		double cpu = st1->cpu_s - st0->cpu_s, refs = (double)(st1->refs - st0->refs);
+		uint64_t waits = 0;
+		for (size_t i = 0; i < st1->nthreads; i++)
+			waits += st1->threads[i].producer_waits;
+		snprintf(extra, sizeof extra, "  (consumer %.0f%% CPU, %.1f M refs/s per CPU, "
+			 "lost %llu, waits %llu)", 100 * cpu / window_s, cpu > 0 ? refs / cpu / 1e6 : 0,
+			 (unsigned long long)(st1->lost_units - st0->lost_units),
+			 (unsigned long long)waits);
+	}
+	padrone_istats__free(st0);
+	padrone_istats__free(st1);
+	row(l->name, r, native, extra);
+	padrone_session__uninstrument(s, NULL);
+	padrone_session__free(s);
+}
+
+static void under_valgrind(const char *tool, char *const argv[], double native)
+{
+	char *vargv[16] = { "valgrind", (char *)tool, "--log-file=/dev/null" };
+	size_t n = 3;
+	char name[64];
+
+	if (strcmp(tool, "--tool=lackey") == 0)
+		vargv[n++] = "--trace-mem=yes";
+	for (size_t i = 0; argv[i] && n < 15; i++)
+		vargv[n++] = argv[i];
+	vargv[n] = NULL;
+	struct target t;
+	if (system("command -v valgrind >/dev/null") != 0 || start(&t, vargv) < 0) {
+		printf("  valgrind %s: not available\n", tool);
+		return;
+	}
+	next_calls(&t);	/* started */
+	snprintf(name, sizeof name, "valgrind %s", tool);
+	row(name, rate(&t), native, "");
+	stop(&t);
+}
+
+static void workload(const char *title, char *const argv[], const char *func)
+{
+	printf("%s\n", title);
+	if (start(&cur, argv) < 0) {
+		perror("instr-overhead: start");
+		exit(1);
+	}
+	double native = rate(&cur);
+	row("native", native, native, "");
+	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+		instrumented(cur.pid, func, &levels[i], native);
+		double again = rate(&cur);
+		native = (native + again) / 2;	/* drifts of a busy machine fall on both sides */
+		if (i + 1 == sizeof levels / sizeof levels[0])
+			row("after uninstrument", again, native, "");
+	}
+	stop(&cur);
+	under_valgrind("--tool=cachegrind", argv, native);
+	under_valgrind("--tool=lackey", argv, native);
+}
+
+int main(int argc, char **argv)
+{
+	char dir[4096];
+	const char *b = getenv("top_builddir") ? getenv("top_builddir") : ".";
+	sigset_t set;
+
+	if (argc > 1)
+		window_s = atof(argv[1]);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	snprintf(dir, sizeof dir, "%s/tests/targets/instr_kernel", b);
+	char *kernel[] = { dir, "1", "1000", NULL };
+	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
+	char chase[4096];
+	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
+	char *ch[] = { chase, NULL };
+	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
+	return 0;
+}
