@@ -442,6 +442,9 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 size_t cc_instr__thread_count(const struct cc_instr *in);
 /* Thread i's ring (padrone's mapping) and its tid. */
 struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid);
+/* How often thread i's copy ran the ring stub (new chunk, ring full, junk
+ * area full): 0, or a negative errno when the target cannot be read. */
+int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out);
 /* The block table: what every unit's id means. */
 const struct rep_table *cc_instr__table(const struct cc_instr *in);
 /* The function instrumented: [*addr, *addr + *size) (its extent from the

@@ -446,9 +446,11 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
-	put_state(blk, IS_MAGICW, 0xCAB0CAB0CAB0CAB0ULL);
+	put_state(blk, IS_MAGICW, CAB_MAGIC);
+	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
+		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
-		put_state(blk, IS_PTR, self + IS_MAGICW);
+		put_state(blk, IS_PTR, self + IS_JUNK);
 		put_state(blk, IS_MODE, IS_MODE_SINK);
 		return 0;
 	}
@@ -487,6 +489,15 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 		put_state(blk, words[i].is, rg->map + off);
 	}
 	return 0;
+}
+
+int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
+{
+	if (i >= in->nrings)
+		return -EINVAL;
+	ssize_t n = attach_target__read(in->t, in->data + i * IS_SIZE + IS_STUB_CALLS, out,
+					sizeof *out);
+	return n == (ssize_t)sizeof *out ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 /* ------------------------------------------------------------ install */

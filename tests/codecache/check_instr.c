@@ -441,6 +441,71 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 }
 END_TEST
 
+/* Sample mode with a ring that stays full (no consumer at first): the
+ * thread drops its units into its block's junk area at the cost of writing
+ * them, entering the ring stub once per junk area (or chunk), not once per
+ * unit; the drops are counted; a consumer that comes later gets whole,
+ * recoverable units from where writing resumed; the target computes right
+ * all along. */
+START_TEST(sample_mode_drops_whole_junk_areas_not_single_units)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = publishing;
+	struct cab_stats cs;
+
+	o.sampling = true;
+	o.chunk_bytes = 4096;
+	o.nchunks = 4;
+	start(&l, "1");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_uint_eq(cc_instr__thread_count(in), 2);
+	struct stream s = { .owner = -1 };
+	s.ring = cc_instr__ring(in, 1, &s.tid);	/* the worker's */
+	cs.records_dropped = 0;
+	for (int w = 0; w < 3000 && cs.records_dropped < 200000; w++) {
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		cab_ring__stats(s.ring, &cs);
+	}
+	ck_assert_uint_ge(cs.records_dropped, 200000);
+	uint64_t stub = 0;
+	ck_assert_int_eq(cc_instr__stub_calls(in, 1, &stub), 0);
+	cab_ring__stats(s.ring, &cs);
+	ck_assert_msg(stub > 0 && stub * 50 < cs.records_dropped, "%" PRIu64 " stub calls for %"
+		      PRIu64 " units dropped", stub, cs.records_dropped);
+	alive(&l);
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), NULL, NULL, &s.rec), 0);
+	ck_assert_msg(cab_consumer__open(s.ring, &s.cons) == 0, "%s", cab_errmsg());
+	ck_assert_int_eq(pthread_create(&s.th, NULL, consume, &s), 0);
+	struct rep_recover_stats rs = { 0 };
+	for (int w = 0; w < 3000 && rs.units < 10000; w++) {
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		cab_consumer__stats(s.cons, &cs);
+		rs.units = cs.records_delivered;
+	}
+	ck_assert_uint_ge(rs.units, 10000);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	for (int w = 0; w < 1000 && !cab_consumer__eof(s.cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	s.stop = 1;
+	pthread_join(s.th, NULL);
+	cab_consumer__stats(s.cons, &cs);
+	rep_recover__stats(s.rec, &rs);
+	ck_assert_msg(s.rc == 0, "recovery failed: %s", rep_errmsg());
+	ck_assert_uint_eq(cs.corrupt, 0);
+	ck_assert_uint_ge(rs.units, 10000);
+	ck_assert_uint_ge(rs.gaps, 1);
+	cab_consumer__close(s.cons);
+	rep_recover__free(s.rec);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -450,6 +515,7 @@ int main(void)
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
+	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
