@@ -55,6 +55,7 @@
 #define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
 				 * never wait, drop */
 #define IS_STUB_CALLS 264	/* times the stub ran (the slow path's cost) */
+#define IS_WCHUNK 272		/* scratch: the chunk waited for */
 #define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */

@@ -11,8 +11,9 @@
  * It follows cab_producer__slow (pipeline/cab.c): the guard sends it to the
  * next chunk, the end line wraps, a chunk start not yet consumed means the
  * ring is full: sampling mode drops (into the junk area, see instr-state.h);
- * exhaustive mode waits on a futex in the shared header, in slices, until the chunk and the next one are free, and
- * drops from then on if the consumer closed the ring or its heartbeat is
+ * exhaustive mode waits on a futex in the shared header, in slices, until
+ * the chunk and half the ring after it are free (so that it then runs on
+ * while the consumer works), and drops from then on if the consumer closed the ring or its heartbeat is
  * older than the timeout (padrone gone): the target is never blocked for
  * good. System calls only, no libc of the target.
  */
@@ -201,14 +202,27 @@ cc_istub_begin:
 	ret
 
 /* The ring is full at chunk rdx (first word at rsi): wait until it and the
- * next chunk are free (%rax 0) or the consumer is gone (%rax 1). */
+ * chunk half a ring after it are free (%rax 0: the consumer frees chunks in
+ * order, so all between are too) or the consumer is gone (%rax 1). Waking
+ * at every chunk freed would let the thread run for a chunk and wait again,
+ * a futex round trip per chunk. The consumer stays two chunks behind the
+ * one being written, so it can free at most NCHUNKS - 2: at most
+ * NCHUNKS - 3 after this one. */
 .Lwait:
 	mov %rsi, %gs:IS_WSTART
-	lea 1(%rdx), %rax
+	mov %gs:IS_NCHUNKS, %rax
+	shr $1, %rax
+	mov %gs:IS_NCHUNKS, %rcx
+	sub $3, %rcx
+	cmp %rcx, %rax
+	jbe 0f
+	mov %rcx, %rax
+0:	add %rdx, %rax
 	cmp %gs:IS_NCHUNKS, %rax
 	jb 1f
-	xor %eax, %eax
-1:	mov %gs:IS_SHIFT, %rcx
+	sub %gs:IS_NCHUNKS, %rax
+1:	mov %rax, %gs:IS_WCHUNK
+	mov %gs:IS_SHIFT, %rcx
 	shl %cl, %rax
 	add %gs:IS_DATA, %rax
 	mov %rax, %gs:IS_WNEXT
@@ -221,7 +235,8 @@ cc_istub_begin:
 	mov %gs:IS_A_CONS_SEQ, %rdi
 	mov (%rdi), %edx		/* edx: the sequence slept on */
 	mov %gs:IS_A_PROD_WAITING, %rcx
-	mov $1, %r8d
+	mov %gs:IS_WCHUNK, %r8
+	add $2, %r8			/* wake me when chunk WCHUNK is freed */
 	xchg %r8d, (%rcx)		/* a full barrier, as the seq_cst store */
 	mov %gs:IS_WSTART, %rcx
 	cmpq $0, (%rcx)

@@ -506,6 +506,85 @@ START_TEST(sample_mode_drops_whole_junk_areas_not_single_units)
 }
 END_TEST
 
+/* A consumer slower than the thread (it naps after each span): the thread
+ * waits, loses nothing, and is woken when half the ring is free, not at
+ * each chunk freed (a futex round trip per chunk); the stream is the
+ * kernel's exactly. */
+static int slow_consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct stream *s = arg;
+
+	nanosleep(&(struct timespec){ 0, 300000 }, NULL);
+	return rep_recover__cab_fn(s->rec, words, nwords, flags);
+}
+
+static void *slow_consume(void *arg)
+{
+	struct stream *s = arg;
+
+	s->rc = cab_consumer__run(s->cons, slow_consume_span, s, &s->stop);
+	rep_recover__flush(s->rec);
+	return NULL;
+}
+
+START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = publishing;
+	struct cab_stats cs;
+
+	o.chunk_bytes = 4096;
+	o.nchunks = 16;
+	start(&l, "1");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	struct stream ss[2];
+	memset(ss, 0, sizeof ss);
+	for (size_t i = 0; i < 2; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l.arr, sizeof l.arr);
+		s->nthreads = l.nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, slow_consume, s), 0);
+	}
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, 1) < 30; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_uint_ge(calls_seen(ss + 1, 1), 30);
+	alive(&l);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	for (size_t i = 0; i < 2; i++) {
+		struct stream *s = &ss[i];
+		for (int w = 0; w < 3000 && !cab_consumer__eof(s->cons); w++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		s->stop = 1;
+		pthread_join(s->th, NULL);
+		cab_consumer__stats(s->cons, &cs);
+		ck_assert_msg(s->rc == 0, "recovery failed: %s", rep_errmsg());
+		ck_assert_msg(s->errors == 0, "%s", s->first_error);
+		ck_assert_uint_eq(cs.records_dropped, 0);
+		ck_assert_uint_eq(cs.corrupt, 0);
+		if (i == 1) {
+			ck_assert_uint_eq(s->refs, s->calls * 3 * N);
+			ck_assert_msg(cs.producer_waits > 0 &&
+				      cs.producer_waits * 4 < cs.chunks_consumed,
+				      "the thread waited %" PRIu64 " times for %" PRIu64 " chunks",
+				      cs.producer_waits, cs.chunks_consumed);
+		}
+		cab_consumer__close(s->cons);
+		rep_recover__free(s->rec);
+	}
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -516,6 +595,7 @@ int main(void)
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
+	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
