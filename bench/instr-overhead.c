@@ -9,7 +9,10 @@
  * counts them; refs: + recovery; cache: + full cache simulation, exhaustive
  * mode); cache in sample mode; after uninstrument; and the same program
  * under valgrind --tool=cachegrind and --tool=lackey --trace-mem=yes.
- * Ratios are to native (the mean of the native windows). Also the
+ * Ratios are to native (the mean of the native windows), of calls per
+ * second and of calls per second of the target's own CPU time (what the
+ * copy's code costs the thread, apart from waiting for the consumer and
+ * from a busy machine's scheduling). Also the
  * pipeline's throughput: references recovered and simulated per second of
  * consumer CPU (the refs and cache rows), and units lost in sample mode.
  *
@@ -19,6 +22,7 @@
  */
 #include "src/padrone.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -86,18 +90,47 @@ static long next_calls(struct target *t)
 	exit(1);
 }
 
-/* Calls per second over one window (after a line to settle). */
-static double rate(struct target *t)
+/* The CPU time all the target's threads have run, in seconds (schedstat:
+ * nanoseconds, unlike the ticks of /proc/PID/stat). */
+static double cpu_s(pid_t pid)
+{
+	char path[320], line[128];
+	double sum = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(path, "re");
+		unsigned long long ns;
+		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu", &ns) == 1)
+			sum += (double)ns / 1e9;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* Calls per second over one window (after a line to settle), and per
+ * second of the target's CPU time (what the copy's own code costs, apart
+ * from the time it waits or is not scheduled on a busy machine). */
+static double rate(struct target *t, double *per_cpu)
 {
 	next_calls(t);
 	long c0 = next_calls(t);
-	double t0 = now_s(), t1;
+	double t0 = now_s(), t1, u0 = cpu_s(t->pid);
 	long c1;
 
 	do {
 		c1 = next_calls(t);
 		t1 = now_s();
 	} while (t1 - t0 < window_s);
+	double u = cpu_s(t->pid) - u0;
+	*per_cpu = u > 0 ? (double)(c1 - c0) / u : 0;
 	return (double)(c1 - c0) / (t1 - t0);
 }
 
@@ -117,9 +150,12 @@ static const struct level levels[] = {
 	{ "cache, sample mode", PADRONE_ANALYZE_CACHE, true },
 };
 
-static void row(const char *name, double r, double native, const char *extra)
+static double native_cpu;	/* calls per CPU-second, native */
+
+static void row(const char *name, double r, double per_cpu, double native, const char *extra)
 {
-	printf("  %-30s %10.0f calls/s  %7.2fx slower%s\n", name, r, native / r, extra);
+	printf("  %-30s %9.0f calls/s %7.2fx | per target CPU-s %7.2fx%s\n", name, r, native / r,
+	       per_cpu > 0 ? native_cpu / per_cpu : 0, extra);
 	fflush(stdout);
 }
 
@@ -138,7 +174,7 @@ static void instrumented(pid_t pid, const char *func, const struct level *l, dou
 	}
 	struct padrone_istats *st0 = NULL, *st1 = NULL;
 	padrone_session__instr_stats(s, &st0);
-	double r = rate(&cur);
+	double per_cpu, r = rate(&cur, &per_cpu);
 	padrone_session__instr_stats(s, &st1);
 	if (st0 && st1) {
 		double cpu = st1->cpu_s - st0->cpu_s, refs = (double)(st1->refs - st0->refs);
@@ -152,7 +188,7 @@ static void instrumented(pid_t pid, const char *func, const struct level *l, dou
 	}
 	padrone_istats__free(st0);
 	padrone_istats__free(st1);
-	row(l->name, r, native, extra);
+	row(l->name, r, per_cpu, native, extra);
 	padrone_session__uninstrument(s, NULL);
 	padrone_session__free(s);
 }
@@ -175,7 +211,8 @@ static void under_valgrind(const char *tool, char *const argv[], double native)
 	}
 	next_calls(&t);	/* started */
 	snprintf(name, sizeof name, "valgrind %s", tool);
-	row(name, rate(&t), native, "");
+	double per_cpu, r = rate(&t, &per_cpu);
+	row(name, r, 0, native, "");
 	stop(&t);
 }
 
@@ -186,14 +223,16 @@ static void workload(const char *title, char *const argv[], const char *func)
 		perror("instr-overhead: start");
 		exit(1);
 	}
-	double native = rate(&cur);
-	row("native", native, native, "");
+	double native = rate(&cur, &native_cpu);
+	row("native", native, native_cpu, native, "");
 	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
 		instrumented(cur.pid, func, &levels[i], native);
-		double again = rate(&cur);
-		native = (native + again) / 2;	/* drifts of a busy machine fall on both sides */
+		double again_cpu, again = rate(&cur, &again_cpu);
+		/* drifts of a busy machine fall on both sides */
+		native = (native + again) / 2;
+		native_cpu = (native_cpu + again_cpu) / 2;
 		if (i + 1 == sizeof levels / sizeof levels[0])
-			row("after uninstrument", again, native, "");
+			row("after uninstrument", again, again_cpu, native, "");
 	}
 	stop(&cur);
 	under_valgrind("--tool=cachegrind", argv, native);
