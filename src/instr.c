@@ -27,6 +27,11 @@
 #include <time.h>
 
 #define MAX_FUNCS 16
+/* Chunks of 64 KiB per thread's ring: 4 MiB, a few milliseconds of a busy
+ * thread's units, so that a consumer that a loaded machine schedules late
+ * does not make the thread wait (16 chunks, 1 MiB: the thread waited about
+ * every 0.5 ms). */
+#define RING_CHUNKS 64
 
 static const char *const event_names[PADRONE_NEVENTS] = {
 	"Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
@@ -101,6 +106,15 @@ static void sink(void *arg, const struct rep_ref *refs, size_t n)
 	pthread_mutex_lock(&st->lock);
 	csim__refs(st->sim, refs, n);
 	pthread_mutex_unlock(&st->lock);
+}
+
+/* The refs analysis: references recovered (the recoverer counts them),
+ * nothing simulated. */
+static void discard(void *arg, const struct rep_ref *refs, size_t n)
+{
+	(void)arg;
+	(void)refs;
+	(void)n;
 }
 
 static uint64_t thread_cpu_ns(clockid_t clock)
@@ -411,8 +425,9 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		w->prev_ns = now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
-		if ((recover && rep_recover__new(cc_instr__table(f->in), simulate ? sink : NULL,
-						 st, &w->rec) < 0) ||
+		rep_ref_sink to = simulate ? sink : st->analyses == PADRONE_ANALYZE_REFS ?
+			discard : NULL;	/* blocks: counted, no address recovered */
+		if ((recover && rep_recover__new(cc_instr__table(f->in), to, st, &w->rec) < 0) ||
 		    cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
@@ -556,6 +571,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	unsigned level = analysis_level(o.analyses);
 	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
 				    .blocks_only = level == PADRONE_ANALYZE_BLOCKS,
+				    .nchunks = RING_CHUNKS,
 				    .publish = &st->live[slot] };
 	rc = cc_cache__instrument(c, &fn, &io, &f->in);
 	if (rc < 0) {
