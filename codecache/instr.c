@@ -14,7 +14,10 @@
  * header last, over CAB's CLEAR sentinel, so the consumer never sees a unit
  * half written; it uses only mov, lea, push, pop, jrcxz and a call of the
  * ring stub (instr-stub.S) on the slow path, so the flags are never
- * touched.
+ * touched. Dropped units (sample mode, a consumer gone, a thread with no
+ * ring) go the same fast way into a junk area of the thread's block, which
+ * the stub empties and counts when it is full: units still there when the
+ * copy is undone (at most 8 KiB) are not counted as dropped.
  *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
