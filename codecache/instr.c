@@ -52,6 +52,11 @@ struct unit {
 	uint32_t id;
 	bool block_end;		/* the last one ends a CFG block */
 	struct rep_built b;
+	/* slots the commit writes straight from their register, which nothing
+	 * between the capture point and the commit changes (no capture, no
+	 * reload, and nothing a signal handler can spoil) */
+	uint64_t direct;
+	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
 };
 
@@ -131,6 +136,46 @@ static void forget_addresses(struct rep_built *b)
 	b->block.nrefs = 0;
 }
 
+static bool transfers(const struct ci_insn *ci);
+
+/* Can slot's one capture c be written at the commit from its register? Not
+ * rax or rcx (the commit's own), rsp (moved below the red zone), rflags or
+ * a segment base (no register to store from), nor a register any
+ * instruction run between the capture and the commit writes. */
+static bool direct_capture(const struct cc_instr *in, const struct unit *u,
+			   const struct rep_capture *c)
+{
+	uint32_t last = u->n - 1;
+	uint32_t start = c->after ? c->insn + 1 : c->insn;
+	uint32_t end = transfers(&in->insns[u->first + last]) ? last : last + 1;
+
+	if (c->reg < REP_REG_RDX || c->reg > REP_REG_R15 || c->reg == REP_REG_RSP ||
+	    start > end)
+		return false;
+	for (uint32_t k = start; k < end; k++)
+		if (in->insns[u->first + k].rep.clobbers & (1u << c->reg))
+			return false;
+	return true;
+}
+
+static void plan_direct(const struct cc_instr *in, struct unit *u)
+{
+	uint8_t captures[IS_MAX_SLOTS + 1] = { 0 };
+
+	u->direct = 0;
+	for (uint32_t c = 0; c < u->b.ncaps; c++)
+		if (u->b.caps[c].slot <= IS_MAX_SLOTS)
+			captures[u->b.caps[c].slot]++;
+	for (uint32_t c = 0; c < u->b.ncaps; c++) {
+		const struct rep_capture *cap = &u->b.caps[c];
+		if (cap->slot > IS_MAX_SLOTS || captures[cap->slot] != 1 ||
+		    !direct_capture(in, u, cap))
+			continue;
+		u->direct |= 1ull << cap->slot;
+		u->direct_reg[cap->slot] = cap->reg;
+	}
+}
+
 /* Units: the blocks, cut after calls; their plans and the table. */
 static int plan_units(struct cc_instr *in)
 {
@@ -168,6 +213,7 @@ static int plan_units(struct cc_instr *in)
 						in->insns[first].pc, rep_errmsg());
 			if (in->o.blocks_only)
 				forget_addresses(&u->b);
+			plan_direct(in, u);
 			if (u->b.block.nslots > IS_MAX_SLOTS)
 				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
 						"the block at 0x%" PRIx64 " needs %u slots, more than "
@@ -271,6 +317,13 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
 	put32(o, IS_PTR);
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
+		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
+			unsigned code = u->direct_reg[k] - REP_REG_RAX;
+			put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
+					    (uint8_t)(0x80 | (code & 7) << 3) }, 3);
+			put32(o, 8 * (1 + k));
+			continue;
+		}
 		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);
 		put32(o, IS_SLOTS + 8 * k);
 		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
@@ -327,12 +380,14 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 		const struct ci_insn *ci = &in->insns[u->first + i];
 		bool last = i + 1 == u->n;
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
-			emit_capture(o, &b->caps[c]);
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
 		if (last && transfers(ci))
 			emit_commit(o, in, u);
 		emit_insn(o, in, ci);
 		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
-			emit_capture(o, &b->caps[c]);
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
 		if (last && !transfers(ci))
 			emit_commit(o, in, u);
 	}
