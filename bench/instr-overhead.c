@@ -16,10 +16,17 @@
  * pipeline's throughput: references recovered and simulated per second of
  * consumer CPU (the refs and cache rows), and units lost in sample mode.
  *
- * usage: instr-overhead [SECONDS_PER_WINDOW]   (default 2)
+ * Last, the stop-the-world pauses of instrument and uninstrument with 8
+ * threads in the function (p50, p99).
+ *
+ * usage: instr-overhead [SECONDS_PER_WINDOW [pauses]]   (default 2; pauses:
+ * only those)
  * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
  * after uninstrument >= 0.99 of native; sample mode never waits.
  */
+#include "attach/attach.h"
+#include "bench/pause.h"
+#include "codecache/codecache.h"
 #include "src/padrone.h"
 
 #include <dirent.h>
@@ -239,6 +246,59 @@ static void workload(const char *title, char *const argv[], const char *func)
 	under_valgrind("--tool=lackey", argv, native);
 }
 
+/* Stop-the-world pauses of instrument and uninstrument with 8 threads in
+ * the function: p50 and p99 over rounds, the target checked after. */
+static void pauses(const char *kernel)
+{
+	enum { ROUNDS = 20 };
+	char *argv[] = { (char *)kernel, "8", "1000", NULL };
+	uint64_t in_ns[ROUNDS], out_ns[ROUNDS];
+	struct attach_target *t = NULL;
+	struct attach_error aerr;
+	struct cc_cache *c = NULL;
+	struct cc_syms *sy = NULL;
+	struct cc_error err;
+	struct cc_func f;
+	size_t n = 0;
+
+	if (start(&cur, argv) < 0)
+		return;
+	next_calls(&cur);
+	if (attach_seize(cur.pid, NULL, &t, &aerr) < 0 || cc_cache__open(t, NULL, &c, &err) < 0 ||
+	    cc_syms__open(cur.pid, &sy, &err) < 0 || cc_syms__func(sy, "axpy", &f, &err) < 0) {
+		printf("  pauses: cannot set up\n");
+		goto out;
+	}
+	for (; n < ROUNDS; n++) {
+		struct cc_patch_stats si = { 0 }, so = { 0 };
+		struct cc_instr_opts io = { .sz = sizeof io, .stats = &si };
+		struct cc_patch_opts po = { .sz = sizeof po, .stats = &so };
+		struct cc_instr *in;
+		if (cc_cache__instrument(c, &f, &io, &in) < 0)
+			break;
+		pause_nap_ms(50);
+		int rc = cc_cache__uninstrument(c, in, &po);
+		cc_instr__free(in);
+		if (rc < 0)
+			break;
+		in_ns[n] = si.stop_ns;
+		out_ns[n] = so.stop_ns;
+	}
+	if (n < ROUNDS)
+		printf("  pauses: failed after %zu rounds: %s\n", n, cc_cache__errmsg(c));
+	printf("  instrument pause (8 threads in axpy, %zu rounds): p50 %.2f ms  p99 %.2f ms\n", n,
+	       pause_pct_ms(in_ns, n, 0.5), pause_pct_ms(in_ns, n, 0.99));
+	printf("  uninstrument pause:                              p50 %.2f ms  p99 %.2f ms"
+	       "  (goal p99 <= 2 ms)\n", pause_pct_ms(out_ns, n, 0.5), pause_pct_ms(out_ns, n, 0.99));
+out:
+	cc_syms__free(sy);
+	cc_cache__close(c);
+	if (t)
+		attach_target__detach(t);
+	next_calls(&cur);	/* and it computes right (next_calls exits otherwise) */
+	stop(&cur);
+}
+
 int main(int argc, char **argv)
 {
 	char dir[4096];
@@ -251,11 +311,17 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	snprintf(dir, sizeof dir, "%s/tests/targets/instr_kernel", b);
+	if (argc > 2 && strcmp(argv[2], "pauses") == 0) {
+		pauses(dir);
+		return 0;
+	}
 	char *kernel[] = { dir, "1", "1000", NULL };
 	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
 	char chase[4096];
 	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
 	char *ch[] = { chase, NULL };
 	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
+	printf("stop-the-world\n");
+	pauses(dir);
 	return 0;
 }
