@@ -259,28 +259,45 @@ static int by_through(const void *a, const void *b)
 	return (x->through < y->through) - (x->through > y->through);
 }
 
-/* The functions the last profile's call chains return to from FUNC (its
- * innermost frame, recursion skipped), with the samples of those chains. */
-static void chain_callers(struct cc_ctx *x, struct prof_symbolizer *sym, uint64_t lo, uint64_t hi,
-			  struct candidates *h)
+/* The user frames of a chain of the ranking: those after its kernel ones. */
+static const struct prof_hot_frame *user_frames(const struct prof_hot_frame *f, size_t *n)
 {
-	struct prof_sym ps;
-	size_t nch;
-	const struct padrone_chain *ch = padrone_session_chains(x->s, &nch);
+	while (*n && f->addr >= PROF_KERNEL_START) {
+		f++;
+		(*n)--;
+	}
+	return f;
+}
+
+/* The functions the last profile's call chains return to from FUNC (its
+ * innermost frame, recursion skipped), with the samples of those chains. A
+ * caller counts only when its symbols, not the call chain, bound it. */
+static void chain_callers(struct cc_ctx *x, uint64_t lo, uint64_t hi, struct candidates *h)
+{
+	const struct prof_hot *hot = padrone_session_hot(x->s);
+	size_t nch = hot ? prof_hot__stack_count(hot) : 0;
 
 	for (size_t i = 0; i < nch; i++) {
-		size_t k = 0;
-		/* ips[0] is an instruction, the others return addresses */
-		while (k < ch[i].n && !(ch[i].ips[k] - (k > 0) >= lo && ch[i].ips[k] - (k > 0) < hi))
-			k++;
-		while (++k < ch[i].n && ch[i].ips[k] - 1 >= lo && ch[i].ips[k] - 1 < hi)
-			;
-		if (k >= ch[i].n || prof_symbolizer__lookup(sym, ch[i].ips[k] - 1, &ps) < 0 ||
-		    ps.bounds == PROF_BOUNDS_NONE || ps.end <= ps.start)
+		const struct prof_hot_frame *fr;
+		size_t n, k = 0;
+		uint64_t count;
+		if (prof_hot__stack(hot, i, &fr, &n, &count) < 0)
 			continue;
-		struct candidate *c = cand_add(h, ps.start, ps.end, ps.name);
+		fr = user_frames(fr, &n);
+		/* fr[0] is an instruction, the others return addresses */
+		while (k < n && !(fr[k].addr - (k > 0) >= lo && fr[k].addr - (k > 0) < hi))
+			k++;
+		while (++k < n && fr[k].addr - 1 >= lo && fr[k].addr - 1 < hi)
+			;
+		if (k >= n)
+			continue;
+		const struct prof_func *pf = prof_hot__at(hot, fr[k].func);
+		if (pf->bounds == PROF_BOUNDS_NONE || pf->bounds == PROF_BOUNDS_CALLCHAIN ||
+		    pf->end <= pf->start)
+			continue;
+		struct candidate *c = cand_add(h, pf->start, pf->end, pf->name);
 		if (c)
-			c->through += ch[i].count;
+			c->through += count;
 	}
 	qsort(h->c, h->n, sizeof h->c[0], by_through);
 	for (size_t i = 0; i < h->n; i++)
@@ -313,7 +330,7 @@ static int profile_callers(struct cc_ctx *x, const struct cc_func *fn, struct ca
 	if (!fn->size && prof_symbolizer__lookup(sym, fn->addr, &ps) == 0 && ps.start == fn->addr &&
 	    ps.bounds != PROF_BOUNDS_NONE)
 		hi = ps.end;
-	chain_callers(x, sym, lo, hi, h);
+	chain_callers(x, lo, hi, h);
 	for (size_t i = 0; i < padrone_report__count(r); i++) {
 		const struct padrone_function *pf = padrone_report__function(r, i);
 		if (pf->end <= pf->start || pf->start == fn->addr || pf->start >= PROF_KERNEL_START)

@@ -39,13 +39,7 @@ struct padrone_session {
 	struct prof_symbolizer *sym;	/* made on first use */
 	struct elf_modules *names;	/* the resolver's modules, made on first use */
 	unsigned names_pinned;		/* borrowed: not read again meanwhile */
-	struct padrone_report *report;
-	struct prof_hot *hot;		/* the last profile's ranking and chains */
-	struct padrone_ip_count *samples;	/* of the last profile */
-	size_t nsamples;
-	struct padrone_chain *chains;	/* of the last profile, user frames */
-	uint64_t *chain_ips;		/* what they point into */
-	size_t nchains;
+	struct padrone_report *report;	/* the last profile's, with its ranking */
 	int event_fd;			/* the target exited or exec'd */
 	int interrupt_fd;		/* padrone_session__interrupt */
 	/* Signal handlers and other threads read these: atomics (lock-free on
@@ -66,7 +60,6 @@ struct padrone_session {
 	void *_Atomic instr;		/* padrone_session_set_instr */
 };
 
-static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp);
 static void forget_modules(struct padrone_session *s);
 
 /* --------------------------------------------------------------- failures */
@@ -288,9 +281,6 @@ int padrone_session__detach(struct padrone_session *s)
 	int ext_r = release_exts(s, ext_err, sizeof(ext_err));
 	padrone_report_free(s->report);
 	s->report = NULL;
-	prof_hot__free(s->hot);
-	s->hot = NULL;
-	keep_samples(s, NULL);
 	prof_symbolizer__free(s->sym);
 	s->sym = NULL;
 	elf_modules__free(s->names);
@@ -691,60 +681,18 @@ struct profile_facts {
 	bool user_only;
 };
 
-/* Samples whose IP was in the kernel. */
-static uint64_t kernel_samples(const struct prof_hot *hot)
-{
-	uint64_t n = 0;
-
-	for (size_t i = 0; hot && i < prof_hot__stack_count(hot); i++) {
-		const struct prof_hot_frame *f;
-		size_t nf;
-		uint64_t count;
-		if (prof_hot__stack(hot, i, &f, &nf, &count) == 0 && nf &&
-		    f[0].addr >= PROF_KERNEL_START)
-			n += count;
-	}
-	return n;
-}
-
-/* How the threads were covered: "per-cpu", "per-thread" (ring) or
- * "in-kernel" (bpf, per CPU too). */
-static const char *sampling_name(const struct prof_totals *t)
-{
-	if (t->backend == PROF_BACKEND_BPF)
-		return "in-kernel";
-	return prof_ring_mode_name(t->ring_mode);
-}
-
-/* The report of a profile: totals, and hot's functions (hot NULL: none). */
+/* The report of a profile: hot's ranking (taken; NULL: no samples), or
+ * the sampler's totals t. */
 static int build_report(struct padrone_session *s, const struct prof_totals *t,
-			const struct prof_hot *hot, const struct profile_facts *pf)
+			struct prof_hot *hot, const struct profile_facts *pf)
 {
-	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t->event,
-						      t->freq_hz, (double)t->duration_ns / 1e9,
-						      t->samples, t->lost);
-	int e = r ? 0 : -ENOMEM;
+	struct padrone_report *r = padrone_report_new(attach_target__pid(s->t), t, hot);
 
-	if (r) {
-		padrone_report_set_throttled(r, t->throttled);
-		padrone_report_set_kernel(r, pf->user_only || !t->kernel, kernel_samples(hot),
-					  pf->user1 - pf->user0, pf->system1 - pf->system0);
-		padrone_report_set_start(r, pf->start_ns);
-		e = padrone_report_set_backend(r, prof_backend_name(t->backend),
-					       t->fell_back ? t->fallback_reason : "");
-		if (e == 0)
-			e = padrone_report_set_sampling(r, sampling_name(t), t->ring_mode_reason);
-	}
-	for (size_t i = 0; r && hot && e == 0 && i < prof_hot__count(hot); i++) {
-		const struct prof_func *f = prof_hot__at(hot, i);
-		e = padrone_report_add(r, f->name, f->module, f->start, f->end, f->self,
-				       f->inclusive, prof_bounds_name(f->bounds));
-	}
-	if (e < 0) {
-		padrone_report_free(r);
+	if (!r)
 		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	}
-	padrone_report_sort(r);
+	padrone_report_set_kernel(r, pf->user_only, pf->user1 - pf->user0,
+				  pf->system1 - pf->system0);
+	padrone_report_set_start(r, pf->start_ns);
 	padrone_report_free(s->report);
 	s->report = r;
 	return 0;
@@ -835,56 +783,6 @@ static int run_sampler(struct padrone_session *s, struct prof_sampler *smp,
 	return r < 0 ? fail(s, PADRONE_SYSTEM, r, "%s", prof_sampler__errmsg(smp)) : 0;
 }
 
-/* Keep where each user-space sample was, for cfg/'s hot loops; smp NULL
- * just forgets. */
-static int keep_samples(struct padrone_session *s, const struct prof_sampler *smp)
-{
-	free(s->samples);
-	free(s->chains);
-	free(s->chain_ips);
-	s->samples = NULL;
-	s->chains = NULL;
-	s->chain_ips = NULL;
-	s->nsamples = s->nchains = 0;
-	size_t n = smp ? prof_sampler__stack_count(smp) : 0;
-	if (!n)
-		return 0;
-	size_t total = 0;
-	for (size_t i = 0; i < n; i++) {
-		const uint64_t *ips;
-		size_t nips;
-		uint64_t count;
-		if (prof_sampler__stack(smp, i, &ips, &nips, &count) == 0)
-			total += nips;
-	}
-	s->samples = calloc(n, sizeof(*s->samples));
-	s->chains = calloc(n, sizeof(*s->chains));
-	s->chain_ips = calloc(total ? total : 1, sizeof(*s->chain_ips));
-	if (!s->samples || !s->chains || !s->chain_ips)
-		return fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	size_t used = 0;
-	for (size_t i = 0; i < n; i++) {
-		const uint64_t *ips;
-		size_t nips;
-		uint64_t count;
-		if (prof_sampler__stack(smp, i, &ips, &nips, &count) < 0)
-			continue;
-		/* in the kernel: not this process's code (as the report's self) */
-		if (nips && ips[0] < PROF_KERNEL_START)
-			s->samples[s->nsamples++] = (struct padrone_ip_count){ ips[0], count };
-		/* the user frames, which follow the kernel's */
-		size_t k = 0;
-		while (k < nips && ips[k] >= PROF_KERNEL_START)
-			k++;
-		if (k == nips || used + (nips - k) > total)
-			continue;
-		memcpy(s->chain_ips + used, ips + k, (nips - k) * sizeof(*ips));
-		s->chains[s->nchains++] = (struct padrone_chain){ s->chain_ips + used, nips - k, count };
-		used += nips - k;
-	}
-	return 0;
-}
-
 int padrone_session__profile(struct padrone_session *s, const struct padrone_profile_opts *opts)
 {
 	struct padrone_profile_opts o = { .sz = sizeof(o) };
@@ -934,15 +832,9 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	if (r == 0) {
 		struct prof_totals t;
 		prof_sampler__totals(smp, &t);
-		r = build_report(s, hot ? prof_hot__totals(hot) : &t, hot, &pf);
+		r = build_report(s, &t, hot, &pf);	/* takes hot */
 		if (r == 0)
 			padrone_report_set_ended(s->report, from_attach(ended));
-	}
-	if (r == 0)
-		r = keep_samples(s, smp);
-	if (r == 0) {	/* the chains of the report that replaced the last one */
-		prof_hot__free(s->hot);
-		s->hot = hot;
 	} else {
 		prof_hot__free(hot);
 	}
@@ -956,18 +848,6 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	return r;
 }
 
-const struct padrone_ip_count *padrone_session_samples(const struct padrone_session *s, size_t *n)
-{
-	*n = s->nsamples;
-	return s->samples;
-}
-
-const struct padrone_chain *padrone_session_chains(const struct padrone_session *s, size_t *n)
-{
-	*n = s->nchains;
-	return s->nchains ? s->chains : NULL;
-}
-
 const struct padrone_report *padrone_session__report(const struct padrone_session *s)
 {
 	return s->report;
@@ -975,7 +855,7 @@ const struct padrone_report *padrone_session__report(const struct padrone_sessio
 
 const struct prof_hot *padrone_session_hot(const struct padrone_session *s)
 {
-	return s->hot;
+	return padrone_report_hot(s->report);
 }
 
 /* -------------------------------------------------------------- backtrace */
