@@ -229,7 +229,7 @@ int cc_cache__open(struct attach_target *t, const struct cc_cache_opts *opts,
 	*out = NULL;
 	if (!c) {
 		if (err)
-			*err = (struct cc_error){ -ENOMEM, "out of memory" };
+			*err = (struct cc_error){ .err = -ENOMEM, .msg = "out of memory" };
 		return -ENOMEM;
 	}
 	c->o = (struct cc_cache_opts){ .sz = sizeof c->o };

@@ -58,6 +58,7 @@ int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 		va_end(ap);
 		err->err = code;
+		err->no_symbol = false;
 	}
 	return code;
 }

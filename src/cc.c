@@ -71,7 +71,7 @@ static struct cc_xref *session_xref(struct padrone_session *s)
 static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 {
 	struct attach_target *t = padrone_session_target(s);
-	struct cc_error err;
+	struct cc_error err = { 0 };
 	int rc;
 
 	memset(x, 0, sizeof *x);
@@ -390,7 +390,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	struct cc_ctx x;
 	struct cc_func f, *callers = NULL;
 	struct cc_image *im = NULL;
-	struct cc_error err;
+	struct cc_error err = { 0 };
 	struct cc_patch_stats st = { 0 };
 	struct candidates hot;
 	char note[512] = "";
@@ -419,7 +419,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	struct cc_image_opts io = { .sz = sizeof io, .symbol = o.symbol ? o.symbol : function,
 				    .raw = o.raw };
 	rc = cc_image__open(file, &io, &im, &err);
-	if (rc == -ENOENT && !o.symbol && !o.raw && strstr(err.msg, "has no function named")) {
+	if (rc == -ENOENT && err.no_symbol && !o.symbol && !o.raw) {
 		io.symbol = NULL;
 		rc = cc_image__open(file, &io, &im, &err);
 	}
@@ -685,7 +685,7 @@ void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *
 {
 	struct attach_target *t = padrone_session_target(s);
 	struct cc_cache *c = NULL;
-	struct cc_error err;
+	struct cc_error err = { 0 };
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t start;

@@ -20,6 +20,7 @@
 #include "profile/profile.h"
 #include "src/report.h"
 #include "src/session.h"
+#include "src/status.h"
 
 #define DEFAULT_SECONDS 2.0
 #define MAX_FRAMES 256
@@ -91,56 +92,6 @@ static void ok(struct padrone_session *s)
 	s->errmsg[0] = '\0';
 }
 
-static const struct {
-	enum attach_why a;
-	enum padrone_why p;
-	const char *name;
-} whys[] = {
-	{ ATTACH_OK, PADRONE_OK, "ok" },
-	{ ATTACH_NO_PROCESS, PADRONE_NO_PROCESS, "no-process" },
-	{ ATTACH_ZOMBIE, PADRONE_ZOMBIE, "zombie" },
-	{ ATTACH_KERNEL_THREAD, PADRONE_KERNEL_THREAD, "kernel-thread" },
-	{ ATTACH_NOT_X86_64, PADRONE_NOT_X86_64, "not-x86-64" },
-	{ ATTACH_PERMISSION, PADRONE_PERMISSION, "permission" },
-	{ ATTACH_ALREADY_TRACED, PADRONE_ALREADY_TRACED, "already-traced" },
-	{ ATTACH_TARGET_EXITED, PADRONE_TARGET_EXITED, "target-exited" },
-	{ ATTACH_TARGET_EXECED, PADRONE_TARGET_EXECED, "target-execed" },
-	{ ATTACH_TIMEOUT, PADRONE_TIMEOUT, "timeout" },
-	{ ATTACH_SYSTEM, PADRONE_SYSTEM, "system" },
-};
-
-static enum padrone_why from_attach(enum attach_why a)
-{
-	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
-		if (whys[i].a == a)
-			return whys[i].p;
-	return PADRONE_SYSTEM;
-}
-
-int padrone_why_exit_status(enum padrone_why why)
-{
-	if (why == PADRONE_NOT_ATTACHED)
-		return 1;	/* a failed command, as in cmd.h */
-	if (why == PADRONE_BAD_REQUEST)
-		return 2;	/* a usage error */
-	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
-		if (whys[i].p == why)
-			return attach_why_exit_status(whys[i].a);
-	return attach_why_exit_status(ATTACH_SYSTEM);
-}
-
-const char *padrone_why_name(enum padrone_why why)
-{
-	if (why == PADRONE_NOT_ATTACHED)
-		return "not-attached";
-	if (why == PADRONE_BAD_REQUEST)
-		return "bad-request";
-	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
-		if (whys[i].p == why)
-			return whys[i].name;
-	return "unknown";
-}
-
 /* A failed operation on the attached target: attach/ says why (a thread
  * that did not stop in time, a thread in D state among them, is a timeout,
  * not a system error). */
@@ -153,7 +104,7 @@ static int fail_target(struct padrone_session *s, int err, const char *what)
 		why = attach_target__state(s->t);
 	if (why == ATTACH_OK)
 		why = err == -ETIMEDOUT ? ATTACH_TIMEOUT : ATTACH_SYSTEM;
-	return fail(s, from_attach(why), err, "%s: %s", what, *msg ? msg : strerror(-err));
+	return fail(s, padrone_why_from_attach(why), err, "%s: %s", what, *msg ? msg : strerror(-err));
 }
 
 enum padrone_why padrone_session__why(const struct padrone_session *s) { return s->why; }
@@ -237,7 +188,7 @@ int padrone_session__attach(struct padrone_session *s, pid_t pid)
 		close(s->event_fd);
 		s->event_fd = -1;
 		s->t = NULL;
-		return fail(s, from_attach(err.why), r, "%s", err.msg);
+		return fail(s, padrone_why_from_attach(err.why), r, "%s", err.msg);
 	}
 	attach_target__on_event(s->t, on_event, s);
 	/* It may have died between the seize and the callback. */
@@ -308,7 +259,7 @@ pid_t padrone_session__pid(const struct padrone_session *s)
 
 enum padrone_why padrone_session__target_state(const struct padrone_session *s)
 {
-	return s->t ? from_attach(attach_target__state(s->t)) : PADRONE_NOT_ATTACHED;
+	return s->t ? padrone_why_from_attach(attach_target__state(s->t)) : PADRONE_NOT_ATTACHED;
 }
 
 int padrone_session__event_fd(const struct padrone_session *s) { return s->t ? s->event_fd : -1; }
@@ -834,7 +785,7 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 		prof_sampler__totals(smp, &t);
 		r = build_report(s, &t, hot, &pf);	/* takes hot */
 		if (r == 0)
-			padrone_report_set_ended(s->report, from_attach(ended));
+			padrone_report_set_ended(s->report, padrone_why_from_attach(ended));
 	} else {
 		prof_hot__free(hot);
 	}
