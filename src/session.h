@@ -1,12 +1,14 @@
 /* session.h: what src/'s commands reach inside a session (private to
  * libpadrone; hidden from libpadrone.so).
  *
- * Commands of later rooms (cfg, codecache...) live in src/cmd/ and work on
- * the session's attached process through their own room's API: they get the
- * attach_target and the symbolizer here, and keep state across commands
- * (a code cache, replaced functions) as a named extension that the session
- * releases at detach -- newest first, while the process is still attached,
- * so what a room changed in it is restored before it is let go.
+ * The session's parts (session-cfg.c, session-cc.c, instr.c) and the
+ * commands in src/cmd/ work on the attached process through their own
+ * room's API: they get the attach_target, the symbolizer and the modules
+ * here. A part that keeps state for the attachment (session-cc.c's branch
+ * index, instr.c's instrumentation) stores it as a named extension, which
+ * the session releases at detach -- newest first, while the process is
+ * still attached, so what a part changed in it is restored before it is let
+ * go.
  */
 #ifndef PADRONE_SRC_SESSION_H
 #define PADRONE_SRC_SESSION_H

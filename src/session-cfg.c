@@ -1,4 +1,4 @@
-/* session_cfg.c: control-flow graphs and hot loops of the attached process
+/* session-cfg.c: control-flow graphs and hot loops of the attached process
  * (cfg/ over the session's target: code from its memory, names from the
  * session's symbolizer). */
 #include <elf.h>

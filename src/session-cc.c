@@ -1,5 +1,6 @@
-/* cc.c: libpadrone's code-cache verbs over codecache/: replace, restore,
- * measure, and PADRONE's padrone_cc_* calls. Each call opens the target's
+/* session-cc.c: the session's code-cache part (not codecache/'s cc_): the
+ * verbs replace, restore, measure, and padrone.h's padrone_cc_* calls over
+ * codecache/. Each call opens the target's
  * code cache afresh (finding what earlier sessions left there) and the
  * target's symbols, so a later session restores what an earlier one
  * replaced. */
