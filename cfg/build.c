@@ -956,143 +956,20 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 	return cfg_hmap_init(&b->at, 256);
 }
 
-/* The summary to remember: once the budget ran out, "returns" may only
- * mean "a callee was not looked at", so it is not kept (UNKNOWN: ask again
- * in a later build). "Never returns" holds whatever the callees do, since
- * the ones not looked at were assumed to return. */
-static enum cfg_ret to_memo(const struct cfg_reader *r, enum cfg_ret ret)
+/* Explores the function at entry only as far as needed to tell whether a
+ * path returns (its callees through cfg_callee_returns, in returns.c). */
+bool cfg_may_return(struct cfg_reader *r, uint64_t entry)
 {
-	return ret == CFG_RET_YES && r->callee_cut ? CFG_RET_UNKNOWN : ret;
-}
+	struct fb b;
+	bool returns = true;
 
-/* ------------------------------------------------------------ noreturn
- *
- * Does a function return? It returns if a path from its entry reaches a
- * ret, or a call or tail call to a function that returns. That is a
- * fixpoint over the call graph: callees are analysed depth first, and a
- * callee already being analysed (recursion) is taken not to return until
- * shown otherwise. Answers that rest on such an assumption stay provisional
- * until the component's first function is done; if its answer contradicts
- * what was assumed, the component is analysed again. Answers only go from
- * "no" to "yes", so this ends. */
-
-#define RET_VAL(state, index) ((uint32_t)(state) | (uint32_t)(index) << 8)
-
-static void ret_depends(struct cfg_reader *r, uint32_t low)
-{
-	struct cfg_ret_frame *top = r->depth ? &r->frames[r->depth - 1] : NULL;
-	if (top && low < top->low)
-		top->low = low;
-}
-
-/* The answer known for entry (final, provisional or assumed); false if
- * none yet. */
-static bool ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
-{
-	uint32_t *v = cfg_hmap_get(&r->rets, entry);
-	if (!v || *v == CFG_RET_UNKNOWN)
-		return false;
-	uint32_t ix = *v >> 8;
-	switch (*v & 0xff) {
-	case CFG_RET_BUSY:
-		r->frames[ix].used = true;
-		ret_depends(r, ix);
-		*out = r->frames[ix].assume;
-		return true;
-	case CFG_RET_PROV:
-		ret_depends(r, r->prov[ix].low);
-		*out = r->prov[ix].ret;
-		return true;
-	default:
-		*out = (enum cfg_ret)*v;
-		return true;
+	if (fb_init(&b, r, entry, NULL) == 0) {
+		b.summary = true;	/* explore() spends the budget */
+		if (explore(&b) == 0 && !b.returns)
+			returns = false;
 	}
-}
-
-static int ret_push(struct cfg_reader *r, uint64_t entry)
-{
-	uint32_t k = r->depth;
-	if (cfg_hmap_put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
-		return -ENOMEM;
-	r->frames[k] = (struct cfg_ret_frame){ entry, CFG_RET_NO, false, k, (uint32_t)r->nprov };
-	r->depth++;
-	return 0;
-}
-
-/* Forget the provisional answers given since frame k was pushed. */
-static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
-{
-	for (size_t i = f->mark; i < r->nprov; i++)
-		cfg_hmap_put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
-	r->nprov = f->mark;
-}
-
-/* The top frame's analysis gave ret: must it be done again (the
- * assumption it was analysed under was used, and was wrong)? */
-static bool ret_again(struct cfg_reader *r, enum cfg_ret ret)
-{
-	struct cfg_ret_frame *f = &r->frames[r->depth - 1];
-	if (!f->used || ret == f->assume || f->assume != CFG_RET_NO)
-		return false;
-	ret_drop(r, f);
-	f->assume = ret;
-	f->used = false;
-	f->low = r->depth - 1;
-	return true;
-}
-
-/* The top frame is done with answer ret: final if it rests on no frame
- * below (then so are the provisional answers of its component), else
- * provisional, and its caller rests on what it rests on. */
-static void ret_pop(struct cfg_reader *r, enum cfg_ret ret)
-{
-	struct cfg_ret_frame *f = &r->frames[--r->depth];
-	if (f->low == r->depth) {
-		for (size_t i = f->mark; i < r->nprov; i++)
-			cfg_hmap_put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
-		r->nprov = f->mark;
-		cfg_hmap_put(&r->rets, f->entry, to_memo(r, ret));
-		return;
-	}
-	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
-		/* cannot keep it: ask again next time */
-		cfg_hmap_put(&r->rets, f->entry, CFG_RET_UNKNOWN);
-	} else {
-		r->prov[r->nprov] = (struct cfg_ret_prov){ f->entry, (uint8_t)ret, f->low };
-		cfg_hmap_put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
-		r->nprov++;
-	}
-	ret_depends(r, f->low);
-}
-
-/* Callee analysis is transitive (a callee's callees...): in a large C++
- * library one call can lead to thousands of functions. The budget bounds
- * what one cfg_function__build spends on it. */
-enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
-{
-	enum cfg_ret ret;
-	if (ret_known(r, entry, &ret))
-		return ret;
-	if (!cfg_reader_is_code(r, entry))
-		return CFG_RET_YES;
-	if (r->depth >= CFG_MAX_CALLEE_DEPTH || r->callee_budget == 0) {
-		r->callee_cut = true;	/* "returns", without looking */
-		return CFG_RET_YES;
-	}
-	if (ret_push(r, entry) < 0)
-		return CFG_RET_YES;
-	do {
-		struct fb b;
-		ret = CFG_RET_YES;
-		if (fb_init(&b, r, entry, NULL) == 0) {
-			b.summary = true;	/* explore() spends the budget */
-			if (explore(&b) == 0 && !b.returns)
-				ret = CFG_RET_NO;
-		}
-		fb_fini(&b);
-	} while (ret_again(r, ret));
-	ret_pop(r, ret);
-	return ret;
+	fb_fini(&b);
+	return returns;
 }
 
 static int fill(struct fb *b, struct cfg_function *f)
@@ -1141,18 +1018,18 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 	r->depth = 0;
 	r->nprov = 0;
 	enum cfg_ret known;
-	bool framed = !ret_known(r, addr, &known);
+	bool framed = !cfg_ret_known(r, addr, &known);
 	if (framed && err == 0)
-		err = ret_push(r, addr);
+		err = cfg_ret_push(r, addr);
 	else
 		framed = false;
 	while (err == 0 && (err = explore(&b)) == 0 && framed &&
-	       ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
+	       cfg_ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
 		fb_fini(&b);
 		err = fb_init(&b, r, addr, opts);
 	}
 	if (framed)
-		ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
+		cfg_ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
 	if (err == 0)
 		err = fill(&b, f);
 	fb_fini(&b);
@@ -1185,97 +1062,4 @@ void cfg_function__free(struct cfg_function *f)
 	free(f->loops);
 	free(f->loop_data);
 	free(f);
-}
-
-/* ------------------------------------------------------------ accessors */
-
-uint64_t cfg_function__entry(const struct cfg_function *f) { return f->entry; }
-const char *cfg_function__name(const struct cfg_function *f) { return f->name; }
-bool cfg_function__noreturn(const struct cfg_function *f) { return f->noreturn; }
-size_t cfg_function__unresolved_count(const struct cfg_function *f) { return f->unresolved; }
-size_t cfg_function__insn_count(const struct cfg_function *f) { return f->ninsns; }
-size_t cfg_function__range_count(const struct cfg_function *f) { return f->nranges; }
-size_t cfg_function__block_count(const struct cfg_function *f) { return f->nblocks; }
-size_t cfg_function__entry_block(const struct cfg_function *f) { return f->entry_block; }
-size_t cfg_function__edge_count(const struct cfg_function *f) { return f->nedges; }
-size_t cfg_function__jump_table_count(const struct cfg_function *f) { return f->ntables; }
-size_t cfg_function__call_count(const struct cfg_function *f) { return f->ncalls; }
-size_t cfg_function__loop_count(const struct cfg_function *f) { return f->nloops; }
-
-enum cfg_error cfg_function__error(const struct cfg_function *f, uint64_t *at, const char **msg)
-{
-	if (at)
-		*at = f->err_at;
-	if (msg)
-		*msg = f->err_msg;
-	return f->err;
-}
-
-const struct cfg_range *cfg_function__range(const struct cfg_function *f, size_t i)
-{
-	return i < f->nranges ? &f->ranges[i] : NULL;
-}
-
-const struct cfg_range *cfg_function__range_of(const struct cfg_function *f, uint64_t addr)
-{
-	for (size_t i = 0; i < f->nranges; i++)
-		if (addr >= f->ranges[i].start && addr < f->ranges[i].end)
-			return &f->ranges[i];
-	return NULL;
-}
-
-const struct cfg_block *cfg_function__block(const struct cfg_function *f, size_t i)
-{
-	return i < f->nblocks ? &f->blocks[i] : NULL;
-}
-
-ssize_t cfg_function__block_at(const struct cfg_function *f, uint64_t addr)
-{
-	size_t lo = 0, hi = f->nblocks;
-	while (lo < hi) {	/* first block starting above addr */
-		size_t mid = (lo + hi) / 2;
-		if (f->blocks[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* overlapping blocks: look back a little */
-	for (size_t k = lo; k > 0 && lo - k < 8; k--)
-		if (addr >= f->blocks[k - 1].start && addr < f->blocks[k - 1].end)
-			return (ssize_t)(k - 1);
-	return -1;
-}
-
-const struct cfg_edge *cfg_function__edge(const struct cfg_function *f, size_t i)
-{
-	return i < f->nedges ? &f->edges[i] : NULL;
-}
-
-const struct cfg_jump_table *cfg_function__jump_table(const struct cfg_function *f, size_t i)
-{
-	return i < f->ntables ? &f->tables[i] : NULL;
-}
-
-const struct cfg_call *cfg_function__call(const struct cfg_function *f, size_t i)
-{
-	return i < f->ncalls ? &f->calls[i] : NULL;
-}
-
-const struct cfg_loop *cfg_function__loop(const struct cfg_function *f, size_t i)
-{
-	return i < f->nloops ? &f->loops[i] : NULL;
-}
-
-const char *cfg_edge_kind_name(enum cfg_edge_kind k)
-{
-	static const char *const n[] = { "fallthrough", "taken", "not_taken", "jump",
-					 "jump_table", "call_return", "tail_call" };
-	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
-}
-
-const char *cfg_error_name(enum cfg_error e)
-{
-	static const char *const n[] = { "none", "unreadable", "invalid instruction",
-					 "branch outside code", "limit", "unresolved indirect jump" };
-	return (unsigned)e < sizeof(n) / sizeof(n[0]) ? n[e] : "?";
 }

@@ -239,8 +239,20 @@ bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr);
  * gets the function's entry. */
 bool cfg_reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent);
 
-/* Does the function at entry return? Analyses it (bounded) if needed. */
+/* returns.c: does the function at entry return? Analyses it (bounded) if
+ * needed. */
 enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry);
+/* The fixpoint's frames (returns.c), for a build that is the first frame
+ * of the analysis: the answer known for entry (false if none yet); push a
+ * frame for entry (0 or -ENOMEM); whether the top frame, done with answer
+ * ret, must be analysed again; pop it with its answer. */
+bool cfg_ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out);
+int cfg_ret_push(struct cfg_reader *r, uint64_t entry);
+bool cfg_ret_again(struct cfg_reader *r, enum cfg_ret ret);
+void cfg_ret_pop(struct cfg_reader *r, enum cfg_ret ret);
+/* build.c: whether a path of the function at entry may return (true when
+ * it cannot be explored), its callees asked through cfg_callee_returns. */
+bool cfg_may_return(struct cfg_reader *r, uint64_t entry);
 /* Is name a function that never returns (exit, abort...)? */
 bool cfg_noreturn_name(const char *name);
 
