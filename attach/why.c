@@ -71,10 +71,3 @@ int attach__seterr(struct attach_error *e, int err, enum attach_why why, const c
 	return err;
 }
 
-uint64_t attach__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}

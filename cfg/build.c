@@ -36,7 +36,7 @@ struct fb {
 	uint64_t entry, lo, hi;	/* [lo, hi): the entry's FDE, if any */
 	struct bi *iv;
 	size_t ni, ci;
-	struct cfg_hmap at;
+	struct util_hmap at;
 	struct work *wv;
 	size_t nw, cw;
 	struct cfg_jt_result *tv;
@@ -80,7 +80,7 @@ static int push(struct fb *b, uint64_t addr, int32_t from, uint8_t taken, int32_
 
 static int32_t find(const struct fb *b, uint64_t addr)
 {
-	uint32_t *ix = cfg_hmap_get(&b->at, addr);
+	uint32_t *ix = util_hmap__get(&b->at, addr);
 	return ix ? (int32_t)*ix : -1;
 }
 
@@ -362,7 +362,7 @@ static int32_t new_insn(struct fb *b, const struct cfg_insn *d, int32_t prev, ui
 			int32_t h)
 {
 	if (cfg_grow(&b->iv, &b->ci, b->ni + 1, sizeof(*b->iv)) < 0 ||
-	    cfg_hmap_put(&b->at, d->addr, (uint32_t)b->ni) < 0)
+	    util_hmap__put(&b->at, d->addr, (uint32_t)b->ni) < 0)
 		return -1;
 	b->iv[b->ni] = (struct bi){ .d = d, .ft_prev = -1, .ft_next = -1, .prev = prev, .h = h,
 				    .table = -1, .block = -1, .prev_taken = taken };
@@ -918,7 +918,7 @@ static int finish_lists(struct fb *b, struct cfg_function *f)
 static void fb_fini(struct fb *b)
 {
 	free(b->iv);
-	cfg_hmap_fini(&b->at);
+	util_hmap__fini(&b->at);
 	free(b->wv);
 	for (size_t t = 0; t < b->nt; t++)
 		free(b->tv[t].targets);
@@ -932,8 +932,8 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 {
 	memset(b, 0, sizeof(*b));
 	b->r = r;
-	if (opts)
-		memcpy(&b->o, opts, opts->sz < sizeof(b->o) ? opts->sz : sizeof(b->o));
+	if (!UTIL_OPTS_COPY(&b->o, opts))
+		return -EINVAL;
 	if (!b->o.max_insns)
 		b->o.max_insns = CFG_DEFAULT_MAX_INSNS;
 	if (!b->o.max_blocks)
@@ -953,7 +953,7 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 			b->hi = s->addr + s->size;
 		}
 	}
-	return cfg_hmap_init(&b->at, 256);
+	return util_hmap__init(&b->at, 256);
 }
 
 /* Explores the function at entry only as far as needed to tell whether a

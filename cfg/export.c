@@ -399,8 +399,8 @@ int cfg_function__write(const struct cfg_function *f, FILE *out, const struct cf
 	struct cfg_write_opts o = { .sz = sizeof(o), .format = CFG_FORMAT_TEXT };
 	if (!f || !out)
 		return -EINVAL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return -EINVAL;
 	switch (o.format) {
 	case CFG_FORMAT_JSON: write_json(f, out); break;
 	case CFG_FORMAT_DOT:

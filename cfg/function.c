@@ -44,14 +44,8 @@ const struct cfg_block *cfg_function__block(const struct cfg_function *f, size_t
 
 ssize_t cfg_function__block_at(const struct cfg_function *f, uint64_t addr)
 {
-	size_t lo = 0, hi = f->nblocks;
-	while (lo < hi) {	/* first block starting above addr */
-		size_t mid = (lo + hi) / 2;
-		if (f->blocks[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* first block starting above addr */
+	size_t lo = UTIL_UPPER_BOUND(f->blocks, f->nblocks, start, addr);
 	/* overlapping blocks: look back a little */
 	for (size_t k = lo; k > 0 && lo - k < 8; k--)
 		if (addr >= f->blocks[k - 1].start && addr < f->blocks[k - 1].end)

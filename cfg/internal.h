@@ -3,26 +3,12 @@
 #define PADRONE_CFG_INTERNAL_H
 
 #include "cfg/cfg.h"
+#include "util/util.h"
 
 #include <Zydis/Zydis.h>
 #include <stdarg.h>
 
-/* ------------------------------------------------------------ hash map */
-
-/* Open addressing, uint64 key (never UINT64_MAX) to uint32 value. */
-struct cfg_hmap {
-	uint64_t *keys;
-	uint32_t *vals;
-	size_t cap, len;	/* cap is a power of two */
-};
-#define CFG_HMAP_EMPTY UINT64_MAX
-int cfg_hmap_init(struct cfg_hmap *h, size_t hint);
-void cfg_hmap_fini(struct cfg_hmap *h);
-void cfg_hmap_clear(struct cfg_hmap *h);
-/* Pointer to the value of key, or NULL. */
-uint32_t *cfg_hmap_get(const struct cfg_hmap *h, uint64_t key);
-/* Insert (or overwrite). 0 or -ENOMEM. */
-int cfg_hmap_put(struct cfg_hmap *h, uint64_t key, uint32_t val);
+/* ------------------------------------------------------------ arrays */
 
 /* Grow a malloc'd array to hold at least n elements of size sz. */
 int cfg_grow(void *pptr, size_t *cap, size_t n, size_t sz);
@@ -185,15 +171,15 @@ struct cfg_reader {
 	cfg_lookup_fn ulookup;
 	void *uarg;
 	/* page cache */
-	struct cfg_hmap pages;	/* page addr -> index */
+	struct util_hmap pages;	/* page addr -> index */
 	struct cfg_page **pagev;
 	size_t npages, cpages;
 	/* decode cache */
-	struct cfg_hmap insns;	/* addr -> index */
+	struct util_hmap insns;	/* addr -> index */
 	struct cfg_insn **insnv;	/* chunks of CFG_INSN_CHUNK */
 	size_t ninsns, cinsnv;
 	/* callee summaries */
-	struct cfg_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
+	struct util_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
 	unsigned depth;		/* nesting of callee analyses: frames in use */
 	struct cfg_ret_frame frames[CFG_MAX_CALLEE_DEPTH + 1];
 	struct cfg_ret_prov *prov;	/* answers not final yet */

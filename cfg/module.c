@@ -92,14 +92,8 @@ fdes:
 
 const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nsyms;
-	while (lo < hi) {	/* first symbol above addr */
-		size_t mid = (lo + hi) / 2;
-		if (m->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* first symbol above addr */
+	size_t lo = UTIL_UPPER_BOUND(m->syms, m->nsyms, addr, addr);
 	if (lo == 0)
 		return NULL;
 	const struct cfg_sym *s = &m->syms[lo - 1];
@@ -110,14 +104,7 @@ const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t add
 
 const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nfdes;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (m->fdes[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = UTIL_UPPER_BOUND(m->fdes, m->nfdes, start, addr);
 	if (lo == 0)
 		return NULL;
 	const struct cfg_fde *f = &m->fdes[lo - 1];

@@ -25,15 +25,17 @@ int cfg_reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_rea
 	struct cfg_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	size_t n = ops->sz < sizeof(r->ops) ? ops->sz : sizeof(r->ops);
-	memcpy(&r->ops, ops, n);
+	if (!UTIL_OPTS_COPY(&r->ops, ops)) {
+		free(r);
+		return -EINVAL;
+	}
 	r->ops.sz = sizeof(r->ops);
 	r->ctx = ctx;
 	cfg_decoder_init(&r->dec);
-	if (cfg_hmap_init(&r->pages, 64) < 0 || cfg_hmap_init(&r->insns, 1024) < 0 ||
-	    cfg_hmap_init(&r->rets, 64) < 0) {
-		cfg_hmap_fini(&r->pages);
-		cfg_hmap_fini(&r->insns);
+	if (util_hmap__init(&r->pages, 64) < 0 || util_hmap__init(&r->insns, 1024) < 0 ||
+	    util_hmap__init(&r->rets, 64) < 0) {
+		util_hmap__fini(&r->pages);
+		util_hmap__fini(&r->insns);
 		free(r);
 		return -ENOMEM;
 	}
@@ -55,7 +57,7 @@ static void drop_pages(struct cfg_reader *r)
 	for (size_t i = 0; i < r->npages; i++)
 		free(r->pagev[i]);
 	r->npages = 0;
-	cfg_hmap_clear(&r->pages);
+	util_hmap__clear(&r->pages);
 }
 
 static void drop_insns(struct cfg_reader *r)
@@ -63,14 +65,14 @@ static void drop_insns(struct cfg_reader *r)
 	for (size_t i = 0; i * CFG_INSN_CHUNK < r->ninsns; i++)
 		free(r->insnv[i]);
 	r->ninsns = 0;
-	cfg_hmap_clear(&r->insns);
+	util_hmap__clear(&r->insns);
 }
 
 static void drop_caches(struct cfg_reader *r)
 {
 	drop_pages(r);
 	drop_insns(r);
-	cfg_hmap_clear(&r->rets);
+	util_hmap__clear(&r->rets);
 }
 
 void cfg_reader_trim(struct cfg_reader *r)
@@ -99,9 +101,9 @@ void cfg_reader__free(struct cfg_reader *r)
 	free(r->pagev);
 	free(r->insnv);
 	free(r->prov);
-	cfg_hmap_fini(&r->pages);
-	cfg_hmap_fini(&r->insns);
-	cfg_hmap_fini(&r->rets);
+	util_hmap__fini(&r->pages);
+	util_hmap__fini(&r->insns);
+	util_hmap__fini(&r->rets);
 	if (r->ops.destroy)
 		r->ops.destroy(r->ctx);
 	free(r);
@@ -129,12 +131,12 @@ int cfg_reader__flush(struct cfg_reader *r)
 
 static const struct cfg_page *page_get(struct cfg_reader *r, uint64_t pa)
 {
-	uint32_t *ix = cfg_hmap_get(&r->pages, pa);
+	uint32_t *ix = util_hmap__get(&r->pages, pa);
 	if (ix)
 		return r->pagev[*ix];
 	struct cfg_page *p = malloc(sizeof(*p));
 	if (!p || cfg_grow(&r->pagev, &r->cpages, r->npages + 1, sizeof(*r->pagev)) < 0 ||
-	    cfg_hmap_put(&r->pages, pa, (uint32_t)r->npages) < 0) {
+	    util_hmap__put(&r->pages, pa, (uint32_t)r->npages) < 0) {
 		free(p);
 		return NULL;
 	}
@@ -170,7 +172,7 @@ ssize_t cfg_reader__read(struct cfg_reader *r, uint64_t addr, void *buf, size_t 
 
 const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr)
 {
-	uint32_t *ix = cfg_hmap_get(&r->insns, addr);
+	uint32_t *ix = util_hmap__get(&r->insns, addr);
 	if (ix)
 		return &r->insnv[*ix / CFG_INSN_CHUNK][*ix % CFG_INSN_CHUNK];
 	if (r->ninsns % CFG_INSN_CHUNK == 0) {
@@ -181,7 +183,7 @@ const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr)
 		if (!r->insnv[chunks])
 			return NULL;
 	}
-	if (cfg_hmap_put(&r->insns, addr, (uint32_t)r->ninsns) < 0)
+	if (util_hmap__put(&r->insns, addr, (uint32_t)r->ninsns) < 0)
 		return NULL;
 	struct cfg_insn *in = &r->insnv[r->ninsns / CFG_INSN_CHUNK][r->ninsns % CFG_INSN_CHUNK];
 	r->ninsns++;

@@ -38,7 +38,7 @@ static void ret_depends(struct cfg_reader *r, uint32_t low)
  * none yet. */
 bool cfg_ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
 {
-	uint32_t *v = cfg_hmap_get(&r->rets, entry);
+	uint32_t *v = util_hmap__get(&r->rets, entry);
 	if (!v || *v == CFG_RET_UNKNOWN)
 		return false;
 	uint32_t ix = *v >> 8;
@@ -61,7 +61,7 @@ bool cfg_ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
 int cfg_ret_push(struct cfg_reader *r, uint64_t entry)
 {
 	uint32_t k = r->depth;
-	if (cfg_hmap_put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
+	if (util_hmap__put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
 		return -ENOMEM;
 	r->frames[k] = (struct cfg_ret_frame){ entry, CFG_RET_NO, false, k, (uint32_t)r->nprov };
 	r->depth++;
@@ -72,7 +72,7 @@ int cfg_ret_push(struct cfg_reader *r, uint64_t entry)
 static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
 {
 	for (size_t i = f->mark; i < r->nprov; i++)
-		cfg_hmap_put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
+		util_hmap__put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
 	r->nprov = f->mark;
 }
 
@@ -98,17 +98,17 @@ void cfg_ret_pop(struct cfg_reader *r, enum cfg_ret ret)
 	struct cfg_ret_frame *f = &r->frames[--r->depth];
 	if (f->low == r->depth) {
 		for (size_t i = f->mark; i < r->nprov; i++)
-			cfg_hmap_put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
+			util_hmap__put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
 		r->nprov = f->mark;
-		cfg_hmap_put(&r->rets, f->entry, to_memo(r, ret));
+		util_hmap__put(&r->rets, f->entry, to_memo(r, ret));
 		return;
 	}
 	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
 		/* cannot keep it: ask again next time */
-		cfg_hmap_put(&r->rets, f->entry, CFG_RET_UNKNOWN);
+		util_hmap__put(&r->rets, f->entry, CFG_RET_UNKNOWN);
 	} else {
 		r->prov[r->nprov] = (struct cfg_ret_prov){ f->entry, (uint8_t)ret, f->low };
-		cfg_hmap_put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
+		util_hmap__put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
 		r->nprov++;
 	}
 	ret_depends(r, f->low);

@@ -586,8 +586,8 @@ int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc
 	int rc;
 
 	*out = NULL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__err(err, -EINVAL, UTIL_OPTS_UNKNOWN);
 	struct cc_image *im = calloc(1, sizeof *im);
 	if (!im || !(im->path = strdup(path))) {
 		free(im);

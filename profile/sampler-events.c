@@ -87,7 +87,7 @@ static int ev_add(struct prof_sampler *s, int fd, int cpu, pid_t tid)
 		s->evs = p;
 		s->evcap = nc;
 	}
-	if (sampler__idmap_put(&s->ev_by_id, id, (uint32_t)s->nev) < 0)
+	if (util_hmap__put(&s->ev_by_id, id, (uint32_t)s->nev) < 0)
 		return -ENOMEM;
 	s->evs[s->nev++] = (struct ev){ .fd = fd, .cpu = cpu, .tid = tid, .id = id };
 	return 0;
@@ -286,7 +286,7 @@ static void close_rings(struct prof_sampler *s)
 		if (s->evs[i].fd >= 0 && s->cpus[s->evs[i].cpu].fd != s->evs[i].fd)
 			close(s->evs[i].fd);
 	s->nev = 0;
-	sampler__idmap_free(&s->ev_by_id);
+	util_hmap__fini(&s->ev_by_id);
 	for (int c = 0; c < s->ncpu; c++) {
 		if (s->cpus[c].fd < 0)
 			continue;

@@ -11,15 +11,9 @@
 
 #include <pthread.h>
 
+#include "util/util.h"
+
 #define CHAIN_MAX 256
-
-
-/* A small u64 -> index map (sampler.c). */
-struct idmap {
-	uint64_t *keys;
-	uint32_t *vals;		/* index + 1; 0 = empty */
-	size_t cap, n;
-};
 
 
 struct ev {
@@ -66,10 +60,10 @@ struct prof_sampler {
 	struct cpu_ring *cpus;
 	struct ev *evs;
 	size_t nev, evcap;
-	struct idmap ev_by_id;
+	struct util_hmap ev_by_id;	/* event id -> index in evs */
 	struct thr *thrs;
 	size_t nthr, thrcap;
-	struct idmap thr_by_tid;
+	struct util_hmap thr_by_tid;	/* tid -> index in thrs */
 
 	struct prof_stacks stacks;
 	uint64_t chain[CHAIN_MAX];
@@ -90,9 +84,6 @@ struct prof_sampler {
 };
 
 /* sampler.c */
-long sampler__idmap_get(const struct idmap *m, uint64_t k);
-int sampler__idmap_put(struct idmap *m, uint64_t k, uint32_t v);
-void sampler__idmap_free(struct idmap *m);
 void sampler__seterrmsg(struct prof_sampler *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Reads every ring (the reader thread, and stop). */

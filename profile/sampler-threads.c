@@ -24,10 +24,10 @@
 
 struct thr *sampler__thr_get(struct prof_sampler *s, pid_t tid, bool create)
 {
-	long i = sampler__idmap_get(&s->thr_by_tid, (uint64_t)tid);
+	const uint32_t *i = util_hmap__get(&s->thr_by_tid, (uint64_t)tid);
 
-	if (i >= 0)
-		return &s->thrs[i];
+	if (i)
+		return &s->thrs[*i];
 	if (!create)
 		return NULL;
 	if (s->nthr == s->thrcap) {
@@ -38,7 +38,7 @@ struct thr *sampler__thr_get(struct prof_sampler *s, pid_t tid, bool create)
 		s->thrs = p;
 		s->thrcap = nc;
 	}
-	if (sampler__idmap_put(&s->thr_by_tid, (uint64_t)tid, (uint32_t)s->nthr) < 0)
+	if (util_hmap__put(&s->thr_by_tid, (uint64_t)tid, (uint32_t)s->nthr) < 0)
 		return NULL;
 	struct thr *t = &s->thrs[s->nthr++];
 	memset(t, 0, sizeof(*t));

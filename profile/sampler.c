@@ -42,62 +42,6 @@
 #define RESCAN_NS 100000000ull	/* look for unknown threads every 100 ms */
 #define POLL_MS 100
 
-/* ------------------------------------------------ a small u64 -> index map */
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-long sampler__idmap_get(const struct idmap *m, uint64_t k)
-{
-	if (!m->cap)
-		return -1;
-	for (size_t j = mix(k) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1))
-		if (m->keys[j] == k)
-			return (long)m->vals[j] - 1;
-	return -1;
-}
-
-int sampler__idmap_put(struct idmap *m, uint64_t k, uint32_t v)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		struct idmap nm = { .cap = m->cap ? m->cap * 2 : 64 };
-		nm.keys = calloc(nm.cap, sizeof(*nm.keys));
-		nm.vals = calloc(nm.cap, sizeof(*nm.vals));
-		if (!nm.keys || !nm.vals) {
-			free(nm.keys);
-			free(nm.vals);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->vals[i])
-				sampler__idmap_put(&nm, m->keys[i], m->vals[i] - 1);
-		free(m->keys);
-		free(m->vals);
-		*m = nm;
-	}
-	size_t j = mix(k) & (m->cap - 1);
-	for (; m->vals[j]; j = (j + 1) & (m->cap - 1))
-		if (m->keys[j] == k)
-			break;
-	if (!m->vals[j])
-		m->n++;
-	m->keys[j] = k;
-	m->vals[j] = v + 1;
-	return 0;
-}
-
-void sampler__idmap_free(struct idmap *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
-
 void sampler__seterrmsg(struct prof_sampler *s, const char *fmt, ...)
 {
 	va_list ap;
@@ -158,8 +102,8 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 		add_sample_to(s, &s->stacks, ip, cc, nr);
 		return;
 	}
-	long ei = sampler__idmap_get(&s->ev_by_id, id);
-	bool inherited = ei < 0 || s->evs[ei].tid != (pid_t)tid;
+	const uint32_t *ei = util_hmap__get(&s->ev_by_id, id);
+	bool inherited = !ei || s->evs[*ei].tid != (pid_t)tid;
 
 	if (inherited && t->probation && !t->dropped) {
 		/* covered twice: keep the inherited event only */
@@ -366,7 +310,7 @@ static void *reader_main(void *arg)
 			if (pf[i].revents & (POLLHUP | POLLERR))
 				s->cpus[which[i]].hup = true;	/* owner gone; drain on timeouts */
 		sampler__drain_all(s);
-		uint64_t now = prof_now_ns();
+		uint64_t now = util_now_ns();
 		if (!s->per_cpu && now - s->last_scan_ns >= RESCAN_NS) {
 			s->last_scan_ns = now;
 			sampler__scan_until_stable(s, false, true);
@@ -427,8 +371,11 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 	s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	prof_stacks__init(&s->stacks);
-	if (opts)
-		memcpy(&s->opts, opts, opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts));
+	if (!UTIL_OPTS_COPY(&s->opts, opts)) {
+		prof_seterr(err, -EINVAL, UTIL_OPTS_UNKNOWN);
+		r = -EINVAL;
+		goto fail;
+	}
 	s->opts.sz = sizeof(s->opts);
 	if (!s->opts.freq_hz)
 		s->opts.freq_hz = PROF_DEFAULT_FREQ_HZ;
@@ -495,7 +442,7 @@ int prof_sampler__start(struct prof_sampler *s)
 			sampler__seterrmsg(s, "cannot enable the BPF sampling events: %s", strerror(-r));
 			return r;
 		}
-		s->start_ns = prof_now_ns();
+		s->start_ns = util_now_ns();
 		s->running = true;
 		return 0;
 	}
@@ -506,7 +453,7 @@ int prof_sampler__start(struct prof_sampler *s)
 	}
 	pthread_mutex_lock(&s->lock);
 	sampler__enable_all(s, true);
-	s->start_ns = prof_now_ns();
+	s->start_ns = util_now_ns();
 	/* threads created before the events existed and after the last scan */
 	s->last_scan_ns = s->start_ns;
 	r = s->per_cpu ? 0 : sampler__scan_until_stable(s, false, true);
@@ -576,7 +523,7 @@ int prof_sampler__stop(struct prof_sampler *s)
 		sampler__settle_probation(s);
 		pthread_mutex_unlock(&s->lock);
 	}
-	s->tot.duration_ns += prof_now_ns() - s->start_ns;
+	s->tot.duration_ns += util_now_ns() - s->start_ns;
 	s->running = false;
 	return r;
 }
@@ -612,8 +559,8 @@ void prof_sampler__free(struct prof_sampler *s)
 	free(s->cpus);
 	free(s->evs);
 	free(s->thrs);
-	sampler__idmap_free(&s->ev_by_id);
-	sampler__idmap_free(&s->thr_by_tid);
+	util_hmap__fini(&s->ev_by_id);
+	util_hmap__fini(&s->thr_by_tid);
 	prof_stacks__fini(&s->stacks);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -653,7 +600,7 @@ void prof_sampler__totals(const struct prof_sampler *s, struct prof_totals *t)
 		t->new_threads += s->thrs[i].new_thread;
 	}
 	if (s->running)
-		t->duration_ns += prof_now_ns() - s->start_ns;
+		t->duration_ns += util_now_ns() - s->start_ns;
 	pthread_mutex_unlock(&m->lock);
 }
 

@@ -34,13 +34,6 @@ void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
 	va_end(ap);
 }
 
-uint64_t prof_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 const char *prof_backend_name(enum prof_backend b)
 {

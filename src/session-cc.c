@@ -16,6 +16,7 @@
 #include "codecache/codecache.h"
 #include "profile/profile.h"
 #include "src/session.h"
+#include "util/util.h"
 
 struct cc_ctx {
 	struct padrone_session *s;
@@ -397,8 +398,8 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	char note[512] = "";
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!out)
 		out = &dummy;
 	memset(out, 0, sizeof *out);
@@ -464,8 +465,8 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 	struct cc_func f;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!out)
 		out = &dummy;
 	memset(out, 0, sizeof *out);
@@ -557,8 +558,8 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	uint64_t done = 0;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;

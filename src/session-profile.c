@@ -220,8 +220,8 @@ int padrone_session__profile(struct padrone_session *s, const struct padrone_pro
 	struct prof_error err = { 0 };
 	int r;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return session__fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if ((r = session__need_target(s)) < 0)
 		return r;
 	if (o.seconds < 0 || o.seconds != o.seconds)

@@ -12,6 +12,7 @@
 #include "profile/profile.h"
 #include "src/padrone.h"
 #include "src/session.h"
+#include "util/util.h"
 
 #define MAX_FRAMES 256
 

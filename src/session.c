@@ -84,12 +84,13 @@ struct padrone_session *padrone_session__new(const struct padrone_session_opts *
 	if (!s)
 		return NULL;
 	s->opts.sz = sizeof(s->opts);
-	/* Copy only the fields the caller's (maybe older) struct has. */
-	if (opts) {
-		size_t n = opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts);
-		memcpy(&s->opts, opts, n);
-		s->opts.sz = sizeof(s->opts);
+	/* Only the fields the caller's (maybe older) struct has. */
+	if (!UTIL_OPTS_COPY(&s->opts, opts)) {
+		free(s);
+		errno = EINVAL;
+		return NULL;
 	}
+	s->opts.sz = sizeof(s->opts);
 	s->event_fd = -1;
 	s->interrupt_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->interrupt_fd < 0) {
