@@ -22,9 +22,16 @@
 
 /* ------------------------------------------------------------ threads */
 
+/* A tid as the map's key: zero-extended, so that even the -1 a sample may
+ * carry is a key (sign-extended it would be the map's empty marker). */
+static uint64_t tid_key(pid_t tid)
+{
+	return (uint64_t)(uint32_t)tid;
+}
+
 struct thr *sampler__thr_get(struct prof_sampler *s, pid_t tid, bool create)
 {
-	const uint32_t *i = util_hmap__get(&s->thr_by_tid, (uint64_t)tid);
+	const uint32_t *i = util_hmap__get(&s->thr_by_tid, tid_key(tid));
 
 	if (i)
 		return &s->thrs[*i];
@@ -38,7 +45,7 @@ struct thr *sampler__thr_get(struct prof_sampler *s, pid_t tid, bool create)
 		s->thrs = p;
 		s->thrcap = nc;
 	}
-	if (util_hmap__put(&s->thr_by_tid, (uint64_t)tid, (uint32_t)s->nthr) < 0)
+	if (util_hmap__put(&s->thr_by_tid, tid_key(tid), (uint32_t)s->nthr) < 0)
 		return NULL;
 	struct thr *t = &s->thrs[s->nthr++];
 	memset(t, 0, sizeof(*t));

@@ -66,7 +66,7 @@ void util_hmap__clear(struct util_hmap *h)
 
 uint32_t *util_hmap__get(const struct util_hmap *h, uint64_t key)
 {
-	if (!h->cap)
+	if (!h->cap || key == UTIL_HMAP_EMPTY)	/* it would match a free slot */
 		return NULL;
 	for (size_t i = hslot(key, h->cap);; i = (i + 1) & (h->cap - 1)) {
 		if (h->keys[i] == key)
@@ -90,6 +90,8 @@ static void hmap_insert(struct util_hmap *h, uint64_t key, uint32_t val)
 
 int util_hmap__put(struct util_hmap *h, uint64_t key, uint32_t val)
 {
+	if (key == UTIL_HMAP_EMPTY)
+		return -EINVAL;
 	if (!h->cap || (h->len + 1) * 2 > h->cap) {
 		struct util_hmap old = *h;
 		if (hmap_alloc(h, old.cap ? old.cap * 2 : 16) < 0) {

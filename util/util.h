@@ -26,9 +26,10 @@ struct util_hmap {
 int util_hmap__init(struct util_hmap *h, size_t hint);
 void util_hmap__fini(struct util_hmap *h);
 void util_hmap__clear(struct util_hmap *h);
-/* Pointer to the value of key (valid until the next put), or NULL. */
+/* Pointer to the value of key (valid until the next put), or NULL (also
+ * for UTIL_HMAP_EMPTY). */
 uint32_t *util_hmap__get(const struct util_hmap *h, uint64_t key);
-/* Insert (or overwrite). 0 or -ENOMEM. */
+/* Insert (or overwrite). 0, -ENOMEM, or -EINVAL for UTIL_HMAP_EMPTY. */
 int util_hmap__put(struct util_hmap *h, uint64_t key, uint32_t val);
 
 /* In an array of n elements of size bytes sorted by the u64 at offset off,

@@ -22,6 +22,9 @@ START_TEST(the_map_keeps_every_key_across_growth)
 		ck_assert_uint_eq(*v, k);
 	}
 	ck_assert_ptr_null(util_hmap__get(&h, 4));
+	/* the empty marker is no key: never found, refused */
+	ck_assert_ptr_null(util_hmap__get(&h, UTIL_HMAP_EMPTY));
+	ck_assert_int_eq(util_hmap__put(&h, UTIL_HMAP_EMPTY, 1), -EINVAL);
 	ck_assert_int_eq(util_hmap__put(&h, 3, 99), 0);	/* overwrite */
 	ck_assert_uint_eq(*util_hmap__get(&h, 3), 99);
 	ck_assert_uint_eq(h.len, 5000);
