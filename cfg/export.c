@@ -10,8 +10,8 @@ static void insn_text(const struct cfg_function *f, const struct cfg_finsn *fi, 
 		      size_t size)
 {
 	struct cfg_insn in;
-	cfg_decode_bytes(&f->dec, fi->addr, fi->bytes, fi->len, &in);
-	cfg_format_insn(&f->dec, &in, buf, size);
+	cfg__decode_bytes(&f->dec, fi->addr, fi->bytes, fi->len, &in);
+	cfg__format_insn(&f->dec, &in, buf, size);
 }
 
 static void json_str(FILE *out, const char *s)

@@ -36,7 +36,7 @@ static void ret_depends(struct cfg_reader *r, uint32_t low)
 
 /* The answer known for entry (final, provisional or assumed); false if
  * none yet. */
-bool cfg_ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
+bool cfg__ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
 {
 	uint32_t *v = util_hmap__get(&r->rets, entry);
 	if (!v || *v == CFG_RET_UNKNOWN)
@@ -58,7 +58,7 @@ bool cfg_ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
 	}
 }
 
-int cfg_ret_push(struct cfg_reader *r, uint64_t entry)
+int cfg__ret_push(struct cfg_reader *r, uint64_t entry)
 {
 	uint32_t k = r->depth;
 	if (util_hmap__put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
@@ -78,7 +78,7 @@ static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
 
 /* The top frame's analysis gave ret: must it be done again (the
  * assumption it was analysed under was used, and was wrong)? */
-bool cfg_ret_again(struct cfg_reader *r, enum cfg_ret ret)
+bool cfg__ret_again(struct cfg_reader *r, enum cfg_ret ret)
 {
 	struct cfg_ret_frame *f = &r->frames[r->depth - 1];
 	if (!f->used || ret == f->assume || f->assume != CFG_RET_NO)
@@ -93,7 +93,7 @@ bool cfg_ret_again(struct cfg_reader *r, enum cfg_ret ret)
 /* The top frame is done with answer ret: final if it rests on no frame
  * below (then so are the provisional answers of its component), else
  * provisional, and its caller rests on what it rests on. */
-void cfg_ret_pop(struct cfg_reader *r, enum cfg_ret ret)
+void cfg__ret_pop(struct cfg_reader *r, enum cfg_ret ret)
 {
 	struct cfg_ret_frame *f = &r->frames[--r->depth];
 	if (f->low == r->depth) {
@@ -103,7 +103,7 @@ void cfg_ret_pop(struct cfg_reader *r, enum cfg_ret ret)
 		util_hmap__put(&r->rets, f->entry, to_memo(r, ret));
 		return;
 	}
-	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
+	if (cfg__grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
 		/* cannot keep it: ask again next time */
 		util_hmap__put(&r->rets, f->entry, CFG_RET_UNKNOWN);
 	} else {
@@ -117,22 +117,22 @@ void cfg_ret_pop(struct cfg_reader *r, enum cfg_ret ret)
 /* Callee analysis is transitive (a callee's callees...): in a large C++
  * library one call can lead to thousands of functions. The budget bounds
  * what one cfg_function__build spends on it. */
-enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
+enum cfg_ret cfg__callee_returns(struct cfg_reader *r, uint64_t entry)
 {
 	enum cfg_ret ret;
-	if (cfg_ret_known(r, entry, &ret))
+	if (cfg__ret_known(r, entry, &ret))
 		return ret;
-	if (!cfg_reader_is_code(r, entry))
+	if (!cfg__reader_is_code(r, entry))
 		return CFG_RET_YES;
 	if (r->depth >= CFG_MAX_CALLEE_DEPTH || r->callee_budget == 0) {
 		r->callee_cut = true;	/* "returns", without looking */
 		return CFG_RET_YES;
 	}
-	if (cfg_ret_push(r, entry) < 0)
+	if (cfg__ret_push(r, entry) < 0)
 		return CFG_RET_YES;
 	do
-		ret = cfg_may_return(r, entry) ? CFG_RET_YES : CFG_RET_NO;
-	while (cfg_ret_again(r, ret));
-	cfg_ret_pop(r, ret);
+		ret = cfg__may_return(r, entry) ? CFG_RET_YES : CFG_RET_NO;
+	while (cfg__ret_again(r, ret));
+	cfg__ret_pop(r, ret);
 	return ret;
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cfg_grow(void *pptr, size_t *cap, size_t n, size_t sz)
+int cfg__grow(void *pptr, size_t *cap, size_t n, size_t sz)
 {
 	void **p = pptr;
 	if (n <= *cap)

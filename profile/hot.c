@@ -381,7 +381,7 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 	prof_sampler__totals(smp, &t);
 	t.kernel_samples = 0;	/* counted below, chain by chain */
 	if (prof_hot__new(&t, &h) < 0) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	/* code mapped while sampling: the current maps first (and the JIT's
@@ -391,7 +391,7 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 	size_t nmm = prof_sampler__mmaps(smp, &mm);
 	prof_symbolizer__refresh(sym);	/* fails only if the target is gone */
 	if (nmm && prof_symbolizer__note_mmaps(sym, mm, nmm) < 0) {
-		prof_seterr(err, -ENOMEM, "%s", prof_symbolizer__errmsg(sym));
+		prof__seterr(err, -ENOMEM, "%s", prof_symbolizer__errmsg(sym));
 		prof_hot__free(h);
 		return -ENOMEM;
 	}
@@ -403,14 +403,14 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		total += count;
 		r = count_chain(h, sym, ips, n, count);
 		if (r < 0) {
-			prof_seterr(err, r, "out of memory");
+			prof__seterr(err, r, "out of memory");
 			prof_hot__free(h);
 			return r;
 		}
 	}
 	h->tot.samples = total;
 	if (prof_hot__rank(h) < 0) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		prof_hot__free(h);
 		return -ENOMEM;
 	}

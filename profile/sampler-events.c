@@ -311,7 +311,7 @@ static int open_per_cpu_or_say_why(struct prof_sampler *s, struct prof_error *er
 	}
 	close_rings(s);
 	if (s->opts.ring_mode == PROF_RING_PER_CPU) {
-		prof_seterr(err, r, "%s (per-CPU events %s)", s->errmsg,
+		prof__seterr(err, r, "%s (per-CPU events %s)", s->errmsg,
 			    r == -EACCES || r == -EPERM ?
 			    "need CAP_PERFMON or perf_event_paranoid <= 0" : "cannot be opened");
 		return r;
@@ -330,7 +330,7 @@ int sampler__open_ring_backend(struct prof_sampler *s, struct prof_error *err)
 	s->ncpu = ncpu > 0 ? (int)ncpu : 1;
 	s->cpus = calloc((size_t)s->ncpu, sizeof(*s->cpus));
 	if (!s->cpus) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	for (int c = 0; c < s->ncpu; c++)
@@ -346,11 +346,11 @@ int sampler__open_ring_backend(struct prof_sampler *s, struct prof_error *err)
 	if (r < 0) {
 		if (r == -ESRCH && !s->errmsg[0])
 			sampler__seterrmsg(s, "no such process: %d", s->pid);
-		prof_seterr(err, r, "%s", s->errmsg[0] ? s->errmsg : strerror(-r));
+		prof__seterr(err, r, "%s", s->errmsg[0] ? s->errmsg : strerror(-r));
 		return r;
 	}
 	if (s->nev == 0) {
-		prof_seterr(err, -ESRCH, "process %d has no threads left to sample", s->pid);
+		prof__seterr(err, -ESRCH, "process %d has no threads left to sample", s->pid);
 		return -ESRCH;
 	}
 	return 0;

@@ -331,20 +331,20 @@ static int check_pid(pid_t pid, struct prof_error *err)
 	char st = 0;
 
 	if (pid <= 0) {
-		prof_seterr(err, -EINVAL, "invalid process id %d", pid);
+		prof__seterr(err, -EINVAL, "invalid process id %d", pid);
 		return -EINVAL;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "re");
 	if (!f) {
-		prof_seterr(err, -ESRCH, "no such process: %d", pid);
+		prof__seterr(err, -ESRCH, "no such process: %d", pid);
 		return -ESRCH;
 	}
 	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
 		st = 0;
 	fclose(f);
 	if (st == 'Z' || st == 'X') {
-		prof_seterr(err, -ESRCH, "process %d is a zombie: it has exited", pid);
+		prof__seterr(err, -ESRCH, "process %d is a zombie: it has exited", pid);
 		return -ESRCH;
 	}
 	return 0;
@@ -364,7 +364,7 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 		return r;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	s->pid = pid;
@@ -372,7 +372,7 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 	pthread_mutex_init(&s->lock, NULL);
 	prof_stacks__init(&s->stacks);
 	if (!UTIL_OPTS_COPY(&s->opts, opts)) {
-		prof_seterr(err, -EINVAL, UTIL_OPTS_UNKNOWN);
+		prof__seterr(err, -EINVAL, UTIL_OPTS_UNKNOWN);
 		r = -EINVAL;
 		goto fail;
 	}
@@ -382,14 +382,14 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = 128;
 	if (s->opts.ring_pages & (s->opts.ring_pages - 1)) {
-		prof_seterr(err, -EINVAL, "ring_pages must be a power of two, not %u",
+		prof__seterr(err, -EINVAL, "ring_pages must be a power of two, not %u",
 			    s->opts.ring_pages);
 		r = -EINVAL;
 		goto fail;
 	}
 	s->pmu = sampler__have_pmu();
 	if (!s->pmu && s->opts.freq_hz > PROF_MAX_SOFT_FREQ_HZ && !s->opts.force) {
-		prof_seterr(err, -EINVAL,
+		prof__seterr(err, -EINVAL,
 			    "refusing to sample at %u Hz without a hardware PMU: cpu-clock costs "
 			    "the target ~20 us per sample and above %u Hz can lock up a CPU",
 			    s->opts.freq_hz, PROF_MAX_SOFT_FREQ_HZ);

@@ -166,13 +166,13 @@ int prof_symbolizer__new(pid_t pid, struct prof_symbolizer **out, struct prof_er
 	if (err)
 		memset(err, 0, sizeof(*err));
 	if (!s) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	s->pid = pid;
 	r = attach_maps__read(pid, &s->maps);
 	if (r < 0) {
-		prof_seterr(err, r, r == -ENOENT || r == -ESRCH ? "no such process: %d" :
+		prof__seterr(err, r, r == -ENOENT || r == -ESRCH ? "no such process: %d" :
 			    "cannot read the maps of process %d: %s", pid, strerror(-r));
 		free(s);
 		return r;

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void prof_fmt(char *buf, size_t len, const char *fmt, ...)
+void prof__fmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -22,7 +22,7 @@ void prof_fmt(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
+void prof__seterr(struct prof_error *err, int e, const char *fmt, ...)
 {
 	va_list ap;
 
