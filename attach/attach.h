@@ -182,6 +182,12 @@ enum attach_event_kind {
 	ATTACH_EV_EXEC,		/* the process exec'd (parent_tid: the thread that
 				 * called exec); t is now dead */
 	ATTACH_EV_EXIT,		/* the process exited (status in .status) */
+	ATTACH_EV_FORK,		/* tid is a new process that parent_tid made (fork,
+				 * vfork, posix_spawn, a clone without
+				 * CLONE_THREAD), held at its first stop: it has
+				 * the parent's gs_base, which the callback may
+				 * change (set_gs_base works on it); it is let go
+				 * (detached) right after */
 };
 struct attach_event {
 	enum attach_event_kind kind;
@@ -239,6 +245,9 @@ int attach_target__set_xstate(struct attach_target *t, pid_t tid, const void *bu
  * (here or with set_regs) is put back at detach, also in threads that
  * inherited it. */
 int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_base);
+/* gs_base to 0 for good (detach leaves it 0): one that an earlier padrone
+ * set and left behind (killed while instrumenting). */
+int attach_target__clear_gs_base(struct attach_target *t, pid_t tid);
 
 /* Execute one system call in the target on thread tid (default: the main
  * thread, tid 0): registers, xsave state and signal mask saved, all signals

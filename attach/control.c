@@ -23,8 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Forks are traced only to be told (ATTACH_EV_FORK) and let go: a child
+ * inherits the forking thread's gs_base, which instrumentation may have
+ * pointed at that thread's ring. */
 #define SEIZE_OPTIONS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | \
-		       PTRACE_O_TRACESYSGOOD)
+		       PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK)
 /* How long a new thread waits for its cloner's event before it is
  * reported anyway (the cloner may have been killed in between). */
 #define FRESH_WAIT_NS (100 * 1000000ull)
@@ -180,7 +183,16 @@ static void settle(struct attach_target *t, pid_t tid)
 	if (!th || th->stop == AT_RUNNING || attach_target__state(t) != ATTACH_OK)
 		return;
 	if (th->foreign) {
-		/* A clone that is another process (no CLONE_THREAD): not ours. */
+		/* Another process (a fork, or a clone without CLONE_THREAD):
+		 * not ours. Held until its maker's event names it, told (with
+		 * the maker, if that came), let go. */
+		if (th->fresh && th->stop == AT_PARKED && !th->parent &&
+		    util_now_ns() - th->seen_ns < FRESH_WAIT_NS)
+			return;
+		if (th->fresh) {
+			th->fresh = false;
+			emit(t, ATTACH_EV_FORK, tid, th->parent, 0);
+		}
 		attach__ptrace(PTRACE_DETACH, tid, NULL, NULL);
 		drop_thread(t, tid);
 		return;
@@ -245,6 +257,8 @@ static void on_event(struct attach_target *t, struct athread *th)
 	pid_t tid = th->tid;
 
 	switch (th->event) {
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
 	case PTRACE_EVENT_CLONE: {
 		attach__ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg);
 		pid_t child = (pid_t)msg;
@@ -254,7 +268,7 @@ static void on_event(struct attach_target *t, struct athread *th)
 		else
 			c->parent = tid;
 		th = attach__thread(t, tid);	/* the table may have moved */
-		if (c && th && th->gs_changed) {
+		if (c && th && th->gs_changed && !c->foreign) {
 			/* It inherited padrone's gs_base: its own before that
 			 * was the parent's. */
 			c->gs_changed = true;

@@ -222,6 +222,25 @@ int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_b
 	return attach__call(t, set_gs_fn, &a);
 }
 
+/* 0 now, and 0 is what detach puts back. */
+static int clear_gs_fn(struct attach_target *t, void *arg)
+{
+	struct regs_arg *a = arg;
+	int r = set_gs_fn(t, a);
+	struct athread *th = r == 0 ? attach__thread(t, a->tid) : NULL;
+	if (th) {
+		th->gs_changed = true;
+		th->gs_orig = 0;
+	}
+	return r;
+}
+
+int attach_target__clear_gs_base(struct attach_target *t, pid_t tid)
+{
+	struct regs_arg a = { .tid = tid, .value = 0 };
+	return attach__call(t, clear_gs_fn, &a);
+}
+
 /* ------------------------------------------------------- remote syscall */
 
 struct syscall_arg {

@@ -414,9 +414,10 @@ void cc_measure__free(struct cc_measure *m);
  * timeout) it drops and never waits again. Refused: a function already
  * replaced or measured, one with jump tables or unresolved indirect jumps,
  * instructions it cannot record (fs- or gs-relative, gathers), a target
- * where a thread uses gs. Threads cloned later must be given the sink block
- * (cc_instr__thread_new, from the clone event) before they run: they inherit
- * their parent's gs_base. */
+ * where a thread uses gs. Threads cloned later must be given a ring of their
+ * own or the sink block (cc_instr__thread_new, from the clone event), and
+ * children forked the sink (cc_instr__fork_child, from the fork event),
+ * before they run: they inherit their parent's gs_base. */
 struct cc_instr;
 struct cab_ring;
 struct rep_table;
@@ -435,13 +436,23 @@ struct cc_instr_opts {
 	 * still stopped, so that a clone event right after the resume already
 	 * finds it for cc_instr__thread_new */
 	struct cc_instr *_Atomic *publish;
+	/* tests only: the plain capture plan, each reference's registers
+	 * captured anew (no PiPA slot sharing), the oracle of the optimised
+	 * one's addresses */
+	bool plain_plan;
+	/* rings made beyond the threads' at the install, for threads created
+	 * later; a thread that exits gives its ring to the next one (whose
+	 * units follow its last); 0: 4 */
+	unsigned spare_rings;
 };
 
 int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 			 const struct cc_instr_opts *opts, struct cc_instr **out);
-/* The threads given a ring at the stop that installed the copy. */
+/* The rings: one per thread at the stop that installed the copy, and the
+ * spares (opts.spare_rings). */
 size_t cc_instr__thread_count(const struct cc_instr *in);
-/* Thread i's ring (padrone's mapping) and its tid. */
+/* Ring i (padrone's mapping) and the tid of the thread writing it now, or
+ * that last wrote it (0: none yet). */
 struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid);
 /* The block table: what every unit's id means. */
 const struct rep_table *cc_instr__table(const struct cc_instr *in);
@@ -453,9 +464,16 @@ bool cc_instr__active(const struct cc_instr *in);
 /* The copy's code: [*addr, *addr + *size). */
 void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
 /* A thread cloned while instrumented (world stopped, or from the clone
- * event): its gs_base goes to the sink block, so that what it runs of the
- * copy is recorded nowhere instead of into its parent's ring. */
+ * event): its gs_base goes to a free ring's state block, or, with none
+ * free, to the sink block (what it runs of the copy is recorded nowhere),
+ * never its parent's ring. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid);
+/* A thread that exits (its exit event): its ring, whose units stay for the
+ * consumer, is free for the next thread cloned. */
+void cc_instr__thread_exit(struct cc_instr *in, pid_t tid);
+/* A process forked while instrumented (the fork event, held): its gs_base
+ * goes to the sink block. */
+int cc_instr__fork_child(struct cc_instr *in, pid_t tid);
 /* Phase restore, through c (any view of the same target's cache: a later
  * command's): the original back (as cc_cache__restore), threads' gs_base
  * back to 0, the producers ended (consumers then drain to the end) and,

@@ -95,6 +95,19 @@ static int32_t rsp_change(const ZydisDecodedInstruction *d, const ZydisDecodedOp
 	return 0;
 }
 
+/* An atomic read-modify-write other than cmpxchg (lock add, lock xadd,
+ * lock inc..., xchg with memory): valgrind runs it as a load and then a
+ * compare-and-swap, and its trace (lackey's) and counts (Cachegrind's Dr)
+ * show a read, then the modify, of the same bytes. The recovered stream
+ * shows them alike. */
+static bool valgrind_loads_first(const ZydisDecodedInstruction *d)
+{
+	if (d->mnemonic == ZYDIS_MNEMONIC_CMPXCHG || d->mnemonic == ZYDIS_MNEMONIC_CMPXCHG8B ||
+	    d->mnemonic == ZYDIS_MNEMONIC_CMPXCHG16B)
+		return false;
+	return (d->attributes & ZYDIS_ATTRIB_HAS_LOCK) || d->mnemonic == ZYDIS_MNEMONIC_XCHG;
+}
+
 /* An explicit memory operand as rep_build wants it. */
 static int mem_op(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *op,
 		  uint64_t pc, struct rep_insn *ri, char *why, size_t size)
@@ -141,6 +154,13 @@ static int mem_op(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *o
 		    d->mnemonic == ZYDIS_MNEMONIC_SCASB || d->mnemonic == ZYDIS_MNEMONIC_SCASW ||
 		    d->mnemonic == ZYDIS_MNEMONIC_SCASD || d->mnemonic == ZYDIS_MNEMONIC_SCASQ)
 			o.flags |= REP_OPF_COUNT_DIFF;
+	}
+	if (o.type == REP_REF_MODIFY && valgrind_loads_first(d)) {
+		if (ri->nops + 1 >= REP_MAX_OPERANDS)
+			return refuse(why, size, pc, "has too many memory operands");
+		struct rep_operand ld = o;
+		ld.type = REP_REF_READ;
+		ri->ops[ri->nops++] = ld;
 	}
 	ri->ops[ri->nops++] = o;
 	return 0;

@@ -19,10 +19,11 @@
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
  * of the interrupted unit (its addresses are then wrong, the target's
- * registers are not); threads already inside the function finish their
- * current call in the original (as replace does); jump tables are refused;
- * a fork()ed child inherits the mappings and would write into the parent's
- * ring.
+ * registers are not); threads already inside the function are moved into
+ * the copy and back out (instr-move.c); a jump table's jmp through a
+ * register is re-pointed at the copy (instr-jt.c), one through memory is
+ * refused; a thread cloned later gets a spare ring (one an exited thread
+ * freed) or the sink, a forked child the sink.
  */
 #include "codecache/instr.h"
 #include "codecache/instr-state.h"
@@ -53,7 +54,8 @@ struct unit {
 };
 
 struct ring {
-	pid_t tid;
+	pid_t tid;		/* writing it now, or last (atomic: read by consumers) */
+	bool free;		/* no live thread writes it (tracer thread only) */
 	int target_fd;
 	uint64_t map, len;	/* in the target */
 	struct cab_ring *r;
@@ -67,6 +69,9 @@ struct cc_instr {
 	struct cfg_function *cfg;
 	struct ci_insn *insns;
 	size_t ninsns;
+	uint64_t *insn_at, *insn_off;	/* per instruction: where its captures and
+					 * its relocated copy begin (instr-move.c) */
+	bool *unit_start;
 	struct unit *units;
 	size_t nunits;
 	struct rep_table *table;
@@ -148,7 +153,8 @@ static int plan_units(struct cc_instr *in)
 				return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 			for (uint32_t i = 0; i < u->n; i++)
 				ri[i] = in->insns[first + i].rep;
-			rc = rep_build(ri, u->n, u->id, REP_OPT_STACK | REP_OPT_BASE, &u->b);
+			rc = rep_build(ri, u->n, u->id,
+				       in->o.plain_plan ? 0 : REP_OPT_STACK | REP_OPT_BASE, &u->b);
 			free(ri);
 			if (rc < 0)
 				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "
@@ -273,9 +279,52 @@ static bool transfers(const struct ci_insn *ci)
 	return ci->kind != CI_PLAIN || !ci->falls;
 }
 
+static const struct cfg_jump_table *jump_table_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++)
+		if (cfg_function__jump_table(in->cfg, i)->at == pc)
+			return cfg_function__jump_table(in->cfg, i);
+	return NULL;
+}
+
+/* A jump table's jmp: its targets that are units go to their copies. */
+static void emit_dispatch(struct out *o, struct cc_instr *in, const struct ci_insn *ci,
+			  const struct cfg_jump_table *jt)
+{
+	uint64_t *from = calloc(jt->target_count + 1, sizeof *from);
+	uint64_t *to = calloc(jt->target_count + 1, sizeof *to);
+	size_t n = 0;
+	int err = 0;
+
+	if (!from || !to)
+		err = -ENOMEM;
+	for (uint32_t i = 0; !err && i < jt->target_count; i++) {
+		const struct unit *u = unit_at(in, jt->targets[i]);
+		bool dup = false;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = from[k] == jt->targets[i];
+		if (u && !dup) {
+			from[n] = jt->targets[i];
+			to[n++] = in->code + u->off;
+		}
+	}
+	size_t len = err ? 0 : ci_dispatch_encode(o->buf ? o->buf + o->at : NULL, o->base + o->at,
+						  ci, from, to, n, &err);
+	if (err && !o->err)
+		o->err = err;
+	o->at += len;
+	free(from);
+	free(to);
+}
+
 /* One original instruction, relocated; branches to a unit go to its copy. */
 static void emit_insn(struct out *o, struct cc_instr *in, const struct ci_insn *ci)
 {
+	const struct cfg_jump_table *jt = ci->kind == CI_IJMP ? jump_table_at(in, ci->pc) : NULL;
+	if (jt) {
+		emit_dispatch(o, in, ci, jt);
+		return;
+	}
 	const struct unit *to = (ci->kind == CI_JMP || ci->kind == CI_JCC) ?
 		unit_at(in, ci->target) : NULL;
 	struct cc_reloc *r;
@@ -312,10 +361,14 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 	for (uint32_t i = 0; i < u->n; i++) {
 		const struct ci_insn *ci = &in->insns[u->first + i];
 		bool last = i + 1 == u->n;
+		if (!o->buf)
+			in->insn_at[u->first + i] = o->at;
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
 			emit_capture(o, &b->caps[c]);
 		if (last && transfers(ci))
 			emit_commit(o, in, u);
+		if (!o->buf)
+			in->insn_off[u->first + i] = o->at;
 		emit_insn(o, in, ci);
 		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
 			emit_capture(o, &b->caps[c]);
@@ -501,7 +554,32 @@ static int check_gs(struct cc_instr *in, const pid_t *tids, size_t n)
 static void reset_gs(struct cc_instr *in)
 {
 	for (size_t i = 0; i < in->nrings; i++)
-		attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
+		if (!in->rings[i].free)
+			attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
+}
+
+static const struct ci_insn *insn_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < in->ninsns; i++)
+		if (in->insns[i].pc == pc)
+			return &in->insns[i];
+	return NULL;
+}
+
+/* Each jump table's jmp is re-pointed at the copy (instr-jt.c) when it
+ * jumps through a register; through memory it cannot be. */
+static int check_jump_tables(struct cc_instr *in)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++) {
+		const struct cfg_jump_table *jt = cfg_function__jump_table(in->cfg, i);
+		const struct ci_insn *ci = insn_at(in, jt->at);
+		if (!ci || ci_jmp_reg(ci) < 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: the "
+					"jump table's jmp at 0x%" PRIx64 " does not jump through "
+					"a register, and only such a jmp is re-pointed at the copy",
+					in->name, jt->at);
+	}
+	return 0;
 }
 
 static int build_plan(struct cc_instr *in)
@@ -524,16 +602,21 @@ static int build_plan(struct cc_instr *in)
 	if (cfg_function__unresolved_count(in->cfg))
 		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has an "
 				"indirect jump whose targets are unknown", in->name);
-	if (cfg_function__jump_table_count(in->cfg))
-		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has a "
-				"jump table, which instrumented copies do not re-point yet", in->name);
 	if (!in->fn.size) {
 		size_t nr = cfg_function__range_count(in->cfg);
 		const struct cfg_range *last = cfg_function__range(in->cfg, nr - 1);
 		in->fn.size = last->end - in->fn.addr;
 	}
-	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0)
+	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0 ||
+	    (rc = check_jump_tables(in)) < 0)
 		return rc;
+	in->insn_at = calloc(in->ninsns, sizeof *in->insn_at);
+	in->insn_off = calloc(in->ninsns, sizeof *in->insn_off);
+	in->unit_start = calloc(in->ninsns, sizeof *in->unit_start);
+	if (!in->insn_at || !in->insn_off || !in->unit_start)
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++)
+		in->unit_start[in->units[i].first] = true;
 	for (size_t i = 0; i < in->ninsns; i++)
 		if (in->insns[i].kind == CI_LOOPLIKE && cfg_function__block_at(in->cfg,
 								   in->insns[i].target) >= 0)
@@ -561,10 +644,12 @@ static int place_code(struct cc_instr *in)
 	return rc;
 }
 
-/* Rings and state blocks for these threads (world stopped). */
-static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
+/* Rings and state blocks for these threads and the spares (world
+ * stopped). */
+static int place_rings(struct cc_instr *in, const pid_t *tids, size_t nlive)
 {
 	static const char name[] = "padrone-ring";
+	size_t n = nlive + (in->o.spare_rings ? in->o.spare_rings : 4);
 	int rc;
 
 	in->data_size = (n + 1) * IS_SIZE + 64;
@@ -576,7 +661,8 @@ static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
 	if (!(in->rings = calloc(n, sizeof *in->rings)))
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		in->rings[i].tid = tids[i];
+		in->rings[i].tid = i < nlive ? tids[i] : 0;
+		in->rings[i].free = i >= nlive;
 		in->rings[i].target_fd = -1;
 		in->nrings++;
 		if ((rc = make_ring(in, &in->rings[i], name_at)) < 0)
@@ -597,6 +683,8 @@ static int place_rings(struct cc_instr *in, const pid_t *tids, size_t n)
 static int set_gs(struct cc_instr *in)
 {
 	for (size_t i = 0; i < in->nrings; i++) {
+		if (in->rings[i].free)
+			continue;
 		int rc = attach_target__set_gs_base(in->c->t, in->rings[i].tid,
 						     in->data + i * IS_SIZE);
 		if (rc < 0)
@@ -606,10 +694,70 @@ static int set_gs(struct cc_instr *in)
 	return 0;
 }
 
+/* ------------------------------------------------------------ threads */
+
+static void copy_map(const struct cc_instr *in, struct ci_map *m)
+{
+	*m = (struct ci_map){ .func = in->fn.addr, .size = in->fn.size, .code = in->code,
+			      .units_end = in->stub_off, .insns = in->insns, .n = in->ninsns,
+			      .at = in->insn_at, .insn = in->insn_off,
+			      .unit_start = in->unit_start };
+}
+
+static int move_thread(struct cc_instr *in, const struct ci_map *m, pid_t tid, bool back,
+		       bool *moved)
+{
+	struct attach_target *t = in->c->t;
+	struct user_regs_struct regs;
+	int rc = attach_target__get_regs(t, tid, &regs);
+
+	if (rc == 0)
+		rc = back ? ci_move_out(t, m, tid, &regs, moved) : ci_move_in(t, m, tid, &regs, moved);
+	if (rc == 0 && *moved)
+		rc = attach_target__set_regs(t, tid, &regs);
+	return rc;
+}
+
+/* World stopped, the copy written: the threads inside the function go
+ * into it (moved: which did). */
+static int move_threads_in(struct cc_instr *in, const pid_t *tids, size_t n, pid_t *moved,
+			   size_t *nmoved)
+{
+	struct ci_map m;
+
+	copy_map(in, &m);
+	*nmoved = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool did = false;
+		int rc = move_thread(in, &m, tids[i], false, &did);
+		if (rc < 0)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot move thread %d into the "
+					"instrumented copy of %s: %s", tids[i], in->name,
+					attach_target__errmsg(in->c->t));
+		if (did)
+			moved[(*nmoved)++] = tids[i];
+	}
+	return 0;
+}
+
+/* The install failed: the threads moved in go back (each is where the
+ * copy holds the original's registers). */
+static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
+{
+	struct ci_map m;
+
+	copy_map(in, &m);
+	for (size_t i = 0; i < n; i++) {
+		bool did;
+		move_thread(in, &m, moved[i], true, &did);
+	}
+}
+
 /* World stopped: threads, gs, rings, state, the redirection. */
 static int install(struct cc_instr *in, struct cc_job *j)
 {
-	pid_t tids[MAX_THREADS];
+	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
+	size_t nmoved = 0;
 	uint64_t detour = 0;
 	size_t dsize = 0;
 	int n = attach_target__threads(in->c->t, tids, MAX_THREADS), rc;
@@ -629,10 +777,16 @@ static int install(struct cc_instr *in, struct cc_job *j)
 		{ in->data, in->data_size, CC_DATA, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	if ((rc = set_gs(in)) == 0) {
+	if ((rc = set_gs(in)) == 0 &&
+	    (rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved)) == 0) {
 		const struct unit *entry = unit_at(in, in->fn.addr);
 		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 3 : 2, in->data,
 				   NULL);
+	}
+	if (rc == 0 && nmoved) {
+		cc__job_add_moved(j, (unsigned)nmoved);
+		cc__job_say(j, "moved %zu thread%s inside %s into its instrumented copy", nmoved,
+			    nmoved == 1 ? "" : "s", in->name);
 	}
 	if (rc == 0) {
 		in->installed = true;
@@ -640,6 +794,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 			atomic_store(in->o.publish, in);
 	}
 	if (rc < 0) {
+		move_threads_back(in, moved, nmoved);
 		reset_gs(in);
 		if (detour)
 			cc_cache__free(in->c, detour, dsize);
@@ -719,6 +874,46 @@ err:
 	return rc;
 }
 
+static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
+		       uint64_t detour)
+{
+	int rc = attach_target__stop(c->t);
+
+	if (rc < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
+				attach_target__errmsg(c->t));
+	rc = ci_unlink(c, m, prefix, detour);
+	int rrc = attach_target__resume(c->t);
+	return rc < 0 ? rc : rrc < 0 ? cc__fail(c, CC_PHASE_RESTORE, rrc, "cannot resume process "
+						"%d: %s", c->pid, attach_target__errmsg(c->t)) : 0;
+}
+
+/* The original back: the copy unlinked first (each thread in it leaves at
+ * its next unit, its current one written whole: instr-move.c), then the
+ * entry restored; the copy is freed once no thread is in it and no stack
+ * returns into it (the grace period, as for a replacement). */
+static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
+			      const struct cc_patch_opts *o)
+{
+	struct cc_dir_redir *r = cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE);
+	struct cc_reloc *prefix = NULL;
+	char keep[sizeof c->errmsg];
+	struct ci_map m;
+
+	if (!r || cc__redir_find(c, in->fn.addr, CC_REDIR_MEASURE))
+		return cc_cache__restore(c, in->fn.addr, in->name, o);
+	memcpy(keep, c->errmsg, sizeof keep);
+	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
+		memcpy(c->errmsg, keep, sizeof keep);	/* its threads wait instead */
+	copy_map(in, &m);
+	int rc = unlink_copy(c, &m, prefix, r->detour);
+	struct cc_undo_stub back = { 0, 0, prefix, prefix ? r->detour : 0 };
+	if (rc == 0)
+		rc = cc__undo(c, r->id, o, &back);
+	cc_reloc__free(prefix);
+	return rc;
+}
+
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			   const struct cc_patch_opts *opts)
 {
@@ -739,7 +934,7 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			cc_cache__write(c, in->data + i * IS_SIZE + IS_QUIT, &one, sizeof one);
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
-	if ((rc = cc_cache__restore(c, in->fn.addr, in->name, &o)) < 0)
+	if ((rc = restore_moving_out(c, in, &o)) < 0)
 		return rc;
 	in->removed = true;
 	if (user)
@@ -757,7 +952,114 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	return 0;
 }
 
+/* ------------------------------------------------- left by another padrone */
+
+bool cc__redir_is_instr(const struct cc_dir_redir *r)
+{
+	return strncmp(r->source, "instrumented", 12) == 0;
+}
+
+/* The data areas of the rings the state blocks at [state, state + size)
+ * point at (read before the blocks are freed). */
+static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t size, uint64_t *data,
+			 size_t max)
+{
+	size_t n = 0;
+
+	for (uint64_t b = state; b + IS_SIZE <= state + size && n < max; b += IS_SIZE) {
+		uint64_t mode, at;
+		if (cc__read(c, b + IS_MODE, &mode, 8) < 0 || cc__read(c, b + IS_DATA, &at, 8) < 0)
+			break;
+		if (mode != IS_MODE_SINK && at)
+			data[n++] = at;
+	}
+	return n;
+}
+
+/* World stopped: no thread's gs_base in the state blocks any more, and the
+ * rings (memfd mappings named padrone-ring) unmapped. */
+static void forget_left(struct cc_cache *c, uint64_t state, uint64_t size, const uint64_t *data,
+			size_t n)
+{
+	pid_t tids[MAX_THREADS];
+	int nt = attach_target__threads(c->t, tids, MAX_THREADS);
+	struct attach_maps *m;
+
+	for (int i = 0; i < nt && i < (int)MAX_THREADS; i++) {
+		struct user_regs_struct regs;
+		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= state &&
+		    regs.gs_base < state + size)
+			attach_target__clear_gs_base(c->t, tids[i]);
+	}
+	if (attach_maps__read(c->pid, &m) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct attach_map *mp = attach_maps__find(m, data[i]);
+		int64_t ret;
+		if (mp && strstr(mp->path, "padrone-ring"))
+			cc__syscall(c, SYS_munmap, (const uint64_t[6]){ mp->start, mp->end - mp->start },
+				    &ret);
+	}
+	attach_maps__free(m);
+}
+
+int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
+			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub)
+{
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts o = { .sz = sizeof o };
+	uint64_t state = r->state, size = 0, data[MAX_THREADS];
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	for (uint32_t i = 0; i < r->nowned; i++)
+		if (r->owned[i].kind == CC_DATA && r->owned[i].addr == state)
+			size = r->owned[i].size;
+	size_t n = state ? left_rings(c, state, size, data, MAX_THREADS) : 0;
+	struct cc_patch_stats *user = o.stats;
+	o.stats = &st;
+	int rc = cc__undo(c, r->id, &o, stub);
+	if (user)
+		*user = st;
+	if (rc < 0 || st.kept_code || o.dry_run || !c->t || !size)
+		return rc;	/* kept: a thread may still run the copy with its gs */
+	if (attach_target__stop(c->t) == 0) {
+		forget_left(c, state, size, data, n);
+		attach_target__resume(c->t);
+	}
+	return 0;
+}
+
+/* A ring no live thread writes: the new thread's units follow the last
+ * ones of the thread that wrote it before, if any. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
+{
+	if (!in->installed || in->removed)
+		return 0;
+	for (size_t i = 0; i < in->nrings; i++) {
+		struct ring *rg = &in->rings[i];
+		if (!rg->free)
+			continue;
+		int rc = attach_target__set_gs_base(in->t, tid, in->data + i * IS_SIZE);
+		if (rc == 0) {
+			rg->free = false;
+			__atomic_store_n(&rg->tid, tid, __ATOMIC_RELEASE);
+		}
+		return rc;
+	}
+	return cc_instr__fork_child(in, tid);
+}
+
+/* (At its exit event the thread runs no more user code: it is out of any
+ * unit, its last one visible.) */
+void cc_instr__thread_exit(struct cc_instr *in, pid_t tid)
+{
+	for (size_t i = 0; i < in->nrings; i++)
+		if (!in->rings[i].free && __atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE) == tid)
+			in->rings[i].free = true;
+}
+
+int cc_instr__fork_child(struct cc_instr *in, pid_t tid)
 {
 	if (!in->installed || in->removed)
 		return 0;
@@ -782,7 +1084,7 @@ struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid)
 	if (i >= in->nrings)
 		return NULL;
 	if (tid)
-		*tid = in->rings[i].tid;
+		*tid = __atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE);
 	return in->rings[i].r;
 }
 
@@ -805,6 +1107,9 @@ void cc_instr__free(struct cc_instr *in)
 		rep_built__free(&in->units[i].b);
 	free(in->units);
 	free(in->insns);
+	free(in->insn_at);
+	free(in->insn_off);
+	free(in->unit_start);
 	rep_table__free(in->table);
 	cfg_function__free(in->cfg);
 	free(in);

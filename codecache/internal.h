@@ -98,6 +98,8 @@ void cc__job_set_stub_end(struct cc_job *j, uint64_t end);
 int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size);
 /* The job's own report, to add a line to. */
 void cc__job_say(struct cc_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Threads the caller moved in the job's stop (its stats). */
+void cc__job_add_moved(struct cc_job *j, unsigned n);
 
 /* Undoing a measuring stub: threads in [lo, hi) are stepped out, those in
  * the prefix copy moved back to the original. */
@@ -108,6 +110,12 @@ struct cc_undo_stub {
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);
+/* instr.c: is the redirection an instrumented copy? And undoing one that a
+ * padrone left (killed, or detached without uninstrument): as cc__undo, then
+ * the threads' gs_base back to 0 and the rings unmapped from the target. */
+bool cc__redir_is_instr(const struct cc_dir_redir *r);
+int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
+			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub);
 /* measure.c: take out a stale measuring stub (cc__redir_stale), as
  * cc_measure__finish would have; and the refusal that names it. */
 int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,

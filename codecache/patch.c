@@ -1173,6 +1173,11 @@ int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size)
 	return rc;
 }
 
+void cc__job_add_moved(struct cc_job *j, unsigned n)
+{
+	j->stats.moved += n;
+}
+
 void cc__job_say(struct cc_job *j, const char *fmt, ...)
 {
 	char line[512];

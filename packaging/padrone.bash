@@ -41,9 +41,10 @@ _padrone() {
 	fi
 	if [[ $cur == -* ]]; then	# the options its help names
 		local opts
-		opts=$("$1" help "$cmd" 2>/dev/null | grep -o -- '--[a-z][a-z-]*\|(-[a-zA-Z])\|\[-[a-zA-Z]*' |
+		opts=$("$1" help "$cmd" 2>/dev/null | grep -o -- '--[a-zA-Z][a-zA-Z0-9-]*\|(-[a-zA-Z])\|\[-[a-zA-Z]*' |
 			sed 's/^(//; s/)$//; s/^\[-\([a-zA-Z]*\)$/\1/' |
-			awk 'length($0) > 1 && /^-/ { print; next } { n = split($0, c, ""); for (i = 1; i <= n; i++) print "-" c[i] }')
+			awk 'length($0) > 1 && /^-/ { print; next } { n = split($0, c, ""); for (i = 1; i <= n; i++) print "-" c[i] }' |
+			awk '!seen[$0]++')
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 		return
 	fi
@@ -51,6 +52,11 @@ _padrone() {
 	att*) _padrone_pids "$cur" ;;
 	he*) COMPREPLY=($(compgen -W "$(_padrone_commands "$1")" -- "$cur")) ;;
 	inf*) COMPREPLY=($(compgen -W "threads modules stops replacements" -- "$cur")) ;;
+	ins*)
+		case $prev in
+		-m | --mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
+		-o | --output) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		esac ;;
 	pro*)
 		case $prev in
 		-b | --backend) COMPREPLY=($(compgen -W "ring bpf" -- "$cur")) ;;
@@ -71,8 +77,10 @@ _padroned() {
 	--pidof) COMPREPLY=($(compgen -W "$(ps -e -o comm= 2>/dev/null | sort -u)" -- "$cur")) ;;
 	--out) COMPREPLY=($(compgen -d -- "$cur")) ;;
 	--backend) COMPREPLY=($(compgen -W "ring bpf" -- "$cur")) ;;
-	--profile | --freq | --every | --keep | --cfg) ;;
-	*) COMPREPLY=($(compgen -W "$("$1" --help 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u)" -- "$cur")) ;;
+	--mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
+	--output) COMPREPLY=($(compgen -f -- "$cur")) ;;
+	--profile | --freq | --every | --keep | --cfg | --instrument | --for | --I1 | --D1 | --LL) ;;
+	*) COMPREPLY=($(compgen -W "$("$1" --help 2>/dev/null | grep -o -- '--[a-zA-Z][a-zA-Z0-9-]*' | sort -u)" -- "$cur")) ;;
 	esac
 }
 

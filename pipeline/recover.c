@@ -210,8 +210,13 @@ static bool in_user_space(uint64_t a, uint64_t cnt, uint32_t size, bool down)
 
 /* A rep-prefixed instruction (op, a GROUP, and its nrefs references):
  * the iterations it executed, references interleaved, a fetch per
- * iteration (one if none). The count and direction are checked first, so
- * nothing of a corrupt one is delivered. */
+ * iteration and, as valgrind counts them (lackey's trace, Cachegrind's Ir:
+ * the instruction runs once more to find rcx at 0), one more after the
+ * last unless a repe/repne one stopped on its condition with rcx left
+ * above 0. (One that stopped on its condition exactly as rcx reached 0 is
+ * counted one fetch too many: which ended it is not captured.) The count
+ * and direction are checked first, so nothing of a corrupt one is
+ * delivered. */
 static int run_group(struct rep_recover *r, const struct rep_blk *x, const struct rep_op *op,
 		     uint64_t off, uint64_t *nref, uint64_t *nins)
 {
@@ -231,10 +236,6 @@ static int run_group(struct rep_recover *r, const struct rep_blk *x, const struc
 					 (unsigned long long)cnt, o->size, down ? "down" : "up",
 					 (unsigned long long)a[o - g]);
 	}
-	if (op->type && cnt == 0) {
-		emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
-		++*nins;
-	}
 	for (uint64_t it = 0; it < cnt; it++) {
 		if (op->type) {
 			emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
@@ -245,6 +246,11 @@ static int run_group(struct rep_recover *r, const struct rep_blk *x, const struc
 			emit(r, o->pc, down ? a[o - g] - step : a[o - g] + step, o->size, o->type);
 		}
 		*nref += op->nrefs;
+	}
+	bool ran_out = !op->count_end || v[op->count_end] == 0;
+	if (op->type && (ran_out || cnt == 0)) {
+		emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+		++*nins;
 	}
 	return 0;
 }

@@ -147,18 +147,21 @@ static int add_operand(struct builder *b, const struct rep_insn *in, uint32_t i,
 		return rc;
 	if (d)	/* only rsp moves by known amounts, and rsp is never a count */
 		return rep__fail(-EINVAL, "instruction %u: count register moved", i);
+	if (o->flags & REP_OPF_DOWN)
+		m->flags |= REP_MREF_DOWN;
+	/* rflags (captured before) ahead of the count after: the plan stays
+	 * in instruction order, each instruction's captures before it ahead
+	 * of those after it, as the instrumenter lays them out */
+	if (o->flags & REP_OPF_DF) {
+		if ((rc = slot_for(b, REP_REG_RFLAGS, i, &m->rflags, &d)))
+			return rc;
+		m->flags |= REP_MREF_DF_SLOT;
+	}
 	if (o->flags & REP_OPF_COUNT_DIFF) {
 		/* Never reused: the register's value after, not before. */
 		if ((rc = new_capture(b, o->count, i, true, &m->count_end)))
 			return rc;
 		m->flags |= REP_MREF_COUNT_DIFF;
-	}
-	if (o->flags & REP_OPF_DOWN)
-		m->flags |= REP_MREF_DOWN;
-	if (o->flags & REP_OPF_DF) {
-		if ((rc = slot_for(b, REP_REG_RFLAGS, i, &m->rflags, &d)))
-			return rc;
-		m->flags |= REP_MREF_DF_SLOT;
 	}
 	return 0;
 }

@@ -307,7 +307,8 @@ struct rep_capture {
 };
 
 /* A built block: its table entry (block.instrs/refs point into this) and
- * its capture plan, in instruction order. Free with rep_built__free. */
+ * its capture plan, in instruction order (an instruction's captures before
+ * it ahead of those after it). Free with rep_built__free. */
 struct rep_built {
 	struct rep_block block;
 	struct rep_instr *instrs;

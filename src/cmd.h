@@ -43,8 +43,10 @@ enum {
 	 * (padrone_cmd_access). Without either flag a command may change the
 	 * process and runs alone. */
 	PADRONE_CMD_READ_ONLY = 1u << 3,	/* reads the process and the session, changes neither */
-	PADRONE_CMD_PROFILES = 1u << 4,	/* samples the process; with READ_ONLY: only when
-					 * the session has no profile yet (hot) */
+	PADRONE_CMD_PROFILES = 1u << 4,	/* samples or watches the process for a while
+					 * (profile, instrument --hot or --for: reads
+					 * run during its wait); with READ_ONLY: only
+					 * when the session has no profile yet (hot) */
 };
 
 /* What a command does to the session, for padroned's scheduler (jobs.h). */
@@ -96,6 +98,9 @@ int padrone_cmd_error(struct padrone_cmd_ctx *ctx, int status, const char *fmt, 
 /* A failure of the session: its message and its per-cause exit status. */
 int padrone_cmd_session_error(struct padrone_cmd_ctx *ctx);
 
+/* Without a profile yet, sample for profile's default time first (hot,
+ * instrument --hot), its progress shown on a terminal. An exit status. */
+int padrone_cmd_profile_if_none(struct padrone_cmd_ctx *ctx);
 /* Print the session's last report: as text (at most max functions, 0: all)
  * or as JSON. Shared by profile and hot. */
 int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max);

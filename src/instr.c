@@ -223,10 +223,12 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 static int release(struct padrone_session *s, void *data)
 {
 	struct instr_state *st = data;
+	/* a process that exited or exec'd has no code left to put back */
+	bool gone = padrone_session__target_state(s) != PADRONE_OK;
 	int first = 0;
 
 	for (size_t i = 0; i < st->nf; i++) {
-		int rc = st->f[i].active ? uninstrument_one(s, st, &st->f[i]) : 0;
+		int rc = st->f[i].active && !gone ? uninstrument_one(s, st, &st->f[i]) : 0;
 		if (rc < 0 && !first)
 			first = rc;
 		free_func(&st->f[i]);
@@ -247,6 +249,32 @@ void padrone_instr_thread_new(void *data, pid_t tid)
 		if (in) {
 			cc_instr__thread_new(in, tid);
 			return;	/* one gs_base per thread: the first copy's sink */
+		}
+	}
+}
+
+void padrone_instr_thread_exit(void *data, pid_t tid)
+{
+	struct instr_state *st = data;
+
+	for (size_t i = 0; i < MAX_FUNCS; i++) {
+		struct cc_instr *in = atomic_load(&st->live[i]);
+		if (in)
+			cc_instr__thread_exit(in, tid);
+	}
+}
+
+/* A forked child: its gs_base to the first copy's sink, off the ring of
+ * the thread that forked it. */
+void padrone_instr_fork(void *data, pid_t tid)
+{
+	struct instr_state *st = data;
+
+	for (size_t i = 0; i < MAX_FUNCS; i++) {
+		struct cc_instr *in = atomic_load(&st->live[i]);
+		if (in) {
+			cc_instr__fork_child(in, tid);
+			return;
 		}
 	}
 }
@@ -651,7 +679,10 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		pf->active = f->active;
 		snprintf(pf->module, sizeof pf->module, "%s", f->module);
 		pf->module_base = f->module_base;
-		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		pf->seconds = (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		r->seconds += pf->seconds;
+		uint64_t copy_size;
+		cc_instr__copy(f->in, &pf->copy, &copy_size);
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;
 		for (size_t k = 0; k < nrows; k++) {

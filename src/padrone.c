@@ -59,6 +59,7 @@ static void setup_signals(void)
 static const char *const *gen_words;
 static const char *const info_words[] = { "threads", "modules", "stops", "replacements", NULL };
 static const char *const backend_words[] = { "ring", "bpf", NULL };
+static const char *const mode_words[] = { "exhaustive", "sample", NULL };
 
 static char *word_generator(const char *text, int state)
 {
@@ -112,10 +113,22 @@ static char *function_generator(const char *text, int state)
 static bool takes_function(const char *cmd)
 {
 	static const char *const cmds[] = { "cfg", "disas", "loops", "replace", "restore",
-					    "measure", NULL };
+					    "measure", "instrument", "uninstrument", NULL };
 
 	for (size_t i = 0; cmds[i]; i++)
 		if (strcmp(cmd, cmds[i]) == 0)
+			return true;
+	return false;
+}
+
+/* instrument's options whose value is not a function's name. */
+static bool takes_value(const char *opt)
+{
+	static const char *const opts[] = { "-H", "--hot", "-t", "--for", "-o", "--output",
+					    "-I", "--I1", "-D", "--D1", "-L", "--LL", NULL };
+
+	for (size_t i = 0; opts[i]; i++)
+		if (strcmp(opt, opts[i]) == 0)
 			return true;
 	return false;
 }
@@ -145,6 +158,11 @@ static char **complete(const char *text, int start, int end)
 	else if (e && strcmp(e->name, "profile") == 0 &&
 		 (strcmp(prev, "-b") == 0 || strcmp(prev, "--backend") == 0))
 		gen_words = backend_words, res = rl_completion_matches(text, word_generator);
+	else if (e && strcmp(e->name, "instrument") == 0 &&
+		 (strcmp(prev, "-m") == 0 || strcmp(prev, "--mode") == 0))
+		gen_words = mode_words, res = rl_completion_matches(text, word_generator);
+	else if (e && strcmp(e->name, "instrument") == 0 && takes_value(prev))
+		res = NULL;	/* a number or a geometry: nothing to offer */
 	else if (e && takes_function(e->name) && text[0] != '-')
 		res = rl_completion_matches(text, function_generator);
 	padrone_free_words(words);

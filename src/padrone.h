@@ -529,6 +529,8 @@ struct padrone_ifunction {
 	char name[96];
 	uint64_t entry;
 	bool active;		/* still instrumented */
+	uint64_t copy;		/* the instrumented copy's address in the code cache */
+	double seconds;		/* instrumented so far (until uninstrument) */
 	char module[256];	/* the file FUNCTION is in, as /proc/PID/maps names it */
 	uint64_t module_base;	/* where its file offset 0 is mapped */
 	uint64_t ev[PADRONE_NEVENTS];
@@ -580,6 +582,22 @@ struct padrone_istats {
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
 void padrone_istats__free(struct padrone_istats *r);
+
+/* Let the instrumented functions run for seconds (a one-shot instrument:
+ * instrument, wait, report, uninstrument), telling progress, when set,
+ * four times a second how far it is and the REP units recovered so
+ * far. 0 when the time has run out, 1 when padrone_session__interrupt (or
+ * a leaving program's signal) cut it short; fails when not attached, when
+ * seconds is not positive, or when the process exits or execs meanwhile
+ * (what was recovered stays for padrone_session__instr_report). */
+struct padrone_instr_wait_opts {
+	size_t sz;		/* sizeof(struct padrone_instr_wait_opts) */
+	double seconds;
+	void (*progress)(void *arg, double elapsed_s, double total_s, uint64_t units);
+	void *progress_arg;
+};
+int padrone_session__instr_wait(struct padrone_session *s,
+				const struct padrone_instr_wait_opts *opts);
 
 /* PADRONE's code-cache calls. padrone_cc_create makes sure the process has a
  * code cache within +-2 GiB of near (0: of the program's own code; *addr: an

@@ -18,6 +18,7 @@
 #include "src/client.h"
 #include "src/cmd.h"
 #include "src/continuous.h"
+#include "src/export.h"
 #include "src/server.h"
 
 static struct padrone_ctl ctl;
@@ -30,11 +31,17 @@ static const char usage_text[] =
 	"       padroned --pid PID --profile SECONDS [--freq HZ] [--backend ring|bpf]\n"
 	"                [--force] [--json]\n"
 	"       padroned --pid PID --cfg FUNC|0xADDR [--json | --dot]\n"
+	"       padroned --pid PID --instrument FUNC[,FUNC...] --for SECONDS\n"
+	"                [--mode exhaustive|sample] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L]\n"
+	"                [--json | --output FILE]\n"
 	"       padroned --help | --version\n"
 	"Attaches to process PID and serves padrone's commands on a control socket\n"
 	"until a 'detach' or SIGTERM/SIGINT; with --profile, samples it for SECONDS,\n"
 	"prints the report and detaches; with --cfg, prints the control-flow graph\n"
-	"of one function, read from the process's memory, and detaches.\n"
+	"of one function, read from the process's memory, and detaches; with\n"
+	"--instrument, runs those functions instrumented for SECONDS, prints what\n"
+	"they did (Cachegrind's events; --output FILE: a cachegrind.out), puts the\n"
+	"originals back and detaches.\n"
 	"--pidof NAME serves the oldest process of that name, and the next one when\n"
 	"it exits (a service restarted). --every writes a pprof file of each period\n"
 	"of SECONDS into DIR while serving, keeping the newest N (default 100).\n"
@@ -47,6 +54,8 @@ struct options {
 	struct padrone_continuous_opts cont;
 	const char *profile, *freq, *backend;
 	const char *cfg;	/* --cfg FUNC|0xADDR */
+	/* --instrument FUNC[,FUNC...] --for SECONDS and its modifiers */
+	const char *instrument, *seconds, *mode, *geometry[3], *output;
 	double idle_timeout;	/* --idle-timeout SECONDS, or 0 */
 	bool force, json, dot;
 };
@@ -120,6 +129,49 @@ static int continuous_options(struct options *o)
 	return 0;
 }
 
+/* Long options without a letter. */
+enum { OPT_I1 = 256, OPT_D1, OPT_LL };
+/* --instrument's list: at most this many functions. */
+#define PADRONED_MAX_FUNCS 64
+
+/* --instrument FUNC[,FUNC...] --for SECONDS [--mode M] [--I1/--D1/--LL S,A,L]
+ * [--json | --output FILE]: checked before the process is touched (the
+ * geometries by the command, which refuses them before instrumenting). */
+static int instrument_options(struct options *o)
+{
+	char why[160];
+	double secs;
+
+	if (!o->instrument)
+		return usage_error("%s", "--for, --mode, --I1, --D1, --LL and --output go with "
+				   "--instrument");
+	if (o->profile || o->cfg || o->every)
+		return usage_error("%s", "--instrument excludes --profile, --cfg and --every");
+	if (o->freq || o->backend || o->force || o->dot)
+		return usage_error("%s", "--freq, --backend, --force and --dot do not go with "
+				   "--instrument");
+	if (!o->seconds)
+		return usage_error("%s", "--instrument needs --for SECONDS: how long to run "
+				   "instrumented");
+	if (padrone_parse_double("--for SECONDS", o->seconds, PADRONE_PROFILE_MIN_SECONDS,
+				 PADRONE_PROFILE_MAX_SECONDS, &secs, why, sizeof why) < 0)
+		return usage_error("%s", why);
+	if (o->mode && strcmp(o->mode, "exhaustive") != 0 && strcmp(o->mode, "sample") != 0)
+		return usage_error("--mode must be exhaustive or sample, not '%s'", o->mode);
+	if (o->json && o->output)
+		return usage_error("%s", "--output writes Cachegrind's format, not JSON: use "
+				   "--json or --output");
+	if (!*o->instrument || strstr(o->instrument, ",,") || *o->instrument == ',' ||
+	    o->instrument[strlen(o->instrument) - 1] == ',')
+		return usage_error("--instrument wants FUNC[,FUNC...], not '%s'", o->instrument);
+	size_t commas = 0;
+	for (const char *p = o->instrument; *p; p++)
+		commas += *p == ',';
+	if (commas >= PADRONED_MAX_FUNCS)
+		return usage_error("--instrument takes at most %d functions", PADRONED_MAX_FUNCS);
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -138,12 +190,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "out", required_argument, NULL, 'O' },
 		{ "keep", required_argument, NULL, 'K' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "instrument", required_argument, NULL, 'i' },
+		{ "for", required_argument, NULL, 'T' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "I1", required_argument, NULL, OPT_I1 },
+		{ "D1", required_argument, NULL, OPT_D1 },
+		{ "LL", required_argument, NULL, OPT_LL },
+		{ "output", required_argument, NULL, 'o' },
 		{ 0 },
 	};
 	char why[160];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhVN:E:O:K:I:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:F:b:fjC:DhVN:E:O:K:I:i:T:m:o:", longopts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (padrone_parse_ulong("PID", optarg, 1, INT_MAX, &o->pid, why, sizeof(why)) < 0)
@@ -160,6 +220,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'E': o->every = optarg; break;
 		case 'O': o->out = optarg; break;
 		case 'K': o->keep = optarg; break;
+		case 'i': o->instrument = optarg; break;
+		case 'T': o->seconds = optarg; break;
+		case 'm': o->mode = optarg; break;
+		case OPT_I1: case OPT_D1: case OPT_LL: o->geometry[c - OPT_I1] = optarg; break;
+		case 'o': o->output = optarg; break;
 		case 'I':
 			if (padrone_parse_double("--idle-timeout SECONDS", optarg, 0.1, 86400 * 365,
 						 &o->idle_timeout, why, sizeof(why)) < 0)
@@ -182,11 +247,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--pid PID or --pidof NAME is required");
 	if (o->pid && o->pidof)
 		return usage_error("%s", "--pid and --pidof exclude each other");
-	if (o->idle_timeout && (o->cfg || o->profile))
-		return usage_error("%s", "--idle-timeout goes with serving, not --cfg or --profile");
+	if (o->idle_timeout && (o->cfg || o->profile || o->instrument))
+		return usage_error("%s", "--idle-timeout goes with serving, not --cfg, --profile "
+				   "or --instrument");
 	int st = continuous_options(o);
 	if (st)
 		return st;
+	if (o->instrument || o->seconds || o->mode || o->output || o->geometry[0] ||
+	    o->geometry[1] || o->geometry[2])
+		return instrument_options(o);
 	if (o->cfg) {
 		if (o->profile)
 			return usage_error("%s", "--cfg and --profile exclude each other");
@@ -261,11 +330,102 @@ static int profile_once(const struct options *o)
 	return status;
 }
 
-/* --profile or --cfg. A signal during the profile ends it early: the
- * report of what it sampled is printed, and the signal named. */
+/* The instrument command of padrone's table with o's modifiers, output on
+ * f. */
+static int instrument_command(const struct options *o, FILE *f)
+{
+	static const char *const geometry_opts[] = { "--I1", "--D1", "--LL" };
+	char *list = strdup(o->instrument), *save = NULL;
+	char *words[16 + PADRONED_MAX_FUNCS];
+	int n = 0, status;
+
+	if (!list) {
+		fprintf(stderr, "padroned: out of memory\n");
+		return PADRONE_EXIT_FAILURE;
+	}
+	words[n++] = "instrument";
+	words[n++] = "--for";
+	words[n++] = (char *)o->seconds;
+	if (o->json)
+		words[n++] = "--json";
+	if (o->output) {	/* Cachegrind's format on f: instrument_once opened FILE */
+		words[n++] = "--output";
+		words[n++] = "-";
+	}
+	if (o->mode) {
+		words[n++] = "--mode";
+		words[n++] = (char *)o->mode;
+	}
+	for (int i = 0; i < 3; i++)
+		if (o->geometry[i]) {
+			words[n++] = (char *)geometry_opts[i];
+			words[n++] = (char *)o->geometry[i];
+		}
+	words[n++] = "--";
+	for (char *fn = strtok_r(list, ",", &save); fn && n < (int)(sizeof words / sizeof *words) - 1;
+	     fn = strtok_r(NULL, ",", &save))
+		words[n++] = fn;
+	words[n] = NULL;
+	status = padrone_ctl_run(&ctl, n, words, f, stderr);
+	free(list);
+	return status;
+}
+
+struct instrument_run {
+	const struct options *o;
+	int status;
+};
+
+/* Into --output's file; a failure leaves no file, unless the process
+ * ended during --for (its report is complete up to then, as profile's). */
+static int write_instrument(FILE *f, void *arg, char *why, size_t len)
+{
+	struct instrument_run *x = arg;
+
+	x->status = instrument_command(x->o, f);
+	if (x->status && !((x->status == padrone_why_exit_status(PADRONE_TARGET_EXITED) ||
+			    x->status == padrone_why_exit_status(PADRONE_TARGET_EXECED)) &&
+			   ftell(f) > 0)) {
+		snprintf(why, len, "the instrumentation failed");
+		return -ECANCELED;
+	}
+	return 0;
+}
+
+/* --instrument: the instrument command with --for, its report on standard
+ * output or, with --output, in FILE (renamed into place once complete, as
+ * padrone's -o does). */
+static int instrument_once(const struct options *o)
+{
+	struct instrument_run x = { o, PADRONE_EXIT_FAILURE };
+	char why[512];
+	int r;
+
+	if (!o->output || strcmp(o->output, "-") == 0) {
+		r = instrument_command(o, stdout);
+		fflush(stdout);
+		return r;
+	}
+	r = padrone_export_atomic(o->output, write_instrument, &x, why, sizeof why);
+	if (r < 0 && r != -ECANCELED) {
+		fprintf(stderr, "padroned: %s\n", why);
+		return PADRONE_EXIT_FAILURE;
+	}
+	return x.status;
+}
+
+static bool one_shot_mode(const struct options *o)
+{
+	return o->profile || o->cfg || o->instrument;
+}
+
+/* --profile, --cfg or --instrument. A signal during the profile or
+ * --for ends it early: the report of what it found is printed (and the
+ * originals put back), and the signal named. */
 static int one_shot(const struct options *o)
 {
-	int status = o->profile ? profile_once(o) : cfg_once(o);
+	int status = o->profile ? profile_once(o) : o->instrument ? instrument_once(o) :
+		     cfg_once(o);
 
 	if (got_signal)
 		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
@@ -278,13 +438,14 @@ static int one_shot(const struct options *o)
  * 0 in serving mode (as after a signal while serving). */
 static int left_early(const struct options *o)
 {
-	if (!o->profile && !o->cfg)
+	if (!one_shot_mode(o))
 		fprintf(stderr, "padroned: %s: detaching from process %d\n", strsignal(got_signal),
 			(int)o->pid);
 	else
 		fprintf(stderr, "padroned: %s before the %s began: detaching from process %d\n",
-			strsignal(got_signal), o->profile ? "profile" : "cfg", (int)o->pid);
-	return o->profile || o->cfg ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
+			strsignal(got_signal), o->profile ? "profile" : o->cfg ? "cfg" :
+			"instrumentation", (int)o->pid);
+	return one_shot_mode(o) ? PADRONE_EXIT_FAILURE : PADRONE_EXIT_OK;
 }
 
 /* Serve until something other than the end of a profiling period wakes
@@ -378,7 +539,7 @@ static int run_on(const struct options *o)
 	if (status == PADRONE_EXIT_OK) {
 		if (got_signal)
 			status = left_early(o);
-		else if (o->profile || o->cfg)
+		else if (one_shot_mode(o))
 			status = one_shot(o);
 		else
 			status = serve((pid_t)o->pid, o);
@@ -422,7 +583,7 @@ static int follow(struct options *o)
 			     status == padrone_why_exit_status(PADRONE_TARGET_EXECED) ||
 			     status == padrone_why_exit_status(PADRONE_NO_PROCESS) ||
 			     status == padrone_why_exit_status(PADRONE_ZOMBIE);
-		if (!ended || got_signal || o->profile || o->cfg)
+		if (!ended || got_signal || one_shot_mode(o))
 			return status;
 		/* gone before it could be served, or after: the next one */
 		status = PADRONE_EXIT_OK;

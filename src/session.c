@@ -118,8 +118,13 @@ static void on_event(struct attach_target *t, const struct attach_event *ev, voi
 
 	void *instr = atomic_load(&s->instr);
 
+	/* a new thread, or a forked child: off the ring it inherited */
 	if (ev->kind == ATTACH_EV_THREAD_NEW && instr)
 		padrone_instr_thread_new(instr, ev->tid);
+	if (ev->kind == ATTACH_EV_FORK && instr)
+		padrone_instr_fork(instr, ev->tid);
+	if (ev->kind == ATTACH_EV_THREAD_EXIT && instr)
+		padrone_instr_thread_exit(instr, ev->tid);
 	if (ev->kind == ATTACH_EV_EXIT || ev->kind == ATTACH_EV_EXEC) {
 		if (write(s->event_fd, &one, sizeof(one)) < 0) {
 			/* The counter cannot overflow from a handful of events. */

@@ -108,6 +108,8 @@ PADRONE_HIDDEN int padrone_session_set_ext(struct padrone_session *s, const char
  * tracer thread: a new thread must get its own gs_base before it runs. */
 PADRONE_HIDDEN void padrone_session_set_instr(struct padrone_session *s, void *data);
 PADRONE_HIDDEN void padrone_instr_thread_new(void *data, pid_t tid);
+PADRONE_HIDDEN void padrone_instr_thread_exit(void *data, pid_t tid);
+PADRONE_HIDDEN void padrone_instr_fork(void *data, pid_t tid);
 
 /* Names the frames of a backtrace that are code of the code cache
  * (symbolized as anonymous memory): "replacement of mid" and its offset,

@@ -12,18 +12,15 @@ static const struct padrone_opt hot_opts[] = {
 
 static int hot_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
-	struct padrone_session *s = ctx->ctl->session;
 	const char *count = padrone_args_value(args, 0);
 	unsigned long n = HOT_DEFAULT;
 	char why[160];
 
 	if (count && padrone_parse_ulong("N", count, 1, 1000000, &n, why, sizeof(why)) < 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
-	if (!padrone_session__report(s)) {	/* nothing sampled yet: do it now */
-		struct padrone_profile_opts o = { .sz = sizeof(o) };
-		if (padrone_session__profile(s, &o) < 0)
-			return padrone_cmd_session_error(ctx);
-	}
+	int st = padrone_cmd_profile_if_none(ctx);	/* nothing sampled yet: do it now */
+	if (st)
+		return st;
 	if (padrone_args_has(args, 'l'))
 		return padrone_cmd_print_hot_loops(ctx, padrone_args_has(args, 'j'), n);
 	return padrone_cmd_print_report(ctx, padrone_args_has(args, 'j'), n);

@@ -76,7 +76,32 @@ static int info_stops(struct padrone_cmd_ctx *ctx)
 	return PADRONE_EXIT_OK;
 }
 
-/* What the code cache's directory records, whichever session made it. */
+/* The functions this session has instrumented and not yet put back: mode,
+ * how long, where the copy is. None when nothing was ever instrumented. */
+static void info_instrumented(struct padrone_cmd_ctx *ctx)
+{
+	struct padrone_ireport *r;
+	bool header = false;
+
+	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
+		return;
+	for (size_t i = 0; i < r->nfunctions; i++) {
+		const struct padrone_ifunction *f = &r->functions[i];
+		if (!f->active)
+			continue;
+		if (!header)
+			fprintf(ctx->out, "%-24s %-12s %-18s  %-18s  %s\n", "INSTRUMENTED", "MODE",
+				"ENTRY", "COPY", "SINCE");
+		header = true;
+		fprintf(ctx->out, "%-24s %-12s 0x%016llx  0x%016llx  %.1f s ago\n", f->name,
+			r->sampling ? "sample" : "exhaustive", (unsigned long long)f->entry,
+			(unsigned long long)f->copy, f->seconds);
+	}
+	padrone_ireport__free(r);
+}
+
+/* What the code cache's directory records, whichever session made it, and
+ * what this session instruments. */
 static int info_replacements(struct padrone_cmd_ctx *ctx)
 {
 	struct padrone_session *s = ctx->ctl->session;
@@ -114,6 +139,7 @@ static int info_replacements(struct padrone_cmd_ctx *ctx)
 			r[i].sites, (double)r[i].stop_ns / 1000.0, source);
 	}
 	free(r);
+	info_instrumented(ctx);
 	return PADRONE_EXIT_OK;
 }
 
@@ -140,7 +166,7 @@ const struct padrone_cmd_entry padrone_cmd_info_entry = {
 	.name = "info",
 	.alias = "i",		/* gdb's; a prefix no more (instrument) */
 	.usage = "threads|modules|stops|replacements",
-	.summary = "list the threads, the modules, the stops, or the functions replaced",
+	.summary = "list the threads, the modules, the stops, or the functions replaced or instrumented",
 	.help = "threads: tid, name, state, CPU time, and where each thread is (from /proc,\n"
 		"stopping nothing, unless a thread keeps running: then the process is\n"
 		"stopped for a moment to read its program counter).\n"
@@ -149,7 +175,9 @@ const struct padrone_cmd_entry padrone_cmd_info_entry = {
 		"replacements: each function replaced or being measured, by any session:\n"
 		"its name, entry, the places written (its entry, call sites), the\n"
 		"stop-the-world time of its patch and what replaced it; a measuring stub\n"
-		"whose padrone is gone is marked, restore takes it out.",
+		"whose padrone is gone is marked, restore takes it out; then each function\n"
+		"instrumented in this session: its mode, entry, the instrumented copy's\n"
+		"address, and since when.",
 	.lower = 1,
 	.upper = 1,
 	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_READ_ONLY,

@@ -1,41 +1,220 @@
-/* instrument [-m MODE] FUNC, report [-j], uninstrument [FUNC]: REP-recording
- * copies of live functions, streamed to recovery and cache simulation in
- * padrone(d) (src/instr.c). */
+/* instrument [-m MODE] [--for SECONDS [-j|-o FILE]] FUNC...|--hot N,
+ * report [-j], uninstrument [FUNC]: REP-recording copies of live
+ * functions, streamed to recovery and cache simulation in padrone(d)
+ * (src/instr.c). */
 #include "src/cmd.h"
+#include "src/progress.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+static void print_json(FILE *f, const struct padrone_ireport *r);
+static void print_text(FILE *f, const struct padrone_ireport *r);
+static void print_cachegrind(FILE *f, const struct padrone_ireport *r);
+
+/* instrument --hot N: at most this many functions. */
+#define HOT_MAX 64
 
 static const struct padrone_opt instrument_opts[] = {
 	{ 'm', "mode", "MODE" },
 	{ 'I', "I1", "S,A,L" },
 	{ 'D', "D1", "S,A,L" },
 	{ 'L', "LL", "S,A,L" },
+	{ 'H', "hot", "N" },
+	{ 't', "for", "SECONDS" },
+	{ 'j', "json", NULL },
+	{ 'o', "output", "FILE" },
 	{ 0 },
 };
 
-static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
-{
-	const char *func = padrone_args_value(args, 0), *mode = padrone_args_get(args, 'm');
-	struct padrone_instrument_opts o = { .sz = sizeof o };
+/* What instrument was asked: the options checked, before the process is
+ * touched. */
+struct instrument_request {
+	struct padrone_instrument_opts o;
+	unsigned long hot;	/* --hot N, or 0 */
+	double seconds;		/* --for SECONDS, or 0: stay instrumented */
+};
 
+static int instrument_request(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
+			      struct instrument_request *rq)
+{
+	const char *mode = padrone_args_get(args, 'm'), *hot = padrone_args_get(args, 'H');
+	const char *secs = padrone_args_get(args, 't');
+	char why[160];
+
+	*rq = (struct instrument_request){ .o = { .sz = sizeof rq->o } };
 	if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "sample") != 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "MODE must be exhaustive or "
 					 "sample, not '%s'", mode);
-	o.sampling = mode && strcmp(mode, "sample") == 0;
-	o.i1 = padrone_args_get(args, 'I');
-	o.d1 = padrone_args_get(args, 'D');
-	o.ll = padrone_args_get(args, 'L');
-	if (padrone_session__instrument(ctx->ctl->session, func, &o) < 0)
+	if (hot && padrone_parse_ulong("--hot N", hot, 1, HOT_MAX, &rq->hot, why, sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (hot && padrone_args_count(args))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "FUNC... and --hot N exclude "
+					 "each other");
+	if (!hot && !padrone_args_count(args))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "name the functions to "
+					 "instrument (FUNC...) or ask for the hottest (--hot N)");
+	if (secs && padrone_parse_double("--for SECONDS", secs, PADRONE_PROFILE_MIN_SECONDS,
+					 PADRONE_PROFILE_MAX_SECONDS, &rq->seconds, why,
+					 sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (!secs && (padrone_args_has(args, 'j') || padrone_args_has(args, 'o')))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-j and -o print the report of "
+					 "instrument --for SECONDS: without --for, use report");
+	if (padrone_args_has(args, 'j') && padrone_args_has(args, 'o'))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-o writes Cachegrind's format, "
+					 "not JSON: use -j or -o");
+	rq->o.sampling = mode && strcmp(mode, "sample") == 0;
+	rq->o.i1 = padrone_args_get(args, 'I');
+	rq->o.d1 = padrone_args_get(args, 'D');
+	rq->o.ll = padrone_args_get(args, 'L');
+	return 0;
+}
+
+/* The functions to instrument: the arguments, or the n hottest of the last
+ * profile (sampling first if there is none, as hot does). *names holds
+ * pointers into args or the session's report; 0 or an exit status. */
+static int instrument_targets(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
+			      unsigned long hot, const char ***names, size_t *n)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	const struct padrone_report *r;
+	size_t count = hot ? hot : (size_t)padrone_args_count(args);
+
+	*n = 0;
+	if (!(*names = calloc(count, sizeof **names)))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
+	if (!hot) {
+		for (size_t i = 0; i < count; i++)
+			(*names)[(*n)++] = padrone_args_value(args, (int)i);
+		return 0;
+	}
+	int st = padrone_cmd_profile_if_none(ctx);
+	if (st)
+		return st;
+	r = padrone_session__report(s);
+	for (size_t i = 0; i < padrone_report__count(r) && *n < count; i++)
+		(*names)[(*n)++] = padrone_report__function(r, i)->name;
+	if (!*n)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "the profile found no "
+					 "function to instrument");
+	return 0;
+}
+
+/* Instrument each name; one refused is noted with the reason and skipped.
+ * The number instrumented; *status the first refusal's exit status. */
+static size_t instrument_each(struct padrone_cmd_ctx *ctx, const char **names, size_t n,
+			      const struct instrument_request *rq, bool *done, int *status)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	size_t ok = 0;
+
+	*status = PADRONE_EXIT_OK;
+	for (size_t i = 0; i < n; i++) {
+		done[i] = padrone_session__instrument(s, names[i], &rq->o) == 0;
+		if (done[i]) {
+			ok++;
+			if (!rq->seconds)	/* --for: the report says it */
+				fprintf(ctx->out, "instrumented %s (%s)\n", names[i],
+					rq->o.sampling ? "sample" : "exhaustive");
+			continue;
+		}
+		if (!*status)
+			*status = padrone_session__exit_status(s);
+		if (n > 1)
+			padrone_cmd_error(ctx, 0, "%s not instrumented: %s", names[i],
+					  padrone_session__errmsg(s));
+		else
+			padrone_cmd_session_error(ctx);
+	}
+	if (ok && !rq->seconds)
+		fprintf(ctx->out, "'report' shows what %s did, 'uninstrument' puts %s back\n",
+			ok == 1 ? "it" : "they", ok == 1 ? "it" : "them");
+	return ok;
+}
+
+/* Print the report in the format the options ask. */
+static int print_report(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	struct padrone_ireport *r;
+
+	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
 		return padrone_cmd_session_error(ctx);
-	fprintf(ctx->out, "instrumented %s (%s): 'report' shows what it did, 'uninstrument' "
-		"puts it back\n", func, o.sampling ? "sample" : "exhaustive");
+	if (padrone_args_has(args, 'o'))
+		print_cachegrind(ctx->out, r);
+	else if (padrone_args_has(args, 'j'))
+		print_json(ctx->out, r);
+	else
+		print_text(ctx->out, r);
+	padrone_ireport__free(r);
 	return PADRONE_EXIT_OK;
+}
+
+/* --for: run instrumented for the time asked (or until ^C, a cancel, a
+ * signal), print the report, put the originals back. The process's end
+ * meanwhile keeps the report and gives its status. */
+static int instrument_for(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
+			  const struct instrument_request *rq, const char **names,
+			  const bool *done, size_t n)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	struct padrone_instr_wait_opts w = { .sz = sizeof w, .seconds = rq->seconds };
+	struct padrone_progress progress;
+	int status;
+	bool gone;
+
+	padrone_progress_init(&progress, ctx->err, "instrument", "units");
+	if (progress.tty) {	/* the units are counted for the line alone */
+		w.progress = padrone_progress_cb;
+		w.progress_arg = &progress;
+	}
+	gone = padrone_session__instr_wait(s, &w) < 0;
+	padrone_progress_done(&progress);
+	if (gone) {	/* the report first, then why it ended */
+		int end = padrone_session__exit_status(s);
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", padrone_session__errmsg(s));
+		if (print_report(ctx, args) == PADRONE_EXIT_OK)
+			fflush(ctx->out);
+		return padrone_cmd_error(ctx, end, "%s", msg);
+	}
+	status = print_report(ctx, args);
+	for (size_t i = 0; i < n; i++)
+		if (done[i] && padrone_session__uninstrument(s, names[i]) < 0 && !status)
+			status = padrone_cmd_session_error(ctx);
+	return status;
+}
+
+static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	struct instrument_request rq;
+	const char **names = NULL;
+	bool *done = NULL;
+	size_t n = 0;
+	int status = instrument_request(ctx, args, &rq);
+
+	if (!status)
+		status = instrument_targets(ctx, args, rq.hot, &names, &n);
+	if (!status && !(done = calloc(n, sizeof *done)))
+		status = padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
+	if (!status) {
+		int refused;
+		size_t ok = instrument_each(ctx, names, n, &rq, done, &refused);
+		if (!ok)
+			status = refused;
+		else if (rq.seconds)
+			status = instrument_for(ctx, args, &rq, names, done, n);
+	}
+	free(done);
+	free(names);
+	return status;
 }
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] FUNC",
-	.summary = "replace FUNC by a copy that streams its memory references to padrone",
+	.usage = "[-m MODE] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--for SECONDS [-j | -o FILE]] "
+		 "FUNC... | --hot N",
+	.summary = "replace functions by copies that stream their memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
 		"one REP unit per executed block into its thread's ring (shared memory, one\n"
 		"per thread); padrone recovers the references and simulates the host's caches\n"
@@ -44,13 +223,22 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"the ring full is lost, and report counts it). --I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
-		"One function at a time; refused for a function already replaced or measured,\n"
-		"one with a jump table, code it cannot record (fs- or gs-relative), or a\n"
-		"process where a thread uses gs.",
+		"--hot N (-H) instruments the N hottest functions of the last profile\n"
+		"(sampling 2 seconds first if there is none). A function refused is named\n"
+		"with the reason and skipped; the command fails only if all are refused.\n"
+		"Today one function at a time: with several, the first that can be is\n"
+		"instrumented and the others are refused. Refused too: a function already\n"
+		"replaced or measured, one with a jump table, code it cannot record (fs- or\n"
+		"gs-relative), a process where a thread uses gs.\n"
+		"--for SECONDS (-t) runs instrumented that long (^C ends it early), prints\n"
+		"what report would (-j as report -j, -o FILE as report -o) and puts the\n"
+		"originals back; on a terminal its progress shows on standard error.",
 	.opts = instrument_opts,
-	.lower = 1,
-	.upper = 1,
-	.flags = PADRONE_CMD_TARGET,
+	.lower = 0,
+	.upper = -1,
+	/* PROFILES: padroned lets read-only commands (report, stats, info) run
+	 * during --for's wait and --hot's profile, as during a profile's */
+	.flags = PADRONE_CMD_TARGET | PADRONE_CMD_OUTFILE | PADRONE_CMD_PROFILES,
 	.exec = instrument_exec,
 };
 
@@ -227,21 +415,10 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 
 static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
-	struct padrone_ireport *r;
-
 	if (padrone_args_has(args, 'j') && padrone_args_has(args, 'o'))
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-o writes Cachegrind's format, "
 					 "not JSON: use -j or -o");
-	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
-		return padrone_cmd_session_error(ctx);
-	if (padrone_args_has(args, 'o'))
-		print_cachegrind(ctx->out, r);
-	else if (padrone_args_has(args, 'j'))
-		print_json(ctx->out, r);
-	else
-		print_text(ctx->out, r);
-	padrone_ireport__free(r);
-	return PADRONE_EXIT_OK;
+	return print_report(ctx, args);
 }
 
 const struct padrone_cmd_entry padrone_cmd_report_entry = {

@@ -68,6 +68,22 @@ static int profile_options(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 	return 0;
 }
 
+int padrone_cmd_profile_if_none(struct padrone_cmd_ctx *ctx)
+{
+	struct padrone_session *s = ctx->ctl->session;
+	struct padrone_profile_opts o = { .sz = sizeof(o) };
+	struct padrone_progress progress;
+
+	if (padrone_session__report(s))
+		return PADRONE_EXIT_OK;
+	padrone_progress_init(&progress, ctx->err, "profile", "samples");
+	o.progress = padrone_progress_cb;
+	o.progress_arg = &progress;
+	int failed = padrone_session__profile(s, &o) < 0;
+	padrone_progress_done(&progress);
+	return failed ? padrone_cmd_session_error(ctx) : PADRONE_EXIT_OK;
+}
+
 int padrone_cmd_print_report(struct padrone_cmd_ctx *ctx, bool json, size_t max)
 {
 	const struct padrone_report *r = padrone_session__report(ctx->ctl->session);

@@ -170,6 +170,8 @@ static void on_ev(struct attach_target *t, const struct attach_event *ev, void *
 	case ATTACH_EV_EXEC:
 		log->execs++;
 		break;
+	case ATTACH_EV_FORK:	/* (check_instr makes children) */
+		break;
 	case ATTACH_EV_EXIT:
 		log->process_exits++;
 		log->status = ev->status;

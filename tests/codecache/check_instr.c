@@ -22,6 +22,9 @@
 
 #define N 1000
 #define MAX_T 8
+#define SPARES 4	/* cc_instr_opts.spare_rings' default */
+#define CHURN_SPARES 16	/* enough for every short-lived thread at once, on a slow day */
+#define MAX_R (MAX_T + 1 + CHURN_SPARES)
 
 struct arrays {
 	uint64_t x, y, o;
@@ -39,8 +42,12 @@ struct stream {
 	pthread_t th;
 	volatile int stop;
 	int rc;
-	/* the pattern: element i, phase 0 x, 1 y, 2 o */
-	uint64_t i, phase, calls, refs, errors;
+	/* the pattern: element i, phase 0 x, 1 y, 2 o; where the stream
+	 * began (a thread moved into the copy mid-call begins there) */
+	uint64_t i, phase, calls, refs, errors, first_ref;
+	uint64_t units;			/* recovered, once closed */
+	bool tally;			/* count writes to o[0..7] instead (switch) */
+	uint64_t hits[8];
 	char first_error[200];
 };
 
@@ -74,11 +81,15 @@ static void check_ref(struct stream *s, const struct rep_ref *r)
 	if (r->type == REP_REF_INSTR || t < 0)
 		return;		/* the stack, the code */
 	s->refs++;
-	if (s->owner < 0)
+	const uint64_t base[3] = { s->mine[t].x, s->mine[t].y, s->mine[t].o };
+	if (s->owner < 0) {
 		s->owner = t;
+		s->i = (r->addr - base[which]) / 8;
+		s->phase = (uint64_t)which;
+		s->first_ref = 3 * s->i + s->phase;
+	}
 	if (t != s->owner)
 		return bad(s, r, "another thread's array");
-	const uint64_t base[3] = { s->mine[t].x, s->mine[t].y, s->mine[t].o };
 	if ((uint64_t)which != s->phase || r->addr != base[which] + 8 * s->i || r->size != 8 ||
 	    r->type != (which == 2 ? REP_REF_WRITE : REP_REF_READ))
 		return bad(s, r, "not the kernel's next reference");
@@ -91,10 +102,25 @@ static void check_ref(struct stream *s, const struct rep_ref *r)
 	}
 }
 
+/* Writes (and read-modify-writes) into any thread's o[0..7], by element. */
+static void tally_ref(struct stream *s, const struct rep_ref *r)
+{
+	bool writes = r->type == REP_REF_WRITE || r->type == REP_REF_MODIFY;
+
+	for (size_t t = 0; t < s->nthreads && writes; t++)
+		if (r->addr >= s->mine[t].o && r->addr < s->mine[t].o + 64)
+			s->hits[(r->addr - s->mine[t].o) / 8]++;
+}
+
 static void sink(void *arg, const struct rep_ref *refs, size_t n)
 {
+	struct stream *s = arg;
+
 	for (size_t k = 0; k < n; k++)
-		check_ref(arg, &refs[k]);
+		if (s->tally)
+			tally_ref(s, &refs[k]);
+		else
+			check_ref(s, &refs[k]);
 }
 
 static void *consume(void *arg)
@@ -220,6 +246,10 @@ static void new_thread(struct attach_target *t, const struct attach_event *ev, v
 	(void)arg;
 	if (ev->kind == ATTACH_EV_THREAD_NEW && in)
 		cc_instr__thread_new(in, ev->tid);
+	if (ev->kind == ATTACH_EV_FORK && in)
+		cc_instr__fork_child(in, ev->tid);
+	if (ev->kind == ATTACH_EV_THREAD_EXIT && in)
+		cc_instr__thread_exit(in, ev->tid);
 }
 
 static const struct cc_instr_opts publishing = { .sz = sizeof publishing,
@@ -248,7 +278,7 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	uint8_t orig[64], now[64];
 
 	start(&l, "2");
@@ -258,7 +288,7 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	int rc = cc_cache__instrument(l.c, &f, &publishing, &in);
 	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
 	size_t nr = cc_instr__thread_count(in);
-	ck_assert_uint_eq(nr, l.nthreads + 1);	/* and the main thread */
+	ck_assert_uint_eq(nr, l.nthreads + 1 + SPARES);	/* main's, the spares */
 	memset(ss, 0, sizeof ss);
 	for (size_t i = 0; i < nr; i++) {
 		struct stream *s = &ss[i];
@@ -301,11 +331,11 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 		ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0,
 			      "thread %d: %" PRIu64 " units dropped, %" PRIu64 " corrupt", s->tid,
 			      cs.records_dropped, cs.corrupt);
-		/* whole calls only: the copy is entered at the entry and left by ret */
-		ck_assert_msg(s->i == 0 && s->phase == 0, "thread %d: the stream ends inside a call "
-			      "(element %" PRIu64 ")", s->tid, s->i);
+		/* every reference from the first one on (threads inside axpy at
+		 * the stops were moved into the copy and out of it mid-call) */
 		if (i > 0)
-			ck_assert_uint_eq(s->refs, s->calls * 3 * N);
+			ck_assert_uint_eq(s->refs, s->calls * 3 * N + 3 * s->i + s->phase -
+					  s->first_ref);
 		cab_consumer__close(s->cons);
 		rep_recover__free(s->rec);
 	}
@@ -372,10 +402,10 @@ START_TEST(bad_inputs_are_refused_and_leave_the_target_alone)
 END_TEST
 
 /* Threads cloned while instrumented inherit their parent's gs_base: given
- * the sink block at their clone event, they run the copy, record nothing,
+ * a spare ring or the sink block at their clone event, they run the copy,
  * compute right, and never write into the ring of the thread that made
  * them (main, which never calls axpy itself: its ring stays empty). */
-START_TEST(threads_cloned_while_instrumented_record_nowhere)
+START_TEST(threads_cloned_while_instrumented_never_write_into_their_makers_ring)
 {
 	struct live l;
 	struct cc_instr *in = NULL;
@@ -386,7 +416,7 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 	struct cc_func f = func(&l, "axpy");
 	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
 		      cc_cache__errmsg(l.c));
-	struct stream ss[MAX_T + 2];
+	struct stream ss[MAX_R];
 	size_t nr = cc_instr__thread_count(in);
 	memset(ss, 0, sizeof ss);
 	for (size_t i = 0; i < nr; i++) {
@@ -441,6 +471,443 @@ START_TEST(threads_cloned_while_instrumented_record_nowhere)
 }
 END_TEST
 
+/* ------------------------------------------------- the plain plan as oracle */
+
+/* The references of the first whole call a ring carries (from one
+ * execution of the entry to the next), recorded by its consumer. */
+struct one_call {
+	uint64_t entry;
+	struct rep_ref *refs;
+	size_t n, cap;
+	int state;		/* 0 before the first entry, 1 inside, 2 done */
+	struct cab_consumer *cons;
+	struct rep_recover *rec;
+	volatile int stop;
+};
+
+static void record(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct one_call *c = arg;
+
+	for (size_t k = 0; k < n && c->state < 2; k++) {
+		if (refs[k].type == REP_REF_INSTR && refs[k].pc == c->entry)
+			__atomic_store_n(&c->state, c->state + 1, __ATOMIC_RELEASE);
+		if (c->state != 1)
+			continue;
+		if (c->n == c->cap) {
+			c->cap = c->cap ? 2 * c->cap : 1 << 16;
+			c->refs = realloc(c->refs, c->cap * sizeof *c->refs);
+			ck_assert_ptr_nonnull(c->refs);
+		}
+		c->refs[c->n++] = refs[k];
+	}
+}
+
+static void *consume_call(void *arg)
+{
+	struct one_call *c = arg;
+
+	cab_consumer__run(c->cons, rep_recover__cab_fn, c->rec, &c->stop);
+	rep_recover__flush(c->rec);
+	return NULL;
+}
+
+/* Instrument f (with the plain plan or PiPA's), record the first whole call
+ * of the target's one thread, uninstrument. */
+static void first_call(struct live *l, const struct cc_func *f, bool plain, struct one_call *c)
+{
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o, .plain_plan = plain };
+	pthread_t th;
+	pid_t tid;
+
+	memset(c, 0, sizeof *c);
+	c->entry = f->addr;
+	ck_assert_msg(cc_cache__instrument(l->c, f, &o, &in) == 0, "%s", cc_cache__errmsg(l->c));
+	/* the one thread's ring first, then the spares nobody has taken */
+	ck_assert_uint_ge(cc_instr__thread_count(in), 1);
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, c, &c->rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c->cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_int_eq(tid, l->p.pid);
+	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, c), 0);
+	for (int w = 0; w < 3000 && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) < 2; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_msg(cc_cache__uninstrument(l->c, in, NULL) == 0, "%s", cc_cache__errmsg(l->c));
+	for (int w = 0; w < 1000 && !cab_consumer__eof(c->cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	c->stop = 1;
+	pthread_join(th, NULL);
+	ck_assert_int_eq(c->state, 2);
+	cab_consumer__close(c->cons);
+	rep_recover__free(c->rec);
+	cc_instr__free(in);
+}
+
+static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed" };
+
+/* PiPA's plan shares captured registers between references (a base used
+ * again, the stack pointer across pushes and calls); the plain plan
+ * captures each reference's registers anew, storing every address's
+ * inputs. On instr_oracle's kernels (chase: three fields of one node
+ * through one base; branchy: a call; stream: indexed arrays; mixed: rep
+ * movsb, SSE loads), one call's
+ * recovered stream under each must be the same reference for reference:
+ * each call of a kernel makes the same references. */
+START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
+{
+	const char *kernel = oracle_kernels[_i];
+	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), (char *)kernel, "0", NULL };
+	char line[256], want[32];
+	struct attach_error aerr;
+	struct cc_error err;
+	struct live l;
+
+	memset(&l, 0, sizeof l);
+	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&l.p, "ready", line, sizeof line, 10000), 0);
+	alive(&l);
+	ck_assert_msg(attach_seize(l.p.pid, NULL, &l.t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l.t, NULL, &l.c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l.p.pid, &l.sy, &err) == 0, "%s", err.msg);
+	struct cc_func f = func(&l, kernel);
+	struct one_call pipa, plain;
+	first_call(&l, &f, false, &pipa);
+	first_call(&l, &f, true, &plain);
+	size_t data = 0;
+	for (size_t k = 0; k < plain.n; k++)
+		data += plain.refs[k].type != REP_REF_INSTR;
+	ck_assert_msg(data > 4000, "%s: %zu data references in a call", kernel, data);
+	snprintf(want, sizeof want, "%zu references", plain.n);
+	for (size_t k = 0; k < pipa.n && k < plain.n; k++) {
+		const struct rep_ref *a = &pipa.refs[k], *b = &plain.refs[k];
+		ck_assert_msg(a->pc == b->pc && a->addr == b->addr && a->size == b->size &&
+			      a->type == b->type, "%s: reference %zu: PiPA's pc 0x%" PRIx64 " addr 0x%"
+			      PRIx64 " size %u type %u, the plain plan's pc 0x%" PRIx64 " addr 0x%"
+			      PRIx64 " size %u type %u", kernel, k, a->pc, a->addr, a->size, a->type,
+			      b->pc, b->addr, b->size, b->type);
+	}
+	ck_assert_msg(pipa.n == plain.n, "%s: PiPA's plan: %zu references, the plain one: %s",
+		      kernel, pipa.n, want);
+	free(pipa.refs);
+	free(plain.refs);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* A consumer with recovery on each ring of the copy. */
+static size_t open_streams_as(struct live *l, struct cc_instr *in, struct stream *ss, bool tally)
+{
+	size_t nr = cc_instr__thread_count(in);
+
+	memset(ss, 0, MAX_R * sizeof *ss);
+	ck_assert_uint_le(nr, MAX_R);
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l->arr, sizeof l->arr);
+		s->nthreads = l->nthreads;
+		s->owner = -1;
+		s->tally = tally;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, consume, s), 0);
+	}
+	return nr;
+}
+
+static size_t open_streams(struct live *l, struct cc_instr *in, struct stream *ss)
+{
+	return open_streams_as(l, in, ss, false);
+}
+
+/* The rest of a ring (after uninstrument), then its checks: every
+ * reference the kernel's next one, nothing dropped or corrupt. */
+static void close_stream(struct stream *s)
+{
+	struct cab_stats cs;
+
+	for (int w = 0; w < 1000 && !cab_consumer__eof(s->cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	s->stop = 1;
+	pthread_join(s->th, NULL);
+	cab_consumer__stats(s->cons, &cs);
+	struct rep_recover_stats rs;
+	rep_recover__stats(s->rec, &rs);
+	s->units = rs.units;
+	ck_assert_msg(s->errors == 0, "%" PRIu64 " wrong references, first: %s", s->errors,
+		      s->first_error);
+	ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0, "thread %d: %" PRIu64 " units "
+		      "dropped, %" PRIu64 " corrupt", s->tid, cs.records_dropped, cs.corrupt);
+	cab_consumer__close(s->cons);
+	rep_recover__free(s->rec);
+}
+
+/* Threads in a loop that never returns are moved into the copy at the
+ * stop that installs it (recorded from then on), and back out at
+ * uninstrument (the copy is freed: nothing kept); the target's own check
+ * of its arrays sees no wrong value, before, during and after. */
+START_TEST(threads_looping_inside_the_function_are_moved_in_and_out)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+	struct cc_patch_stats st = { 0 };
+	struct cc_instr_opts io = { .sz = sizeof io, .stats = &st };
+	char line[256];
+	uint8_t orig[64], now[64];
+	bool rw;
+
+	start_with(&l, "2", "spin");
+	ck_assert_msg(tu_wait_for(&l.p, "spinning", line, sizeof line, 10000) >= 0, "no spin");
+	alive(&l);
+	struct cc_func f = func(&l, "spin");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &io, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(st.moved >= l.nthreads, "%u threads moved into the copy, not the %zu in "
+		      "spin", st.moved, l.nthreads);
+	size_t nr = open_streams(&l, in, ss);
+	/* each looping thread recorded whole passes */
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 20; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_msg(calls_seen(ss + 1, l.nthreads) >= 20, "a thread looping in spin was not "
+		      "recorded (%" PRIu64 " passes)", calls_seen(ss + 1, l.nthreads));
+	progresses(&l, alive(&l));
+	struct cc_patch_stats us = { 0 };
+	char said[2048];
+	struct cc_patch_opts po = { .sz = sizeof po, .stats = &us, .report = said,
+				    .report_size = sizeof said };
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(!us.kept_code, "the copy was kept (%u looks): %s", us.looks, said);
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	for (size_t i = 0; i < nr; i++)
+		close_stream(&ss[i]);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	ck_assert_int_eq(attach_target__detach(l.t), 0);
+	l.t = NULL;
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* How many threads have their pc in [lo, hi) (world stopped). */
+static size_t threads_in(struct live *l, uint64_t lo, uint64_t hi)
+{
+	pid_t tids[MAX_T + 2];
+	size_t k = 0;
+	int n = attach_target__threads(l->t, tids, MAX_T + 2);
+
+	ck_assert_int_gt(n, 0);
+	for (int i = 0; i < n && i < MAX_T + 2; i++) {
+		struct user_regs_struct regs;
+		ck_assert_int_eq(attach_target__get_regs(l->t, tids[i], &regs), 0);
+		k += regs.rip >= lo && regs.rip < hi;
+	}
+	return k;
+}
+
+/* 8 threads calling axpy, most of them inside it at the stop that
+ * installs the copy: those are moved in mid-call, and their streams go on
+ * from that very reference, exactly the kernel's, until uninstrument moves
+ * them out mid-call again. */
+START_TEST(eight_threads_inside_the_function_go_on_in_the_copy_exactly)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+	struct cc_patch_stats st = { 0 };
+	struct cc_instr_opts io = { .sz = sizeof io, .stats = &st };
+	size_t inside = 0;
+
+	start(&l, "8");
+	alive(&l);
+	struct cc_func f = func(&l, "axpy");
+	/* a stop with at least 4 threads inside axpy; instrument in it */
+	for (int tries = 0; tries < 200 && inside < 4; tries++) {
+		if (tries)
+			ck_assert_int_eq(attach_target__resume(l.t), 0);
+		ck_assert_int_eq(attach_target__stop(l.t), 0);
+		inside = threads_in(&l, f.addr, f.addr + f.size);
+	}
+	ck_assert_uint_ge(inside, 4);
+	int rc = cc_cache__instrument(l.c, &f, &io, &in);
+	ck_assert_int_eq(attach_target__resume(l.t), 0);
+	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_uint_ge(st.moved, 1);
+	size_t nr = open_streams(&l, in, ss);
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 20; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_uint_ge(calls_seen(ss + 1, l.nthreads), 20);
+	alive(&l);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t mid_call = 0;
+	for (size_t i = 0; i < nr; i++) {
+		mid_call += ss[i].owner >= 0 && ss[i].first_ref != 0;
+		close_stream(&ss[i]);
+	}
+	ck_assert_msg(mid_call >= 1, "no stream began inside a call: the threads inside axpy "
+		      "finished their calls in the original");
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* Children made while instrumented, by fork, vfork and posix_spawn,
+ * inherit the patched code and the gs_base of the thread that made them
+ * (main's, whose ring padrone reads): pointed at the sink at their fork
+ * event, they compute right (their exit status says) and never write into
+ * main's ring (main never calls axpy itself). */
+START_TEST(forked_children_run_right_and_never_write_into_the_rings)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+	char line[256];
+	long ok = 0, nbad = 0, first = -1;
+
+	start_with(&l, "2", "fork");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &publishing, &in) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	/* nine children (three of each kind) made while instrumented */
+	for (int i = 0; i < 1000 && (first < 0 || ok < first + 9); i++) {
+		ck_assert_msg(tu_wait_for(&l.p, "forked ", line, sizeof line, 10000) >= 0,
+			      "no child");
+		ck_assert_int_eq(sscanf(line, "forked %ld bad %ld", &ok, &nbad), 2);
+		ck_assert_msg(nbad == 0, "a child made while instrumented failed: %s", line);
+		if (first < 0)
+			first = ok;
+	}
+	ck_assert_int_ge(ok, first + 9);
+	for (int w = 0; w < 3000 && busy_rings(ss, nr, 20) < l.nthreads; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	alive(&l);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	for (size_t i = 0; i < nr; i++) {
+		close_stream(&ss[i]);
+		if (i == 0)
+			ck_assert_msg(ss[i].units == 0, "main's ring got %" PRIu64 " units of the "
+				      "children it made", ss[i].units);
+	}
+	ck_assert_uint_ge(busy_rings(ss, nr, 20), l.nthreads);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	ck_assert_msg(tu_wait_for(&l.p, "forked ", line, sizeof line, 10000) >= 0, "no child");
+	ck_assert_int_eq(sscanf(line, "forked %ld bad %ld", &ok, &nbad), 2);
+	ck_assert_int_eq(nbad, 0);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* The last "churned T" line before the next "alive": threads finished. */
+static long churned_now(struct live *l)
+{
+	char line[256];
+	long t = -1;
+
+	for (;;) {
+		ck_assert_msg(tu_read_line(&l->p, line, sizeof line, 10000) >= 0, "no progress");
+		if (sscanf(line, "churned %ld", &t) != 1 && t >= 0 && strncmp(line, "alive", 5) == 0)
+			return t;
+	}
+}
+
+/* Thread churn while instrumented: each thread made meanwhile records into
+ * a ring of its own (a spare, given back when the thread exits and taken
+ * by the next), so every call of every short-lived thread is recovered, up
+ * to the last unit of each; nothing dropped, and the target's own checks
+ * see no wrong result. (Spares enough that none is left to the sink while
+ * the exit events of a loaded machine lag behind the clones.) */
+START_TEST(short_lived_threads_record_every_unit_into_rings_of_their_own)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+
+	struct cc_instr_opts io = publishing;
+
+	io.spare_rings = CHURN_SPARES;
+	start_with(&l, "2", "churn");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &io, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	long c0 = churned_now(&l), c1 = c0;
+	for (int i = 0; i < 1000 && c1 < c0 + 12; i++)
+		c1 = churned_now(&l);
+	ck_assert_int_ge(c1, c0 + 12);
+	alive(&l);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	uint64_t spare_units = 0;
+	for (size_t i = 0; i < nr; i++) {
+		close_stream(&ss[i]);
+		if (i > l.nthreads)
+			spare_units += ss[i].units;
+	}
+	ck_assert_uint_eq(ss[0].units, 0);	/* main's: never its children's */
+	/* the threads born after the install and finished before the
+	 * uninstall: 20 calls each, each call N executions of the loop */
+	uint64_t least = (uint64_t)(c1 - c0 - 2) * 20 * N;
+	ck_assert_msg(spare_units >= least, "the threads made while instrumented left %" PRIu64
+		      " units, fewer than the %" PRIu64 " of their %ld calls", spare_units, least,
+		      (c1 - c0 - 2) * 20);
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* A function whose CFG has a jump table: its table's jmp is re-pointed at
+ * the copy, so every case block runs (and is recorded) in the copy: each
+ * worker's ring holds writes to all 8 elements its cases change; the
+ * target's own check of the results sees no wrong one. */
+START_TEST(a_jump_table_is_re_pointed_at_the_copy)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+
+	start_with(&l, "2", "switch");
+	alive(&l);
+	struct cc_func f = func(&l, "dispatch");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = open_streams_as(&l, in, ss, true);
+	for (int w = 0; w < 3000; w++) {
+		size_t full = 0;
+		for (size_t i = 1; i <= l.nthreads; i++) {
+			bool all = true;
+			for (int k = 0; k < 8; k++)
+				all &= __atomic_load_n(&ss[i].hits[k], __ATOMIC_RELAXED) >= 100;
+			full += all;
+		}
+		if (full == l.nthreads)
+			break;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	progresses(&l, alive(&l));
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	for (size_t i = 0; i < nr; i++)
+		close_stream(&ss[i]);
+	for (size_t i = 1; i <= l.nthreads; i++)
+		for (int k = 0; k < 8; k++)
+			ck_assert_msg(ss[i].hits[k] >= 100, "thread %d: case %d's write recorded %"
+				      PRIu64 " times: the table still jumps to the original", ss[i].tid,
+				      k, ss[i].hits[k]);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -449,7 +916,13 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
-	tcase_add_test(tc, threads_cloned_while_instrumented_record_nowhere);
+	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
+	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);
+	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
+	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
+	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
+	tcase_add_test(tc, a_jump_table_is_re_pointed_at_the_copy);
+	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 4);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

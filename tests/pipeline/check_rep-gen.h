@@ -204,7 +204,7 @@ static inline void gen_regs(uint64_t *s, const struct rblock *b, uint64_t (*regs
 
 /* What the block really touched, straight from the registers: a string
  * instruction ran (rcx before - rcx after) iterations, DF (bit 10 of
- * rflags, or known) sending it down. */
+ * rflags, or known) sending it down, and was fetched as valgrind counts. */
 static inline void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREGS], struct refvec *out)
 {
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -216,8 +216,6 @@ static inline void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREG
 			cnt -= regs[i + 1][in->ops[0].count];
 		bool down = rep && ((in->ops[0].flags & REP_OPF_DOWN) ||
 				    ((in->ops[0].flags & REP_OPF_DF) && (v[REP_REG_RFLAGS] & 0x400)));
-		if (rep && cnt == 0)
-			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
 		for (uint64_t it = 0; it < cnt; it++) {
 			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
 			for (uint32_t k = 0; k < in->nops; k++) {
@@ -229,6 +227,10 @@ static inline void truth(const struct rblock *b, const uint64_t (*regs)[REP_NREG
 				refvec_push(out, in->pc, a, o->size, o->type);
 			}
 		}
+		/* as valgrind counts: once more to find rcx at 0, unless a
+		 * repe/repne one stopped on its condition with rcx above 0 */
+		if (rep && (cnt == 0 || !count_diff(in) || regs[i + 1][in->ops[0].count] == 0))
+			refvec_push(out, in->pc, in->pc, in->len, REP_REF_INSTR);
 	}
 }
 

@@ -57,10 +57,16 @@ START_TEST(every_entry_is_complete_and_names_are_unique)
 			if ((*f)->alias)
 				ck_assert_str_ne((*f)->alias, (*e)->name);
 		}
-		/* Every option a command declares shows in its usage. */
-		for (const struct padrone_opt *o = (*e)->opts; o && o->name; o++)
-			ck_assert_msg(strchr((*e)->usage, o->name), "%s: -%c not in usage '%s'",
-				      (*e)->name, o->name, (*e)->usage);
+		/* Every option a command declares shows in its usage (its letter,
+		 * or its long name: instrument's --hot N). */
+		for (const struct padrone_opt *o = (*e)->opts; o && o->name; o++) {
+			char dashed[64] = "";
+			if (o->long_name)
+				snprintf(dashed, sizeof dashed, "--%s ", o->long_name);
+			ck_assert_msg(strchr((*e)->usage, o->name) ||
+				      (*dashed && strstr((*e)->usage, dashed)),
+				      "%s: -%c not in usage '%s'", (*e)->name, o->name, (*e)->usage);
+		}
 	}
 	ck_assert_int_ge(n, 8);
 }

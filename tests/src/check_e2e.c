@@ -849,7 +849,9 @@ END_TEST
 START_TEST(the_threads_target_keeps_its_threads_right)
 {
 	struct tu_proc p;
-	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-d", "4", NULL };
+	/* 10 s: the target must outlive a 1.5 s profile that took 4 s under
+	 * ASan on a loaded machine */
+	char *argv[] = { (char *)tu_path("tests/targets/threads"), "-d", "10", NULL };
 	char line[256];
 	int st;
 
@@ -876,7 +878,7 @@ END_TEST
 START_TEST(the_signals_target_loses_no_signal)
 {
 	struct tu_proc p;
-	char *argv[] = { (char *)tu_path("tests/targets/signals"), "-d", "4", NULL };
+	char *argv[] = { (char *)tu_path("tests/targets/signals"), "-d", "10", NULL };
 	char line[256];
 	int st;
 
@@ -1318,6 +1320,20 @@ START_TEST(bad_command_lines_give_usage_errors)
 		{ "--pid 1 --profile 0", "padroned: --profile SECONDS must be a number from 0.01 to 86400, not '0'\n" },
 		{ "--pid 1 --profile 1 --freq 0", "padroned: --freq HZ must be an integer from 1 to 1000000, not '0'\n" },
 		{ "--pid 1 --profile 1 -b dtrace", "padroned: unknown backend 'dtrace': use ring or bpf\n" },
+		{ "--pid 1 --instrument f", "padroned: --instrument needs --for SECONDS: how long to "
+					     "run instrumented\n" },
+		{ "--pid 1 --for 2", "padroned: --for, --mode, --I1, --D1, --LL and --output go with "
+				      "--instrument\n" },
+		{ "--pid 1 --instrument f --for 0", "padroned: --for SECONDS must be a number from 0.01 "
+						     "to 86400, not '0'\n" },
+		{ "--pid 1 --instrument f,,g --for 1", "padroned: --instrument wants FUNC[,FUNC...], "
+							"not 'f,,g'\n" },
+		{ "--pid 1 --instrument f --for 1 --mode all", "padroned: --mode must be exhaustive or "
+								"sample, not 'all'\n" },
+		{ "--pid 1 --instrument f --for 1 --json -o x", "padroned: --output writes Cachegrind's "
+								 "format, not JSON: use --json or --output\n" },
+		{ "--pid 1 --instrument f --for 1 --profile 1", "padroned: --instrument excludes "
+								 "--profile, --cfg and --every\n" },
 	};
 	int st;
 
@@ -1332,7 +1348,8 @@ START_TEST(bad_command_lines_give_usage_errors)
 	char *help = run(&st, "%s --help", PADRONED);
 	ck_assert_int_eq(st, 0);
 	char *man = run(&st, "cat %s", tu_srcpath("man/padroned.8"));
-	const char *opts[] = { "pid", "profile", "freq", "backend", "force", "json", "help", "version" };
+	const char *opts[] = { "pid", "profile", "freq", "backend", "force", "json", "help", "version",
+			       "instrument", "for", "mode", "I1", "D1", "LL", "output" };
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		char a[32], b[32];
 		snprintf(a, sizeof(a), "--%s", opts[i]);

@@ -4,6 +4,7 @@
 #include "tests/lib/tu.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -460,6 +461,70 @@ START_TEST(extensions_are_released_at_detach_newest_first_while_attached)
 }
 END_TEST
 
+/* The first 16 bytes of the target's code at addr. */
+static void code_at(pid_t pid, unsigned long addr, unsigned char out[16])
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, out, 16, (off_t)addr), 16);
+	close(fd);
+}
+
+/* A target's "alive CALLS bad N" line: its calls, and whether N is 0. */
+static long alive_calls(struct tu_proc *p, bool *fine)
+{
+	char line[256];
+	long calls = -1, bad = -1;
+
+	ck_assert_int_gt(tu_wait_for(p, "alive ", line, sizeof line, 30000), 0);
+	ck_assert_int_eq(sscanf(line, "alive %ld bad %ld", &calls, &bad), 2);
+	*fine = bad == 0;
+	return calls;
+}
+
+/* Instrumentation takes every thread's gs base: a process with a thread
+ * that uses gs itself (arch_prctl, as some runtimes do) is refused through
+ * the library with a message naming the thread's gs, status 2, and left as
+ * it was: its code unpatched, that thread reading its own gs block right
+ * (instr_oracle counts a wrong read), the kernel computing right. */
+START_TEST(instrument_refuses_a_thread_using_gs_and_leaves_it_alone)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), "stream", "0", "gs", NULL };
+	char line[256];
+	struct tu_proc p;
+	unsigned long entry = 0;
+	unsigned char before[16], after[16];
+	bool fine;
+
+	ck_assert_int_eq(tu_spawn(&p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "gs set", line, sizeof line, 10000), 0);
+	ck_assert_int_gt(tu_wait_for(&p, "stream=", line, sizeof line, 10000), 0);
+	ck_assert_int_eq(sscanf(line, "stream=%lx", &entry), 1);
+	alive_calls(&p, &fine);
+	struct padrone_session *s = padrone_session__new(NULL);
+	ck_assert_msg(padrone_session__attach(s, p.pid) == 0, "%s", padrone_session__errmsg(s));
+	code_at(p.pid, entry, before);
+	struct padrone_instrument_opts o = { .sz = sizeof o };
+	ck_assert_int_lt(padrone_session__instrument(s, "stream", &o), 0);
+	ck_assert_int_eq(padrone_session__exit_status(s), 2);
+	ck_assert_msg(strstr(padrone_session__errmsg(s), "uses gs"), "%s", padrone_session__errmsg(s));
+	code_at(p.pid, entry, after);
+	ck_assert_mem_eq(after, before, sizeof before);
+	struct padrone_ireport *r = NULL;
+	ck_assert_int_lt(padrone_session__instr_report(s, &r), 0);	/* nothing instrumented */
+	ck_assert_int_eq(padrone_session__detach(s), 0);
+	padrone_session__free(s);
+	long c0 = alive_calls(&p, &fine);
+	ck_assert(fine);
+	ck_assert_int_gt(alive_calls(&p, &fine), c0);
+	ck_assert_msg(fine, "the target saw a wrong result or a wrong gs read");
+	tu_kill(&p);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
@@ -477,6 +542,7 @@ int main(void)
 	tcase_add_loop_test(tc, a_thread_exiting_around_a_backtrace_is_named, 0, 2);
 	tcase_add_test(tc, a_bpf_fallback_is_told_by_the_report);
 	tcase_add_test(tc, extensions_are_released_at_detach_newest_first_while_attached);
+	tcase_add_test(tc, instrument_refuses_a_thread_using_gs_and_leaves_it_alone);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -10,7 +10,7 @@ s=$(cd "${top_srcdir:-.}" && pwd)
 tap_init install
 dest=$tmp/dest
 tap_context() { [ -n "${log:-}" ] && tail -20 "$log"; }
-echo "1..9"
+echo "1..10"
 prefix=$(sed -n 's/^prefix = //p' "$b/Makefile")
 libdir=$(sed -n 's/^libdir = //p' "$b/Makefile" | sed "s|\${exec_prefix}|$prefix|")
 log=$tmp/install.log
@@ -74,10 +74,17 @@ PATH=$p/bin:$p/sbin:$PATH bash -c "
 	COMP_WORDS=(padrone -p 1 profile -); COMP_CWORD=4; _padrone padrone; echo \"2 \${COMPREPLY[*]}\"
 	COMP_WORDS=(padroned --pi); COMP_CWORD=1; _padroned padroned; echo \"3 \${COMPREPLY[*]}\"
 	COMP_WORDS=(padrone -p \"\"); COMP_CWORD=2; _padrone padrone; echo \"4 \${COMPREPLY[*]}\"
+	COMP_WORDS=(padroned --pid 1 --i); COMP_CWORD=3; _padroned padroned; echo \"5 \${COMPREPLY[*]}\"
+	COMP_WORDS=(padroned --pid 1 --D); COMP_CWORD=3; _padroned padroned; echo \"6 \${COMPREPLY[*]}\"
+	COMP_WORDS=(padrone -p 1 instrument -m \"\"); COMP_CWORD=5; _padrone padrone; echo \"7 \${COMPREPLY[*]}\"
+	COMP_WORDS=(padrone -p 1 instrument --h); COMP_CWORD=4; _padrone padrone; echo \"8 \${COMPREPLY[*]}\"
 " >"$log" 2>&1
 check "bash completion: commands, their options, padroned's options, PIDs" \
 	sh -c "grep -qx '1 profile' '$log' && grep -q '^2 .*--format' '$log' &&
 		grep -qx '3 --pid --pidof' '$log' && grep -qw $pid '$log'"
+check "bash completion: padroned --instrument, --D1; instrument's modes and --hot" \
+	sh -c "grep -qx '5 --idle-timeout --instrument' '$log' && grep -qx '6 --D1' '$log' &&
+		grep -qx '7 exhaustive sample' '$log' && grep -qx '8 --hot' '$log'"
 
 # --version everywhere, with the git describe of a checkout
 log=$tmp/version.log

@@ -1,7 +1,8 @@
 #!/bin/sh
-# On a terminal (a pty from script(1)): profile shows its progress on
-# standard error and erases it; in a pipe, nothing of it. top redraws in
-# place and stops on q; piped, -n COUNT tables follow one another.
+# On a terminal (a pty from script(1)): profile, measure and instrument
+# --for show their progress on standard error and erase it; in a pipe,
+# nothing of it. top redraws in place and stops on q; piped, -n COUNT
+# tables follow one another.
 b=$(cd "${top_builddir:-.}" && pwd)
 padrone=$b/src/padrone
 . "${top_srcdir:-.}/tests/lib/tap.sh"
@@ -11,7 +12,7 @@ if ! command -v script >/dev/null; then
 	exit 0
 fi
 tap_context() { [ -n "${log:-}" ] && od -c "$log" | head -20; }
-echo "1..9"
+echo "1..13"
 "$b/tests/targets/prof_hot" >/dev/null &
 pid=$!
 pids=$pid
@@ -39,6 +40,31 @@ script -qfec "'$padrone' -p $vpid measure -t 1.5 vecadd 16000000" /dev/null </de
 check "on a terminal, measure tells seconds elapsed of the timeout and calls timed so far" \
 	grep -q "measure: 1\.[0-9] of 1\.5 s, [0-9]* calls" "$log"
 check "and erases that line before its figures" grep -q "${esc}\[Kvecadd: [0-9]* calls, mean" "$log"
+log=$tmp/hot.out
+script -qfec "'$padrone' -p $pid hot 3" /dev/null </dev/null >"$log" 2>&1
+check "hot's profile first (none yet) shows its progress too, erased before the table" \
+	sh -c "grep -q 'profile: 1\.[0-9] of 2\.0 s, [0-9]* samples' '$log' &&
+		grep -q '${esc}\[K# pid $pid' '$log'"
+# instrument --for: seconds of the total and units so far, erased before
+# the report; nothing in a pipe
+"$b/tests/targets/instr_kernel" 2 1000 >/dev/null &
+kpid=$!
+pids="$pids $kpid"
+i=0
+while [ "$(readlink /proc/$kpid/exe)" != "$b/tests/targets/instr_kernel" ] && [ $i -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+log=$tmp/instr.out
+script -qfec "'$padrone' -p $kpid instrument --for 2.5 axpy" /dev/null </dev/null >"$log" 2>&1
+check "on a terminal, instrument --for tells seconds elapsed of the total and units so far" \
+	grep -q "instrument: [12]\.[0-9] of 2\.5 s, [0-9]* units" "$log"
+check "and erases that line before the report" grep -q "${esc}\[K# pid $kpid: " "$log"
+log=$tmp/instr.err
+"$padrone" -p $kpid instrument --for 1.5 axpy >"$tmp/instr-pipe.out" 2>"$log"
+check "instrument --for in a pipe: no progress, the report alone" \
+	sh -c "! grep -q 'instrument:' '$log' && ! grep -q '$esc' '$tmp/instr-pipe.out' &&
+		grep -q '^# pid $kpid: ' '$tmp/instr-pipe.out'"
 log=$tmp/json.out
 script -qfec "'$padrone' -p $pid profile -j 1.5" /dev/null </dev/null >"$log" 2>&1
 check "JSON on a terminal is JSON alone once the line is erased" \

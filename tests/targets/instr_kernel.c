@@ -1,7 +1,8 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch]]]   (2 threads, N = 1000)
+ *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
  * (built without vectorization: per element one read of x[i], one of y[i],
@@ -11,11 +12,29 @@
  * With churn, the main thread also starts a short-lived thread every 50 ms
  * that calls axpy 20 times on arrays of its own, checks them and exits
  * (its calls and mismatches counted too, after "churned T").
+ * With spin, each thread instead enters spin(), which never returns: it
+ * computes the same kernel over and over inline, counting its passes; the
+ * main thread prints "spinning" once every thread has made a pass, then
+ * every 50 ms "alive PASSES bad MISMATCHES", checking the threads' o
+ * arrays itself (each pass writes the same values).
+ * With fork, the main thread also makes a child every 50 ms, in turn by
+ * fork, vfork and posix_spawn of "instr_kernel child N"; each child calls
+ * axpy 20 times on arrays of its own and exits 0 only if every result was
+ * right (the spawned one also prints "child ok"); the main thread waits for
+ * it and prints "forked OK bad FAILED" (children so far).
+ * With switch, each thread instead calls dispatch(k, o, x), a switch on
+ * k = 0..7 in turn that GCC compiles to a jump table, each case changing
+ * o[k] (its o array's first 8 longs) its own way, and checks o against the
+ * same changes made by other code; "alive" counts its calls.
  */
 #include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static long n = 1000;
@@ -31,13 +50,86 @@ struct worker {
 	long k;
 	long *x, *y, *o;
 	pthread_barrier_t *b;
+	volatile long passes;
+	int spin, table;
 };
+
+/* Never returns: the kernel, pass after pass, inline (no call). */
+__attribute__((noinline)) void spin(long a, const long *x, const long *y, long *o, long n,
+				    volatile long *passes)
+{
+	for (;;) {
+		for (long i = 0; i < n; i++)
+			o[i] = a * x[i] + y[i];
+		*passes += 1;
+	}
+}
+
+#define SPIN_A 5
+
+/* A tail call through a register: an indirect jmp whose targets no CFG
+ * can know (instrument refuses it). */
+__attribute__((noinline, used)) void call_through(void (*f)(long), long x)
+{
+	f(x);
+}
+
+/* Dense cases with bodies of their own: a jump table. */
+__attribute__((noinline)) void dispatch(long k, long *o, long x)
+{
+	switch (k) {
+	case 0: o[0] += x; break;
+	case 1: o[1] ^= x; break;
+	case 2: o[2] -= x; break;
+	case 3: o[3] = o[3] * 3 + x; break;
+	case 4: o[4] |= x; break;
+	case 5: o[5] += 2 * x; break;
+	case 6: o[6] = x - o[6]; break;
+	case 7: o[7] += o[0]; break;
+	}
+}
+
+/* The same changes, made differently (no table). */
+static void dispatch_ref(long k, long *o, long x)
+{
+	long v[8];
+
+	for (int i = 0; i < 8; i++)
+		v[i] = o[i];
+	v[0] += k == 0 ? x : 0;
+	v[1] = k == 1 ? v[1] ^ x : v[1];
+	v[2] -= k == 2 ? x : 0;
+	v[3] = k == 3 ? v[3] * 3 + x : v[3];
+	v[4] = k == 4 ? v[4] | x : v[4];
+	v[5] += k == 5 ? 2 * x : 0;
+	v[6] = k == 6 ? x - v[6] : v[6];
+	v[7] += k == 7 ? o[0] : 0;
+	for (int i = 0; i < 8; i++)
+		o[i] = v[i];
+}
 
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 
 	pthread_barrier_wait(w->b);
+	if (w->spin)
+		spin(SPIN_A, w->x, w->y, w->o, n, &w->passes);
+	if (w->table) {
+		long ref[8] = { 0 };
+		for (int i = 0; i < 8; i++)
+			w->o[i] = 0;
+		for (long round = 0;; round++) {
+			long k = round & 7, x = (round * 2654435761) % 1000;
+			dispatch(k, w->o, x);
+			dispatch_ref(k, ref, x);
+			long miss = 0;
+			for (int i = 0; i < 8; i++)
+				miss += w->o[i] != ref[i];
+			atomic_fetch_add(&calls, 1);
+			atomic_fetch_add(&bad, miss);
+		}
+	}
 	for (long round = 0;; round++) {
 		long a = 3 + (round & 7);
 		axpy(a, w->x, w->y, w->o, n);
@@ -79,12 +171,112 @@ static void *short_lived(void *arg)
 	return NULL;
 }
 
+/* axpy 20 times on arrays (of n longs) of the caller's; wrong results. */
+static long axpy_checked(long *x, long *y, long *o)
+{
+	long miss = 0;
+
+	for (long i = 0; i < n; i++) {
+		x[i] = 5 * i + 1;
+		y[i] = i - 7;
+	}
+	for (long round = 0; round < 20; round++) {
+		axpy(round, x, y, o, n);
+		for (long i = 0; i < n; i++)
+			miss += o[i] != round * x[i] + y[i];
+	}
+	return miss;
+}
+
+extern char **environ;
+static long child_arrays[3][1 << 16];
+
+/* One child, by fork (kind 0), vfork (1) or posix_spawn (2): whether it
+ * ran right (exit status 0). */
+static int one_child(int kind, char *self)
+{
+	pid_t pid;
+	int status;
+
+	if (kind == 0) {
+		long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
+		long *o = malloc((size_t)n * sizeof(long));
+		if ((pid = fork()) == 0)
+			_exit(axpy_checked(x, y, o) ? 1 : 0);
+		free(x);
+		free(y);
+		free(o);
+	} else if (kind == 1) {
+		/* shares our memory until it exits: arrays set aside for it */
+		if ((pid = vfork()) == 0)
+			_exit(axpy_checked(child_arrays[0], child_arrays[1], child_arrays[2]) ? 1 : 0);
+	} else {
+		char len[32];
+		snprintf(len, sizeof len, "%ld", n);
+		char *argv[] = { self, "child", len, NULL };
+		if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+			return 0;
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static long spun(struct worker *ws, long nthreads, long *least)
+{
+	long all = 0;
+
+	*least = -1;
+	for (long k = 0; k < nthreads; k++) {
+		long p = ws[k].passes;
+		all += p;
+		if (*least < 0 || p < *least)
+			*least = p;
+	}
+	return all;
+}
+
+__attribute__((noreturn)) static void watch_spinners(struct worker *ws, long nthreads)
+{
+	struct timespec ts = { 0, 50000000 };
+	long least;
+
+	while (spun(ws, nthreads, &least), least < 1)
+		nanosleep(&ts, NULL);
+	printf("spinning\n");
+	fflush(stdout);
+	for (;;) {
+		nanosleep(&ts, NULL);
+		long miss = 0, all = spun(ws, nthreads, &least);
+		for (long k = 0; k < nthreads; k++)
+			for (long i = 0; i < n; i++)
+				miss += ws[k].o[i] != SPIN_A * ws[k].x[i] + ws[k].y[i];
+		printf("alive %ld bad %ld\n", all, miss);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "child") == 0) {
+		n = atol(argv[2]);
+		long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
+		long *o = malloc((size_t)n * sizeof(long));
+		long miss = axpy_checked(x, y, o);
+		if (!miss)
+			printf("child ok\n");
+		return miss ? 1 : 0;
+	}
 	long nthreads = argc > 1 ? atol(argv[1]) : 2;
 	if (argc > 2)
 		n = atol(argv[2]);
 	int churn = argc > 3 && argv[3][0] == 'c';
+	int spinning = argc > 3 && strcmp(argv[3], "spin") == 0;
+	int forking = argc > 3 && argv[3][0] == 'f';
+	int table = argc > 3 && strcmp(argv[3], "switch") == 0;
+	long forked = 0, failed = 0;
+	if (forking && n > (1 << 16))
+		return 2;
 	if (nthreads < 1 || nthreads > 64 || n < 1)
 		return 2;
 	pthread_barrier_t b;
@@ -94,6 +286,8 @@ int main(int argc, char **argv)
 		struct worker *w = &ws[k];
 		w->k = k;
 		w->b = &b;
+		w->spin = spinning && !table;
+		w->table = table;
 		w->x = malloc((size_t)n * sizeof(long));
 		w->y = malloc((size_t)n * sizeof(long));
 		w->o = malloc((size_t)n * sizeof(long));
@@ -109,6 +303,8 @@ int main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	pthread_barrier_wait(&b);
+	if (spinning)
+		watch_spinners(ws, nthreads);
 	for (;;) {
 		struct timespec ts = { 0, 50000000 };
 		nanosleep(&ts, NULL);
@@ -117,6 +313,14 @@ int main(int argc, char **argv)
 			if (pthread_create(&t, NULL, short_lived, NULL) == 0)
 				pthread_detach(t);
 			printf("churned %ld\n", atomic_load(&churned));
+		}
+		if (forking) {
+			fflush(stdout);		/* not twice through a forked child */
+			if (one_child((int)(forked + failed) % 3, argv[0]))
+				forked++;
+			else
+				failed++;
+			printf("forked %ld bad %ld\n", forked, failed);
 		}
 		printf("alive %ld bad %ld\n", atomic_load(&calls), atomic_load(&bad));
 		fflush(stdout);
