@@ -428,6 +428,7 @@ struct cc_instr_opts {
 	size_t chunk_bytes;		/* per ring chunk; 0: 64 KiB (a power of two) */
 	unsigned nchunks;		/* 0: 16 */
 	unsigned consumer_timeout_ms;	/* 0: 2000 */
+	bool blocks_only;		/* units record which block ran, no addresses */
 	int timeout_ms;			/* for stopping the world; 0: 2000 */
 	char *report;			/* as in cc_patch_opts */
 	size_t report_size;
@@ -454,6 +455,9 @@ size_t cc_instr__thread_count(const struct cc_instr *in);
 /* Ring i (padrone's mapping) and the tid of the thread writing it now, or
  * that last wrote it (0: none yet). */
 struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid);
+/* How often thread i's copy ran the ring stub (new chunk, ring full, junk
+ * area full): 0, or a negative errno when the target cannot be read. */
+int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out);
 /* The block table: what every unit's id means. */
 const struct rep_table *cc_instr__table(const struct cc_instr *in);
 /* The function instrumented: [*addr, *addr + *size) (its extent from the

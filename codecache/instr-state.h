@@ -8,9 +8,13 @@
  * next record goes; the word there is CLEAR when there is room. The stub
  * handles everything else as cab_producer__slow does (pipeline/cab.c):
  * the guard, wrapping, a full ring, gap flags, waits, drops and counters.
- * While records are dropped PTR points at MAGICW (never CLEAR), so every
- * unit comes back to the stub, which puts it below the stack (nowhere) or,
- * once RESUME is CLEAR again, back into the ring.
+ * While records are dropped PTR points into the block's junk area, which
+ * the fast path fills as it fills a chunk (CLEAR words, a guard of MAGIC
+ * after them), so a dropped unit costs what a written one does; only when
+ * the junk area is full does the stub run again: it counts the records
+ * there as dropped, clears the area and, once RESUME is CLEAR again, goes
+ * back to the ring (CAB's sampling: whole chunks' worth skipped at a time).
+ * A thread with no ring writes into the junk area for good.
  */
 #ifndef PADRONE_CODECACHE_INSTR_STATE_H
 #define PADRONE_CODECACHE_INSTR_STATE_H
@@ -50,18 +54,19 @@
 #define IS_A_PROD_WAIT_NS 248
 #define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
 				 * never wait, drop */
+#define IS_STUB_CALLS 264	/* times the stub ran (the slow path's cost) */
+#define IS_WCHUNK 272		/* scratch: the chunk waited for */
 #define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
-#define IS_SIZE 1024
+#define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */
+#define IS_JUNK_END 9216	/* ... then a guard of 64 MAGIC words */
+#define IS_SIZE 9728
 
 #define IS_MODE_EXHAUSTIVE 0
 #define IS_MODE_SAMPLING 1
 #define IS_MODE_SINK 2		/* no ring: every record goes nowhere (a thread
 				 * padrone gave no ring, e.g. one cloned later) */
 #define IS_CONSUMER_CLOSED 3	/* CAB_SIDE_CLOSED */
-/* Records that go nowhere are written this far below the stack pointer:
- * below the red zone, the saved registers and the stub's own frame. */
-#define IS_JUNK_BELOW 2048
 
 #endif

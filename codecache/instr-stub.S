@@ -5,13 +5,15 @@
  * is not CLEAR, with %ecx = the record's payload words, below the red zone
  * and with rax and rcx saved. It returns in %rax where the record goes: a
  * CLEAR word of the ring with IS_PTR already moved past the record, or, when
- * the record is dropped, a place below the stack that nobody reads (IS_PTR
- * then points at IS_MAGICW). Every other register and the flags are kept.
+ * the record is dropped, the start of the junk area, which the following
+ * units fill by the fast path (IS_PTR points past the record there). Every
+ * other register and the flags are kept.
  * It follows cab_producer__slow (pipeline/cab.c): the guard sends it to the
  * next chunk, the end line wraps, a chunk start not yet consumed means the
- * ring is full: sampling mode drops; exhaustive mode waits on a futex in the
- * shared header, in slices, until the chunk and the next one are free, and
- * drops from then on if the consumer closed the ring or its heartbeat is
+ * ring is full: sampling mode drops (into the junk area, see instr-state.h);
+ * exhaustive mode waits on a futex in the shared header, in slices, until
+ * the chunk and half the ring after it are free (so that it then runs on
+ * while the consumer works), and drops from then on if the consumer closed the ring or its heartbeat is
  * older than the timeout (padrone gone): the target is never blocked for
  * good. System calls only, no libc of the target.
  */
@@ -37,18 +39,26 @@ cc_istub_begin:
 	push %r9
 	push %r10
 	push %r11
+	cld				/* for rep stos; popfq puts DF back */
+	incq %gs:IS_STUB_CALLS
 	mov %rcx, %gs:IS_N
-	cmpq $IS_MODE_SINK, %gs:IS_MODE
-	je .Ljunk
 	movq $0, %gs:IS_ENTERED
-.Lloop:
 	mov %gs:IS_PTR, %rax
 	mov %gs:IS_SELF, %rdx
-	lea IS_MAGICW(%rdx), %rdx
-	cmp %rdx, %rax
-	jne 1f
+	lea IS_JUNK(%rdx), %rsi
+	cmp %rsi, %rax
+	jb .Lloop
+	lea IS_SIZE(%rdx), %rsi
+	cmp %rsi, %rax
+	jae .Lloop
+	call .Lempty_junk		/* the junk area is full */
+	cmpq $IS_MODE_SINK, %gs:IS_MODE
+	je .Ljunk
 	mov %gs:IS_RESUME, %rax		/* dropping: is there room again? */
-1:	mov %rax, %rdx
+	mov %rax, %gs:IS_PTR
+.Lloop:
+	mov %gs:IS_PTR, %rax
+	mov %rax, %rdx
 	sub %gs:IS_DATA, %rdx
 	mov %gs:IS_SHIFT, %rcx
 	shr %cl, %rdx			/* rdx: the chunk */
@@ -112,17 +122,12 @@ cc_istub_begin:
 	mov %gs:IS_W, %rax
 	mov %rax, %gs:IS_RESUME
 	movq $1, %gs:IS_GAP
-	mov %gs:IS_A_DROPPED_RECORDS, %rcx
-	incq (%rcx)
-	mov %gs:IS_N, %rdx
-	inc %rdx
-	mov %gs:IS_A_DROPPED_WORDS, %rcx
-	add %rdx, (%rcx)
+.Ljunk:					/* the record goes first into the junk area */
 	mov %gs:IS_SELF, %rax
-	lea IS_MAGICW(%rax), %rax
-	mov %rax, %gs:IS_PTR
-.Ljunk:
-	lea -IS_JUNK_BELOW(%rsp), %rax
+	lea IS_JUNK(%rax), %rax
+	mov %gs:IS_N, %rcx
+	lea 8(%rax,%rcx,8), %rcx
+	mov %rcx, %gs:IS_PTR
 .Lret:
 	pop %r11
 	pop %r10
@@ -132,6 +137,39 @@ cc_istub_begin:
 	pop %rsi
 	pop %rdx
 	popfq
+	ret
+
+/* The junk area up to %rax (IS_PTR) is full, %rdx is the block: count its
+ * records as dropped (a ring's thread; header words give their lengths,
+ * bounded, so that a unit a signal handler spoiled cannot lead the walk
+ * astray), then clear it all and put the guard back. */
+.Lempty_junk:
+	cmpq $IS_MODE_SINK, %gs:IS_MODE
+	je 3f
+	lea IS_JUNK(%rdx), %rsi
+	xor %r8d, %r8d
+1:	cmp %rax, %rsi
+	jae 2f
+	mov (%rsi), %rcx
+	shr $48, %rcx
+	and $IS_MAX_SLOTS, %rcx
+	lea 8(%rsi,%rcx,8), %rsi
+	inc %r8
+	jmp 1b
+2:	mov %gs:IS_A_DROPPED_RECORDS, %rcx
+	add %r8, (%rcx)
+	lea IS_JUNK(%rdx), %r8
+	sub %r8, %rax
+	shr $3, %rax
+	mov %gs:IS_A_DROPPED_WORDS, %rcx
+	add %rax, (%rcx)
+3:	lea IS_JUNK(%rdx), %rdi
+	mov $(IS_JUNK_END - IS_JUNK) / 8, %ecx
+	xor %eax, %eax
+	rep stosq
+	mov %gs:IS_MAGICW, %rax
+	mov $(IS_SIZE - IS_JUNK_END) / 8, %ecx
+	rep stosq
 	ret
 
 /* The producer moved on: bump prod_seq, wake a sleeping consumer. */
@@ -164,14 +202,27 @@ cc_istub_begin:
 	ret
 
 /* The ring is full at chunk rdx (first word at rsi): wait until it and the
- * next chunk are free (%rax 0) or the consumer is gone (%rax 1). */
+ * chunk half a ring after it are free (%rax 0: the consumer frees chunks in
+ * order, so all between are too) or the consumer is gone (%rax 1). Waking
+ * at every chunk freed would let the thread run for a chunk and wait again,
+ * a futex round trip per chunk. The consumer stays two chunks behind the
+ * one being written, so it can free at most NCHUNKS - 2: at most
+ * NCHUNKS - 3 after this one. */
 .Lwait:
 	mov %rsi, %gs:IS_WSTART
-	lea 1(%rdx), %rax
+	mov %gs:IS_NCHUNKS, %rax
+	shr $1, %rax
+	mov %gs:IS_NCHUNKS, %rcx
+	sub $3, %rcx
+	cmp %rcx, %rax
+	jbe 0f
+	mov %rcx, %rax
+0:	add %rdx, %rax
 	cmp %gs:IS_NCHUNKS, %rax
 	jb 1f
-	xor %eax, %eax
-1:	mov %gs:IS_SHIFT, %rcx
+	sub %gs:IS_NCHUNKS, %rax
+1:	mov %rax, %gs:IS_WCHUNK
+	mov %gs:IS_SHIFT, %rcx
 	shl %cl, %rax
 	add %gs:IS_DATA, %rax
 	mov %rax, %gs:IS_WNEXT
@@ -184,7 +235,8 @@ cc_istub_begin:
 	mov %gs:IS_A_CONS_SEQ, %rdi
 	mov (%rdi), %edx		/* edx: the sequence slept on */
 	mov %gs:IS_A_PROD_WAITING, %rcx
-	mov $1, %r8d
+	mov %gs:IS_WCHUNK, %r8
+	add $2, %r8			/* wake me when chunk WCHUNK is freed */
 	xchg %r8d, (%rcx)		/* a full barrier, as the seq_cst store */
 	mov %gs:IS_WSTART, %rcx
 	cmpq $0, (%rcx)

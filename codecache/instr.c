@@ -14,7 +14,10 @@
  * header last, over CAB's CLEAR sentinel, so the consumer never sees a unit
  * half written; it uses only mov, lea, push, pop, jrcxz and a call of the
  * ring stub (instr-stub.S) on the slow path, so the flags are never
- * touched.
+ * touched. Dropped units (sample mode, a consumer gone, a thread with no
+ * ring) go the same fast way into a junk area of the thread's block, which
+ * the stub empties and counts when it is full: units still there when the
+ * copy is undone (at most 8 KiB) are not counted as dropped.
  *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
@@ -50,6 +53,11 @@ struct unit {
 	uint32_t id;
 	bool block_end;		/* the last one ends a CFG block */
 	struct rep_built b;
+	/* slots the commit writes straight from their register, which nothing
+	 * between the capture point and the commit changes (no capture, no
+	 * reload, and nothing a signal handler can spoil) */
+	uint64_t direct;
+	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
 };
 
@@ -124,6 +132,55 @@ static bool ends_unit(const struct ci_insn *ci)
 	return ci->kind == CI_CALL || ci->kind == CI_ICALL;
 }
 
+/* A unit that says only which block ran: its header, no slots; the
+ * table still lists its instructions (the fetches are known). */
+static void forget_addresses(struct rep_built *b)
+{
+	b->ncaps = 0;
+	b->block.nslots = 0;
+	b->block.nrefs = 0;
+}
+
+static bool transfers(const struct ci_insn *ci);
+
+/* Can slot's one capture c be written at the commit from its register? Not
+ * rax or rcx (the commit's own), rsp (moved below the red zone), rflags or
+ * a segment base (no register to store from), nor a register any
+ * instruction run between the capture and the commit writes. */
+static bool direct_capture(const struct cc_instr *in, const struct unit *u,
+			   const struct rep_capture *c)
+{
+	uint32_t last = u->n - 1;
+	uint32_t start = c->after ? c->insn + 1 : c->insn;
+	uint32_t end = transfers(&in->insns[u->first + last]) ? last : last + 1;
+
+	if (c->reg < REP_REG_RDX || c->reg > REP_REG_R15 || c->reg == REP_REG_RSP ||
+	    start > end)
+		return false;
+	for (uint32_t k = start; k < end; k++)
+		if (in->insns[u->first + k].rep.clobbers & (1u << c->reg))
+			return false;
+	return true;
+}
+
+static void plan_direct(const struct cc_instr *in, struct unit *u)
+{
+	uint8_t captures[IS_MAX_SLOTS + 1] = { 0 };
+
+	u->direct = 0;
+	for (uint32_t c = 0; c < u->b.ncaps; c++)
+		if (u->b.caps[c].slot <= IS_MAX_SLOTS)
+			captures[u->b.caps[c].slot]++;
+	for (uint32_t c = 0; c < u->b.ncaps; c++) {
+		const struct rep_capture *cap = &u->b.caps[c];
+		if (cap->slot > IS_MAX_SLOTS || captures[cap->slot] != 1 ||
+		    !direct_capture(in, u, cap))
+			continue;
+		u->direct |= 1ull << cap->slot;
+		u->direct_reg[cap->slot] = cap->reg;
+	}
+}
+
 /* Units: the blocks, cut after calls; their plans and the table. */
 static int plan_units(struct cc_instr *in)
 {
@@ -160,6 +217,9 @@ static int plan_units(struct cc_instr *in)
 				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "
 						"block at 0x%" PRIx64 ": %s", in->name,
 						in->insns[first].pc, rep_errmsg());
+			if (in->o.blocks_only)
+				forget_addresses(&u->b);
+			plan_direct(in, u);
 			if (u->b.block.nslots > IS_MAX_SLOTS)
 				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
 						"the block at 0x%" PRIx64 " needs %u slots, more than "
@@ -263,6 +323,13 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
 	put32(o, IS_PTR);
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
+		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
+			unsigned code = u->direct_reg[k] - REP_REG_RAX;
+			put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
+					    (uint8_t)(0x80 | (code & 7) << 3) }, 3);
+			put32(o, 8 * (1 + k));
+			continue;
+		}
 		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);
 		put32(o, IS_SLOTS + 8 * k);
 		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
@@ -364,14 +431,16 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 		if (!o->buf)
 			in->insn_at[u->first + i] = o->at;
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
-			emit_capture(o, &b->caps[c]);
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
 		if (last && transfers(ci))
 			emit_commit(o, in, u);
 		if (!o->buf)
 			in->insn_off[u->first + i] = o->at;
 		emit_insn(o, in, ci);
 		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
-			emit_capture(o, &b->caps[c]);
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
 		if (last && !transfers(ci))
 			emit_commit(o, in, u);
 	}
@@ -488,9 +557,11 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
-	put_state(blk, IS_MAGICW, 0xCAB0CAB0CAB0CAB0ULL);
+	put_state(blk, IS_MAGICW, CAB_MAGIC);
+	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
+		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
-		put_state(blk, IS_PTR, self + IS_MAGICW);
+		put_state(blk, IS_PTR, self + IS_JUNK);
 		put_state(blk, IS_MODE, IS_MODE_SINK);
 		return 0;
 	}
@@ -529,6 +600,15 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 		put_state(blk, words[i].is, rg->map + off);
 	}
 	return 0;
+}
+
+int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
+{
+	if (i >= in->nrings)
+		return -EINVAL;
+	ssize_t n = attach_target__read(in->t, in->data + i * IS_SIZE + IS_STUB_CALLS, out,
+					sizeof *out);
+	return n == (ssize_t)sizeof *out ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 /* ------------------------------------------------------------ install */

@@ -40,7 +40,10 @@ struct cab_shared {
 	uint64_t prod_waits, prod_wait_ns;
 
 	/* the producer, rarely */
-	_Alignas(CAB_LINE) uint32_t prod_waiting;	/* producer sleeps on cons_seq */
+	/* producer sleeps on cons_seq: 1 for any freed chunk, 2 + K (an
+	 * instrumented copy's stub) for chunk K, so that it wakes when a
+	 * stretch of the ring is free, not at each chunk */
+	_Alignas(CAB_LINE) uint32_t prod_waiting;
 	uint32_t prod_state;
 	int32_t prod_pid;
 	uint32_t prod_dropping;
@@ -103,6 +106,7 @@ void cab__futex_wait(uint32_t *word, uint32_t val, unsigned timeout_ms);
 void cab__futex_wake(uint32_t *word);
 void cab__announce(struct cab_ring *r);
 void cab__space_freed(struct cab_ring *r);
+void cab__chunk_freed(struct cab_ring *r, uint32_t k);
 void cab__drop(struct cab_producer *p, size_t n);
 bool cab__consumer_back(struct cab_producer *p);
 /* Wait until ready(p, arg); 0 when it is, 1 when the consumer is gone. */

@@ -448,6 +448,17 @@ void cab__announce(struct cab_ring *r)
 		cab__futex_wake(&sh->prod_seq);
 }
 
+/* The consumer freed chunk k: wake a producer waiting for it, or for any. */
+void cab__chunk_freed(struct cab_ring *r, uint32_t k)
+{
+	struct cab_shared *sh = r->sh;
+
+	__atomic_fetch_add(&sh->cons_seq, 1, __ATOMIC_SEQ_CST);
+	uint32_t w = __atomic_load_n(&sh->prod_waiting, __ATOMIC_SEQ_CST);
+	if (w == 1 || (w >= 2 && w - 2 == k))
+		cab__futex_wake(&sh->cons_seq);
+}
+
 /* The consumer freed space: wake a waiting producer. */
 void cab__space_freed(struct cab_ring *r)
 {
@@ -873,7 +884,7 @@ static int take_chunk(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool
 	c->off = 0;
 	__atomic_store_n(&r->sh->cons_chunk, c->chunk, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->sh->cons_off, 0, __ATOMIC_RELAXED);
-	cab__space_freed(r);
+	cab__chunk_freed(r, k);
 	return rc;
 }
 

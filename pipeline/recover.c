@@ -308,6 +308,12 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
+	if (!r->sink && !x->has_group) {	/* counts only: no address to compute */
+		r->st.refs += x->fixed_refs;
+		r->st.instrs += x->fixed_instrs;
+		r->st.units++;
+		return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+	}
 	r->v[0] = 0;
 	for (uint32_t i = 1; i <= x->b.nslots; i++)	/* a few words: no memcpy call */
 		r->v[i] = u[i];

@@ -30,6 +30,10 @@ struct rep_blk {
 	struct rep_block b;	/* owned copies of instrs and refs */
 	struct rep_op *ops;
 	uint32_t nops;
+	/* what one execution yields when it has no rep-prefixed group (whose
+	 * count is dynamic): counting needs no address then */
+	bool has_group;
+	uint32_t fixed_refs, fixed_instrs;
 };
 
 struct rep_table {

@@ -216,6 +216,13 @@ static int compile(struct rep_blk *x)
 		}
 	}
 	x->nops = k;
+	x->has_group = false;
+	x->fixed_refs = x->fixed_instrs = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		x->has_group |= x->ops[i].kind == REP_OP_GROUP;
+		x->fixed_refs += x->ops[i].kind == REP_OP_REF;
+		x->fixed_instrs += x->ops[i].kind == REP_OP_INSTR;
+	}
 	return 0;
 }
 

@@ -27,6 +27,11 @@
 #include <time.h>
 
 #define MAX_FUNCS 16
+/* Chunks of 64 KiB per thread's ring: 4 MiB, a few milliseconds of a busy
+ * thread's units, so that a consumer that a loaded machine schedules late
+ * does not make the thread wait (16 chunks, 1 MiB: the thread waited about
+ * every 0.5 ms). */
+#define RING_CHUNKS 64
 
 static const char *const event_names[PADRONE_NEVENTS] = {
 	"Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
@@ -80,6 +85,7 @@ struct instr_state {
 	struct csim_config cfg;
 	struct csim *sim;
 	bool sampling;
+	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
 	struct func f[MAX_FUNCS];
 	size_t nf;
 	/* read by the clone event (tracer thread): the active copies */
@@ -102,6 +108,15 @@ static void sink(void *arg, const struct rep_ref *refs, size_t n)
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* The refs analysis: references recovered (the recoverer counts them),
+ * nothing simulated. */
+static void discard(void *arg, const struct rep_ref *refs, size_t n)
+{
+	(void)arg;
+	(void)refs;
+	(void)n;
+}
+
 static uint64_t thread_cpu_ns(clockid_t clock)
 {
 	struct timespec ts;
@@ -111,17 +126,21 @@ static uint64_t thread_cpu_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Recover the span, then publish the counts (only this thread writes the
- * recoverer's and the consumer's own counters: stats reads these copies). */
+/* Recover the span (unless only the units are counted), then publish the
+ * counts (only this thread writes the recoverer's and the consumer's own
+ * counters: stats reads these copies). */
 static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
 {
 	struct worker *w = arg;
-	struct rep_recover_stats rs;
+	struct rep_recover_stats rs = { 0 };
 	struct cab_stats cs;
-	int rc = rep_recover__cab_fn(w->rec, words, nwords, flags);
+	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 
-	rep_recover__stats(w->rec, &rs);
 	cab_consumer__stats(w->cons, &cs);
+	if (w->rec)
+		rep_recover__stats(w->rec, &rs);
+	else
+		rs.units = cs.records_delivered;
 	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
 	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
 	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
@@ -129,12 +148,55 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	return rc;
 }
 
+int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t size)
+{
+	static const struct { const char *name; unsigned bit; } known[] = {
+		{ "blocks", PADRONE_ANALYZE_BLOCKS }, { "record", PADRONE_ANALYZE_RECORD },
+		{ "refs", PADRONE_ANALYZE_REFS }, { "cache", PADRONE_ANALYZE_CACHE },
+	};
+	unsigned bits = 0;
+
+	for (const char *p = text; p && *p;) {
+		size_t len = strcspn(p, ",");
+		size_t i = 0;
+		while (i < sizeof known / sizeof known[0] &&
+		       !(strlen(known[i].name) == len && strncmp(p, known[i].name, len) == 0))
+			i++;
+		if (i == sizeof known / sizeof known[0]) {
+			snprintf(why, size, "unknown analysis '%.*s' (blocks, record, refs or "
+				 "cache)", (int)len, p);
+			return -EINVAL;
+		}
+		bits |= known[i].bit;
+		p += len + (p[len] == ',');
+	}
+	if (!bits) {
+		snprintf(why, size, "no analysis named (blocks, record, refs or cache)");
+		return -EINVAL;
+	}
+	*out = bits;
+	return 0;
+}
+
+/* The most a set of analyses asks for: each level includes those below. */
+static unsigned analysis_level(unsigned bits)
+{
+	unsigned top = PADRONE_ANALYZE_CACHE;
+
+	if (!bits)
+		return top;
+	while (!(bits & top))
+		top >>= 1;
+	return top;
+}
+
 static void *consume(void *arg)
 {
 	struct worker *w = arg;
 
 	cab_consumer__run(w->cons, consume_span, w, &w->stop);
-	rep_recover__flush(w->rec);
+	if (w->rec)
+		rep_recover__flush(w->rec);
 	atomic_store(&w->cpu_ns, thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
 	return NULL;
 }
@@ -152,10 +214,13 @@ static void stop_workers(struct func *f)
 		w->stop = 1;
 		pthread_join(w->th, NULL);
 		w->started = false;
-		struct rep_recover_stats rs;
+		struct rep_recover_stats rs = { 0 };
 		struct cab_stats cs;
-		rep_recover__stats(w->rec, &rs);
 		cab_consumer__stats(w->cons, &cs);
+		if (w->rec)
+			rep_recover__stats(w->rec, &rs);
+		else
+			rs.units = cs.records_delivered;
 		w->units = rs.units;
 		w->refs = rs.refs + rs.instrs;
 		w->gaps = rs.gaps;
@@ -386,7 +451,11 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
 		w->st = st;
 		w->prev_ns = now_ns();
-		if (rep_recover__new(cc_instr__table(f->in), sink, st, &w->rec) < 0 ||
+		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
+		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
+		rep_ref_sink to = simulate ? sink : st->analyses == PADRONE_ANALYZE_REFS ?
+			discard : NULL;	/* blocks: counted, no address recovered */
+		if ((recover && rep_recover__new(cc_instr__table(f->in), to, st, &w->rec) < 0) ||
 		    cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
@@ -510,6 +579,13 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
 					    "are in %s mode; detach to change it",
 					    st->sampling ? "sample" : "exhaustive");
+	if (o.analyses & ~(PADRONE_ANALYZE_BLOCKS | PADRONE_ANALYZE_RECORD |
+			   PADRONE_ANALYZE_REFS | PADRONE_ANALYZE_CACHE))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "unknown analyses "
+					    "0x%x", o.analyses);
+	if (st->nf && st->analyses != analysis_level(o.analyses))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
+					    "come from other analyses; detach to change them");
 	struct func *f = &st->f[st->nf];
 	memset(f, 0, sizeof *f);
 	snprintf(f->name, sizeof f->name, "%s", function);
@@ -520,7 +596,10 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 		free_func(f);
 		return rc;
 	}
+	unsigned level = analysis_level(o.analyses);
 	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
+				    .blocks_only = level == PADRONE_ANALYZE_BLOCKS,
+				    .nchunks = RING_CHUNKS,
 				    .publish = &st->live[slot] };
 	rc = cc_cache__instrument(c, &fn, &io, &f->in);
 	if (rc < 0) {
@@ -531,6 +610,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	}
 	cc_cache__close(c);
 	st->sampling = o.sampling;
+	st->analyses = level;
 	st->nf++;
 	f->active = true;
 	f->t0_ns = now_ns();

@@ -499,7 +499,22 @@ struct padrone_instrument_opts {
 	 * NULL: the host's, as cachegrind finds it. One geometry per
 	 * attachment: a later function must keep the first one's. */
 	const char *i1, *d1, *ll;
+	/* What the consumers do with the units, PADRONE_ANALYZE_* (0: CACHE).
+	 * Each level includes the ones before it: BLOCKS counts the units of
+	 * each thread (the copy records no addresses when nothing else is
+	 * asked), RECORD has the copy record every address all the same
+	 * (what recording costs), REFS recovers the references and counts
+	 * them, CACHE simulates the caches (report's events need it). One
+	 * choice per attachment, as the mode. */
+	unsigned analyses;
 };
+#define PADRONE_ANALYZE_BLOCKS 1u
+#define PADRONE_ANALYZE_RECORD 2u
+#define PADRONE_ANALYZE_REFS 4u
+#define PADRONE_ANALYZE_CACHE 8u
+/* "cache,blocks,..." into PADRONE_ANALYZE_* bits: 0, or -EINVAL naming
+ * the word it does not know in why. */
+int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t size);
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts);
 /* FUNCTION's original back; NULL: every instrumented function. Fails when

@@ -17,6 +17,7 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r);
 
 static const struct padrone_opt instrument_opts[] = {
 	{ 'm', "mode", "MODE" },
+	{ 'a', "analyses", "LIST" },
 	{ 'I', "I1", "S,A,L" },
 	{ 'D', "D1", "S,A,L" },
 	{ 'L', "LL", "S,A,L" },
@@ -65,6 +66,9 @@ static int instrument_request(struct padrone_cmd_ctx *ctx, const struct padrone_
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "-o writes Cachegrind's format, "
 					 "not JSON: use -j or -o");
 	rq->o.sampling = mode && strcmp(mode, "sample") == 0;
+	const char *an = padrone_args_get(args, 'a');
+	if (an && padrone_analyses_parse(an, &rq->o.analyses, why, sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
 	rq->o.i1 = padrone_args_get(args, 'I');
 	rq->o.d1 = padrone_args_get(args, 'D');
 	rq->o.ll = padrone_args_get(args, 'L');
@@ -212,7 +216,7 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--for SECONDS [-j | -o FILE]] "
+	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--for SECONDS [-j | -o FILE]] "
 		 "FUNC... | --hot N",
 	.summary = "replace functions by copies that stream their memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
@@ -220,7 +224,11 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"per thread); padrone recovers the references and simulates the host's caches\n"
 		"as Cachegrind does, until uninstrument or detach. MODE: exhaustive (default:\n"
 		"a thread waits while its ring is full) or sample (it never waits; what finds\n"
-		"the ring full is lost, and report counts it). --I1, --D1, --LL (-I, -D, -L)\n"
+		"the ring full is lost, and report counts it). LIST: what the consumers do,\n"
+		"each including the ones before: blocks (units counted; the copy records no\n"
+		"addresses), record (addresses recorded, only counted), refs (references\n"
+		"recovered and counted), cache (simulated: the default; report's events).\n"
+		"--I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
 		"--hot N (-H) instruments the N hottest functions of the last profile\n"
@@ -228,7 +236,8 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"with the reason and skipped; the command fails only if all are refused.\n"
 		"Today one function at a time: with several, the first that can be is\n"
 		"instrumented and the others are refused. Refused too: a function already\n"
-		"replaced or measured, one with a jump table, code it cannot record (fs- or\n"
+		"replaced or measured, one with an indirect jump of unknown targets or a\n"
+		"jump table reached through memory, code it cannot record (fs- or\n"
 		"gs-relative), a process where a thread uses gs.\n"
 		"--for SECONDS (-t) runs instrumented that long (^C ends it early), prints\n"
 		"what report would (-j as report -j, -o FILE as report -o) and puts the\n"

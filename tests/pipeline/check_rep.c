@@ -85,6 +85,70 @@ static void handmade(struct rep_table **tp)
 	ck_assert_int_eq(rep_table__add(*tp, &b), 0);
 }
 
+static void count_refs(void *arg, const struct rep_ref *refs, size_t n)
+{
+	(void)refs;
+	*(uint64_t *)arg += n;
+}
+
+/* Recovery with no sink (counting only) skips the addresses of blocks
+ * without a rep group: its counts are those of a full recovery, and a
+ * rep group is still checked (a corrupt count is an error). */
+START_TEST(counting_without_a_sink_counts_as_a_full_recovery)
+{
+	struct rep_table *t;
+	static const struct rep_instr in4[] = { { 0x2000, 4, 0 }, { 0x2004, 3, 0 } };
+	const uint16_t N = REP_NO_SLOT;
+	struct rep_mref m4 = { .pc = 0x2000, .disp = 8, .size = 8, .type = REP_REF_READ,
+			       .scale = 1, .base = 0, .index = N, .seg = N, .count = N };
+	struct rep_block b4 = { .id = 4, .nslots = 1, .pc = 0x2000, .ninstrs = 2, .nrefs = 1,
+				.instrs = in4, .refs = &m4 };
+	uint64_t w[64];
+	size_t n = 0;
+
+	handmade(&t);
+	ck_assert_int_eq(rep_table__add(t, &b4), 0);
+	for (int k = 0; k < 5; k++) {
+		w[n++] = REP_S_WORD(4, 1);
+		w[n++] = 0x5000 + 64 * (uint64_t)k;
+		if (k % 2 == 0) {
+			const uint64_t u[8] = { REP_S_WORD(3, 7), 0x5000, 3, 0x7ff0, 0x70000,
+						0x9000, 0xa000, (uint64_t)k };
+			memcpy(w + n, u, sizeof u);
+			n += 8;
+		}
+	}
+	struct rep_recover *full, *counting;
+	uint64_t delivered = 0;
+	ck_assert_int_eq(rep_recover__new(t, count_refs, &delivered, &full), 0);
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &counting), 0);
+	ck_assert_int_eq(rep_recover__feed(full, w, n, 0), 0);
+	ck_assert_int_eq(rep_recover__feed(counting, w, n, 0), 0);
+	rep_recover__flush(full);
+	struct rep_recover_stats a, b;
+	rep_recover__stats(full, &a);
+	rep_recover__stats(counting, &b);
+	ck_assert_uint_eq(a.units, 8);
+	ck_assert_uint_eq(a.refs + a.instrs, delivered);
+	ck_assert_uint_eq(b.units, a.units);
+	ck_assert_uint_eq(b.refs, a.refs);
+	ck_assert_uint_eq(b.instrs, a.instrs);
+	ck_assert_uint_eq(b.bytes, a.bytes);
+	for (uint32_t id = 3; id <= 4; id++)
+		ck_assert_uint_eq(rep_recover__block_count(counting, id),
+				  rep_recover__block_count(full, id));
+	ck_assert_uint_eq(rep_recover__edge_count(counting, 4, 3),
+			  rep_recover__edge_count(full, 4, 3));
+	/* a count running past the user address space, counting only */
+	const uint64_t bad[8] = { REP_S_WORD(3, 7), 0x5000, 3, 0x7ff0, 0x70000, 0x9000,
+				  0xa000, (REP_ADDR_LIMIT - 0xa000) / 8 + 1 };
+	ck_assert_int_eq(rep_recover__feed(counting, bad, 8, UINT64_MAX), -EBADMSG);
+	rep_recover__free(full);
+	rep_recover__free(counting);
+	rep_table__free(t);
+}
+END_TEST
+
 START_TEST(recovers_handmade_block)
 {
 	struct rep_table *t;
@@ -982,6 +1046,7 @@ int main(void)
 	tcase_add_test(tc, corrupt_files_fail_cleanly);
 	tcase_add_test(tc, unit_crossing_a_section_is_an_error);
 	tcase_add_test(tc, version_1_files_still_read);
+	tcase_add_test(tc, counting_without_a_sink_counts_as_a_full_recovery);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

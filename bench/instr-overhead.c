@@ -1,0 +1,327 @@
+/* instr-overhead: what live instrumentation costs the target (issue 10).
+ *
+ * For each workload -- the streaming kernel of tests/targets/instr_kernel
+ * (axpy, o[i] = a*x[i] + y[i] on 1000 longs per call, one thread) and the
+ * pointer chase of bench/instr-chase (chase, 1000 steps per call through
+ * 16 MiB) -- the target's own work rate (calls/s from its "alive CALLS"
+ * lines) in one run: native; instrumented with each analysis level (blocks
+ * only: the copy records no addresses; record: REP units, the consumer only
+ * counts them; refs: + recovery; cache: + full cache simulation, exhaustive
+ * mode); cache in sample mode; after uninstrument; and the same program
+ * under valgrind --tool=cachegrind and --tool=lackey --trace-mem=yes.
+ * Ratios are to native (the mean of the native windows), of calls per
+ * second and of calls per second of the target's own CPU time (what the
+ * copy's code costs the thread, apart from waiting for the consumer and
+ * from a busy machine's scheduling). Also the
+ * pipeline's throughput: references recovered and simulated per second of
+ * consumer CPU (the refs and cache rows), and units lost in sample mode.
+ *
+ * Last, the stop-the-world pauses of instrument and uninstrument with 8
+ * threads in the function (p50, p99).
+ *
+ * usage: instr-overhead [SECONDS_PER_WINDOW [pauses]]   (default 2; pauses:
+ * only those)
+ * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
+ * after uninstrument >= 0.99 of native; sample mode never waits.
+ */
+#include "attach/attach.h"
+#include "bench/pause.h"
+#include "codecache/codecache.h"
+#include "src/padrone.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double window_s = 2;
+
+struct target {
+	pid_t pid;
+	FILE *out;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int start(struct target *t, char *const argv[])
+{
+	int p[2];
+
+	if (pipe(p) < 0)
+		return -1;
+	if ((t->pid = fork()) == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	t->out = fdopen(p[0], "r");
+	return t->pid > 0 ? 0 : -1;
+}
+
+static void stop(struct target *t)
+{
+	kill(t->pid, SIGKILL);
+	waitpid(t->pid, NULL, 0);
+	fclose(t->out);
+}
+
+/* The next "alive CALLS bad B" line's calls; exits on a wrong result. */
+static long next_calls(struct target *t)
+{
+	char line[256];
+	long calls, bad;
+
+	while (fgets(line, sizeof line, t->out))
+		if (sscanf(line, "alive %ld bad %ld", &calls, &bad) == 2) {
+			if (bad) {
+				fprintf(stderr, "instr-overhead: the target computed %ld wrong "
+					"results\n", bad);
+				exit(1);
+			}
+			return calls;
+		}
+	fprintf(stderr, "instr-overhead: the target stopped\n");
+	exit(1);
+}
+
+/* The CPU time all the target's threads have run, in seconds (schedstat:
+ * nanoseconds, unlike the ticks of /proc/PID/stat). */
+static double cpu_s(pid_t pid)
+{
+	char path[320], line[128];
+	double sum = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(path, "re");
+		unsigned long long ns;
+		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu", &ns) == 1)
+			sum += (double)ns / 1e9;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* Calls per second over one window (after a line to settle), and per
+ * second of the target's CPU time (what the copy's own code costs, apart
+ * from the time it waits or is not scheduled on a busy machine). */
+static double rate(struct target *t, double *per_cpu)
+{
+	next_calls(t);
+	long c0 = next_calls(t);
+	double t0 = now_s(), t1, u0 = cpu_s(t->pid);
+	long c1;
+
+	do {
+		c1 = next_calls(t);
+		t1 = now_s();
+	} while (t1 - t0 < window_s);
+	double u = cpu_s(t->pid) - u0;
+	*per_cpu = u > 0 ? (double)(c1 - c0) / u : 0;
+	return (double)(c1 - c0) / (t1 - t0);
+}
+
+static struct target cur;	/* the workload's target, native */
+
+struct level {
+	const char *name;
+	unsigned analyses;
+	bool sampling;
+};
+
+static const struct level levels[] = {
+	{ "blocks only", PADRONE_ANALYZE_BLOCKS, false },
+	{ "REP record, consumer counts", PADRONE_ANALYZE_RECORD, false },
+	{ "+ recovery", PADRONE_ANALYZE_REFS, false },
+	{ "+ cache simulation", PADRONE_ANALYZE_CACHE, false },
+	{ "cache, sample mode", PADRONE_ANALYZE_CACHE, true },
+};
+
+static double native_cpu;	/* calls per CPU-second, native */
+
+static void row(const char *name, double r, double per_cpu, double native, const char *extra)
+{
+	printf("  %-30s %9.0f calls/s %7.2fx | per target CPU-s %7.2fx%s\n", name, r, native / r,
+	       per_cpu > 0 ? native_cpu / per_cpu : 0, extra);
+	fflush(stdout);
+}
+
+/* One level: a fresh session (analyses are fixed per attachment). */
+static void instrumented(pid_t pid, const char *func, const struct level *l, double native)
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+	struct padrone_instrument_opts o = { .sz = sizeof o, .sampling = l->sampling,
+					     .analyses = l->analyses };
+	char extra[160] = "";
+	if (!s || padrone_session__attach(s, pid) < 0 ||
+	    padrone_session__instrument(s, func, &o) < 0) {
+		printf("  %-30s failed: %s\n", l->name, s ? padrone_session__errmsg(s) : "no memory");
+		padrone_session__free(s);
+		return;
+	}
+	struct padrone_istats *st0 = NULL, *st1 = NULL;
+	padrone_session__instr_stats(s, &st0);
+	double per_cpu, r = rate(&cur, &per_cpu);
+	padrone_session__instr_stats(s, &st1);
+	if (st0 && st1) {
+		double cpu = st1->cpu_s - st0->cpu_s, refs = (double)(st1->refs - st0->refs);
+		uint64_t waits = 0;
+		for (size_t i = 0; i < st1->nthreads; i++)
+			waits += st1->threads[i].producer_waits;
+		snprintf(extra, sizeof extra, "  (consumer %.0f%% CPU, %.1f M refs/s per CPU, "
+			 "lost %llu, waits %llu)", 100 * cpu / window_s, cpu > 0 ? refs / cpu / 1e6 : 0,
+			 (unsigned long long)(st1->lost_units - st0->lost_units),
+			 (unsigned long long)waits);
+	}
+	padrone_istats__free(st0);
+	padrone_istats__free(st1);
+	row(l->name, r, per_cpu, native, extra);
+	padrone_session__uninstrument(s, NULL);
+	padrone_session__free(s);
+}
+
+static void under_valgrind(const char *tool, char *const argv[], double native)
+{
+	char *vargv[16] = { "valgrind", (char *)tool, "--log-file=/dev/null" };
+	size_t n = 3;
+	char name[64];
+
+	if (strcmp(tool, "--tool=lackey") == 0)
+		vargv[n++] = "--trace-mem=yes";
+	for (size_t i = 0; argv[i] && n < 15; i++)
+		vargv[n++] = argv[i];
+	vargv[n] = NULL;
+	struct target t;
+	if (system("command -v valgrind >/dev/null") != 0 || start(&t, vargv) < 0) {
+		printf("  valgrind %s: not available\n", tool);
+		return;
+	}
+	next_calls(&t);	/* started */
+	snprintf(name, sizeof name, "valgrind %s", tool);
+	double per_cpu, r = rate(&t, &per_cpu);
+	row(name, r, 0, native, "");
+	stop(&t);
+}
+
+static void workload(const char *title, char *const argv[], const char *func)
+{
+	printf("%s\n", title);
+	if (start(&cur, argv) < 0) {
+		perror("instr-overhead: start");
+		exit(1);
+	}
+	double native = rate(&cur, &native_cpu);
+	row("native", native, native_cpu, native, "");
+	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+		instrumented(cur.pid, func, &levels[i], native);
+		double again_cpu, again = rate(&cur, &again_cpu);
+		/* drifts of a busy machine fall on both sides */
+		native = (native + again) / 2;
+		native_cpu = (native_cpu + again_cpu) / 2;
+		if (i + 1 == sizeof levels / sizeof levels[0])
+			row("after uninstrument", again, again_cpu, native, "");
+	}
+	stop(&cur);
+	under_valgrind("--tool=cachegrind", argv, native);
+	under_valgrind("--tool=lackey", argv, native);
+}
+
+/* Stop-the-world pauses of instrument and uninstrument with 8 threads in
+ * the function: p50 and p99 over rounds, the target checked after. */
+static void pauses(const char *kernel)
+{
+	enum { ROUNDS = 20 };
+	char *argv[] = { (char *)kernel, "8", "1000", NULL };
+	uint64_t in_ns[ROUNDS], out_ns[ROUNDS];
+	struct attach_target *t = NULL;
+	struct attach_error aerr;
+	struct cc_cache *c = NULL;
+	struct cc_syms *sy = NULL;
+	struct cc_error err;
+	struct cc_func f;
+	size_t n = 0;
+
+	if (start(&cur, argv) < 0)
+		return;
+	next_calls(&cur);
+	if (attach_seize(cur.pid, NULL, &t, &aerr) < 0 || cc_cache__open(t, NULL, &c, &err) < 0 ||
+	    cc_syms__open(cur.pid, &sy, &err) < 0 || cc_syms__func(sy, "axpy", &f, &err) < 0) {
+		printf("  pauses: cannot set up\n");
+		goto out;
+	}
+	for (; n < ROUNDS; n++) {
+		struct cc_patch_stats si = { 0 }, so = { 0 };
+		struct cc_instr_opts io = { .sz = sizeof io, .stats = &si };
+		struct cc_patch_opts po = { .sz = sizeof po, .stats = &so };
+		struct cc_instr *in;
+		if (cc_cache__instrument(c, &f, &io, &in) < 0)
+			break;
+		pause_nap_ms(50);
+		int rc = cc_cache__uninstrument(c, in, &po);
+		cc_instr__free(in);
+		if (rc < 0)
+			break;
+		in_ns[n] = si.stop_ns;
+		out_ns[n] = so.stop_ns;
+	}
+	if (n < ROUNDS)
+		printf("  pauses: failed after %zu rounds: %s\n", n, cc_cache__errmsg(c));
+	printf("  instrument pause (8 threads in axpy, %zu rounds): p50 %.2f ms  p99 %.2f ms\n", n,
+	       pause_pct_ms(in_ns, n, 0.5), pause_pct_ms(in_ns, n, 0.99));
+	printf("  uninstrument pause:                              p50 %.2f ms  p99 %.2f ms"
+	       "  (goal p99 <= 2 ms)\n", pause_pct_ms(out_ns, n, 0.5), pause_pct_ms(out_ns, n, 0.99));
+out:
+	cc_syms__free(sy);
+	cc_cache__close(c);
+	if (t)
+		attach_target__detach(t);
+	next_calls(&cur);	/* and it computes right (next_calls exits otherwise) */
+	stop(&cur);
+}
+
+int main(int argc, char **argv)
+{
+	char dir[4096];
+	const char *b = getenv("top_builddir") ? getenv("top_builddir") : ".";
+	sigset_t set;
+
+	if (argc > 1)
+		window_s = atof(argv[1]);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	snprintf(dir, sizeof dir, "%s/tests/targets/instr_kernel", b);
+	if (argc > 2 && strcmp(argv[2], "pauses") == 0) {
+		pauses(dir);
+		return 0;
+	}
+	char *kernel[] = { dir, "1", "1000", NULL };
+	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
+	char chase[4096];
+	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
+	char *ch[] = { chase, NULL };
+	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
+	printf("stop-the-world\n");
+	pauses(dir);
+	return 0;
+}

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Live instrumentation's cost to the target, per analysis level, beside cachegrind and lackey.
+exec "${top_builddir:-.}/bench/instr-overhead" "$@"
