@@ -972,6 +972,22 @@ static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct 
  * its next unit, its current one written whole: instr-move.c), then the
  * entry restored; the copy is freed once no thread is in it and no stack
  * returns into it (the grace period, as for a replacement). */
+/* No thread runs the copy any more: every thread's gs_base back to 0 and
+ * the rings unmapped from the target. Before the directory forgets the
+ * copy, so that a padrone killed on the way leaves a record a later
+ * session undoes whole (cc__instr_undo_left), never rings nobody knows. */
+static void release_state(struct cc_cache *c, void *arg)
+{
+	struct cc_instr *in = arg;
+
+	if (attach_target__stop(c->t) == 0) {
+		reset_gs(in);
+		attach_target__resume(c->t);
+	}
+	for (size_t i = 0; i < in->nrings; i++)
+		unmap_ring(in, &in->rings[i]);
+}
+
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 			      const struct cc_patch_opts *o)
 {
@@ -987,7 +1003,8 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 		memcpy(c->errmsg, keep, sizeof keep);	/* its threads wait instead */
 	copy_map(in, &m);
 	int rc = unlink_copy(c, &m, prefix, r->detour);
-	struct cc_undo_stub back = { 0, 0, prefix, prefix ? r->detour : 0 };
+	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
+				      .release = release_state, .release_arg = in };
 	if (rc == 0)
 		rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
@@ -1021,14 +1038,8 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 		*user = st;
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__end_producer(in->rings[i].r);
-	if (st.kept_code)	/* a thread may still run the copy: its gs and ring stay */
-		return 0;
-	if ((rc = attach_target__stop(c->t)) == 0) {
-		reset_gs(in);
-		attach_target__resume(c->t);
-	}
-	for (size_t i = 0; i < in->nrings; i++)
-		unmap_ring(in, &in->rings[i]);
+	if (!st.kept_code)	/* else a thread may still run the copy: its gs and ring stay */
+		release_state(c, in);	/* (done already unless restore took another path) */
 	return 0;
 }
 
@@ -1083,31 +1094,47 @@ static void forget_left(struct cc_cache *c, uint64_t state, uint64_t size, const
 	attach_maps__free(m);
 }
 
+struct left {
+	uint64_t state, size, data[MAX_THREADS];
+	size_t n;
+};
+
+static void release_left(struct cc_cache *c, void *arg)
+{
+	struct left *l = arg;
+
+	if (c->t && l->size && attach_target__stop(c->t) == 0) {
+		forget_left(c, l->state, l->size, l->data, l->n);
+		attach_target__resume(c->t);
+	}
+}
+
+/* The gs_base and rings go before the record does (release_left), as in
+ * cc_cache__uninstrument. */
 int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub)
 {
 	struct cc_patch_stats st = { 0 };
 	struct cc_patch_opts o = { .sz = sizeof o };
-	uint64_t state = r->state, size = 0, data[MAX_THREADS];
+	struct left l = { .state = r->state };
+	struct cc_undo_stub back = { 0 };
 
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	for (uint32_t i = 0; i < r->nowned; i++)
-		if (r->owned[i].kind == CC_DATA && r->owned[i].addr == state)
-			size = r->owned[i].size;
-	size_t n = state ? left_rings(c, state, size, data, MAX_THREADS) : 0;
+		if (r->owned[i].kind == CC_DATA && r->owned[i].addr == l.state)
+			l.size = r->owned[i].size;
+	l.n = l.state ? left_rings(c, l.state, l.size, l.data, MAX_THREADS) : 0;
+	if (stub)
+		back = *stub;
+	back.release = release_left;	/* not when kept: a thread may still run the copy */
+	back.release_arg = &l;
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
-	int rc = cc__undo(c, r->id, &o, stub);
+	int rc = cc__undo(c, r->id, &o, &back);
 	if (user)
 		*user = st;
-	if (rc < 0 || st.kept_code || o.dry_run || !c->t || !size)
-		return rc;	/* kept: a thread may still run the copy with its gs */
-	if (attach_target__stop(c->t) == 0) {
-		forget_left(c, state, size, data, n);
-		attach_target__resume(c->t);
-	}
-	return 0;
+	return rc;
 }
 
 /* A ring no live thread writes: the new thread's units follow the last

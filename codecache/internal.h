@@ -107,6 +107,11 @@ struct cc_undo_stub {
 	uint64_t lo, hi;
 	const struct cc_reloc *prefix;
 	uint64_t copy;
+	/* run once no thread is in the code, before its record goes: what the
+	 * record's owner must take out while a killed padrone would still leave
+	 * a record saying it is there (an instrumentation's gs and rings) */
+	void (*release)(struct cc_cache *c, void *arg);
+	void *release_arg;
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);

@@ -339,7 +339,8 @@ static double pct(const uint64_t *v, size_t n, double p)
 int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 {
 	struct cc_cache *c = m->c;
-	struct cc_undo_stub stub = { m->code, m->code + m->stub_size, cc__job_prefix(m->job), m->copy };
+	struct cc_undo_stub stub = { .lo = m->code, .hi = m->code + m->stub_size,
+				      .prefix = cc__job_prefix(m->job), .copy = m->copy };
 	struct cc_patch_stats st = { 0 };
 	struct cc_patch_opts po = m->po;
 	uint64_t hdr[4];
@@ -352,7 +353,7 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 	po.stats = &st;
 	po.report = NULL;	/* keep what the start reported */
 	if ((rc = cc__undo(c, m->id, &po, cc__job_prefix(m->job) ? &stub : &(struct cc_undo_stub){
-				   m->code, m->code + m->stub_size, NULL, 0 })) < 0)
+				   .lo = m->code, .hi = m->code + m->stub_size })) < 0)
 		return rc;
 	m->finished = true;
 	res->kept_code = st.kept_code;
@@ -397,7 +398,8 @@ int cc_measure__finish(struct cc_measure *m, struct cc_measure_result *res)
 int cc__measure_undo_stale(struct cc_cache *c, struct cc_dir_redir *r,
 			   const struct cc_patch_opts *opts)
 {
-	struct cc_undo_stub stub = { r->dest, r->stub_end > r->dest ? r->stub_end : r->dest, NULL, 0 };
+	struct cc_undo_stub stub = { .lo = r->dest,
+				      .hi = r->stub_end > r->dest ? r->stub_end : r->dest };
 	struct cc_reloc *prefix = NULL;
 	int rc;
 

@@ -1126,6 +1126,8 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 							       r->owned[i].addr + r->owned[i].size };
 	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
 	if (grace(&j, &k) == 0) {
+		if (stub && stub->release)
+			stub->release(c, stub->release_arg);
 		for (size_t i = 0; i < r->nowned; i++)
 			cc_cache__free(c, r->owned[i].addr, r->owned[i].size);
 	} else {

@@ -286,7 +286,7 @@ static int undo_replacement(struct cc_cache *c, struct cc_dir_redir *r,
 	memcpy(keep, c->errmsg, sizeof keep);
 	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
 		memcpy(c->errmsg, keep, sizeof keep);	/* not a failure */
-	struct cc_undo_stub back = { 0, 0, prefix, r->detour };
+	struct cc_undo_stub back = { .prefix = prefix, .copy = r->detour };
 	int rc = cc__redir_is_instr(r) ? cc__instr_undo_left(c, r, o, prefix ? &back : NULL) :
 		cc__undo(c, r->id, o, prefix ? &back : NULL);
 	cc_reloc__free(prefix);
