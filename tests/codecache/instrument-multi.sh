@@ -103,7 +103,7 @@ exact() {
 	e=$(entry_of "$f")
 	C=$(row "$(printf '0x%x' "$e")" | awk '{ print $1 }')
 	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
-	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
+	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|(add|sub) +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
 	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
 	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
 	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1

@@ -26,7 +26,7 @@
  * k = 0..7 in turn that GCC compiles to a jump table, each case changing
  * o[k] (its o array's first 8 longs) its own way, and checks o against the
  * same changes made by other code; "alive" counts its calls.
- * With pair, each thread calls axmy(a, x, y, o, n): o[i] = x[i] - a * y[i]
+ * With pair, each thread calls axmy(a, x, y, o, n): o[i] = a * x[i] - y[i]
  * (the same references as axpy's) after each axpy, checked and counted as
  * a call too, and the main thread churns as with churn, its short-lived
  * threads calling axmy after each axpy as well (two functions to
@@ -57,7 +57,7 @@ __attribute__((noinline)) void axpy(long a, const long *x, const long *y, long *
 __attribute__((noinline)) void axmy(long a, const long *x, const long *y, long *o, long n)
 {
 	for (long i = 0; i < n; i++)
-		o[i] = x[i] - a * y[i];
+		o[i] = a * x[i] - y[i];
 }
 
 /* With pair: axmy on the arrays, checked; its wrong results. */
@@ -69,7 +69,7 @@ static long axmy_checked(long a, const long *x, const long *y, long *o)
 		return 0;
 	axmy(a, x, y, o, n);
 	for (long i = 0; i < n; i++)
-		miss += o[i] != x[i] - a * y[i];
+		miss += o[i] != a * x[i] - y[i];
 	atomic_fetch_add(&calls, 1);
 	return miss;
 }
