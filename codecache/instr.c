@@ -26,7 +26,9 @@
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
  * refused; a thread cloned later gets a spare ring (one an exited thread
- * freed) or the sink, a forked child the sink.
+ * freed) or the sink, a forked child the sink. Functions instrumented at
+ * once share the threads' state area (struct area): at most IS_SECTIONS,
+ * with the rows (threads and spares) the first one made.
  */
 #include "codecache/instr.h"
 #include "codecache/instr-state.h"
@@ -1212,8 +1214,8 @@ static uint64_t left_area(struct cc_cache *c, uint64_t state, uint64_t *size)
 	uint64_t addr = 0;
 
 	*size = 0;
-	if (cc__read(c, state + IS_AREA, &addr, 8) < 0 || cc__read(c, state + IS_AREA_SIZE, size, 8) < 0 ||
-	    state < addr || state >= addr + *size)
+	if (cc__read(c, state + IS_AREA, &addr, 8) < 0 ||
+	    cc__read(c, state + IS_AREA_SIZE, size, 8) < 0 || state < addr || state >= addr + *size)
 		*size = addr = 0;
 	return addr;
 }
