@@ -302,7 +302,11 @@ static void on_death(struct attach_target *t, pid_t tid, int status)
 	}
 	/* The leader reports last (after every other thread), so its death is
 	 * the process's. If the leader was never ours (it was a zombie when
-	 * we came), the last thread's is. */
+	 * we came), the last thread's is. After an exec the process runs
+	 * another program, not ours: a death told after it (the new program
+	 * ending while padrone is still leaving) does not make it an exit. */
+	if (attach_target__state(t) == ATTACH_TARGET_EXECED)
+		return;
 	if (tid == t->pid || (t->nth == 0 && attach_target__state(t) == ATTACH_OK)) {
 		t->exit_status = status;
 		t->nth = 0;

@@ -22,11 +22,15 @@ struct cc_ctx {
 	struct cc_syms *sy;
 };
 
-/* The session's failure from codecache's: its message, a reason. */
+/* The session's failure from codecache's: its message, a reason; or the
+ * process's exit or exec, if that is why it failed. */
 static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 {
 	enum padrone_why why = PADRONE_SYSTEM;
+	int gone = padrone_session_fail_if_left(s);
 
+	if (gone < 0)
+		return gone;
 	switch (rc) {
 	case -ENOENT: case -EEXIST: case -EINVAL: case -ENOTSUP: case -ENOSPC: case -ENOEXEC:
 	case -ERANGE: case -EILSEQ: case -EALREADY: case -ESTALE: case -ENOTUNIQ:
@@ -35,14 +39,9 @@ static int fail_cc(struct padrone_session *s, int rc, const char *msg)
 	case -EBUSY: case -ETIMEDOUT:
 		why = PADRONE_TIMEOUT;
 		break;
-	case -ESRCH: {
-		/* codecache/ cannot tell an exec from an exit: the session can */
-		int gone = padrone_session_fail_if_gone(s);
-		if (gone < 0)
-			return gone;
+	case -ESRCH:
 		why = PADRONE_TARGET_EXITED;
 		break;
-	}
 	}
 	return padrone_session_fail(s, why, rc, "%s", msg);
 }
@@ -80,9 +79,7 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
 	if (attach_target__state(t) != ATTACH_OK)
-		return padrone_session_fail(s, attach_target__state(t) == ATTACH_TARGET_EXECED ?
-					    PADRONE_TARGET_EXECED : PADRONE_TARGET_EXITED, -ESRCH,
-					    "process %d is gone", (int)attach_target__pid(t));
+		return padrone_session_fail_if_gone(s);
 	struct cc_cache_opts co = { .sz = sizeof co, .xref = session_xref(s) };
 	if ((rc = cc_cache__open(t, &co, &x->c, &err)) < 0)
 		return fail_cc(s, rc, err.msg);
@@ -160,11 +157,15 @@ static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
 			return check_entry(x, f->addr, name);
 	}
 	int rc = padrone_session_resolve(x->s, name, &nm);
-	if (rc == -ENOENT)
+	if (rc == -ENOENT) {
+		int gone = padrone_session_fail_if_left(x->s);	/* its modules went with it */
+		if (gone < 0)
+			return gone;
 		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, rc,
 					    "process %d has no function named %s",
 					    (int)attach_target__pid(padrone_session_target(x->s)),
 					    name);
+	}
 	if (rc < 0)
 		return rc;
 	if (nm.ifunc)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/protocol.h"
@@ -205,8 +206,14 @@ int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err)
 	int fd, r = open_greeted(ctl, pid, &fd, &server, err);
 
 	if (r == 0) {
+		char exe[64];
+		struct stat st = { 0 };
+		snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pid);
+		stat(exe, &st);
 		ctl->remote_fd = fd;
 		ctl->remote_pid = pid;
+		ctl->remote_exe_dev = st.st_dev;
+		ctl->remote_exe_ino = st.st_ino;
 	}
 	return r;
 }
@@ -228,16 +235,73 @@ static bool hung_up(const struct padrone_ctl *ctl)
 	return poll(&pfd, 1, 0) > 0;
 }
 
-/* A fresh connection to the padroned serving the same process. */
-static int reconnect(struct padrone_ctl *ctl, FILE *err)
+/* Whether pid has exited: no such process, or a zombie. */
+static bool has_exited(pid_t pid)
 {
-	pid_t pid = ctl->remote_pid;
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return true;
+	char *got = fgets(buf, sizeof buf, f);
+	fclose(f);
+	const char *close_paren = got ? strrchr(buf, ')') : NULL;
+	return close_paren && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
 
+/* The program pid runs, to tell an exec by. */
+struct program {
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+};
+
+/* padroned stopped serving the process: it is gone, or (closed) it
+ * closed the connection. When that is because the process exited or
+ * exec'd between two commands (padroned then ends with it), the words and
+ * status padroned would have given. */
+static int unserved(struct padrone_ctl *ctl, FILE *err, const struct program *p, bool closed)
+{
+	pid_t pid = p->pid;
+	char path[64], comm[32] = "";
+	struct stat st;
+	bool execd = false;
+
+	/* padroned may have seen the exit begin (and left) before the process
+	 * has quite ended: a moment for it, as long as it takes at most */
+	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+	for (int waited = 0; waited < 2000 && !has_exited(pid) && !execd; waited += 10) {
+		execd = stat(path, &st) == 0 && (st.st_dev != p->dev || st.st_ino != p->ino);
+		if (!execd)
+			usleep(10000);
+	}
+	if (has_exited(pid))
+		return client_error(ctl, err, padrone_why_exit_status(PADRONE_TARGET_EXITED),
+				    "process %d has exited", (int)pid);
+	if (execd) {
+		snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof comm, f))
+			comm[strcspn(comm, "\n")] = '\0';
+		if (f)
+			fclose(f);
+		return client_error(ctl, err, padrone_why_exit_status(PADRONE_TARGET_EXECED),
+				    "process %d has exec'd another program (now %s)", (int)pid,
+				    comm);
+	}
+	if (closed)
+		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL, "padroned closed the connection");
+	return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
+			    "no padroned serves process %d any more", (int)pid);
+}
+
+/* A fresh connection to the padroned serving the same process. */
+static int reconnect(struct padrone_ctl *ctl, const struct program *p, FILE *err)
+{
 	padrone_client_disconnect(ctl);
-	int r = padrone_client_connect(ctl, pid, err);
+	int r = padrone_client_connect(ctl, p->pid, err);
 	if (r == -ENOENT)
-		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
-				    "no padroned serves process %d any more", (int)pid);
+		return unserved(ctl, err, p, false);
 	return r;
 }
 
@@ -260,10 +324,11 @@ int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_ent
 	if (r < 0)
 		return client_error(ctl, err, PADRONE_EXIT_USAGE, "command too long for padroned");
 	padrone_ctl_take_interrupt(ctl);	/* a ^C that came before this command is not for it */
+	const struct program served = { ctl->remote_pid, ctl->remote_exe_dev, ctl->remote_exe_ino };
 	/* A connection padroned closed meanwhile is made again, and a command
 	 * it answered with BYE (so never ran) is sent again, once. */
 	for (int attempt = 0;; attempt++) {
-		if ((attempt || hung_up(ctl)) && (status = reconnect(ctl, err)) != 0)
+		if ((attempt || hung_up(ctl)) && (status = reconnect(ctl, &served, err)) != 0)
 			break;
 		struct padrone_msgbuf b = { 0 };
 		enum reply rr = REPLY_BYE;	/* not sent: not run either */
@@ -274,8 +339,7 @@ int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_ent
 		if (rr == REPLY_BYE && attempt == 0)
 			continue;
 		if (rr == REPLY_BYE)
-			status = client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
-					      "padroned closed the connection");
+			status = unserved(ctl, err, &served, true);
 		if (rr != REPLY_EXIT)
 			padrone_client_disconnect(ctl);
 		break;

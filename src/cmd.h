@@ -148,6 +148,8 @@ struct padrone_ctl {
 	struct padrone_session *session;	/* local; attached or not */
 	int remote_fd;			/* connected padroned, or -1 */
 	pid_t remote_pid;		/* the process that padroned serves */
+	dev_t remote_exe_dev;		/* its program when connecting (an exec */
+	ino_t remote_exe_ino;		/* tells from a change of it) */
 	char remote_path[256];		/* its socket */
 	bool quit;			/* end the session after this command */
 	/* padrone_ctl_interrupt makes it readable: a command running in

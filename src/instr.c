@@ -48,6 +48,7 @@ struct instr_state;
 
 struct worker {
 	struct instr_state *st;
+	struct cab_ring *ring;		/* padrone's mapping; NULL once released */
 	struct cab_consumer *cons;
 	struct rep_recover *rec;
 	pthread_t th;
@@ -80,6 +81,7 @@ struct func {
 	size_t nw;
 	bool active;
 	uint64_t t0_ns, t1_ns;
+	uint64_t before_ns;		/* instrumented earlier in this attachment */
 };
 
 struct instr_state {
@@ -230,18 +232,29 @@ static void stop_workers(struct func *f)
 	}
 }
 
-static void free_func(struct func *f)
+/* The consumers, their recoverers and padrone's mappings of the rings,
+ * once the workers ended: their counts are kept in the workers. */
+static void release_rings(struct func *f)
 {
-	stop_workers(f);
 	for (size_t i = 0; i < f->nw; i++) {
 		cab_consumer__close(f->w[i].cons);
 		rep_recover__free(f->w[i].rec);
+		f->w[i].cons = NULL;
+		f->w[i].rec = NULL;
+		f->w[i].ring = NULL;
 	}
+	cc_instr__free(f->in);
+	f->in = NULL;
+}
+
+static void free_func(struct func *f)
+{
+	stop_workers(f);
+	release_rings(f);
 	free(f->w);
 	for (size_t i = 0; i < f->nloops; i++)
 		free(f->loops[i].ranges);
 	free(f->loops);
-	cc_instr__free(f->in);
 	memset(f, 0, sizeof *f);
 }
 
@@ -254,13 +267,19 @@ static int open_cache(struct padrone_session *s, struct cc_cache **c)
 	if (!t)
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
-	if ((rc = cc_cache__open(t, NULL, c, &err)) < 0)
-		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	if ((rc = cc_cache__open(t, NULL, c, &err)) < 0) {
+		int gone = padrone_session_fail_if_left(s);	/* its maps went with it */
+		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	}
 	return 0;
 }
 
 static int fail_cache(struct padrone_session *s, struct cc_cache *c, int rc)
 {
+	int gone = padrone_session_fail_if_left(s);	/* it exited or exec'd meanwhile */
+
+	if (gone < 0)
+		return gone;
 	enum padrone_why why = rc == -ESRCH ? PADRONE_TARGET_EXITED :
 		rc == -ETIMEDOUT ? PADRONE_TIMEOUT : rc == -ENOMEM ? PADRONE_SYSTEM :
 		PADRONE_BAD_REQUEST;
@@ -284,6 +303,12 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 	f->active = false;
 	f->t1_ns = now_ns();
 	stop_workers(f);
+	/* A padroned that instruments again and again must not keep a ring
+	 * per thread per time (fds and memory growing for as long as it
+	 * serves). The target's side is unmapped by the uninstrument, or kept
+	 * with a copy a thread is still in: padrone's side is not needed. */
+	if (rc == 0)
+		release_rings(f);
 	return rc;
 }
 
@@ -362,12 +387,16 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 		csim_geom_cachegrind_tweak(&st->cfg.level[lv]);
-	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
-	    (rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
-		csim__free(st->sim);
+	if ((rc = csim__new(&st->cfg, &st->sim)) < 0) {
 		free(st);
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
 					    "simulator");
+	}
+	/* this fails (and says why) when the process exited or exec'd */
+	if ((rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
+		csim__free(st->sim);
+		free(st);
+		return rc;
 	}
 	padrone_session_set_instr(s, st);
 	*out = st;
@@ -443,14 +472,19 @@ static int set_geometry(struct padrone_session *s, struct instr_state *st,
 
 static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
 {
-	size_t n = cc_instr__thread_count(f->in);
+	size_t n = cc_instr__thread_count(f->in), first = f->nw;
+	/* after the workers of earlier times, which keep their counts */
+	struct worker *ws = realloc(f->w, (first + n) * sizeof *ws);
 
-	if (!(f->w = calloc(n, sizeof *f->w)))
+	if (!ws)
 		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	f->nw = n;
+	memset(ws + first, 0, n * sizeof *ws);
+	f->w = ws;
+	f->nw = first + n;
 	for (size_t i = 0; i < n; i++) {
-		struct worker *w = &f->w[i];
+		struct worker *w = &f->w[first + i];
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
+		w->ring = r;
 		w->st = st;
 		w->prev_ns = now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
@@ -465,6 +499,22 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		w->started = true;
 	}
 	return 0;
+}
+
+/* The results kept of the function at entry, instrumented earlier in this
+ * attachment and uninstrumented since (its rings released); NULL if none. */
+static struct func *kept_results(struct instr_state *st, uint64_t entry)
+{
+	for (size_t i = 0; i < st->nf; i++)
+		if (!st->f[i].active && !st->f[i].in && st->f[i].entry == entry)
+			return &st->f[i];
+	return NULL;
+}
+
+/* How long f has been instrumented, every time in this attachment. */
+static double func_seconds(const struct func *f)
+{
+	return (double)(f->before_ns + (f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 }
 
 /* A name, or 0xADDR. */
@@ -484,13 +534,20 @@ static int find_function(struct padrone_session *s, const char *name, struct cc_
 		if (!*end && fn->addr)
 			return 0;
 	}
-	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0)
-		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0) {
+		int gone = padrone_session_fail_if_left(s);
+		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
+	}
 	rc = cc_syms__func(sy, name, fn, &err);
 	cc_syms__free(sy);
 	fn->name = name;
-	return rc < 0 ? padrone_session_fail(s, rc == -ENOENT ? PADRONE_BAD_REQUEST :
-					     PADRONE_SYSTEM, rc, "%s", err.msg) : 0;
+	if (rc < 0) {
+		int gone = padrone_session_fail_if_left(s);	/* its modules went with it */
+		return gone < 0 ? gone : padrone_session_fail(s, rc == -ENOENT ?
+							      PADRONE_BAD_REQUEST : PADRONE_SYSTEM,
+							      rc, "%s", err.msg);
+	}
+	return 0;
 }
 
 /* The file the function's code is mapped from, and where its offset 0 is:
@@ -576,7 +633,11 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 						    st->f[i].name);
 		share = share ? share : st->f[i].in;
 	}
-	if (st->nf == MAX_FUNCS)
+	/* The same function again adds to its results (report would count
+	 * its PCs' events once per entry), in a slot of its own no more. */
+	struct func *f = kept_results(st, fn.addr);
+	bool again = f != NULL;
+	if (!again && st->nf == MAX_FUNCS)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOSPC, "%d functions were "
 					    "instrumented in this attachment; detach first",
 					    MAX_FUNCS);
@@ -593,14 +654,17 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	if (st->nf && st->analyses != analysis_level(o.analyses))
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
 					    "come from other analyses; detach to change them");
-	struct func *f = &st->f[st->nf];
-	memset(f, 0, sizeof *f);
-	snprintf(f->name, sizeof f->name, "%s", function);
+	if (!again) {
+		f = &st->f[st->nf];
+		memset(f, 0, sizeof *f);
+		snprintf(f->name, sizeof f->name, "%s", function);
+		find_loops(padrone_session_target(s), fn.addr, f);
+	}
 	fn.name = f->name;
-	size_t slot = st->nf;
-	find_loops(padrone_session_target(s), fn.addr, f);
+	size_t slot = (size_t)(f - st->f);
 	if ((rc = open_cache(s, &c)) < 0) {
-		free_func(f);
+		if (!again)
+			free_func(f);
 		return rc;
 	}
 	unsigned level = analysis_level(o.analyses);
@@ -612,13 +676,17 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	if (rc < 0) {
 		rc = fail_cache(s, c, rc);
 		cc_cache__close(c);
-		free_func(f);
+		if (!again)
+			free_func(f);
 		return rc;
 	}
 	cc_cache__close(c);
 	st->sampling = o.sampling;
 	st->analyses = level;
-	st->nf++;
+	if (again)
+		f->before_ns += f->t1_ns - f->t0_ns;
+	else
+		st->nf++;
 	f->active = true;
 	f->t0_ns = now_ns();
 	cc_instr__function(f->in, &f->entry, &f->size);
@@ -719,7 +787,7 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
 		if (w->started) {	/* running: what its consumer published so far */
 			struct cab_stats cs;
-			cab_ring__stats(cc_instr__ring(f->in, i, NULL), &cs);
+			cab_ring__stats(w->ring, &cs);
 			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
 			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
 			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
@@ -766,10 +834,12 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		pf->active = f->active;
 		snprintf(pf->module, sizeof pf->module, "%s", f->module);
 		pf->module_base = f->module_base;
+		r->seconds += func_seconds(f);
+		/* this time's, for info's "since" */
 		pf->seconds = (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
-		r->seconds += pf->seconds;
 		uint64_t copy_size;
-		cc_instr__copy(f->in, &pf->copy, &copy_size);
+		if (f->in)	/* released once uninstrumented */
+			cc_instr__copy(f->in, &pf->copy, &copy_size);
 		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
 			goto oom_rows;
 		for (size_t k = 0; k < nrows; k++) {
@@ -826,7 +896,7 @@ static double worker_cpu_s(const struct worker *w)
 static void worker_stats(const struct func *f, size_t i, struct padrone_istat_thread *t)
 {
 	struct worker *w = &f->w[i];
-	struct cab_ring *ring = cc_instr__ring(f->in, i, NULL);
+	struct cab_ring *ring = w->ring;
 	uint64_t now = now_ns();
 
 	t->tid = w->tid;
@@ -881,7 +951,7 @@ int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istat
 	r->sampling = st->sampling;
 	for (size_t i = 0; i < st->nf; i++) {
 		const struct func *f = &st->f[i];
-		r->seconds += (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		r->seconds += func_seconds(f);
 		for (size_t k = 0; k < f->nw; k++) {
 			struct padrone_istat_thread *t = &r->threads[r->nthreads++];
 			worker_stats(f, k, t);

@@ -389,6 +389,16 @@ int padrone_session_fail_if_gone(struct padrone_session *s)
 	return s->t ? need_target(s) : 0;
 }
 
+int padrone_session_fail_if_left(struct padrone_session *s)
+{
+	/* The tracer thread may not have seen the exit or exec event yet when
+	 * the operation failed on its effects (maps gone, code unreadable); a
+	 * stop waits for every thread, so it fails on a process that left. */
+	if (s->t && attach_target__state(s->t) == ATTACH_OK && attach_target__stop(s->t) == 0)
+		attach_target__resume(s->t);
+	return padrone_session_fail_if_gone(s);
+}
+
 static int need_symbolizer(struct padrone_session *s)
 {
 	struct prof_error err = { 0 };

@@ -55,6 +55,10 @@ PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_
 /* The session's failure when its process has exited or exec'd (the words
  * and status padrone gives those everywhere), or 0 while it lives. */
 PADRONE_HIDDEN int padrone_session_fail_if_gone(struct padrone_session *s);
+/* The same after an operation that changes the process failed: whether it
+ * failed because the process exited or exec'd in its middle (a stop of the
+ * world tells), so that it says so and not what broke on the way. */
+PADRONE_HIDDEN int padrone_session_fail_if_left(struct padrone_session *s);
 
 /* For a program that is leaving (SIGTERM): the running profile ends now,
  * and so does every later one of this session, at once (with the samples

@@ -15,7 +15,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
 chmod 700 "$PADRONE_RUNDIR"
-echo 1..23
+echo 1..26
 : >"$tmp/out"	# there before wait_for reads it
 "$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
 pid=$!
@@ -187,6 +187,21 @@ check "stats after uninstrument: consumers ended, their units and refs are repor
 	eval 'status st3 0 && ! says st3 "\"active\":true" && [ "$(first st3 units)" -gt 0 ] &&
 	[ "$(first st3 units)" = "$(sum repj units)" ] && [ "$(first st3 refs)" = "$(sum repj refs)" ]'
 check "the target runs on, right, after uninstrument" goes_on
+# Instrumenting again and again in one padroned (a service's): the same
+# function's results add up in its one entry, past the 16 functions an
+# attachment holds, and padroned keeps no ring of the times before.
+fds() { ls "/proc/$dpid/fd" | wc -l; }
+irs() { grep -o '"name":"axpy","entry":"[^"]*","active":[a-z]*,"events":{"Ir":[0-9]*' "$tmp/$1.out" |
+	sed 's/.*"Ir"://'; }
+fd0=$(fds)
+set --
+for i in $(seq 20); do set -- "$@" instrument axpy \; uninstrument axpy \; ; done
+run re "$padrone" -p "$pid" "$@" report -j
+check "instrument and uninstrument axpy 20 times more: each accepted (status $(cat "$tmp/re.st" 2>/dev/null))" \
+	eval 'status re 0 && [ "$(grep -c "^instrumented axpy" "$tmp/re.out")" = 20 ]'
+check "padroned's fds are as before ($fd0, now $(fds))" test "$(fds)" -le "$fd0"
+check "report lists axpy once, its Ir grown past the first time's ($(irs repj) -> $(irs re))" \
+	eval '[ "$(irs re | wc -l)" = 1 ] && [ "$(irs re)" -gt "$(irs repj)" ] && [ "$(code $entry)" = "$orig" ]'
 run det "$padrone" -p "$pid" detach
 check "detached, the target runs on, right" eval 'status det 0 && goes_on'
 # cachegrind's --I1/--D1/--LL: the first function fixes the geometry of the
