@@ -53,8 +53,9 @@ extern "C" {
 
 /* ---------------------------------------------------------------- errors */
 
-/* Why an operation on a process could not be done. Each has its own message
- * and, in padroned/padrone, its own exit status (attach_why_exit_status). */
+/* Why an operation on a process could not be done, with enough structure
+ * for a front end to decide on (src/status.c maps each to an exit status
+ * and a name). */
 enum attach_why {
 	ATTACH_OK = 0,
 	ATTACH_NO_PROCESS,	/* no such PID (-ESRCH) */
@@ -76,14 +77,6 @@ struct attach_error {
 	char msg[512];		/* a full sentence naming the cause */
 };
 
-/* Distinct process exit status per reason (ATTACH_OK -> 0), shared by all
- * of padrone's programs and documented in their man pages:
- *   0 ok, 3 no-process, 4 zombie, 5 kernel-thread, 6 not-x86-64,
- *   7 permission, 8 already-traced, 9 target-exited, 10 target-execed,
- *   11 timeout, 12 system (1 and 2 are left to the programs: failure, usage).
- * attach_why_name gives the names above. */
-int attach_why_exit_status(enum attach_why why);
-const char *attach_why_name(enum attach_why why);
 
 /* ------------------------------------------------------------------ maps */
 
@@ -163,7 +156,7 @@ pid_t attach_target__pid(const struct attach_target *t);
 const char *attach_target__errmsg(const struct attach_target *t);
 /* Why the calling thread's last operation on t failed: ATTACH_OK after a
  * success, ATTACH_TARGET_EXITED / _EXECED, ATTACH_TIMEOUT or ATTACH_SYSTEM;
- * for the exit status (attach_why_exit_status). */
+ * (what a front end's status is made of). */
 enum attach_why attach_target__why(const struct attach_target *t);
 /* ATTACH_OK while alive; ATTACH_TARGET_EXITED / ATTACH_TARGET_EXECED once
  * that happened (padrone then only detaches). */

@@ -187,7 +187,7 @@ static void settle(struct attach_target *t, pid_t tid)
 		 * not ours. Held until its maker's event names it, told (with
 		 * the maker, if that came), let go. */
 		if (th->fresh && th->stop == AT_PARKED && !th->parent &&
-		    attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
+		    util_now_ns() - th->seen_ns < FRESH_WAIT_NS)
 			return;
 		if (th->fresh) {
 			th->fresh = false;
@@ -202,7 +202,7 @@ static void settle(struct attach_target *t, pid_t tid)
 		 * parent. A first stop of another kind (killed before it ever
 		 * ran: its exit stop) is reported at once. */
 		if (th->stop == AT_PARKED && !th->parent &&
-		    attach__now_ns() - th->seen_ns < FRESH_WAIT_NS)
+		    util_now_ns() - th->seen_ns < FRESH_WAIT_NS)
 			return;
 		th->fresh = false;
 		emit(t, ATTACH_EV_THREAD_NEW, tid, th->parent, 0);
@@ -330,7 +330,7 @@ static void dispatch(struct attach_target *t, pid_t tid, int status)
 		th = new_thread(t, tid, 0);
 		if (!th)
 			return;
-		th->seen_ns = attach__now_ns();
+		th->seen_ns = util_now_ns();
 	}
 	th->interrupted = false;	/* any ptrace stop consumes a pending interrupt */
 	int sig = WSTOPSIG(status), ev = status >> 16;
@@ -356,7 +356,7 @@ static void dispatch(struct attach_target *t, pid_t tid, int status)
  * By tid: settle() may change the table. */
 static void settle_each(struct attach_target *t, bool fresh_only)
 {
-	uint64_t now = attach__now_ns();
+	uint64_t now = util_now_ns();
 #define SETTLE_WANTS(th) (fresh_only ? (th)->fresh && !(th)->parent && (th)->stop == AT_PARKED && \
 				       now - (th)->seen_ns >= FRESH_WAIT_NS \
 				     : (th)->stop != AT_RUNNING && (th)->stop != AT_PARKED)
@@ -621,7 +621,7 @@ static int wait_parked(struct attach_target *t, uint64_t deadline)
 				lag = t->th[i].tid;
 		if (!lag)
 			return 0;
-		uint64_t now = attach__now_ns();
+		uint64_t now = util_now_ns();
 		if (now >= deadline) {
 			/* Late threads that are dying anyway do not count. */
 			char st = 0;
@@ -664,7 +664,7 @@ static int wait_not_dying(struct attach_target *t, uint64_t deadline)
 		for (size_t i = 0; i < t->nth; i++)
 			if (t->th[i].stop != AT_RUNNING)
 				release(&t->th[i]);
-		if (attach__now_ns() >= deadline + 1000000000ull)
+		if (util_now_ns() >= deadline + 1000000000ull)
 			return attach__fail(t, -ESRCH, "process %d (%s) is exiting", (int)t->pid,
 					    t->comm);
 		attach__pump(t, ATTACH_POLL_MS);
@@ -683,7 +683,7 @@ static void release_all(struct attach_target *t)
 
 static void account_pause(struct attach_target *t)
 {
-	uint64_t ns = attach__now_ns() - t->pause_t0;
+	uint64_t ns = util_now_ns() - t->pause_t0;
 	pthread_mutex_lock(&t->lock);
 	t->stats.count++;
 	t->stats.last_ns = ns;
@@ -745,7 +745,7 @@ static int stop_world(struct attach_target *t, bool keep)
 	if (t->depth++ > 0)
 		return 0;
 	boost(t, true);
-	t->pause_t0 = attach__now_ns();
+	t->pause_t0 = util_now_ns();
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
 		if (th->stop == AT_RUNNING && !th->interrupted && !th->exiting)
@@ -771,7 +771,7 @@ static int stop_world(struct attach_target *t, bool keep)
 	if (r < 0)
 		goto fail;
 	pthread_mutex_lock(&t->lock);
-	t->stats.last_stop_ns = attach__now_ns() - t->pause_t0;
+	t->stats.last_stop_ns = util_now_ns() - t->pause_t0;
 	pthread_mutex_unlock(&t->lock);
 	__atomic_store_n(&t->world_stopped, true, __ATOMIC_RELEASE);
 	return 0;	/* still SCHED_FIFO: see boost() */
@@ -888,7 +888,7 @@ struct athread *attach__stopped_thread(struct attach_target *t, pid_t tid, int *
 
 int attach__wait_thread(struct attach_target *t, pid_t tid, int timeout_ms)
 {
-	uint64_t deadline = attach__now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
 		int r = attach__check_alive(t);
 		if (r < 0)
@@ -899,7 +899,7 @@ int attach__wait_thread(struct attach_target *t, pid_t tid, int timeout_ms)
 					    (int)tid, (int)t->pid, t->comm);
 		if (th->stop != AT_RUNNING)
 			return 0;
-		uint64_t now = attach__now_ns();
+		uint64_t now = util_now_ns();
 		if (now >= deadline)
 			return attach__fail(t, -ETIMEDOUT, "thread %d of process %d (%s) did not "
 					    "stop within %d ms", (int)tid, (int)t->pid, t->comm,

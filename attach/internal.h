@@ -4,6 +4,7 @@
 #define PADRONE_ATTACH_INTERNAL_H
 
 #include "attach/attach.h"
+#include "util/util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -183,9 +184,6 @@ struct attach_target {
 	bool left_running;	/* detach left threads for the kernel to release */
 	char exec_comm[64];
 };
-
-/* Current monotonic time in ns. */
-uint64_t attach__now_ns(void);
 
 /* Run fn on t's tracer thread and wait (directly when already on it). */
 int attach__call(struct attach_target *t, int (*fn)(struct attach_target *, void *), void *arg);

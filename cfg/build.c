@@ -36,7 +36,7 @@ struct fb {
 	uint64_t entry, lo, hi;	/* [lo, hi): the entry's FDE, if any */
 	struct bi *iv;
 	size_t ni, ci;
-	struct cfg_hmap at;
+	struct util_hmap at;
 	struct work *wv;
 	size_t nw, cw;
 	struct cfg_jt_result *tv;
@@ -72,7 +72,7 @@ static void fb_error(struct fb *b, enum cfg_error e, uint64_t at, const char *fm
 static int push(struct fb *b, uint64_t addr, int32_t from, uint8_t taken, int32_t h,
 		int32_t rbp_h)
 {
-	if (cfg_grow(&b->wv, &b->cw, b->nw + 1, sizeof(*b->wv)) < 0)
+	if (cfg__grow(&b->wv, &b->cw, b->nw + 1, sizeof(*b->wv)) < 0)
 		return -ENOMEM;
 	b->wv[b->nw++] = (struct work){ addr, from, h, rbp_h, taken };
 	return 0;
@@ -80,7 +80,7 @@ static int push(struct fb *b, uint64_t addr, int32_t from, uint8_t taken, int32_
 
 static int32_t find(const struct fb *b, uint64_t addr)
 {
-	uint32_t *ix = cfg_hmap_get(&b->at, addr);
+	uint32_t *ix = util_hmap__get(&b->at, addr);
 	return ix ? (int32_t)*ix : -1;
 }
 
@@ -96,7 +96,7 @@ static bool in_own(const struct fb *b, uint64_t t)
  * (no frame to describe), but goes back to the hot part. */
 static bool jumps_back(struct fb *b, uint64_t t)
 {
-	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
+	const struct cfg_fde *f = cfg__reader_fde_at(b->r, t);
 	char name[8];
 	uint64_t start;
 	if (!f || f->start != t || b->lo >= b->hi ||
@@ -104,7 +104,7 @@ static bool jumps_back(struct fb *b, uint64_t t)
 		return false;	/* a symbol says it is a function */
 	uint64_t a = t;
 	for (int i = 0; i < 256 && a < f->end; i++) {
-		const struct cfg_insn *d = cfg_reader_insn(b->r, a);
+		const struct cfg_insn *d = cfg__reader_insn(b->r, a);
 		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
 			return false;
 		if ((d->kind == CFG_I_JMP || d->kind == CFG_I_JCC) && in_own(b, d->target) &&
@@ -121,13 +121,13 @@ static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 	if (t == b->entry || in_own(b, t))
 		return false;
 	bool torn_down = h == 0 || h == H_UNKNOWN;
-	if (cfg_reader_stub(b->r, t, NULL, NULL))
+	if (cfg__reader_stub(b->r, t, NULL, NULL))
 		return true;
-	if (cfg_reader_cold_parent(b->r, t, NULL))	/* never a function of its own */
+	if (cfg__reader_cold_parent(b->r, t, NULL))	/* never a function of its own */
 		return false;
-	if (cfg_reader_is_entry(b->r, t))
+	if (cfg__reader_is_entry(b->r, t))
 		return torn_down && !jumps_back(b, t);
-	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
+	const struct cfg_fde *f = cfg__reader_fde_at(b->r, t);
 	if (f && !f->entry)	/* a cold part: ours */
 		return false;
 	if (f && f->entry && b->lo < b->hi)	/* inside another function */
@@ -138,14 +138,14 @@ static bool is_tail(struct fb *b, uint64_t t, int32_t h)
 /* May a jump-table entry be this function's code? */
 static bool table_target_ok(struct fb *b, uint64_t t)
 {
-	if (!cfg_reader_is_code(b->r, t))
+	if (!cfg__reader_is_code(b->r, t))
 		return false;
 	if (b->lo >= b->hi)
 		return true;
 	if (in_own(b, t))
 		return true;
-	const struct cfg_fde *f = cfg_reader_fde_at(b->r, t);
-	return f && (!f->entry || cfg_reader_cold_parent(b->r, t, NULL));
+	const struct cfg_fde *f = cfg__reader_fde_at(b->r, t);
+	return f && (!f->entry || cfg__reader_cold_parent(b->r, t, NULL));
 }
 
 static bool table_ok_cb(void *arg, uint64_t t)
@@ -181,7 +181,7 @@ static bool const_before(const struct fb *b, int32_t i, int reg, int64_t *val)
 			continue;
 		ZydisDecodedInstruction zi;
 		ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-		if (cfg_decode_full(&b->r->dec, d, &zi, op) < 0)
+		if (cfg__decode_full(&b->r->dec, d, &zi, op) < 0)
 			return false;
 		const ZydisDecodedOperand *o0 = &op[0], *o1 = &op[1];
 		if (slot_base < 0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER) {
@@ -233,12 +233,12 @@ static uint64_t slot_callee(struct fb *b, const struct cfg_module *home, uint64_
 	char err[sizeof r->err];
 
 	if (cfg_reader__read(r, slot, &v, 8) == 8 && v && cfg_reader__is_code(r, v) &&
-	    cfg_reader_module(r, v) != home)
+	    cfg__reader_module(r, v) != home)
 		return v;
 	if (!name || !*name)
 		return 0;
 	memcpy(err, r->err, sizeof err);	/* not finding it is no error */
-	if (cfg_reader__lookup(r, name, &v) < 0 || cfg_reader_module(r, v) == home)
+	if (cfg_reader__lookup(r, name, &v) < 0 || cfg__reader_module(r, v) == home)
 		v = 0;
 	memcpy(r->err, err, sizeof err);
 	return v;
@@ -254,7 +254,7 @@ static bool slot_call_returns(struct fb *b, const struct cfg_module *home, uint6
 
 	if (b->o.no_callee_analysis || !home || !(callee = slot_callee(b, home, slot, name)))
 		return true;
-	return cfg_callee_returns(b->r, callee) != CFG_RET_NO;
+	return cfg__callee_returns(b->r, callee) != CFG_RET_NO;
 }
 
 /* Does a call to t (name known or not) come back? */
@@ -269,16 +269,16 @@ static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
 			return false;
 		/* glibc's returns otherwise; a program's own error() (zlib's
 		 * minigzip: error(const char *msg), which exits) is analysed */
-		if (!t || cfg_reader_stub(b->r, t, NULL, NULL))
+		if (!t || cfg__reader_stub(b->r, t, NULL, NULL))
 			return true;
-	} else if (cfg_noreturn_name(name)) {
+	} else if (cfg__noreturn_name(name)) {
 		return false;
 	}
 	if (!t || b->o.no_callee_analysis)
 		return true;
-	if (cfg_reader_stub(b->r, t, &slot, &name))
-		return slot_call_returns(b, cfg_reader_module(b->r, t), slot, name);
-	return cfg_callee_returns(b->r, t) != CFG_RET_NO;
+	if (cfg__reader_stub(b->r, t, &slot, &name))
+		return slot_call_returns(b, cfg__reader_module(b->r, t), slot, name);
+	return cfg__callee_returns(b->r, t) != CFG_RET_NO;
 }
 
 /* Does the call at addr end its FDE (next, its return address, is the
@@ -287,7 +287,7 @@ static bool call_returns(struct fb *b, int32_t i, uint64_t t, const char *name)
  * (libpng's png_error), unanalysable from this module. */
 static bool ends_fde(struct fb *b, uint64_t addr, uint64_t next)
 {
-	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	const struct cfg_fde *f = cfg__reader_fde_at(b->r, addr);
 	return f && f->end == next;
 }
 
@@ -295,7 +295,7 @@ static bool ends_fde(struct fb *b, uint64_t addr, uint64_t next)
 static int keep_name(struct fb *b, const char *name, size_t *off)
 {
 	size_t n = strlen(name) + 1;
-	if (cfg_grow(&b->names, &b->cnames, b->nnames + n, 1) < 0)
+	if (cfg__grow(&b->names, &b->cnames, b->nnames + n, 1) < 0)
 		return -ENOMEM;
 	memcpy(b->names + b->nnames, name, n);
 	*off = b->nnames;
@@ -308,7 +308,7 @@ static int add_call(struct fb *b, uint64_t at, uint64_t target, const char *name
 {
 	if (b->summary)
 		return 0;
-	if (cfg_grow(&b->cv, &b->cc, b->nc + 1, sizeof(*b->cv)) < 0)
+	if (cfg__grow(&b->cv, &b->cc, b->nc + 1, sizeof(*b->cv)) < 0)
 		return -ENOMEM;
 	size_t off;
 	if (keep_name(b, name, &off) < 0)
@@ -322,11 +322,11 @@ static const char *target_name(struct fb *b, uint64_t t, char *buf, size_t size)
 {
 	const char *sn;
 	buf[0] = '\0';
-	if (cfg_reader_stub(b->r, t, NULL, &sn) && *sn) {
+	if (cfg__reader_stub(b->r, t, NULL, &sn) && *sn) {
 		snprintf(buf, size, "%s@plt", sn);
 		return buf;
 	}
-	return cfg_reader_name_at(b->r, t, buf, size);
+	return cfg__reader_name_at(b->r, t, buf, size);
 }
 
 /* ------------------------------------------------------------ jump tables */
@@ -342,9 +342,9 @@ static int try_jump_table(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		n++;
 	}
 	struct cfg_jt_result jt;
-	if (cfg_jump_table(b->r, path, taken, n, table_ok_cb, b, &jt) < 0)
+	if (cfg__jump_table(b->r, path, taken, n, table_ok_cb, b, &jt) < 0)
 		return -ENOENT;
-	if (cfg_grow(&b->tv, &b->ct, b->nt + 1, sizeof(*b->tv)) < 0) {
+	if (cfg__grow(&b->tv, &b->ct, b->nt + 1, sizeof(*b->tv)) < 0) {
 		free(jt.targets);
 		return -ENOMEM;
 	}
@@ -361,8 +361,8 @@ static int try_jump_table(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 static int32_t new_insn(struct fb *b, const struct cfg_insn *d, int32_t prev, uint8_t taken,
 			int32_t h)
 {
-	if (cfg_grow(&b->iv, &b->ci, b->ni + 1, sizeof(*b->iv)) < 0 ||
-	    cfg_hmap_put(&b->at, d->addr, (uint32_t)b->ni) < 0)
+	if (cfg__grow(&b->iv, &b->ci, b->ni + 1, sizeof(*b->iv)) < 0 ||
+	    util_hmap__put(&b->at, d->addr, (uint32_t)b->ni) < 0)
 		return -1;
 	b->iv[b->ni] = (struct bi){ .d = d, .ft_prev = -1, .ft_next = -1, .prev = prev, .h = h,
 				    .table = -1, .block = -1, .prev_taken = taken };
@@ -449,8 +449,8 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		return 0;
 	case CFG_I_JMP_IND:
 		if (d->rip_mem) {	/* through a pointer slot: a tail call */
-			name = cfg_reader_slot_name(b->r, d->target);
-			bool ret = !cfg_noreturn_name(name);
+			name = cfg__reader_slot_name(b->r, d->target);
+			bool ret = !cfg__noreturn_name(name);
 			if (ret)
 				b->returns = true;
 			b->iv[i].tail = 1;
@@ -481,10 +481,10 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
 		if (d->kind == CFG_I_CALL)
 			name = target_name(b, t, nbuf, sizeof(nbuf));
 		else
-			name = d->rip_mem ? cfg_reader_slot_name(b->r, d->target) : "";
+			name = d->rip_mem ? cfg__reader_slot_name(b->r, d->target) : "";
 		bool ret = call_returns(b, i, t, name) && !ends_fde(b, d->addr, next);
 		if (ret && d->kind == CFG_I_CALL_IND && d->rip_mem)	/* -fno-plt */
-			ret = slot_call_returns(b, cfg_reader_module(b->r, d->addr), d->target,
+			ret = slot_call_returns(b, cfg__reader_module(b->r, d->addr), d->target,
 						name);
 		b->iv[i].noret = !ret;
 		if (add_call(b, d->addr, t, name, !ret, false, d->kind == CFG_I_CALL_IND) < 0)
@@ -504,7 +504,7 @@ static int transfer(struct fb *b, int32_t i, int32_t h, int32_t rbp_h)
  * the stack as at the call that threw, which is not tracked here. */
 static int push_pads(struct fb *b, uint64_t addr)
 {
-	const struct cfg_fde *f = cfg_reader_fde_at(b->r, addr);
+	const struct cfg_fde *f = cfg__reader_fde_at(b->r, addr);
 	if (!f || !f->lsda)
 		return 0;
 	for (size_t k = 0; k < b->nlsda; k++)
@@ -515,11 +515,11 @@ static int push_pads(struct fb *b, uint64_t addr)
 	b->lsda_seen[b->nlsda++] = f->start;
 	uint64_t *pads;
 	size_t n;
-	if (cfg_lsda_pads(b->r, f, &pads, &n) < 0)
+	if (cfg__lsda_pads(b->r, f, &pads, &n) < 0)
 		return -ENOMEM;
 	int err = 0;
 	for (size_t k = 0; k < n && !err; k++)
-		if (cfg_reader_is_code(b->r, pads[k]))
+		if (cfg__reader_is_code(b->r, pads[k]))
 			err = push(b, pads[k], -1, 0, H_UNKNOWN, H_UNKNOWN);
 	free(pads);
 	return err;
@@ -537,7 +537,7 @@ static int explore(struct fb *b)
 			b->iv[i].leader = 1;
 			continue;
 		}
-		if (!cfg_reader_is_code(b->r, w.addr)) {
+		if (!cfg__reader_is_code(b->r, w.addr)) {
 			fb_error(b, CFG_ERR_NOT_CODE, w.addr, "branch to %#lx, outside code",
 				 (unsigned long)w.addr);
 			continue;
@@ -560,7 +560,7 @@ static int explore(struct fb *b)
 				b->nw = 0;
 				break;
 			}
-			const struct cfg_insn *d = cfg_reader_insn(b->r, addr);
+			const struct cfg_insn *d = cfg__reader_insn(b->r, addr);
 			if (!d)
 				return -ENOMEM;
 			i = new_insn(b, d, prev, taken, h);
@@ -622,7 +622,7 @@ static int add_edge(struct cfg_function *f, size_t *cap, uint32_t from, int32_t 
 	for (size_t e = f->blocks[from].first_succ; e < f->nedges; e++)
 		if (f->edges[e].to_addr == to_addr && f->edges[e].kind == k)
 			return 0;
-	if (cfg_grow(&f->edges, cap, f->nedges + 1, sizeof(*f->edges)) < 0)
+	if (cfg__grow(&f->edges, cap, f->nedges + 1, sizeof(*f->edges)) < 0)
 		return -ENOMEM;
 	f->edges[f->nedges++] = (struct cfg_edge){ from, to, to_addr, k };
 	f->blocks[from].succ_count++;
@@ -758,7 +758,7 @@ static bool padding_only(struct cfg_reader *r, uint64_t from, uint64_t to)
 	if (to - from > 64)
 		return false;
 	while (from < to) {
-		const struct cfg_insn *d = cfg_reader_insn(r, from);
+		const struct cfg_insn *d = cfg__reader_insn(r, from);
 		if (!d || !d->nop || d->len == 0)
 			return false;
 		from += d->len;
@@ -768,7 +768,7 @@ static bool padding_only(struct cfg_reader *r, uint64_t from, uint64_t to)
 
 static bool starts_function(struct cfg_reader *r, uint64_t addr)
 {
-	const struct cfg_fde *fde = cfg_reader_fde_at(r, addr);
+	const struct cfg_fde *fde = cfg__reader_fde_at(r, addr);
 	return fde && fde->start == addr;
 }
 
@@ -781,7 +781,7 @@ static bool ends_dead(struct fb *b, const struct cfg_function *f, size_t k)
 	if (bl->succ_count)
 		return false;
 	const struct cfg_finsn *li = &f->insns[f->block_insn[k] + bl->insn_count - 1];
-	const struct cfg_insn *d = cfg_reader_insn(b->r, li->addr);
+	const struct cfg_insn *d = cfg__reader_insn(b->r, li->addr);
 	return d && (d->kind == CFG_I_CALL || d->kind == CFG_I_CALL_IND ||
 		     d->kind == CFG_I_SYSCALL || (d->kind == CFG_I_HALT && !d->nop));
 }
@@ -795,7 +795,7 @@ static bool dead_tail(struct fb *b, uint64_t from)
 	if (b->lo >= b->hi || from < b->lo || from >= b->hi || b->hi - from > 256)
 		return false;
 	while (from < b->hi) {
-		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		const struct cfg_insn *d = cfg__reader_insn(b->r, from);
 		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE || !d->len ||
 		    find(b, from) >= 0)
 			return false;
@@ -812,7 +812,7 @@ static uint64_t extent_end(struct fb *b, const struct cfg_function *f, size_t k)
 	const struct cfg_block *bl = &f->blocks[k];
 	if (!ends_dead(b, f, k))
 		return bl->end;
-	const struct cfg_insn *nx = cfg_reader_insn(b->r, bl->end);
+	const struct cfg_insn *nx = cfg__reader_insn(b->r, bl->end);
 	if (!nx || find(b, bl->end) >= 0)
 		return bl->end;
 	if ((nx->kind == CFG_I_HALT && !nx->nop) || (nx->kind == CFG_I_JMP && find(b, nx->target) >= 0))
@@ -830,7 +830,7 @@ static bool dead_gap(struct fb *b, uint64_t from, uint64_t to, uint64_t limit)
 	if (to - from > limit)
 		return false;
 	while (from < to) {
-		const struct cfg_insn *d = cfg_reader_insn(b->r, from);
+		const struct cfg_insn *d = cfg__reader_insn(b->r, from);
 		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
 			return false;
 		from += d->len;
@@ -918,7 +918,7 @@ static int finish_lists(struct fb *b, struct cfg_function *f)
 static void fb_fini(struct fb *b)
 {
 	free(b->iv);
-	cfg_hmap_fini(&b->at);
+	util_hmap__fini(&b->at);
 	free(b->wv);
 	for (size_t t = 0; t < b->nt; t++)
 		free(b->tv[t].targets);
@@ -932,8 +932,8 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 {
 	memset(b, 0, sizeof(*b));
 	b->r = r;
-	if (opts)
-		memcpy(&b->o, opts, opts->sz < sizeof(b->o) ? opts->sz : sizeof(b->o));
+	if (!UTIL_OPTS_COPY(&b->o, opts))
+		return -EINVAL;
 	if (!b->o.max_insns)
 		b->o.max_insns = CFG_DEFAULT_MAX_INSNS;
 	if (!b->o.max_blocks)
@@ -941,158 +941,35 @@ static int fb_init(struct fb *b, struct cfg_reader *r, uint64_t entry,
 	if (!b->o.max_callee_insns)
 		b->o.max_callee_insns = CFG_DEFAULT_MAX_CALLEE_INSNS;
 	b->entry = entry;
-	const struct cfg_fde *fde = cfg_reader_fde_at(r, entry);
+	const struct cfg_fde *fde = cfg__reader_fde_at(r, entry);
 	if (fde && fde->entry && fde->start == entry) {
 		b->lo = fde->start;
 		b->hi = fde->end;
 	} else {
-		struct cfg_module *m = cfg_reader_module(r, entry);
-		const struct cfg_sym *s = m ? cfg_module_sym_at(m, entry) : NULL;
+		struct cfg_module *m = cfg__reader_module(r, entry);
+		const struct cfg_sym *s = m ? cfg__module_sym_at(m, entry) : NULL;
 		if (s && s->addr == entry && s->size) {
 			b->lo = s->addr;
 			b->hi = s->addr + s->size;
 		}
 	}
-	return cfg_hmap_init(&b->at, 256);
+	return util_hmap__init(&b->at, 256);
 }
 
-/* The summary to remember: once the budget ran out, "returns" may only
- * mean "a callee was not looked at", so it is not kept (UNKNOWN: ask again
- * in a later build). "Never returns" holds whatever the callees do, since
- * the ones not looked at were assumed to return. */
-static enum cfg_ret to_memo(const struct cfg_reader *r, enum cfg_ret ret)
+/* Explores the function at entry only as far as needed to tell whether a
+ * path returns (its callees through cfg_callee_returns, in returns.c). */
+bool cfg__may_return(struct cfg_reader *r, uint64_t entry)
 {
-	return ret == CFG_RET_YES && r->callee_cut ? CFG_RET_UNKNOWN : ret;
-}
+	struct fb b;
+	bool returns = true;
 
-/* ------------------------------------------------------------ noreturn
- *
- * Does a function return? It returns if a path from its entry reaches a
- * ret, or a call or tail call to a function that returns. That is a
- * fixpoint over the call graph: callees are analysed depth first, and a
- * callee already being analysed (recursion) is taken not to return until
- * shown otherwise. Answers that rest on such an assumption stay provisional
- * until the component's first function is done; if its answer contradicts
- * what was assumed, the component is analysed again. Answers only go from
- * "no" to "yes", so this ends. */
-
-#define RET_VAL(state, index) ((uint32_t)(state) | (uint32_t)(index) << 8)
-
-static void ret_depends(struct cfg_reader *r, uint32_t low)
-{
-	struct cfg_ret_frame *top = r->depth ? &r->frames[r->depth - 1] : NULL;
-	if (top && low < top->low)
-		top->low = low;
-}
-
-/* The answer known for entry (final, provisional or assumed); false if
- * none yet. */
-static bool ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out)
-{
-	uint32_t *v = cfg_hmap_get(&r->rets, entry);
-	if (!v || *v == CFG_RET_UNKNOWN)
-		return false;
-	uint32_t ix = *v >> 8;
-	switch (*v & 0xff) {
-	case CFG_RET_BUSY:
-		r->frames[ix].used = true;
-		ret_depends(r, ix);
-		*out = r->frames[ix].assume;
-		return true;
-	case CFG_RET_PROV:
-		ret_depends(r, r->prov[ix].low);
-		*out = r->prov[ix].ret;
-		return true;
-	default:
-		*out = (enum cfg_ret)*v;
-		return true;
+	if (fb_init(&b, r, entry, NULL) == 0) {
+		b.summary = true;	/* explore() spends the budget */
+		if (explore(&b) == 0 && !b.returns)
+			returns = false;
 	}
-}
-
-static int ret_push(struct cfg_reader *r, uint64_t entry)
-{
-	uint32_t k = r->depth;
-	if (cfg_hmap_put(&r->rets, entry, RET_VAL(CFG_RET_BUSY, k)) < 0)
-		return -ENOMEM;
-	r->frames[k] = (struct cfg_ret_frame){ entry, CFG_RET_NO, false, k, (uint32_t)r->nprov };
-	r->depth++;
-	return 0;
-}
-
-/* Forget the provisional answers given since frame k was pushed. */
-static void ret_drop(struct cfg_reader *r, const struct cfg_ret_frame *f)
-{
-	for (size_t i = f->mark; i < r->nprov; i++)
-		cfg_hmap_put(&r->rets, r->prov[i].entry, CFG_RET_UNKNOWN);
-	r->nprov = f->mark;
-}
-
-/* The top frame's analysis gave ret: must it be done again (the
- * assumption it was analysed under was used, and was wrong)? */
-static bool ret_again(struct cfg_reader *r, enum cfg_ret ret)
-{
-	struct cfg_ret_frame *f = &r->frames[r->depth - 1];
-	if (!f->used || ret == f->assume || f->assume != CFG_RET_NO)
-		return false;
-	ret_drop(r, f);
-	f->assume = ret;
-	f->used = false;
-	f->low = r->depth - 1;
-	return true;
-}
-
-/* The top frame is done with answer ret: final if it rests on no frame
- * below (then so are the provisional answers of its component), else
- * provisional, and its caller rests on what it rests on. */
-static void ret_pop(struct cfg_reader *r, enum cfg_ret ret)
-{
-	struct cfg_ret_frame *f = &r->frames[--r->depth];
-	if (f->low == r->depth) {
-		for (size_t i = f->mark; i < r->nprov; i++)
-			cfg_hmap_put(&r->rets, r->prov[i].entry, to_memo(r, r->prov[i].ret));
-		r->nprov = f->mark;
-		cfg_hmap_put(&r->rets, f->entry, to_memo(r, ret));
-		return;
-	}
-	if (cfg_grow(&r->prov, &r->cprov, r->nprov + 1, sizeof(*r->prov)) < 0) {
-		/* cannot keep it: ask again next time */
-		cfg_hmap_put(&r->rets, f->entry, CFG_RET_UNKNOWN);
-	} else {
-		r->prov[r->nprov] = (struct cfg_ret_prov){ f->entry, (uint8_t)ret, f->low };
-		cfg_hmap_put(&r->rets, f->entry, RET_VAL(CFG_RET_PROV, r->nprov));
-		r->nprov++;
-	}
-	ret_depends(r, f->low);
-}
-
-/* Callee analysis is transitive (a callee's callees...): in a large C++
- * library one call can lead to thousands of functions. The budget bounds
- * what one cfg_function__build spends on it. */
-enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry)
-{
-	enum cfg_ret ret;
-	if (ret_known(r, entry, &ret))
-		return ret;
-	if (!cfg_reader_is_code(r, entry))
-		return CFG_RET_YES;
-	if (r->depth >= CFG_MAX_CALLEE_DEPTH || r->callee_budget == 0) {
-		r->callee_cut = true;	/* "returns", without looking */
-		return CFG_RET_YES;
-	}
-	if (ret_push(r, entry) < 0)
-		return CFG_RET_YES;
-	do {
-		struct fb b;
-		ret = CFG_RET_YES;
-		if (fb_init(&b, r, entry, NULL) == 0) {
-			b.summary = true;	/* explore() spends the budget */
-			if (explore(&b) == 0 && !b.returns)
-				ret = CFG_RET_NO;
-		}
-		fb_fini(&b);
-	} while (ret_again(r, ret));
-	ret_pop(r, ret);
-	return ret;
+	fb_fini(&b);
+	return returns;
 }
 
 static int fill(struct fb *b, struct cfg_function *f)
@@ -1106,9 +983,9 @@ static int fill(struct fb *b, struct cfg_function *f)
 	memcpy(f->err_msg, b->err_msg, sizeof(f->err_msg));
 	f->noreturn = !b->returns;
 	f->unresolved = b->unresolved;
-	if (f->nblocks && (err = cfg_dominators(f)) < 0)
+	if (f->nblocks && (err = cfg__dominators(f)) < 0)
 		return err;
-	if (f->nblocks && (err = cfg_loops(f)) < 0)
+	if (f->nblocks && (err = cfg__loops(f)) < 0)
 		return err;
 	return 0;
 }
@@ -1123,14 +1000,14 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 		cfg_reader__function_at(r, addr, &addr);
 	struct cfg_function *f = calloc(1, sizeof(*f));
 	if (!f)
-		return cfg_reader_err(r, -ENOMEM, "out of memory");
+		return cfg__reader_err(r, -ENOMEM, "out of memory");
 	f->entry = addr;
 	f->dec = r->dec;
 	/* code no symbol names is sub_ADDR, as profile, bt and the name
 	 * resolver call it */
-	if (!cfg_reader_name_at(r, addr, f->name, sizeof(f->name))[0])
+	if (!cfg__reader_name_at(r, addr, f->name, sizeof(f->name))[0])
 		snprintf(f->name, sizeof(f->name), "sub_%lx", (unsigned long)addr);
-	cfg_reader_trim(r);
+	cfg__reader_trim(r);
 	/* the function's own answer is what callers will be told: it is the
 	 * first frame of the noreturn analysis (built again if recursion
 	 * assumed wrongly that it does not return) */
@@ -1141,24 +1018,24 @@ int cfg_function__build(struct cfg_reader *r, uint64_t addr, const struct cfg_bu
 	r->depth = 0;
 	r->nprov = 0;
 	enum cfg_ret known;
-	bool framed = !ret_known(r, addr, &known);
+	bool framed = !cfg__ret_known(r, addr, &known);
 	if (framed && err == 0)
-		err = ret_push(r, addr);
+		err = cfg__ret_push(r, addr);
 	else
 		framed = false;
 	while (err == 0 && (err = explore(&b)) == 0 && framed &&
-	       ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
+	       cfg__ret_again(r, b.returns ? CFG_RET_YES : CFG_RET_NO)) {
 		fb_fini(&b);
 		err = fb_init(&b, r, addr, opts);
 	}
 	if (framed)
-		ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
+		cfg__ret_pop(r, err == 0 && !b.returns ? CFG_RET_NO : CFG_RET_YES);
 	if (err == 0)
 		err = fill(&b, f);
 	fb_fini(&b);
 	if (err < 0) {
 		cfg_function__free(f);
-		return cfg_reader_err(r, err, "building the CFG at %#lx: %s", (unsigned long)addr,
+		return cfg__reader_err(r, err, "building the CFG at %#lx: %s", (unsigned long)addr,
 				      strerror(-err));
 	}
 	*out = f;
@@ -1185,97 +1062,4 @@ void cfg_function__free(struct cfg_function *f)
 	free(f->loops);
 	free(f->loop_data);
 	free(f);
-}
-
-/* ------------------------------------------------------------ accessors */
-
-uint64_t cfg_function__entry(const struct cfg_function *f) { return f->entry; }
-const char *cfg_function__name(const struct cfg_function *f) { return f->name; }
-bool cfg_function__noreturn(const struct cfg_function *f) { return f->noreturn; }
-size_t cfg_function__unresolved_count(const struct cfg_function *f) { return f->unresolved; }
-size_t cfg_function__insn_count(const struct cfg_function *f) { return f->ninsns; }
-size_t cfg_function__range_count(const struct cfg_function *f) { return f->nranges; }
-size_t cfg_function__block_count(const struct cfg_function *f) { return f->nblocks; }
-size_t cfg_function__entry_block(const struct cfg_function *f) { return f->entry_block; }
-size_t cfg_function__edge_count(const struct cfg_function *f) { return f->nedges; }
-size_t cfg_function__jump_table_count(const struct cfg_function *f) { return f->ntables; }
-size_t cfg_function__call_count(const struct cfg_function *f) { return f->ncalls; }
-size_t cfg_function__loop_count(const struct cfg_function *f) { return f->nloops; }
-
-enum cfg_error cfg_function__error(const struct cfg_function *f, uint64_t *at, const char **msg)
-{
-	if (at)
-		*at = f->err_at;
-	if (msg)
-		*msg = f->err_msg;
-	return f->err;
-}
-
-const struct cfg_range *cfg_function__range(const struct cfg_function *f, size_t i)
-{
-	return i < f->nranges ? &f->ranges[i] : NULL;
-}
-
-const struct cfg_range *cfg_function__range_of(const struct cfg_function *f, uint64_t addr)
-{
-	for (size_t i = 0; i < f->nranges; i++)
-		if (addr >= f->ranges[i].start && addr < f->ranges[i].end)
-			return &f->ranges[i];
-	return NULL;
-}
-
-const struct cfg_block *cfg_function__block(const struct cfg_function *f, size_t i)
-{
-	return i < f->nblocks ? &f->blocks[i] : NULL;
-}
-
-ssize_t cfg_function__block_at(const struct cfg_function *f, uint64_t addr)
-{
-	size_t lo = 0, hi = f->nblocks;
-	while (lo < hi) {	/* first block starting above addr */
-		size_t mid = (lo + hi) / 2;
-		if (f->blocks[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* overlapping blocks: look back a little */
-	for (size_t k = lo; k > 0 && lo - k < 8; k--)
-		if (addr >= f->blocks[k - 1].start && addr < f->blocks[k - 1].end)
-			return (ssize_t)(k - 1);
-	return -1;
-}
-
-const struct cfg_edge *cfg_function__edge(const struct cfg_function *f, size_t i)
-{
-	return i < f->nedges ? &f->edges[i] : NULL;
-}
-
-const struct cfg_jump_table *cfg_function__jump_table(const struct cfg_function *f, size_t i)
-{
-	return i < f->ntables ? &f->tables[i] : NULL;
-}
-
-const struct cfg_call *cfg_function__call(const struct cfg_function *f, size_t i)
-{
-	return i < f->ncalls ? &f->calls[i] : NULL;
-}
-
-const struct cfg_loop *cfg_function__loop(const struct cfg_function *f, size_t i)
-{
-	return i < f->nloops ? &f->loops[i] : NULL;
-}
-
-const char *cfg_edge_kind_name(enum cfg_edge_kind k)
-{
-	static const char *const n[] = { "fallthrough", "taken", "not_taken", "jump",
-					 "jump_table", "call_return", "tail_call" };
-	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
-}
-
-const char *cfg_error_name(enum cfg_error e)
-{
-	static const char *const n[] = { "none", "unreadable", "invalid instruction",
-					 "branch outside code", "limit", "unresolved indirect jump" };
-	return (unsigned)e < sizeof(n) / sizeof(n[0]) ? n[e] : "?";
 }

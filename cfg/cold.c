@@ -56,7 +56,7 @@ static int sweep_fde(struct cfg_reader *r, const struct cfg_module *m, size_t i,
 	size_t len = (size_t)(fd->end - fd->start);
 	if (len > COLD_MAX_FDE)
 		return 0;
-	if (cfg_grow(buf, cap, len + ZYDIS_MAX_INSTRUCTION_LENGTH, 1) < 0)
+	if (cfg__grow(buf, cap, len + ZYDIS_MAX_INSTRUCTION_LENGTH, 1) < 0)
 		return -ENOMEM;
 	/* past the page cache: a sweep of libLLVM would fill it with the
 	 * whole module inside one build, before any trim */
@@ -65,7 +65,7 @@ static int sweep_fde(struct cfg_reader *r, const struct cfg_module *m, size_t i,
 		return 0;
 	struct cfg_insn in;
 	for (size_t off = 0; off < (size_t)n;) {
-		cfg_decode_bytes(&r->dec, fd->start + off, *buf + off, (size_t)n - off, &in);
+		cfg__decode_bytes(&r->dec, fd->start + off, *buf + off, (size_t)n - off, &in);
 		if (in.kind == CFG_I_INVALID || in.kind == CFG_I_UNREADABLE || !in.len)
 			break;
 		off += in.len;
@@ -98,7 +98,7 @@ static bool is_cold(struct cfg_reader *r, const struct cfg_module *m, size_t j,
 {
 	return !(flags[j] & COLD_CALLED) && from[j] < m->nfdes && from[j] != j &&
 	       (!m->fdes[j].entry || !(flags[j] & COLD_UNCOND)) &&
-	       !cfg_reader_stub(r, m->fdes[j].start, NULL, NULL) &&
+	       !cfg__reader_stub(r, m->fdes[j].start, NULL, NULL) &&
 	       !named_function(r, m->fdes[j].start);
 }
 
@@ -140,10 +140,10 @@ static int find_colds(struct cfg_reader *r, struct cfg_module *m)
 
 /* The cold part whose FDE covers addr: its parent's entry. The module's
  * sweep gives it; failing that, a "FUNC.cold" symbol names the parent. */
-bool cfg_reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent)
+bool cfg__reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent)
 {
-	struct cfg_module *m = cfg_reader_module(r, addr);
-	const struct cfg_fde *fd = m ? cfg_module_fde_at(m, addr) : NULL;
+	struct cfg_module *m = cfg__reader_module(r, addr);
+	const struct cfg_fde *fd = m ? cfg__module_fde_at(m, addr) : NULL;
 	if (!fd)
 		return false;
 	if (!m->cold_done) {

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-void cfg_decoder_init(struct cfg_decoder *d)
+void cfg__decoder_init(struct cfg_decoder *d)
 {
 	ZydisDecoderInit(&d->zd, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 	ZydisFormatterInit(&d->fmt, ZYDIS_FORMATTER_STYLE_INTEL);
@@ -203,7 +203,7 @@ static void classify(const ZydisDecodedInstruction *zi, struct cfg_insn *out)
 	}
 }
 
-void cfg_decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t *bytes,
+void cfg__decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t *bytes,
 		      size_t n, struct cfg_insn *out)
 {
 	ZydisDecodedInstruction zi;
@@ -235,21 +235,21 @@ void cfg_decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t 
 	constant_set(&zi, bytes, out);
 }
 
-int cfg_decode_full(const struct cfg_decoder *d, const struct cfg_insn *in,
+int cfg__decode_full(const struct cfg_decoder *d, const struct cfg_insn *in,
 		    ZydisDecodedInstruction *zi, ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT])
 {
 	ZyanStatus st = ZydisDecoderDecodeFull(&d->zd, in->bytes, in->len, zi, ops);
 	return ZYAN_SUCCESS(st) ? 0 : -EINVAL;
 }
 
-void cfg_format_insn(const struct cfg_decoder *d, const struct cfg_insn *in, char *buf,
+void cfg__format_insn(const struct cfg_decoder *d, const struct cfg_insn *in, char *buf,
 		     size_t size)
 {
 	ZydisDecodedInstruction zi;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 
 	if (in->kind == CFG_I_UNREADABLE || in->kind == CFG_I_INVALID || in->len == 0 ||
-	    cfg_decode_full(d, in, &zi, ops) < 0) {
+	    cfg__decode_full(d, in, &zi, ops) < 0) {
 		snprintf(buf, size, "(bad)");
 		return;
 	}

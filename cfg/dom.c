@@ -91,7 +91,7 @@ static void dfs_free(struct dfs *d)
 	free(d->order_post);
 }
 
-int cfg_dominators(struct cfg_function *f)
+int cfg__dominators(struct cfg_function *f)
 {
 	size_t n = f->nblocks;
 	int err = build_preds(f);
@@ -236,8 +236,8 @@ struct lists {
 
 static int list_add(struct lists *l, uint32_t node, uint32_t val)
 {
-	if (cfg_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0 ||
-	    cfg_grow(&l->link, &l->lcap, l->n + 1, sizeof(*l->link)) < 0)
+	if (cfg__grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0 ||
+	    cfg__grow(&l->link, &l->lcap, l->n + 1, sizeof(*l->link)) < 0)
 		return -ENOMEM;
 	l->v[l->n] = val;
 	l->link[l->n] = l->head[node];
@@ -339,7 +339,7 @@ static int loop_members(struct cfg_function *f)
 	return 0;
 }
 
-int cfg_loops(struct cfg_function *f)
+int cfg__loops(struct cfg_function *f)
 {
 	size_t n = f->nblocks;
 	struct dfs d = { 0 };

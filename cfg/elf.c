@@ -84,8 +84,8 @@ static int add_symbols(struct cfg_reader *r, struct cfg_module *m, const struct 
 		const struct elf_sym *s = &f->syms[i];
 		if (s->kind == ELF_SYM_DATA || !s->value)
 			continue;
-		if (cfg_module_add_sym(m, s->value + bias, s->size, s->name) < 0)
-			return cfg_reader_err(r, -ENOMEM, "out of memory reading symbols");
+		if (cfg__module_add_sym(m, s->value + bias, s->size, s->name) < 0)
+			return cfg__reader_err(r, -ENOMEM, "out of memory reading symbols");
 	}
 	if (f->plt_lo) {
 		m->plt_lo = f->plt_lo + bias;
@@ -109,7 +109,7 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 		.sz = sizeof(ops), .read = elf_read, .is_code = elf_is_code, .destroy = elf_destroy,
 	};
 	struct cfg_reader *r;
-	int err = cfg_reader_alloc(&ops, e, &r);
+	int err = cfg__reader_alloc(&ops, e, &r);
 	if (err < 0) {
 		free(e);
 		return err;
@@ -117,13 +117,13 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		cfg_reader_err(r, err, "cannot open %s: %s", path, strerror(errno));
+		cfg__reader_err(r, err, "cannot open %s: %s", path, strerror(errno));
 		goto fail;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
 		close(fd);
-		err = cfg_reader_err(r, -ENOEXEC, "%s is not an ELF file (too short)", path);
+		err = cfg__reader_err(r, -ENOEXEC, "%s is not an ELF file (too short)", path);
 		goto fail;
 	}
 	e->size = (size_t)st.st_size;
@@ -135,14 +135,14 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 					 .no_debug_file = true };
 	if (elf_file__load(fd, NULL, 0, &lo_opts, &e->file, why, sizeof why) < 0) {
 		close(fd);
-		err = cfg_reader_err(r, -ENOEXEC, "%s is not an x86-64 ELF file", path);
+		err = cfg__reader_err(r, -ENOEXEC, "%s is not an x86-64 ELF file", path);
 		goto fail;
 	}
 	void *map = mmap(NULL, e->size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
 		err = -errno;
-		cfg_reader_err(r, err, "cannot map %s: %s", path, strerror(errno));
+		cfg__reader_err(r, err, "cannot map %s: %s", path, strerror(errno));
 		goto fail;
 	}
 	e->map = map;
@@ -160,11 +160,11 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 			hi = ph->vaddr + ph->memsz;
 	}
 	if (!e->nsegs) {
-		err = cfg_reader_err(r, -ENOEXEC, "%s has no loadable segment", path);
+		err = cfg__reader_err(r, -ENOEXEC, "%s has no loadable segment", path);
 		goto fail;
 	}
 	struct cfg_module *m;
-	if ((err = cfg_reader_add_module(r, &m)) < 0)
+	if ((err = cfg__reader_add_module(r, &m)) < 0)
 		goto fail;
 	m->path = strdup(path);
 	m->lo = (lo & ~(uint64_t)4095) + bias;
@@ -173,8 +173,8 @@ int cfg_reader__open_elf(const char *path, uint64_t bias, const struct cfg_reade
 	err = add_symbols(r, m, e->file, bias);
 	if (err < 0)
 		goto fail;
-	cfg_module_parse_memory(r, m, m->lo);
-	cfg_module_sort(m);
+	cfg__module_parse_memory(r, m, m->lo);
+	cfg__module_sort(m);
 	r->err[0] = '\0';
 	*out = r;
 	return 0;

@@ -10,8 +10,8 @@ static void insn_text(const struct cfg_function *f, const struct cfg_finsn *fi, 
 		      size_t size)
 {
 	struct cfg_insn in;
-	cfg_decode_bytes(&f->dec, fi->addr, fi->bytes, fi->len, &in);
-	cfg_format_insn(&f->dec, &in, buf, size);
+	cfg__decode_bytes(&f->dec, fi->addr, fi->bytes, fi->len, &in);
+	cfg__format_insn(&f->dec, &in, buf, size);
 }
 
 static void json_str(FILE *out, const char *s)
@@ -399,8 +399,8 @@ int cfg_function__write(const struct cfg_function *f, FILE *out, const struct cf
 	struct cfg_write_opts o = { .sz = sizeof(o), .format = CFG_FORMAT_TEXT };
 	if (!f || !out)
 		return -EINVAL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return -EINVAL;
 	switch (o.format) {
 	case CFG_FORMAT_JSON: write_json(f, out); break;
 	case CFG_FORMAT_DOT:

@@ -3,29 +3,15 @@
 #define PADRONE_CFG_INTERNAL_H
 
 #include "cfg/cfg.h"
+#include "util/util.h"
 
 #include <Zydis/Zydis.h>
 #include <stdarg.h>
 
-/* ------------------------------------------------------------ hash map */
-
-/* Open addressing, uint64 key (never UINT64_MAX) to uint32 value. */
-struct cfg_hmap {
-	uint64_t *keys;
-	uint32_t *vals;
-	size_t cap, len;	/* cap is a power of two */
-};
-#define CFG_HMAP_EMPTY UINT64_MAX
-int cfg_hmap_init(struct cfg_hmap *h, size_t hint);
-void cfg_hmap_fini(struct cfg_hmap *h);
-void cfg_hmap_clear(struct cfg_hmap *h);
-/* Pointer to the value of key, or NULL. */
-uint32_t *cfg_hmap_get(const struct cfg_hmap *h, uint64_t key);
-/* Insert (or overwrite). 0 or -ENOMEM. */
-int cfg_hmap_put(struct cfg_hmap *h, uint64_t key, uint32_t val);
+/* ------------------------------------------------------------ arrays */
 
 /* Grow a malloc'd array to hold at least n elements of size sz. */
-int cfg_grow(void *pptr, size_t *cap, size_t n, size_t sz);
+int cfg__grow(void *pptr, size_t *cap, size_t n, size_t sz);
 
 /* ------------------------------------------------------------ decoding */
 
@@ -74,15 +60,15 @@ struct cfg_decoder {
 	ZydisDecoder zd;
 	ZydisFormatter fmt;
 };
-void cfg_decoder_init(struct cfg_decoder *d);
+void cfg__decoder_init(struct cfg_decoder *d);
 /* Decode the instruction at addr from bytes[n] into *out (all fields). */
-void cfg_decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t *bytes,
+void cfg__decode_bytes(const struct cfg_decoder *d, uint64_t addr, const uint8_t *bytes,
 		      size_t n, struct cfg_insn *out);
 /* Full decoding with operands, for the few instructions that need them. */
-int cfg_decode_full(const struct cfg_decoder *d, const struct cfg_insn *in,
+int cfg__decode_full(const struct cfg_decoder *d, const struct cfg_insn *in,
 		    ZydisDecodedInstruction *zi, ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT]);
 /* Intel syntax text. */
-void cfg_format_insn(const struct cfg_decoder *d, const struct cfg_insn *in, char *buf,
+void cfg__format_insn(const struct cfg_decoder *d, const struct cfg_insn *in, char *buf,
 		     size_t size);
 
 /* ------------------------------------------------------------ modules */
@@ -129,18 +115,18 @@ struct cfg_module {
 /* Parse what the in-memory image at base tells (program headers,
  * PT_DYNAMIC: dynsym and PLT relocations; PT_GNU_EH_FRAME: FDEs), reading
  * through r. bias_hint: the load bias if known, else UINT64_MAX. */
-int cfg_module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base);
-void cfg_module_fini(struct cfg_module *m);
-int cfg_module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name);
-int cfg_module_add_slot(struct cfg_module *m, uint64_t slot, const char *name);
-void cfg_module_sort(struct cfg_module *m);
-const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr);
-const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr);
-const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot);
+int cfg__module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base);
+void cfg__module_fini(struct cfg_module *m);
+int cfg__module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name);
+int cfg__module_add_slot(struct cfg_module *m, uint64_t slot, const char *name);
+void cfg__module_sort(struct cfg_module *m);
+const struct cfg_sym *cfg__module_sym_at(const struct cfg_module *m, uint64_t addr);
+const struct cfg_fde *cfg__module_fde_at(const struct cfg_module *m, uint64_t addr);
+const char *cfg__module_slot_name(const struct cfg_module *m, uint64_t slot);
 /* The landing pads of an FDE's LSDA (gcc's .gcc_except_table: where the
  * unwinder resumes in the function for a cleanup or a catch), read
  * through r: *pads malloc'd, sorted, unique. 0 (maybe none) or -errno. */
-int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n);
+int cfg__lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n);
 
 /* ------------------------------------------------------------ reader */
 
@@ -185,15 +171,15 @@ struct cfg_reader {
 	cfg_lookup_fn ulookup;
 	void *uarg;
 	/* page cache */
-	struct cfg_hmap pages;	/* page addr -> index */
+	struct util_hmap pages;	/* page addr -> index */
 	struct cfg_page **pagev;
 	size_t npages, cpages;
 	/* decode cache */
-	struct cfg_hmap insns;	/* addr -> index */
+	struct util_hmap insns;	/* addr -> index */
 	struct cfg_insn **insnv;	/* chunks of CFG_INSN_CHUNK */
 	size_t ninsns, cinsnv;
 	/* callee summaries */
-	struct cfg_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
+	struct util_hmap rets;	/* entry -> enum cfg_ret (UNKNOWN: not known) */
 	unsigned depth;		/* nesting of callee analyses: frames in use */
 	struct cfg_ret_frame frames[CFG_MAX_CALLEE_DEPTH + 1];
 	struct cfg_ret_prov *prov;	/* answers not final yet */
@@ -216,33 +202,45 @@ struct cfg_reader {
 
 /* Drop decoded instructions and code pages past the limits above. Only
  * between builds: a build holds pointers into the caches. */
-void cfg_reader_trim(struct cfg_reader *r);
+void cfg__reader_trim(struct cfg_reader *r);
 
-int cfg_reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
+int cfg__reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-int cfg_reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_reader **out);
+int cfg__reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_reader **out);
 /* Decoded instruction at addr (cached); never NULL unless out of memory. */
-const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr);
-bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr);
-struct cfg_module *cfg_reader_module(struct cfg_reader *r, uint64_t addr);
-int cfg_reader_add_module(struct cfg_reader *r, struct cfg_module **out);
+const struct cfg_insn *cfg__reader_insn(struct cfg_reader *r, uint64_t addr);
+bool cfg__reader_is_code(struct cfg_reader *r, uint64_t addr);
+struct cfg_module *cfg__reader_module(struct cfg_reader *r, uint64_t addr);
+int cfg__reader_add_module(struct cfg_reader *r, struct cfg_module **out);
 /* A PLT-like stub at addr: [endbr64;] [bnd] jmp [rip+slot]. *name gets the
  * slot's symbol if known ("" if not). */
-bool cfg_reader_stub(struct cfg_reader *r, uint64_t addr, uint64_t *slot, const char **name);
-const char *cfg_reader_slot_name(struct cfg_reader *r, uint64_t slot);
+bool cfg__reader_stub(struct cfg_reader *r, uint64_t addr, uint64_t *slot, const char **name);
+const char *cfg__reader_slot_name(struct cfg_reader *r, uint64_t slot);
 /* Name of a function (symbol at exactly addr, or stub name). */
-const char *cfg_reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, size_t size);
-const struct cfg_fde *cfg_reader_fde_at(struct cfg_reader *r, uint64_t addr);
+const char *cfg__reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, size_t size);
+const struct cfg_fde *cfg__reader_fde_at(struct cfg_reader *r, uint64_t addr);
 /* Is addr the start of a function as far as symbols and FDEs tell? */
-bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr);
+bool cfg__reader_is_entry(struct cfg_reader *r, uint64_t addr);
 /* Is addr in a cold part of a function (cold.c)? *parent (may be NULL)
  * gets the function's entry. */
-bool cfg_reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent);
+bool cfg__reader_cold_parent(struct cfg_reader *r, uint64_t addr, uint64_t *parent);
 
-/* Does the function at entry return? Analyses it (bounded) if needed. */
-enum cfg_ret cfg_callee_returns(struct cfg_reader *r, uint64_t entry);
+/* returns.c: does the function at entry return? Analyses it (bounded) if
+ * needed. */
+enum cfg_ret cfg__callee_returns(struct cfg_reader *r, uint64_t entry);
+/* The fixpoint's frames (returns.c), for a build that is the first frame
+ * of the analysis: the answer known for entry (false if none yet); push a
+ * frame for entry (0 or -ENOMEM); whether the top frame, done with answer
+ * ret, must be analysed again; pop it with its answer. */
+bool cfg__ret_known(struct cfg_reader *r, uint64_t entry, enum cfg_ret *out);
+int cfg__ret_push(struct cfg_reader *r, uint64_t entry);
+bool cfg__ret_again(struct cfg_reader *r, enum cfg_ret ret);
+void cfg__ret_pop(struct cfg_reader *r, enum cfg_ret ret);
+/* build.c: whether a path of the function at entry may return (true when
+ * it cannot be explored), its callees asked through cfg_callee_returns. */
+bool cfg__may_return(struct cfg_reader *r, uint64_t entry);
 /* Is name a function that never returns (exit, abort...)? */
-bool cfg_noreturn_name(const char *name);
+bool cfg__noreturn_name(const char *name);
 
 /* ------------------------------------------------------------ functions */
 
@@ -294,8 +292,8 @@ struct cfg_function {
 	uint32_t *loop_data;	/* storage for the loops' arrays */
 };
 
-int cfg_dominators(struct cfg_function *f);
-int cfg_loops(struct cfg_function *f);
+int cfg__dominators(struct cfg_function *f);
+int cfg__loops(struct cfg_function *f);
 
 /* Jump-table analysis at an indirect jmp, given a backward path of
  * instructions (path[0] is the jmp, path[i+1] precedes path[i]) and for
@@ -309,7 +307,7 @@ struct cfg_jt_result {
 	uint32_t count;
 	uint64_t *targets;
 };
-int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
+int cfg__jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 		   const uint8_t *taken, size_t n, bool (*valid)(void *arg, uint64_t target),
 		   void *arg, struct cfg_jt_result *out);
 

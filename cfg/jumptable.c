@@ -68,7 +68,7 @@ static struct val lin(int64_t c, int64_t s)
 static bool decoded(struct ev *e, size_t p)
 {
 	if (!e->dec[p])
-		e->dec[p] = cfg_decode_full(&e->r->dec, e->path[p], &e->zi[p], e->ops[p]) == 0 ? 1 : -1;
+		e->dec[p] = cfg__decode_full(&e->r->dec, e->path[p], &e->zi[p], e->ops[p]) == 0 ? 1 : -1;
 	return e->dec[p] > 0;
 }
 
@@ -394,7 +394,7 @@ static int64_t byte_table_bound(struct ev *e, const uint8_t *taken, int64_t *c1)
 static bool plausible_code(struct cfg_reader *r, uint64_t a)
 {
 	for (int i = 0; i < 8; i++) {
-		const struct cfg_insn *d = cfg_reader_insn(r, a);
+		const struct cfg_insn *d = cfg__reader_insn(r, a);
 		if (!d || d->kind == CFG_I_INVALID || d->kind == CFG_I_UNREADABLE)
 			return false;
 		if (d->kind != CFG_I_PLAIN)
@@ -404,7 +404,7 @@ static bool plausible_code(struct cfg_reader *r, uint64_t a)
 	return true;
 }
 
-int cfg_jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
+int cfg__jump_table(struct cfg_reader *r, const struct cfg_insn *const *path,
 		   const uint8_t *taken, size_t n, bool (*valid)(void *arg, uint64_t target),
 		   void *arg, struct cfg_jt_result *out)
 {

@@ -42,7 +42,7 @@ static int live_refresh(struct cfg_reader *r)
 	struct attach_maps *maps;
 	int err = attach_maps__read(attach_target__pid(l->t), &maps);
 	if (err < 0)
-		return cfg_reader_err(r, err, "cannot read the maps of process %d: %s",
+		return cfg__reader_err(r, err, "cannot read the maps of process %d: %s",
 				      (int)attach_target__pid(l->t), strerror(-err));
 	attach_maps__free(l->maps);
 	l->maps = maps;
@@ -63,7 +63,7 @@ static int live_refresh(struct cfg_reader *r)
 		if (known)
 			continue;
 		struct cfg_module *mod;
-		if ((err = cfg_reader_add_module(r, &mod)) < 0)
+		if ((err = cfg__reader_add_module(r, &mod)) < 0)
 			return err;
 		mod->path = strdup(m->path);
 		mod->lo = first->start;
@@ -94,7 +94,7 @@ int cfg_reader__open_live(struct attach_target *t, const struct cfg_reader_opts 
 		.destroy = live_destroy,
 	};
 	struct cfg_reader *r;
-	int err = cfg_reader_alloc(&ops, l, &r);
+	int err = cfg__reader_alloc(&ops, l, &r);
 	if (err < 0) {
 		free(l);
 		return err;

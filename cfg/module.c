@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cfg_module_fini(struct cfg_module *m)
+void cfg__module_fini(struct cfg_module *m)
 {
 	for (size_t i = 0; i < m->npool; i++)
 		free(m->pool[i]);
@@ -25,7 +25,7 @@ void cfg_module_fini(struct cfg_module *m)
 
 static char *pool_add(struct cfg_module *m, char *s)
 {
-	if (!s || cfg_grow(&m->pool, &m->cpool, m->npool + 1, sizeof(*m->pool)) < 0) {
+	if (!s || cfg__grow(&m->pool, &m->cpool, m->npool + 1, sizeof(*m->pool)) < 0) {
 		free(s);
 		return NULL;
 	}
@@ -33,17 +33,17 @@ static char *pool_add(struct cfg_module *m, char *s)
 	return s;
 }
 
-int cfg_module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name)
+int cfg__module_add_sym(struct cfg_module *m, uint64_t addr, uint64_t size, const char *name)
 {
-	if (cfg_grow(&m->syms, &m->csyms, m->nsyms + 1, sizeof(*m->syms)) < 0)
+	if (cfg__grow(&m->syms, &m->csyms, m->nsyms + 1, sizeof(*m->syms)) < 0)
 		return -ENOMEM;
 	m->syms[m->nsyms++] = (struct cfg_sym){ addr, size, name };
 	return 0;
 }
 
-int cfg_module_add_slot(struct cfg_module *m, uint64_t slot, const char *name)
+int cfg__module_add_slot(struct cfg_module *m, uint64_t slot, const char *name)
 {
-	if (cfg_grow(&m->slots, &m->cslots, m->nslots + 1, sizeof(*m->slots)) < 0)
+	if (cfg__grow(&m->slots, &m->cslots, m->nslots + 1, sizeof(*m->slots)) < 0)
 		return -ENOMEM;
 	m->slots[m->nslots++] = (struct cfg_slot){ slot, name };
 	return 0;
@@ -72,7 +72,7 @@ static int slot_cmp(const void *a, const void *b)
 	return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-void cfg_module_sort(struct cfg_module *m)
+void cfg__module_sort(struct cfg_module *m)
 {
 	if (!m->nsyms)
 		goto fdes;
@@ -90,16 +90,10 @@ fdes:
 		qsort(m->slots, m->nslots, sizeof(*m->slots), slot_cmp);
 }
 
-const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t addr)
+const struct cfg_sym *cfg__module_sym_at(const struct cfg_module *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nsyms;
-	while (lo < hi) {	/* first symbol above addr */
-		size_t mid = (lo + hi) / 2;
-		if (m->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* first symbol above addr */
+	size_t lo = UTIL_UPPER_BOUND(m->syms, m->nsyms, addr, addr);
 	if (lo == 0)
 		return NULL;
 	const struct cfg_sym *s = &m->syms[lo - 1];
@@ -108,23 +102,16 @@ const struct cfg_sym *cfg_module_sym_at(const struct cfg_module *m, uint64_t add
 	return NULL;
 }
 
-const struct cfg_fde *cfg_module_fde_at(const struct cfg_module *m, uint64_t addr)
+const struct cfg_fde *cfg__module_fde_at(const struct cfg_module *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nfdes;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (m->fdes[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = UTIL_UPPER_BOUND(m->fdes, m->nfdes, start, addr);
 	if (lo == 0)
 		return NULL;
 	const struct cfg_fde *f = &m->fdes[lo - 1];
 	return addr < f->end ? f : NULL;
 }
 
-const char *cfg_module_slot_name(const struct cfg_module *m, uint64_t slot)
+const char *cfg__module_slot_name(const struct cfg_module *m, uint64_t slot)
 {
 	size_t lo = 0, hi = m->nslots;
 	while (lo < hi) {
@@ -372,7 +359,7 @@ static int u64_cmp(const void *a, const void *b)
 /* The LSDA's header, then its call-site table: (start, length, landing
  * pad, action) entries, pads relative to LPStart (the FDE's start unless
  * the header says). */
-int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n)
+int cfg__lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads, size_t *n)
 {
 	*pads = NULL;
 	*n = 0;
@@ -407,7 +394,7 @@ int cfg_lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pads
 		elf_cursor__uleb(&e);		/* action */
 		if (e.bad || !lp)
 			continue;
-		if (cfg_grow(pads, &cap, *n + 1, sizeof(**pads)) < 0)
+		if (cfg__grow(pads, &cap, *n + 1, sizeof(**pads)) < 0)
 			err = -ENOMEM;
 		else
 			(*pads)[(*n)++] = lpstart + lp;
@@ -533,14 +520,14 @@ static void add_relocs(struct cfg_reader *r, struct cfg_module *m, uint64_t rela
 		if (si == 0 || (nsyms && si >= nsyms) || syms[si].st_name >= strsz)
 			continue;
 		/* relocation entries are never relocated themselves */
-		cfg_module_add_slot(m, v[i].r_offset + m->bias, str + syms[si].st_name);
+		cfg__module_add_slot(m, v[i].r_offset + m->bias, str + syms[si].st_name);
 	}
 	free(v);
 }
 
 static void add_entry(struct cfg_module *m, uint64_t a)
 {
-	if (a && cfg_grow(&m->entries, &m->centries, m->nentries + 1, sizeof(*m->entries)) == 0)
+	if (a && cfg__grow(&m->entries, &m->centries, m->nentries + 1, sizeof(*m->entries)) == 0)
 		m->entries[m->nentries++] = a;
 }
 
@@ -628,7 +615,7 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 				continue;
 			if (s->st_shndx == SHN_UNDEF || !s->st_value || s->st_name >= strsz)
 				continue;
-			cfg_module_add_sym(m, s->st_value + m->bias, s->st_size, str + s->st_name);
+			cfg__module_add_sym(m, s->st_value + m->bias, s->st_size, str + s->st_name);
 		}
 	}
 	add_relocs(r, m, jmprel, pltrelsz, syms, nsyms, str, strsz);
@@ -636,24 +623,24 @@ static void parse_dynamic(struct cfg_reader *r, struct cfg_module *m, uint64_t d
 	free(syms);
 }
 
-int cfg_module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base)
+int cfg__module_parse_memory(struct cfg_reader *r, struct cfg_module *m, uint64_t base)
 {
 	Elf64_Ehdr eh;
 	if (rd(r, base, &eh, sizeof(eh)) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
 	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
 	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256)
-		return cfg_reader_err(r, -ENOEXEC, "no x86-64 ELF header at %#lx",
+		return cfg__reader_err(r, -ENOEXEC, "no x86-64 ELF header at %#lx",
 				      (unsigned long)base);
 	Elf64_Phdr ph[256];
 	if (rd(r, base + eh.e_phoff, ph, eh.e_phnum * sizeof(*ph)) < 0)
-		return cfg_reader_err(r, -EFAULT, "unreadable program headers at %#lx",
+		return cfg__reader_err(r, -EFAULT, "unreadable program headers at %#lx",
 				      (unsigned long)(base + eh.e_phoff));
 	uint64_t lowest = UINT64_MAX;
 	for (int i = 0; i < eh.e_phnum; i++)
 		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lowest)
 			lowest = ph[i].p_vaddr;
 	if (lowest == UINT64_MAX)
-		return cfg_reader_err(r, -ENOEXEC, "no PT_LOAD at %#lx", (unsigned long)base);
+		return cfg__reader_err(r, -ENOEXEC, "no PT_LOAD at %#lx", (unsigned long)base);
 	m->bias = eh.e_type == ET_EXEC ? 0 : base - (lowest & ~(uint64_t)4095);
 	if (eh.e_entry)
 		add_entry(m, eh.e_entry + m->bias);

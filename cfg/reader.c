@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cfg_reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
+int cfg__reader_err(struct cfg_reader *r, int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -20,20 +20,22 @@ const char *cfg_reader__errmsg(const struct cfg_reader *r)
 	return r ? r->err : "no reader";
 }
 
-int cfg_reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_reader **out)
+int cfg__reader_alloc(const struct cfg_reader_ops *ops, void *ctx, struct cfg_reader **out)
 {
 	struct cfg_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	size_t n = ops->sz < sizeof(r->ops) ? ops->sz : sizeof(r->ops);
-	memcpy(&r->ops, ops, n);
+	if (!UTIL_OPTS_COPY(&r->ops, ops)) {
+		free(r);
+		return -EINVAL;
+	}
 	r->ops.sz = sizeof(r->ops);
 	r->ctx = ctx;
-	cfg_decoder_init(&r->dec);
-	if (cfg_hmap_init(&r->pages, 64) < 0 || cfg_hmap_init(&r->insns, 1024) < 0 ||
-	    cfg_hmap_init(&r->rets, 64) < 0) {
-		cfg_hmap_fini(&r->pages);
-		cfg_hmap_fini(&r->insns);
+	cfg__decoder_init(&r->dec);
+	if (util_hmap__init(&r->pages, 64) < 0 || util_hmap__init(&r->insns, 1024) < 0 ||
+	    util_hmap__init(&r->rets, 64) < 0) {
+		util_hmap__fini(&r->pages);
+		util_hmap__fini(&r->insns);
 		free(r);
 		return -ENOMEM;
 	}
@@ -47,7 +49,7 @@ int cfg_reader__new(const struct cfg_reader_ops *ops, void *ctx,
 	if (!ops || !out || ops->sz < offsetof(struct cfg_reader_ops, is_code) || !ops->read)
 		return -EINVAL;
 	(void)opts;
-	return cfg_reader_alloc(ops, ctx, out);
+	return cfg__reader_alloc(ops, ctx, out);
 }
 
 static void drop_pages(struct cfg_reader *r)
@@ -55,7 +57,7 @@ static void drop_pages(struct cfg_reader *r)
 	for (size_t i = 0; i < r->npages; i++)
 		free(r->pagev[i]);
 	r->npages = 0;
-	cfg_hmap_clear(&r->pages);
+	util_hmap__clear(&r->pages);
 }
 
 static void drop_insns(struct cfg_reader *r)
@@ -63,17 +65,17 @@ static void drop_insns(struct cfg_reader *r)
 	for (size_t i = 0; i * CFG_INSN_CHUNK < r->ninsns; i++)
 		free(r->insnv[i]);
 	r->ninsns = 0;
-	cfg_hmap_clear(&r->insns);
+	util_hmap__clear(&r->insns);
 }
 
 static void drop_caches(struct cfg_reader *r)
 {
 	drop_pages(r);
 	drop_insns(r);
-	cfg_hmap_clear(&r->rets);
+	util_hmap__clear(&r->rets);
 }
 
-void cfg_reader_trim(struct cfg_reader *r)
+void cfg__reader_trim(struct cfg_reader *r)
 {
 	/* callee summaries stay: a few bytes each, and costly to redo */
 	if (r->ninsns > CFG_INSN_CACHE_MAX)
@@ -85,7 +87,7 @@ void cfg_reader_trim(struct cfg_reader *r)
 static void drop_modules(struct cfg_reader *r)
 {
 	for (size_t i = 0; i < r->nmods; i++)
-		cfg_module_fini(&r->mods[i]);
+		cfg__module_fini(&r->mods[i]);
 	r->nmods = 0;
 }
 
@@ -99,9 +101,9 @@ void cfg_reader__free(struct cfg_reader *r)
 	free(r->pagev);
 	free(r->insnv);
 	free(r->prov);
-	cfg_hmap_fini(&r->pages);
-	cfg_hmap_fini(&r->insns);
-	cfg_hmap_fini(&r->rets);
+	util_hmap__fini(&r->pages);
+	util_hmap__fini(&r->insns);
+	util_hmap__fini(&r->rets);
 	if (r->ops.destroy)
 		r->ops.destroy(r->ctx);
 	free(r);
@@ -129,12 +131,12 @@ int cfg_reader__flush(struct cfg_reader *r)
 
 static const struct cfg_page *page_get(struct cfg_reader *r, uint64_t pa)
 {
-	uint32_t *ix = cfg_hmap_get(&r->pages, pa);
+	uint32_t *ix = util_hmap__get(&r->pages, pa);
 	if (ix)
 		return r->pagev[*ix];
 	struct cfg_page *p = malloc(sizeof(*p));
-	if (!p || cfg_grow(&r->pagev, &r->cpages, r->npages + 1, sizeof(*r->pagev)) < 0 ||
-	    cfg_hmap_put(&r->pages, pa, (uint32_t)r->npages) < 0) {
+	if (!p || cfg__grow(&r->pagev, &r->cpages, r->npages + 1, sizeof(*r->pagev)) < 0 ||
+	    util_hmap__put(&r->pages, pa, (uint32_t)r->npages) < 0) {
 		free(p);
 		return NULL;
 	}
@@ -168,35 +170,35 @@ ssize_t cfg_reader__read(struct cfg_reader *r, uint64_t addr, void *buf, size_t 
 	return (ssize_t)done;
 }
 
-const struct cfg_insn *cfg_reader_insn(struct cfg_reader *r, uint64_t addr)
+const struct cfg_insn *cfg__reader_insn(struct cfg_reader *r, uint64_t addr)
 {
-	uint32_t *ix = cfg_hmap_get(&r->insns, addr);
+	uint32_t *ix = util_hmap__get(&r->insns, addr);
 	if (ix)
 		return &r->insnv[*ix / CFG_INSN_CHUNK][*ix % CFG_INSN_CHUNK];
 	if (r->ninsns % CFG_INSN_CHUNK == 0) {
 		size_t chunks = r->ninsns / CFG_INSN_CHUNK;
-		if (cfg_grow(&r->insnv, &r->cinsnv, chunks + 1, sizeof(*r->insnv)) < 0)
+		if (cfg__grow(&r->insnv, &r->cinsnv, chunks + 1, sizeof(*r->insnv)) < 0)
 			return NULL;
 		r->insnv[chunks] = malloc(CFG_INSN_CHUNK * sizeof(struct cfg_insn));
 		if (!r->insnv[chunks])
 			return NULL;
 	}
-	if (cfg_hmap_put(&r->insns, addr, (uint32_t)r->ninsns) < 0)
+	if (util_hmap__put(&r->insns, addr, (uint32_t)r->ninsns) < 0)
 		return NULL;
 	struct cfg_insn *in = &r->insnv[r->ninsns / CFG_INSN_CHUNK][r->ninsns % CFG_INSN_CHUNK];
 	r->ninsns++;
 	uint8_t b[ZYDIS_MAX_INSTRUCTION_LENGTH];
 	ssize_t n = cfg_reader__read(r, addr, b, sizeof(b));
-	cfg_decode_bytes(&r->dec, addr, b, n > 0 ? (size_t)n : 0, in);
+	cfg__decode_bytes(&r->dec, addr, b, n > 0 ? (size_t)n : 0, in);
 	return in;
 }
 
 bool cfg_reader__is_code(struct cfg_reader *r, uint64_t addr)
 {
-	return cfg_reader_is_code(r, addr);
+	return cfg__reader_is_code(r, addr);
 }
 
-bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr)
+bool cfg__reader_is_code(struct cfg_reader *r, uint64_t addr)
 {
 	if (r->ops.is_code)
 		return r->ops.is_code(r->ctx, addr);
@@ -206,9 +208,9 @@ bool cfg_reader_is_code(struct cfg_reader *r, uint64_t addr)
 
 /* ------------------------------------------------------------ modules */
 
-int cfg_reader_add_module(struct cfg_reader *r, struct cfg_module **out)
+int cfg__reader_add_module(struct cfg_reader *r, struct cfg_module **out)
 {
-	if (cfg_grow(&r->mods, &r->cmods, r->nmods + 1, sizeof(*r->mods)) < 0)
+	if (cfg__grow(&r->mods, &r->cmods, r->nmods + 1, sizeof(*r->mods)) < 0)
 		return -ENOMEM;
 	struct cfg_module *m = &r->mods[r->nmods++];
 	memset(m, 0, sizeof(*m));
@@ -216,7 +218,7 @@ int cfg_reader_add_module(struct cfg_reader *r, struct cfg_module **out)
 	return 0;
 }
 
-struct cfg_module *cfg_reader_module(struct cfg_reader *r, uint64_t addr)
+struct cfg_module *cfg__reader_module(struct cfg_reader *r, uint64_t addr)
 {
 	for (size_t i = 0; i < r->nmods; i++) {
 		struct cfg_module *m = &r->mods[i];
@@ -224,38 +226,38 @@ struct cfg_module *cfg_reader_module(struct cfg_reader *r, uint64_t addr)
 			continue;
 		if (!m->parsed) {
 			m->parsed = true;	/* once, even if it fails */
-			cfg_module_parse_memory(r, m, m->lo);
-			cfg_module_sort(m);
+			cfg__module_parse_memory(r, m, m->lo);
+			cfg__module_sort(m);
 		}
 		return m;
 	}
 	return NULL;
 }
 
-const struct cfg_fde *cfg_reader_fde_at(struct cfg_reader *r, uint64_t addr)
+const struct cfg_fde *cfg__reader_fde_at(struct cfg_reader *r, uint64_t addr)
 {
-	struct cfg_module *m = cfg_reader_module(r, addr);
-	return m ? cfg_module_fde_at(m, addr) : NULL;
+	struct cfg_module *m = cfg__reader_module(r, addr);
+	return m ? cfg__module_fde_at(m, addr) : NULL;
 }
 
-const char *cfg_reader_slot_name(struct cfg_reader *r, uint64_t slot)
+const char *cfg__reader_slot_name(struct cfg_reader *r, uint64_t slot)
 {
-	struct cfg_module *m = cfg_reader_module(r, slot);
-	const char *n = m ? cfg_module_slot_name(m, slot) : NULL;
+	struct cfg_module *m = cfg__reader_module(r, slot);
+	const char *n = m ? cfg__module_slot_name(m, slot) : NULL;
 	return n ? n : "";
 }
 
-bool cfg_reader_stub(struct cfg_reader *r, uint64_t addr, uint64_t *slot, const char **name)
+bool cfg__reader_stub(struct cfg_reader *r, uint64_t addr, uint64_t *slot, const char **name)
 {
-	const struct cfg_insn *in = cfg_reader_insn(r, addr);
+	const struct cfg_insn *in = cfg__reader_insn(r, addr);
 	if (in && in->mnemonic == ZYDIS_MNEMONIC_ENDBR64)
-		in = cfg_reader_insn(r, addr + in->len);
+		in = cfg__reader_insn(r, addr + in->len);
 	if (!in || in->kind != CFG_I_JMP_IND || !in->rip_mem)
 		return false;
 	if (slot)
 		*slot = in->target;
 	if (name)
-		*name = cfg_reader_slot_name(r, in->target);
+		*name = cfg__reader_slot_name(r, in->target);
 	return true;
 }
 
@@ -278,8 +280,8 @@ int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_
 		name[0] = '\0';
 	if (user_symbolize(r, addr, name, size, start) == 0)
 		return 0;
-	struct cfg_module *m = cfg_reader_module(r, addr);
-	const struct cfg_sym *s = m ? cfg_module_sym_at(m, addr) : NULL;
+	struct cfg_module *m = cfg__reader_module(r, addr);
+	const struct cfg_sym *s = m ? cfg__module_sym_at(m, addr) : NULL;
 	if (s) {
 		snprintf(name, size, "%s", s->name);
 		if (start)
@@ -288,7 +290,7 @@ int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_
 	}
 	const char *sn;
 	uint64_t slot;
-	if (m && cfg_reader_stub(r, addr, &slot, &sn) && *sn) {
+	if (m && cfg__reader_stub(r, addr, &slot, &sn) && *sn) {
 		snprintf(name, size, "%s@plt", sn);
 		if (start)
 			*start = addr;
@@ -297,7 +299,7 @@ int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_
 	return -ENOENT;
 }
 
-const char *cfg_reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, size_t size)
+const char *cfg__reader_name_at(struct cfg_reader *r, uint64_t addr, char *buf, size_t size)
 {
 	uint64_t start = 0;
 	if (cfg_reader__symbolize(r, addr, buf, size, &start) == 0 && start == addr)
@@ -311,19 +313,19 @@ static bool is_cold_name(const char *n)
 	return strstr(n, ".cold") != NULL;
 }
 
-bool cfg_reader_is_entry(struct cfg_reader *r, uint64_t addr)
+bool cfg__reader_is_entry(struct cfg_reader *r, uint64_t addr)
 {
 	char name[256];
 	uint64_t start = 0;
 	if (user_symbolize(r, addr, name, sizeof(name), &start) == 0 && start == addr)
 		return !is_cold_name(name);
-	struct cfg_module *m = cfg_reader_module(r, addr);
+	struct cfg_module *m = cfg__reader_module(r, addr);
 	if (!m)
 		return false;
-	const struct cfg_sym *s = cfg_module_sym_at(m, addr);
+	const struct cfg_sym *s = cfg__module_sym_at(m, addr);
 	if (s && s->addr == addr)
 		return !is_cold_name(s->name);
-	const struct cfg_fde *f = cfg_module_fde_at(m, addr);
+	const struct cfg_fde *f = cfg__module_fde_at(m, addr);
 	return f && f->start == addr && f->entry;
 }
 
@@ -334,7 +336,7 @@ int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr)
 	size_t nl = strlen(name);
 	bool plt = nl > 4 && strcmp(name + nl - 4, "@plt") == 0;
 	for (size_t i = 0; i < r->nmods; i++) {
-		struct cfg_module *m = cfg_reader_module(r, r->mods[i].lo);
+		struct cfg_module *m = cfg__reader_module(r, r->mods[i].lo);
 		if (!m)
 			continue;
 		for (size_t j = 0; !plt && j < m->nsyms; j++)
@@ -354,23 +356,23 @@ int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr)
 			struct cfg_module *m = &r->mods[i];
 			for (uint64_t a = m->plt_lo; a && a < m->plt_hi; a += 16) {
 				const char *sn;
-				if (cfg_reader_stub(r, a, NULL, &sn) && strcmp(sn, want) == 0) {
+				if (cfg__reader_stub(r, a, NULL, &sn) && strcmp(sn, want) == 0) {
 					*addr = a;
 					return 0;
 				}
 			}
 		}
 	}
-	return cfg_reader_err(r, -ENOENT, "no function named %s", name);
+	return cfg__reader_err(r, -ENOENT, "no function named %s", name);
 }
 
 int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry)
 {
-	struct cfg_module *m = cfg_reader_module(r, addr);
-	const struct cfg_fde *f = m ? cfg_module_fde_at(m, addr) : NULL;
+	struct cfg_module *m = cfg__reader_module(r, addr);
+	const struct cfg_fde *f = m ? cfg__module_fde_at(m, addr) : NULL;
 	char name[256];
 	uint64_t start;
-	if (f && cfg_reader_cold_parent(r, addr, entry))
+	if (f && cfg__reader_cold_parent(r, addr, entry))
 		return 0;
 	if (f && f->entry) {
 		*entry = f->start;
@@ -401,21 +403,21 @@ static int cmp_u64(const void *a, const void *b)
 int cfg_reader__function_starts(struct cfg_reader *r, uint64_t addr, uint64_t **starts,
 				size_t *count)
 {
-	struct cfg_module *m = cfg_reader_module(r, addr);
+	struct cfg_module *m = cfg__reader_module(r, addr);
 	*starts = NULL;
 	*count = 0;
 	if (!m)
-		return cfg_reader_err(r, -ENOENT, "no ELF image mapped at %#lx", (unsigned long)addr);
+		return cfg__reader_err(r, -ENOENT, "no ELF image mapped at %#lx", (unsigned long)addr);
 	uint64_t *v = malloc((m->nfdes + m->nentries + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < m->nfdes; i++)
-		if (m->fdes[i].entry && !cfg_reader_stub(r, m->fdes[i].start, NULL, NULL) &&
-		    !cfg_reader_cold_parent(r, m->fdes[i].start, NULL))
+		if (m->fdes[i].entry && !cfg__reader_stub(r, m->fdes[i].start, NULL, NULL) &&
+		    !cfg__reader_cold_parent(r, m->fdes[i].start, NULL))
 			v[n++] = m->fdes[i].start;
 	for (size_t i = 0; i < m->nentries; i++)
-		if (cfg_reader_is_code(r, m->entries[i]))
+		if (cfg__reader_is_code(r, m->entries[i]))
 			v[n++] = m->entries[i];
 	qsort(v, n, sizeof(*v), cmp_u64);
 	size_t k = 0;
@@ -449,7 +451,7 @@ static size_t base_len(const char *name)
 	return at ? (size_t)(at - name) : strlen(name);
 }
 
-bool cfg_noreturn_name(const char *name)
+bool cfg__noreturn_name(const char *name)
 {
 	size_t n = base_len(name);
 	if (n == 0)

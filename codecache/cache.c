@@ -229,12 +229,14 @@ int cc_cache__open(struct attach_target *t, const struct cc_cache_opts *opts,
 	*out = NULL;
 	if (!c) {
 		if (err)
-			*err = (struct cc_error){ -ENOMEM, "out of memory" };
+			*err = (struct cc_error){ .err = -ENOMEM, .msg = "out of memory" };
 		return -ENOMEM;
 	}
 	c->o = (struct cc_cache_opts){ .sz = sizeof c->o };
-	if (opts)
-		memcpy(&c->o, opts, opts->sz < sizeof c->o ? opts->sz : sizeof c->o);
+	if (!UTIL_OPTS_COPY(&c->o, opts)) {
+		free(c);
+		return cc__err(err, -EINVAL, UTIL_OPTS_UNKNOWN);
+	}
 	if (!c->o.code_size)
 		c->o.code_size = 64 << 10;
 	if (!c->o.data_size)

@@ -38,6 +38,8 @@ const char *cc_phase_name(enum cc_phase p);
 struct cc_error {
 	int err;		/* negative errno */
 	char msg[512];		/* a full sentence naming the cause */
+	bool no_symbol;		/* cc_image__open, -ENOENT: the file was read,
+				 * but has no function of the name asked for */
 };
 
 /* ------------------------------------------------------------ relocation */

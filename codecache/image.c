@@ -190,9 +190,13 @@ static int choose_symbol(struct cc_image *im, const char *want, struct cc_error 
 			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", n);
 	}
 	if (nfound != 1) {
-		if (want)
-			return cc__err(err, -ENOENT, "%s has no function named %s%s%s", im->path, want,
-				    list[0] ? "; it defines " : "", list);
+		if (want) {
+			cc__err(err, -ENOENT, "%s has no function named %s%s%s", im->path, want,
+				list[0] ? "; it defines " : "", list);
+			if (err)
+				err->no_symbol = true;
+			return -ENOENT;
+		}
 		if (nfound == 0)
 			return cc__err(err, -ENOENT, "%s defines no global function", im->path);
 		return cc__err(err, -EINVAL, "%s defines several functions (%s): name one as %s:SYMBOL",
@@ -582,8 +586,8 @@ int cc_image__open(const char *path, const struct cc_image_opts *opts, struct cc
 	int rc;
 
 	*out = NULL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__err(err, -EINVAL, UTIL_OPTS_UNKNOWN);
 	struct cc_image *im = calloc(1, sizeof *im);
 	if (!im || !(im->path = strdup(path))) {
 		free(im);

@@ -5,6 +5,7 @@
 #include "attach/attach.h"
 #include "codecache/codecache.h"
 #include "codecache/dir.h"
+#include "util/util.h"
 
 #include <inttypes.h>
 #include <libelf.h>

@@ -230,8 +230,8 @@ int cc_measure__start(struct cc_cache *c, const struct cc_func *fn,
 	int rc;
 
 	*out = NULL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__fail(c, CC_PHASE_MEASURE, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!o.calls)
 		o.calls = 1000;
 	const char *name = fn->name ? fn->name : "the function";

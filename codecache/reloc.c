@@ -58,6 +58,7 @@ int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 		va_end(ap);
 		err->err = code;
+		err->no_symbol = false;
 	}
 	return code;
 }
@@ -170,8 +171,8 @@ int cc_reloc__new(const void *code, size_t len, uint64_t src, const struct cc_re
 	const uint8_t *p = code;
 
 	*out = NULL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__err(err, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!code || len == 0)
 		return cc__err(err, -EINVAL, "nothing to relocate at 0x%" PRIx64, src);
 	if (o.min_len > len)

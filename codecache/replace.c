@@ -140,8 +140,8 @@ int cc_cache__replace(struct cc_cache *c, const struct cc_func *fn, const struct
 	char source[160];
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, UTIL_OPTS_UNKNOWN);
 	const char *name = fn->name ? fn->name : "the function";
 	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_REPLACE)))
 		return cc__fail(c, CC_PHASE_REDIRECT, -EEXIST, "%s is already replaced (by %s); "
@@ -230,8 +230,8 @@ int cc_cache__redirect(struct cc_cache *c, const struct cc_func *fn, uint64_t de
 	size_t dsize = 0;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, UTIL_OPTS_UNKNOWN);
 	const char *name = fn->name ? fn->name : "the function";
 	if ((r = cc__redir_find(c, fn->addr, CC_REDIR_MEASURE)) && cc__redir_stale(r))
 		return cc__fail_stale(c, CC_PHASE_REDIRECT, r, name);
@@ -306,8 +306,8 @@ int cc_cache__restore(struct cc_cache *c, uint64_t func, const char *name,
 	char label[96];
 	int rc = 0;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return cc__fail(c, CC_PHASE_RESTORE, -EINVAL, UTIL_OPTS_UNKNOWN);
 	snprintf(label, sizeof label, "%s", name ? name : r ? r->name : m ? m->name : "the function");
 	if (!r && !m)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s (0x%" PRIx64 ") is not replaced",

@@ -376,15 +376,8 @@ static int module_index(struct cc_cache *c, uint64_t addr, struct xmod **out)
 /* The function start at or before a (0: none known). */
 static uint64_t function_of(const struct xmod *m, uint64_t a)
 {
-	size_t lo = 0, hi = m->nstarts;
+	size_t lo = util_upper_bound(m->starts, m->nstarts, sizeof *m->starts, 0, a);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->starts[mid] <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return lo ? m->starts[lo - 1] : 0;
 }
 

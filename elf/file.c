@@ -114,15 +114,8 @@ static void sort_unique(struct builder *b)
 /* The kept function whose range holds v (binary search on the builder). */
 static struct fn_tmp *tmp_find(struct builder *b, uint64_t v)
 {
-	size_t lo = 0, hi = b->n;
+	size_t lo = UTIL_UPPER_BOUND(b->fns, b->n, start, v);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (b->fns[mid].start <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t i = lo, back = 0; i > 0 && back < 8; i--, back++) {
 		struct fn_tmp *f = &b->fns[i - 1];
 		if (v >= f->start && (v < f->end || (f->end == f->start && v == f->start)))
@@ -658,6 +651,10 @@ int elf_file__load(int fd, const void *image, size_t len, const struct elf_load_
 	int r;
 
 	*out = NULL;
+	if (!UTIL_OPTS_COPY(&o, opts)) {
+		elf__fmt(why, whylen, UTIL_OPTS_UNKNOWN);
+		return -EINVAL;
+	}
 	if (elf_version(EV_CURRENT) == EV_NONE) {
 		elf__fmt(why, whylen, "libelf: %s", elf_errmsg(-1));
 		return -EINVAL;
@@ -673,8 +670,6 @@ int elf_file__load(int fd, const void *image, size_t len, const struct elf_load_
 		elf__fmt(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	if (fd < 0)
 		o.no_debug_file = true;	/* memory (the vdso) has no path */
 	r = load(e, elf, &o, why, whylen);
@@ -700,15 +695,8 @@ void elf_file__free(struct elf_file *e)
 
 static size_t upper(const struct elf_file *e, uint64_t v)
 {
-	size_t lo = 0, hi = e->nfns;
+	size_t lo = UTIL_UPPER_BOUND(e->fns, e->nfns, start, v);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (e->fns[mid].start <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return lo;
 }
 

@@ -3,6 +3,7 @@
 #define PADRONE_ELF_INTERNAL_H
 
 #include "elf/elf.h"
+#include "util/util.h"
 
 #include <gelf.h>
 

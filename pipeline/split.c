@@ -37,6 +37,7 @@
  */
 #include "pipeline/cab.h"
 #include "pipeline/csim-internal.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -641,8 +642,8 @@ int csim_split__new(const struct csim_config *cfg, const struct csim_split_opts 
 	int rc;
 
 	*out = NULL;
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return -EINVAL;
 	if (csim_config_check(cfg, err, sizeof err))
 		return -EINVAL;
 	sp = calloc(1, sizeof(*sp));

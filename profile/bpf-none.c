@@ -11,7 +11,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 		   char *why, size_t whylen)
 {
 	*out = NULL;
-	prof_fmt(why, whylen, "this padrone was built without the BPF backend (configure --disable-bpf)");
+	prof__fmt(why, whylen, "this padrone was built without the BPF backend (configure --disable-bpf)");
 	return -EOPNOTSUPP;
 }
 

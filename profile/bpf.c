@@ -108,7 +108,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 
 	*out = NULL;
 	if (!b) {
-		prof_fmt(why, whylen, "out of memory");
+		prof__fmt(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
 	libbpf_set_print(libbpf_quiet);
@@ -116,7 +116,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 	b->skel = prof_skel__open();
 	if (!b->skel) {
 		r = -errno;
-		prof_fmt(why, whylen, "cannot open the BPF object: %s", strerror(-r));
+		prof__fmt(why, whylen, "cannot open the BPF object: %s", strerror(-r));
 		goto fail;
 	}
 	b->skel->rodata->target_tgid = (__u32)pid;
@@ -124,7 +124,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 	r = prof_skel__load(b->skel);
 	if (r) {
 		r = r < 0 ? r : -errno;
-		prof_fmt(why, whylen, "cannot load the BPF program: %s: %s%s%s", strerror(-r),
+		prof__fmt(why, whylen, "cannot load the BPF program: %s: %s%s%s", strerror(-r),
 			 load_hint(r), libbpf_last[0] ? "; libbpf: " : "", libbpf_last);
 		goto fail;
 	}
@@ -136,7 +136,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 	b->rings = calloc((size_t)b->ncpu, sizeof(*b->rings));
 	if (!b->fds || !b->links || !b->maps || !b->rings) {
 		r = -ENOMEM;
-		prof_fmt(why, whylen, "out of memory");
+		prof__fmt(why, whylen, "out of memory");
 		goto fail;
 	}
 	for (int c = 0; c < b->ncpu; c++)
@@ -154,7 +154,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 			continue;	/* offline CPU */
 		if (fd < 0) {
 			r = -errno;
-			prof_fmt(why, whylen, "cannot open a system-wide perf event on CPU %d: %s%s",
+			prof__fmt(why, whylen, "cannot open a system-wide perf event on CPU %d: %s%s",
 				 c, strerror(-r), r == -EACCES || r == -EPERM ?
 				 " (needs CAP_PERFMON or perf_event_paranoid <= 0)" : "");
 			goto fail;
@@ -164,7 +164,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 		b->links[c] = bpf_program__attach_perf_event(b->skel->progs.prof_sample, fd);
 		if (!b->links[c]) {
 			r = -errno;
-			prof_fmt(why, whylen, "cannot attach the BPF program to CPU %d's event: %s",
+			prof__fmt(why, whylen, "cannot attach the BPF program to CPU %d's event: %s",
 				 c, strerror(-r));
 			goto fail;
 		}
@@ -172,7 +172,7 @@ int prof_bpf__open(pid_t pid, unsigned freq_hz, bool user_only, bool pmu, struct
 		 * the target would be sampled (and pay for it) from open on */
 		if (ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0) {
 			r = -errno;
-			prof_fmt(why, whylen, "cannot disable CPU %d's perf event: %s", c,
+			prof__fmt(why, whylen, "cannot disable CPU %d's perf event: %s", c,
 				 strerror(-r));
 			goto fail;
 		}

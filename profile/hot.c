@@ -198,6 +198,17 @@ static long func_index(struct prof_hot *h, const struct prof_sym *s)
 	return (long)h->n - 1;
 }
 
+int prof_hot__add(struct prof_hot *h, const struct prof_sym *s, uint64_t self, uint64_t inclusive)
+{
+	long f = func_index(h, s);
+
+	if (f < 0)
+		return (int)f;
+	h->funcs[f].self += self;
+	h->funcs[f].inclusive += inclusive;
+	return 0;
+}
+
 /* Names the function holding addr. caller_ret is the next return address
  * of the chain (0 if none): its call instruction may name the entry. */
 static void resolve(struct prof_hot *h, struct prof_symbolizer *sym, uint64_t addr,
@@ -278,6 +289,8 @@ static int count_chain(struct prof_hot *h, struct prof_symbolizer *sym, const ui
 		st->n++;
 		if (i == 0)
 			h->funcs[f].self += count;
+		if (i == 0 && a >= PROF_KERNEL_START)
+			h->tot.kernel_samples += count;
 		bool dup = false;
 		for (size_t k = 0; k < h->nseen && !dup; k++)
 			dup = h->seen[k] == (uint32_t)f;
@@ -330,21 +343,47 @@ static int sort_funcs(struct prof_hot *h)
 	return 0;
 }
 
+int prof_hot__new(const struct prof_totals *t, struct prof_hot **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	if (t)
+		(*out)->tot = *t;
+	return 0;
+}
+
+int prof_hot__rank(struct prof_hot *h)
+{
+	uint64_t total = h->tot.samples;
+
+	if (sort_funcs(h) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n; i++) {
+		h->funcs[i].self_pct = total ? 100.0 * (double)h->funcs[i].self / (double)total : 0;
+		h->funcs[i].inclusive_pct =
+			total ? 100.0 * (double)h->funcs[i].inclusive / (double)total : 0;
+	}
+	return 0;
+}
+
 int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		    struct prof_hot **out, struct prof_error *err)
 {
-	struct prof_hot *h = calloc(1, sizeof(*h));
+	struct prof_hot *h;
+	struct prof_totals t;
 	uint64_t total = 0;
 	int r = 0;
 
 	*out = NULL;
 	if (err)
 		memset(err, 0, sizeof(*err));
-	if (!h) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+	prof_sampler__totals(smp, &t);
+	t.kernel_samples = 0;	/* counted below, chain by chain */
+	if (prof_hot__new(&t, &h) < 0) {
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
-	prof_sampler__totals(smp, &h->tot);
 	/* code mapped while sampling: the current maps first (and the JIT's
 	 * perf map as it is now), then what the MMAP2 records said for code
 	 * unmapped since */
@@ -352,7 +391,7 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 	size_t nmm = prof_sampler__mmaps(smp, &mm);
 	prof_symbolizer__refresh(sym);	/* fails only if the target is gone */
 	if (nmm && prof_symbolizer__note_mmaps(sym, mm, nmm) < 0) {
-		prof_seterr(err, -ENOMEM, "%s", prof_symbolizer__errmsg(sym));
+		prof__seterr(err, -ENOMEM, "%s", prof_symbolizer__errmsg(sym));
 		prof_hot__free(h);
 		return -ENOMEM;
 	}
@@ -364,21 +403,16 @@ int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		total += count;
 		r = count_chain(h, sym, ips, n, count);
 		if (r < 0) {
-			prof_seterr(err, r, "out of memory");
+			prof__seterr(err, r, "out of memory");
 			prof_hot__free(h);
 			return r;
 		}
 	}
 	h->tot.samples = total;
-	if (sort_funcs(h) < 0) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+	if (prof_hot__rank(h) < 0) {
+		prof__seterr(err, -ENOMEM, "out of memory");
 		prof_hot__free(h);
 		return -ENOMEM;
-	}
-	for (size_t i = 0; i < h->n; i++) {
-		h->funcs[i].self_pct = total ? 100.0 * (double)h->funcs[i].self / (double)total : 0;
-		h->funcs[i].inclusive_pct =
-			total ? 100.0 * (double)h->funcs[i].inclusive / (double)total : 0;
 	}
 	*out = h;
 	return 0;

@@ -3,6 +3,7 @@
 #define PADRONE_PROFILE_INTERNAL_H
 
 #include "profile/profile.h"
+#include "util/util.h"
 #include "elf/elf.h"
 
 #include <linux/perf_event.h>
@@ -167,9 +168,8 @@ int prof_symbolizer__mapping(struct prof_symbolizer *s, uint64_t addr, uint64_t 
 /* ------------------------------------------------------- helpers */
 
 /* snprintf into an error buffer. */
-__attribute__((format(printf, 3, 4))) void prof_fmt(char *buf, size_t len, const char *fmt, ...);
-void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void prof__fmt(char *buf, size_t len, const char *fmt, ...);
+void prof__seterr(struct prof_error *err, int e, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-uint64_t prof_now_ns(void);
 
 #endif

@@ -275,15 +275,8 @@ out:
 
 const struct prof_perfmap_ent *prof_perfmap__find(const struct prof_perfmap *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nsegs;
+	size_t lo = UTIL_UPPER_BOUND(m->segs, m->nsegs, start, addr);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (m->segs[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo || addr >= m->segs[lo - 1].end)
 		return NULL;
 	return &m->ents[m->segs[lo - 1].ent];

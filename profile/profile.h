@@ -148,6 +148,9 @@ struct prof_totals {
 	bool execed;		/* the target called exec while sampled */
 	uint64_t after_exec;	/* its samples after the exec (of the new
 				 * program): not counted (ring) */
+	uint64_t kernel_samples;	/* of samples, those whose IP was in the
+					 * kernel (counted by prof_hot; 0 in a
+					 * sampler's totals) */
 };
 void prof_sampler__totals(const struct prof_sampler *s, struct prof_totals *t);
 
@@ -341,6 +344,14 @@ struct prof_hot;
 int prof_hot__build(const struct prof_sampler *smp, struct prof_symbolizer *sym,
 		    struct prof_hot **out, struct prof_error *err);
 void prof_hot__free(struct prof_hot *h);
+/* A ranking made function by function (what prof_hot__build does for each
+ * chain, for a caller that counted elsewhere): new with the totals the
+ * percentages are of, add each function's counts (adding to one already
+ * there when module and start match; the strings must outlive h), then
+ * rank. 0 or -ENOMEM. */
+int prof_hot__new(const struct prof_totals *t, struct prof_hot **out);
+int prof_hot__add(struct prof_hot *h, const struct prof_sym *s, uint64_t self, uint64_t inclusive);
+int prof_hot__rank(struct prof_hot *h);
 size_t prof_hot__count(const struct prof_hot *h);
 const struct prof_func *prof_hot__at(const struct prof_hot *h, size_t i);
 const struct prof_totals *prof_hot__totals(const struct prof_hot *h);

@@ -22,7 +22,7 @@
  * they are merged when sampling stops. So no thread is missed and none is
  * counted twice.
  */
-#include "profile/internal.h"
+#include "profile/sampler-state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,352 +39,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CHAIN_MAX 256
 #define RESCAN_NS 100000000ull	/* look for unknown threads every 100 ms */
 #define POLL_MS 100
 
-/* ------------------------------------------------ a small u64 -> index map */
-
-struct idmap {
-	uint64_t *keys;
-	uint32_t *vals;		/* index + 1; 0 = empty */
-	size_t cap, n;
-};
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-static long idmap_get(const struct idmap *m, uint64_t k)
-{
-	if (!m->cap)
-		return -1;
-	for (size_t j = mix(k) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1))
-		if (m->keys[j] == k)
-			return (long)m->vals[j] - 1;
-	return -1;
-}
-
-static int idmap_put(struct idmap *m, uint64_t k, uint32_t v)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		struct idmap nm = { .cap = m->cap ? m->cap * 2 : 64 };
-		nm.keys = calloc(nm.cap, sizeof(*nm.keys));
-		nm.vals = calloc(nm.cap, sizeof(*nm.vals));
-		if (!nm.keys || !nm.vals) {
-			free(nm.keys);
-			free(nm.vals);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->vals[i])
-				idmap_put(&nm, m->keys[i], m->vals[i] - 1);
-		free(m->keys);
-		free(m->vals);
-		*m = nm;
-	}
-	size_t j = mix(k) & (m->cap - 1);
-	for (; m->vals[j]; j = (j + 1) & (m->cap - 1))
-		if (m->keys[j] == k)
-			break;
-	if (!m->vals[j])
-		m->n++;
-	m->keys[j] = k;
-	m->vals[j] = v + 1;
-	return 0;
-}
-
-static void idmap_free(struct idmap *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
-
-/* ------------------------------------------------------------- the state */
-
-struct ev {
-	int fd;
-	int cpu;
-	pid_t tid;		/* the thread it was opened on */
-	uint64_t id;
-};
-
-struct thr {
-	pid_t tid;
-	uint64_t samples;
-	bool new_thread;
-	bool direct;		/* we opened events on it */
-	bool inherited;		/* a FORK record or an inherited sample showed
-				 * it carries an inherited event */
-	bool probation;		/* direct events opened after the first scan */
-	bool dropped;		/* probation ended in a double cover */
-	bool exited;
-	uint64_t prob_samples;
-	struct prof_stacks *prob;
-};
-
-struct cpu_ring {
-	int fd;			/* the event owning the ring, -1 if none */
-	void *base;
-	size_t maplen;
-	struct prof_ring ring;
-	bool hup;
-};
-
-struct prof_sampler {
-	pid_t pid;
-	struct prof_opts opts;
-	char errmsg[512];
-	struct perf_event_attr attr;
-	bool pmu;
-	char event[32];
-
-	int ncpu;
-	struct cpu_ring *cpus;
-	struct ev *evs;
-	size_t nev, evcap;
-	struct idmap ev_by_id;
-	struct thr *thrs;
-	size_t nthr, thrcap;
-	struct idmap thr_by_tid;
-
-	struct prof_stacks stacks;
-	uint64_t chain[CHAIN_MAX];
-
-	pthread_mutex_t lock;	/* reader thread vs. API calls */
-	pthread_t reader;
-	bool reader_on;
-	int stop_pipe[2];
-	bool running;
-	bool stop_req;		/* set by stop, read by the reader */
-	uint64_t start_ns, last_scan_ns;
-	bool per_cpu;		/* ring mode PER_CPU: no threads to follow */
-	uint64_t exec_ns;	/* when the target exec'd (sample clock); 0: not */
-	struct prof_totals tot;
-	struct prof_bpf *bpf;
-	struct prof_mmap *mmaps;
-	size_t nmmaps, mmapcap;
-};
-
-static void seterrmsg(struct prof_sampler *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void seterrmsg(struct prof_sampler *s, const char *fmt, ...)
+void sampler__seterrmsg(struct prof_sampler *s, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
 	va_end(ap);
-}
-
-static long perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
-			    unsigned long flags)
-{
-	return syscall(SYS_perf_event_open, a, pid, cpu, group, flags);
-}
-
-/* ------------------------------------------------------------ threads */
-
-static struct thr *thr_get(struct prof_sampler *s, pid_t tid, bool create)
-{
-	long i = idmap_get(&s->thr_by_tid, (uint64_t)tid);
-
-	if (i >= 0)
-		return &s->thrs[i];
-	if (!create)
-		return NULL;
-	if (s->nthr == s->thrcap) {
-		size_t nc = s->thrcap ? s->thrcap * 2 : 64;
-		void *p = realloc(s->thrs, nc * sizeof(*s->thrs));
-		if (!p)
-			return NULL;
-		s->thrs = p;
-		s->thrcap = nc;
-	}
-	if (idmap_put(&s->thr_by_tid, (uint64_t)tid, (uint32_t)s->nthr) < 0)
-		return NULL;
-	struct thr *t = &s->thrs[s->nthr++];
-	memset(t, 0, sizeof(*t));
-	t->tid = tid;
-	return t;
-}
-
-/* ------------------------------------------------------------ environment */
-
-static int read_int_file(const char *path, int *v)
-{
-	FILE *f = fopen(path, "re");
-	int ok;
-
-	if (!f)
-		return -errno;
-	ok = fscanf(f, "%d", v) == 1;
-	fclose(f);
-	return ok ? 0 : -EINVAL;
-}
-
-/* CAP_PERFMON or CAP_SYS_ADMIN in the effective set. */
-static bool may_sample_kernel(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2];
-	int paranoid = 2;
-
-	read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
-	if (paranoid <= 1)
-		return true;
-	if (syscall(SYS_capget, &h, d) < 0)
-		return geteuid() == 0;
-	bool admin = d[0].effective & (1u << CAP_SYS_ADMIN);
-	bool perfmon = d[1].effective & (1u << (38 - 32));	/* CAP_PERFMON */
-	return admin || perfmon;
-}
-
-static bool have_pmu(void)
-{
-	struct perf_event_attr a = {
-		.size = sizeof(a), .type = PERF_TYPE_HARDWARE, .config = PERF_COUNT_HW_CPU_CYCLES,
-		.disabled = 1, .exclude_kernel = 1, .exclude_hv = 1,
-	};
-	int fd = (int)perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
-}
-
-/* ------------------------------------------------------------ events */
-
-static int ev_add(struct prof_sampler *s, int fd, int cpu, pid_t tid)
-{
-	uint64_t id;
-
-	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
-		return -errno;
-	if (s->nev == s->evcap) {
-		size_t nc = s->evcap ? s->evcap * 2 : 64;
-		void *p = realloc(s->evs, nc * sizeof(*s->evs));
-		if (!p)
-			return -ENOMEM;
-		s->evs = p;
-		s->evcap = nc;
-	}
-	if (idmap_put(&s->ev_by_id, id, (uint32_t)s->nev) < 0)
-		return -ENOMEM;
-	s->evs[s->nev++] = (struct ev){ .fd = fd, .cpu = cpu, .tid = tid, .id = id };
-	return 0;
-}
-
-static int map_ring(struct prof_sampler *s, struct cpu_ring *c, int fd)
-{
-	unsigned pages = s->opts.ring_pages;
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	size_t len = (1 + (size_t)pages) * pg;
-	void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-	if (base == MAP_FAILED) {
-		int e = -errno;
-		seterrmsg(s, "cannot map a %u-page perf ring: %s%s", pages, strerror(-e),
-			  e == -EPERM ? " (perf_event_mlock_kb exhausted?)" : "");
-		return e;
-	}
-	int r = prof_ring__init(&c->ring, base, (uint64_t)pages * pg);
-	if (r < 0) {
-		munmap(base, len);
-		seterrmsg(s, "cannot set up a perf ring: %s", strerror(-r));
-		return r;
-	}
-	c->fd = fd;
-	c->base = base;
-	c->maplen = len;
-	return 0;
-}
-
-/* Raise the soft fd limit to the hard one, once, when we run out. */
-static bool raise_nofile(void)
-{
-	static bool done;
-	struct rlimit rl;
-
-	if (done || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
-		return false;
-	done = true;
-	rl.rlim_cur = rl.rlim_max;
-	return setrlimit(RLIMIT_NOFILE, &rl) == 0;
-}
-
-static const char *perm_hint(void)
-{
-	return "need CAP_PERFMON, or the same uid and perf_event_paranoid <= 2";
-}
-
-/* Opens one event per CPU on tid. -ESRCH when the thread is gone. */
-static int open_thread(struct prof_sampler *s, pid_t tid, bool enabled)
-{
-	struct perf_event_attr a = s->attr;
-	int opened = 0;
-
-	a.disabled = !enabled;
-	for (int cpu = 0; cpu < s->ncpu; cpu++) {
-		int fd = (int)perf_event_open(&a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0 && errno == EMFILE && raise_nofile())
-			fd = (int)perf_event_open(&a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0) {
-			int e = -errno;
-			if (e == -ENODEV || (e == -EINVAL && opened))
-				continue;	/* an offline CPU */
-			if (e == -ESRCH)
-				return e;
-			if (e == -EACCES || e == -EPERM)
-				seterrmsg(s, "perf_event_open on thread %d: %s (%s)", tid,
-					  strerror(-e), perm_hint());
-			else if (e == -EINVAL && s->attr.sample_freq > 1000)
-				seterrmsg(s, "perf_event_open on thread %d at %llu Hz: %s "
-					  "(above /proc/sys/kernel/perf_event_max_sample_rate?)",
-					  tid, (unsigned long long)s->attr.sample_freq, strerror(-e));
-			else
-				seterrmsg(s, "perf_event_open on thread %d: %s", tid, strerror(-e));
-			return e;
-		}
-		struct cpu_ring *c = &s->cpus[cpu];
-		int r;
-		if (c->fd < 0)
-			r = map_ring(s, c, fd);
-		else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, c->fd) < 0)
-			r = -errno, seterrmsg(s, "PERF_EVENT_IOC_SET_OUTPUT: %s", strerror(errno));
-		else
-			r = 0;
-		if (r == 0)
-			r = ev_add(s, fd, cpu, tid);
-		if (r < 0) {
-			if (c->fd != fd)
-				close(fd);
-			return r;
-		}
-		opened++;
-	}
-	return 0;
-}
-
-/* Closes the direct events of a thread (not the rings' owners, which stay
- * mapped until free). */
-static void close_thread_events(struct prof_sampler *s, pid_t tid)
-{
-	for (size_t i = 0; i < s->nev; i++) {
-		struct ev *e = &s->evs[i];
-		if (e->tid != tid || e->fd < 0)
-			continue;
-		ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
-		if (s->cpus[e->cpu].fd != e->fd)
-			close(e->fd);
-		e->fd = -1;
-	}
 }
 
 /* ------------------------------------------------------------ records */
@@ -428,7 +92,7 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 	}
 	if (nr > (uint64_t)(end - cc))
 		nr = (uint64_t)(end - cc);
-	struct thr *t = thr_get(s, (pid_t)tid, true);
+	struct thr *t = sampler__thr_get(s, (pid_t)tid, true);
 	if (!t)
 		return;
 	if (s->per_cpu) {
@@ -438,14 +102,14 @@ static void on_sample(struct prof_sampler *s, const struct perf_event_header *h)
 		add_sample_to(s, &s->stacks, ip, cc, nr);
 		return;
 	}
-	long ei = idmap_get(&s->ev_by_id, id);
-	bool inherited = ei < 0 || s->evs[ei].tid != (pid_t)tid;
+	const uint32_t *ei = util_hmap__get(&s->ev_by_id, id);
+	bool inherited = !ei || s->evs[*ei].tid != (pid_t)tid;
 
 	if (inherited && t->probation && !t->dropped) {
 		/* covered twice: keep the inherited event only */
 		t->dropped = true;
 		t->inherited = true;
-		close_thread_events(s, t->tid);
+		sampler__close_thread_events(s, t->tid);
 		if (t->prob)
 			prof_stacks__fini(t->prob);
 		free(t->prob);
@@ -548,7 +212,7 @@ static int on_record(const struct perf_event_header *h, void *arg)
 	case PERF_RECORD_FORK:
 		s->tot.forks++;
 		if ((pid_t)u32[0] == s->pid) {
-			struct thr *t = thr_get(s, (pid_t)u32[2], true);
+			struct thr *t = sampler__thr_get(s, (pid_t)u32[2], true);
 			if (t && !t->direct) {
 				t->inherited = true;
 				t->new_thread = true;
@@ -558,7 +222,7 @@ static int on_record(const struct perf_event_header *h, void *arg)
 	case PERF_RECORD_EXIT:
 		s->tot.exits++;
 		if ((pid_t)u32[0] == s->pid) {
-			struct thr *t = thr_get(s, (pid_t)u32[2], false);
+			struct thr *t = sampler__thr_get(s, (pid_t)u32[2], false);
 			if (t)
 				t->exited = true;
 		}
@@ -592,7 +256,7 @@ void prof_sampler__consume(struct prof_sampler *s, const struct perf_event_heade
  * for that record up to its head of now (which holds the record of any
  * exec that happened before a sample we are about to read), and only then
  * are the records up to the first heads read. */
-static void drain_all(struct prof_sampler *s)
+void sampler__drain_all(struct prof_sampler *s)
 {
 	uint64_t stack_heads[64], *heads = stack_heads;
 
@@ -614,117 +278,6 @@ static void drain_all(struct prof_sampler *s)
 	}
 	if (heads != stack_heads)
 		free(heads);
-}
-
-/* ------------------------------------------------------------ scanning */
-
-static int cmp_pid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* The tids in /proc/PID/task, sorted, the main thread first. */
-static int list_tasks(pid_t pid, pid_t **out, size_t *n)
-{
-	char path[64];
-	size_t cap = 64, k = 0;
-	pid_t *v = malloc(cap * sizeof(*v));
-	DIR *d;
-	struct dirent *de;
-
-	if (!v)
-		return -ENOMEM;
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
-	if (!d) {
-		free(v);
-		return -errno == -ENOENT ? -ESRCH : -errno;
-	}
-	while ((de = readdir(d))) {
-		char *e;
-		long t = strtol(de->d_name, &e, 10);
-		if (*e || t <= 0)
-			continue;
-		if (k == cap) {
-			void *p = realloc(v, (cap *= 2) * sizeof(*v));
-			if (!p) {
-				closedir(d);
-				free(v);
-				return -ENOMEM;
-			}
-			v = p;
-		}
-		v[k++] = (pid_t)t;
-	}
-	closedir(d);
-	qsort(v, k, sizeof(*v), cmp_pid);
-	for (size_t i = 0; i < k; i++)
-		if (v[i] == pid) {
-			memmove(v + 1, v, i * sizeof(*v));
-			v[0] = pid;
-			break;
-		}
-	*out = v;
-	*n = k;
-	return 0;
-}
-
-/* Opens events on every thread not known yet. first: the very first scan,
- * whose threads cannot carry inherited events. Returns how many threads
- * got events, or -errno. */
-static int scan_once(struct prof_sampler *s, bool first, bool enabled)
-{
-	pid_t *tids;
-	size_t n;
-	int r = list_tasks(s->pid, &tids, &n), added = 0;
-
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n; i++) {
-		struct thr *t = thr_get(s, tids[i], false);
-		if (t && (t->direct || t->inherited))
-			continue;
-		if (!first && enabled) {
-			/* its FORK record may be waiting in a ring */
-			drain_all(s);
-			t = thr_get(s, tids[i], false);
-			if (t && (t->direct || t->inherited))
-				continue;
-		}
-		r = open_thread(s, tids[i], enabled);
-		if (r == -ESRCH)
-			continue;	/* exited meanwhile */
-		if (r < 0)
-			break;
-		t = thr_get(s, tids[i], true);
-		if (!t) {
-			r = -ENOMEM;
-			break;
-		}
-		t->direct = true;
-		t->new_thread = !first;
-		if (!first) {
-			t->probation = true;
-			t->prob = calloc(1, sizeof(*t->prob));
-			if (t->prob)
-				prof_stacks__init(t->prob);
-		}
-		added++;
-	}
-	free(tids);
-	return r < 0 && r != -ESRCH ? r : added;
-}
-
-/* Scans until a scan finds no thread without events. */
-static int scan_until_stable(struct prof_sampler *s, bool first, bool enabled)
-{
-	for (int round = 0; round < 1000; round++) {
-		int r = scan_once(s, first && round == 0, enabled);
-		if (r <= 0)
-			return r;
-	}
-	return 0;
 }
 
 /* ------------------------------------------------------------ reader */
@@ -756,11 +309,11 @@ static void *reader_main(void *arg)
 		for (int i = 1; r > 0 && i < n; i++)
 			if (pf[i].revents & (POLLHUP | POLLERR))
 				s->cpus[which[i]].hup = true;	/* owner gone; drain on timeouts */
-		drain_all(s);
-		uint64_t now = prof_now_ns();
+		sampler__drain_all(s);
+		uint64_t now = util_now_ns();
 		if (!s->per_cpu && now - s->last_scan_ns >= RESCAN_NS) {
 			s->last_scan_ns = now;
-			scan_until_stable(s, false, true);
+			sampler__scan_until_stable(s, false, true);
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -778,198 +331,23 @@ static int check_pid(pid_t pid, struct prof_error *err)
 	char st = 0;
 
 	if (pid <= 0) {
-		prof_seterr(err, -EINVAL, "invalid process id %d", pid);
+		prof__seterr(err, -EINVAL, "invalid process id %d", pid);
 		return -EINVAL;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "re");
 	if (!f) {
-		prof_seterr(err, -ESRCH, "no such process: %d", pid);
+		prof__seterr(err, -ESRCH, "no such process: %d", pid);
 		return -ESRCH;
 	}
 	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
 		st = 0;
 	fclose(f);
 	if (st == 'Z' || st == 'X') {
-		prof_seterr(err, -ESRCH, "process %d is a zombie: it has exited", pid);
+		prof__seterr(err, -ESRCH, "process %d is a zombie: it has exited", pid);
 		return -ESRCH;
 	}
 	return 0;
-}
-
-/* What each setting costs the target was measured side by side
- * (bench/profile-cost; figures for a nested VM, per sample of ~17 us that
- * the timer interrupt alone costs): IP/TID/TIME/PERIOD/IDENTIFIER and the
- * side-band records cost nothing measurable; the call chain ~0.5-1 us, ~50
- * ns a frame (a 120-deep stack ~6 us, which sample_max_stack 32 would save,
- * but the inclusive counts of outer functions need the whole chain, so the
- * kernel's limit of 127 frames stays, as in perf); task-clock costs as much
- * as cpu-clock (both hrtimers that run only while the thread does); one
- * event per thread costs as much as one per thread and CPU (only the
- * running CPU's event is scheduled in); a wake-up per sample doubles the
- * cost, hence the watermark. */
-static void setup_attr(struct prof_sampler *s)
-{
-	struct perf_event_attr *a = &s->attr;
-
-	memset(a, 0, sizeof(*a));
-	a->size = sizeof(*a);
-	if (s->pmu) {
-		a->type = PERF_TYPE_HARDWARE;
-		a->config = PERF_COUNT_HW_CPU_CYCLES;
-		snprintf(s->event, sizeof(s->event), "cycles");
-	} else {
-		a->type = PERF_TYPE_SOFTWARE;
-		a->config = PERF_COUNT_SW_CPU_CLOCK;
-		snprintf(s->event, sizeof(s->event), "cpu-clock");
-	}
-	a->freq = 1;
-	a->sample_freq = s->opts.freq_hz;
-	a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
-			 PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
-	a->sample_id_all = 1;
-	a->inherit = 1;
-	a->disabled = 1;
-	a->exclude_hv = 1;
-	a->exclude_kernel = s->opts.user_only;
-	a->exclude_callchain_kernel = s->opts.user_only;
-	a->comm = 1;
-	a->comm_exec = 1;	/* mark exec's COMM record: later samples are not ours */
-	a->task = 1;
-	a->mmap = 1;
-	a->mmap2 = 1;
-	a->use_clockid = 1;
-	a->clockid = CLOCK_MONOTONIC;
-	/* wake the reader when a quarter of the ring is used, not per sample:
-	 * fewer wake-ups, less disturbance of the target */
-	a->watermark = 1;
-	a->wakeup_watermark = (uint32_t)((size_t)s->opts.ring_pages * 4096 / 4);
-}
-
-/* One event per CPU for every task, each CPU's with its ring. */
-static int open_per_cpu(struct prof_sampler *s)
-{
-	struct perf_event_attr a = s->attr;
-	int opened = 0;
-
-	a.inherit = 0;	/* nothing to inherit: it follows the CPU */
-	for (int cpu = 0; cpu < s->ncpu; cpu++) {
-		int fd = (int)perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0 && errno == EMFILE && raise_nofile())
-			fd = (int)perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0 && (errno == ENODEV || (errno == EINVAL && opened)))
-			continue;	/* an offline CPU */
-		if (fd < 0) {
-			int e = -errno;
-			seterrmsg(s, "perf_event_open on CPU %d: %s", cpu, strerror(-e));
-			return e;
-		}
-		int r = map_ring(s, &s->cpus[cpu], fd);
-		if (r == 0)
-			r = ev_add(s, fd, cpu, -1);
-		if (r < 0) {
-			if (s->cpus[cpu].fd != fd)
-				close(fd);
-			return r;
-		}
-		opened++;
-	}
-	return opened ? 0 : -ENODEV;
-}
-
-/* Closes every event and ring (a per-CPU attempt that failed halfway). */
-static void close_rings(struct prof_sampler *s)
-{
-	for (size_t i = 0; i < s->nev; i++)
-		if (s->evs[i].fd >= 0 && s->cpus[s->evs[i].cpu].fd != s->evs[i].fd)
-			close(s->evs[i].fd);
-	s->nev = 0;
-	idmap_free(&s->ev_by_id);
-	for (int c = 0; c < s->ncpu; c++) {
-		if (s->cpus[c].fd < 0)
-			continue;
-		prof_ring__fini(&s->cpus[c].ring);
-		munmap(s->cpus[c].base, s->cpus[c].maplen);
-		close(s->cpus[c].fd);
-		s->cpus[c].fd = -1;
-	}
-}
-
-static void note_initial_threads(struct prof_sampler *s);
-
-/* Per CPU unless told otherwise or not permitted: 0, or -errno when the
- * mode asked for cannot run. */
-static int open_per_cpu_or_say_why(struct prof_sampler *s, struct prof_error *err)
-{
-	int r = open_per_cpu(s);
-
-	if (r == 0) {
-		s->per_cpu = true;
-		s->tot.ring_mode = PROF_RING_PER_CPU;
-		note_initial_threads(s);
-		return 0;
-	}
-	close_rings(s);
-	if (s->opts.ring_mode == PROF_RING_PER_CPU) {
-		prof_seterr(err, r, "%s (per-CPU events %s)", s->errmsg,
-			    r == -EACCES || r == -EPERM ?
-			    "need CAP_PERFMON or perf_event_paranoid <= 0" : "cannot be opened");
-		return r;
-	}
-	snprintf(s->tot.ring_mode_reason, sizeof(s->tot.ring_mode_reason),
-		 "%.500s%s", s->errmsg, r == -EACCES || r == -EPERM ?
-		 " (per-CPU events need CAP_PERFMON or perf_event_paranoid <= 0)" : "");
-	s->errmsg[0] = '\0';
-	return 0;
-}
-
-static int open_ring_backend(struct prof_sampler *s, struct prof_error *err)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-
-	s->ncpu = ncpu > 0 ? (int)ncpu : 1;
-	s->cpus = calloc((size_t)s->ncpu, sizeof(*s->cpus));
-	if (!s->cpus) {
-		prof_seterr(err, -ENOMEM, "out of memory");
-		return -ENOMEM;
-	}
-	for (int c = 0; c < s->ncpu; c++)
-		s->cpus[c].fd = -1;
-	setup_attr(s);
-	if (s->opts.ring_mode != PROF_RING_PER_THREAD) {
-		int r = open_per_cpu_or_say_why(s, err);
-		if (r < 0 || s->per_cpu)
-			return r;
-	}
-	s->tot.ring_mode = PROF_RING_PER_THREAD;
-	int r = scan_until_stable(s, true, false);
-	if (r < 0) {
-		if (r == -ESRCH && !s->errmsg[0])
-			seterrmsg(s, "no such process: %d", s->pid);
-		prof_seterr(err, r, "%s", s->errmsg[0] ? s->errmsg : strerror(-r));
-		return r;
-	}
-	if (s->nev == 0) {
-		prof_seterr(err, -ESRCH, "process %d has no threads left to sample", s->pid);
-		return -ESRCH;
-	}
-	return 0;
-}
-
-/* Records the threads present now, so the bpf backend can tell new ones. */
-static void note_initial_threads(struct prof_sampler *s)
-{
-	pid_t *tids;
-	size_t n;
-
-	if (list_tasks(s->pid, &tids, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct thr *t = thr_get(s, tids[i], true);
-		if (t)
-			t->direct = true;
-	}
-	free(tids);
 }
 
 int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_sampler **out,
@@ -986,36 +364,39 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 		return r;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	s->pid = pid;
 	s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	prof_stacks__init(&s->stacks);
-	if (opts)
-		memcpy(&s->opts, opts, opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts));
+	if (!UTIL_OPTS_COPY(&s->opts, opts)) {
+		prof__seterr(err, -EINVAL, UTIL_OPTS_UNKNOWN);
+		r = -EINVAL;
+		goto fail;
+	}
 	s->opts.sz = sizeof(s->opts);
 	if (!s->opts.freq_hz)
 		s->opts.freq_hz = PROF_DEFAULT_FREQ_HZ;
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = 128;
 	if (s->opts.ring_pages & (s->opts.ring_pages - 1)) {
-		prof_seterr(err, -EINVAL, "ring_pages must be a power of two, not %u",
+		prof__seterr(err, -EINVAL, "ring_pages must be a power of two, not %u",
 			    s->opts.ring_pages);
 		r = -EINVAL;
 		goto fail;
 	}
-	s->pmu = have_pmu();
+	s->pmu = sampler__have_pmu();
 	if (!s->pmu && s->opts.freq_hz > PROF_MAX_SOFT_FREQ_HZ && !s->opts.force) {
-		prof_seterr(err, -EINVAL,
+		prof__seterr(err, -EINVAL,
 			    "refusing to sample at %u Hz without a hardware PMU: cpu-clock costs "
 			    "the target ~20 us per sample and above %u Hz can lock up a CPU",
 			    s->opts.freq_hz, PROF_MAX_SOFT_FREQ_HZ);
 		r = -EINVAL;
 		goto fail;
 	}
-	if (!s->opts.user_only && !may_sample_kernel())
+	if (!s->opts.user_only && !sampler__may_sample_kernel())
 		s->opts.user_only = true;	/* perf_event_paranoid says user only */
 	s->tot.kernel = !s->opts.user_only;
 	s->tot.freq_hz = s->opts.freq_hz;
@@ -1027,7 +408,7 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 		r = prof_bpf__open(pid, s->opts.freq_hz, s->opts.user_only, s->pmu, &s->bpf, why,
 				   sizeof(why));
 		if (r == 0) {
-			note_initial_threads(s);
+			sampler__note_initial_threads(s);
 			*out = s;
 			return 0;
 		}
@@ -1036,7 +417,7 @@ int prof_sampler__open(pid_t pid, const struct prof_opts *opts, struct prof_samp
 		s->tot.backend = PROF_BACKEND_RING;
 		snprintf(s->tot.fallback_reason, sizeof(s->tot.fallback_reason), "%s", why);
 	}
-	r = open_ring_backend(s, err);
+	r = sampler__open_ring_backend(s, err);
 	if (r < 0)
 		goto fail;
 	*out = s;
@@ -1046,53 +427,46 @@ fail:
 	return r;
 }
 
-static void enable_all(struct prof_sampler *s, bool on)
-{
-	for (size_t i = 0; i < s->nev; i++)
-		if (s->evs[i].fd >= 0)
-			ioctl(s->evs[i].fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
-}
-
 int prof_sampler__start(struct prof_sampler *s)
 {
 	int r;
 
 	if (s->running) {
-		seterrmsg(s, "the sampler is already running");
+		sampler__seterrmsg(s, "the sampler is already running");
 		return -EBUSY;
 	}
 	s->errmsg[0] = 0;
 	if (s->bpf) {
 		r = prof_bpf__enable(s->bpf, true);
 		if (r < 0) {
-			seterrmsg(s, "cannot enable the BPF sampling events: %s", strerror(-r));
+			sampler__seterrmsg(s, "cannot enable the BPF sampling events: %s", strerror(-r));
 			return r;
 		}
-		s->start_ns = prof_now_ns();
+		s->start_ns = util_now_ns();
 		s->running = true;
 		return 0;
 	}
 	if (pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
 		r = -errno;
-		seterrmsg(s, "pipe: %s", strerror(errno));
+		sampler__seterrmsg(s, "pipe: %s", strerror(errno));
 		return r;
 	}
 	pthread_mutex_lock(&s->lock);
-	enable_all(s, true);
-	s->start_ns = prof_now_ns();
+	sampler__enable_all(s, true);
+	s->start_ns = util_now_ns();
 	/* threads created before the events existed and after the last scan */
 	s->last_scan_ns = s->start_ns;
-	r = s->per_cpu ? 0 : scan_until_stable(s, false, true);
+	r = s->per_cpu ? 0 : sampler__scan_until_stable(s, false, true);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0 && r != -ESRCH) {
-		enable_all(s, false);
+		sampler__enable_all(s, false);
 		goto fail;
 	}
 	s->stop_req = false;
 	r = pthread_create(&s->reader, NULL, reader_main, s);
 	if (r) {
-		enable_all(s, false);
-		seterrmsg(s, "cannot start the ring reader thread: %s", strerror(r));
+		sampler__enable_all(s, false);
+		sampler__seterrmsg(s, "cannot start the ring reader thread: %s", strerror(r));
 		r = -r;
 		goto fail;
 	}
@@ -1109,7 +483,7 @@ fail:
 static void bpf_thread_cb(pid_t tid, uint64_t samples, void *arg)
 {
 	struct prof_sampler *s = arg;
-	struct thr *t = thr_get(s, tid, true);
+	struct thr *t = sampler__thr_get(s, tid, true);
 
 	if (!t)
 		return;
@@ -1117,27 +491,6 @@ static void bpf_thread_cb(pid_t tid, uint64_t samples, void *arg)
 		t->new_thread = true;
 	t->samples += samples;
 	s->tot.samples += samples;
-}
-
-/* Samples of threads whose probation ended without a double cover join
- * the rest. */
-static void settle_probation(struct prof_sampler *s)
-{
-	for (size_t i = 0; i < s->nthr; i++) {
-		struct thr *t = &s->thrs[i];
-		if (!t->probation || t->dropped)
-			continue;
-		if (t->prob) {
-			prof_stacks__merge(&s->stacks, t->prob);
-			prof_stacks__fini(t->prob);
-			free(t->prob);
-			t->prob = NULL;
-		}
-		t->samples += t->prob_samples;
-		s->tot.samples += t->prob_samples;
-		t->prob_samples = 0;
-		t->probation = false;
-	}
 }
 
 int prof_sampler__stop(struct prof_sampler *s)
@@ -1151,7 +504,7 @@ int prof_sampler__stop(struct prof_sampler *s)
 		r = prof_bpf__collect(s->bpf, &s->stacks, bpf_thread_cb, s, &s->tot.lost,
 				      &s->tot.stack_errors, &s->tot.throttled);
 		if (r < 0)
-			seterrmsg(s, "cannot read the BPF maps: %s", strerror(-r));
+			sampler__seterrmsg(s, "cannot read the BPF maps: %s", strerror(-r));
 	} else {
 		/* the reader may open events on new threads until it is gone:
 		 * join it first, then disable everything */
@@ -1165,12 +518,12 @@ int prof_sampler__stop(struct prof_sampler *s)
 		close(s->stop_pipe[1]);
 		s->stop_pipe[0] = s->stop_pipe[1] = -1;
 		pthread_mutex_lock(&s->lock);
-		enable_all(s, false);
-		drain_all(s);
-		settle_probation(s);
+		sampler__enable_all(s, false);
+		sampler__drain_all(s);
+		sampler__settle_probation(s);
 		pthread_mutex_unlock(&s->lock);
 	}
-	s->tot.duration_ns += prof_now_ns() - s->start_ns;
+	s->tot.duration_ns += util_now_ns() - s->start_ns;
 	s->running = false;
 	return r;
 }
@@ -1206,8 +559,8 @@ void prof_sampler__free(struct prof_sampler *s)
 	free(s->cpus);
 	free(s->evs);
 	free(s->thrs);
-	idmap_free(&s->ev_by_id);
-	idmap_free(&s->thr_by_tid);
+	util_hmap__fini(&s->ev_by_id);
+	util_hmap__fini(&s->thr_by_tid);
 	prof_stacks__fini(&s->stacks);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -1247,7 +600,7 @@ void prof_sampler__totals(const struct prof_sampler *s, struct prof_totals *t)
 		t->new_threads += s->thrs[i].new_thread;
 	}
 	if (s->running)
-		t->duration_ns += prof_now_ns() - s->start_ns;
+		t->duration_ns += util_now_ns() - s->start_ns;
 	pthread_mutex_unlock(&m->lock);
 }
 

@@ -166,18 +166,18 @@ int prof_symbolizer__new(pid_t pid, struct prof_symbolizer **out, struct prof_er
 	if (err)
 		memset(err, 0, sizeof(*err));
 	if (!s) {
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	s->pid = pid;
 	r = attach_maps__read(pid, &s->maps);
 	if (r < 0) {
-		prof_seterr(err, r, r == -ENOENT || r == -ESRCH ? "no such process: %d" :
+		prof__seterr(err, r, r == -ENOENT || r == -ESRCH ? "no such process: %d" :
 			    "cannot read the maps of process %d: %s", pid, strerror(-r));
 		free(s);
 		return r;
 	}
-	s->maps_ns = prof_now_ns();
+	s->maps_ns = util_now_ns();
 	prof_perfmap__init(&s->jit);
 	s->jit_err = -ENOENT;
 	/* now, while /proc/PID/status exists: the file may be read after the
@@ -258,7 +258,7 @@ int prof_symbolizer__refresh(struct prof_symbolizer *s)
 	}
 	attach_maps__free(s->maps);
 	s->maps = m;
-	s->maps_ns = prof_now_ns();
+	s->maps_ns = util_now_ns();
 	s->jit_ns = 0;
 	return 0;
 }
@@ -409,18 +409,9 @@ static void load_kallsyms(struct prof_symbolizer *s)
 
 static int lookup_kernel(struct prof_symbolizer *s, uint64_t addr, struct prof_sym *sym)
 {
-	size_t lo = 0, hi;
-
 	if (!s->ks_tried)
 		load_kallsyms(s);
-	hi = s->nks;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (s->ks[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = UTIL_UPPER_BOUND(s->ks, s->nks, addr, addr);
 	sym->module = intern(s, "[kernel.kallsyms]");
 	sym->build_id = "";
 	if (lo == 0) {
@@ -446,7 +437,7 @@ static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t add
 {
 	const struct attach_map *m = attach_maps__find(s->maps, addr);
 
-	if (!m && prof_now_ns() - s->maps_ns > REFRESH_NS && prof_symbolizer__refresh(s) == 0)
+	if (!m && util_now_ns() - s->maps_ns > REFRESH_NS && prof_symbolizer__refresh(s) == 0)
 		m = attach_maps__find(s->maps, addr);
 	/* code unmapped since it was sampled: the latest mapping noted */
 	for (size_t i = s->nnoted; !m && i > 0; i--)
@@ -460,7 +451,7 @@ static const struct attach_map *find_map(struct prof_symbolizer *s, uint64_t add
 /* Reads the perf map file if it is new or has grown since last time. */
 static void perfmap_check(struct prof_symbolizer *s)
 {
-	uint64_t now = prof_now_ns();
+	uint64_t now = util_now_ns();
 	char path[sizeof(s->jit_path)];
 
 	if (s->jit_ns && now - s->jit_ns < PERFMAP_RECHECK_NS)

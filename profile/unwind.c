@@ -579,7 +579,7 @@ int prof_unwinder__new(struct attach_target *t, struct prof_unwinder **out, stru
 	*out = NULL;
 	if (!u || !(u->pages = calloc(NPAGES, sizeof *u->pages))) {
 		free(u);
-		prof_seterr(err, -ENOMEM, "out of memory");
+		prof__seterr(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
 	u->t = t;
@@ -589,7 +589,7 @@ int prof_unwinder__new(struct attach_target *t, struct prof_unwinder **out, stru
 	if (!u->as) {
 		free(u->pages);
 		free(u);
-		prof_seterr(err, -ENOMEM, "libunwind: cannot create an address space");
+		prof__seterr(err, -ENOMEM, "libunwind: cannot create an address space");
 		return -ENOMEM;
 	}
 	/* the rules found per pc, kept from one stop to the next */

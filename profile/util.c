@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void prof_fmt(char *buf, size_t len, const char *fmt, ...)
+void prof__fmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -22,7 +22,7 @@ void prof_fmt(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
+void prof__seterr(struct prof_error *err, int e, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -34,13 +34,6 @@ void prof_seterr(struct prof_error *err, int e, const char *fmt, ...)
 	va_end(ap);
 }
 
-uint64_t prof_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 const char *prof_backend_name(enum prof_backend b)
 {

@@ -27,16 +27,7 @@
 
 #include "src/args.h"
 #include "src/padrone.h"
-
-/* Exit statuses of padrone and padroned besides the per-cause ones of
- * padrone_why_exit_status (3 to 12, one per reason attach/ can give). */
-enum {
-	PADRONE_EXIT_OK = 0,
-	PADRONE_EXIT_FAILURE = 1,	/* a command failed (its message says why) */
-	PADRONE_EXIT_USAGE = 2,		/* bad command line: unknown command, bad arguments */
-	PADRONE_EXIT_PROTOCOL = 20,	/* padroned could not be talked to, or refused us */
-	PADRONE_EXIT_SERVED = 21,	/* padroned: another padroned already serves the process */
-};
+#include "src/status.h"	/* PADRONE_EXIT_* */
 
 /* Entry flags. */
 enum {

@@ -11,107 +11,62 @@
 
 struct padrone_report {
 	pid_t pid;
-	char *event;
-	char *backend, *fallback;
-	char *sampling, *sampling_why;
+	struct prof_totals tot;	/* samples, lost, event, backend, sampling... */
+	struct prof_hot *hot;	/* the ranking: what is counted is printed */
+	struct padrone_function *fn;	/* the public view of hot's functions */
+	size_t n;
 	enum padrone_why ended;
-	unsigned hz;
-	double duration_s;
-	uint64_t samples, lost, throttled;
 	bool user_only;
-	uint64_t kernel_samples, cpu_user_ns, cpu_system_ns, start_ns;
-	struct padrone_function *fn;
-	size_t n, cap;
+	uint64_t cpu_user_ns, cpu_system_ns, start_ns;
 };
 
-struct padrone_report *padrone_report_new(pid_t pid, const char *event, unsigned hz,
-					  double duration_s, uint64_t samples, uint64_t lost)
+/* How the threads were covered: "per-cpu", "per-thread" (ring) or
+ * "in-kernel" (bpf, per CPU too). */
+static const char *sampling_name(const struct prof_totals *t)
+{
+	if (t->backend == PROF_BACKEND_BPF)
+		return "in-kernel";
+	return t->ring_mode == PROF_RING_AUTO ? "" : prof_ring_mode_name(t->ring_mode);
+}
+
+/* The public rows point into hot's functions: nothing is copied but the
+ * bounds' name. */
+static int view_functions(struct padrone_report *r)
+{
+	size_t n = r->hot ? prof_hot__count(r->hot) : 0;
+
+	r->fn = calloc(n ? n : 1, sizeof(*r->fn));
+	if (!r->fn)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct prof_func *f = prof_hot__at(r->hot, i);
+		r->fn[i] = (struct padrone_function){
+			.name = f->name, .module = f->module, .start = f->start, .end = f->end,
+			.self = f->self, .inclusive = f->inclusive, .self_pct = f->self_pct,
+			.bounds = prof_bounds_name(f->bounds),
+		};
+	}
+	r->n = n;
+	return 0;
+}
+
+struct padrone_report *padrone_report_new(pid_t pid, const struct prof_totals *t,
+					  struct prof_hot *hot)
 {
 	struct padrone_report *r = calloc(1, sizeof(*r));
 
-	if (!r)
-		return NULL;
-	r->event = strdup(event ? event : "");
-	r->backend = strdup("ring");
-	r->fallback = strdup("");
-	r->sampling = strdup("");
-	r->sampling_why = strdup("");
-	if (!r->event || !r->backend || !r->fallback || !r->sampling || !r->sampling_why) {
-		padrone_report_free(r);
+	if (!r) {
+		prof_hot__free(hot);
 		return NULL;
 	}
 	r->pid = pid;
-	r->hz = hz;
-	r->duration_s = duration_s;
-	r->samples = samples;
-	r->lost = lost;
+	r->hot = hot;
+	r->tot = hot ? *prof_hot__totals(hot) : *t;
+	if (view_functions(r) < 0) {
+		padrone_report_free(r);
+		return NULL;
+	}
 	return r;
-}
-
-int padrone_report_add(struct padrone_report *r, const char *name, const char *module,
-		       uint64_t start, uint64_t end, uint64_t self, uint64_t inclusive,
-		       const char *bounds)
-{
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct padrone_function *fn = realloc(r->fn, cap * sizeof(*fn));
-		if (!fn)
-			return -ENOMEM;
-		r->fn = fn;
-		r->cap = cap;
-	}
-	struct padrone_function *f = &r->fn[r->n];
-	f->name = strdup(name ? name : "");
-	f->module = strdup(module ? module : "");
-	f->bounds = strdup(bounds ? bounds : "none");
-	if (!f->name || !f->module || !f->bounds) {
-		free((char *)f->name);
-		free((char *)f->module);
-		free((char *)f->bounds);
-		return -ENOMEM;
-	}
-	f->start = start;
-	f->end = end;
-	f->self = self;
-	f->inclusive = inclusive;
-	f->self_pct = r->samples ? 100.0 * (double)self / (double)r->samples : 0.0;
-	r->n++;
-	return 0;
-}
-
-int padrone_report_set_backend(struct padrone_report *r, const char *backend,
-			       const char *fallback)
-{
-	char *b = strdup(backend ? backend : "");
-	char *f = strdup(fallback ? fallback : "");
-
-	if (!b || !f) {
-		free(b);
-		free(f);
-		return -ENOMEM;
-	}
-	free(r->backend);
-	free(r->fallback);
-	r->backend = b;
-	r->fallback = f;
-	return 0;
-}
-
-int padrone_report_set_sampling(struct padrone_report *r, const char *sampling, const char *why)
-{
-	char *s = strdup(sampling ? sampling : "");
-	char *w = strdup(why ? why : "");
-
-	if (!s || !w) {
-		free(s);
-		free(w);
-		return -ENOMEM;
-	}
-	free(r->sampling);
-	free(r->sampling_why);
-	r->sampling = s;
-	r->sampling_why = w;
-	return 0;
 }
 
 void padrone_report_set_ended(struct padrone_report *r, enum padrone_why ended)
@@ -119,63 +74,19 @@ void padrone_report_set_ended(struct padrone_report *r, enum padrone_why ended)
 	r->ended = ended;
 }
 
-const char *padrone_report__sampling(const struct padrone_report *r) { return r->sampling; }
-const char *padrone_report__sampling_why(const struct padrone_report *r) { return r->sampling_why; }
-enum padrone_why padrone_report__ended(const struct padrone_report *r) { return r->ended; }
-
-static int hotter_first(const void *pa, const void *pb)
-{
-	const struct padrone_function *a = pa, *b = pb;
-
-	if (a->self != b->self)
-		return a->self > b->self ? -1 : 1;
-	if (a->inclusive != b->inclusive)
-		return a->inclusive > b->inclusive ? -1 : 1;
-	return (a->start > b->start) - (a->start < b->start);
-}
-
-void padrone_report_sort(struct padrone_report *r)
-{
-	if (r->n > 1)
-		qsort(r->fn, r->n, sizeof(*r->fn), hotter_first);
-}
-
 void padrone_report_free(struct padrone_report *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->n; i++) {
-		free((char *)r->fn[i].name);
-		free((char *)r->fn[i].module);
-		free((char *)r->fn[i].bounds);
-	}
+	prof_hot__free(r->hot);
 	free(r->fn);
-	free(r->event);
-	free(r->backend);
-	free(r->fallback);
-	free(r->sampling);
-	free(r->sampling_why);
 	free(r);
 }
 
-pid_t padrone_report__pid(const struct padrone_report *r) { return r->pid; }
-const char *padrone_report__event(const struct padrone_report *r) { return r->event; }
-unsigned padrone_report__frequency_hz(const struct padrone_report *r) { return r->hz; }
-double padrone_report__duration_s(const struct padrone_report *r) { return r->duration_s; }
-uint64_t padrone_report__samples(const struct padrone_report *r) { return r->samples; }
-uint64_t padrone_report__lost(const struct padrone_report *r) { return r->lost; }
-uint64_t padrone_report__throttled(const struct padrone_report *r) { return r->throttled; }
-
-void padrone_report_set_throttled(struct padrone_report *r, uint64_t throttled)
+void padrone_report_set_kernel(struct padrone_report *r, bool user_only, uint64_t cpu_user_ns,
+			       uint64_t cpu_system_ns)
 {
-	r->throttled = throttled;
-}
-
-void padrone_report_set_kernel(struct padrone_report *r, bool user_only, uint64_t kernel_samples,
-			       uint64_t cpu_user_ns, uint64_t cpu_system_ns)
-{
-	r->user_only = user_only;
-	r->kernel_samples = kernel_samples;
+	r->user_only = user_only || !r->tot.kernel;
 	r->cpu_user_ns = cpu_user_ns;
 	r->cpu_system_ns = cpu_system_ns;
 }
@@ -185,11 +96,34 @@ void padrone_report_set_start(struct padrone_report *r, uint64_t start_ns)
 	r->start_ns = start_ns;
 }
 
+const struct prof_hot *padrone_report_hot(const struct padrone_report *r)
+{
+	return r ? r->hot : NULL;
+}
+
+pid_t padrone_report__pid(const struct padrone_report *r) { return r->pid; }
+const char *padrone_report__event(const struct padrone_report *r) { return r->tot.event; }
+unsigned padrone_report__frequency_hz(const struct padrone_report *r) { return r->tot.freq_hz; }
+double padrone_report__duration_s(const struct padrone_report *r) { return (double)r->tot.duration_ns / 1e9; }
+uint64_t padrone_report__samples(const struct padrone_report *r) { return r->tot.samples; }
+uint64_t padrone_report__lost(const struct padrone_report *r) { return r->tot.lost; }
+uint64_t padrone_report__throttled(const struct padrone_report *r) { return r->tot.throttled; }
 bool padrone_report__user_only(const struct padrone_report *r) { return r->user_only; }
-uint64_t padrone_report__kernel_samples(const struct padrone_report *r) { return r->kernel_samples; }
+uint64_t padrone_report__kernel_samples(const struct padrone_report *r) { return r->tot.kernel_samples; }
 double padrone_report__cpu_user_s(const struct padrone_report *r) { return (double)r->cpu_user_ns / 1e9; }
 double padrone_report__cpu_system_s(const struct padrone_report *r) { return (double)r->cpu_system_ns / 1e9; }
 uint64_t padrone_report__start_ns(const struct padrone_report *r) { return r->start_ns; }
+const char *padrone_report__backend(const struct padrone_report *r) { return prof_backend_name(r->tot.backend); }
+const char *padrone_report__fallback(const struct padrone_report *r) { return r->tot.fell_back ? r->tot.fallback_reason : ""; }
+const char *padrone_report__sampling(const struct padrone_report *r) { return sampling_name(&r->tot); }
+const char *padrone_report__sampling_why(const struct padrone_report *r) { return r->tot.ring_mode_reason; }
+enum padrone_why padrone_report__ended(const struct padrone_report *r) { return r->ended; }
+size_t padrone_report__count(const struct padrone_report *r) { return r->n; }
+
+const struct padrone_function *padrone_report__function(const struct padrone_report *r, size_t i)
+{
+	return i < r->n ? &r->fn[i] : NULL;
+}
 
 /* The share of the process's CPU time the kernel accounted as system time
  * during the profile, in percent (0 when it used none). */
@@ -197,14 +131,6 @@ static double system_pct(const struct padrone_report *r)
 {
 	uint64_t cpu = r->cpu_user_ns + r->cpu_system_ns;
 	return cpu ? 100.0 * (double)r->cpu_system_ns / (double)cpu : 0.0;
-}
-const char *padrone_report__backend(const struct padrone_report *r) { return r->backend; }
-const char *padrone_report__fallback(const struct padrone_report *r) { return r->fallback; }
-size_t padrone_report__count(const struct padrone_report *r) { return r->n; }
-
-const struct padrone_function *padrone_report__function(const struct padrone_report *r, size_t i)
-{
-	return i < r->n ? &r->fn[i] : NULL;
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -269,18 +195,18 @@ static struct json_object *report_json(const struct padrone_report *r, size_t ma
 		return NULL;
 	}
 	e |= put(o, "pid", json_object_new_int(r->pid));
-	e |= put(o, "event", json_object_new_string(r->event));
-	e |= put(o, "frequency_hz", json_object_new_uint64(r->hz));
-	e |= put(o, "duration_s", fixed(r->duration_s, 3));
-	e |= put(o, "samples", json_object_new_uint64(r->samples));
-	e |= put(o, "lost", json_object_new_uint64(r->lost));
-	e |= put(o, "throttled", json_object_new_uint64(r->throttled));
+	e |= put(o, "event", json_object_new_string(r->tot.event));
+	e |= put(o, "frequency_hz", json_object_new_uint64(r->tot.freq_hz));
+	e |= put(o, "duration_s", fixed(padrone_report__duration_s(r), 3));
+	e |= put(o, "samples", json_object_new_uint64(r->tot.samples));
+	e |= put(o, "lost", json_object_new_uint64(r->tot.lost));
+	e |= put(o, "throttled", json_object_new_uint64(r->tot.throttled));
 	e |= put(o, "user_only", json_object_new_boolean(r->user_only));
-	e |= put(o, "kernel_samples", json_object_new_uint64(r->kernel_samples));
+	e |= put(o, "kernel_samples", json_object_new_uint64(r->tot.kernel_samples));
 	e |= put(o, "cpu_user_s", fixed((double)r->cpu_user_ns / 1e9, 3));
 	e |= put(o, "cpu_system_s", fixed((double)r->cpu_system_ns / 1e9, 3));
-	e |= put(o, "backend", json_object_new_string(r->backend));
-	e |= put(o, "sampling", json_object_new_string(r->sampling));
+	e |= put(o, "backend", json_object_new_string(padrone_report__backend(r)));
+	e |= put(o, "sampling", json_object_new_string(padrone_report__sampling(r)));
 	if (r->ended == PADRONE_OK)
 		e |= json_object_object_add(o, "ended", NULL) < 0 ? -ENOMEM : 0;
 	else
@@ -369,15 +295,17 @@ static const char *base_name(const char *path)
 /* How the threads were sampled, and what that misses. */
 static void say_sampling(FILE *f, const struct padrone_report *r)
 {
-	if (!strcmp(r->sampling, "per-cpu"))
+	const char *sampling = padrone_report__sampling(r), *backend = padrone_report__backend(r);
+
+	if (!strcmp(sampling, "per-cpu"))
 		fprintf(f, "# sampled per CPU (%s backend): every thread, however short-lived\n",
-			r->backend);
-	else if (!strcmp(r->sampling, "per-thread"))
+			backend);
+	else if (!strcmp(sampling, "per-thread"))
 		fprintf(f, "# sampled per thread (%s backend): threads that live less than a "
-			"sampling period are missed%s%s\n", r->backend, *r->sampling_why ? "; " : "",
-			r->sampling_why);
-	else if (*r->sampling)
-		fprintf(f, "# sampled per CPU in the kernel (%s backend)\n", r->backend);
+			"sampling period are missed%s%s\n", backend, *r->tot.ring_mode_reason ? "; " : "",
+			r->tot.ring_mode_reason);
+	else if (*sampling)
+		fprintf(f, "# sampled per CPU in the kernel (%s backend)\n", backend);
 }
 
 /* Samples expected from the process's CPU time at the rate (what a timer
@@ -386,7 +314,7 @@ static double expected_samples(const struct padrone_report *r)
 {
 	uint64_t cpu = r->cpu_user_ns + (r->user_only ? 0 : r->cpu_system_ns);
 
-	return (double)cpu / 1e9 * (double)r->hz;
+	return (double)cpu / 1e9 * (double)r->tot.freq_hz;
 }
 
 /* No samples, or far fewer than its CPU time gives: say why it may be. The
@@ -394,22 +322,22 @@ static double expected_samples(const struct padrone_report *r)
 static void explain_few_samples(FILE *f, const struct padrone_report *r)
 {
 	double want = expected_samples(r);
-	bool per_thread = !strcmp(r->sampling, "per-thread");
+	bool per_thread = !strcmp(padrone_report__sampling(r), "per-thread");
 
-	if (!r->samples && want < 20)
+	if (!r->tot.samples && want < 20)
 		fprintf(f, "# no samples: no thread of process %d ran on a CPU while it was sampled "
 			"(sleeping, blocked or stopped); is the busy process a child of it?\n",
 			(int)r->pid);
-	else if (per_thread && want >= 20 && (double)r->samples * 4 < want)
+	else if (per_thread && want >= 20 && (double)r->tot.samples * 4 < want)
 		fprintf(f, "# only %llu samples for ~%.2f s of CPU time (~%.0f at %u Hz): threads "
 			"that live less than a sampling period are not seen by per-thread events "
 			"(each fires only after a whole period of its own thread's time); per-CPU "
 			"events (CAP_PERFMON) or -b bpf sample them\n",
-			(unsigned long long)r->samples, want / (double)r->hz, want, r->hz);
-	else if (!r->samples)
+			(unsigned long long)r->tot.samples, want / (double)r->tot.freq_hz, want, r->tot.freq_hz);
+	else if (!r->tot.samples)
 		fprintf(f, "# no samples, though process %d used ~%.2f s of CPU time meanwhile "
 			"(samples lost, or the kernel throttled sampling?)\n", (int)r->pid,
-			want / (double)r->hz);
+			want / (double)r->tot.freq_hz);
 }
 
 static void say_ended(FILE *f, const struct padrone_report *r)
@@ -431,17 +359,17 @@ char *padrone_report__text(const struct padrone_report *r, size_t max)
 	if (!f)
 		return NULL;
 	fprintf(f, "# pid %d: %llu samples of %s at %u Hz in %.2f s, %llu lost", (int)r->pid,
-		(unsigned long long)r->samples, r->event, r->hz, r->duration_s,
-		(unsigned long long)r->lost);
-	if (r->throttled)	/* perf's words: the kernel cut the rate */
+		(unsigned long long)r->tot.samples, r->tot.event, r->tot.freq_hz, padrone_report__duration_s(r),
+		(unsigned long long)r->tot.lost);
+	if (r->tot.throttled)	/* perf's words: the kernel cut the rate */
 		fprintf(f, ", throttled %llu times (the kernel lowered the rate)",
-			(unsigned long long)r->throttled);
+			(unsigned long long)r->tot.throttled);
 	fputc('\n', f);
 	if (r->user_only)
 		fprintf(f, "# kernel: not sampled (user code only)");
 	else
 		fprintf(f, "# kernel: %.1f%% of the samples",
-			r->samples ? 100.0 * (double)r->kernel_samples / (double)r->samples : 0.0);
+			r->tot.samples ? 100.0 * (double)r->tot.kernel_samples / (double)r->tot.samples : 0.0);
 	fprintf(f, "; CPU time %.2f s user, %.2f s system (%.1f%% in the kernel)\n",
 		(double)r->cpu_user_ns / 1e9, (double)r->cpu_system_ns / 1e9, system_pct(r));
 	say_sampling(f, r);

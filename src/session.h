@@ -1,12 +1,14 @@
 /* session.h: what src/'s commands reach inside a session (private to
  * libpadrone; hidden from libpadrone.so).
  *
- * Commands of later rooms (cfg, codecache...) live in src/cmd/ and work on
- * the session's attached process through their own room's API: they get the
- * attach_target and the symbolizer here, and keep state across commands
- * (a code cache, replaced functions) as a named extension that the session
- * releases at detach -- newest first, while the process is still attached,
- * so what a room changed in it is restored before it is let go.
+ * The session's parts (session-cfg.c, session-cc.c, instr.c) and the
+ * commands in src/cmd/ work on the attached process through their own
+ * room's API: they get the attach_target, the symbolizer and the modules
+ * here. A part that keeps state for the attachment (session-cc.c's branch
+ * index, instr.c's instrumentation) stores it as a named extension, which
+ * the session releases at detach -- newest first, while the process is
+ * still attached, so what a part changed in it is restored before it is let
+ * go.
  */
 #ifndef PADRONE_SRC_SESSION_H
 #define PADRONE_SRC_SESSION_H
@@ -88,31 +90,9 @@ typedef void (*padrone_wait_hook_fn)(struct padrone_session *s, bool begin, void
 PADRONE_HIDDEN void padrone_session_set_wait_hook(struct padrone_session *s, padrone_wait_hook_fn fn,
 						  void *arg);
 
-/* The last profile's samples taken in user space: the sampled instruction
- * of each distinct call chain and how many samples had it (what cfg/
- * attributes to blocks and loops). NULL and 0 before any profile; valid until the next
- * profile or detach. */
-struct padrone_ip_count {
-	uint64_t ip, count;
-};
-PADRONE_HIDDEN const struct padrone_ip_count *padrone_session_samples(const struct padrone_session *s,
-								      size_t *n);
-
-/* The last profile's user-space call chains: ips[0] the sampled
- * instruction, ips[1..] return addresses, and how many samples had the
- * chain (what replace -C takes a function's hot callers from). NULL and 0
- * before any profile; valid until the next profile or detach. */
-struct padrone_chain {
-	const uint64_t *ips;
-	size_t n;
-	uint64_t count;
-};
-PADRONE_HIDDEN const struct padrone_chain *padrone_session_chains(const struct padrone_session *s,
-								  size_t *n);
-
 /* The last profile's ranking with its symbolized chains (what the pprof
- * and folded exports write), or NULL; valid until the next profile or
- * detach. */
+ * and folded exports write, what cfg counts on blocks and replace -C takes
+ * callers from), or NULL; valid until the next profile or detach. */
 struct prof_hot;
 PADRONE_HIDDEN const struct prof_hot *padrone_session_hot(const struct padrone_session *s);
 

@@ -28,9 +28,9 @@ static void expect_refusal(pid_t pid, int err, enum attach_why why, int status, 
 	ck_assert_int_eq(r, err);
 	ck_assert_ptr_null(t);
 	ck_assert_int_eq(e.err, err);
-	ck_assert_msg(e.why == why, "why %s, want %s (%s)", attach_why_name(e.why),
-		      attach_why_name(why), e.msg);
-	ck_assert_int_eq(attach_why_exit_status(e.why), status);
+	ck_assert_msg(e.why == why, "why %s, want %s (%s)", at_why_name(e.why),
+		      at_why_name(why), e.msg);
+	ck_assert_int_eq(at_status(e.why), status);
 	ck_assert_str_eq(e.msg, msg);
 }
 
@@ -41,10 +41,10 @@ START_TEST(exit_statuses_are_distinct)
 				       "permission", "already-traced", "target-exited",
 				       "target-execed", "timeout", "system" };
 	for (int w = ATTACH_OK; w <= ATTACH_SYSTEM; w++) {
-		ck_assert_int_eq(attach_why_exit_status(w), want[w]);
-		ck_assert_str_eq(attach_why_name(w), names[w]);
+		ck_assert_int_eq(at_status(w), want[w]);
+		ck_assert_str_eq(at_why_name(w), names[w]);
 		for (int v = ATTACH_OK; v < w; v++)
-			ck_assert_int_ne(attach_why_exit_status(v), attach_why_exit_status(w));
+			ck_assert_int_ne(at_status(v), at_status(w));
 	}
 }
 END_TEST
@@ -239,7 +239,7 @@ START_TEST(refuses_without_permission)
 		 "user or as root", (int)pid, NOBODY, NOBODY);
 	ck_assert_int_eq(r, -EPERM);
 	ck_assert_int_eq(e.why, ATTACH_PERMISSION);
-	ck_assert_int_eq(attach_why_exit_status(e.why), 7);
+	ck_assert_int_eq(at_status(e.why), 7);
 	ck_assert_str_eq(e.msg, msg);
 	ck_assert_int_eq(at_tracer(pid, 0), 0);
 	at_drain(&p);

@@ -453,7 +453,7 @@ static void exec_during_stops(const char *mode)
 		 "from it and the new program runs untraced", (int)pid);
 	ck_assert_str_eq(attach_target__errmsg(t), msg);
 	ck_assert_int_eq(attach_target__why(t), ATTACH_TARGET_EXECED);
-	ck_assert_int_eq(attach_why_exit_status(attach_target__why(t)), 10);
+	ck_assert_int_eq(at_status(attach_target__why(t)), 10);
 	ck_assert_int_eq(attach_target__stop(t), -ECHILD);
 	ck_assert_int_eq(log.execs, 1);
 	/* The new program runs, untraced, with the same PID. */
@@ -492,7 +492,7 @@ START_TEST(reports_the_target_exiting)
 	snprintf(msg, sizeof msg, "process %d (hotloop) has exited", (int)pid);
 	ck_assert_str_eq(attach_target__errmsg(t), msg);
 	ck_assert_int_eq(attach_target__why(t), ATTACH_TARGET_EXITED);
-	ck_assert_int_eq(attach_why_exit_status(attach_target__why(t)), 9);
+	ck_assert_int_eq(at_status(attach_target__why(t)), 9);
 	ck_assert_int_eq(attach_target__detach(t), 0);
 	char line[256];
 	ck_assert_int_gt(tu_wait_for(&p, "done", line, sizeof line, 5000), 0);
@@ -553,7 +553,7 @@ START_TEST(times_out_on_a_thread_that_cannot_stop)
 		 (int)kid, at_self_comm());
 	ck_assert_str_eq(attach_target__errmsg(t), msg);
 	ck_assert_int_eq(attach_target__why(t), ATTACH_TIMEOUT);
-	ck_assert_int_eq(attach_why_exit_status(attach_target__why(t)), 11);
+	ck_assert_int_eq(at_status(attach_target__why(t)), 11);
 	ck_assert(!attach_target__is_stopped(t));
 	/* Once the child is gone it runs again (in pause()), unharmed. */
 	ck_assert(at_wait_state(kid, "S", 5000));

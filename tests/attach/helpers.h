@@ -4,6 +4,7 @@
 #define PADRONE_TESTS_ATTACH_HELPERS_H
 
 #include "attach/attach.h"
+#include "src/status.h"
 #include "tests/lib/tu.h"
 
 #include <stdbool.h>
@@ -16,6 +17,17 @@ pid_t at_spawn(struct tu_proc *p, const char *target, ...);
 pid_t at_spawn_argv(struct tu_proc *p, char *const argv[]);
 /* The "hot_function 0xADDR" of a hotloop's ready line (at_spawn keeps it). */
 uint64_t at_hot_function(void);
+
+/* The exit status padrone gives a reason of attach/'s (src/status.c's
+ * table), and its name: what a user sees of it. */
+static inline int at_status(enum attach_why w)
+{
+	return padrone_why_exit_status(padrone_why_from_attach(w));
+}
+static inline const char *at_why_name(enum attach_why w)
+{
+	return padrone_why_name(padrone_why_from_attach(w));
+}
 
 /* Read the next `n` "tick N checksum X" lines of a hotloop run with -w
  * work and check each X against `hotloop -e N -w work`. Fails the test on

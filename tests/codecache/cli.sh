@@ -34,7 +34,7 @@ rounds() {
 }
 one_checksum() { [ "$(wc -l <"$tmp/sums")" -eq 1 ]; }
 
-echo "1..35"
+echo "1..36"
 rounds 1
 run replace "$padrone" -p "$pid" replace vecadd "$obj"
 check "replace exits 0 and says what it did" \
@@ -67,6 +67,11 @@ check "a missing symbol is named" \
 run nofunc "$padrone" -p "$pid" replace no_such_function "$obj"
 check "a missing function is named" \
 	eval 'status nofunc 2 && says nofunc "process $pid has no function named no_such_function"'
+# FILE without FUNC's name: its only global function, or the list of them
+run only "$padrone" -p "$pid" replace -n vecadd "$b/tests/codecache/repl/forever_alt.o"
+run several "$padrone" -p "$pid" replace -n vecadd "$b/tests/codecache/repl/side_alt.o"
+check "a file without the function's name gives its only function, or lists them" \
+	eval 'status only 0 && says only "^would load .*forever_alt.o:forever " && status several 2 && says several "defines several functions (twice_plus, thrice_plus, plus_one)"'
 run nofile "$padrone" -p "$pid" replace vecadd "$tmp/absent.o"
 check "a missing file is named" eval 'status nofile 2 && says nofile "cannot open $tmp/absent.o"'
 run dry "$padrone" -p "$pid" replace -n vecadd "$obj"

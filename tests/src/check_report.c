@@ -2,32 +2,55 @@
 #include "tests/lib/tu.h"
 
 #include <json.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/report.h"
 
-static struct padrone_report *sample_report(void)
+/* The totals of a profile of process pid. */
+static struct prof_totals totals(uint64_t samples, uint64_t lost, double seconds)
 {
-	struct padrone_report *r = padrone_report_new(4242, "cpu-clock", 999, 2.0015, 2000, 3);
+	struct prof_totals t = { .samples = samples, .lost = lost, .freq_hz = 999,
+				 .duration_ns = (uint64_t)(seconds * 1e9), .kernel = true };
+	snprintf(t.event, sizeof t.event, "cpu-clock");
+	return t;
+}
 
+static void add(struct prof_hot *h, const char *name, const char *module, uint64_t start,
+		uint64_t end, uint64_t self, uint64_t inclusive, enum prof_bounds bounds)
+{
+	struct prof_sym s = { .name = name, .module = module, .build_id = "", .start = start,
+			      .end = end, .bounds = bounds };
+	ck_assert_int_eq(prof_hot__add(h, &s, self, inclusive), 0);
+}
+
+/* A report of a ranking made by hand, in the order given, then ranked. */
+static struct padrone_report *sample_report(uint64_t throttled)
+{
+	struct prof_totals t = totals(2000, 3, 2.0015);
+	struct prof_hot *h;
+
+	t.throttled = throttled;
+	t.kernel_samples = 25;
+	ck_assert_int_eq(prof_hot__new(&t, &h), 0);
+	add(h, "main", "/opt/x/hotloop", 0x555555555040, 0x5555555550a0, 10, 1990,
+	    PROF_BOUNDS_SYMTAB);
+	add(h, "sub_401000", "/opt/x/stripped", 0x401000, 0x401080, 15, 15, PROF_BOUNDS_EH_FRAME);
+	add(h, "spin", "/opt/x/hotloop", 0x555555555180, 0x5555555551c0, 1975, 1975,
+	    PROF_BOUNDS_SYMTAB);
+	add(h, "memcpy", "/usr/lib/libc.so.6", 0x7ffff7e00000, 0x7ffff7e00100, 10, 12,
+	    PROF_BOUNDS_DYNSYM);
+	ck_assert_int_eq(prof_hot__rank(h), 0);
+	struct padrone_report *r = padrone_report_new(4242, &t, h);
 	ck_assert_ptr_nonnull(r);
-	ck_assert_int_eq(padrone_report_add(r, "main", "/opt/x/hotloop", 0x555555555040,
-					    0x5555555550a0, 10, 1990, "symtab"), 0);
-	ck_assert_int_eq(padrone_report_add(r, "sub_401000", "/opt/x/stripped", 0x401000,
-					    0x401080, 15, 15, "eh_frame"), 0);
-	ck_assert_int_eq(padrone_report_add(r, "spin", "/opt/x/hotloop", 0x555555555180,
-					    0x5555555551c0, 1975, 1975, "symtab"), 0);
-	ck_assert_int_eq(padrone_report_add(r, "memcpy", "/usr/lib/libc.so.6", 0x7ffff7e00000,
-					    0x7ffff7e00100, 10, 12, "dynsym"), 0);
-	padrone_report_set_kernel(r, false, 25, 1500000000, 500000000);
-	padrone_report_sort(r);
+	padrone_report_set_kernel(r, false, 1500000000, 500000000);
 	return r;
 }
 
 START_TEST(hottest_self_first_then_inclusive)
 {
-	struct padrone_report *r = sample_report();
+	struct padrone_report *r = sample_report(0);
 	const char *order[] = { "spin", "sub_401000", "main", "memcpy" };
 
 	ck_assert_uint_eq(padrone_report__count(r), 4);
@@ -63,7 +86,7 @@ static int64_t num(struct json_object *o, const char *key)
 
 START_TEST(json_has_the_documented_shape)
 {
-	struct padrone_report *r = sample_report();
+	struct padrone_report *r = sample_report(0);
 	char *text = padrone_report__json(r, 0);
 	struct json_object *o = json_tokener_parse(text);
 	struct json_object *v, *fns;
@@ -118,7 +141,7 @@ END_TEST
 
 START_TEST(text_is_a_perf_like_table)
 {
-	struct padrone_report *r = sample_report();
+	struct padrone_report *r = sample_report(0);
 	char *text = padrone_report__text(r, 2);
 
 	ck_assert_ptr_nonnull(text);
@@ -133,7 +156,8 @@ START_TEST(text_is_a_perf_like_table)
 	ck_assert_ptr_null(strstr(text, "main"));
 	ck_assert_ptr_nonnull(strstr(text, "# ... 2 more functions\n"));
 	free(text);
-	padrone_report_set_throttled(r, 5);
+	padrone_report_free(r);
+	r = sample_report(5);
 	text = padrone_report__text(r, 2);
 	ck_assert_msg(strstr(text, "3 lost, throttled 5 times (the kernel lowered the rate)\n"), "%s", text);
 	ck_assert_msg(strstr(text, "\n# kernel: 1.2% of the samples; CPU time 1.50 s user, 0.50 s system "
@@ -145,11 +169,15 @@ END_TEST
 
 START_TEST(an_empty_profile_is_still_a_report)
 {
-	struct padrone_report *r = padrone_report_new(1, "cpu-clock", 999, 1.0, 0, 0);
+	struct prof_totals t = totals(0, 0, 1.0);
+
+	t.fell_back = true;
+	snprintf(t.fallback_reason, sizeof t.fallback_reason, "BPF is not available here");
+	struct padrone_report *r = padrone_report_new(1, &t, NULL);
 	char *json = padrone_report__json(r, 0);
 
 	ck_assert_ptr_nonnull(strstr(json, "\"functions\":[]"));
-	ck_assert_int_eq(padrone_report_set_backend(r, "ring", "BPF is not available here"), 0);
+	ck_assert_str_eq(padrone_report__backend(r), "ring");
 	ck_assert_str_eq(padrone_report__fallback(r), "BPF is not available here");
 	free(json);
 	char *text = padrone_report__text(r, 20);	/* says why the table is empty */
@@ -165,11 +193,13 @@ END_TEST
  * thread ran" note stays for a process that used no CPU. */
 START_TEST(few_samples_are_explained_by_how_threads_were_sampled)
 {
-	struct padrone_report *r = padrone_report_new(9, "cpu-clock", 999, 3.0, 3, 0);
+	struct prof_totals t = totals(3, 0, 3.0);
 
-	padrone_report_set_kernel(r, false, 0, 1000000000ull, 2000000000ull);
-	ck_assert_int_eq(padrone_report_set_sampling(r, "per-thread", "perf_event_open on CPU 0: "
-						     "Permission denied"), 0);
+	t.ring_mode = PROF_RING_PER_THREAD;
+	snprintf(t.ring_mode_reason, sizeof t.ring_mode_reason,
+		 "perf_event_open on CPU 0: Permission denied");
+	struct padrone_report *r = padrone_report_new(9, &t, NULL);
+	padrone_report_set_kernel(r, false, 1000000000ull, 2000000000ull);
 	char *text = padrone_report__text(r, 20);
 	ck_assert_msg(strstr(text, "# sampled per thread (ring backend): threads that live less "
 			     "than a sampling period are missed; perf_event_open on CPU 0: "
@@ -185,9 +215,10 @@ START_TEST(few_samples_are_explained_by_how_threads_were_sampled)
 	free(json);
 	padrone_report_free(r);
 
-	r = padrone_report_new(9, "cpu-clock", 999, 3.0, 0, 0);
-	padrone_report_set_kernel(r, false, 0, 0, 0);
-	ck_assert_int_eq(padrone_report_set_sampling(r, "per-cpu", ""), 0);
+	t = totals(0, 0, 3.0);
+	t.ring_mode = PROF_RING_PER_CPU;
+	r = padrone_report_new(9, &t, NULL);
+	padrone_report_set_kernel(r, false, 0, 0);
 	padrone_report_set_ended(r, PADRONE_TARGET_EXITED);
 	text = padrone_report__text(r, 20);
 	ck_assert_msg(strstr(text, "# sampled per CPU (ring backend): every thread, however "
@@ -205,13 +236,15 @@ END_TEST
 
 START_TEST(text_shows_cxx_names_as_source_spells_them)
 {
-	struct padrone_report *r = padrone_report_new(7, "cpu-clock", 999, 1.0, 10, 0);
+	struct prof_totals t = totals(10, 0, 1.0);
+	struct prof_hot *h;
 	char buf[256];
 
-	ck_assert_int_eq(padrone_report_add(r, "_ZN4node5StartEiPPc", "/usr/bin/node", 0x1000,
-					    0x1100, 9, 9, "symtab"), 0);
-	ck_assert_int_eq(padrone_report_add(r, "_ZdlPv@plt", "/usr/bin/node", 0x2000, 0x2010, 1,
-					    1, "dynsym"), 0);
+	ck_assert_int_eq(prof_hot__new(&t, &h), 0);
+	add(h, "_ZN4node5StartEiPPc", "/usr/bin/node", 0x1000, 0x1100, 9, 9, PROF_BOUNDS_SYMTAB);
+	add(h, "_ZdlPv@plt", "/usr/bin/node", 0x2000, 0x2010, 1, 1, PROF_BOUNDS_DYNSYM);
+	ck_assert_int_eq(prof_hot__rank(h), 0);
+	struct padrone_report *r = padrone_report_new(7, &t, h);
 	char *text = padrone_report__text(r, 0), *json = padrone_report__json(r, 0);
 	ck_assert_msg(strstr(text, "node::Start(int, char**)"), "%s", text);
 	ck_assert_msg(strstr(text, "operator delete(void*)@plt"), "%s", text);

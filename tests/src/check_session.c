@@ -39,6 +39,35 @@ static struct padrone_session *attached(struct tu_proc *p, const char *duration)
 	return s;
 }
 
+/* src/status.c: each reason's exit status and name, as padrone(1) lists
+ * them; distinct but for the two that are also the programs' own (1 a
+ * failed command, 2 a usage error). */
+START_TEST(every_reason_has_its_documented_status_and_name)
+{
+	static const struct { enum padrone_why why; int status; const char *name; } want[] = {
+		{ PADRONE_OK, 0, "ok" },
+		{ PADRONE_NO_PROCESS, 3, "no-process" },
+		{ PADRONE_ZOMBIE, 4, "zombie" },
+		{ PADRONE_KERNEL_THREAD, 5, "kernel-thread" },
+		{ PADRONE_NOT_X86_64, 6, "not-x86-64" },
+		{ PADRONE_PERMISSION, 7, "permission" },
+		{ PADRONE_ALREADY_TRACED, 8, "already-traced" },
+		{ PADRONE_TARGET_EXITED, 9, "target-exited" },
+		{ PADRONE_TARGET_EXECED, 10, "target-execed" },
+		{ PADRONE_TIMEOUT, 11, "timeout" },
+		{ PADRONE_SYSTEM, 12, "system" },
+		{ PADRONE_NOT_ATTACHED, 1, "not-attached" },
+		{ PADRONE_BAD_REQUEST, 2, "bad-request" },
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		ck_assert_int_eq(padrone_why_exit_status(want[i].why), want[i].status);
+		ck_assert_str_eq(padrone_why_name(want[i].why), want[i].name);
+	}
+	ck_assert_int_eq(padrone_why_exit_status((enum padrone_why)99), 12);
+	ck_assert_str_eq(padrone_why_name((enum padrone_why)99), "unknown");
+}
+END_TEST
+
 START_TEST(failures_have_a_reason_a_message_and_a_status)
 {
 	struct padrone_session *s = padrone_session__new(NULL);
@@ -503,6 +532,7 @@ int main(void)
 	Suite *s = suite_create("session");
 	TCase *tc = tcase_create("session");
 	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, every_reason_has_its_documented_status_and_name);
 	tcase_add_test(tc, failures_have_a_reason_a_message_and_a_status);
 	tcase_add_test(tc, an_interrupt_ends_a_profile_early_keeping_its_samples);
 	tcase_add_test(tc, leaving_ends_every_later_profile_at_once);

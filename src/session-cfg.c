@@ -1,4 +1,4 @@
-/* session_cfg.c: control-flow graphs and hot loops of the attached process
+/* session-cfg.c: control-flow graphs and hot loops of the attached process
  * (cfg/ over the session's target: code from its memory, names from the
  * session's symbolizer). */
 #include <elf.h>
@@ -91,6 +91,28 @@ static void mapping_of(pid_t pid, uint64_t addr, char *buf, size_t size)
 	attach_maps__free(maps);
 }
 
+/* The last profile's samples in user code, by the instruction sampled:
+ * what cfg/ counts on blocks and loops. */
+static void attribute_samples(struct padrone_session *s, struct cfg_function *f)
+{
+	const struct prof_hot *hot = padrone_session_hot(s);
+	size_t n = hot ? prof_hot__stack_count(hot) : 0, k = 0;
+	struct cfg_sample *v = n ? malloc(n * sizeof(*v)) : NULL;
+
+	for (size_t i = 0; v && i < n; i++) {
+		const struct prof_hot_frame *fr;
+		size_t nf;
+		uint64_t count;
+		/* in the kernel: not this process's code (as the report's self) */
+		if (prof_hot__stack(hot, i, &fr, &nf, &count) == 0 && nf &&
+		    fr[0].addr < PROF_KERNEL_START)
+			v[k++] = (struct cfg_sample){ fr[0].addr, count };
+	}
+	if (v)
+		cfg_function__attribute(f, v, k);
+	free(v);
+}
+
 static int build(struct padrone_session *s, struct cfg_reader *r, uint64_t addr,
 		 struct cfg_function **f)
 {
@@ -113,14 +135,7 @@ static int build(struct padrone_session *s, struct cfg_reader *r, uint64_t addr,
 	int err = cfg_function__build(r, addr, &bo, f);
 	if (err < 0)
 		return padrone_session_fail(s, PADRONE_SYSTEM, err, "%s", cfg_reader__errmsg(r));
-	size_t n;
-	const struct padrone_ip_count *smp = padrone_session_samples(s, &n);
-	struct cfg_sample *v = n ? malloc(n * sizeof(*v)) : NULL;
-	for (size_t i = 0; v && i < n; i++)
-		v[i] = (struct cfg_sample){ smp[i].ip, smp[i].count };
-	if (v)
-		cfg_function__attribute(*f, v, n);
-	free(v);
+	attribute_samples(s, *f);
 	return 0;
 }
 

@@ -1,5 +1,6 @@
-/* cc.c: libpadrone's code-cache verbs over codecache/: replace, restore,
- * measure, and PADRONE's padrone_cc_* calls. Each call opens the target's
+/* session-cc.c: the session's code-cache part (not codecache/'s cc_): the
+ * verbs replace, restore, measure, and padrone.h's padrone_cc_* calls over
+ * codecache/. Each call opens the target's
  * code cache afresh (finding what earlier sessions left there) and the
  * target's symbols, so a later session restores what an earlier one
  * replaced. */
@@ -15,6 +16,7 @@
 #include "codecache/codecache.h"
 #include "profile/profile.h"
 #include "src/session.h"
+#include "util/util.h"
 
 struct cc_ctx {
 	struct padrone_session *s;
@@ -70,7 +72,7 @@ static struct cc_xref *session_xref(struct padrone_session *s)
 static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 {
 	struct attach_target *t = padrone_session_target(s);
-	struct cc_error err;
+	struct cc_error err = { 0 };
 	int rc;
 
 	memset(x, 0, sizeof *x);
@@ -260,28 +262,45 @@ static int by_through(const void *a, const void *b)
 	return (x->through < y->through) - (x->through > y->through);
 }
 
-/* The functions the last profile's call chains return to from FUNC (its
- * innermost frame, recursion skipped), with the samples of those chains. */
-static void chain_callers(struct cc_ctx *x, struct prof_symbolizer *sym, uint64_t lo, uint64_t hi,
-			  struct candidates *h)
+/* The user frames of a chain of the ranking: those after its kernel ones. */
+static const struct prof_hot_frame *user_frames(const struct prof_hot_frame *f, size_t *n)
 {
-	struct prof_sym ps;
-	size_t nch;
-	const struct padrone_chain *ch = padrone_session_chains(x->s, &nch);
+	while (*n && f->addr >= PROF_KERNEL_START) {
+		f++;
+		(*n)--;
+	}
+	return f;
+}
+
+/* The functions the last profile's call chains return to from FUNC (its
+ * innermost frame, recursion skipped), with the samples of those chains. A
+ * caller counts only when its symbols, not the call chain, bound it. */
+static void chain_callers(struct cc_ctx *x, uint64_t lo, uint64_t hi, struct candidates *h)
+{
+	const struct prof_hot *hot = padrone_session_hot(x->s);
+	size_t nch = hot ? prof_hot__stack_count(hot) : 0;
 
 	for (size_t i = 0; i < nch; i++) {
-		size_t k = 0;
-		/* ips[0] is an instruction, the others return addresses */
-		while (k < ch[i].n && !(ch[i].ips[k] - (k > 0) >= lo && ch[i].ips[k] - (k > 0) < hi))
-			k++;
-		while (++k < ch[i].n && ch[i].ips[k] - 1 >= lo && ch[i].ips[k] - 1 < hi)
-			;
-		if (k >= ch[i].n || prof_symbolizer__lookup(sym, ch[i].ips[k] - 1, &ps) < 0 ||
-		    ps.bounds == PROF_BOUNDS_NONE || ps.end <= ps.start)
+		const struct prof_hot_frame *fr;
+		size_t n, k = 0;
+		uint64_t count;
+		if (prof_hot__stack(hot, i, &fr, &n, &count) < 0)
 			continue;
-		struct candidate *c = cand_add(h, ps.start, ps.end, ps.name);
+		fr = user_frames(fr, &n);
+		/* fr[0] is an instruction, the others return addresses */
+		while (k < n && !(fr[k].addr - (k > 0) >= lo && fr[k].addr - (k > 0) < hi))
+			k++;
+		while (++k < n && fr[k].addr - 1 >= lo && fr[k].addr - 1 < hi)
+			;
+		if (k >= n)
+			continue;
+		const struct prof_func *pf = prof_hot__at(hot, fr[k].func);
+		if (pf->bounds == PROF_BOUNDS_NONE || pf->bounds == PROF_BOUNDS_CALLCHAIN ||
+		    pf->end <= pf->start)
+			continue;
+		struct candidate *c = cand_add(h, pf->start, pf->end, pf->name);
 		if (c)
-			c->through += ch[i].count;
+			c->through += count;
 	}
 	qsort(h->c, h->n, sizeof h->c[0], by_through);
 	for (size_t i = 0; i < h->n; i++)
@@ -314,7 +333,7 @@ static int profile_callers(struct cc_ctx *x, const struct cc_func *fn, struct ca
 	if (!fn->size && prof_symbolizer__lookup(sym, fn->addr, &ps) == 0 && ps.start == fn->addr &&
 	    ps.bounds != PROF_BOUNDS_NONE)
 		hi = ps.end;
-	chain_callers(x, sym, lo, hi, h);
+	chain_callers(x, lo, hi, h);
 	for (size_t i = 0; i < padrone_report__count(r); i++) {
 		const struct padrone_function *pf = padrone_report__function(r, i);
 		if (pf->end <= pf->start || pf->start == fn->addr || pf->start >= PROF_KERNEL_START)
@@ -374,14 +393,14 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	struct cc_ctx x;
 	struct cc_func f, *callers = NULL;
 	struct cc_image *im = NULL;
-	struct cc_error err;
+	struct cc_error err = { 0 };
 	struct cc_patch_stats st = { 0 };
 	struct candidates hot;
 	char note[512] = "";
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!out)
 		out = &dummy;
 	memset(out, 0, sizeof *out);
@@ -403,7 +422,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	struct cc_image_opts io = { .sz = sizeof io, .symbol = o.symbol ? o.symbol : function,
 				    .raw = o.raw };
 	rc = cc_image__open(file, &io, &im, &err);
-	if (rc == -ENOENT && !o.symbol && !o.raw && strstr(err.msg, "has no function named")) {
+	if (rc == -ENOENT && err.no_symbol && !o.symbol && !o.raw) {
 		io.symbol = NULL;
 		rc = cc_image__open(file, &io, &im, &err);
 	}
@@ -447,8 +466,8 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 	struct cc_func f;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!out)
 		out = &dummy;
 	memset(out, 0, sizeof *out);
@@ -540,8 +559,8 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	uint64_t done = 0;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
@@ -669,7 +688,7 @@ void padrone_cc_name_frames(struct padrone_session *s, const struct prof_frame *
 {
 	struct attach_target *t = padrone_session_target(s);
 	struct cc_cache *c = NULL;
-	struct cc_error err;
+	struct cc_error err = { 0 };
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t start;
