@@ -694,7 +694,9 @@ START_TEST(two_functions_at_once_each_record_exactly_and_go_one_by_one)
 	struct cc_instr_opts join = { .sz = sizeof join, .share = a };
 	ck_assert_msg(cc_cache__instrument(l.c, &fm, &join, &m) == 0, "%s", cc_cache__errmsg(l.c));
 	size_t na = open_streams(&l, a, sa), nm = open_streams(&l, m, sm);
-	ck_assert_uint_eq(na, l.nthreads + 1 + SPARES);
+	/* main's, the workers', a short-lived thread's alive at the stop, the
+	 * spares: the second function has a ring for each row of the first */
+	ck_assert_uint_ge(na, l.nthreads + 1 + SPARES);
 	ck_assert_uint_eq(nm, na);
 	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)(na + nm));
 	long born = -1, first = -1;	/* five short-lived threads born meanwhile */
