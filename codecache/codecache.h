@@ -417,7 +417,10 @@ void cc_measure__free(struct cc_measure *m);
  * where a thread uses gs. Threads cloned later must be given a ring of their
  * own or the sink block (cc_instr__thread_new, from the clone event), and
  * children forked the sink (cc_instr__fork_child, from the fork event),
- * before they run: they inherit their parent's gs_base. */
+ * before they run: they inherit their parent's gs_base. Several functions
+ * at once share the threads' state areas (cc_instr_opts.share): the
+ * events are then handled by any one of them for all; the areas go (gs_base
+ * cleared) when the last is uninstrumented. */
 struct cc_instr;
 struct cab_ring;
 struct rep_table;
@@ -443,8 +446,14 @@ struct cc_instr_opts {
 	bool plain_plan;
 	/* rings made beyond the threads' at the install, for threads created
 	 * later; a thread that exits gives its ring to the next one (whose
-	 * units follow its last); 0: 4 */
+	 * units follow its last); 0: 4. Joining (share): as many as the
+	 * first one's */
 	unsigned spare_rings;
+	/* an active instrumentation of the same process: this one joins it
+	 * (each thread keeps its one gs_base, a section of its state area
+	 * per function, at most 8 at once) instead of giving the threads
+	 * state blocks of its own, which it could not (they use gs) */
+	struct cc_instr *share;
 };
 
 int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,

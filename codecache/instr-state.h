@@ -56,12 +56,19 @@
 				 * never wait, drop */
 #define IS_STUB_CALLS 264	/* times the stub ran (the slow path's cost) */
 #define IS_WCHUNK 272		/* scratch: the chunk waited for */
+/* the shared area the block is in (instr.c): rows of IS_SECTIONS blocks, one
+ * row per thread (gs_base at its start), a section per function; the
+ * function in section k reaches its block as %gs:(k * IS_SIZE + OFF) */
+#define IS_AREA 280
+#define IS_AREA_SIZE 288
 #define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
 #define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */
 #define IS_JUNK_END 9216	/* ... then a guard of 64 MAGIC words */
 #define IS_SIZE 9728
+#define IS_SECTIONS 8		/* functions instrumented at once */
+#define IS_ROW (IS_SECTIONS * IS_SIZE)
 
 #define IS_MODE_EXHAUSTIVE 0
 #define IS_MODE_SAMPLING 1

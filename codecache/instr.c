@@ -26,13 +26,16 @@
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
  * refused; a thread cloned later gets a spare ring (one an exited thread
- * freed) or the sink, a forked child the sink.
+ * freed) or the sink, a forked child the sink. Functions instrumented at
+ * once share the threads' state area (struct area): at most IS_SECTIONS,
+ * with the rows (threads and spares) the first one made.
  */
 #include "codecache/instr.h"
 #include "codecache/instr-state.h"
 #include "cfg/cfg.h"
 #include "pipeline/cab.h"
 
+#include <Zydis/Zydis.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -63,10 +66,28 @@ struct unit {
 
 struct ring {
 	pid_t tid;		/* writing it now, or last (atomic: read by consumers) */
-	bool free;		/* no live thread writes it (tracer thread only) */
 	int target_fd;
 	uint64_t map, len;	/* in the target */
 	struct cab_ring *r;
+};
+
+/* The threads' state area, shared by the functions instrumented at once (a
+ * thread has one gs_base): a row per thread (its gs_base points at the
+ * row), the sink row last, in each row a section per function
+ * (instr-state.h). Function k's ring i is written by row i's thread. Rows
+ * go to threads once, whichever functions come and go; the area is torn
+ * down (gs_base cleared) when the last function is undone. */
+struct area {
+	unsigned refs;			/* cc_instr structs holding it */
+	uint64_t addr, size;		/* in the target */
+	size_t nrows;			/* threads' rows; the sink row after them */
+	pid_t *tid;			/* per row: its thread (atomic) */
+	bool *free;			/* per row: no live thread has it (tracer
+					 * thread only, once published) */
+	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */
+	bool taken[IS_SECTIONS];	/* installing, installed, or its copy kept */
+	bool kept;			/* a copy kept at its undo: gs_base stays */
+	bool gone;			/* torn down in the target */
 };
 
 struct cc_instr {
@@ -84,12 +105,14 @@ struct cc_instr {
 	size_t nunits;
 	struct rep_table *table;
 	uint64_t code, code_size, stub_off;
-	uint64_t data, data_size;	/* state blocks, the sink last */
-	struct ring *rings;
+	struct area *area;		/* NULL until it has one */
+	unsigned section;		/* its blocks in each row of the area */
+	struct ring *rings;		/* one per row of the area */
 	size_t nrings;
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed, removed;
+	bool released;		/* its section and rings (release_state) */
 };
 
 /* ------------------------------------------------------------ the plan */
@@ -255,6 +278,7 @@ static const struct unit *unit_at(const struct cc_instr *in, uint64_t pc)
 struct out {
 	uint8_t *buf;		/* NULL: only count */
 	uint64_t at, base;	/* offset; the copy's address */
+	uint32_t gs;		/* the function's section: its block at %gs:gs */
 	int err;
 };
 
@@ -277,7 +301,7 @@ static void rel32(struct out *o, uint64_t target)
 
 static void emit_capture(struct out *o, const struct rep_capture *cap)
 {
-	uint32_t slot = IS_SLOTS + 8u * cap->slot;
+	uint32_t slot = o->gs + IS_SLOTS + 8u * cap->slot;
 
 	if (cap->reg == REP_REG_RFLAGS) {
 		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x9c,
@@ -301,7 +325,9 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 	static const uint8_t head[] = {
 		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
 		0x50, 0x51,					/* push %rax; push %rcx */
-		0x65, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0,	/* mov %gs:IS_PTR,%rax */
+		0x65, 0x48, 0x8b, 0x04, 0x25,			/* mov %gs:IS_PTR,%rax */
+	};
+	static const uint8_t test[] = {
 		0x48, 0x8b, 0x08,				/* mov (%rax),%rcx */
 		0xe3, 0x0c,					/* jrcxz fast */
 		0xb9,						/* mov $n,%ecx */
@@ -314,6 +340,8 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 	uint32_t n = u->b.block.nslots;
 
 	put(o, head, sizeof head);
+	put32(o, o->gs + IS_PTR);
+	put(o, test, sizeof test);
 	put32(o, n);
 	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
 	rel32(o, in->code + in->stub_off);
@@ -321,7 +349,7 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
 	put32(o, 8 * (1 + n));
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
-	put32(o, IS_PTR);
+	put32(o, o->gs + IS_PTR);
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
 		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
 			unsigned code = u->direct_reg[k] - REP_REG_RAX;
@@ -331,7 +359,7 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 			continue;
 		}
 		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);
-		put32(o, IS_SLOTS + 8 * k);
+		put32(o, o->gs + IS_SLOTS + 8 * k);
 		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
 		put32(o, 8 * (1 + k));
 	}
@@ -453,17 +481,47 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 	rel32(o, to ? in->code + to->off : end);
 }
 
+/* The stub's %gs:OFF operands to the function's section, %gs:(gs + OFF):
+ * each is an absolute disp32 (no base, no index), checked. */
+static int stub_to_section(uint8_t *p, size_t len, uint32_t gs)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction d;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t at = 0; at < len; at += d.length) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, p + at, len - at, &d, ops)))
+			return -EINVAL;
+		for (unsigned i = 0; i < d.operand_count; i++) {
+			const ZydisDecodedOperand *op = &ops[i];
+			if (op->type != ZYDIS_OPERAND_TYPE_MEMORY || op->mem.segment != ZYDIS_REGISTER_GS)
+				continue;
+			if (op->mem.base != ZYDIS_REGISTER_NONE || op->mem.index != ZYDIS_REGISTER_NONE ||
+			    d.raw.disp.size != 32)
+				return -EINVAL;
+			int32_t disp;
+			memcpy(&disp, p + at + d.raw.disp.offset, 4);
+			disp += (int32_t)gs;
+			memcpy(p + at + d.raw.disp.offset, &disp, 4);
+		}
+	}
+	return 0;
+}
+
 /* The copy: units in address order, then the ring stub. Twice: offsets
  * first (buf NULL), then the bytes. */
 static int emit_all(struct cc_instr *in, uint8_t *buf)
 {
-	struct out o = { .buf = buf, .base = in->code };
+	struct out o = { .buf = buf, .base = in->code, .gs = in->section * IS_SIZE };
 
 	for (size_t i = 0; i < in->nunits; i++)
 		emit_unit(&o, in, &in->units[i], i + 1 < in->nunits ? &in->units[i + 1] : NULL);
 	o.at = (o.at + 63) & ~63ULL;
 	in->stub_off = o.at;
 	put(&o, cc_istub_begin, (size_t)(cc_istub_end - cc_istub_begin));
+	if (buf && !o.err)
+		o.err = stub_to_section(buf + in->stub_off, o.at - in->stub_off, o.gs);
 	in->code_size = o.at;
 	if (o.err)
 		return cc__fail(in->c, CC_PHASE_WRITE, o.err, "cannot lay out the instrumented "
@@ -552,12 +610,20 @@ static void put_state(uint8_t *blk, size_t off, uint64_t v)
 	memcpy(blk + off, &v, 8);
 }
 
+/* The function's state block in row i of its area (the sink row: nrows). */
+static uint64_t block_of(const struct cc_instr *in, size_t i)
+{
+	return in->area->addr + i * IS_ROW + in->section * IS_SIZE;
+}
+
 /* Thread i's state block (the sink when rg is NULL). */
 static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint8_t *blk)
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
 	put_state(blk, IS_MAGICW, CAB_MAGIC);
+	put_state(blk, IS_AREA, in->area->addr);
+	put_state(blk, IS_AREA_SIZE, in->area->size);
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
@@ -606,7 +672,7 @@ int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
 {
 	if (i >= in->nrings)
 		return -EINVAL;
-	ssize_t n = attach_target__read(in->t, in->data + i * IS_SIZE + IS_STUB_CALLS, out,
+	ssize_t n = attach_target__read(in->t, block_of(in, i) + IS_STUB_CALLS, out,
 					sizeof *out);
 	return n == (ssize_t)sizeof *out ? 0 : n < 0 ? (int)n : -EIO;
 }
@@ -631,11 +697,40 @@ static int check_gs(struct cc_instr *in, const pid_t *tids, size_t n)
 	return 0;
 }
 
-static void reset_gs(struct cc_instr *in)
+/* Joining an area: every thread's gs_base is in it (a thread cloned
+ * while instrumented got a row or the sink, before it ran). */
+static int check_joined(struct cc_instr *in, const pid_t *tids, size_t n)
 {
-	for (size_t i = 0; i < in->nrings; i++)
-		if (!in->rings[i].free)
-			attach_target__set_gs_base(in->c->t, in->rings[i].tid, 0);
+	const struct area *a = in->area;
+
+	for (size_t i = 0; i < n; i++) {
+		struct user_regs_struct regs;
+		int rc = attach_target__get_regs(in->c->t, tids[i], &regs);
+		if (rc < 0)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot read the registers of "
+					"thread %d: %s", tids[i], attach_target__errmsg(in->c->t));
+		if (regs.gs_base < a->addr || regs.gs_base >= a->addr + a->size)
+			return cc__fail(in->c, CC_PHASE_REDIRECT, -EBUSY, "thread %d of process %d "
+					"uses gs (gs_base 0x%llx, not padrone's), which "
+					"instrumentation needs; nothing was changed", tids[i],
+					in->c->pid, (unsigned long long)regs.gs_base);
+	}
+	return 0;
+}
+
+/* World stopped: no thread's gs_base in the area any more (the sink's
+ * threads' too). */
+static void reset_gs(struct cc_cache *c, const struct area *a)
+{
+	pid_t tids[MAX_THREADS];
+	int n = attach_target__threads(c->t, tids, MAX_THREADS);
+
+	for (int i = 0; i < n && i < (int)MAX_THREADS; i++) {
+		struct user_regs_struct regs;
+		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 &&
+		    regs.gs_base >= a->addr && regs.gs_base < a->addr + a->size)
+			attach_target__set_gs_base(c->t, tids[i], 0);
+	}
 }
 
 static const struct ci_insn *insn_at(const struct cc_instr *in, uint64_t pc)
@@ -724,52 +819,96 @@ static int place_code(struct cc_instr *in)
 	return rc;
 }
 
-/* Rings and state blocks for these threads and the spares (world
- * stopped). */
-static int place_rings(struct cc_instr *in, const pid_t *tids, size_t nlive)
+/* A new area: a row for each of these threads and the spares, the sink
+ * row, the rings' name (world stopped). */
+static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 {
 	static const char name[] = "padrone-ring";
 	size_t n = nlive + (in->o.spare_rings ? in->o.spare_rings : 4);
+	struct area *a = calloc(1, sizeof *a);
 	int rc;
 
-	in->data_size = (n + 1) * IS_SIZE + 64;
-	if ((rc = cc_cache__alloc(in->c, CC_DATA, in->data_size, 64, in->fn.addr, &in->data)) < 0)
+	if (!a || !(a->tid = calloc(n, sizeof *a->tid)) || !(a->free = calloc(n, sizeof *a->free))) {
+		if (a)
+			free(a->tid);
+		free(a);
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
+	}
+	a->refs = 1;
+	a->nrows = n;
+	a->size = (n + 1) * IS_ROW + 64;
+	a->taken[0] = true;
+	for (size_t i = 0; i < n; i++) {
+		a->tid[i] = i < nlive ? tids[i] : 0;
+		a->free[i] = i >= nlive;
+	}
+	in->area = a;
+	in->section = 0;
+	if ((rc = cc_cache__alloc(in->c, CC_DATA, a->size, 64, in->fn.addr, &a->addr)) < 0)
 		return rc;
-	uint64_t name_at = in->data + (n + 1) * IS_SIZE;
-	if ((rc = cc_cache__write(in->c, name_at, name, sizeof name)) < 0)
-		return rc;
+	return cc_cache__write(in->c, a->addr + (n + 1) * IS_ROW, name, sizeof name);
+}
+
+/* Joining the area of share: a free section. */
+static int join_area(struct cc_instr *in, const struct cc_instr *share)
+{
+	struct area *a = share->area;
+
+	if (!cc_instr__active(share) || share->t != in->c->t || a->gone)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, -EINVAL, "the instrumentation to share "
+				"the threads' state with is not active in process %d", in->c->pid);
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (!a->taken[k]) {
+			a->taken[k] = true;
+			a->refs++;
+			in->area = a;
+			in->section = k;
+			return 0;
+		}
+	return cc__fail(in->c, CC_PHASE_REDIRECT, -ENOSPC, "%d functions are instrumented, "
+			"the most at once; uninstrument one first", IS_SECTIONS);
+}
+
+/* The function's rings, one per row, and its state blocks in every row
+ * (world stopped). */
+static int place_rings(struct cc_instr *in)
+{
+	const struct area *a = in->area;
+	size_t n = a->nrows;
+	uint64_t name_at = a->addr + (n + 1) * IS_ROW;
+	int rc = 0;
+
 	if (!(in->rings = calloc(n, sizeof *in->rings)))
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		in->rings[i].tid = i < nlive ? tids[i] : 0;
-		in->rings[i].free = i >= nlive;
+		in->rings[i].tid = __atomic_load_n(&a->tid[i], __ATOMIC_ACQUIRE);
 		in->rings[i].target_fd = -1;
 		in->nrings++;
 		if ((rc = make_ring(in, &in->rings[i], name_at)) < 0)
 			return rc;
 	}
-	uint8_t *blk = calloc(n + 1, IS_SIZE);
+	uint8_t *blk = malloc(IS_SIZE);
 	if (!blk)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i <= n && rc == 0; i++)
-		rc = fill_state(in, i < n ? &in->rings[i] : NULL, in->data + i * IS_SIZE,
-				blk + i * IS_SIZE);
-	if (rc == 0)
-		rc = cc_cache__write(in->c, in->data, blk, (n + 1) * IS_SIZE);
+		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, block_of(in, i), blk)) == 0)
+			rc = cc_cache__write(in->c, block_of(in, i), blk, IS_SIZE);
 	free(blk);
 	return rc;
 }
 
+/* A new area: each thread's gs_base to its row. */
 static int set_gs(struct cc_instr *in)
 {
-	for (size_t i = 0; i < in->nrings; i++) {
-		if (in->rings[i].free)
+	const struct area *a = in->area;
+
+	for (size_t i = 0; i < a->nrows; i++) {
+		if (a->free[i])
 			continue;
-		int rc = attach_target__set_gs_base(in->c->t, in->rings[i].tid,
-						     in->data + i * IS_SIZE);
+		int rc = attach_target__set_gs_base(in->c->t, a->tid[i], a->addr + i * IS_ROW);
 		if (rc < 0)
 			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot set gs_base of thread "
-					"%d: %s", in->rings[i].tid, attach_target__errmsg(in->c->t));
+					"%d: %s", a->tid[i], attach_target__errmsg(in->c->t));
 	}
 	return 0;
 }
@@ -848,20 +987,23 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	if (n > (int)MAX_THREADS)
 		return cc__fail(in->c, CC_PHASE_REDIRECT, -E2BIG, "process %d has %d threads; "
 				"instrumentation handles at most %u", in->c->pid, n, MAX_THREADS);
-	if ((rc = check_gs(in, tids, (size_t)n)) < 0 || (rc = place_code(in)) < 0 ||
-	    (rc = place_rings(in, tids, (size_t)n)) < 0 ||
-	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
+	bool fresh = !in->area;	/* else joining (its section taken) */
+	if ((rc = fresh ? check_gs(in, tids, (size_t)n) : check_joined(in, tids, (size_t)n)) < 0 ||
+	    (rc = place_code(in)) < 0 || (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = place_rings(in)) < 0 || (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
-	struct cc_dir_block owned[3] = {
+	/* the area is freed with the last function, not with this one; the
+	 * directory's state (this function's block in row 0) leads a later
+	 * padrone to it (IS_AREA) */
+	struct cc_dir_block owned[2] = {
 		{ in->code, in->code_size, CC_CODE, 0 },
-		{ in->data, in->data_size, CC_DATA, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	if ((rc = set_gs(in)) == 0 &&
+	if ((rc = fresh ? set_gs(in) : 0) == 0 &&
 	    (rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved)) == 0) {
 		const struct unit *entry = unit_at(in, in->fn.addr);
-		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 3 : 2, in->data,
-				   NULL);
+		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 2 : 1,
+				   block_of(in, 0), NULL);
 	}
 	if (rc == 0 && nmoved) {
 		cc__job_add_moved(j, (unsigned)nmoved);
@@ -870,12 +1012,18 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	}
 	if (rc == 0) {
 		in->installed = true;
+		atomic_store(&in->area->member[in->section], in);
+		for (size_t i = 0; i < in->nrings; i++)	/* rows given while it was made */
+			__atomic_store_n(&in->rings[i].tid,
+					 __atomic_load_n(&in->area->tid[i], __ATOMIC_ACQUIRE),
+					 __ATOMIC_RELEASE);
 		if (in->o.publish)
 			atomic_store(in->o.publish, in);
 	}
 	if (rc < 0) {
 		move_threads_back(in, moved, nmoved);
-		reset_gs(in);
+		if (fresh && in->area)
+			reset_gs(in->c, in->area);
 		if (detour)
 			cc_cache__free(in->c, detour, dsize);
 	}
@@ -892,9 +1040,12 @@ static void undo_alloc(struct cc_instr *in)
 	in->nrings = 0;
 	if (in->code)
 		cc_cache__free(in->c, in->code, in->code_size);
-	if (in->data)
-		cc_cache__free(in->c, in->data, in->data_size);
-	in->code = in->data = 0;
+	in->code = 0;
+	struct area *a = in->area;
+	if (a && a->refs == 1 && a->addr)	/* its own, made for it */
+		cc_cache__free(in->c, a->addr, a->size);
+	if (a)
+		a->taken[in->section] = false;
 }
 
 int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
@@ -926,7 +1077,7 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	in->fn = *fn;
 	snprintf(in->name, sizeof in->name, "%s", name);
 	in->fn.name = in->name;
-	if ((rc = build_plan(in)) < 0)
+	if ((in->o.share && (rc = join_area(in, in->o.share)) < 0) || (rc = build_plan(in)) < 0)
 		goto err;
 	char source[160];
 	snprintf(source, sizeof source, "instrumented copy (padrone %d)", (int)getpid());
@@ -972,18 +1123,23 @@ static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct 
  * its next unit, its current one written whole: instr-move.c), then the
  * entry restored; the copy is freed once no thread is in it and no stack
  * returns into it (the grace period, as for a replacement). */
-/* No thread runs the copy any more: every thread's gs_base back to 0 and
- * the rings unmapped from the target. Before the directory forgets the
- * copy, so that a padrone killed on the way leaves a record a later
- * session undoes whole (cc__instr_undo_left), never rings nobody knows. */
+static void release_area(struct cc_cache *c, struct cc_instr *in);
+
+/* No thread runs the copy any more: its section of the area free (the
+ * threads' gs_base back to 0 with the last one) and its rings unmapped
+ * from the target. Before the directory forgets the copy, so that a
+ * padrone killed on the way leaves a record a later session undoes whole
+ * (cc__instr_undo_left), never rings nobody knows. */
 static void release_state(struct cc_cache *c, void *arg)
 {
 	struct cc_instr *in = arg;
 
-	if (attach_target__stop(c->t) == 0) {
-		reset_gs(in);
-		attach_target__resume(c->t);
-	}
+	if (in->released)
+		return;
+	in->released = true;
+	in->removed = true;	/* no clone event gives a thread a row of it any more */
+	atomic_store(&in->area->member[in->section], NULL);
+	release_area(c, in);
 	for (size_t i = 0; i < in->nrings; i++)
 		unmap_ring(in, &in->rings[i]);
 }
@@ -1011,6 +1167,24 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	return rc;
 }
 
+/* The function's section free again; the area torn down if it was the
+ * last (no other function's copy can run: gs_base cleared, then freed). */
+static void release_area(struct cc_cache *c, struct cc_instr *in)
+{
+	struct area *a = in->area;
+
+	a->taken[in->section] = false;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (a->taken[k])
+			return;
+	if (a->kept || a->gone || attach_target__stop(c->t) < 0)
+		return;
+	reset_gs(c, a);
+	attach_target__resume(c->t);
+	cc_cache__free(c, a->addr, a->size);
+	a->gone = true;
+}
+
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			   const struct cc_patch_opts *opts)
 {
@@ -1028,18 +1202,22 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	const uint64_t one = 1;
 	for (size_t i = 0; i < in->nrings; i++)
 		if (!cab_ring__has_consumer(in->rings[i].r))
-			cc_cache__write(c, in->data + i * IS_SIZE + IS_QUIT, &one, sizeof one);
+			cc_cache__write(c, block_of(in, i) + IS_QUIT, &one, sizeof one);
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	if ((rc = restore_moving_out(c, in, &o)) < 0)
 		return rc;
 	in->removed = true;
+	atomic_store(&in->area->member[in->section], NULL);
 	if (user)
 		*user = st;
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__end_producer(in->rings[i].r);
-	if (!st.kept_code)	/* else a thread may still run the copy: its gs and ring stay */
-		release_state(c, in);	/* (done already unless restore took another path) */
+	if (st.kept_code) {	/* a thread may still run the copy: its gs and ring stay */
+		in->area->kept = true;
+		return 0;
+	}
+	release_state(c, in);	/* done already unless restore took another path */
 	return 0;
 }
 
@@ -1050,14 +1228,27 @@ bool cc__redir_is_instr(const struct cc_dir_redir *r)
 	return strncmp(r->source, "instrumented", 12) == 0;
 }
 
-/* The data areas of the rings the state blocks at [state, state + size)
- * point at (read before the blocks are freed). */
-static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t size, uint64_t *data,
+/* The area the function's state block (row 0) at state is in, as the
+ * block says. */
+static uint64_t left_area(struct cc_cache *c, uint64_t state, uint64_t *size)
+{
+	uint64_t addr = 0;
+
+	*size = 0;
+	if (cc__read(c, state + IS_AREA, &addr, 8) < 0 ||
+	    cc__read(c, state + IS_AREA_SIZE, size, 8) < 0 || state < addr || state >= addr + *size)
+		*size = addr = 0;
+	return addr;
+}
+
+/* The data areas of the rings the function's blocks (state, then a row
+ * further each) point at, up to end (read before the area is freed). */
+static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t end, uint64_t *data,
 			 size_t max)
 {
 	size_t n = 0;
 
-	for (uint64_t b = state; b + IS_SIZE <= state + size && n < max; b += IS_SIZE) {
+	for (uint64_t b = state; b + IS_SIZE <= end && n < max; b += IS_ROW) {
 		uint64_t mode, at;
 		if (cc__read(c, b + IS_MODE, &mode, 8) < 0 || cc__read(c, b + IS_DATA, &at, 8) < 0)
 			break;
@@ -1067,19 +1258,32 @@ static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t size, uint
 	return n;
 }
 
-/* World stopped: no thread's gs_base in the state blocks any more, and the
- * rings (memfd mappings named padrone-ring) unmapped. */
-static void forget_left(struct cc_cache *c, uint64_t state, uint64_t size, const uint64_t *data,
-			size_t n)
+/* Another instrumented function's blocks in the area [addr, addr + size). */
+static bool area_shared(const struct cc_cache *c, const struct cc_dir_redir *r, uint64_t addr,
+			uint64_t size)
+{
+	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
+		const struct cc_dir_redir *o = &c->dir.redirs[i];
+		if (o->id && o->id != r->id && cc__redir_is_instr(o) && o->state >= addr &&
+		    o->state < addr + size)
+			return true;
+	}
+	return false;
+}
+
+/* World stopped: the function's rings (memfd mappings named padrone-ring)
+ * unmapped; with last, no thread's gs_base in the area any more. */
+static void forget_left(struct cc_cache *c, uint64_t area, uint64_t size, bool last,
+			const uint64_t *data, size_t n)
 {
 	pid_t tids[MAX_THREADS];
-	int nt = attach_target__threads(c->t, tids, MAX_THREADS);
+	int nt = last ? attach_target__threads(c->t, tids, MAX_THREADS) : 0;
 	struct attach_maps *m;
 
 	for (int i = 0; i < nt && i < (int)MAX_THREADS; i++) {
 		struct user_regs_struct regs;
-		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= state &&
-		    regs.gs_base < state + size)
+		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= area &&
+		    regs.gs_base < area + size)
 			attach_target__clear_gs_base(c->t, tids[i]);
 	}
 	if (attach_maps__read(c->pid, &m) < 0)
@@ -1094,9 +1298,12 @@ static void forget_left(struct cc_cache *c, uint64_t state, uint64_t size, const
 	attach_maps__free(m);
 }
 
+/* What a killed padrone's function left: its rings, and the area when no
+ * other function of it is still instrumented (last). */
 struct left {
-	uint64_t state, size, data[MAX_THREADS];
+	uint64_t area, size, data[MAX_THREADS];
 	size_t n;
+	bool last;
 };
 
 static void release_left(struct cc_cache *c, void *arg)
@@ -1104,8 +1311,10 @@ static void release_left(struct cc_cache *c, void *arg)
 	struct left *l = arg;
 
 	if (c->t && l->size && attach_target__stop(c->t) == 0) {
-		forget_left(c, l->state, l->size, l->data, l->n);
+		forget_left(c, l->area, l->size, l->last, l->data, l->n);
 		attach_target__resume(c->t);
+		if (l->last)
+			cc_cache__free(c, l->area, l->size);
 	}
 }
 
@@ -1116,15 +1325,15 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 {
 	struct cc_patch_stats st = { 0 };
 	struct cc_patch_opts o = { .sz = sizeof o };
-	struct left l = { .state = r->state };
+	uint64_t size = 0;
+	struct left l = { .area = r->state ? left_area(c, r->state, &size) : 0 };
 	struct cc_undo_stub back = { 0 };
 
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-	for (uint32_t i = 0; i < r->nowned; i++)
-		if (r->owned[i].kind == CC_DATA && r->owned[i].addr == l.state)
-			l.size = r->owned[i].size;
-	l.n = l.state ? left_rings(c, l.state, l.size, l.data, MAX_THREADS) : 0;
+	l.size = size;
+	l.n = size ? left_rings(c, r->state, l.area + size, l.data, MAX_THREADS) : 0;
+	l.last = size && !area_shared(c, r, l.area, size);	/* before r is forgotten */
 	if (stub)
 		back = *stub;
 	back.release = release_left;	/* not when kept: a thread may still run the copy */
@@ -1137,42 +1346,51 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 	return rc;
 }
 
-/* A ring no live thread writes: the new thread's units follow the last
- * ones of the thread that wrote it before, if any. */
+/* A row no live thread has, for every function of the area: the new
+ * thread's units follow the last ones of the thread that had it before, if
+ * any. */
 int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
 {
+	struct area *a = in->area;
+
 	if (!in->installed || in->removed)
 		return 0;
-	for (size_t i = 0; i < in->nrings; i++) {
-		struct ring *rg = &in->rings[i];
-		if (!rg->free)
+	for (size_t i = 0; i < a->nrows; i++) {
+		if (!a->free[i])
 			continue;
-		int rc = attach_target__set_gs_base(in->t, tid, in->data + i * IS_SIZE);
-		if (rc == 0) {
-			rg->free = false;
-			__atomic_store_n(&rg->tid, tid, __ATOMIC_RELEASE);
+		int rc = attach_target__set_gs_base(in->t, tid, a->addr + i * IS_ROW);
+		if (rc < 0)
+			return rc;
+		a->free[i] = false;
+		__atomic_store_n(&a->tid[i], tid, __ATOMIC_RELEASE);
+		for (unsigned k = 0; k < IS_SECTIONS; k++) {
+			struct cc_instr *m = atomic_load(&a->member[k]);
+			if (m)
+				__atomic_store_n(&m->rings[i].tid, tid, __ATOMIC_RELEASE);
 		}
-		return rc;
+		return 0;
 	}
 	return cc_instr__fork_child(in, tid);
 }
 
 /* (At its exit event the thread runs no more user code: it is out of any
- * unit, its last one visible.) */
+ * unit, its last one visible.) Any function of the area does it for all;
+ * again is harmless. */
 void cc_instr__thread_exit(struct cc_instr *in, pid_t tid)
 {
-	for (size_t i = 0; i < in->nrings; i++)
-		if (!in->rings[i].free && __atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE) == tid)
-			in->rings[i].free = true;
+	struct area *a = in->area;
+
+	for (size_t i = 0; a && i < a->nrows; i++)
+		if (!a->free[i] && __atomic_load_n(&a->tid[i], __ATOMIC_ACQUIRE) == tid)
+			a->free[i] = true;
 }
 
 int cc_instr__fork_child(struct cc_instr *in, pid_t tid)
 {
 	if (!in->installed || in->removed)
 		return 0;
-	return attach_target__set_gs_base(in->t, tid, in->data + in->nrings * IS_SIZE);
+	return attach_target__set_gs_base(in->t, tid, in->area->addr + in->area->nrows * IS_ROW);
 }
-
 void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size)
 {
 	*addr = in->fn.addr;
@@ -1210,6 +1428,11 @@ void cc_instr__free(struct cc_instr *in)
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__close(in->rings[i].r);
 	free(in->rings);
+	if (in->area && --in->area->refs == 0) {
+		free(in->area->tid);
+		free(in->area->free);
+		free(in->area);
+	}
 	for (size_t i = 0; i < in->nunits; i++)
 		rep_built__free(&in->units[i].b);
 	free(in->units);

@@ -5,8 +5,10 @@
  * the whole process (the threads' references interleave as the consumers
  * take them, as a single cache shared by the threads sees them).
  *
- * One function at a time: each thread's gs_base can point at one state
- * block. Kept as the session extension "instr", released (uninstrumented)
+ * Several functions at once share the threads' state areas (a thread has
+ * one gs_base; codecache/instr.c gives each function a section of it), so
+ * the thread events go to any one active copy, which handles them for all.
+ * Kept as the session extension "instr", released (uninstrumented)
  * at detach while the process is still attached: detaching puts the
  * threads' gs_base back, which a copy left in place could not survive.
  */
@@ -338,7 +340,7 @@ void padrone_instr_thread_new(void *data, pid_t tid)
 		struct cc_instr *in = atomic_load(&st->live[i]);
 		if (in) {
 			cc_instr__thread_new(in, tid);
-			return;	/* one gs_base per thread: the first copy's sink */
+			return;	/* one gs_base per thread: its row serves every copy */
 		}
 	}
 }
@@ -354,8 +356,8 @@ void padrone_instr_thread_exit(void *data, pid_t tid)
 	}
 }
 
-/* A forked child: its gs_base to the first copy's sink, off the ring of
- * the thread that forked it. */
+/* A forked child: its gs_base to the sink row (every copy's sink), off
+ * the rings of the thread that forked it. */
 void padrone_instr_fork(void *data, pid_t tid)
 {
 	struct instr_state *st = data;
@@ -621,11 +623,16 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 					    "not attached to a process");
 	if ((rc = find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
 		return rc;
-	for (size_t i = 0; i < st->nf; i++)
-		if (st->f[i].active)
-			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EBUSY, "%s is "
-						    "instrumented; one function at a time: "
-						    "uninstrument it first", st->f[i].name);
+	struct cc_instr *share = NULL;	/* the threads' state areas, if any yet */
+	for (size_t i = 0; i < st->nf; i++) {
+		if (!st->f[i].active)
+			continue;
+		if (st->f[i].entry == fn.addr)
+			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EEXIST, "%s is "
+						    "instrumented; uninstrument it first",
+						    st->f[i].name);
+		share = share ? share : st->f[i].in;
+	}
 	/* The same function again adds to its results (report would count
 	 * its PCs' events once per entry), in a slot of its own no more. */
 	struct func *f = kept_results(st, fn.addr);
@@ -664,7 +671,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	struct cc_instr_opts io = { .sz = sizeof io, .sampling = o.sampling,
 				    .blocks_only = level == PADRONE_ANALYZE_BLOCKS,
 				    .nchunks = RING_CHUNKS,
-				    .publish = &st->live[slot] };
+				    .publish = &st->live[slot], .share = share };
 	rc = cc_cache__instrument(c, &fn, &io, &f->in);
 	if (rc < 0) {
 		rc = fail_cache(s, c, rc);

@@ -644,6 +644,96 @@ static void close_stream(struct stream *s)
 	rep_recover__free(s->rec);
 }
 
+/* After the uninstrument: each ring read to its end (close_stream), every
+ * reference the kernel's from the first one on, none of the threads main
+ * made in main's ring (ring 0). axmy's references are axpy's: x[i], y[i]
+ * read, o[i] written. */
+static void close_streams(struct stream *ss, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		struct stream *s = &ss[i];
+		close_stream(s);
+		ck_assert_uint_eq(s->refs, s->calls * 3 * N + 3 * s->i + s->phase - s->first_ref);
+		ck_assert_msg(i > 0 || s->units == 0, "main's ring got %" PRIu64 " units of the "
+			      "threads it made", s->units);
+	}
+}
+
+static void wait_calls(struct stream *ss, size_t nthreads, uint64_t min, const char *what)
+{
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, nthreads) < min; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_msg(calls_seen(ss + 1, nthreads) >= min, "%s: %" PRIu64 " calls seen of each "
+		      "worker, not %" PRIu64 " (errors %" PRIu64 " %" PRIu64 ": %s)", what,
+		      calls_seen(ss + 1, nthreads), min, ss[1].errors, ss[2].errors, ss[1].first_error);
+}
+
+/* instr_kernel pair: axpy and axmy instrumented at once, the second joining
+ * the first's state areas; threads cloned meanwhile (churn) get a row of
+ * both; axmy undone first, axpy goes on recording; then axpy; originals
+ * back, no ring left. */
+START_TEST(two_functions_at_once_each_record_exactly_and_go_one_by_one)
+{
+	struct live l;
+	struct cc_instr *a = NULL, *m = NULL;
+	struct stream sa[MAX_R], sm[MAX_R];
+	uint8_t orig_a[32], orig_m[32], now[32];
+	char line[256];
+	bool rw;
+
+	start_with(&l, "2", "pair");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func fa = func(&l, "axpy"), fm = func(&l, "axmy");
+	ck_assert_int_eq(attach_target__read(l.t, fa.addr, orig_a, 32), 32);
+	ck_assert_int_eq(attach_target__read(l.t, fm.addr, orig_m, 32), 32);
+	ck_assert_msg(cc_cache__instrument(l.c, &fa, &publishing, &a) == 0, "%s",
+		      cc_cache__errmsg(l.c));
+	/* without sharing, the threads' gs is taken */
+	ck_assert_int_lt(cc_cache__instrument(l.c, &fm, NULL, &m), 0);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "uses gs"), "%s", cc_cache__errmsg(l.c));
+	struct cc_instr_opts join = { .sz = sizeof join, .share = a };
+	ck_assert_msg(cc_cache__instrument(l.c, &fm, &join, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t na = open_streams(&l, a, sa), nm = open_streams(&l, m, sm);
+	/* main's, the workers', a short-lived thread's alive at the stop, the
+	 * spares: the second function has a ring for each row of the first */
+	ck_assert_uint_ge(na, l.nthreads + 1 + SPARES);
+	ck_assert_uint_eq(nm, na);
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)(na + nm));
+	long born = -1, first = -1;	/* five short-lived threads born meanwhile */
+	for (int i = 0; i < 1000 && (first < 0 || born < first + 5); i++) {
+		ck_assert_msg(tu_wait_for(&l.p, "churned ", line, sizeof line, 10000) >= 0, "no churn");
+		ck_assert_int_eq(sscanf(line, "churned %ld", &born), 1);
+		first = first < 0 ? born : first;
+	}
+	wait_calls(sa, l.nthreads, 100, "axpy");
+	wait_calls(sm, l.nthreads, 100, "axmy");
+	alive(&l);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, m, NULL), 0);
+	close_streams(sm, nm);
+	ck_assert_int_eq(attach_target__read(l.t, fm.addr, now, 32), 32);
+	ck_assert_mem_eq(now, orig_m, 32);
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)na);
+	/* axpy's copy goes on recording alone */
+	wait_calls(sa, l.nthreads, calls_seen(sa + 1, l.nthreads) + 100, "axpy alone");
+	alive(&l);
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, a, NULL), 0);
+	close_streams(sa, na);
+	ck_assert_int_eq(attach_target__read(l.t, fa.addr, now, 32), 32);
+	ck_assert_mem_eq(now, orig_a, 32);
+	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	atomic_store(&published, NULL);
+	cc_instr__free(m);
+	cc_instr__free(a);
+	progresses(&l, alive(&l));
+	/* every thread's gs_base cleared: a new instrumentation finds gs free */
+	ck_assert_msg(cc_cache__instrument(l.c, &fm, NULL, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, m, NULL), 0);
+	cc_instr__free(m);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* Threads in a loop that never returns are moved into the copy at the
  * stop that installs it (recorded from then on), and back out at
  * uninstrument (the copy is freed: nothing kept); the target's own check
@@ -1073,6 +1163,7 @@ int main(void)
 	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 4);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
+	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -79,8 +79,8 @@ check "and the original is back, the target computes right" eval 'restored && go
 run pfor "$padrone" -p "$pid" instrument --for 1 axpy
 check "padrone -p PID instrument --for 1 axpy: the report, the original back" \
 	eval 'status pfor 0 && [ "$(ir_of pfor axpy)" -gt 0 ] && restored'
-# several functions: today one at a time (the others refused, saying why);
-# once several can be, each is in the report
+# several functions at once: each is in the report, or refused saying why
+# (work and main: each refused or instrumented on its own merits)
 several() {
 	status sev 0 && [ "$(ir_of sev axpy)" -gt 0 ] && restored &&
 	for f in work main; do

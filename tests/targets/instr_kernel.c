@@ -1,7 +1,7 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch|pair]]]   (2 threads, N = 1000)
  *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
@@ -26,6 +26,11 @@
  * k = 0..7 in turn that GCC compiles to a jump table, each case changing
  * o[k] (its o array's first 8 longs) its own way, and checks o against the
  * same changes made by other code; "alive" counts its calls.
+ * With pair, each thread calls axmy(a, x, y, o, n): o[i] = a * x[i] - y[i]
+ * (the same references as axpy's) after each axpy, checked and counted as
+ * a call too, and the main thread churns as with churn, its short-lived
+ * threads calling axmy after each axpy as well (two functions to
+ * instrument at once).
  */
 #include <pthread.h>
 #include <spawn.h>
@@ -39,11 +44,34 @@
 
 static long n = 1000;
 static atomic_long calls, bad;
+static int pair;
 
 __attribute__((noinline)) void axpy(long a, const long *x, const long *y, long *o, long n)
 {
 	for (long i = 0; i < n; i++)
 		o[i] = a * x[i] + y[i];
+}
+
+/* pair's second kernel: per element one read of x[i], one of y[i], one
+ * write of o[i], as axpy. */
+__attribute__((noinline)) void axmy(long a, const long *x, const long *y, long *o, long n)
+{
+	for (long i = 0; i < n; i++)
+		o[i] = a * x[i] - y[i];
+}
+
+/* With pair: axmy on the arrays, checked; its wrong results. */
+static long axmy_checked(long a, const long *x, const long *y, long *o)
+{
+	long miss = 0;
+
+	if (!pair)
+		return 0;
+	axmy(a, x, y, o, n);
+	for (long i = 0; i < n; i++)
+		miss += o[i] != a * x[i] - y[i];
+	atomic_fetch_add(&calls, 1);
+	return miss;
 }
 
 struct worker {
@@ -138,6 +166,7 @@ static void *work(void *arg)
 			miss += w->o[i] != a * w->x[i] + w->y[i];
 			w->o[i] = -1;
 		}
+		miss += axmy_checked(a, w->x, w->y, w->o);
 		atomic_fetch_add(&calls, 1);
 		atomic_fetch_add(&bad, miss);
 	}
@@ -161,6 +190,7 @@ static void *short_lived(void *arg)
 		long miss = 0;
 		for (long i = 0; i < n; i++)
 			miss += o[i] != 2 * x[i] + y[i];
+		miss += axmy_checked(2, x, y, o);
 		atomic_fetch_add(&calls, 1);
 		atomic_fetch_add(&bad, miss);
 	}
@@ -270,7 +300,8 @@ int main(int argc, char **argv)
 	long nthreads = argc > 1 ? atol(argv[1]) : 2;
 	if (argc > 2)
 		n = atol(argv[2]);
-	int churn = argc > 3 && argv[3][0] == 'c';
+	pair = argc > 3 && strcmp(argv[3], "pair") == 0;
+	int churn = pair || (argc > 3 && argv[3][0] == 'c');
 	int spinning = argc > 3 && strcmp(argv[3], "spin") == 0;
 	int forking = argc > 3 && argv[3][0] == 'f';
 	int table = argc > 3 && strcmp(argv[3], "switch") == 0;

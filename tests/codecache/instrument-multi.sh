@@ -1,0 +1,178 @@
+#!/bin/sh
+# Several functions instrumented at once, through padroned as a user types
+# it, on instr_kernel pair: two threads calling axpy then axmy (each per
+# call one read of x[i] and one of y[i] and one write of o[i] per element,
+# and the ret's read of the stack), and a short-lived thread cloned every
+# 50 ms calling both, all checking their own results. Both functions share
+# each thread's state area (one gs_base, a section each): both are
+# recorded, the threads cloned meanwhile run both copies right; one
+# uninstrumented, the other goes on recording; after both, the per-PC
+# counts of each are its kernel's exactly (as instrument.sh checks axpy's),
+# the original bytes are back, the rings unmapped, every thread's gs_base
+# cleared (a later instrument finds gs free), and a section given back is
+# taken again.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+padroned=$b/src/padroned
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-instr-multi
+chmod 700 "$PADRONE_RUNDIR"
+echo 1..20
+: >"$tmp/out"	# there before wait_for reads it
+"$b/tests/targets/instr_kernel" 2 1000 pair >"$tmp/out" 2>&1 &
+pid=$!
+dpid=
+cleanup() {
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	tap_cleanup
+}
+trap cleanup EXIT
+wait_for '^alive' 2 0
+bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
+calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+goes_on() {
+	c=$(calls)
+	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
+}
+# threads were cloned (and ran both copies to the end, right) meanwhile
+clones_run() {
+	k=$(churned)
+	wait_for '^churned' 4 && [ "$(churned)" -ge $((k + 2)) ] && [ "$(bad)" = 0 ]
+}
+# the workers' calls go on within 30 s (threads of an exhaustive copy whose
+# padroned was killed wait out the consumer's timeout first, then drop; the
+# threads cloned then, with nobody to give them rows, are slow to finish)
+late() {
+	c=$(calls) i=0
+	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
+}
+rings() { grep -c 'memfd:padrone-ring' "/proc/$pid/maps"; }
+base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
+entry_of() { echo $((base + 0x$(nm "$b/tests/targets/instr_kernel" | awk -v f="$1" '$3 == f { print $1 }'))); }
+axpy=$(entry_of axpy)
+axmy=$(entry_of axmy)
+orig_axpy=$(code $axpy)
+orig_axmy=$(code $axmy)
+patched() { [ "$(code $axpy)" != "$orig_axpy" ] && [ "$(code $axmy)" != "$orig_axmy" ]; }
+restored() { [ "$(code $axpy)" = "$orig_axpy" ] && [ "$(code $axmy)" = "$orig_axmy" ]; }
+
+: >"$tmp/d.out"
+"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+dpid=$!
+i=0
+while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+
+run ins "$padrone" -p "$pid" instrument axpy axmy
+check "instrument axpy axmy: both instrumented at once, both entries patched" \
+	eval 'status ins 0 && says ins "^instrumented axpy" && says ins "^instrumented axmy" && patched'
+check "the target computes right with both instrumented; threads cloned meanwhile run both copies" \
+	eval 'goes_on && clones_run'
+# a function's events in report's text (Ir Dr Dw), its first row (one
+# instrumented again has a row per time)
+evs() { awk -v f="$2" '$10 == f { print $1, $4, $7; exit }' "$tmp/$1.out"; }
+run r1 "$padrone" -p "$pid" report
+check "report while both are instrumented: each has its references" \
+	eval 'status r1 0 && [ "$(evs r1 axpy | cut -d" " -f2)" -gt 0 ] && [ "$(evs r1 axmy | cut -d" " -f2)" -gt 0 ]'
+run un1 "$padrone" -p "$pid" uninstrument axmy
+check "uninstrument axmy: its original back, axpy's copy still in place" \
+	eval 'status un1 0 && [ "$(code $axmy)" = "$orig_axmy" ] && [ "$(code $axpy)" != "$orig_axpy" ]'
+run r2 "$padrone" -p "$pid" report
+wait_for '^alive' 3
+run r3 "$padrone" -p "$pid" report
+check "axpy goes on recording alone, axmy's results stay as they were, the target right" \
+	eval 'status r3 0 && [ "$(evs r3 axpy | cut -d" " -f1)" -gt "$(evs r2 axpy | cut -d" " -f1)" ] &&
+	[ "$(evs r3 axmy)" = "$(evs r2 axmy)" ] && goes_on && clones_run'
+run un2 "$padrone" -p "$pid" uninstrument axpy
+check "uninstrument axpy: both originals back, no ring left mapped in the target" \
+	eval 'status un2 0 && restored && [ "$(rings)" = 0 ]'
+run rep "$padrone" -p "$pid" report
+# as instrument.sh: with C the calls seen (the entry's Ir), each load's Dr
+# and the store's Dw are L = 1000 C give or take the partial calls of the
+# threads inside the function at the install and the uninstall (T: the two
+# workers, a short-lived one or two), the ret's Dr is R = C give or take T
+T=4
+off() { printf '0x%x' $((base + 0x$1)); }
+row() { awk -v pc="$1" '$10 == pc' "$tmp/rep.out"; }
+near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
+exact() {
+	f=$1
+	dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
+		awk -v f="<$f>:" '$2 == f { on = 1; next } on && /^$/ { exit } on')
+	e=$(entry_of "$f")
+	C=$(row "$(printf '0x%x' "$e")" | awk '{ print $1 }')
+	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
+	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|(add|sub) +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
+	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
+	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
+	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
+	L=$(row "$(off "$store")" | awk '{ print $7 }')
+	R=$(row "$(off "$ret")" | awk '{ print $4 }')
+	[ -n "$L" ] && [ -n "$R" ] || return 1
+	for l in $loads; do
+		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = "$L" ] || return 1
+	done
+	near "$L" $((1000 * C)) $((2 * T * 1000)) && near "$R" "$C" "$T" &&
+	[ "$(evs rep "$f" | cut -d' ' -f2,3)" = "$((2 * L + R)) $L" ]
+}
+check "axpy's Dr and Dw per PC are its kernel's exactly, 1000 a call" exact axpy
+check "axmy's Dr and Dw per PC are its kernel's exactly, 1000 a call" exact axmy
+check "the target runs on, right, with both originals back" goes_on
+
+# every thread's gs_base was cleared: a new instrumentation finds gs free
+# (it would refuse "uses gs"); a second instrument call joins the first
+run again "$padrone" -p "$pid" instrument axmy
+run join "$padrone" -p "$pid" instrument axpy
+check "instrument axmy, then axpy: gs_base free again, the second call joins the first" \
+	eval 'status again 0 && status join 0 && patched && goes_on && clones_run'
+run twice "$padrone" -p "$pid" instrument axmy
+check "instrumenting axmy again: status 2, says it is instrumented, the target right" \
+	eval 'status twice 2 && says twice "axmy is instrumented" && patched && goes_on'
+# axmy's section given back and taken again, axpy's copy running meanwhile
+run re "$padrone" -p "$pid" uninstrument axmy \; instrument axmy
+check "uninstrument axmy, instrument it again: its section taken again, both recording" \
+	eval 'status re 0 && patched && goes_on && clones_run'
+run r4 "$padrone" -p "$pid" report
+wait_for '^alive' 3
+run r5 "$padrone" -p "$pid" report
+check "both record: each function's Ir grows" \
+	eval '[ "$(evs r5 axpy | cut -d" " -f1)" -gt "$(evs r4 axpy | cut -d" " -f1)" ] &&
+	[ "$(evs r5 axmy | cut -d" " -f1)" -gt "$(evs r4 axmy | cut -d" " -f1)" ]'
+run un3 "$padrone" -p "$pid" uninstrument
+check "uninstrument (all): both originals back, no ring mapped" \
+	eval 'status un3 0 && restored && [ "$(rings)" = 0 ]'
+run det "$padrone" -p "$pid" detach
+check "detached (padroned leaves), the target runs on, right" \
+	eval 'status det 0 && goes_on && clones_run'
+# a padroned killed with both instrumented: a later session's restore of
+# one takes out its copy and rings and leaves the threads' gs_base to the
+# other's copy, which runs on; the other's restore clears them
+serve() {
+	: >"$tmp/d.out"
+	"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
+	dpid=$!
+	i=0
+	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+}
+serve
+run kins "$padrone" -p "$pid" instrument axpy axmy
+rings_both=$(rings)
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null
+dpid=
+check "padroned killed with both instrumented: the target runs on, right, both copies in place" \
+	eval 'status kins 0 && patched && late && late'
+run kres1 "$padrone" -p "$pid" restore axmy
+check "a later restore of axmy: its original back, its rings unmapped, axpy's copy runs on right" \
+	eval 'status kres1 0 && [ "$(code $axmy)" = "$orig_axmy" ] && [ "$(code $axpy)" != "$orig_axpy" ] &&
+	[ "$(rings)" -gt 0 ] && [ "$(rings)" -lt "$rings_both" ] && late && late'
+run kres2 "$padrone" -p "$pid" restore axpy
+check "then restore axpy: both originals back, no ring mapped, the target right" \
+	eval 'status kres2 0 && restored && [ "$(rings)" = 0 ] && late'
+# a one-shot padrone of both (no padroned), which finds gs free (cleared
+# by the last restore)
+run once "$padrone" -p "$pid" instrument --for 1 axpy axmy
+check "instrument --for 1 axpy axmy: both in the report, originals back, the target right" \
+	eval 'status once 0 && [ -n "$(evs once axpy)" ] && [ -n "$(evs once axmy)" ] && restored && goes_on'
+check "the target still runs and was never harmed" fine
