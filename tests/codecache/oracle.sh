@@ -3,8 +3,9 @@
 # pointer chase, a function with branches and a call inside, one with rep
 # movsb, unaligned SSE loads and loads straddling lines) call after call
 # on the same data, instrumented live through padroned with Cachegrind's
-# geometry options, then uninstrumented (whole calls only; C, the calls
-# seen, is the entry's Ir). The same program run apart under valgrind:
+# geometry options, then uninstrumented, the calls paused each time (so
+# whole calls only; C, the calls seen, is the entry's Ir). The same
+# program run apart under valgrind:
 # - lackey --trace-mem=yes, N calls: per PC of the kernel (as offsets from
 #   its entry, the runs' addresses differ), report's Ir, Dr and Dw are
 #   lackey's per call times C; a lackey "M" (read-modify-write) counts as
@@ -108,14 +109,17 @@ live() {
 	dpid=$!
 	i=0
 	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	pause || return 1
 	run "$k.ins" "$padrone" -p "$pid" instrument --I1 $I1 --D1 $D1 --LL $LL "$k" || return 1
 	status "$k.ins" 0 || return 1
 	[ "$(code "$entry")" != "$orig" ] || return 1
-	wait_for '^alive' || return 1	# a line written since: its calls ran the copy
+	resume || return 1	# a line written since: its calls ran the copy
 	c0=$(calls)
 	i=0
 	while [ "$(calls)" -lt $((c0 + LIVE_CALLS)) ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+	pause || return 1
 	run "$k.un" "$padrone" -p "$pid" uninstrument "$k"
+	resume || return 1
 	run "$k.rep" "$padrone" -p "$pid" report -j
 	run "$k.det" "$padrone" -p "$pid" detach
 	wait "$dpid" 2>/dev/null
@@ -124,6 +128,16 @@ live() {
 		[ "$(code "$entry")" = "$orig" ] && goes_on
 }
 calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+# the target's calls paused (between two calls) and resumed: instrument
+# and uninstrument see no call under way, so the copy runs whole calls only
+pause() {
+	seen=$(grep -c '^paused' "$tmp/out")
+	kill -USR1 "$pid" && wait_for '^paused' 1 "$seen"
+}
+resume() {
+	seen=$(grep -c '^alive' "$tmp/out")
+	kill -USR1 "$pid" && wait_for '^alive' 1 "$seen"
+}
 bad() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f4; }
 goes_on() {
 	c=$(calls)

@@ -26,7 +26,8 @@
  * else (the run cachegrind and lackey watch: no other reference between
  * two calls), prints "result R" (a checksum) and exits.
  * CALLS = 0: calls it forever, checking each result against the first, and
- * prints "alive CALLS bad MISMATCHES" every 50 ms.
+ * prints "alive CALLS bad MISMATCHES" every 50 ms; SIGUSR1 pauses and resumes
+ * the calls ("paused CALLS" once paused).
  * With gs, a second thread first points its gs base at a block of its own
  * (arch_prctl, as some runtimes do) and then reads it through %gs every
  * millisecond, counting a wrong value as a mismatch too (instrumentation
@@ -35,6 +36,7 @@
 #include <asm/prctl.h>
 #include <emmintrin.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -267,6 +269,29 @@ static void start_gs_user(void)
 static const char *const names[] = { "stream", "chase", "branchy", "mixed" };
 static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed };
 
+/* SIGUSR1 pauses the calls and resumes them: a test instruments and
+ * uninstruments while no call is under way, so that the copy sees whole
+ * calls only (a thread inside the kernel would be moved into the copy, or
+ * out of it, mid-call). */
+static volatile sig_atomic_t paused;
+
+static void toggle_pause(int sig)
+{
+	(void)sig;
+	paused = !paused;
+}
+
+/* Between two calls: while paused, say so once and wait. */
+static void pause_point(long done)
+{
+	if (!paused)
+		return;
+	printf("paused %ld\n", done);
+	fflush(stdout);
+	while (paused)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
@@ -292,8 +317,11 @@ int main(int argc, char **argv)
 	}
 	long want = sum(call(kernel)), done = 1, bad = 0;
 	struct timespec last;
+	struct sigaction sa = { .sa_handler = toggle_pause, .sa_flags = SA_RESTART };
+	sigaction(SIGUSR1, &sa, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &last);
 	for (;;) {
+		pause_point(done);
 		bad += sum(call(kernel)) != want;
 		done++;
 		struct timespec now;
