@@ -125,26 +125,30 @@ static int preflight(struct cc_cache *c, const char *name, bool force)
 	return 0;
 }
 
+/* The runtime named is the most telling one the process maps, whatever the
+ * order the loader placed them in: libstdc++ (a C++ program), then libgcc_s
+ * (the unwinder of C code that cancels threads), then libunwind. */
 int cc__maps_unwinder(struct cc_cache *c, char *lib, size_t size)
 {
+	static const char *const runtimes[] = { "libstdc++", "libgcc_s", "libunwind" };
 	struct attach_maps *m;
 	int rc = attach_maps__read(c->pid, &m);
 
 	if (rc < 0)
 		return rc;
-	rc = 0;
-	for (size_t i = 0; i < attach_maps__count(m) && !rc; i++) {
+	size_t best = (sizeof runtimes / sizeof runtimes[0]);
+	for (size_t i = 0; i < attach_maps__count(m); i++) {
 		const char *p = attach_maps__at(m, i)->path;
 		const char *base = strrchr(p, '/');
 		base = base ? base + 1 : p;
-		if (strncmp(base, "libstdc++", 9) == 0 || strncmp(base, "libgcc_s", 8) == 0 ||
-		    strncmp(base, "libunwind", 9) == 0) {
-			snprintf(lib, size, "%s", base);
-			rc = 1;
-		}
+		for (size_t r = 0; r < best; r++)
+			if (strncmp(base, runtimes[r], strlen(runtimes[r])) == 0) {
+				snprintf(lib, size, "%s", base);
+				best = r;
+			}
 	}
 	attach_maps__free(m);
-	return rc;
+	return best < (sizeof runtimes / sizeof runtimes[0]);
 }
 
 static void put64(uint8_t *b, size_t off, uint64_t v)
