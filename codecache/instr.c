@@ -62,6 +62,11 @@ struct unit {
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
+	/* its commit's reservation, restartable (a signal's handler must not
+	 * run between reading the pointer and moving it past the record): the
+	 * read, the slow path's call of the stub (its return not included),
+	 * the fast path's move, all offsets in the copy */
+	uint64_t read_at, stub_ret, fast_at, fast_end;
 };
 
 struct ring {
@@ -112,6 +117,7 @@ struct cc_instr {
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed, removed;
+	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
 };
 
@@ -319,8 +325,11 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 	put32(o, slot);
 }
 
-/* Reserve the record, copy the slots, write the header last. */
-static void emit_commit(struct out *o, const struct cc_instr *in, const struct unit *u)
+/* Reserve the record, copy the slots, write the header last. The
+ * reservation reads the pointer and moves it in separate instructions: a
+ * handler run in between would place its units where this one goes, so
+ * that stretch is a restartable range (restart_ranges). */
+static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
 {
 	static const uint8_t head[] = {
 		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
@@ -341,15 +350,24 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 
 	put(o, head, sizeof head);
 	put32(o, o->gs + IS_PTR);
+	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
 	put(o, test, sizeof test);
 	put32(o, n);
 	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
 	rel32(o, in->code + in->stub_off);
+	uint64_t stub_ret = o->at;
 	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	uint64_t fast_at = o->at;
 	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
 	put32(o, 8 * (1 + n));
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
 	put32(o, o->gs + IS_PTR);
+	if (!o->buf) {
+		u->read_at = read_at;
+		u->stub_ret = stub_ret;
+		u->fast_at = fast_at;
+		u->fast_end = o->at;
+	}
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
 		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
 			unsigned code = u->direct_reg[k] - REP_REG_RAX;
@@ -973,6 +991,43 @@ static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
 }
 
 /* World stopped: threads, gs, rings, state, the redirection. */
+/* Each unit's reservation as two restartable ranges, both restarting at
+ * the read of the pointer: from it to the slow path's call of the stub
+ * (included: the stub reads the pointer again), and the fast path's move. A
+ * handler then never runs inside a reservation while padrone is attached;
+ * the stub blocks signals itself. */
+static int restart_ranges(struct cc_instr *in)
+{
+	struct attach_restart *r = calloc(2 * in->nunits + 1, sizeof *r);
+	int rc;
+
+	if (!r)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++) {
+		const struct unit *u = &in->units[i];
+		uint64_t restart = in->code + u->read_at;
+		r[2 * i] = (struct attach_restart){ restart, in->code + u->stub_ret, restart };
+		r[2 * i + 1] = (struct attach_restart){ in->code + u->fast_at,
+							in->code + u->fast_end, restart };
+	}
+	rc = attach_target__restart_add(in->c->t, r, 2 * in->nunits);
+	free(r);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "%s",
+				attach_target__errmsg(in->c->t));
+	in->restartable = true;
+	return 0;
+}
+
+/* Once no thread can run the copy (or it failed to go in). */
+static void forget_restart_ranges(struct cc_instr *in)
+{
+	if (!in->restartable)
+		return;
+	attach_target__restart_remove(in->c->t, in->code, in->code + in->code_size);
+	in->restartable = false;
+}
+
 static int install(struct cc_instr *in, struct cc_job *j)
 {
 	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
@@ -989,7 +1044,8 @@ static int install(struct cc_instr *in, struct cc_job *j)
 				"instrumentation handles at most %u", in->c->pid, n, MAX_THREADS);
 	bool fresh = !in->area;	/* else joining (its section taken) */
 	if ((rc = fresh ? check_gs(in, tids, (size_t)n) : check_joined(in, tids, (size_t)n)) < 0 ||
-	    (rc = place_code(in)) < 0 || (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = place_code(in)) < 0 || (rc = restart_ranges(in)) < 0 ||
+	    (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
 	    (rc = place_rings(in)) < 0 || (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
 	/* the area is freed with the last function, not with this one; the
@@ -1022,6 +1078,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	}
 	if (rc < 0) {
 		move_threads_back(in, moved, nmoved);
+		forget_restart_ranges(in);
 		if (fresh && in->area)
 			reset_gs(in->c, in->area);
 		if (detour)
@@ -1142,6 +1199,7 @@ static void release_state(struct cc_cache *c, void *arg)
 	release_area(c, in);
 	for (size_t i = 0; i < in->nrings; i++)
 		unmap_ring(in, &in->rings[i]);
+	forget_restart_ranges(in);
 }
 
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
