@@ -60,8 +60,15 @@
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
 #define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */
-#define IS_JUNK_END 9216	/* ... then a guard of 64 MAGIC words */
-#define IS_SIZE 9728
+#define IS_JUNK_END 9216	/* ... then a guard of 128 MAGIC words: twice a
+				 * unit, see IS_GUARD_WORDS */
+#define IS_SIZE 10240
+/* The guard at the end of the junk area and of each ring chunk, in words:
+ * a unit placed at a CLEAR word never runs past it, even from where a
+ * signal handler's run of the copy can leave the pointer while padrone is
+ * gone (nobody then moves the interrupted thread out of its reservation:
+ * the pointer goes up to a unit past the CLEAR word it read). */
+#define IS_GUARD_WORDS (2 * (IS_MAX_SLOTS + 1))
 #define IS_SECTIONS 8		/* functions instrumented at once */
 #define IS_ROW (IS_SECTIONS * IS_SIZE)
 

@@ -19,10 +19,27 @@
  * the stub empties and counts when it is full: units still there when the
  * copy is undone (at most 8 KiB) are not counted as dropped.
  *
+ * Signals: a handler may run the copy on the thread it interrupts, anywhere
+ * (the kernel restores the registers after it, not the block's words).
+ * The commit's reservation (read the pointer, check the word there, move
+ * the pointer past the record) takes several instructions: it is a
+ * restartable range (restart_ranges), so padrone, which sees every signal
+ * before its thread does, first moves a thread inside it back to the read,
+ * and the handler's units go where the interrupted one would have, which
+ * then takes the next place. The ring stub runs with signals blocked but
+ * while it sleeps, its scratch words on its own frame (instr-stub.S). So no
+ * unit is lost, spoiled or half written, and the target's registers are
+ * never touched. With padrone gone nobody moves threads back: a handler
+ * run inside a reservation writes where the interrupted unit then writes
+ * too (no longer read by anyone), and the pointer ends at most a unit past
+ * the CLEAR word the interrupted commit read, which the guards
+ * (IS_GUARD_WORDS) keep inside the junk area or the chunk.
+ *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
- * of the interrupted unit (its addresses are then wrong, the target's
- * registers are not); threads already inside the function are moved into
+ * of the interrupted unit (its addresses, or a rep instruction's count, are
+ * then the handler's; the target's registers are not touched); threads
+ * already inside the function are moved into
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
  * refused; a thread cloned later gets a spare ring (one an exited thread
@@ -49,6 +66,8 @@
 extern const uint8_t cc_istub_begin[], cc_istub_end[];
 
 #define MAX_THREADS 256u
+
+_Static_assert((IS_SIZE - IS_JUNK_END) / 8 == IS_GUARD_WORDS, "the junk area's guard");
 
 /* A unit: instructions [first, first + n) of the function's list. */
 struct unit {
@@ -569,7 +588,8 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 {
 	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
 			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
-			       .consumer_timeout_ms = in->o.consumer_timeout_ms };
+			       .consumer_timeout_ms = in->o.consumer_timeout_ms,
+			       .max_record_words = IS_GUARD_WORDS };
 	char path[64];
 	int64_t ret;
 	int rc;
