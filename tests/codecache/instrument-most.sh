@@ -46,10 +46,10 @@ while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1
 # the last by the name reports give code without a symbol (sub_ADDR)
 ok8=0
 for f in $eight; do
-	name=$f
-	[ "$f" = one_child ] && name=$(printf 'sub_%x' "$(entry_of one_child)")
-	run "i_$f" "$padrone" -p "$pid" instrument "$name"
-	status "i_$f" 0 && says "i_$f" "^instrumented $name" && ok8=$((ok8 + 1))
+	as=$f
+	[ "$f" = one_child ] && as=$(printf 'sub_%x' "$(entry_of one_child)")
+	run "i_$f" "$padrone" -p "$pid" instrument "$as"
+	status "i_$f" 0 && says "i_$f" "^instrumented $as" && ok8=$((ok8 + 1))
 done
 check "eight functions instrumented one after the other, one as sub_ADDR ($ok8 of 8)" \
 	test "$ok8" = 8
