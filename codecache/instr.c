@@ -8,7 +8,8 @@
  * slots). Before each instruction the plan names, `mov %reg, %gs:SLOT`
  * keeps the value (one instruction, no flags, no scratch register); rflags
  * (the direction of a rep string instruction) goes through pushf below the
- * red zone. The commit code writes the unit: before the unit's last
+ * red zone, and the fs base (thread-local storage, the stack protector's
+ * canary) through rdfsbase into rax saved there. The commit code writes the unit: before the unit's last
  * instruction when that one transfers control, after it otherwise. It
  * reserves the record first (the pointer moved past it) and writes the
  * header last, over CAB's CLEAR sentinel, so the consumer never sees a unit
@@ -19,10 +20,27 @@
  * the stub empties and counts when it is full: units still there when the
  * copy is undone (at most 8 KiB) are not counted as dropped.
  *
+ * Signals: a handler may run the copy on the thread it interrupts, anywhere
+ * (the kernel restores the registers after it, not the block's words).
+ * The commit's reservation (read the pointer, check the word there, move
+ * the pointer past the record) takes several instructions: it is a
+ * restartable range (restart_ranges), so padrone, which sees every signal
+ * before its thread does, first moves a thread inside it back to the read,
+ * and the handler's units go where the interrupted one would have, which
+ * then takes the next place. The ring stub runs with signals blocked but
+ * while it sleeps, its scratch words on its own frame (instr-stub.S). So no
+ * unit is lost, spoiled or half written, and the target's registers are
+ * never touched. With padrone gone nobody moves threads back: a handler
+ * run inside a reservation writes where the interrupted unit then writes
+ * too (no longer read by anyone), and the pointer ends at most a unit past
+ * the CLEAR word the interrupted commit read, which the guards
+ * (IS_GUARD_WORDS) keep inside the junk area or the chunk.
+ *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
- * of the interrupted unit (its addresses are then wrong, the target's
- * registers are not); threads already inside the function are moved into
+ * of the interrupted unit (its addresses, or a rep instruction's count, are
+ * then the handler's; the target's registers are not touched); threads
+ * already inside the function are moved into
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
  * refused; a thread cloned later gets a spare ring (one an exited thread
@@ -50,6 +68,8 @@ extern const uint8_t cc_istub_begin[], cc_istub_end[];
 
 #define MAX_THREADS 256u
 
+_Static_assert((IS_SIZE - IS_JUNK_END) / 8 == IS_GUARD_WORDS, "the junk area's guard");
+
 /* A unit: instructions [first, first + n) of the function's list. */
 struct unit {
 	uint32_t first, n;
@@ -62,6 +82,11 @@ struct unit {
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
+	/* its commit's reservation, restartable (a signal's handler must not
+	 * run between reading the pointer and moving it past the record): the
+	 * read, the slow path's call of the stub (its return not included),
+	 * the fast path's move, all offsets in the copy */
+	uint64_t read_at, stub_ret, fast_at, fast_end;
 };
 
 struct ring {
@@ -112,6 +137,7 @@ struct cc_instr {
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed, removed;
+	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
 };
 
@@ -204,6 +230,14 @@ static void plan_direct(const struct cc_instr *in, struct unit *u)
 	}
 }
 
+static bool captures_fs_base(const struct rep_built *b)
+{
+	for (uint32_t c = 0; c < b->ncaps; c++)
+		if (b->caps[c].reg == REP_REG_FSBASE)
+			return true;
+	return false;
+}
+
 /* Units: the blocks, cut after calls; their plans and the table. */
 static int plan_units(struct cc_instr *in)
 {
@@ -242,6 +276,12 @@ static int plan_units(struct cc_instr *in)
 						in->insns[first].pc, rep_errmsg());
 			if (in->o.blocks_only)
 				forget_addresses(&u->b);
+			if (captures_fs_base(&u->b) && !cc__user_fsgsbase())
+				return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument "
+						"%s: the block at 0x%" PRIx64 " reads through fs "
+						"(thread-local storage), whose base only rdfsbase can "
+						"capture, which this kernel does not let user code run",
+						in->name, in->insns[first].pc);
 			plan_direct(in, u);
 			if (u->b.block.nslots > IS_MAX_SLOTS)
 				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
@@ -312,6 +352,18 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 		put(o, post, sizeof post);
 		return;
 	}
+	if (cap->reg == REP_REG_FSBASE) {
+		/* lea -128(%rsp),%rsp; push %rax; rdfsbase %rax;
+		 * mov %rax,%gs:slot; pop %rax; lea 128(%rsp),%rsp */
+		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x50,
+					       0xf3, 0x48, 0x0f, 0xae, 0xc0,
+					       0x65, 0x48, 0x89, 0x04, 0x25 };
+		static const uint8_t post[] = { 0x58, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
+		put(o, pre, sizeof pre);
+		put32(o, slot);
+		put(o, post, sizeof post);
+		return;
+	}
 	unsigned code = cap->reg - REP_REG_RAX;
 	uint8_t b[5] = { 0x65, (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
 			 (uint8_t)(0x04 | (code & 7) << 3), 0x25 };
@@ -319,8 +371,11 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 	put32(o, slot);
 }
 
-/* Reserve the record, copy the slots, write the header last. */
-static void emit_commit(struct out *o, const struct cc_instr *in, const struct unit *u)
+/* Reserve the record, copy the slots, write the header last. The
+ * reservation reads the pointer and moves it in separate instructions: a
+ * handler run in between would place its units where this one goes, so
+ * that stretch is a restartable range (restart_ranges). */
+static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
 {
 	static const uint8_t head[] = {
 		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
@@ -341,15 +396,24 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 
 	put(o, head, sizeof head);
 	put32(o, o->gs + IS_PTR);
+	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
 	put(o, test, sizeof test);
 	put32(o, n);
 	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
 	rel32(o, in->code + in->stub_off);
+	uint64_t stub_ret = o->at;
 	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	uint64_t fast_at = o->at;
 	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
 	put32(o, 8 * (1 + n));
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
 	put32(o, o->gs + IS_PTR);
+	if (!o->buf) {
+		u->read_at = read_at;
+		u->stub_ret = stub_ret;
+		u->fast_at = fast_at;
+		u->fast_end = o->at;
+	}
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
 		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
 			unsigned code = u->direct_reg[k] - REP_REG_RAX;
@@ -551,7 +615,8 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 {
 	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
 			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
-			       .consumer_timeout_ms = in->o.consumer_timeout_ms };
+			       .consumer_timeout_ms = in->o.consumer_timeout_ms,
+			       .max_record_words = IS_GUARD_WORDS };
 	char path[64];
 	int64_t ret;
 	int rc;
@@ -973,6 +1038,43 @@ static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
 }
 
 /* World stopped: threads, gs, rings, state, the redirection. */
+/* Each unit's reservation as two restartable ranges, both restarting at
+ * the read of the pointer: from it to the slow path's call of the stub
+ * (included: the stub reads the pointer again), and the fast path's move. A
+ * handler then never runs inside a reservation while padrone is attached;
+ * the stub blocks signals itself. */
+static int restart_ranges(struct cc_instr *in)
+{
+	struct attach_restart *r = calloc(2 * in->nunits + 1, sizeof *r);
+	int rc;
+
+	if (!r)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++) {
+		const struct unit *u = &in->units[i];
+		uint64_t restart = in->code + u->read_at;
+		r[2 * i] = (struct attach_restart){ restart, in->code + u->stub_ret, restart };
+		r[2 * i + 1] = (struct attach_restart){ in->code + u->fast_at,
+							in->code + u->fast_end, restart };
+	}
+	rc = attach_target__restart_add(in->c->t, r, 2 * in->nunits);
+	free(r);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "%s",
+				attach_target__errmsg(in->c->t));
+	in->restartable = true;
+	return 0;
+}
+
+/* Once no thread can run the copy (or it failed to go in). */
+static void forget_restart_ranges(struct cc_instr *in)
+{
+	if (!in->restartable)
+		return;
+	attach_target__restart_remove(in->c->t, in->code, in->code + in->code_size);
+	in->restartable = false;
+}
+
 static int install(struct cc_instr *in, struct cc_job *j)
 {
 	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
@@ -989,7 +1091,8 @@ static int install(struct cc_instr *in, struct cc_job *j)
 				"instrumentation handles at most %u", in->c->pid, n, MAX_THREADS);
 	bool fresh = !in->area;	/* else joining (its section taken) */
 	if ((rc = fresh ? check_gs(in, tids, (size_t)n) : check_joined(in, tids, (size_t)n)) < 0 ||
-	    (rc = place_code(in)) < 0 || (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = place_code(in)) < 0 || (rc = restart_ranges(in)) < 0 ||
+	    (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
 	    (rc = place_rings(in)) < 0 || (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
 	/* the area is freed with the last function, not with this one; the
@@ -1022,6 +1125,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	}
 	if (rc < 0) {
 		move_threads_back(in, moved, nmoved);
+		forget_restart_ranges(in);
 		if (fresh && in->area)
 			reset_gs(in->c, in->area);
 		if (detour)
@@ -1142,6 +1246,7 @@ static void release_state(struct cc_cache *c, void *arg)
 	release_area(c, in);
 	for (size_t i = 0; i < in->nrings; i++)
 		unmap_ring(in, &in->rings[i]);
+	forget_restart_ranges(in);
 }
 
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
