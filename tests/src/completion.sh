@@ -45,6 +45,7 @@ check "without padroned: a function of the program, from its symbols (cfg, measu
 check "and the process was never attached (no tracer), runs on right" \
 	sh -c "grep -q '^TracerPid:[[:space:]]*0$' /proc/$pid/status && ! grep -q BAD '$tmp/target.out'"
 
+: >"$tmp/d.out"
 "$b/src/padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
 dpid=$!
 pids="$pids $dpid"
