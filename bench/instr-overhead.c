@@ -283,6 +283,7 @@ static void pauses(const char *kernel)
 			break;
 		in_ns[n] = si.stop_ns;
 		out_ns[n] = so.stop_ns;
+		fprintf(stderr, "DBG stop %.3f tostop %.3f retries %u looks %u lookmax %.3f moved %u\n", so.stop_ns/1e6, so.to_stop_ns/1e6, so.retries, so.looks, so.look_max_ns/1e6, so.moved);
 	}
 	if (n < ROUNDS)
 		printf("  pauses: failed after %zu rounds: %s\n", n, cc_cache__errmsg(c));
