@@ -1161,7 +1161,50 @@ static int unlink_copy(struct cc_cache *c, void *arg)
  * next unit, its current one written whole: instr-move.c) and the entry
  * restored in one stop; the copy is freed once no thread is in it and no stack
  * returns into it (the grace period, as for a replacement). */
-static void release_area(struct cc_cache *c, struct cc_instr *in);
+/* Is the function's section the area's last? Then the area goes with it
+ * (no other function's copy can run: gs_base cleared, then freed). */
+static bool last_of_area(struct cc_instr *in)
+{
+	struct area *a = in->area;
+
+	a->taken[in->section] = false;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (a->taken[k])
+			return false;
+	return !a->kept && !a->gone;
+}
+
+/* On the tracer thread, real-time inside the pause (as patch.c's stops):
+ * the threads' gs_base out of the area and every ring unmapped, in one
+ * stop, where a remote system call each would stop the world twice a
+ * ring. */
+struct releasing {
+	struct cc_cache *c;
+	struct cc_instr *in;
+	bool clear, cleared;
+	uint64_t pause_ns;
+};
+
+static int release_in_stop(struct attach_target *t, void *arg)
+{
+	struct releasing *r = arg;
+	bool outer = !attach_target__is_stopped(t);
+	int rc = attach_target__stop(t);
+
+	if (rc < 0)
+		return rc;
+	if (r->clear)
+		reset_gs(r->c, r->in->area);
+	r->cleared = r->clear;
+	for (size_t i = 0; i < r->in->nrings; i++)
+		unmap_ring(r->in, &r->in->rings[i]);
+	if ((rc = attach_target__resume(t)) == 0 && outer) {
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		r->pause_ns = ps.last_ns;
+	}
+	return rc;
+}
 
 /* No thread runs the copy any more: its section of the area free (the
  * threads' gs_base back to 0 with the last one) and its rings unmapped
@@ -1177,9 +1220,15 @@ static void release_state(struct cc_cache *c, void *arg)
 	in->released = true;
 	in->removed = true;	/* no clone event gives a thread a row of it any more */
 	atomic_store(&in->area->member[in->section], NULL);
-	release_area(c, in);
+	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
+	if (attach_target__call(c->t, release_in_stop, &r) == 0)
+		in->release_ns = r.pause_ns;
 	for (size_t i = 0; i < in->nrings; i++)
-		unmap_ring(in, &in->rings[i]);
+		unmap_ring(in, &in->rings[i]);	/* (those the stop did not: each its own) */
+	if (r.cleared) {
+		cc_cache__free(c, in->area->addr, in->area->size);
+		in->area->gone = true;
+	}
 }
 
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
@@ -1202,49 +1251,6 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;
-}
-
-/* On the tracer thread, real-time inside the pause (as patch.c's stops):
- * every thread's gs_base out of the area, in one stop. */
-struct clearing {
-	struct cc_cache *c;
-	const struct area *a;
-	uint64_t pause_ns;
-};
-
-static int clear_gs(struct attach_target *t, void *arg)
-{
-	struct clearing *cl = arg;
-	bool outer = !attach_target__is_stopped(t);
-	int rc = attach_target__stop(t);
-
-	if (rc < 0)
-		return rc;
-	reset_gs(cl->c, cl->a);
-	if ((rc = attach_target__resume(t)) == 0 && outer) {
-		struct attach_pause_stats ps;
-		attach_target__pause_stats(t, &ps);
-		cl->pause_ns = ps.last_ns;
-	}
-	return rc;
-}
-
-/* The function's section free again; the area torn down if it was the
- * last (no other function's copy can run: gs_base cleared, then freed). */
-static void release_area(struct cc_cache *c, struct cc_instr *in)
-{
-	struct area *a = in->area;
-	struct clearing cl = { c, a, 0 };
-
-	a->taken[in->section] = false;
-	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (a->taken[k])
-			return;
-	if (a->kept || a->gone || attach_target__call(c->t, clear_gs, &cl) < 0)
-		return;
-	in->release_ns = cl.pause_ns;
-	cc_cache__free(c, a->addr, a->size);
-	a->gone = true;
 }
 
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
