@@ -851,8 +851,9 @@ END_TEST
  * copy go in with the original's first bytes, in the same pause (and on
  * the tracer thread), not in a stop of their own before it. Every other
  * stop is a brief look of the grace period (the last one clears the
- * threads' gs_base), or a retry, and the stats say how many. The 8 threads
- * in axpy record exact streams up to the end and compute right after. */
+ * threads' gs_base and unmaps every ring), or a retry, and the stats say
+ * how many. The threads in axpy record exact streams up to the end and
+ * compute right after. */
 START_TEST(uninstrument_unlinks_and_restores_in_one_stop)
 {
 	struct live l;
@@ -861,7 +862,7 @@ START_TEST(uninstrument_unlinks_and_restores_in_one_stop)
 	struct attach_pause_stats p0, p1;
 	uint8_t orig[64], now[64];
 
-	start(&l, "8");
+	start(&l, "2");
 	alive(&l);
 	struct cc_func f = func(&l, "axpy");
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
