@@ -24,12 +24,13 @@ _padrone_served() {
 # Function names in process PID, where that is cheap and stops nothing:
 # the last profile of the padroned serving it (hot -n never samples), else
 # the symbols of its program's file (nm, bounded to a second). A one-shot
-# padrone would attach to the process: never for a completion.
+# padrone would attach to the process: never for a completion. padroned
+# gets $PADRONE_COMPLETION_TIMEOUT seconds (2) to answer.
 _padrone_functions() {
 	local prog=$1 pid=$2 cur=$3 names=
 	[[ $pid =~ ^[0-9]+$ ]] || return
 	if _padrone_served "$pid"; then
-		names=$(timeout 2 "$prog" -p "$pid" hot -n -j 1000 </dev/null 2>/dev/null |
+		names=$(timeout "${PADRONE_COMPLETION_TIMEOUT:-2}" "$prog" -p "$pid" hot -n -j 1000 </dev/null 2>/dev/null |
 			grep -o '"name":"[^"]*"' | cut -d'"' -f4)
 	fi
 	if [ -z "$names" ] && [ -r "/proc/$pid/exe" ]; then
