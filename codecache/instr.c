@@ -139,6 +139,7 @@ struct cc_instr {
 	bool installed, removed;
 	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
+	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
 };
 
 /* ------------------------------------------------------------ the plan */
@@ -1209,25 +1210,78 @@ err:
 	return rc;
 }
 
-static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
-		       uint64_t detour)
-{
-	int rc = attach_target__stop(c->t);
+/* The copy's unlinking, in the stop that puts the original's first bytes
+ * back (one pause, not two; on the tracer thread, which runs real-time
+ * during a pause where a caller's thread may lose its CPU). Once done, no
+ * thread can be strictly inside a unit's jump, so a retry of that stop
+ * need not do it again. */
+struct unlinking {
+	struct ci_map m;
+	const struct cc_reloc *prefix;
+	uint64_t detour;
+	bool done;
+};
 
-	if (rc < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
-				attach_target__errmsg(c->t));
-	rc = ci_unlink(c, m, prefix, detour);
-	int rrc = attach_target__resume(c->t);
-	return rc < 0 ? rc : rrc < 0 ? cc__fail(c, CC_PHASE_RESTORE, rrc, "cannot resume process "
-						"%d: %s", c->pid, attach_target__errmsg(c->t)) : 0;
+static int unlink_copy(struct cc_cache *c, void *arg)
+{
+	struct unlinking *u = arg;
+	int rc;
+
+	if (u->done)
+		return 0;
+	if ((rc = ci_unlink(c, &u->m, u->prefix, u->detour)) == 0)
+		u->done = true;
+	return rc;
 }
 
-/* The original back: the copy unlinked first (each thread in it leaves at
- * its next unit, its current one written whole: instr-move.c), then the
- * entry restored; the copy is freed once no thread is in it and no stack
+/* The original back: the copy unlinked (each thread in it leaves at its
+ * next unit, its current one written whole: instr-move.c) and the entry
+ * restored in one stop; the copy is freed once no thread is in it and no stack
  * returns into it (the grace period, as for a replacement). */
-static void release_area(struct cc_cache *c, struct cc_instr *in);
+/* Is the function's section the area's last? Then the area goes with it
+ * (no other function's copy can run: gs_base cleared, then freed). */
+static bool last_of_area(struct cc_instr *in)
+{
+	struct area *a = in->area;
+
+	a->taken[in->section] = false;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (a->taken[k])
+			return false;
+	return !a->kept && !a->gone;
+}
+
+/* On the tracer thread, real-time inside the pause (as patch.c's stops):
+ * the threads' gs_base out of the area and every ring unmapped, in one
+ * stop, where a remote system call each would stop the world twice a
+ * ring. */
+struct releasing {
+	struct cc_cache *c;
+	struct cc_instr *in;
+	bool clear, cleared;
+	uint64_t pause_ns;
+};
+
+static int release_in_stop(struct attach_target *t, void *arg)
+{
+	struct releasing *r = arg;
+	bool outer = !attach_target__is_stopped(t);
+	int rc = attach_target__stop(t);
+
+	if (rc < 0)
+		return rc;
+	if (r->clear)
+		reset_gs(r->c, r->in->area);
+	r->cleared = r->clear;
+	for (size_t i = 0; i < r->in->nrings; i++)
+		unmap_ring(r->in, &r->in->rings[i]);
+	if ((rc = attach_target__resume(t)) == 0 && outer) {
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		r->pause_ns = ps.last_ns;
+	}
+	return rc;
+}
 
 /* No thread runs the copy any more: its section of the area free (the
  * threads' gs_base back to 0 with the last one) and its rings unmapped
@@ -1243,9 +1297,15 @@ static void release_state(struct cc_cache *c, void *arg)
 	in->released = true;
 	in->removed = true;	/* no clone event gives a thread a row of it any more */
 	atomic_store(&in->area->member[in->section], NULL);
-	release_area(c, in);
+	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
+	if (attach_target__call(c->t, release_in_stop, &r) == 0)
+		in->release_ns = r.pause_ns;
 	for (size_t i = 0; i < in->nrings; i++)
-		unmap_ring(in, &in->rings[i]);
+		unmap_ring(in, &in->rings[i]);	/* (those the stop did not: each its own) */
+	if (r.cleared) {
+		cc_cache__free(c, in->area->addr, in->area->size);
+		in->area->gone = true;
+	}
 	forget_restart_ranges(in);
 }
 
@@ -1255,39 +1315,20 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	struct cc_dir_redir *r = cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE);
 	struct cc_reloc *prefix = NULL;
 	char keep[sizeof c->errmsg];
-	struct ci_map m;
 
 	if (!r || cc__redir_find(c, in->fn.addr, CC_REDIR_MEASURE))
 		return cc_cache__restore(c, in->fn.addr, in->name, o);
 	memcpy(keep, c->errmsg, sizeof keep);
 	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
 		memcpy(c->errmsg, keep, sizeof keep);	/* its threads wait instead */
-	copy_map(in, &m);
-	int rc = unlink_copy(c, &m, prefix, r->detour);
+	struct unlinking u = { .prefix = prefix, .detour = r->detour };
+	copy_map(in, &u.m);
 	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
-				      .release = release_state, .release_arg = in };
-	if (rc == 0)
-		rc = cc__undo(c, r->id, o, &back);
+				      .release = release_state, .release_arg = in,
+				      .stopped = unlink_copy, .stopped_arg = &u };
+	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;
-}
-
-/* The function's section free again; the area torn down if it was the
- * last (no other function's copy can run: gs_base cleared, then freed). */
-static void release_area(struct cc_cache *c, struct cc_instr *in)
-{
-	struct area *a = in->area;
-
-	a->taken[in->section] = false;
-	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (a->taken[k])
-			return;
-	if (a->kept || a->gone || attach_target__stop(c->t) < 0)
-		return;
-	reset_gs(c, a);
-	attach_target__resume(c->t);
-	cc_cache__free(c, a->addr, a->size);
-	a->gone = true;
 }
 
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
@@ -1312,6 +1353,11 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	o.stats = &st;
 	if ((rc = restore_moving_out(c, in, &o)) < 0)
 		return rc;
+	if (in->release_ns) {	/* a brief stop after the restore, as the grace period's */
+		st.looks++;
+		if (in->release_ns > st.look_max_ns)
+			st.look_max_ns = in->release_ns;
+	}
 	in->removed = true;
 	atomic_store(&in->area->member[in->section], NULL);
 	if (user)
