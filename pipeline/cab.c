@@ -1,7 +1,7 @@
 /* cab.c: CAB rings in a memfd: creation and mapping, the CAB kind's slow
  * path and consumer, and what the three kinds share (waiting, heartbeats,
  * drops, sampling). The fast paths are inline in cab.h. */
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * re-attaching, corrupt data, drain, and REP units recovered across
  * processes, the guessing header walk, and chunks handed back fully clear. */
 #include "tests/lib/tu.h"
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 #include "pipeline/rep.h"
 
 #include <errno.h>

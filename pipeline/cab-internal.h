@@ -1,11 +1,11 @@
-/* cab-int.h: what cab.c, nway.c and ffq.c share; not a public header.
+/* cab-internal.h: what cab.c, nway.c and ffq.c share; not a public header.
  *
  * The memfd holds: the shared header (struct cab_shared, its own cache lines
  * per writer), one struct cab_meta per chunk/buffer, then the data area at
  * data_offset (page aligned).
  */
-#ifndef PADRONE_PIPELINE_CAB_INT_H
-#define PADRONE_PIPELINE_CAB_INT_H
+#ifndef PADRONE_PIPELINE_CAB_INTERNAL_H
+#define PADRONE_PIPELINE_CAB_INTERNAL_H
 
 #include "pipeline/cab.h"
 #include "util/util.h"
