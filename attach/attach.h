@@ -267,6 +267,21 @@ int attach_target__syscall(struct attach_target *t, pid_t tid, long nr,
  * a SIGTRAP the target ignores stays ignored. */
 int attach_target__step(struct attach_target *t, pid_t tid);
 
+/* Restartable ranges: code of the target that a signal handler must not
+ * start inside and that may run again from its restart point (the first
+ * instructions of an rseq-like commit: loads, then the one store that
+ * commits). When attach/ delivers a signal to a thread whose PC is in
+ * [lo, hi), it first moves the PC to restart, so the handler returns there
+ * and the range runs again whole. The restart point is lo or outside the
+ * range. Only while padrone is attached: code using them must stay
+ * memory-safe when padrone is gone. remove drops every range inside
+ * [lo, hi). */
+struct attach_restart {
+	uint64_t lo, hi, restart;
+};
+int attach_target__restart_add(struct attach_target *t, const struct attach_restart *r, size_t n);
+void attach_target__restart_remove(struct attach_target *t, uint64_t lo, uint64_t hi);
+
 /* Run fn(arg) on the tracer thread, where ptrace requests on the target's
  * threads are valid (libunwind-ptrace's accessors call ptrace themselves).
  * Returns fn's result. */

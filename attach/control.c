@@ -137,13 +137,14 @@ static void cont(struct athread *th, int req, int sig)
 }
 
 /* A thread in some stop, world not held: let it go on. */
-static void release(struct athread *th)
+static void release(struct attach_target *t, struct athread *th)
 {
 	switch (th->stop) {
 	case AT_PARKED:
 		cont(th, th->gstop ? PTRACE_LISTEN : PTRACE_CONT, 0);
 		break;
 	case AT_SIGNAL:
+		attach__restart_before_signal(t, th->tid);
 		cont(th, PTRACE_CONT, th->sig);	/* never swallow the target's signal */
 		break;
 	default:
@@ -167,6 +168,8 @@ static void toward_park(struct attach_target *t, struct athread *th)
 		return;
 	}
 	int sig = th->stop == AT_SIGNAL ? th->sig : 0;
+	if (sig)
+		attach__restart_before_signal(t, th->tid);
 	interrupt(t, th);
 	cont(th, PTRACE_CONT, sig);
 }
@@ -215,7 +218,7 @@ static void settle(struct attach_target *t, pid_t tid)
 	if (t->depth > 0)
 		toward_park(t, th);
 	else
-		release(th);
+		release(t, th);
 }
 
 static bool tgid_is(pid_t tid, pid_t pid)
@@ -663,7 +666,7 @@ static int wait_not_dying(struct attach_target *t, uint64_t deadline)
 		/* Let the ones held at their exit stop die. */
 		for (size_t i = 0; i < t->nth; i++)
 			if (t->th[i].stop != AT_RUNNING)
-				release(&t->th[i]);
+				release(t, &t->th[i]);
 		if (util_now_ns() >= deadline + 1000000000ull)
 			return attach__fail(t, -ESRCH, "process %d (%s) is exiting", (int)t->pid,
 					    t->comm);
@@ -677,7 +680,7 @@ static void release_all(struct attach_target *t)
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
 		if (th->stop != AT_RUNNING && !(th->fresh && !th->parent))
-			release(th);
+			release(t, th);
 	}
 }
 
@@ -839,6 +842,8 @@ int attach__detach_all(struct attach_target *t)
 			}
 		}
 		/* A job-control stop is reinstated by the kernel at detach. */
+		if (th->stop == AT_SIGNAL && th->sig)
+			attach__restart_before_signal(t, th->tid);
 		attach__ptrace(PTRACE_DETACH, th->tid, NULL,
 			       (void *)(long)(th->stop == AT_SIGNAL ? th->sig : 0));
 		th->stop = AT_RUNNING;

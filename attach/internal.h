@@ -166,6 +166,8 @@ struct attach_target {
 	struct attach_pause_stats stats;	/* under lock */
 	attach_event_fn ev_fn;	/* under lock */
 	void *ev_arg;
+	struct attach_restart *restarts;	/* under lock, sorted by lo (restart.c) */
+	size_t nrestarts;
 
 	/* Owned by the tracer thread. */
 	struct athread *th;
@@ -188,6 +190,10 @@ struct attach_target {
 /* Run fn on t's tracer thread and wait (directly when already on it). */
 int attach__call(struct attach_target *t, int (*fn)(struct attach_target *, void *), void *arg);
 bool attach__on_tracer(const struct attach_target *t);
+
+/* Before a signal is delivered to tid (in a signal-delivery stop): its PC
+ * out of every restartable range (restart.c). */
+void attach__restart_before_signal(struct attach_target *t, pid_t tid);
 
 /* Tracer-thread side (control.c). */
 int attach__seize_all(struct attach_target *t, struct attach_error *e);

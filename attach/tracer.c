@@ -285,6 +285,7 @@ fail:
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
 	free(t->th);
+	free(t->restarts);
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -343,6 +344,7 @@ int attach_target__detach(struct attach_target *t)
 		wait_released(t);
 	close(t->mem_fd);
 	free(t->th);
+	free(t->restarts);
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

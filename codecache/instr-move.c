@@ -30,6 +30,7 @@
 #include "codecache/instr.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A commit copies up to 63 slots, two instructions each. */
@@ -170,8 +171,8 @@ static bool in_window(const struct ci_map *m, uint64_t pc)
 	return false;
 }
 
-int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
-	      uint64_t detour)
+/* World stopped: threads strictly inside a unit's first bytes moved out. */
+static int clear_windows(struct cc_cache *c, const struct ci_map *m)
 {
 	struct attach_target *t = c->t;
 	pid_t tids[1024];
@@ -197,15 +198,39 @@ int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc 
 					PRIx64 " in the instrumented copy and cannot be moved",
 					tids[k], (uint64_t)regs.rip);
 	}
+	return 0;
+}
+
+/* The units' jumps go in with one read and one write of the whole copy
+ * (the world is stopped: nothing else changes it meanwhile), not one
+ * /proc/PID/mem write per unit: each costs microseconds inside the pause. */
+int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
+	      uint64_t detour)
+{
+	uint8_t *buf = malloc(m->units_end ? m->units_end : 1);
+	int rc;
+
+	if (!buf)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOMEM, "out of memory");
+	if ((rc = clear_windows(c, m)) < 0)
+		goto out;
+	if ((rc = cc__read(c, m->code, buf, m->units_end)) < 0) {
+		cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read the instrumented copy at 0x%" PRIx64
+			 ": %s", m->code, strerror(-rc));
+		goto out;
+	}
 	for (size_t i = 0; i < m->n; i++) {
-		uint8_t jmp[CC_UNLINK_JMP];
 		uint64_t at = m->code + m->at[i], to;
 		if (!m->unit_start[i] || exit_of(m, i, prefix, detour, &to) < 0)
 			continue;	/* (the entry without its detour: left at the next unit) */
-		if ((rc = cc_encode_jmp(at, to, jmp)) < 0 ||
-		    (rc = cc_cache__write(c, at, jmp, sizeof jmp)) < 0)
-			return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot unlink the instrumented copy "
-					"at 0x%" PRIx64, at);
+		if ((rc = cc_encode_jmp(at, to, buf + m->at[i])) < 0) {
+			cc__fail(c, CC_PHASE_RESTORE, rc, "cannot unlink the instrumented copy at 0x%"
+				 PRIx64 ": no jump reaches 0x%" PRIx64, at, to);
+			goto out;
+		}
 	}
-	return 0;
+	rc = cc_cache__write(c, m->code, buf, m->units_end);
+out:
+	free(buf);
+	return rc;
 }

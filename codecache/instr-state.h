@@ -34,12 +34,8 @@
 #define IS_GAP 96		/* records dropped since the last one written */
 #define IS_WAIT_NS 104		/* one futex wait, < 1 s */
 #define IS_TIMEOUT_NS 112	/* no heartbeat this long: consumer gone */
-#define IS_N 120		/* scratch: payload words of the record placed */
-#define IS_W 128		/* scratch: where it was to go */
-#define IS_T0 136		/* scratch: when the wait began */
-#define IS_ENTERED 144		/* scratch: a new chunk was entered */
-#define IS_WSTART 152		/* scratch: the full chunk's first word */
-#define IS_WNEXT 160		/* scratch: the next chunk's first word */
+/* 120..167 and 272..279 unused: the stub keeps its scratch words on its own
+ * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */
 #define IS_A_CONS_SLEEPING 176	/* u32 */
@@ -55,7 +51,6 @@
 #define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
 				 * never wait, drop */
 #define IS_STUB_CALLS 264	/* times the stub ran (the slow path's cost) */
-#define IS_WCHUNK 272		/* scratch: the chunk waited for */
 /* the shared area the block is in (instr.c): rows of IS_SECTIONS blocks, one
  * row per thread (gs_base at its start), a section per function; the
  * function in section k reaches its block as %gs:(k * IS_SIZE + OFF) */
@@ -65,8 +60,15 @@
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
 #define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */
-#define IS_JUNK_END 9216	/* ... then a guard of 64 MAGIC words */
-#define IS_SIZE 9728
+#define IS_JUNK_END 9216	/* ... then a guard of 128 MAGIC words: twice a
+				 * unit, see IS_GUARD_WORDS */
+#define IS_SIZE 10240
+/* The guard at the end of the junk area and of each ring chunk, in words:
+ * a unit placed at a CLEAR word never runs past it, even from where a
+ * signal handler's run of the copy can leave the pointer while padrone is
+ * gone (nobody then moves the interrupted thread out of its reservation:
+ * the pointer goes up to a unit past the CLEAR word it read). */
+#define IS_GUARD_WORDS (2 * (IS_MAX_SLOTS + 1))
 #define IS_SECTIONS 8		/* functions instrumented at once */
 #define IS_ROW (IS_SECTIONS * IS_SIZE)
 

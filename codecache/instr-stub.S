@@ -15,7 +15,9 @@
  * the chunk and half the ring after it are free (so that it then runs on
  * while the consumer works), and drops from then on if the consumer closed the ring or its heartbeat is
  * older than the timeout (padrone gone): the target is never blocked for
- * good. System calls only, no libc of the target.
+ * good. System calls only, no libc of the target. It runs with every
+ * signal blocked but while it sleeps (.Lblock_signals says why), its
+ * scratch on its own frame.
  */
 #include "codecache/instr-state.h"
 
@@ -24,6 +26,24 @@
 #define CLOCK_MONOTONIC 1
 #define FUTEX_WAIT 0
 #define FUTEX_WAKE 1
+#define SYS_rt_sigprocmask 14
+#define SIG_BLOCK 0
+#define SIG_SETMASK 2
+
+/* The stub's locals, on its own frame (%rbp), never in the thread's block:
+ * a signal handler that runs instrumented code can only get here once the
+ * stub has restored the signal mask, but the block is shared with it. */
+#define L_N 0			/* payload words of the record placed */
+#define L_W 8			/* where it was to go; the result on the way out */
+#define L_T0 16			/* when the wait began */
+#define L_ENTERED 24		/* a new chunk was entered */
+#define L_WSTART 32		/* the full chunk's first word */
+#define L_WNEXT 40		/* the next chunk's first word */
+#define L_WCHUNK 48		/* the chunk waited for */
+#define L_MASK 56		/* the thread's signal mask on entry */
+#define L_ALL 64		/* every signal */
+#define L_SEQ 72		/* the consumer's sequence a wait sleeps on */
+#define L_SIZE 80
 
 	.section .rodata.padrone_instr, "a"
 	.p2align 6
@@ -39,10 +59,15 @@ cc_istub_begin:
 	push %r9
 	push %r10
 	push %r11
+	push %rbp
+	sub $L_SIZE, %rsp
+	mov %rsp, %rbp
+	mov %rcx, L_N(%rbp)
+	call .Lblock_signals
 	cld				/* for rep stos; popfq puts DF back */
 	incq %gs:IS_STUB_CALLS
-	mov %rcx, %gs:IS_N
-	movq $0, %gs:IS_ENTERED
+	movq $0, L_ENTERED(%rbp)
+.Ltop:
 	mov %gs:IS_PTR, %rax
 	mov %gs:IS_SELF, %rdx
 	lea IS_JUNK(%rdx), %rsi
@@ -66,7 +91,7 @@ cc_istub_begin:
 	jb 2f
 	mov %gs:IS_DATA, %rax		/* the end line: wrap */
 	mov %rax, %gs:IS_PTR
-	movq $1, %gs:IS_ENTERED
+	movq $1, L_ENTERED(%rbp)
 	jmp .Lloop
 2:	mov %rdx, %rsi
 	shl %cl, %rsi
@@ -88,24 +113,24 @@ cc_istub_begin:
 	movq $0, %gs:IS_DROPPING	/* space appeared: a consumer is back */
 	mov %gs:IS_A_PROD_DROPPING, %rcx
 	movl $0, (%rcx)
-4:	mov %gs:IS_N, %rcx
+4:	mov L_N(%rbp), %rcx
 	lea 8(%rax,%rcx,8), %rcx
 	mov %rcx, %gs:IS_PTR
-	cmpq $0, %gs:IS_ENTERED
+	cmpq $0, L_ENTERED(%rbp)
 	je .Lret
-	mov %rax, %gs:IS_W
+	mov %rax, L_W(%rbp)
 	call .Lannounce
-	mov %gs:IS_W, %rax
+	mov L_W(%rbp), %rax
 	jmp .Lret
 .Lnotclear:
 	cmp %rsi, %rax
 	je .Lfull
 	add %gs:IS_CHUNK_BYTES, %rsi	/* the guard: on to the next chunk */
 	mov %rsi, %gs:IS_PTR
-	movq $1, %gs:IS_ENTERED
+	movq $1, L_ENTERED(%rbp)
 	jmp .Lloop
 .Lfull:
-	mov %rax, %gs:IS_W
+	mov %rax, L_W(%rbp)
 	cmpq $IS_MODE_EXHAUSTIVE, %gs:IS_MODE
 	jne .Ldrop
 	cmpq $0, %gs:IS_DROPPING
@@ -114,21 +139,26 @@ cc_istub_begin:
 	jne .Ldrop
 	call .Lwait
 	test %rax, %rax
-	jz .Lloop
+	jz .Ltop
 	movq $1, %gs:IS_DROPPING	/* the consumer is gone: never wait again */
 	mov %gs:IS_A_PROD_DROPPING, %rcx
 	movl $1, (%rcx)
 .Ldrop:
-	mov %gs:IS_W, %rax
+	mov L_W(%rbp), %rax
 	mov %rax, %gs:IS_RESUME
 	movq $1, %gs:IS_GAP
 .Ljunk:					/* the record goes first into the junk area */
 	mov %gs:IS_SELF, %rax
 	lea IS_JUNK(%rax), %rax
-	mov %gs:IS_N, %rcx
+	mov L_N(%rbp), %rcx
 	lea 8(%rax,%rcx,8), %rcx
 	mov %rcx, %gs:IS_PTR
 .Lret:
+	mov %rax, L_W(%rbp)
+	call .Lrestore_signals
+	mov L_W(%rbp), %rax
+	add $L_SIZE, %rsp
+	pop %rbp
 	pop %r11
 	pop %r10
 	pop %r9
@@ -172,6 +202,35 @@ cc_istub_begin:
 	rep stosq
 	ret
 
+/* Every signal blocked, the thread's mask kept in L_MASK: the stub changes
+ * the block's words in several steps (the pointer, the gap, dropping), so a
+ * handler running instrumented code in between would place its units where
+ * the interrupted one goes. Only the ring stub pays for it (two system
+ * calls a chunk); a signal that comes meanwhile is delivered at the
+ * restore, its handler then sees a consistent block. A wait for the
+ * consumer sleeps with the thread's own mask, so that its signals are not
+ * held for as long as the consumer lags: a handler that ran meanwhile may
+ * have moved the pointer (written into the chunk waited for, dropped), so
+ * the wait then starts the stub again from what the handler left. */
+.Lblock_signals:
+	movq $-1, L_ALL(%rbp)
+	mov $SYS_rt_sigprocmask, %eax
+	mov $SIG_BLOCK, %edi
+	lea L_ALL(%rbp), %rsi
+	lea L_MASK(%rbp), %rdx
+	mov $8, %r10d
+	syscall
+	ret
+
+.Lrestore_signals:
+	mov $SYS_rt_sigprocmask, %eax
+	mov $SIG_SETMASK, %edi
+	lea L_MASK(%rbp), %rsi
+	xor %edx, %edx
+	mov $8, %r10d
+	syscall
+	ret
+
 /* The producer moved on: bump prod_seq, wake a sleeping consumer. */
 .Lannounce:
 	mov %gs:IS_A_PROD_SEQ, %rdi
@@ -209,7 +268,7 @@ cc_istub_begin:
  * one being written, so it can free at most NCHUNKS - 2: at most
  * NCHUNKS - 3 after this one. */
 .Lwait:
-	mov %rsi, %gs:IS_WSTART
+	mov %rsi, L_WSTART(%rbp)
 	mov %gs:IS_NCHUNKS, %rax
 	shr $1, %rax
 	mov %gs:IS_NCHUNKS, %rcx
@@ -221,27 +280,31 @@ cc_istub_begin:
 	cmp %gs:IS_NCHUNKS, %rax
 	jb 1f
 	sub %gs:IS_NCHUNKS, %rax
-1:	mov %rax, %gs:IS_WCHUNK
+1:	mov %rax, L_WCHUNK(%rbp)
 	mov %gs:IS_SHIFT, %rcx
 	shl %cl, %rax
 	add %gs:IS_DATA, %rax
-	mov %rax, %gs:IS_WNEXT
+	mov %rax, L_WNEXT(%rbp)
 	call .Lannounce			/* a sleeping consumer must wake to free space */
 	call .Lnow
-	mov %rax, %gs:IS_T0
+	mov %rax, L_T0(%rbp)
 	mov %gs:IS_A_PROD_WAITS, %rcx
 	incq (%rcx)
 .Lwloop:
+	mov %gs:IS_PTR, %rcx		/* a handler ran meanwhile and moved on: */
+	cmp L_W(%rbp), %rcx		/* start again from what it left */
+	jne .Lwmoved
 	mov %gs:IS_A_CONS_SEQ, %rdi
 	mov (%rdi), %edx		/* edx: the sequence slept on */
+	mov %rdx, L_SEQ(%rbp)
 	mov %gs:IS_A_PROD_WAITING, %rcx
-	mov %gs:IS_WCHUNK, %r8
+	mov L_WCHUNK(%rbp), %r8
 	add $2, %r8			/* wake me when chunk WCHUNK is freed */
 	xchg %r8d, (%rcx)		/* a full barrier, as the seq_cst store */
-	mov %gs:IS_WSTART, %rcx
+	mov L_WSTART(%rbp), %rcx
 	cmpq $0, (%rcx)
 	jne 2f
-	mov %gs:IS_WNEXT, %rcx
+	mov L_WNEXT(%rbp), %rcx
 	cmpq $0, (%rcx)
 	jne 2f
 	xor %eax, %eax
@@ -254,15 +317,17 @@ cc_istub_begin:
 	call .Lnow
 	mov %gs:IS_A_HEARTBEAT, %rcx
 	mov (%rcx), %rcx
-	cmp %gs:IS_T0, %rcx
+	cmp L_T0(%rbp), %rcx
 	jae 3f
-	mov %gs:IS_T0, %rcx
+	mov L_T0(%rbp), %rcx
 3:	cmp %rcx, %rax
 	jbe 4f
 	sub %rcx, %rax
 	cmp %gs:IS_TIMEOUT_NS, %rax
 	ja .Lwgone
-4:	mov %gs:IS_A_CONS_SEQ, %rdi
+4:	call .Lrestore_signals		/* handlers may run while it sleeps */
+	mov L_SEQ(%rbp), %rdx
+	mov %gs:IS_A_CONS_SEQ, %rdi
 	sub $16, %rsp
 	movq $0, (%rsp)
 	mov %gs:IS_WAIT_NS, %rax
@@ -274,7 +339,11 @@ cc_istub_begin:
 	mov $SYS_futex, %eax
 	syscall
 	add $16, %rsp
+	call .Lblock_signals
 	jmp .Lwloop
+.Lwmoved:
+	xor %eax, %eax
+	jmp .Lwdone
 .Lwgone:
 	mov $1, %eax
 .Lwdone:
@@ -282,7 +351,7 @@ cc_istub_begin:
 	movl $0, (%rcx)
 	push %rax
 	call .Lnow
-	sub %gs:IS_T0, %rax
+	sub L_T0(%rbp), %rax
 	mov %gs:IS_A_PROD_WAIT_NS, %rcx
 	add %rax, (%rcx)
 	pop %rax

@@ -20,10 +20,27 @@
  * the stub empties and counts when it is full: units still there when the
  * copy is undone (at most 8 KiB) are not counted as dropped.
  *
+ * Signals: a handler may run the copy on the thread it interrupts, anywhere
+ * (the kernel restores the registers after it, not the block's words).
+ * The commit's reservation (read the pointer, check the word there, move
+ * the pointer past the record) takes several instructions: it is a
+ * restartable range (restart_ranges), so padrone, which sees every signal
+ * before its thread does, first moves a thread inside it back to the read,
+ * and the handler's units go where the interrupted one would have, which
+ * then takes the next place. The ring stub runs with signals blocked but
+ * while it sleeps, its scratch words on its own frame (instr-stub.S). So no
+ * unit is lost, spoiled or half written, and the target's registers are
+ * never touched. With padrone gone nobody moves threads back: a handler
+ * run inside a reservation writes where the interrupted unit then writes
+ * too (no longer read by anyone), and the pointer ends at most a unit past
+ * the CLEAR word the interrupted commit read, which the guards
+ * (IS_GUARD_WORDS) keep inside the junk area or the chunk.
+ *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
- * of the interrupted unit (its addresses are then wrong, the target's
- * registers are not); threads already inside the function are moved into
+ * of the interrupted unit (its addresses, or a rep instruction's count, are
+ * then the handler's; the target's registers are not touched); threads
+ * already inside the function are moved into
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is
  * refused; a thread cloned later gets a spare ring (one an exited thread
@@ -51,6 +68,8 @@ extern const uint8_t cc_istub_begin[], cc_istub_end[];
 
 #define MAX_THREADS 256u
 
+_Static_assert((IS_SIZE - IS_JUNK_END) / 8 == IS_GUARD_WORDS, "the junk area's guard");
+
 /* A unit: instructions [first, first + n) of the function's list. */
 struct unit {
 	uint32_t first, n;
@@ -63,6 +82,11 @@ struct unit {
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
+	/* its commit's reservation, restartable (a signal's handler must not
+	 * run between reading the pointer and moving it past the record): the
+	 * read, the slow path's call of the stub (its return not included),
+	 * the fast path's move, all offsets in the copy */
+	uint64_t read_at, stub_ret, fast_at, fast_end;
 };
 
 struct ring {
@@ -113,7 +137,9 @@ struct cc_instr {
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed, removed;
+	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
+	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
 };
 
 /* ------------------------------------------------------------ the plan */
@@ -346,8 +372,11 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 	put32(o, slot);
 }
 
-/* Reserve the record, copy the slots, write the header last. */
-static void emit_commit(struct out *o, const struct cc_instr *in, const struct unit *u)
+/* Reserve the record, copy the slots, write the header last. The
+ * reservation reads the pointer and moves it in separate instructions: a
+ * handler run in between would place its units where this one goes, so
+ * that stretch is a restartable range (restart_ranges). */
+static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
 {
 	static const uint8_t head[] = {
 		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
@@ -368,15 +397,24 @@ static void emit_commit(struct out *o, const struct cc_instr *in, const struct u
 
 	put(o, head, sizeof head);
 	put32(o, o->gs + IS_PTR);
+	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
 	put(o, test, sizeof test);
 	put32(o, n);
 	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
 	rel32(o, in->code + in->stub_off);
+	uint64_t stub_ret = o->at;
 	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	uint64_t fast_at = o->at;
 	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
 	put32(o, 8 * (1 + n));
 	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
 	put32(o, o->gs + IS_PTR);
+	if (!o->buf) {
+		u->read_at = read_at;
+		u->stub_ret = stub_ret;
+		u->fast_at = fast_at;
+		u->fast_end = o->at;
+	}
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
 		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
 			unsigned code = u->direct_reg[k] - REP_REG_RAX;
@@ -578,7 +616,8 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 {
 	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
 			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
-			       .consumer_timeout_ms = in->o.consumer_timeout_ms };
+			       .consumer_timeout_ms = in->o.consumer_timeout_ms,
+			       .max_record_words = IS_GUARD_WORDS };
 	char path[64];
 	int64_t ret;
 	int rc;
@@ -1000,6 +1039,43 @@ static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
 }
 
 /* World stopped: threads, gs, rings, state, the redirection. */
+/* Each unit's reservation as two restartable ranges, both restarting at
+ * the read of the pointer: from it to the slow path's call of the stub
+ * (included: the stub reads the pointer again), and the fast path's move. A
+ * handler then never runs inside a reservation while padrone is attached;
+ * the stub blocks signals itself. */
+static int restart_ranges(struct cc_instr *in)
+{
+	struct attach_restart *r = calloc(2 * in->nunits + 1, sizeof *r);
+	int rc;
+
+	if (!r)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++) {
+		const struct unit *u = &in->units[i];
+		uint64_t restart = in->code + u->read_at;
+		r[2 * i] = (struct attach_restart){ restart, in->code + u->stub_ret, restart };
+		r[2 * i + 1] = (struct attach_restart){ in->code + u->fast_at,
+							in->code + u->fast_end, restart };
+	}
+	rc = attach_target__restart_add(in->c->t, r, 2 * in->nunits);
+	free(r);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "%s",
+				attach_target__errmsg(in->c->t));
+	in->restartable = true;
+	return 0;
+}
+
+/* Once no thread can run the copy (or it failed to go in). */
+static void forget_restart_ranges(struct cc_instr *in)
+{
+	if (!in->restartable)
+		return;
+	attach_target__restart_remove(in->c->t, in->code, in->code + in->code_size);
+	in->restartable = false;
+}
+
 static int install(struct cc_instr *in, struct cc_job *j)
 {
 	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
@@ -1016,7 +1092,8 @@ static int install(struct cc_instr *in, struct cc_job *j)
 				"instrumentation handles at most %u", in->c->pid, n, MAX_THREADS);
 	bool fresh = !in->area;	/* else joining (its section taken) */
 	if ((rc = fresh ? check_gs(in, tids, (size_t)n) : check_joined(in, tids, (size_t)n)) < 0 ||
-	    (rc = place_code(in)) < 0 || (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = place_code(in)) < 0 || (rc = restart_ranges(in)) < 0 ||
+	    (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
 	    (rc = place_rings(in)) < 0 || (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
 	/* the area is freed with the last function, not with this one; the
@@ -1049,6 +1126,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	}
 	if (rc < 0) {
 		move_threads_back(in, moved, nmoved);
+		forget_restart_ranges(in);
 		if (fresh && in->area)
 			reset_gs(in->c, in->area);
 		if (detour)
@@ -1132,25 +1210,78 @@ err:
 	return rc;
 }
 
-static int unlink_copy(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
-		       uint64_t detour)
-{
-	int rc = attach_target__stop(c->t);
+/* The copy's unlinking, in the stop that puts the original's first bytes
+ * back (one pause, not two; on the tracer thread, which runs real-time
+ * during a pause where a caller's thread may lose its CPU). Once done, no
+ * thread can be strictly inside a unit's jump, so a retry of that stop
+ * need not do it again. */
+struct unlinking {
+	struct ci_map m;
+	const struct cc_reloc *prefix;
+	uint64_t detour;
+	bool done;
+};
 
-	if (rc < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
-				attach_target__errmsg(c->t));
-	rc = ci_unlink(c, m, prefix, detour);
-	int rrc = attach_target__resume(c->t);
-	return rc < 0 ? rc : rrc < 0 ? cc__fail(c, CC_PHASE_RESTORE, rrc, "cannot resume process "
-						"%d: %s", c->pid, attach_target__errmsg(c->t)) : 0;
+static int unlink_copy(struct cc_cache *c, void *arg)
+{
+	struct unlinking *u = arg;
+	int rc;
+
+	if (u->done)
+		return 0;
+	if ((rc = ci_unlink(c, &u->m, u->prefix, u->detour)) == 0)
+		u->done = true;
+	return rc;
 }
 
-/* The original back: the copy unlinked first (each thread in it leaves at
- * its next unit, its current one written whole: instr-move.c), then the
- * entry restored; the copy is freed once no thread is in it and no stack
+/* The original back: the copy unlinked (each thread in it leaves at its
+ * next unit, its current one written whole: instr-move.c) and the entry
+ * restored in one stop; the copy is freed once no thread is in it and no stack
  * returns into it (the grace period, as for a replacement). */
-static void release_area(struct cc_cache *c, struct cc_instr *in);
+/* Is the function's section the area's last? Then the area goes with it
+ * (no other function's copy can run: gs_base cleared, then freed). */
+static bool last_of_area(struct cc_instr *in)
+{
+	struct area *a = in->area;
+
+	a->taken[in->section] = false;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (a->taken[k])
+			return false;
+	return !a->kept && !a->gone;
+}
+
+/* On the tracer thread, real-time inside the pause (as patch.c's stops):
+ * the threads' gs_base out of the area and every ring unmapped, in one
+ * stop, where a remote system call each would stop the world twice a
+ * ring. */
+struct releasing {
+	struct cc_cache *c;
+	struct cc_instr *in;
+	bool clear, cleared;
+	uint64_t pause_ns;
+};
+
+static int release_in_stop(struct attach_target *t, void *arg)
+{
+	struct releasing *r = arg;
+	bool outer = !attach_target__is_stopped(t);
+	int rc = attach_target__stop(t);
+
+	if (rc < 0)
+		return rc;
+	if (r->clear)
+		reset_gs(r->c, r->in->area);
+	r->cleared = r->clear;
+	for (size_t i = 0; i < r->in->nrings; i++)
+		unmap_ring(r->in, &r->in->rings[i]);
+	if ((rc = attach_target__resume(t)) == 0 && outer) {
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		r->pause_ns = ps.last_ns;
+	}
+	return rc;
+}
 
 /* No thread runs the copy any more: its section of the area free (the
  * threads' gs_base back to 0 with the last one) and its rings unmapped
@@ -1166,9 +1297,16 @@ static void release_state(struct cc_cache *c, void *arg)
 	in->released = true;
 	in->removed = true;	/* no clone event gives a thread a row of it any more */
 	atomic_store(&in->area->member[in->section], NULL);
-	release_area(c, in);
+	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
+	if (attach_target__call(c->t, release_in_stop, &r) == 0)
+		in->release_ns = r.pause_ns;
 	for (size_t i = 0; i < in->nrings; i++)
-		unmap_ring(in, &in->rings[i]);
+		unmap_ring(in, &in->rings[i]);	/* (those the stop did not: each its own) */
+	if (r.cleared) {
+		cc_cache__free(c, in->area->addr, in->area->size);
+		in->area->gone = true;
+	}
+	forget_restart_ranges(in);
 }
 
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
@@ -1177,39 +1315,20 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	struct cc_dir_redir *r = cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE);
 	struct cc_reloc *prefix = NULL;
 	char keep[sizeof c->errmsg];
-	struct ci_map m;
 
 	if (!r || cc__redir_find(c, in->fn.addr, CC_REDIR_MEASURE))
 		return cc_cache__restore(c, in->fn.addr, in->name, o);
 	memcpy(keep, c->errmsg, sizeof keep);
 	if (r->detour && cc__redir_prefix(c, r, &prefix) < 0)
 		memcpy(c->errmsg, keep, sizeof keep);	/* its threads wait instead */
-	copy_map(in, &m);
-	int rc = unlink_copy(c, &m, prefix, r->detour);
+	struct unlinking u = { .prefix = prefix, .detour = r->detour };
+	copy_map(in, &u.m);
 	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
-				      .release = release_state, .release_arg = in };
-	if (rc == 0)
-		rc = cc__undo(c, r->id, o, &back);
+				      .release = release_state, .release_arg = in,
+				      .stopped = unlink_copy, .stopped_arg = &u };
+	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;
-}
-
-/* The function's section free again; the area torn down if it was the
- * last (no other function's copy can run: gs_base cleared, then freed). */
-static void release_area(struct cc_cache *c, struct cc_instr *in)
-{
-	struct area *a = in->area;
-
-	a->taken[in->section] = false;
-	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (a->taken[k])
-			return;
-	if (a->kept || a->gone || attach_target__stop(c->t) < 0)
-		return;
-	reset_gs(c, a);
-	attach_target__resume(c->t);
-	cc_cache__free(c, a->addr, a->size);
-	a->gone = true;
 }
 
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
@@ -1234,6 +1353,11 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	o.stats = &st;
 	if ((rc = restore_moving_out(c, in, &o)) < 0)
 		return rc;
+	if (in->release_ns) {	/* a brief stop after the restore, as the grace period's */
+		st.looks++;
+		if (in->release_ns > st.look_max_ns)
+			st.look_max_ns = in->release_ns;
+	}
 	in->removed = true;
 	atomic_store(&in->area->member[in->section], NULL);
 	if (user)

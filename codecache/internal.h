@@ -114,6 +114,11 @@ struct cc_undo_stub {
 	 * a record saying it is there (an instrumentation's gs and rings) */
 	void (*release)(struct cc_cache *c, void *arg);
 	void *release_arg;
+	/* run in the stop that puts the bytes back, before the threads are
+	 * looked at (on each try): what must change with the world stopped
+	 * goes in the same pause (an instrumented copy's unlinking) */
+	int (*stopped)(struct cc_cache *c, void *arg);
+	void *stopped_arg;
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);

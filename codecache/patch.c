@@ -81,6 +81,7 @@ struct attempt {
 	struct cc_tcheck *k;
 	const struct write *w;
 	size_t nw;
+	const struct cc_undo_stub *stub;	/* undoing: its stopped hook */
 	bool wait_busy;
 	bool blocked;		/* out: a thread is in the way */
 	int resume_rc;
@@ -103,7 +104,11 @@ static int attempt(struct attach_target *t, void *arg)
 			 attach_target__errmsg(t));
 		return rc;
 	}
-	rc = cc__tcheck(k);
+	const struct cc_undo_stub *s = a->stub;
+	if (s && s->stopped && !j->o.dry_run && (rc = s->stopped(j->c, s->stopped_arg)) < 0)
+		snprintf(a->why, sizeof a->why, "%s", cc_cache__errmsg(j->c));
+	else
+		rc = cc__tcheck(k);
 	a->blocked = rc == 0 && (k->hard || (a->wait_busy && k->nbusy_threads && !j->o.force));
 	if (rc == 0 && !a->blocked && !j->o.dry_run) {
 		size_t done = 0;
@@ -147,19 +152,23 @@ static int attempt(struct attach_target *t, void *arg)
 /* Stop the world, look at every thread, write, move threads, resume; when
  * a thread is in the way (a return address inside the bytes to patch; with
  * wait_busy, a thread in the busy ranges), resume and retry until the
- * timeout, then refuse with nothing written. In this process nothing is
- * stopped or checked. */
+ * timeout, then refuse with nothing written. An undo's stub may change
+ * more in the same stop (its stopped hook, first). In this process nothing
+ * is stopped or checked. */
 static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct write *w, size_t nw,
-			  enum cc_phase phase, bool wait_busy)
+			  enum cc_phase phase, bool wait_busy, const struct cc_undo_stub *stub)
 {
 	struct cc_cache *c = j->c;
 	struct attach_target *t = c->t;
 	uint64_t deadline = util_now_ns() + (uint64_t)timeout_of(j) * 1000000u;
-	struct attempt a = { .j = j, .k = k, .w = w, .nw = nw, .wait_busy = wait_busy };
+	struct attempt a = { .j = j, .k = k, .w = w, .nw = nw, .stub = stub,
+			     .wait_busy = wait_busy };
 	unsigned us = 500;
 	int rc;
 
 	if (!t) {
+		if (stub && stub->stopped && !j->o.dry_run && (rc = stub->stopped(c, stub->stopped_arg)) < 0)
+			return rc;
 		for (size_t i = 0; i < nw && !j->o.dry_run; i++)
 			if ((rc = cc__write(c, w[i].addr, w[i].bytes, w[i].len)) < 0)
 				return cc__fail(c, phase, rc, "cannot write %u bytes at 0x%" PRIx64 ": %s",
@@ -382,7 +391,7 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		cc__redir_forget(c, rid);
 		goto out;
 	}
-	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait);
+	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait, NULL);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
 		if (j->o.dry_run && j->o.wait)
@@ -489,7 +498,7 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	for (size_t i = 0; i < nw; i++)
 		cc__say(&j.rep, "%s the original %u bytes at 0x%" PRIx64, j.o.dry_run ? "would put back" :
 		    "put back", w[i].len, w[i].addr);
-	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false)) < 0 || j.o.dry_run)
+	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false, stub)) < 0 || j.o.dry_run)
 		goto out;
 	say_moves(&j.rep, &k, "out of the code taken out");
 	if (c->t)

@@ -1,10 +1,42 @@
 # bash completion for padrone and padroned (installed by make install where
 # bash-completion looks, as padrone, with padroned a link to it).
 # Commands and their options come from the programs' own help, so they never
-# fall out of date; PIDs and process names from ps.
+# fall out of date; PIDs and process names from ps; function names from a
+# padroned's last profile or the program's symbols (_padrone_functions).
 
 _padrone_pids() {
 	COMPREPLY+=($(compgen -W "$(ps -e -o pid= 2>/dev/null)" -- "$1"))
+}
+
+# Whether a padroned serves PID: its socket where padrone looks for it.
+_padrone_served() {
+	local d
+	if [ -n "${PADRONE_RUNDIR:-}" ]; then
+		[ -S "$PADRONE_RUNDIR/padroned-$1.sock" ]
+		return
+	fi
+	for d in /run/padrone ${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/padrone"} "/tmp/padrone-$EUID"; do
+		[ -S "$d/padroned-$1.sock" ] && return 0
+	done
+	return 1
+}
+
+# Function names in process PID, where that is cheap and stops nothing:
+# the last profile of the padroned serving it (hot -n never samples), else
+# the symbols of its program's file (nm, bounded to a second). A one-shot
+# padrone would attach to the process: never for a completion.
+_padrone_functions() {
+	local prog=$1 pid=$2 cur=$3 names=
+	[[ $pid =~ ^[0-9]+$ ]] || return
+	if _padrone_served "$pid"; then
+		names=$(timeout 2 "$prog" -p "$pid" hot -n -j 1000 </dev/null 2>/dev/null |
+			grep -o '"name":"[^"]*"' | cut -d'"' -f4)
+	fi
+	if [ -z "$names" ] && [ -r "/proc/$pid/exe" ]; then
+		names=$(timeout 1 sh -c 'nm --defined-only "$1"; nm -D --defined-only "$1"' nm \
+			"/proc/$pid/exe" 2>/dev/null | awk '$2 ~ /^[TtWi]$/ { print $3 }' | sort -u)
+	fi
+	COMPREPLY+=($(compgen -W "$names" -- "$cur"))
 }
 
 _padrone_commands() {
@@ -13,7 +45,7 @@ _padrone_commands() {
 
 # padrone [-p PID] COMMAND [ARGS...] [\; COMMAND ...]
 _padrone() {
-	local cur prev cmd i
+	local cur prev cmd i pid= nargs=0
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
 	COMPREPLY=()
@@ -21,14 +53,17 @@ _padrone() {
 	-p | --pid) _padrone_pids "$cur"; return ;;
 	esac
 	# the command word: the first non-option after the program's options
-	# or after the last ';'
+	# or after the last ';'; nargs: the command's words before this one
+	# that are no options
 	cmd=
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
-		';' | '\;') cmd= ;;
-		-p | --pid) [ -z "$cmd" ] && i=$((i + 1)) ;;
+		';' | '\;') cmd= nargs=0 ;;
+		-p | --pid) [ -z "$cmd" ] && pid=${COMP_WORDS[i + 1]} && i=$((i + 1)) ;;
+		-[tcmoaHIDLbF] | --for | --mode | --output | --analyses | --hot | --I1 | --D1 | \
+		--LL | --backend | --format) [ -n "$cmd" ] && i=$((i + 1)) ;;	# and its value
 		-*) ;;
-		*) [ -z "$cmd" ] && cmd=${COMP_WORDS[i]} ;;
+		*) if [ -z "$cmd" ]; then cmd=${COMP_WORDS[i]}; else nargs=$((nargs + 1)); fi ;;
 		esac
 	done
 	if [ -z "$cmd" ]; then
@@ -56,6 +91,20 @@ _padrone() {
 		case $prev in
 		-m | --mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
 		-o | --output) COMPREPLY=($(compgen -f -- "$cur")) ;;
+		-a | --analyses | -H | --hot | -t | --for | -I | --I1 | -D | --D1 | -L | --LL) ;;
+		*) _padrone_functions "$1" "$pid" "$cur" ;;
+		esac ;;
+	cfg | dis* | loo* | rest* | uni*) _padrone_functions "$1" "$pid" "$cur" ;;
+	mea*)
+		case $prev in
+		-t) ;;
+		*) [ $nargs = 0 ] && _padrone_functions "$1" "$pid" "$cur" ;;
+		esac ;;
+	repl*)
+		case $prev in
+		-t | -c) ;;
+		*) if [ $nargs = 0 ]; then _padrone_functions "$1" "$pid" "$cur"
+		   else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
 		esac ;;
 	pro*)
 		case $prev in

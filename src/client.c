@@ -14,6 +14,10 @@
 #include "src/protocol.h"
 
 #define HELLO_TIMEOUT_MS 10000
+/* padroned gone: how long the process may take to end once padroned let
+ * go of it, and how long padroned may hold it before (see unserved) */
+#define UNSERVED_GRACE_MS 2000
+#define UNSERVED_HELD_MS 60000
 
 static int client_error(struct padrone_ctl *ctl, FILE *err, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -34,13 +38,14 @@ static int client_error(struct padrone_ctl *ctl, FILE *err, int status, const ch
 enum reply {
 	REPLY_EXIT,	/* EXIT came: *status set */
 	REPLY_HELLO,	/* HELLO came (when asked for) */
-	REPLY_BYE,	/* padroned closed the connection before saying anything */
+	REPLY_BYE,	/* padroned said BYE before saying anything */
+	REPLY_GONE,	/* the connection ended before a word of the reply */
 	REPLY_BROKEN,	/* printed why; *status PADRONE_EXIT_PROTOCOL */
 };
 
 /* Wait for more of the reply into b, forwarding ^C (padrone_ctl_interrupt,
- * when cancel) as CANCEL. 2 when woken (look at b again), or -errno with
- * why. */
+ * when cancel) as CANCEL. 2 when woken (look at b again), -EPIPE when
+ * padroned closed the connection, or -errno with why. */
 static int wait_more(struct padrone_ctl *ctl, int fd, struct padrone_msgbuf *b, bool cancel,
 		     int timeout_ms, char *why, size_t size)
 {
@@ -89,6 +94,8 @@ static enum reply read_reply(struct padrone_ctl *ctl, int fd, struct padrone_msg
 
 		if (r == 0)
 			r = wait_more(ctl, fd, b, cancel, timeout_ms, why, sizeof(why));
+		if (r == -EPIPE && !said)
+			return REPLY_GONE;
 		if (r < 0) {
 			client_error(ctl, err, 0, "%s", why);
 			return REPLY_BROKEN;
@@ -130,7 +137,9 @@ static enum reply read_reply(struct padrone_ctl *ctl, int fd, struct padrone_msg
 	}
 }
 
-/* HELLO both ways; checks that the server serves pid; *server its pid. */
+/* HELLO both ways; checks that the server serves pid; *server its pid.
+ * 0, -ENOENT when padroned went away instead of greeting, or an exit
+ * status after printing why. */
 static int greet(struct padrone_ctl *ctl, int fd, pid_t pid, pid_t *server, FILE *err)
 {
 	struct padrone_msgbuf b = { 0 };
@@ -138,10 +147,13 @@ static int greet(struct padrone_ctl *ctl, int fd, pid_t pid, pid_t *server, FILE
 	struct padrone_msg_hello h;
 	int st, r = 0;
 
-	if (padrone_msg_send(fd, PADRONE_MSG_HELLO, NULL, 0) < 0)
+	int sent = padrone_msg_send(fd, PADRONE_MSG_HELLO, NULL, 0);
+	if (sent == -EPIPE || sent == -ECONNRESET)
+		return -ENOENT;	/* gone before greeting, as below */
+	if (sent < 0)
 		return client_error(ctl, err, PADRONE_EXIT_PROTOCOL,
 				    "cannot talk to padroned at %s: %s", ctl->remote_path,
-				    strerror(errno));
+				    strerror(-sent));
 	switch (read_reply(ctl, fd, &b, stdout, err, false, HELLO_TIMEOUT_MS, &st, &m)) {
 	case REPLY_HELLO:
 		break;
@@ -149,8 +161,10 @@ static int greet(struct padrone_ctl *ctl, int fd, pid_t pid, pid_t *server, FILE
 		r = st ? st : PADRONE_EXIT_PROTOCOL;
 		goto out;
 	case REPLY_BYE:
-		r = client_error(ctl, err, PADRONE_EXIT_PROTOCOL, "padroned at %s closed the "
-				 "connection at once", ctl->remote_path);
+	case REPLY_GONE:
+		/* A padroned on its way out (it no longer reads, and closes
+		 * what it did not greet): it serves the process no more. */
+		r = -ENOENT;
 		goto out;
 	case REPLY_BROKEN:
 		r = PADRONE_EXIT_PROTOCOL;
@@ -212,6 +226,7 @@ int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err)
 		stat(exe, &st);
 		ctl->remote_fd = fd;
 		ctl->remote_pid = pid;
+		ctl->remote_server = server;
 		ctl->remote_exe_dev = st.st_dev;
 		ctl->remote_exe_ino = st.st_ino;
 	}
@@ -224,6 +239,7 @@ void padrone_client_disconnect(struct padrone_ctl *ctl)
 		close(ctl->remote_fd);
 	ctl->remote_fd = -1;
 	ctl->remote_pid = 0;
+	ctl->remote_server = 0;
 }
 
 /* padroned said something while no command was under way: a BYE (idle
@@ -249,12 +265,34 @@ static bool has_exited(pid_t pid)
 	return close_paren && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
-/* The program pid runs, to tell an exec by. */
+/* The program pid runs, to tell an exec by, and the padroned serving it. */
 struct program {
 	pid_t pid;
 	dev_t dev;
 	ino_t ino;
+	pid_t server;
 };
+
+/* Whether a thread of padroned server still traces pid: it holds the
+ * process (at its exit, say) until it has let go of it. */
+static bool held_by(pid_t pid, pid_t server)
+{
+	char path[64], line[128];
+	int tracer = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof line, f) && sscanf(line, "TracerPid: %d", &tracer) != 1)
+		;
+	fclose(f);
+	if (tracer <= 0 || server <= 0)
+		return false;
+	/* TracerPid names the tracing thread (attach/'s tracer thread) */
+	snprintf(path, sizeof path, "/proc/%d/task/%d", (int)server, tracer);
+	return access(path, F_OK) == 0;
+}
 
 /* padroned stopped serving the process: it is gone, or (closed) it
  * closed the connection. When that is because the process exited or
@@ -268,9 +306,13 @@ static int unserved(struct padrone_ctl *ctl, FILE *err, const struct program *p,
 	bool execd = false;
 
 	/* padroned may have seen the exit begin (and left) before the process
-	 * has quite ended: a moment for it, as long as it takes at most */
+	 * has quite ended: it holds the process until it has let go of it,
+	 * however long a loaded machine makes that (bounded), then a moment
+	 * for the exit to end */
 	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-	for (int waited = 0; waited < 2000 && !has_exited(pid) && !execd; waited += 10) {
+	for (int waited = 0; (waited < UNSERVED_GRACE_MS ||
+			      (waited < UNSERVED_HELD_MS && held_by(pid, p->server))) &&
+			     !has_exited(pid) && !execd; waited += 10) {
 		execd = stat(path, &st) == 0 && (st.st_dev != p->dev || st.st_ino != p->ino);
 		if (!execd)
 			usleep(10000);
@@ -324,7 +366,8 @@ int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_ent
 	if (r < 0)
 		return client_error(ctl, err, PADRONE_EXIT_USAGE, "command too long for padroned");
 	padrone_ctl_take_interrupt(ctl);	/* a ^C that came before this command is not for it */
-	const struct program served = { ctl->remote_pid, ctl->remote_exe_dev, ctl->remote_exe_ino };
+	const struct program served = { ctl->remote_pid, ctl->remote_exe_dev, ctl->remote_exe_ino,
+					ctl->remote_server };
 	/* A connection padroned closed meanwhile is made again, and a command
 	 * it answered with BYE (so never ran) is sent again, once. */
 	for (int attempt = 0;; attempt++) {
@@ -338,7 +381,7 @@ int padrone_client_forward(struct padrone_ctl *ctl, const struct padrone_cmd_ent
 		padrone_msgbuf_free(&b);
 		if (rr == REPLY_BYE && attempt == 0)
 			continue;
-		if (rr == REPLY_BYE)
+		if (rr == REPLY_BYE || rr == REPLY_GONE)
 			status = unserved(ctl, err, &served, true);
 		if (rr != REPLY_EXIT)
 			padrone_client_disconnect(ctl);

@@ -139,6 +139,7 @@ struct padrone_ctl {
 	struct padrone_session *session;	/* local; attached or not */
 	int remote_fd;			/* connected padroned, or -1 */
 	pid_t remote_pid;		/* the process that padroned serves */
+	pid_t remote_server;		/* padroned itself */
 	dev_t remote_exe_dev;		/* its program when connecting (an exec */
 	ino_t remote_exe_ino;		/* tells from a change of it) */
 	char remote_path[256];		/* its socket */

@@ -5,6 +5,7 @@
 #include "src/jobs.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -348,6 +349,7 @@ int padrone_jobs_run(struct padrone_jobs *jobs, long now_ms)
 	if (!jobs->quit)
 		start_next(jobs);
 	int next = prepare_notices(jobs, now_ms);
+	bool idle = done && !jobs->head;
 	pthread_mutex_unlock(&jobs->lock);
 
 	while (done) {
@@ -363,6 +365,13 @@ int padrone_jobs_run(struct padrone_jobs *jobs, long now_ms)
 			j->notice[0] = '\0';
 		}
 	}
+	/* Each command runs on a thread of its own, and so does each
+	 * instrumented thread's consumer: glibc gives threads arenas of their
+	 * own, whose freed pages stay with padroned (its RSS crept up by
+	 * 0.2 MB an instrument cycle in the soak). Given back whenever the
+	 * last command has ended. */
+	if (idle)
+		malloc_trim(0);
 	return next;
 }
 

@@ -8,6 +8,7 @@
 #ifndef PADRONE_SRC_PROGRESS_H
 #define PADRONE_SRC_PROGRESS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,8 +23,8 @@ struct padrone_progress {
 /* what: the command; unit: what is counted ("samples", "calls"). */
 void padrone_progress_init(struct padrone_progress *p, FILE *err, const char *what,
 			   const char *unit);
-/* "profile: 3.0 of 10.0 s, 2991 samples" (count 0: not shown), once a
- * second has gone by. */
+/* "profile: 3.0 of 10.0 s, 2991 samples" (count 0: not shown; total 0:
+ * "cfg: 3.0 s"), once a second has gone by. */
 void padrone_progress_show(struct padrone_progress *p, double elapsed_s, double total_s,
 			   uint64_t count);
 /* The progress callback of padrone_profile_opts and padrone_measure_opts,
@@ -31,5 +32,20 @@ void padrone_progress_show(struct padrone_progress *p, double elapsed_s, double 
 void padrone_progress_cb(void *arg, double elapsed_s, double total_s, uint64_t count);
 /* Erase the line, if one was shown. */
 void padrone_progress_done(struct padrone_progress *p);
+
+/* For work that tells nothing as it goes (cfg's first look at a big
+ * module: its symbols, its code): a thread shows "cfg: 2.3 s" on a
+ * terminal from the first second on, until padrone_ticker_stop erases
+ * it. Nothing at all when err is no terminal. */
+struct padrone_ticker {
+	struct padrone_progress p;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, stop;
+};
+
+void padrone_ticker_start(struct padrone_ticker *t, FILE *err, const char *what);
+void padrone_ticker_stop(struct padrone_ticker *t);
 
 #endif

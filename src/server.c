@@ -561,11 +561,24 @@ static int serve_round(struct padrone_server *srv, const int *wake_fds, int nwak
 }
 
 /* Answer what waits, let running commands end, give replies a moment. */
+/* No more clients: a client connecting now finds nobody (and goes on
+ * without padroned) rather than waiting in the backlog of a listener that
+ * will never accept it, to be cut off when padroned ends. */
+static void stop_listening(struct padrone_server *srv)
+{
+	if (srv->fd < 0)
+		return;
+	unlink(srv->path);
+	close(srv->fd);
+	srv->fd = -1;
+}
+
 static void leave(struct padrone_server *srv, const char *why)
 {
 	long until = -1;
 
 	srv->leaving = true;
+	stop_listening(srv);
 	padrone_jobs_stop(srv->jobs, why);
 	for (;;) {
 		/* Running commands use the session: wait for them whatever. */
@@ -626,9 +639,6 @@ void padrone_server_close(struct padrone_server *srv)
 		conn_free(c);
 	}
 	srv->nconns = 0;
-	if (srv->fd >= 0) {
-		close(srv->fd);
-		unlink(srv->path);
-	}
+	stop_listening(srv);
 	free(srv);
 }

@@ -3,6 +3,13 @@
 #include <stdlib.h>
 
 #include "src/cmd.h"
+#include "src/progress.h"
+
+/* The command a format is printed for, as the progress line names it. */
+static const char *command_of(enum padrone_cfg_format fmt)
+{
+	return fmt == PADRONE_CFG_DISAS ? "disas" : fmt == PADRONE_CFG_LOOPS ? "loops" : "cfg";
+}
 
 static const struct padrone_opt cfg_opts[] = {
 	{ 'j', "json", NULL },
@@ -16,7 +23,13 @@ int padrone_cmd_print_cfg(struct padrone_cmd_ctx *ctx, const char *what,
 			  enum padrone_cfg_format fmt)
 {
 	struct padrone_cfg *c;
-	if (padrone_session__cfg(ctx->ctl->session, what, &c) < 0)
+	struct padrone_ticker ticker;
+	/* the first look at a big module (its symbols, then the code) can
+	 * take seconds: a terminal is told it goes on */
+	padrone_ticker_start(&ticker, ctx->err, command_of(fmt));
+	int r = padrone_session__cfg(ctx->ctl->session, what, &c);
+	padrone_ticker_stop(&ticker);
+	if (r < 0)
 		return padrone_cmd_session_error(ctx);
 	char *text = padrone_cfg__format(c, fmt);
 	int status = PADRONE_EXIT_OK;

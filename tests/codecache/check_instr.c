@@ -847,6 +847,48 @@ START_TEST(eight_threads_inside_the_function_go_on_in_the_copy_exactly)
 }
 END_TEST
 
+/* Taking the copy out stops the world once: the units' jumps out of the
+ * copy go in with the original's first bytes, in the same pause (and on
+ * the tracer thread), not in a stop of their own before it. Every other
+ * stop is a brief look of the grace period (the last one clears the
+ * threads' gs_base and unmaps every ring), or a retry, and the stats say
+ * how many. The threads in axpy record exact streams up to the end and
+ * compute right after. */
+START_TEST(uninstrument_unlinks_and_restores_in_one_stop)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+	struct attach_pause_stats p0, p1;
+	uint8_t orig[64], now[64];
+
+	start(&l, "2");
+	alive(&l);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 20; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_uint_ge(calls_seen(ss + 1, l.nthreads), 20);
+	struct cc_patch_stats us = { 0 };
+	struct cc_patch_opts po = { .sz = sizeof po, .stats = &us };
+	attach_target__pause_stats(l.t, &p0);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
+	attach_target__pause_stats(l.t, &p1);
+	ck_assert_msg(p1.count - p0.count == 1 + us.retries + us.looks, "uninstrument stopped the "
+		      "world %" PRIu64 " times: 1 to unlink and restore, %u retries, %u looks",
+		      p1.count - p0.count, us.retries, us.looks);
+	ck_assert_uint_gt(us.stop_ns, 0);
+	close_streams(ss, nr);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* Children made while instrumented, by fork, vfork and posix_spawn,
  * inherit the patched code and the gs_base of the thread that made them
  * (main's, whose ring padrone reads): pointed at the sink at their fork
@@ -1157,6 +1199,7 @@ int main(void)
 	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);
 	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
+	tcase_add_test(tc, uninstrument_unlinks_and_restores_in_one_stop);
 	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
 	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
 	tcase_add_test(tc, a_jump_table_is_re_pointed_at_the_copy);

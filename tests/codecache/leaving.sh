@@ -31,13 +31,14 @@ echo 1..10
 
 # start ENDING: the target, sleeping 2 ms after each tick of 20000
 # iterations; exit: hotloop ends after 1 s; exec: execer runs 1 s, then
-# becomes hotloop (for 2 s)
+# becomes hotloop (for 4 s: the words "(now hotloop)" read its name, which
+# a loaded machine read once after hotloop had ended at 2 s)
 start() {
 	: >"$tmp/out"
 	if [ "$1" = exit ]; then
 		"$hotloop" -d 1 -s 2000 -w 20000 >"$tmp/out" 2>&1 &
 	else
-		"$b/tests/targets/execer" -d 1000 "$hotloop" -d 2 -s 2000 -w 20000 >"$tmp/out" 2>&1 &
+		"$b/tests/targets/execer" -d 1000 "$hotloop" -d 4 -s 2000 -w 20000 >"$tmp/out" 2>&1 &
 	fi
 	pid=$!
 	wait_for '^tick' 1 0
@@ -100,17 +101,39 @@ judge() {
 	tracer=$(sed -n 's/^TracerPid:[[:space:]]*//p' /proc/"$pid"/status 2>/dev/null)
 	[ "${tracer:-0}" = 0 ] || echo "$1 $2 via $3: still traced by $tracer" >>"$tmp/wrong"
 }
+# too_late ENDING VIA: the target's end came before padroned (or the
+# one-shot padrone) had attached, as a loaded machine can make it: no
+# trial of what happens in the middle of a command (padroned ends with
+# "no such process" or serves the program exec'd; padrone says no such
+# process). Cleans up after it.
+too_late() {
+	if [ "$2" = padroned ]; then
+		grep -q 'padroned: serving' "$tmp/d.out" &&
+			{ [ "$1" = exit ] || [ "$(readlink /proc/$pid/exe)" != "$hotloop" ]; } && return 1
+	else
+		grep -q 'no such process' "$tmp/c.err" || return 1
+	fi
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
+	dpid=
+	reap "$pid"
+	pid=
+	return 0
+}
 # trial KIND ENDING VIA: one target, one command line; sets hit (the
-# command the end came in) and appends what went wrong to $tmp/wrong
+# command the end came in, or "late" when the end came first) and appends
+# what went wrong to $tmp/wrong
 trial() {
 	start "$2"
 	start_padroned "$3"
+	hit=late
+	[ "$3" = padroned ] && too_late "$2" "$3" && return
 	# shellcheck disable=SC2046 # one word a line, no blanks in them
 	IFS='
 '
 	timeout 120 "$padrone" -p "$pid" $(pairs "$1") >"$tmp/c.out" 2>"$tmp/c.err"
 	st=$?
 	unset IFS
+	[ "$3" = padrone ] && too_late "$2" "$3" && return
 	judge "$1" "$2" "$3" $st
 	ran_right || echo "$1 $2 via $3: the program did not run on right: $(tail -2 "$tmp/out")" >>"$tmp/wrong"
 	if [ "$1" = replace ]; then

@@ -5,6 +5,7 @@
 #include "tests/lib/tu.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -535,6 +536,61 @@ START_TEST(sockets_left_by_killed_padroneds_are_swept)
 }
 END_TEST
 
+/* A padroned on its way out stops listening; a client that connected just
+ * before (its connection waiting in the listener's backlog, never accepted)
+ * is cut off when the listener closes: for the client nobody serves the
+ * process (-ENOENT, nothing said), not "padroned closed the connection"
+ * (status 20, which a process exiting during a command once gave). */
+START_TEST(a_padroned_gone_before_greeting_serves_nobody)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int ready[2];
+	char c;
+
+	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	chmod(rundir, 0700);
+	setenv("PADRONE_RUNDIR", rundir, 1);
+	snprintf(sockpath, sizeof(sockpath), "%s/padroned-%d.sock", rundir, FAKE_PID);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
+	ck_assert_int_eq(pipe(ready), 0);
+	server = fork();
+	ck_assert_int_ge(server, 0);
+	if (server == 0) {	/* listens, accepts nobody, closes once one waits */
+		int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 4) < 0)
+			_exit(3);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(3);
+		struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+		if (poll(&pfd, 1, 30000) != 1)
+			_exit(4);
+		usleep(100000);	/* its HELLO sent or not: either way */
+		close(lfd);
+		_exit(0);
+	}
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+
+	struct padrone_ctl ctl;
+	pid_t served_by = 0;
+	char *said = NULL;
+	size_t len;
+	FILE *err = open_memstream(&said, &len);
+	ck_assert_int_eq(padrone_ctl_init(&ctl, "padrone", false), 0);
+	ck_assert_int_eq(padrone_client_probe(&ctl, FAKE_PID, &served_by, err), -ENOENT);
+	padrone_ctl_fini(&ctl);
+	fclose(err);
+	ck_assert_str_eq(said, "");
+	free(said);
+	int status;
+	ck_assert_int_eq(waitpid(server, &status, 0), server);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "listener ended 0x%x", status);
+	server = -1;
+}
+END_TEST
+
 static void teardown(void)
 {
 	kill_server();
@@ -555,6 +611,7 @@ int main(void)
 	tcase_add_test(tc, commands_sent_together_are_answered_in_order);
 	tcase_add_test(tc, an_idle_connection_is_closed_and_its_client_comes_back);
 	tcase_add_test(tc, sockets_left_by_killed_padroneds_are_swept);
+	tcase_add_test(tc, a_padroned_gone_before_greeting_serves_nobody);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
