@@ -153,201 +153,6 @@ static void *rd_alloc(struct cfg_reader *r, uint64_t addr, size_t len)
  * is the runtime address of p). */
 #define PE_OMIT 0xff
 
-/* ------------------------------------------------------------ CFI */
-
-struct cie {
-	uint64_t addr;
-	uint8_t fde_enc, lsda_enc;
-	bool aug_z, ok;
-	int64_t data_align;
-	/* CFA after the initial instructions */
-	int cfa_reg;
-	int64_t cfa_off;
-	bool cfa_expr;
-};
-
-/* Apply CFA-defining call frame instructions until the first advance;
- * other rules are skipped over. */
-static void cfa_run(struct elf_cursor *c, const struct cie *cie, int *reg, int64_t *off, bool *expr,
-		    bool stop_at_advance)
-{
-	while (c->p < c->end && !c->bad) {
-		uint8_t op = *c->p++;
-		c->addr++;
-		uint8_t hi = op & 0xc0;
-		if (hi == 0x40) {	/* advance_loc */
-			if (stop_at_advance)
-				return;
-			continue;
-		}
-		if (hi == 0x80) {	/* offset */
-			elf_cursor__uleb(c);
-			continue;
-		}
-		if (hi == 0xc0)		/* restore */
-			continue;
-		switch (op) {
-		case 0x00: case 0x0a: case 0x0b: break;	/* nop, remember, restore */
-		case 0x02: case 0x03: case 0x04:
-			if (stop_at_advance)
-				return;
-			elf_cursor__u(c, op == 0x02 ? 1 : op == 0x03 ? 2 : 4);
-			break;
-		case 0x01: elf_cursor__u(c, 8); break;	/* set_loc */
-		case 0x05: case 0x14: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
-		case 0x06: case 0x07: case 0x08: elf_cursor__uleb(c); break;
-		case 0x09: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
-		case 0x0c:	/* def_cfa */
-			*reg = (int)elf_cursor__uleb(c);
-			*off = (int64_t)elf_cursor__uleb(c);
-			*expr = false;
-			break;
-		case 0x0d: *reg = (int)elf_cursor__uleb(c); *expr = false; break;
-		case 0x0e: *off = (int64_t)elf_cursor__uleb(c); break;
-		case 0x0f: {	/* def_cfa_expression */
-			uint64_t n = elf_cursor__uleb(c);
-			*expr = true;
-			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
-			c->p += n; c->addr += n;
-			break;
-		}
-		case 0x10: case 0x16: {	/* expression, val_expression */
-			elf_cursor__uleb(c);
-			uint64_t n = elf_cursor__uleb(c);
-			if (n > (uint64_t)(c->end - c->p)) { c->bad = true; return; }
-			c->p += n; c->addr += n;
-			break;
-		}
-		case 0x11: case 0x15: elf_cursor__uleb(c); elf_cursor__sleb(c); break;
-		case 0x12:	/* def_cfa_sf */
-			*reg = (int)elf_cursor__uleb(c);
-			*off = elf_cursor__sleb(c) * cie->data_align;
-			*expr = false;
-			break;
-		case 0x13: *off = elf_cursor__sleb(c) * cie->data_align; break;
-		case 0x2e: elf_cursor__uleb(c); break;	/* GNU_args_size */
-		case 0x2f: elf_cursor__uleb(c); elf_cursor__uleb(c); break;
-		default: c->bad = true; return;
-		}
-	}
-}
-
-static bool parse_cie(struct cfg_reader *r, uint64_t addr, struct cie *cie)
-{
-	uint8_t buf[512];
-	memset(cie, 0, sizeof(*cie));
-	cie->addr = addr;
-	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
-	if (n < 8)
-		return false;
-	struct elf_cursor c = { buf, buf + n, addr, false };
-	uint64_t len = elf_cursor__u(&c, 4);
-	if (len == 0 || len == 0xffffffff || len + 4 > (uint64_t)n)
-		return false;
-	c.end = buf + 4 + len;
-	if (elf_cursor__u(&c, 4) != 0)	/* CIE id */
-		return false;
-	uint8_t version = (uint8_t)elf_cursor__u(&c, 1);
-	const char *aug = (const char *)c.p;
-	size_t al = strnlen(aug, (size_t)(c.end - c.p));
-	c.p += al + 1;
-	c.addr += al + 1;
-	elf_cursor__uleb(&c);		/* code alignment */
-	cie->data_align = elf_cursor__sleb(&c);
-	if (version == 1)
-		elf_cursor__u(&c, 1);
-	else
-		elf_cursor__uleb(&c);	/* return address register */
-	cie->fde_enc = 0;
-	cie->lsda_enc = PE_OMIT;
-	if (aug[0] == 'z') {
-		cie->aug_z = true;
-		uint64_t alen = elf_cursor__uleb(&c);
-		struct elf_cursor a = { c.p, c.p + alen, c.addr, false };
-		if (alen > (uint64_t)(c.end - c.p))
-			return false;
-		for (size_t i = 1; i < al; i++) {
-			switch (aug[i]) {
-			case 'R': cie->fde_enc = (uint8_t)elf_cursor__u(&a, 1); break;
-			case 'L': cie->lsda_enc = (uint8_t)elf_cursor__u(&a, 1); break;
-			case 'P': { uint8_t e = (uint8_t)elf_cursor__u(&a, 1); elf_cursor__ptr(&a, e & 0x7f, 0); break; }
-			case 'S': case 'B': break;
-			default: i = al; break;
-			}
-		}
-		c.p += alen;
-		c.addr += alen;
-	}
-	cie->cfa_reg = -1;
-	cfa_run(&c, cie, &cie->cfa_reg, &cie->cfa_off, &cie->cfa_expr, false);
-	cie->ok = !c.bad;
-	return cie->ok;
-}
-
-/* Read one FDE: its range and whether it starts in an entry state (CFA =
- * rsp + 8, the return address just pushed). */
-static bool parse_fde(struct cfg_reader *r, uint64_t addr, struct cie *cies, size_t *ncies,
-		      size_t maxcies, struct cfg_fde *out)
-{
-	uint8_t buf[256];
-	ssize_t n = cfg_reader__read(r, addr, buf, sizeof(buf));
-	if (n < 16)
-		return false;
-	struct elf_cursor c = { buf, buf + n, addr, false };
-	uint64_t len = elf_cursor__u(&c, 4);
-	if (len == 0 || len == 0xffffffff)
-		return false;
-	if (len + 4 < (uint64_t)n)
-		c.end = buf + 4 + len;
-	uint64_t idaddr = c.addr;
-	uint64_t cie_ptr = elf_cursor__u(&c, 4);
-	if (cie_ptr == 0)
-		return false;
-	uint64_t cie_addr = idaddr - cie_ptr;
-	struct cie *cie = NULL;
-	for (size_t i = 0; i < *ncies; i++)
-		if (cies[i].addr == cie_addr)
-			cie = &cies[i];
-	if (!cie) {
-		struct cie tmp;
-		if (!parse_cie(r, cie_addr, &tmp))
-			return false;
-		if (*ncies < maxcies) {
-			cies[*ncies] = tmp;
-			cie = &cies[(*ncies)++];
-		} else {
-			cies[maxcies - 1] = tmp;
-			cie = &cies[maxcies - 1];
-		}
-	}
-	uint64_t start = elf_cursor__ptr(&c, cie->fde_enc, 0);
-	uint64_t range = elf_cursor__ptr(&c, cie->fde_enc & 0x0f, 0);
-	if (c.bad)
-		return false;
-	out->lsda = 0;
-	if (cie->aug_z) {
-		uint64_t alen = elf_cursor__uleb(&c);
-		if (alen > (uint64_t)(c.end - c.p))
-			return false;
-		if (alen && cie->lsda_enc != PE_OMIT) {
-			struct elf_cursor a = { c.p, c.p + alen, c.addr, false };
-			uint64_t lsda = elf_cursor__ptr(&a, cie->lsda_enc, 0);
-			if (!a.bad)
-				out->lsda = lsda;
-		}
-		c.p += alen;
-		c.addr += alen;
-	}
-	int reg = cie->cfa_reg;
-	int64_t off = cie->cfa_off;
-	bool expr = cie->cfa_expr;
-	cfa_run(&c, cie, &reg, &off, &expr, true);
-	out->start = start;
-	out->end = start + range;
-	out->entry = reg == 7 && off == 8 && !expr;
-	return true;
-}
-
 /* ------------------------------------------------------------ LSDA */
 
 static int u64_cmp(const void *a, const void *b)
@@ -416,31 +221,48 @@ int cfg__lsda_pads(struct cfg_reader *r, const struct cfg_fde *f, uint64_t **pad
 	return 0;
 }
 
+/* Where .eh_frame ends: after the last FDE the header's table lists (a
+ * CIE always comes before the FDEs that point back at it). 0 if unknown. */
+static uint64_t eh_frame_end(struct cfg_reader *r, uint64_t hdr, const int32_t *t, uint64_t count)
+{
+	uint64_t last = 0;
+	uint32_t len;
+
+	for (uint64_t i = 0; i < count; i++)
+		if (hdr + (uint64_t)(int64_t)t[2 * i + 1] > last)
+			last = hdr + (uint64_t)(int64_t)t[2 * i + 1];
+	if (!last || rd(r, last, &len, 4) < 0 || len == 0 || len == 0xffffffff)
+		return 0;
+	return last + 4 + len;
+}
+
+/* The FDEs of the .eh_frame that .eh_frame_hdr points at, read from the
+ * reader in one piece and walked by elf/ (libdw). */
 static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint64_t hdr)
 {
 	uint8_t h[4 + 16];
 	if (rd(r, hdr, h, sizeof(h)) < 0 || h[0] != 1)
 		return;
 	struct elf_cursor c = { h + 4, h + sizeof(h), hdr + 4, false };
-	elf_cursor__ptr(&c, h[1], hdr);
+	uint64_t eh_frame = elf_cursor__ptr(&c, h[1], hdr);
 	uint64_t count = elf_cursor__ptr(&c, h[2], hdr);
 	uint8_t tenc = h[3];
 	if (c.bad || tenc != 0x3b || count == 0 || count > (1u << 22))
 		return;
-	uint64_t table = c.addr;
-	int32_t *t = rd_alloc(r, table, count * 8);
-	if (!t)
-		return;
-	m->fdes = calloc(count, sizeof(*m->fdes));
-	struct cie cies[16];
-	size_t ncies = 0;
-	for (uint64_t i = 0; m->fdes && i < count; i++) {
-		uint64_t fde = hdr + (uint64_t)(int64_t)t[2 * i + 1];
-		struct cfg_fde f;
-		if (parse_fde(r, fde, cies, &ncies, 16, &f) && f.end > f.start)
-			m->fdes[m->nfdes++] = f;
-	}
+	int32_t *t = rd_alloc(r, c.addr, count * 8);
+	uint64_t end = t ? eh_frame_end(r, hdr, t, count) : 0;
 	free(t);
+	if (end <= eh_frame)
+		return;
+	uint8_t *bytes = rd_alloc(r, eh_frame, end - eh_frame);
+	struct elf_fde *f = NULL;
+	size_t n = 0;
+	if (bytes && elf_eh_frame__fdes(bytes, end - eh_frame, eh_frame, &f, &n) == 0 && n)
+		m->fdes = calloc(n, sizeof(*m->fdes));
+	for (size_t i = 0; m->fdes && i < n; i++)
+		m->fdes[m->nfdes++] = (struct cfg_fde){ f[i].start, f[i].end, f[i].lsda, f[i].entry };
+	free(f);
+	free(bytes);
 }
 
 /* ------------------------------------------------------------ dynamic */

@@ -10,38 +10,22 @@
  * moved, the world resumed; the pause is recorded. Undoing writes the
  * original bytes back and frees the owned code after a per-thread grace
  * period. In this process (no target) nothing is stopped.
+ *
+ * This file stops, applies and undoes; planning is patch-plan.c's, the
+ * directory's records patch-dir.c's.
  */
-#include "codecache/codecache.h"
-#include "codecache/internal.h"
-#include "cfg/cfg.h"
+#include "codecache/patch.h"
 
-#include <Zydis/Zydis.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
-
-#define ENTRY_JMP 5
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ----------------------------------------------------------------- report */
 
-struct report {
-	char *buf;
-	size_t size, len;
-};
-
-static void say(struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(struct report *r, const char *fmt, ...)
+void cc__say(struct report *r, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -67,44 +51,14 @@ static void say_moves(struct report *r, const struct cc_tcheck *k, const char *w
 	if (!n)
 		return;
 	if (!k->npokes)
-		say(r, "moved %zu thread%s %s", n, n == 1 ? "" : "s", where);
+		cc__say(r, "moved %zu thread%s %s", n, n == 1 ? "" : "s", where);
 	else
-		say(r, "moved %zu thread%s %s (%zu in a signal handler: %s rewritten)", n,
+		cc__say(r, "moved %zu thread%s %s (%zu in a signal handler: %s rewritten)", n,
 		    n == 1 ? "" : "s", where, k->npokes,
 		    k->npokes == 1 ? "its signal frame" : "their signal frames");
 }
 
-/* ----------------------------------------------------------------- job */
-
-/* One redirection being planned and applied (or one being undone). */
-struct cc_job {
-	struct cc_cache *c;
-	struct cc_func fn;
-	char name[96];
-	unsigned kind;			/* cc_redir_kind */
-	struct cc_patch_opts o;
-	struct report rep;
-	struct cc_patch_stats stats;
-	/* the entry jmp */
-	bool entry;
-	uint64_t site;			/* after endbr64 */
-	struct cc_reloc *prefix;	/* the instructions it displaces */
-	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
-	bool would_wait;		/* dry run: said it would wait */
-	/* call sites in callers: their current bytes */
-	struct write *calls;
-	size_t ncalls;
-	/* the bytes each write replaces, to roll back a partial write */
-	struct write *undo;
-};
-
 /* ------------------------------------------------- stop, check, write */
-
-struct write {
-	uint64_t addr;
-	uint8_t len;
-	uint8_t bytes[CC_SITE_MAX];
-};
 
 static int timeout_of(const struct cc_job *j)
 {
@@ -140,7 +94,7 @@ static int attempt(struct attach_target *t, void *arg)
 	struct attempt *a = arg;
 	struct cc_job *j = a->j;
 	struct cc_tcheck *k = a->k;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = util_now_ns();
 	int rc;
 
 	a->why[0] = '\0';
@@ -181,7 +135,7 @@ static int attempt(struct attach_target *t, void *arg)
 			rc = attach_target__set_regs(t, k->moves[i].tid, &k->moves[i].regs);
 	}
 	a->resume_rc = attach_target__resume(t);
-	a->pause_ns = now_ns() - t0;
+	a->pause_ns = util_now_ns() - t0;
 	a->to_stop_ns = 0;
 	if (outer && a->resume_rc == 0) {
 		/* attach/'s own count, from the first interrupt to the last
@@ -206,7 +160,7 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 {
 	struct cc_cache *c = j->c;
 	struct attach_target *t = c->t;
-	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	uint64_t deadline = util_now_ns() + (uint64_t)timeout_of(j) * 1000000u;
 	struct attempt a = { .j = j, .k = k, .w = w, .nw = nw, .stub = stub,
 			     .wait_busy = wait_busy };
 	unsigned us = 500;
@@ -239,12 +193,12 @@ static int stop_and_patch(struct cc_job *j, struct cc_tcheck *k, const struct wr
 		}
 		const char *reason = k->hard ? k->hard_why : k->busy_why;
 		if (j->o.dry_run) {
-			say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
+			cc__say(&j->rep, "would wait (up to %d ms) because %s%s", timeout_of(j), reason,
 			    k->hard ? "" : "; force would go ahead");
 			j->would_wait = true;
 			return 0;
 		}
-		if (now_ns() > deadline)
+		if (util_now_ns() > deadline)
 			return cc__fail(c, phase, -EBUSY, "%s: gave up after %d ms (%u tries): %s%s",
 					j->name, timeout_of(j), j->stats.retries + 1, reason,
 					k->hard ? "" : "; force goes ahead (that thread finishes in the "
@@ -288,7 +242,7 @@ static int look(struct attach_target *t, void *arg)
 static int grace(struct cc_job *j, struct cc_tcheck *k)
 {
 	struct attach_target *t = j->c->t;
-	uint64_t deadline = now_ns() + (uint64_t)timeout_of(j) * 1000000u;
+	uint64_t deadline = util_now_ns() + (uint64_t)timeout_of(j) * 1000000u;
 	pid_t *clear = NULL;
 	size_t nclear = 0;
 	unsigned us = 200;
@@ -328,7 +282,7 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 			rc = 0;
 			break;
 		}
-		if (now_ns() > deadline) {
+		if (util_now_ns() > deadline) {
 			rc = -EBUSY;
 			break;
 		}
@@ -337,583 +291,6 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 	k->ignore = NULL;
 	free(clear);
 	return rc;
-}
-
-/* ---------------------------------------------------------------- plan */
-
-static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
-
-static int read_code(struct cc_job *j, uint64_t addr, uint64_t size, const char *what,
-		     uint8_t **out)
-{
-	if (size == 0 || size > (16u << 20))
-		return cc__fail(j->c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) "
-				"is unknown or implausible", what, size);
-	uint8_t *b = malloc(size);
-	if (!b)
-		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
-	int rc = cc__read(j->c, addr, b, size);
-	if (rc < 0) {
-		free(b);
-		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read %s at 0x%" PRIx64 " in "
-				"process %d: %s", what, addr, j->c->pid, strerror(-rc));
-	}
-	*out = b;
-	return 0;
-}
-
-static ssize_t self_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	int rc = cc__read(ctx, addr, buf, len);
-	return rc < 0 ? rc : (ssize_t)len;
-}
-
-int cc__open_cfg(struct cc_cache *c, struct cfg_reader **r)
-{
-	static const struct cfg_reader_ops ops = { .sz = sizeof ops, .read = self_read };
-
-	if (c->t)
-		return cfg_reader__open_live(c->t, NULL, r);
-	return cfg_reader__new(&ops, c, NULL, r);
-}
-
-/* The address of the last instruction of a block, for messages. */
-static uint64_t last_insn(struct cfg_reader *r, const struct cfg_block *b, char *text, size_t size)
-{
-	uint8_t buf[256];
-	size_t len = b->end - b->start < sizeof buf ? b->end - b->start : sizeof buf;
-	uint64_t at = b->start, last = b->start;
-	ZydisDecoder dec;
-	ZydisDecodedInstruction d;
-
-	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	if (cfg_reader__read(r, b->start, buf, len) != (ssize_t)len)
-		len = 0;
-	while (at < b->start + len &&
-	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, buf + (at - b->start),
-							  len - (at - b->start), &d))) {
-		last = at;
-		at += d.length;
-	}
-	cc_insn_text(buf + (last - b->start), len - (last - b->start), last, text, size);
-	return last;
-}
-
-/* From the function's CFG (jump tables included): its extent when the
- * symbol gave none, and no branch of its own into [entry, end), the bytes the
- * jump covers (a return into them is handled as a stack check). */
-static int check_cfg(struct cc_job *j, uint64_t end)
-{
-	struct cfg_build_opts bo = { .sz = sizeof bo, .no_callee_analysis = true };
-	struct cfg_reader *r;
-	struct cfg_function *f = NULL;
-	const char *msg;
-	uint64_t at;
-	int rc;
-
-	if ((rc = cc__open_cfg(j->c, &r)) < 0)
-		return cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot read the code of %s: %s",
-				j->name, strerror(-rc));
-	if ((rc = cfg_function__build(r, j->fn.addr, &bo, &f)) < 0) {
-		cc__fail(j->c, CC_PHASE_REDIRECT, rc, "cannot build the control flow of %s: %s",
-			 j->name, cfg_reader__errmsg(r));
-		goto out;
-	}
-	enum cfg_error e = cfg_function__error(f, &at, &msg);
-	if (e != CFG_ERR_NONE) {
-		if (!j->o.force) {
-			rc = cc__fail(j->c, CC_PHASE_REDIRECT, -EILSEQ, "the control flow of %s is "
-				      "incomplete (%s at 0x%" PRIx64 "), so branches into its first "
-				      "bytes cannot be ruled out; use force to go ahead", j->name,
-				      msg ? msg : cfg_error_name(e), at);
-			goto out;
-		}
-		say(&j->rep, "warning: the control flow of %s is incomplete (%s at 0x%" PRIx64
-		    "); going ahead (forced)", j->name, msg ? msg : cfg_error_name(e), at);
-	}
-	size_t entry = cfg_function__entry_block(f);
-	for (size_t i = 0; i < cfg_function__edge_count(f); i++) {
-		const struct cfg_edge *ed = cfg_function__edge(f, i);
-		if (ed->to < 0 || ed->kind == CFG_EDGE_CALL_RETURN)
-			continue;
-		const struct cfg_block *to = cfg_function__block(f, (size_t)ed->to);
-		const struct cfg_block *from = cfg_function__block(f, ed->from);
-		bool into = (size_t)ed->to == entry || (to->start > j->fn.addr && to->start < end);
-		/* sequential flow (fall through, jcc not taken) into a block
-		 * split inside the bytes is no branch: the edge that split it
-		 * is the one to report */
-		bool sequential = (ed->kind == CFG_EDGE_FALLTHROUGH || ed->kind == CFG_EDGE_NOT_TAKEN) &&
-				  from->end == to->start;
-		if (!into || sequential)
-			continue;
-		char text[96];
-		uint64_t br = last_insn(r, from, text, sizeof text);
-		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s branches into its own first "
-			      "bytes (`%s` at 0x%" PRIx64 " goes to 0x%" PRIx64 "), which the jump "
-			      "would overwrite", j->name, text, br, to->start);
-		goto out;
-	}
-	if (!j->fn.size) {
-		const struct cfg_range *rg = cfg_function__range_of(f, j->fn.addr);
-		j->fn.size = rg ? rg->end - j->fn.addr : 0;
-		say(&j->rep, "%s: no symbol size; %" PRIu64 " bytes from its control flow", j->name,
-		    j->fn.size);
-	}
-	rc = 0;
-out:
-	cfg_function__free(f);
-	cfg_reader__free(r);
-	return rc;
-}
-
-/* Code elsewhere in the module that branches strictly inside the bytes the
- * jump overwrites (after the entry, where the jump begins) would land in
- * the middle of it: refused, naming the branch. Not even force goes ahead:
- * the branch would run garbage. */
-static int check_side_entries(struct cc_job *j)
-{
-	size_t len = cc_reloc__src_len(j->prefix);
-	struct cc_range own = { j->site, j->site + len };
-	struct cc_xhit h;
-	uint8_t insn[16];
-	int rc = cc__xref_into(j->c, j->site + 1, j->site + len, &own, &h);
-
-	if (rc <= 0)
-		return rc;
-	char text[96] = "";
-	if (cc__read(j->c, h.from, insn, sizeof insn) == 0)
-		cc_insn_text(insn, sizeof insn, h.from, text, sizeof text);
-	char more[64] = "";
-	if (h.count > 1)
-		snprintf(more, sizeof more, " (and %zu more branch%s)", h.count - 1,
-			 h.count > 2 ? "es" : "");
-	if (h.table)
-		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s cannot be patched: the jump "
-				"table of `%s` at 0x%" PRIx64 " (%s) goes to 0x%" PRIx64 ", inside the %zu "
-				"bytes at its entry that the jump would overwrite%s", j->name, text,
-				h.from, h.where, h.to, len, more);
-	return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOTSUP, "%s cannot be patched: `%s` at 0x%"
-			PRIx64 " (%s) branches to 0x%" PRIx64 ", inside the %zu bytes at its entry "
-			"that the jump would overwrite%s", j->name, text, h.from, h.where, h.to, len,
-			more);
-}
-
-static int plan_entry(struct cc_job *j)
-{
-	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = ENTRY_JMP, .jump_back = true };
-	struct cc_error err;
-	uint8_t *code;
-	int rc;
-
-	if (!j->fn.size && (rc = check_cfg(j, j->fn.addr)) < 0)
-		return rc;	/* the extent first, from the CFG */
-	if ((rc = read_code(j, j->fn.addr, j->fn.size, j->name, &code)) < 0)
-		return rc;
-	size_t skip = j->fn.size >= 4 && memcmp(code, endbr64, 4) == 0 ? 4 : 0;
-	j->site = j->fn.addr + skip;
-	if (j->fn.size < skip + ENTRY_JMP) {
-		rc = cc__fail(j->c, CC_PHASE_REDIRECT, -ENOSPC, "%s is %" PRIu64 " bytes long, too "
-			      "short for a %d-byte jump%s", j->name, j->fn.size, ENTRY_JMP,
-			      skip ? " after its endbr64" : "");
-		goto out;
-	}
-	rc = cc_reloc__new(code + skip, j->fn.size - skip, j->site, &ro, &j->prefix, &err);
-	if (rc < 0) {
-		cc__fail(j->c, CC_PHASE_REDIRECT, rc, "the first bytes of %s cannot be moved: %s",
-			 j->name, err.msg);
-		goto out;
-	}
-	if ((rc = check_cfg(j, j->site + cc_reloc__src_len(j->prefix))) < 0 ||
-	    (rc = check_side_entries(j)) < 0)
-		goto out;
-	say(&j->rep, "entry: jmp rel32 at 0x%" PRIx64 " over %zu bytes (%zu instructions)%s",
-	    j->site, cc_reloc__src_len(j->prefix), cc_reloc__count(j->prefix),
-	    skip ? ", after endbr64, which stays" : "");
-out:
-	free(code);
-	return rc;
-}
-
-static int add_call(struct cc_job *j, uint64_t addr, const uint8_t *bytes, uint8_t len)
-{
-	struct write *w = realloc(j->calls, (j->ncalls + 1) * sizeof *w);
-	if (!w)
-		return cc__fail(j->c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
-	j->calls = w;
-	w = &j->calls[j->ncalls++];
-	w->addr = addr;
-	w->len = len;
-	memcpy(w->bytes, bytes, len);
-	return 0;
-}
-
-/* Each direct branch (call, jmp, jcc) to target in the size bytes of code
- * at addr, decoded from the start: fn(arg, where, its bytes, its length,
- * whether its displacement is a trailing rel32, which can be re-targeted). */
-typedef int (*branch_fn)(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32);
-
-static int each_branch_to(const uint8_t *code, uint64_t addr, uint64_t size, uint64_t target,
-			  branch_fn fn, void *arg)
-{
-	ZydisDecoder dec;
-	int rc;
-
-	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	for (size_t pos = 0; pos < size;) {
-		ZydisDecodedInstruction d;
-		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + pos, size - pos, &d, ops)))
-			break;
-		ZyanU64 to;
-		if (d.raw.imm[0].is_relative &&
-		    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], addr + pos, &to)) &&
-		    to == target &&
-		    (rc = fn(arg, addr + pos, code + pos, d.length,
-			     d.raw.imm[0].size == 32 && d.raw.imm[0].offset + 4 == d.length)) < 0)
-			return rc;
-		pos += d.length;
-	}
-	return 0;
-}
-
-struct plan_caller {
-	struct cc_job *j;
-	const char *what;
-	size_t found;
-};
-
-static int plan_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
-{
-	struct plan_caller *p = arg;
-	int rc;
-
-	if (!rel32) {
-		say(&p->j->rep, "%s: cannot retarget the short branch at 0x%" PRIx64, p->what, at);
-		return 0;
-	}
-	if ((rc = add_call(p->j, at, bytes, len)) == 0)
-		p->found++;
-	return rc;
-}
-
-/* Direct calls (and rel32 tail jumps) to the function in each caller. */
-static int plan_calls(struct cc_job *j)
-{
-	int rc;
-
-	for (size_t i = 0; i < j->o.ncallers; i++) {
-		const struct cc_func *f = &j->o.callers[i];
-		char what[128];
-		uint8_t *code;
-		snprintf(what, sizeof what, "caller %s", f->name ? f->name : "?");
-		struct plan_caller p = { j, what, 0 };
-		if ((rc = read_code(j, f->addr, f->size, what, &code)) < 0)
-			return rc;
-		rc = each_branch_to(code, f->addr, f->size, j->fn.addr, plan_one, &p);
-		free(code);
-		if (rc < 0)
-			return rc;
-		say(&j->rep, "%s at 0x%" PRIx64 ": %zu direct call%s to %s", what, f->addr, p.found,
-		    p.found == 1 ? "" : "s", j->name);
-	}
-	return 0;
-}
-
-static int count_one(void *arg, uint64_t at, const uint8_t *bytes, uint8_t len, bool rel32)
-{
-	(void)at;
-	(void)bytes;
-	(void)len;
-	*(size_t *)arg += rel32;
-	return 0;
-}
-
-int cc_cache__direct_calls(struct cc_cache *c, const struct cc_func *caller, uint64_t func,
-			   size_t *n)
-{
-	uint8_t *code;
-	int rc;
-
-	*n = 0;
-	if (!caller->size || caller->size > (16u << 20))
-		return cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "the size of %s (%" PRIu64 " bytes) is "
-				"unknown or implausible", caller->name ? caller->name : "the caller",
-				caller->size);
-	if (!(code = malloc(caller->size)))
-		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
-	if ((rc = cc__read(c, caller->addr, code, caller->size)) < 0)
-		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot read %s at 0x%" PRIx64 ": %s",
-			      caller->name ? caller->name : "the caller", caller->addr, strerror(-rc));
-	else
-		rc = each_branch_to(code, caller->addr, caller->size, func, count_one, n);
-	free(code);
-	return rc;
-}
-
-int cc__job_new(struct cc_cache *c, const struct cc_func *fn, unsigned kind,
-		const struct cc_patch_opts *opts, struct cc_job **out)
-{
-	struct cc_job *j = calloc(1, sizeof *j);
-	int rc;
-
-	*out = NULL;
-	if (!j)
-		return cc__fail(c, CC_PHASE_REDIRECT, -ENOMEM, "out of memory");
-	j->c = c;
-	j->fn = *fn;
-	j->kind = kind;
-	j->o = (struct cc_patch_opts){ .sz = sizeof j->o };
-	if (opts)
-		memcpy(&j->o, opts, opts->sz < sizeof j->o ? opts->sz : sizeof j->o);
-	j->rep = (struct report){ j->o.report, j->o.report_size, 0 };
-	if (j->rep.buf && j->rep.size)
-		j->rep.buf[0] = '\0';
-	if (fn->name)
-		snprintf(j->name, sizeof j->name, "%s", fn->name);
-	else
-		snprintf(j->name, sizeof j->name, "the function at 0x%" PRIx64, fn->addr);
-	j->fn.name = j->name;
-	j->entry = !j->o.callsites_only;
-	if (!j->entry && j->o.ncallers == 0) {
-		rc = cc__fail(c, CC_PHASE_REDIRECT, -EINVAL, "only call sites were asked for, but "
-			      "no caller was given");
-		goto err;
-	}
-	if ((j->entry && (rc = plan_entry(j)) < 0) || (rc = plan_calls(j)) < 0)
-		goto err;
-	if (!j->entry && !j->ncalls) {
-		char list[256] = "";
-		for (size_t i = 0, len = 0; i < j->o.ncallers && len < sizeof list; i++)
-			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
-						j->o.callers[i].name ? j->o.callers[i].name : "?");
-		rc = cc__fail(c, CC_PHASE_REDIRECT, -ENOENT, "only call sites were asked for, but "
-			      "no direct call to %s was found in %s", j->name, list);
-		goto err;
-	}
-	*out = j;
-	return 0;
-err:
-	cc__job_free(j);
-	return rc;
-}
-
-const struct cc_reloc *cc__job_prefix(const struct cc_job *j)
-{
-	return j->prefix;
-}
-
-void cc__job_free(struct cc_job *j)
-{
-	if (!j)
-		return;
-	if (j->o.stats)
-		*j->o.stats = j->stats;
-	cc_reloc__free(j->prefix);
-	free(j->calls);
-	free(j->undo);
-	free(j);
-}
-
-/* ------------------------------------------------------------- directory */
-
-struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind)
-{
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
-		struct cc_dir_redir *r = &c->dir.redirs[i];
-		if (r->id && r->func == func && (!kind || r->kind == kind))
-			return r;
-	}
-	return NULL;
-}
-
-/* A process's start time (field 22 of /proc/PID/stat, clock ticks since
- * boot), which tells it from a later process given the same pid; -ESRCH
- * when it is gone or a zombie. */
-static int proc_start(pid_t pid, uint64_t *start)
-{
-	char path[64], buf[1024];
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "re")))
-		return -ESRCH;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* after "pid (comm)", which may hold spaces and parentheses: the
-	 * state, then fields 4 to 21, then the start time */
-	char *p = strrchr(buf, ')'), state;
-	unsigned long long st;
-	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			 "%*s %*s %*s %*s %llu", &state, &st) != 2 || state == 'Z' || state == 'X')
-		return -ESRCH;
-	*start = st;
-	return 0;
-}
-
-bool cc__redir_stale(const struct cc_dir_redir *r)
-{
-	uint64_t start;
-
-	if (r->kind != CC_REDIR_MEASURE)
-		return false;
-	return r->owner_pid <= 0 || proc_start(r->owner_pid, &start) < 0 || start != r->owner_start;
-}
-
-void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
-{
-	j->stub_end = end;
-}
-
-static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
-{
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++)
-		if (c->dir.redirs[i].id == id)
-			return &c->dir.redirs[i];
-	return NULL;
-}
-
-int cc__redir_prefix(struct cc_cache *c, const struct cc_dir_redir *r, struct cc_reloc **out)
-{
-	const struct cc_dir_site *s = NULL;
-	uint8_t code[256], want[256], have[256];
-	struct cc_error err;
-	int rc;
-
-	*out = NULL;
-	for (size_t i = 0; i < CC_MAX_SITES && !s; i++)
-		if (c->dir.sites[i].redir == r->id && c->dir.sites[i].kind == CC_SITE_ENTRY)
-			s = &c->dir.sites[i];
-	uint64_t end = r->func + r->func_size;
-	size_t len = s && end > s->addr ? (size_t)(end - s->addr) : 0;
-	if (len > sizeof code)
-		len = sizeof code;
-	if (!s || len < s->len || r->detour_size > sizeof want)
-		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the directory's record of the "
-				"redirection of %s is inconsistent; not touching it", r->name);
-	if ((rc = cc__read(c, s->addr, code, len)) < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read %s at 0x%" PRIx64 ": %s",
-				r->name, s->addr, strerror(-rc));
-	memcpy(code, s->orig, s->len);
-	struct cc_reloc_opts ro = { .sz = sizeof ro, .min_len = s->len, .jump_back = true };
-	if ((rc = cc_reloc__new(code, len, s->addr, &ro, out, &err)) < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "the first bytes of %s: %s", r->name, err.msg);
-	size_t size = cc_reloc__size(*out);
-	if (size != r->detour_size ||
-	    cc_reloc__encode(*out, r->detour, want, sizeof want, &err) < 0 ||
-	    cc__read(c, r->detour, have, size) < 0 || memcmp(want, have, size) != 0) {
-		cc_reloc__free(*out);
-		*out = NULL;
-		return cc__fail(c, CC_PHASE_RESTORE, -ESTALE, "the relocated first bytes of %s at "
-				"0x%" PRIx64 " are not what padrone wrote there; not touching them",
-				r->name, r->detour);
-	}
-	return 0;
-}
-
-static bool holds(uint64_t lo, uint64_t size, uint64_t addr)
-{
-	return addr >= lo && addr - lo < size;
-}
-
-int cc_cache__describe(struct cc_cache *c, uint64_t addr, char *name, size_t size,
-		       uint64_t *start)
-{
-	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
-		const struct cc_dir_redir *r = &c->dir.redirs[i];
-		if (!r->id)
-			continue;
-		if (r->detour && holds(r->detour, r->detour_size, addr)) {
-			snprintf(name, size, "relocated first bytes of %s", r->name);
-			*start = r->detour;
-			return 0;
-		}
-		if (r->kind == CC_REDIR_MEASURE && addr >= r->dest && addr < r->stub_end) {
-			snprintf(name, size, "measuring stub of %s", r->name);
-			*start = r->dest;
-			return 0;
-		}
-		for (size_t k = 0; r->kind == CC_REDIR_REPLACE && k < r->nowned; k++) {
-			const struct cc_dir_block *b = &r->owned[k];
-			if (b->kind != CC_CODE || !holds(b->addr, b->size, addr))
-				continue;
-			snprintf(name, size, "replacement of %s", r->name);
-			*start = addr >= r->dest && holds(b->addr, b->size, r->dest) ? r->dest : b->addr;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-/* Another redirection's site overlapping [addr, addr+len), or NULL. */
-static const struct cc_dir_site *site_overlap(struct cc_cache *c, uint64_t addr, size_t len)
-{
-	for (size_t i = 0; i < CC_MAX_SITES; i++) {
-		const struct cc_dir_site *s = &c->dir.sites[i];
-		if (s->redir && s->addr < addr + len && addr < s->addr + s->len)
-			return s;
-	}
-	return NULL;
-}
-
-static size_t free_sites(const struct cc_cache *c)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < CC_MAX_SITES; i++)
-		n += !c->dir.sites[i].redir;
-	return n;
-}
-
-static int record(struct cc_job *j, const struct write *w, size_t nw, uint64_t dest, uint64_t copy,
-		  const struct cc_dir_block *owned, size_t nowned, uint64_t state, uint32_t *id)
-{
-	struct cc_cache *c = j->c;
-	struct cc_dir_redir *r = redir_by_id(c, 0);
-
-	r->id = c->dir.next_id++;
-	if (!c->dir.next_id)
-		c->dir.next_id = 1;
-	r->kind = j->kind;
-	r->func = j->fn.addr;
-	r->func_size = j->fn.size;
-	r->dest = dest;
-	r->detour = copy;
-	r->detour_size = j->prefix ? cc_reloc__size(j->prefix) : 0;
-	r->state = state;
-	r->stop_ns = j->stats.stop_ns;
-	r->stub_end = j->stub_end;
-	r->owner_pid = (int32_t)getpid();
-	if (proc_start(getpid(), &r->owner_start) < 0)
-		r->owner_start = 0;
-	r->nowned = (uint32_t)nowned;
-	memcpy(r->owned, owned, nowned * sizeof *owned);
-	snprintf(r->name, sizeof r->name, "%s", j->name);
-	snprintf(r->source, sizeof r->source, "%s", j->o.source ? j->o.source : "");
-	size_t k = 0;
-	for (size_t i = 0; i < nw; i++) {
-		while (c->dir.sites[k].redir)
-			k++;
-		struct cc_dir_site *s = &c->dir.sites[k];
-		s->addr = w[i].addr;
-		s->redir = r->id;
-		s->kind = j->entry && i == 0 ? CC_SITE_ENTRY : CC_SITE_CALL;
-		s->len = w[i].len;
-		memcpy(s->orig, j->undo[i].bytes, w[i].len);
-		memcpy(s->now, w[i].bytes, w[i].len);
-	}
-	if (id)
-		*id = r->id;
-	return cc__dir_save(c);
-}
-
-static void forget(struct cc_cache *c, uint32_t id)
-{
-	for (size_t i = 0; i < CC_MAX_SITES; i++)
-		if (c->dir.sites[i].redir == id)
-			memset(&c->dir.sites[i], 0, sizeof c->dir.sites[i]);
-	struct cc_dir_redir *r = redir_by_id(c, id);
-	if (r)
-		memset(r, 0, sizeof *r);
 }
 
 /* ---------------------------------------------------------------- apply */
@@ -983,15 +360,15 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	uint32_t rid = 0;
 	int rc;
 
-	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
+	if (j->entry && cc__site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
 	    cc__redir_find(c, j->fn.addr, CC_REDIR_REPLACE)))
 		return cc__fail(c, CC_PHASE_REDIRECT, -EALREADY, "the entry of %s is already patched",
 				j->name);
 	for (size_t i = 0; i < j->ncalls; i++)
-		if (site_overlap(c, j->calls[i].addr, j->calls[i].len))
+		if (cc__site_overlap(c, j->calls[i].addr, j->calls[i].len))
 			return cc__fail(c, CC_PHASE_REDIRECT, -EALREADY, "the call at 0x%" PRIx64 " is "
 					"already patched", j->calls[i].addr);
-	if (!redir_by_id(c, 0) || free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
+	if (!cc__redir_by_id(c, 0) || cc__free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
 		return cc__fail(c, CC_PHASE_REDIRECT, -ENOSPC, "the code cache's directory is full");
 	if ((rc = build_writes(j, dest, &w, &nw)) < 0)
 		return rc;
@@ -1006,38 +383,38 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	k.frames = j->o.wait;
 	snprintf(k.busy_what, sizeof k.busy_what, "%s", j->name);
 	for (size_t i = 0; i < nw; i++)
-		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
+		cc__say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
 	/* recorded before the bytes are written: a padrone killed in between
 	 * leaves a record that restore can act on, never a patch nobody knows */
-	if (!j->o.dry_run && (rc = record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0) {
-		forget(c, rid);
+	if (!j->o.dry_run && (rc = cc__redir_record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0) {
+		cc__redir_forget(c, rid);
 		goto out;
 	}
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait, NULL);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
 		if (j->o.dry_run && j->o.wait)
-			say(&j->rep, "would wait (up to %d ms) because %s, then go ahead (forced): its "
+			cc__say(&j->rep, "would wait (up to %d ms) because %s, then go ahead (forced): its "
 			    "current call would finish in the original code", timeout_of(j), k.busy_why);
 		else if (j->o.dry_run)
-			say(&j->rep, "%s: its current call would finish in the original code",
+			cc__say(&j->rep, "%s: its current call would finish in the original code",
 			    k.busy_why);
 		else
-			say(&j->rep, "%s%s: its current call finishes in the original code", k.busy_why,
+			cc__say(&j->rep, "%s%s: its current call finishes in the original code", k.busy_why,
 			    j->o.wait ? " (forced after waiting)" : "");
 	}
 	if (rc == 0 && !j->o.dry_run) {
 		say_moves(&j->rep, &k, "out of the patched bytes");
 		if (c->t)
-			say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
+			cc__say(&j->rep, "stopped the world for %.1f us (%u threads, %u retries)",
 			    (double)j->stats.stop_ns / 1000.0, j->stats.threads, j->stats.retries);
-		redir_by_id(c, rid)->stop_ns = j->stats.stop_ns;
+		cc__redir_by_id(c, rid)->stop_ns = j->stats.stop_ns;
 		rc = cc__dir_save(c);
 		if (id)
 			*id = rid;
 	} else if (!j->o.dry_run && !sites_written(c, w, nw)) {
-		forget(c, rid);
+		cc__redir_forget(c, rid);
 		cc__dir_save(c);
 	}
 out:
@@ -1056,7 +433,7 @@ out:
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub)
 {
-	struct cc_dir_redir *r = redir_by_id(c, id);
+	struct cc_dir_redir *r = cc__redir_by_id(c, id);
 	struct cc_tcheck k = { .c = c };
 	struct cc_job j = { .c = c };
 	struct write *w = NULL;
@@ -1066,8 +443,8 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	if (!r || !id)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "no such redirection");
 	j.o = (struct cc_patch_opts){ .sz = sizeof j.o };
-	if (opts)
-		memcpy(&j.o, opts, opts->sz < sizeof j.o ? opts->sz : sizeof j.o);
+	if (!UTIL_OPTS_COPY(&j.o, opts))
+		return cc__fail(c, CC_PHASE_RESTORE, -EINVAL, UTIL_OPTS_UNKNOWN);
 	j.rep = (struct report){ j.o.report, j.o.report_size, 0 };
 	if (j.rep.buf && j.rep.size)
 		j.rep.buf[0] = '\0';
@@ -1119,13 +496,13 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 		}
 	}
 	for (size_t i = 0; i < nw; i++)
-		say(&j.rep, "%s the original %u bytes at 0x%" PRIx64, j.o.dry_run ? "would put back" :
+		cc__say(&j.rep, "%s the original %u bytes at 0x%" PRIx64, j.o.dry_run ? "would put back" :
 		    "put back", w[i].len, w[i].addr);
 	if ((rc = stop_and_patch(&j, &k, w, nw, CC_PHASE_RESTORE, false, stub)) < 0 || j.o.dry_run)
 		goto out;
 	say_moves(&j.rep, &k, "out of the code taken out");
 	if (c->t)
-		say(&j.rep, "stopped the world for %.1f us (%u threads)",
+		cc__say(&j.rep, "stopped the world for %.1f us (%u threads)",
 		    (double)j.stats.stop_ns / 1000.0, j.stats.threads);
 	/* the code it owned: freed once no thread is in it */
 	k.nbusy = 0;
@@ -1141,10 +518,10 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 			cc_cache__free(c, r->owned[i].addr, r->owned[i].size);
 	} else {
 		j.stats.kept_code = true;
-		say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
+		cc__say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
 		    timeout_of(&j), k.busy_why[0] ? k.busy_why : "a thread was still in it");
 	}
-	forget(c, id);
+	cc__redir_forget(c, id);
 	rc = cc__dir_save(c);
 out:
 	if (j.o.stats)
@@ -1184,6 +561,11 @@ int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size)
 	return rc;
 }
 
+void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
+{
+	j->stub_end = end;
+}
+
 void cc__job_add_moved(struct cc_job *j, unsigned n)
 {
 	j->stats.moved += n;
@@ -1197,5 +579,5 @@ void cc__job_say(struct cc_job *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	say(&j->rep, "%s", line);
+	cc__say(&j->rep, "%s", line);
 }

@@ -111,6 +111,22 @@ typedef void (*elf_fde_at_fn)(uint64_t start, uint64_t end, uint64_t fde, void *
 int elf_eh_frame__each_fde(const uint8_t *data, size_t len, uint64_t sec_addr, elf_fde_at_fn fn,
 			   void *arg);
 
+/* What cfg/ needs of an FDE: the function's range, its LSDA (landing
+ * pads), and whether it starts in a function's entry state (CFA = rsp + 8,
+ * the return address just pushed: not a cold part or a mid-function
+ * fragment). */
+struct elf_fde {
+	uint64_t start, end;
+	uint64_t lsda;		/* 0 when none */
+	bool entry;
+};
+
+/* Every FDE of .eh_frame (data, as found at address sec_addr: a process's
+ * memory or a file's), in section order: *out malloc'd, *n of them. The
+ * CFA at each start is libdw's (dwarf_cfi_addrframe). 0 or -errno. */
+int elf_eh_frame__fdes(const uint8_t *data, size_t len, uint64_t sec_addr, struct elf_fde **out,
+		       size_t *n);
+
 /* A cursor over little-endian bytes with DWARF's encodings; addr is the
  * address p stands for (pc-relative pointers are relative to it). Reading
  * past end sets bad and yields 0. */

@@ -1,7 +1,7 @@
 /* cab.c: CAB rings in a memfd: creation and mapping, the CAB kind's slow
  * path and consumer, and what the three kinds share (waiting, heartbeats,
  * drops, sampling). The fast paths are inline in cab.h. */
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,14 +31,6 @@ int cab__fail(int err, const char *fmt, ...)
 	vsnprintf(cab_err, sizeof cab_err, fmt, ap);
 	va_end(ap);
 	return err;
-}
-
-uint64_t cab__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* Shared (not FUTEX_PRIVATE_FLAG) futexes: the two sides may be processes. */
@@ -500,7 +492,7 @@ bool cab__consumer_back(struct cab_producer *p)
 	if (++p->drop_checks < 4096)
 		return false;
 	p->drop_checks = 0;
-	uint64_t now = cab__now_ns();
+	uint64_t now = util_now_ns();
 	if (consumer_gone(p, 0, now))
 		return false;
 	p->dropping = false;
@@ -513,14 +505,14 @@ int cab__wait_space(struct cab_producer *p, bool (*ready)(struct cab_producer *,
 {
 	struct cab_ring *r = p->ring;
 	struct cab_shared *sh = r->sh;
-	uint64_t t0 = cab__now_ns(), now = t0;
+	uint64_t t0 = util_now_ns(), now = t0;
 	uint64_t spin_end = t0 + (uint64_t)r->spin_us * 1000;
 	int rc = 0;
 
 	cab__announce(r);	/* a sleeping consumer must wake to free space */
 	for (unsigned i = 0; !ready(p, arg); i++) {
 		cab__pause();
-		if ((i & 63) == 0 && (now = cab__now_ns()) >= spin_end)
+		if ((i & 63) == 0 && (now = util_now_ns()) >= spin_end)
 			goto sleep;
 	}
 	goto done;
@@ -531,7 +523,7 @@ sleep:
 		__atomic_store_n(&sh->prod_waiting, 1, __ATOMIC_SEQ_CST);
 		if (ready(p, arg))
 			break;
-		now = cab__now_ns();
+		now = util_now_ns();
 		if (consumer_gone(p, t0, now)) {
 			rc = 1;
 			break;
@@ -539,7 +531,7 @@ sleep:
 		cab__futex_wait(&sh->cons_seq, seq, r->wait_ms);
 	}
 	__atomic_store_n(&sh->prod_waiting, 0, __ATOMIC_RELAXED);
-	now = cab__now_ns();
+	now = util_now_ns();
 	__atomic_store_n(&sh->prod_wait_ns, sh->prod_wait_ns + (now - t0), __ATOMIC_RELAXED);
 done:
 	if (rc) {
@@ -776,7 +768,7 @@ bool cab__sampling_take(struct cab_consumer *c)
 
 static uint64_t heartbeat(struct cab_consumer *c, bool force)
 {
-	uint64_t now = cab__now_ns();
+	uint64_t now = util_now_ns();
 
 	if (force || now - c->last_hb_ns > 1000000) {
 		__atomic_store_n(&c->r->sh->cons_heartbeat_ns, now, __ATOMIC_RELAXED);
@@ -1009,7 +1001,7 @@ int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms)
 	struct cab_shared *sh = c->r->sh;
 	/* Sleep in slices so the heartbeat keeps beating. */
 	unsigned slice = c->r->timeout_ms / 4 ? c->r->timeout_ms / 4 : 1;
-	uint64_t end = cab__now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	uint64_t end = util_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 
 	for (;;) {
 		heartbeat(c, true);
@@ -1017,7 +1009,7 @@ int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms)
 		__atomic_store_n(&sh->cons_sleeping, 1, __ATOMIC_SEQ_CST);
 		if (data_ready(c))
 			break;
-		uint64_t now = cab__now_ns();
+		uint64_t now = util_now_ns();
 		if (now >= end)
 			break;
 		uint64_t left = (end - now + 999999) / 1000000;
@@ -1051,7 +1043,7 @@ int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 			idle_since = 0;
 			continue;
 		}
-		uint64_t now = cab__now_ns();
+		uint64_t now = util_now_ns();
 		if (!idle_since)
 			idle_since = now;
 		if (now - idle_since < (uint64_t)r->spin_us * 1000) {

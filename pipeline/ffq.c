@@ -9,7 +9,7 @@
  * producer) is left out: measured in bench/pipeline-rings it changed
  * nothing, because there the ring runs full and it is the producer that
  * trails the consumer, slot by slot (as any FastForward producer must). */
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 
 #include <errno.h>
 

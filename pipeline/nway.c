@@ -4,7 +4,7 @@
  * release store of CAB_BUF_FULL into the buffer's state word and takes the
  * next buffer once the consumer has stored CAB_BUF_EMPTY there. Lock-free:
  * each state word has one writer at a time, ownership passing with it. */
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 
 #include <errno.h>
 

@@ -1,7 +1,7 @@
 /* recover.c: REP units back into <pc, addr, size, type> references, plus
  * per-block and per-edge execution counts. The hot loop allocates nothing:
  * references go into a fixed batch handed to the sink when full. */
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 #include "pipeline/cab.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* rep-build.c: from a block's decoded instructions to its table entry and
  * capture plan (plain, or with PiPA's slot-saving optimisations), and the
  * encoder that writes a unit for given register values. */
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* rep-file.c: saved REP files (block table + stream sections), the format
  * described in rep.h. The reader maps the file and never trusts a length:
  * every error names the byte offset of what is wrong. */
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
  * Locking: one mutex, taken a few times per chunk and once per batch of
  * REP_BATCH references; the batches themselves move by pointer. */
 #include "pipeline/pipeline.h"
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 #include "pipeline/cab.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* rep.c: the static block table: checking blocks, copying them, and
  * compiling each into the op list recovery runs. */
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -23,7 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "profile/bpf/prof_bpf.h"
+#include "profile/bpf/prof-bpf.h"
 #include "profile/bpf/prof.skel.h"
 
 /* Data bytes of each event's ring: THROTTLE and UNTHROTTLE records only

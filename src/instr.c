@@ -18,6 +18,7 @@
 #include "codecache/codecache.h"
 #include "pipeline/cab.h"
 #include "pipeline/pipeline.h"
+#include "util/util.h"
 #include "pipeline/rep.h"
 
 #include <errno.h>
@@ -95,13 +96,6 @@ struct instr_state {
 	/* read by the clone event (tracer thread): the active copies */
 	struct cc_instr *_Atomic live[MAX_FUNCS];
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void sink(void *arg, const struct rep_ref *refs, size_t n)
 {
@@ -301,7 +295,7 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 		if (atomic_load(&st->live[i]) == f->in)
 			atomic_store(&st->live[i], NULL);
 	f->active = false;
-	f->t1_ns = now_ns();
+	f->t1_ns = util_now_ns();
 	stop_workers(f);
 	/* A padroned that instruments again and again must not keep a ring
 	 * per thread per time (fds and memory growing for as long as it
@@ -486,7 +480,7 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
 		w->ring = r;
 		w->st = st;
-		w->prev_ns = now_ns();
+		w->prev_ns = util_now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
 		rep_ref_sink to = simulate ? sink : st->analyses == PADRONE_ANALYZE_REFS ?
@@ -514,7 +508,7 @@ static struct func *kept_results(struct instr_state *st, uint64_t entry)
 /* How long f has been instrumented, every time in this attachment. */
 static double func_seconds(const struct func *f)
 {
-	return (double)(f->before_ns + (f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+	return (double)(f->before_ns + (f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 }
 
 /* The file the function's code is mapped from, and where its offset 0 is:
@@ -583,8 +577,8 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	struct cc_func fn;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!padrone_session_target(s))
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
@@ -655,7 +649,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	else
 		st->nf++;
 	f->active = true;
-	f->t0_ns = now_ns();
+	f->t0_ns = util_now_ns();
 	cc_instr__function(f->in, &f->entry, &f->size);
 	find_module(padrone_session__pid(s), f);
 	if ((rc = start_workers(s, st, f)) < 0) {
@@ -803,7 +797,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		pf->module_base = f->module_base;
 		r->seconds += func_seconds(f);
 		/* this time's, for info's "since" */
-		pf->seconds = (double)((f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		pf->seconds = (double)((f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 		uint64_t copy_size;
 		if (f->in)	/* released once uninstrumented */
 			cc_instr__copy(f->in, &pf->copy, &copy_size);
@@ -864,7 +858,7 @@ static void worker_stats(const struct func *f, size_t i, struct padrone_istat_th
 {
 	struct worker *w = &f->w[i];
 	struct cab_ring *ring = w->ring;
-	uint64_t now = now_ns();
+	uint64_t now = util_now_ns();
 
 	t->tid = w->tid;
 	snprintf(t->function, sizeof t->function, "%s", f->name);

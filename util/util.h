@@ -50,10 +50,16 @@ size_t util_upper_bound(const void *base, size_t n, size_t size, size_t off, uin
  * false when opts has non-zero fields this build does not know. */
 bool util_opts_copy(void *dst, size_t dst_size, const void *opts, size_t opts_size);
 /* dst a pointer to this build's struct; opts the caller's (first field
- * sz, its size), or NULL. */
+ * sz, its size), or NULL. The copy is this build's struct whatever the
+ * caller's size: its sz says so, so it can be handed on to another
+ * function that copies it again. */
 #define UTIL_OPTS_COPY(dst, opts) ({ \
 	__typeof__(opts) util_opts_ = (opts); \
-	util_opts_copy((dst), sizeof *(dst), util_opts_, util_opts_ ? util_opts_->sz : 0); \
+	bool util_ok_ = util_opts_copy((dst), sizeof *(dst), util_opts_, \
+				       util_opts_ ? util_opts_->sz : 0); \
+	if (util_ok_) \
+		(dst)->sz = sizeof *(dst); \
+	util_ok_; \
 })
 /* The words for that refusal. */
 #define UTIL_OPTS_UNKNOWN "the options struct sets fields this build of padrone does not know " \

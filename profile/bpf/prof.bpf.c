@@ -11,7 +11,7 @@
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
 
-#include "profile/bpf/prof_bpf.h"
+#include "profile/bpf/prof-bpf.h"
 
 const volatile __u32 target_tgid = 0;
 const volatile __u32 user_only = 0;

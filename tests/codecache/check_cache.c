@@ -398,6 +398,40 @@ START_TEST(a_dry_run_reports_and_changes_nothing)
 }
 END_TEST
 
+/* A caller built against a newer padrone: its larger options struct is
+ * taken when the fields this build does not know are zero, refused
+ * (nothing patched, nothing restored) when it sets them. */
+START_TEST(patch_options_from_a_newer_caller)
+{
+	struct cc_func f = corpus_func("tests/codecache/corpus-cc-O2.so", "cc_switch");
+	struct cc_cache *c = open_here();
+	struct cc_image *im = image("tests/codecache/repl/alt.o", "cc_switch");
+	struct {
+		struct cc_patch_opts o;
+		uint64_t newer_field;
+	} newer = { .o = { .sz = sizeof newer }, .newer_field = 1 };
+	uint8_t before[8];
+
+	memcpy(before, (void *)f.addr, sizeof before);
+	ck_assert_int_eq(cc_cache__replace(c, &f, im, resolve_here, NULL, &newer.o), -EINVAL);
+	ck_assert_msg(strstr(cc_cache__errmsg(c), "does not know"), "%s", cc_cache__errmsg(c));
+	ck_assert_mem_eq(before, (void *)f.addr, sizeof before);
+	ck_assert_int_eq(cc_cache__redirects(c, NULL, 0), 0);
+	newer.newer_field = 0;
+	ck_assert_msg(cc_cache__replace(c, &f, im, resolve_here, NULL, &newer.o) == 0, "%s",
+		      cc_cache__errmsg(c));
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 301);
+	newer.newer_field = 1;
+	ck_assert_int_eq(cc_cache__restore(c, f.addr, NULL, &newer.o), -EINVAL);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 301);
+	newer.newer_field = 0;
+	ck_assert_int_eq(cc_cache__restore(c, f.addr, NULL, &newer.o), 0);
+	ck_assert_int_eq(((int_fn *)f.addr)(3), 3 ^ 0x55);
+	cc_image__free(im);
+	cc_cache__close(c);
+}
+END_TEST
+
 START_TEST(calls_in_a_hot_caller_are_retargeted)
 {
 	const char *so = "tests/codecache/corpus-cc-O2.so";
@@ -633,6 +667,7 @@ int main(void)
 	tcase_add_test(tc, twice_and_bad_functions_are_refused_clearly);
 	tcase_add_test(tc, without_a_symbol_size_the_extent_comes_from_the_cfg);
 	tcase_add_test(tc, a_dry_run_reports_and_changes_nothing);
+	tcase_add_test(tc, patch_options_from_a_newer_caller);
 	tcase_add_test(tc, calls_in_a_hot_caller_are_retargeted);
 	tcase_add_test(tc, measure_times_every_call_including_recursion);
 	tcase_add_test(tc, measure_stops_timing_after_n_calls);

@@ -353,6 +353,53 @@ static void check_named_by(struct elf_file *e, const char *debug)
 	ck_assert_uint_eq(n, 1);
 }
 
+static void put32(uint8_t *b, size_t o, uint32_t v)
+{
+	memcpy(b + o, &v, 4);
+}
+
+/* A hand-made .eh_frame with a CIE "zLR" (pcrel|sdata4 pointers): an FDE
+ * with an LSDA that starts as a call leaves the stack (CFA = rsp + 8), and
+ * one without that starts elsewhere (CFA = rsp + 48: a cold part). */
+START_TEST(eh_frame_fdes_give_lsda_and_entry_state)
+{
+	uint8_t buf[72] = { 0 };
+	const uint64_t sec = 0x10000;
+	const uint8_t cie[] = { 20, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'L', 'R', 0, 1, 0x78, 16, 2,
+				0x1b, 0x1b, 0x0c, 7, 8, 0x90, 1 };
+	memcpy(buf, cie, sizeof cie);
+	put32(buf, 24, 20);			/* FDE 1 */
+	put32(buf, 28, 28);			/* back to the CIE */
+	put32(buf, 32, 0x2000 - 32);		/* pc, relative to its field */
+	put32(buf, 36, 0x40);
+	buf[40] = 4;				/* augmentation: the LSDA */
+	put32(buf, 41, 0x3000 - 41);
+	put32(buf, 48, 16);			/* FDE 2 */
+	put32(buf, 52, 52);
+	put32(buf, 56, 0x2100 - 56);
+	put32(buf, 60, 0x20);
+	buf[64] = 0;				/* no augmentation data */
+	buf[65] = 0x0e;				/* def_cfa_offset 48 */
+	buf[66] = 48;
+	struct elf_fde *f;
+	size_t n;
+	ck_assert_int_eq(elf_eh_frame__fdes(buf, sizeof buf, sec, &f, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(f[0].start, sec + 0x2000);
+	ck_assert_uint_eq(f[0].end, sec + 0x2040);
+	ck_assert_uint_eq(f[0].lsda, sec + 0x3000);
+	ck_assert(f[0].entry);
+	ck_assert_uint_eq(f[1].start, sec + 0x2100);
+	ck_assert_uint_eq(f[1].end, sec + 0x2120);
+	ck_assert_uint_eq(f[1].lsda, 0);
+	ck_assert(!f[1].entry);
+	free(f);
+	/* cut inside the first FDE: a reason, not a crash */
+	ck_assert_int_lt(elf_eh_frame__fdes(buf, 30, sec, &f, &n), 0);
+}
+END_TEST
+
+
 START_TEST(elf_debug_file_found_by_build_id)
 {
 	const char *d = scratch();
@@ -461,6 +508,7 @@ int main(void)
 	tcase_add_test(tc, elf_build_id_matches_readelf);
 	tcase_add_test(tc, elf_rejects_what_is_not_x86_64_elf);
 	tcase_add_test(tc, eh_frame_parser_decodes_pcrel_fdes);
+	tcase_add_test(tc, eh_frame_fdes_give_lsda_and_entry_state);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("debug");
 	tcase_set_timeout(tc, 120);

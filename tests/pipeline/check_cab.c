@@ -5,7 +5,7 @@
  * re-attaching, corrupt data, drain, and REP units recovered across
  * processes, the guessing header walk, and chunks handed back fully clear. */
 #include "tests/lib/tu.h"
-#include "pipeline/cab-int.h"
+#include "pipeline/cab-internal.h"
 #include "pipeline/rep.h"
 
 #include <errno.h>
@@ -565,13 +565,13 @@ START_TEST(closed_consumer_means_drops_not_waits)
 	ck_assert_int_eq(cab_producer__open(r, &p), 0);
 	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
 	cab_consumer__close(c);
-	uint64_t t0 = cab__now_ns(), stored = 0, dropped = 0;
+	uint64_t t0 = util_now_ns(), stored = 0, dropped = 0;
 	for (uint64_t i = 0; i < 10000; i++) {
 		int rc = put_rec(p, i, 7);
 		ck_assert_int_ge(rc, 0);
 		rc ? dropped++ : stored++;
 	}
-	ck_assert_uint_lt(cab__now_ns() - t0, 10000000000ULL);
+	ck_assert_uint_lt(util_now_ns() - t0, 10000000000ULL);
 	struct cab_stats st;
 	cab_ring__stats(r, &st);
 	ck_assert_uint_eq(st.records_dropped, dropped);
@@ -927,12 +927,12 @@ static void killed_consumer(enum cab_kind kind, bool reaped)
 	wait_producer_blocked(r);	/* the consumer stopped after 200 records */
 	ck_assert_uint_eq(b.dropped, 0);
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
-	uint64_t t0 = cab__now_ns();
+	uint64_t t0 = util_now_ns();
 	if (reaped)
 		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 	/* The producer must not hang: it notices and drops. */
 	ck_assert_int_eq(pthread_join(b.th, NULL), 0);
-	uint64_t took_ms = (cab__now_ns() - t0) / 1000000;
+	uint64_t took_ms = (util_now_ns() - t0) / 1000000;
 	ck_assert_msg(took_ms < 20000, "producer took %" PRIu64 " ms", took_ms);
 	ck_assert_int_eq(b.err, 0);
 	ck_assert_uint_gt(b.dropped, 90000);
@@ -1090,11 +1090,11 @@ START_TEST(exhaustive_producer_without_a_consumer_drops_after_the_timeout)
 	o.consumer_timeout_ms = 300;
 	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
 	ck_assert_int_eq(cab_producer__open(r, &p), 0);
-	uint64_t t_all = cab__now_ns();
+	uint64_t t_all = util_now_ns();
 	for (uint64_t i = 0; i < 20000; i++) {
-		uint64_t t0 = cab__now_ns();
+		uint64_t t0 = util_now_ns();
 		int rc = put_rec(p, i, 7);
-		uint64_t took = cab__now_ns() - t0;
+		uint64_t took = util_now_ns() - t0;
 		ck_assert_int_ge(rc, 0);
 		if (rc == 0) {
 			ck_assert_msg(!dropped, "record %" PRIu64 " stored after drops began", i);
@@ -1105,7 +1105,7 @@ START_TEST(exhaustive_producer_without_a_consumer_drops_after_the_timeout)
 				first_drop_ns = took;
 		}
 	}
-	uint64_t total = cab__now_ns() - t_all;
+	uint64_t total = util_now_ns() - t_all;
 	/* It waited the timeout once, for the first drop only. */
 	ck_assert_msg(first_drop_ns >= 300000000ULL && first_drop_ns < 10000000000ULL,
 		      "first drop after %" PRIu64 " ns", first_drop_ns);
@@ -1141,7 +1141,7 @@ START_TEST(sampling_producer_never_hangs_on_a_killed_consumer)
 	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
 	pid_t pid = fork_consumer(r, &cfg, &rfd);
 	ck_assert_int_eq(cab_producer__open(r, &b.p), 0);
-	uint64_t t0 = cab__now_ns();
+	uint64_t t0 = util_now_ns();
 	bg_start(&b);
 	/* The consumer stopped after 500 records: the ring fills, drops begin. */
 	struct cab_stats st;
@@ -1154,7 +1154,7 @@ START_TEST(sampling_producer_never_hangs_on_a_killed_consumer)
 	ck_assert_uint_gt(st.records_dropped, 0);
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(pthread_join(b.th, NULL), 0);
-	uint64_t took_ms = (cab__now_ns() - t0) / 1000000;
+	uint64_t took_ms = (util_now_ns() - t0) / 1000000;
 	int ws;
 	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
 	ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);

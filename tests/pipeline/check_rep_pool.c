@@ -8,7 +8,7 @@
 #include "tests/lib/tu.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/cab.h"
-#include "pipeline/rep-int.h"
+#include "pipeline/rep-internal.h"
 #include "tests/pipeline/check_rep-gen.h"
 
 #include <errno.h>

@@ -72,6 +72,7 @@ START_TEST(options_of_older_and_newer_callers)
 	ck_assert_int_eq(mine.a, 5);	/* nothing to copy: defaults stay */
 	ck_assert(UTIL_OPTS_COPY(&mine, &newer));	/* the unknown field is 0 */
 	ck_assert_int_eq(mine.a, 1);
+	ck_assert_uint_eq(mine.sz, sizeof mine);	/* this build's, to be handed on */
 	newer.b = 2;
 	mine.a = 5;
 	ck_assert(!UTIL_OPTS_COPY(&mine, &newer));	/* it is set: refused */
@@ -79,6 +80,7 @@ START_TEST(options_of_older_and_newer_callers)
 	struct opts_v1 older = { .sz = sizeof(size_t) };	/* knows only sz */
 	ck_assert(UTIL_OPTS_COPY(&mine, &older));
 	ck_assert_int_eq(mine.a, 5);
+	ck_assert_uint_eq(mine.sz, sizeof mine);
 }
 END_TEST
 
@@ -101,6 +103,35 @@ START_TEST(a_session_refuses_options_it_does_not_know)
 }
 END_TEST
 
+/* instrument and its wait, too: the options are looked at first, so a
+ * session attached to nothing tells the refusal apart from "not
+ * attached". */
+START_TEST(instrument_refuses_options_it_does_not_know)
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+	struct {
+		struct padrone_instrument_opts o;
+		uint64_t later;
+	} in = { .o = { .sz = sizeof in }, .later = 1 };
+	struct {
+		struct padrone_instr_wait_opts o;
+		uint64_t later;
+	} wait = { .o = { .sz = sizeof wait, .seconds = 1 }, .later = 1 };
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(padrone_session__instrument(s, "f", &in.o), -EINVAL);
+	ck_assert_msg(strstr(padrone_session__errmsg(s), "does not know"), "%s",
+		      padrone_session__errmsg(s));
+	ck_assert_int_eq(padrone_session__instr_wait(s, &wait.o), -EINVAL);
+	in.later = wait.later = 0;
+	ck_assert_int_eq(padrone_session__instrument(s, "f", &in.o), -ENOENT);
+	ck_assert_int_eq(padrone_session__instr_wait(s, &wait.o), -ENOENT);
+	ck_assert_msg(strstr(padrone_session__errmsg(s), "not attached"), "%s",
+		      padrone_session__errmsg(s));
+	padrone_session__free(s);
+}
+END_TEST
+
 START_TEST(the_clock_goes_forward)
 {
 	uint64_t a = util_now_ns(), b = util_now_ns();
@@ -118,6 +149,7 @@ int main(void)
 	tcase_add_test(tc, upper_bound_finds_the_first_above);
 	tcase_add_test(tc, options_of_older_and_newer_callers);
 	tcase_add_test(tc, a_session_refuses_options_it_does_not_know);
+	tcase_add_test(tc, instrument_refuses_options_it_does_not_know);
 	tcase_add_test(tc, the_clock_goes_forward);
 	suite_add_tcase(s, tc);
 	return tu_main(s);

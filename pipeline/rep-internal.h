@@ -1,7 +1,7 @@
-/* rep-int.h: what rep.c, rep-build.c, recover.c and rep-file.c share; not a
+/* rep-internal.h: what rep.c, rep-build.c, recover.c and rep-file.c share; not a
  * public header. */
-#ifndef PADRONE_PIPELINE_REP_INT_H
-#define PADRONE_PIPELINE_REP_INT_H
+#ifndef PADRONE_PIPELINE_REP_INTERNAL_H
+#define PADRONE_PIPELINE_REP_INTERNAL_H
 
 #include "pipeline/rep.h"
 

@@ -1,4 +1,4 @@
-/* prof_bpf.h: what the BPF program and profile/bpf.c agree on. */
+/* prof-bpf.h: what the BPF program and profile/bpf.c agree on. */
 #ifndef PADRONE_PROF_BPF_H
 #define PADRONE_PROF_BPF_H
 

@@ -4,6 +4,7 @@
  * callback the units recovered so far. Kept apart from src/instr.c: it uses
  * only the instrumentation's public calls. */
 #include "src/session.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -42,8 +43,8 @@ int padrone_session__instr_wait(struct padrone_session *s, const struct padrone_
 	bool cut = false;
 	int rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (!UTIL_OPTS_COPY(&o, opts))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if (!padrone_session_target(s))
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");

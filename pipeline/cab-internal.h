@@ -1,13 +1,14 @@
-/* cab-int.h: what cab.c, nway.c and ffq.c share; not a public header.
+/* cab-internal.h: what cab.c, nway.c and ffq.c share; not a public header.
  *
  * The memfd holds: the shared header (struct cab_shared, its own cache lines
  * per writer), one struct cab_meta per chunk/buffer, then the data area at
  * data_offset (page aligned).
  */
-#ifndef PADRONE_PIPELINE_CAB_INT_H
-#define PADRONE_PIPELINE_CAB_INT_H
+#ifndef PADRONE_PIPELINE_CAB_INTERNAL_H
+#define PADRONE_PIPELINE_CAB_INTERNAL_H
 
 #include "pipeline/cab.h"
+#include "util/util.h"
 
 #include <stdarg.h>
 
@@ -101,7 +102,6 @@ struct cab_consumer {
 
 /* cab.c */
 int cab__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-uint64_t cab__now_ns(void);
 void cab__futex_wait(uint32_t *word, uint32_t val, unsigned timeout_ms);
 void cab__futex_wake(uint32_t *word);
 void cab__announce(struct cab_ring *r);
