@@ -122,9 +122,12 @@ static int mem_op(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *o
 		return 0;
 	if (op->mem.segment == ZYDIS_REGISTER_GS)
 		return refuse(why, size, pc, "uses gs, which instrumentation takes");
+	/* fs: thread-local storage and the stack protector's canary; its base
+	 * is captured like a register (rdfsbase, instr.c) */
+	if (op->mem.segment == ZYDIS_REGISTER_FS && op->mem.base == ZYDIS_REGISTER_RIP)
+		return refuse(why, size, pc, "is relative to both fs and rip");
 	if (op->mem.segment == ZYDIS_REGISTER_FS)
-		return refuse(why, size, pc, "is relative to fs (thread-local storage), which "
-			      "instrumentation cannot record yet");
+		o.seg = REP_REG_FSBASE;
 	if (d->address_width != 64)
 		return refuse(why, size, pc, "uses 32-bit addresses");
 	if (op->mem.index != ZYDIS_REGISTER_NONE && !rep_reg_of(op->mem.index))

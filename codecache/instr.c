@@ -8,7 +8,8 @@
  * slots). Before each instruction the plan names, `mov %reg, %gs:SLOT`
  * keeps the value (one instruction, no flags, no scratch register); rflags
  * (the direction of a rep string instruction) goes through pushf below the
- * red zone. The commit code writes the unit: before the unit's last
+ * red zone, and the fs base (thread-local storage, the stack protector's
+ * canary) through rdfsbase into rax saved there. The commit code writes the unit: before the unit's last
  * instruction when that one transfers control, after it otherwise. It
  * reserves the record first (the pointer moved past it) and writes the
  * header last, over CAB's CLEAR sentinel, so the consumer never sees a unit
@@ -224,6 +225,14 @@ static void plan_direct(const struct cc_instr *in, struct unit *u)
 	}
 }
 
+static bool captures_fs_base(const struct rep_built *b)
+{
+	for (uint32_t c = 0; c < b->ncaps; c++)
+		if (b->caps[c].reg == REP_REG_FSBASE)
+			return true;
+	return false;
+}
+
 /* Units: the blocks, cut after calls; their plans and the table. */
 static int plan_units(struct cc_instr *in)
 {
@@ -262,6 +271,12 @@ static int plan_units(struct cc_instr *in)
 						in->insns[first].pc, rep_errmsg());
 			if (in->o.blocks_only)
 				forget_addresses(&u->b);
+			if (captures_fs_base(&u->b) && !cc__user_fsgsbase())
+				return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument "
+						"%s: the block at 0x%" PRIx64 " reads through fs "
+						"(thread-local storage), whose base only rdfsbase can "
+						"capture, which this kernel does not let user code run",
+						in->name, in->insns[first].pc);
 			plan_direct(in, u);
 			if (u->b.block.nslots > IS_MAX_SLOTS)
 				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
@@ -327,6 +342,18 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x9c,
 					       0x65, 0x8f, 0x04, 0x25 };
 		static const uint8_t post[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
+		put(o, pre, sizeof pre);
+		put32(o, slot);
+		put(o, post, sizeof post);
+		return;
+	}
+	if (cap->reg == REP_REG_FSBASE) {
+		/* lea -128(%rsp),%rsp; push %rax; rdfsbase %rax;
+		 * mov %rax,%gs:slot; pop %rax; lea 128(%rsp),%rsp */
+		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x50,
+					       0xf3, 0x48, 0x0f, 0xae, 0xc0,
+					       0x65, 0x48, 0x89, 0x04, 0x25 };
+		static const uint8_t post[] = { 0x58, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
 		put(o, pre, sizeof pre);
 		put32(o, slot);
 		put(o, post, sizeof post);

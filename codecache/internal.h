@@ -59,6 +59,8 @@ int cc__err(struct cc_error *err, int code, const char *fmt, ...)
 /* isa.c: NULL if this CPU runs instructions of Zydis ISA set `set`, else
  * the feature it lacks (in buf, or a constant). endbr: an endbr32/64. */
 const char *cc__isa_lacking(const char *set, bool endbr, char *buf, size_t size);
+/* isa.c: user code may run rdfsbase and its kin (the kernel enabled them) */
+bool cc__user_fsgsbase(void);
 /* measure.c: 1 and the file's name if process maps a C++ or unwinding
  * runtime (libstdc++, libgcc_s, libunwind), 0 if not, or a negative errno. */
 int cc__maps_unwinder(struct cc_cache *c, char *lib, size_t size);

@@ -7,6 +7,7 @@
 #include "codecache/internal.h"
 
 #include <cpuid.h>
+#include <sys/auxv.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,6 +190,13 @@ static const char *feature_lacking(const struct feature *f)
 	return also ? feature_lacking(also) : NULL;
 }
 
+/* rdfsbase and its kin trap unless the kernel enabled them for user code
+ * (Linux 5.9 and later, told in AT_HWCAP2); the CPU's bit is not enough. */
+bool cc__user_fsgsbase(void)
+{
+	return getauxval(AT_HWCAP2) & 2;	/* HWCAP2_FSGSBASE */
+}
+
 const char *cc__isa_lacking(const char *set, bool endbr, char *buf, size_t size)
 {
 	char base[48];
@@ -206,6 +214,8 @@ const char *cc__isa_lacking(const char *set, bool endbr, char *buf, size_t size)
 		return buf;
 	}
 	const char *lack = feature_lacking(f);
+	if (!lack && strcmp(base, "RDWRFSGS") == 0 && !cc__user_fsgsbase())
+		lack = "FSGSBASE (not enabled for user code by this kernel)";
 	if (!lack && vl)
 		lack = feature_lacking(feature_named("AVX512VL"));
 	return lack;

@@ -517,39 +517,6 @@ static double func_seconds(const struct func *f)
 	return (double)(f->before_ns + (f->active ? now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 }
 
-/* A name, or 0xADDR. */
-static int find_function(struct padrone_session *s, const char *name, struct cc_func *fn)
-{
-	struct cc_syms *sy;
-	struct cc_error err;
-	char *end;
-	int rc;
-
-	memset(fn, 0, sizeof *fn);
-	fn->name = name;
-	if (!name || !*name)
-		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
-	if (name[0] == '0' && name[1] == 'x') {
-		fn->addr = strtoull(name, &end, 16);
-		if (!*end && fn->addr)
-			return 0;
-	}
-	if ((rc = cc_syms__open(padrone_session__pid(s), &sy, &err)) < 0) {
-		int gone = padrone_session_fail_if_left(s);
-		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "%s", err.msg);
-	}
-	rc = cc_syms__func(sy, name, fn, &err);
-	cc_syms__free(sy);
-	fn->name = name;
-	if (rc < 0) {
-		int gone = padrone_session_fail_if_left(s);	/* its modules went with it */
-		return gone < 0 ? gone : padrone_session_fail(s, rc == -ENOENT ?
-							      PADRONE_BAD_REQUEST : PADRONE_SYSTEM,
-							      rc, "%s", err.msg);
-	}
-	return 0;
-}
-
 /* The file the function's code is mapped from, and where its offset 0 is:
  * for the cachegrind.out "fl=" and its line numbers (the instructions'
  * addresses in the file). Anonymous code keeps "???" and base 0. */
@@ -621,7 +588,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	if (!padrone_session_target(s))
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
-	if ((rc = find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
+	if ((rc = padrone_session_find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
 		return rc;
 	struct cc_instr *share = NULL;	/* the threads' state areas, if any yet */
 	for (size_t i = 0; i < st->nf; i++) {

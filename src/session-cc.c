@@ -112,29 +112,29 @@ static void close_ctx(struct cc_ctx *x)
 /* A jump written anywhere but at a function's entry (inside a function, or
  * inside one of its instructions) would break the process: an address must
  * be in code, and at the start of whatever symbol or FDE covers it. */
-static int check_entry(struct cc_ctx *x, uint64_t addr, const char *name)
+static int check_entry(struct padrone_session *s, uint64_t addr, const char *name)
 {
-	pid_t pid = attach_target__pid(padrone_session_target(x->s));
+	pid_t pid = attach_target__pid(padrone_session_target(s));
 	struct prof_symbolizer *sym;
 	struct attach_maps *maps;
 	struct prof_sym ps;
 	int rc;
 
 	if ((rc = attach_maps__read(pid, &maps)) < 0)
-		return padrone_session_fail(x->s, PADRONE_SYSTEM, rc, "cannot read the maps of "
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot read the maps of "
 					    "process %d: %s", (int)pid, strerror(-rc));
 	const struct attach_map *m = attach_maps__find(maps, addr);
 	bool code = m && (m->prot & ATTACH_MAP_X);
 	attach_maps__free(maps);
 	if (!code)
-		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EFAULT,
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EFAULT,
 					    "no code at %s in process %d", name, (int)pid);
-	if ((rc = padrone_session_symbolizer(x->s, &sym)) < 0)
+	if ((rc = padrone_session_symbolizer(s, &sym)) < 0)
 		return rc;
 	if (prof_symbolizer__lookup(sym, addr, &ps) < 0 || ps.bounds == PROF_BOUNDS_NONE ||
 	    ps.start == addr)
 		return 0;
-	return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL,
+	return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL,
 				    "%s is inside %s (%#lx-%#lx), not at its entry: give %s or "
 				    "%#lx", name, ps.name, (unsigned long)ps.start,
 				    (unsigned long)ps.end, ps.name, (unsigned long)ps.start);
@@ -143,40 +143,41 @@ static int check_entry(struct cc_ctx *x, uint64_t addr, const char *name)
 /* A function by name, by address ("0x401136"; its extent then comes from
  * its control flow), or by a name the session's resolver knows (the one
  * every command uses; sub_ and perf map names get their entry checked). */
-static int find_func(struct cc_ctx *x, const char *name, struct cc_func *f)
+int padrone_session_find_function(struct padrone_session *s, const char *name,
+				   struct cc_func *f)
 {
 	struct padrone_named nm;
 	char *end;
 
 	if (!name || !*name)
-		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "no function named");
 	f->size = 0;
 	f->name = name;
 	if (name[0] == '0' && name[1] == 'x') {
 		errno = 0;
 		f->addr = strtoull(name, &end, 16);
 		if (!*end && !errno && f->addr)
-			return check_entry(x, f->addr, name);
+			return check_entry(s, f->addr, name);
 	}
-	int rc = padrone_session_resolve(x->s, name, &nm);
+	int rc = padrone_session_resolve(s, name, &nm);
 	if (rc == -ENOENT) {
-		int gone = padrone_session_fail_if_left(x->s);	/* its modules went with it */
+		int gone = padrone_session_fail_if_left(s);	/* its modules went with it */
 		if (gone < 0)
 			return gone;
-		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, rc,
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, rc,
 					    "process %d has no function named %s",
-					    (int)attach_target__pid(padrone_session_target(x->s)),
+					    (int)attach_target__pid(padrone_session_target(s)),
 					    name);
 	}
 	if (rc < 0)
 		return rc;
 	if (nm.ifunc)
-		return padrone_session_fail(x->s, PADRONE_BAD_REQUEST, -ENOTSUP,
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOTSUP,
 					    "%s in %s is an IFUNC: name the implementation it "
 					    "selects", name, nm.module);
 	f->addr = nm.addr;
 	f->size = nm.size;
-	return nm.module[0] ? 0 : check_entry(x, f->addr, name);
+	return nm.module[0] ? 0 : check_entry(s, f->addr, name);
 }
 
 static int fail_cache(struct cc_ctx *x, int rc)
@@ -205,7 +206,7 @@ static int find_callers(struct cc_ctx *x, const char *const *names, size_t n, st
 	if (!f)
 		return padrone_session_fail(x->s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		int rc = find_func(x, names[i], &f[i]);
+		int rc = padrone_session_find_function(x->s, names[i], &f[i]);
 		if (rc < 0) {
 			free(f);
 			return rc;
@@ -406,7 +407,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = find_func(&x, function, &f)) < 0 ||
+	if ((rc = padrone_session_find_function(s, function, &f)) < 0 ||
 	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
 		goto out;
 	const struct cc_func *callers_of = callers;
@@ -473,7 +474,7 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = find_func(&x, function, &f)) == 0) {
+	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = {
 			.sz = sizeof po, .timeout_ms = o.timeout_ms, .dry_run = o.dry_run,
 			.report = out->report, .report_size = sizeof out->report, .stats = &st,
@@ -564,7 +565,7 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = find_func(&x, function, &f)) < 0)
+	if ((rc = padrone_session_find_function(s, function, &f)) < 0)
 		goto out;
 	struct cc_measure_opts mo = { .sz = sizeof mo, .calls = o.calls, .force = o.force,
 				      .stats = &st };
@@ -672,7 +673,7 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = find_func(&x, function, &f)) == 0) {
+	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = { .sz = sizeof po, .report = out->report,
 					    .report_size = sizeof out->report, .stats = &st };
 		rc = cc_cache__redirect(x.c, &f, code, &po);

@@ -49,6 +49,14 @@ struct padrone_named {
 };
 PADRONE_HIDDEN int padrone_session_resolve(struct padrone_session *s, const char *name,
 					   struct padrone_named *out);
+/* The function a user named to a command that changes its code (replace,
+ * restore, measure, instrument): "0xADDR", or a name as
+ * padrone_session_resolve takes it; an address without a symbol's extent
+ * (0x, sub_, perf map) must be a function's entry. f->name is name; f->size
+ * is 0 when unknown. 0, or -errno with the session's error set. */
+struct cc_func;
+PADRONE_HIDDEN int padrone_session_find_function(struct padrone_session *s, const char *name,
+						 struct cc_func *f);
 /* Record a failure on the session (for padrone_session__errmsg and the
  * exit status). Returns err (or -EINVAL if err is not negative). */
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,

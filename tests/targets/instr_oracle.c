@@ -12,6 +12,9 @@
  *	branchy: 4096 ints, each sent down one of three paths by its value:
  *		 a histogram's update (another "M"), a call of another
  *		 function, a subtraction
+ *	tls:     4096 longs of thread-local data (reached through fs) read
+ *		 and rewritten, sums kept in a local array, which the stack
+ *		 protector guards with its canary at %fs:0x28
  *	mixed:   a rep movsb of 4096 bytes, 16-byte unaligned SSE loads over
  *		 them (some straddling two lines), an 8-byte load straddling
  *		 two lines, a repne scasb stopping on the byte it looks for,
@@ -60,7 +63,11 @@ struct node {
 	long visits;
 };
 
+#define TLS_N 4096
+
 static long *x, *y, *o;
+/* the initial thread's static TLS, aligned as the arrays are (see above) */
+static __thread long tls_data[TLS_N] __attribute__((aligned(8192)));
 static struct node *nodes;
 static int *v;
 static unsigned char *src, *dst;
@@ -133,6 +140,17 @@ __attribute__((noinline)) long mixed(const unsigned char *src, unsigned char *ds
 	return lo + hi + w + (at - dst) + popped + helper((int)(w & 0xff));
 }
 
+__attribute__((noinline, stack_protect)) long tls(long n)
+{
+	long part[4] = { 0 };
+
+	for (long i = 0; i < n; i++) {
+		part[i & 3] += tls_data[i];
+		tls_data[i] = i * 3;	/* as setup leaves it */
+	}
+	return part[0] + 2 * part[1] + 3 * part[2] + helper((int)part[3]);
+}
+
 static void *aligned(size_t bytes)
 {
 	void *p = aligned_alloc(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
@@ -191,9 +209,11 @@ static void setup(void)
 			src[i]++;
 	}
 	src[MARK_AT] = MARK;
+	for (long i = 0; i < TLS_N; i++)
+		tls_data[i] = i * 3;
 }
 
-enum kernel { STREAM, CHASE, BRANCHY, MIXED };
+enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS };
 
 /* One call of the kernel; what it returns (stream: nothing, see sum). No
  * other memory reference: in the counted run, cachegrind's caches see
@@ -208,8 +228,10 @@ static long call(enum kernel k)
 		return chase(nodes, CHASE_N);
 	case BRANCHY:
 		return branchy(v, BRANCHY_N, hist);
-	default:
+	case MIXED:
 		return mixed(src, dst, MIXED_N);
+	default:
+		return tls(TLS_N);
 	}
 }
 
@@ -266,8 +288,9 @@ static void start_gs_user(void)
 	printf("gs set\n");
 }
 
-static const char *const names[] = { "stream", "chase", "branchy", "mixed" };
-static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed };
+static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls" };
+static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed,
+				  (void *)tls };
 
 /* SIGUSR1 pauses the calls and resumes them: a test instruments and
  * uninstruments while no call is under way, so that the copy sees whole
@@ -296,10 +319,10 @@ int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc >= 3 && kernel <= MIXED && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= TLS && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc < 3 || argc > 4 || kernel > MIXED || (argc == 4 && strcmp(argv[3], "gs"))) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed CALLS [gs]\n");
+	if (argc < 3 || argc > 4 || kernel > TLS || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls CALLS [gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
