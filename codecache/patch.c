@@ -90,6 +90,12 @@ struct cc_job {
 	uint64_t site;			/* after endbr64 */
 	struct cc_reloc *prefix;	/* the instructions it displaces */
 	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
+	/* an instrumented copy's state area and rings' range (its record) */
+	uint64_t area, area_size, rings, rings_size;
+	/* planned writes, and the record made of them (cc__job_record) */
+	struct write *w;
+	size_t nw;
+	uint32_t rid;
 	bool would_wait;		/* dry run: said it would wait */
 	/* call sites in callers: their current bytes */
 	struct write *calls;
@@ -709,6 +715,7 @@ void cc__job_free(struct cc_job *j)
 	if (j->o.stats)
 		*j->o.stats = j->stats;
 	cc_reloc__free(j->prefix);
+	free(j->w);
 	free(j->calls);
 	free(j->undo);
 	free(j);
@@ -763,6 +770,15 @@ bool cc__redir_stale(const struct cc_dir_redir *r)
 void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
 {
 	j->stub_end = end;
+}
+
+void cc__job_set_instr(struct cc_job *j, uint64_t area, uint64_t area_size, uint64_t rings,
+		       uint64_t rings_size)
+{
+	j->area = area;
+	j->area_size = area_size;
+	j->rings = rings;
+	j->rings_size = rings_size;
 }
 
 static struct cc_dir_redir *redir_by_id(struct cc_cache *c, uint32_t id)
@@ -882,6 +898,10 @@ static int record(struct cc_job *j, const struct write *w, size_t nw, uint64_t d
 	r->state = state;
 	r->stop_ns = j->stats.stop_ns;
 	r->stub_end = j->stub_end;
+	r->area = j->area;
+	r->area_size = j->area_size;
+	r->rings = j->rings;
+	r->rings_size = j->rings_size;
 	r->owner_pid = (int32_t)getpid();
 	if (proc_start(getpid(), &r->owner_start) < 0)
 		r->owner_start = 0;
@@ -973,14 +993,11 @@ static int build_writes(struct cc_job *j, uint64_t dest, struct write **out, siz
 	return 0;
 }
 
-int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
-		  size_t nowned, uint64_t state, uint32_t *id)
+/* The checks, the writes planned and, unless a dry run, the record. */
+int cc__job_record(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		   size_t nowned, uint64_t state)
 {
 	struct cc_cache *c = j->c;
-	struct cc_tcheck k = { .c = c };
-	struct write *w = NULL;
-	size_t nw = 0;
-	uint32_t rid = 0;
 	int rc;
 
 	if (j->entry && site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
@@ -993,8 +1010,44 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 					"already patched", j->calls[i].addr);
 	if (!redir_by_id(c, 0) || free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
 		return cc__fail(c, CC_PHASE_REDIRECT, -ENOSPC, "the code cache's directory is full");
-	if ((rc = build_writes(j, dest, &w, &nw)) < 0)
+	free(j->w);
+	j->w = NULL;
+	if ((rc = build_writes(j, dest, &j->w, &j->nw)) < 0)
 		return rc;
+	/* recorded before the bytes are written: a padrone killed in between
+	 * leaves a record that restore can act on, never a patch nobody knows */
+	if (!j->o.dry_run && (rc = record(j, j->w, j->nw, dest, copy, owned, nowned, state,
+					  &j->rid)) < 0) {
+		forget(c, j->rid);
+		j->rid = 0;
+	}
+	return rc;
+}
+
+void cc__job_unrecord(struct cc_job *j)
+{
+	if (!j->rid || sites_written(j->c, j->w, j->nw))
+		return;
+	forget(j->c, j->rid);
+	cc__dir_save(j->c);
+	j->rid = 0;
+}
+
+int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		  size_t nowned, uint64_t state, uint32_t *id)
+{
+	struct cc_cache *c = j->c;
+	struct cc_tcheck k = { .c = c };
+	int rc;
+
+	/* recorded by the caller: it takes the record out itself on failure,
+	 * once what the record names is gone (cc__job_unrecord) */
+	bool own_record = !j->w;
+	if (own_record && (rc = cc__job_record(j, dest, copy, owned, nowned, state)) < 0)
+		return rc;
+	struct write *w = j->w;
+	size_t nw = j->nw;
+	uint32_t rid = j->rid;
 	if (j->entry) {
 		k.crit = (struct cc_range){ j->site, j->site + cc_reloc__src_len(j->prefix) };
 		k.crit_returns = cc_reloc__has_inner_return(j->prefix);
@@ -1008,12 +1061,6 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	for (size_t i = 0; i < nw; i++)
 		say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
-	/* recorded before the bytes are written: a padrone killed in between
-	 * leaves a record that restore can act on, never a patch nobody knows */
-	if (!j->o.dry_run && (rc = record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0) {
-		forget(c, rid);
-		goto out;
-	}
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait, NULL);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
@@ -1036,14 +1083,13 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		rc = cc__dir_save(c);
 		if (id)
 			*id = rid;
-	} else if (!j->o.dry_run && !sites_written(c, w, nw)) {
+	} else if (own_record && !j->o.dry_run && !sites_written(c, w, nw)) {
 		forget(c, rid);
 		cc__dir_save(c);
+		j->rid = 0;
 	}
-out:
 	if (j->o.stats)
 		*j->o.stats = j->stats;
-	free(w);
 	cc__tcheck_free(&k);
 	return rc;
 }
