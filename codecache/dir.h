@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define CC_DIR_MAGIC "padrone-ccache-1"	/* 16 bytes, no NUL */
-#define CC_DIR_VERSION 2
+#define CC_DIR_VERSION 3
 #define CC_MAX_AREAS 64
 #define CC_MAX_FREE 256
 #define CC_MAX_REDIRS 64
@@ -55,6 +55,13 @@ struct cc_dir_redir {
 	uint64_t owner_start;		/* its start time (/proc/PID/stat field 22) */
 	int32_t owner_pid;
 	uint32_t nowned;
+	/* an instrumented copy: the threads' state area their gs_base points
+	 * into, and the range its rings are mapped in (reserved, then filled).
+	 * Recorded before either is made or pointed at, so that whatever a
+	 * padrone killed inside the install leaves, a later session's restore
+	 * takes out (gs_base back to 0, the range unmapped) */
+	uint64_t area, area_size;
+	uint64_t rings, rings_size;
 	struct cc_dir_block owned[CC_MAX_OWNED];
 	char name[96];			/* the function */
 	char source[160];		/* FILE[:SYMBOL] it was replaced by */

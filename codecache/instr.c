@@ -54,7 +54,9 @@
 #include "pipeline/cab.h"
 
 #include <Zydis/Zydis.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -134,13 +136,31 @@ struct cc_instr {
 	unsigned section;		/* its blocks in each row of the area */
 	struct ring *rings;		/* one per row of the area */
 	size_t nrings;
+	uint64_t rings_at, rings_size;	/* the range reserved for them in the target */
+	uint64_t detour, detour_size;	/* the entry's relocated first bytes */
+	uint64_t ring_stride;		/* ring i is mapped at rings_at + i * ring_stride */
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed, removed;
 	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
 	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
+	unsigned kill_points;	/* test_kill_point: reached so far */
 };
+
+/* For tests only (tests/codecache/instrument-torn.sh): with
+ * PADRONE_TEST_KILL_AT=N in its environment, padrone SIGKILLs itself at
+ * the N-th of these points of an install, as a kill from outside landing
+ * just there would, so that each window between two changes of the target
+ * is tried deterministically. */
+static void test_kill_point(struct cc_instr *in, const char *what)
+{
+	const char *env = getenv("PADRONE_TEST_KILL_AT");
+
+	(void)what;	/* names the point for the reader */
+	if (env && strtoul(env, NULL, 10) == ++in->kill_points)
+		kill(getpid(), SIGKILL);
+}
 
 /* ------------------------------------------------------------ the plan */
 
@@ -612,7 +632,8 @@ static int remote(struct cc_instr *in, long nr, uint64_t a0, uint64_t a1, uint64
 
 /* memfd_create, ftruncate (by padrone's cab_ring__create_fd), mmap in the
  * target; padrone maps the same file through /proc/PID/fd/N. */
-static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
+static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name, uint64_t at,
+		     bool kill_point)
 {
 	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
 			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
@@ -627,6 +648,8 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 			 &ret, "memfd_create")) < 0)
 		return rc;
 	rg->target_fd = (int)ret;
+	if (kill_point)
+		test_kill_point(in, "a ring's memfd made");
 	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, rg->target_fd);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
@@ -639,8 +662,13 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 				cab_errmsg());
 	struct cab_layout l;
 	cab_ring__layout(rg->r, &l);
-	if ((rc = remote(in, SYS_mmap, 0, l.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-			 (uint64_t)rg->target_fd, 0, &ret, "mmap of a ring")) < 0)
+	if (l.total_bytes > in->ring_stride)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -EINVAL, "a ring of %" PRIu64 " bytes "
+				"in a slot of %" PRIu64, l.total_bytes, in->ring_stride);
+	/* over its slot of the range reserved (and recorded) for the rings */
+	if ((rc = remote(in, SYS_mmap, at, l.total_bytes, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, (uint64_t)rg->target_fd, 0, &ret,
+			 "mmap of a ring")) < 0)
 		return rc;
 	rg->map = (uint64_t)ret;
 	rg->len = l.total_bytes;
@@ -650,16 +678,54 @@ static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name)
 		cc__fail(in->c, CC_PHASE_ALLOCATE, -EBUSY, "%s", cab_errmsg()) : 0;
 }
 
-static void unmap_ring(struct cc_instr *in, struct ring *rg)
+/* The rings out of the target: a memfd still open closed, the whole
+ * range reserved for them unmapped. */
+static void unmap_rings(struct cc_instr *in)
 {
 	int64_t ret;
 
-	if (rg->target_fd >= 0)
-		remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
-	if (rg->map)
-		remote(in, SYS_munmap, rg->map, rg->len, 0, 0, 0, 0, &ret, "munmap of a ring");
-	rg->target_fd = -1;
-	rg->map = 0;
+	for (size_t i = 0; i < in->nrings; i++) {
+		struct ring *rg = &in->rings[i];
+		if (rg->target_fd >= 0)
+			remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
+		rg->target_fd = -1;
+		rg->map = 0;
+	}
+	if (in->rings_at)
+		remote(in, SYS_munmap, in->rings_at, in->rings_size, 0, 0, 0, 0, &ret,
+		       "munmap of the rings");
+	in->rings_at = 0;
+}
+
+/* The range the rings go in, a slot (a ring's size in whole pages) per
+ * row: reserved (PROT_NONE, no memory behind it) before the directory
+ * records it, so that a later session unmaps whatever rings a padrone
+ * killed inside the install had mapped there. */
+static int reserve_rings(struct cc_instr *in)
+{
+	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
+			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
+			       .consumer_timeout_ms = in->o.consumer_timeout_ms };
+	struct cab_ring *probe;
+	struct cab_layout l;
+	int64_t ret;
+	int rc;
+
+	if ((rc = cab_ring__create(&co, &probe)) < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, rc, "rings for %s: %s", in->name,
+				cab_errmsg());
+	cab_ring__layout(probe, &l);
+	cab_ring__close(probe);
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	in->ring_stride = (l.total_bytes + page - 1) / page * page;
+	uint64_t size = in->ring_stride * in->area->nrows;
+	if ((rc = remote(in, SYS_mmap, 0, size, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, (uint64_t)-1, 0, &ret,
+			 "reserving room for the rings")) < 0)
+		return rc;
+	in->rings_at = (uint64_t)ret;
+	in->rings_size = size;
+	return 0;
 }
 
 static int log2_exact(uint64_t v)
@@ -950,8 +1016,12 @@ static int place_rings(struct cc_instr *in)
 		in->rings[i].tid = __atomic_load_n(&a->tid[i], __ATOMIC_ACQUIRE);
 		in->rings[i].target_fd = -1;
 		in->nrings++;
-		if ((rc = make_ring(in, &in->rings[i], name_at)) < 0)
+		bool edge = i == 0 || i + 1 == n;	/* the first and last ring are tried */
+		if ((rc = make_ring(in, &in->rings[i], name_at, in->rings_at + i * in->ring_stride,
+				    edge)) < 0)
 			return rc;
+		if (edge)
+			test_kill_point(in, "a ring mapped");
 	}
 	uint8_t *blk = malloc(IS_SIZE);
 	if (!blk)
@@ -1076,6 +1146,12 @@ static void forget_restart_ranges(struct cc_instr *in)
 	in->restartable = false;
 }
 
+/* World stopped: threads, gs, rings, state, the redirection. The code,
+ * the area and the rings' (empty) range are made first and recorded in the
+ * directory before any ring is mapped or any gs_base set, so that a padrone
+ * killed at any point leaves either nothing in the target but free cache
+ * blocks, or a record a later session's restore undoes whole
+ * (cc__instr_undo_left). */
 static int install(struct cc_instr *in, struct cc_job *j)
 {
 	pid_t tids[MAX_THREADS], moved[MAX_THREADS];
@@ -1094,20 +1170,35 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	if ((rc = fresh ? check_gs(in, tids, (size_t)n) : check_joined(in, tids, (size_t)n)) < 0 ||
 	    (rc = place_code(in)) < 0 || (rc = restart_ranges(in)) < 0 ||
 	    (fresh && (rc = new_area(in, tids, (size_t)n)) < 0) ||
-	    (rc = place_rings(in)) < 0 || (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
+	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
+	in->detour = detour;
+	in->detour_size = dsize;
+	if ((rc = reserve_rings(in)) < 0)
+		return rc;
+	test_kill_point(in, "code, area and the rings' range made");
 	/* the area is freed with the last function, not with this one; the
-	 * directory's state (this function's block in row 0) leads a later
-	 * padrone to it (IS_AREA) */
+	 * record names it, and the rings' range, for a later session */
 	struct cc_dir_block owned[2] = {
 		{ in->code, in->code_size, CC_CODE, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	if ((rc = fresh ? set_gs(in) : 0) == 0 &&
-	    (rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved)) == 0) {
-		const struct unit *entry = unit_at(in, in->fn.addr);
-		rc = cc__job_apply(j, in->code + entry->off, detour, owned, detour ? 2 : 1,
-				   block_of(in, 0), NULL);
+	uint64_t dest = in->code + unit_at(in, in->fn.addr)->off;
+	cc__job_set_instr(j, in->area->addr, in->area->size, in->rings_at, in->rings_size);
+	if ((rc = cc__job_record(j, dest, detour, owned, detour ? 2 : 1, block_of(in, 0))) < 0)
+		return rc;
+	test_kill_point(in, "recorded");
+	if ((rc = place_rings(in)) == 0) {
+		test_kill_point(in, "rings and state blocks written");
+		rc = fresh ? set_gs(in) : 0;
+	}
+	if (rc == 0) {
+		test_kill_point(in, "gs_base set");
+		rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved);
+	}
+	if (rc == 0) {
+		test_kill_point(in, "threads moved in");
+		rc = cc__job_apply(j, dest, detour, owned, detour ? 2 : 1, block_of(in, 0), NULL);
 	}
 	if (rc == 0 && nmoved) {
 		cc__job_add_moved(j, (unsigned)nmoved);
@@ -1123,26 +1214,33 @@ static int install(struct cc_instr *in, struct cc_job *j)
 					 __ATOMIC_RELEASE);
 		if (in->o.publish)
 			atomic_store(in->o.publish, in);
+		test_kill_point(in, "installed");
 	}
 	if (rc < 0) {
 		move_threads_back(in, moved, nmoved);
 		forget_restart_ranges(in);
 		if (fresh && in->area)
 			reset_gs(in->c, in->area);
-		if (detour)
-			cc_cache__free(in->c, detour, dsize);
 	}
 	return rc;
 }
 
-static void undo_alloc(struct cc_instr *in)
+/* A failed install undone (gs_base already reset): the rings out of the
+ * target, then its record, then the cache blocks the record names (a
+ * padrone killed on the way leaves the record, or free blocks only). */
+static void undo_alloc(struct cc_instr *in, struct cc_job *j)
 {
+	unmap_rings(in);
 	for (size_t i = 0; i < in->nrings; i++) {
-		unmap_ring(in, &in->rings[i]);
 		cab_ring__close(in->rings[i].r);
 		in->rings[i].r = NULL;
 	}
 	in->nrings = 0;
+	if (j)
+		cc__job_unrecord(j);
+	if (in->detour)
+		cc_cache__free(in->c, in->detour, in->detour_size);
+	in->detour = 0;
 	if (in->code)
 		cc_cache__free(in->c, in->code, in->code_size);
 	in->code = 0;
@@ -1204,8 +1302,8 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	*out = in;
 	return 0;
 err:
+	undo_alloc(in, j);
 	cc__job_free(j);
-	undo_alloc(in);
 	cc_instr__free(in);
 	return rc;
 }
@@ -1273,8 +1371,7 @@ static int release_in_stop(struct attach_target *t, void *arg)
 	if (r->clear)
 		reset_gs(r->c, r->in->area);
 	r->cleared = r->clear;
-	for (size_t i = 0; i < r->in->nrings; i++)
-		unmap_ring(r->in, &r->in->rings[i]);
+	unmap_rings(r->in);
 	if ((rc = attach_target__resume(t)) == 0 && outer) {
 		struct attach_pause_stats ps;
 		attach_target__pause_stats(t, &ps);
@@ -1300,8 +1397,7 @@ static void release_state(struct cc_cache *c, void *arg)
 	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
 	if (attach_target__call(c->t, release_in_stop, &r) == 0)
 		in->release_ns = r.pause_ns;
-	for (size_t i = 0; i < in->nrings; i++)
-		unmap_ring(in, &in->rings[i]);	/* (those the stop did not: each its own) */
+	unmap_rings(in);	/* (if the stop did not) */
 	if (r.cleared) {
 		cc_cache__free(c, in->area->addr, in->area->size);
 		in->area->gone = true;
@@ -1379,81 +1475,66 @@ bool cc__redir_is_instr(const struct cc_dir_redir *r)
 	return strncmp(r->source, "instrumented", 12) == 0;
 }
 
-/* The area the function's state block (row 0) at state is in, as the
- * block says. */
-static uint64_t left_area(struct cc_cache *c, uint64_t state, uint64_t *size)
-{
-	uint64_t addr = 0;
-
-	*size = 0;
-	if (cc__read(c, state + IS_AREA, &addr, 8) < 0 ||
-	    cc__read(c, state + IS_AREA_SIZE, size, 8) < 0 || state < addr || state >= addr + *size)
-		*size = addr = 0;
-	return addr;
-}
-
-/* The data areas of the rings the function's blocks (state, then a row
- * further each) point at, up to end (read before the area is freed). */
-static size_t left_rings(struct cc_cache *c, uint64_t state, uint64_t end, uint64_t *data,
-			 size_t max)
-{
-	size_t n = 0;
-
-	for (uint64_t b = state; b + IS_SIZE <= end && n < max; b += IS_ROW) {
-		uint64_t mode, at;
-		if (cc__read(c, b + IS_MODE, &mode, 8) < 0 || cc__read(c, b + IS_DATA, &at, 8) < 0)
-			break;
-		if (mode != IS_MODE_SINK && at)
-			data[n++] = at;
-	}
-	return n;
-}
-
-/* Another instrumented function's blocks in the area [addr, addr + size). */
-static bool area_shared(const struct cc_cache *c, const struct cc_dir_redir *r, uint64_t addr,
-			uint64_t size)
+/* Another instrumented function's record names the same area. */
+static bool area_shared(const struct cc_cache *c, const struct cc_dir_redir *r)
 {
 	for (size_t i = 0; i < CC_MAX_REDIRS; i++) {
 		const struct cc_dir_redir *o = &c->dir.redirs[i];
-		if (o->id && o->id != r->id && cc__redir_is_instr(o) && o->state >= addr &&
-		    o->state < addr + size)
+		if (o->id && o->id != r->id && cc__redir_is_instr(o) && o->area == r->area)
 			return true;
 	}
 	return false;
 }
 
-/* World stopped: the function's rings (memfd mappings named padrone-ring)
- * unmapped; with last, no thread's gs_base in the area any more. */
-static void forget_left(struct cc_cache *c, uint64_t area, uint64_t size, bool last,
-			const uint64_t *data, size_t n)
+/* A ring's memfd a killed padrone had made and not closed yet (padrone
+ * closes each right after mapping it, in the same stop): closed. */
+static void close_left_fds(struct cc_cache *c)
+{
+	char dir[64], path[600], link[256];
+	struct dirent *d;
+	DIR *fds;
+
+	snprintf(dir, sizeof dir, "/proc/%d/fd", c->pid);
+	if (!(fds = opendir(dir)))
+		return;
+	while ((d = readdir(fds))) {
+		snprintf(path, sizeof path, "%s/%s", dir, d->d_name);
+		ssize_t n = readlink(path, link, sizeof link - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		int64_t ret;
+		if (strncmp(link, "/memfd:padrone-ring", 19) == 0)
+			cc__syscall(c, SYS_close, (const uint64_t[6]){ strtoull(d->d_name, NULL, 10) },
+				    &ret);
+	}
+	closedir(fds);
+}
+
+/* World stopped: what the record r names taken out of the target: its
+ * rings' range unmapped, a ring's memfd left open closed; with last, no
+ * thread's gs_base in the area any more. */
+static void forget_left(struct cc_cache *c, const struct cc_dir_redir *r, bool last)
 {
 	pid_t tids[MAX_THREADS];
 	int nt = last ? attach_target__threads(c->t, tids, MAX_THREADS) : 0;
-	struct attach_maps *m;
+	int64_t ret;
 
 	for (int i = 0; i < nt && i < (int)MAX_THREADS; i++) {
 		struct user_regs_struct regs;
-		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= area &&
-		    regs.gs_base < area + size)
+		if (attach_target__get_regs(c->t, tids[i], &regs) == 0 && regs.gs_base >= r->area &&
+		    regs.gs_base < r->area + r->area_size)
 			attach_target__clear_gs_base(c->t, tids[i]);
 	}
-	if (attach_maps__read(c->pid, &m) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		const struct attach_map *mp = attach_maps__find(m, data[i]);
-		int64_t ret;
-		if (mp && strstr(mp->path, "padrone-ring"))
-			cc__syscall(c, SYS_munmap, (const uint64_t[6]){ mp->start, mp->end - mp->start },
-				    &ret);
-	}
-	attach_maps__free(m);
+	if (r->rings_size)
+		cc__syscall(c, SYS_munmap, (const uint64_t[6]){ r->rings, r->rings_size }, &ret);
+	close_left_fds(c);
 }
 
-/* What a killed padrone's function left: its rings, and the area when no
- * other function of it is still instrumented (last). */
+/* What a killed padrone's function left, as its record names it (copied:
+ * the record goes after), and whether no other function shares the area. */
 struct left {
-	uint64_t area, size, data[MAX_THREADS];
-	size_t n;
+	struct cc_dir_redir r;
 	bool last;
 };
 
@@ -1461,11 +1542,11 @@ static void release_left(struct cc_cache *c, void *arg)
 {
 	struct left *l = arg;
 
-	if (c->t && l->size && attach_target__stop(c->t) == 0) {
-		forget_left(c, l->area, l->size, l->last, l->data, l->n);
+	if (c->t && attach_target__stop(c->t) == 0) {
+		forget_left(c, &l->r, l->last);
 		attach_target__resume(c->t);
-		if (l->last)
-			cc_cache__free(c, l->area, l->size);
+		if (l->last && l->r.area_size)
+			cc_cache__free(c, l->r.area, l->r.area_size);
 	}
 }
 
@@ -1476,15 +1557,11 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 {
 	struct cc_patch_stats st = { 0 };
 	struct cc_patch_opts o = { .sz = sizeof o };
-	uint64_t size = 0;
-	struct left l = { .area = r->state ? left_area(c, r->state, &size) : 0 };
+	struct left l = { .r = *r, .last = r->area_size && !area_shared(c, r) };
 	struct cc_undo_stub back = { 0 };
 
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-	l.size = size;
-	l.n = size ? left_rings(c, r->state, l.area + size, l.data, MAX_THREADS) : 0;
-	l.last = size && !area_shared(c, r, l.area, size);	/* before r is forgotten */
 	if (stub)
 		back = *stub;
 	back.release = release_left;	/* not when kept: a thread may still run the copy */

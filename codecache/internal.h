@@ -82,6 +82,18 @@ const struct cc_reloc *cc__job_prefix(const struct cc_job *j);
 int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
 		  size_t nowned, uint64_t state, uint32_t *id);
 void cc__job_free(struct cc_job *j);
+/* cc__job_apply's checks and record, made earlier by a caller that must
+ * have the record before it changes the target in ways the record names
+ * (an instrumentation's gs_base and rings): cc__job_apply then writes the
+ * bytes under that record, and on failure leaves it to the caller, which
+ * takes it out with cc__job_unrecord once those changes are undone (unless
+ * the bytes are in the target). */
+int cc__job_record(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		   size_t nowned, uint64_t state);
+void cc__job_unrecord(struct cc_job *j);
+/* An instrumented copy's state area and rings' range, for its record. */
+void cc__job_set_instr(struct cc_job *j, uint64_t area, uint64_t area_size, uint64_t rings,
+		       uint64_t rings_size);
 
 /* The redirection of func of that kind (0: any), or NULL. */
 struct cc_dir_redir *cc__redir_find(struct cc_cache *c, uint64_t func, unsigned kind);

@@ -170,6 +170,10 @@ int cc__redir_record(struct cc_job *j, const struct write *w, size_t nw, uint64_
 	r->state = state;
 	r->stop_ns = j->stats.stop_ns;
 	r->stub_end = j->stub_end;
+	r->area = j->area;
+	r->area_size = j->area_size;
+	r->rings = j->rings;
+	r->rings_size = j->rings_size;
 	r->owner_pid = (int32_t)getpid();
 	if (proc_start(getpid(), &r->owner_start) < 0)
 		r->owner_start = 0;

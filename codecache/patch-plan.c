@@ -381,6 +381,7 @@ void cc__job_free(struct cc_job *j)
 	if (j->o.stats)
 		*j->o.stats = j->stats;
 	cc_reloc__free(j->prefix);
+	free(j->w);
 	free(j->calls);
 	free(j->undo);
 	free(j);

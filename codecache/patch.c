@@ -350,14 +350,11 @@ static int build_writes(struct cc_job *j, uint64_t dest, struct write **out, siz
 	return 0;
 }
 
-int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
-		  size_t nowned, uint64_t state, uint32_t *id)
+/* The checks, the writes planned and, unless a dry run, the record. */
+int cc__job_record(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		   size_t nowned, uint64_t state)
 {
 	struct cc_cache *c = j->c;
-	struct cc_tcheck k = { .c = c };
-	struct write *w = NULL;
-	size_t nw = 0;
-	uint32_t rid = 0;
 	int rc;
 
 	if (j->entry && cc__site_overlap(c, j->site, ENTRY_JMP) && !(j->kind == CC_REDIR_MEASURE &&
@@ -370,8 +367,44 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 					"already patched", j->calls[i].addr);
 	if (!cc__redir_by_id(c, 0) || cc__free_sites(c) < (j->entry ? 1 : 0) + j->ncalls)
 		return cc__fail(c, CC_PHASE_REDIRECT, -ENOSPC, "the code cache's directory is full");
-	if ((rc = build_writes(j, dest, &w, &nw)) < 0)
+	free(j->w);
+	j->w = NULL;
+	if ((rc = build_writes(j, dest, &j->w, &j->nw)) < 0)
 		return rc;
+	/* recorded before the bytes are written: a padrone killed in between
+	 * leaves a record that restore can act on, never a patch nobody knows */
+	if (!j->o.dry_run && (rc = cc__redir_record(j, j->w, j->nw, dest, copy, owned, nowned,
+						    state, &j->rid)) < 0) {
+		cc__redir_forget(c, j->rid);
+		j->rid = 0;
+	}
+	return rc;
+}
+
+void cc__job_unrecord(struct cc_job *j)
+{
+	if (!j->rid || sites_written(j->c, j->w, j->nw))
+		return;
+	cc__redir_forget(j->c, j->rid);
+	cc__dir_save(j->c);
+	j->rid = 0;
+}
+
+int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct cc_dir_block *owned,
+		  size_t nowned, uint64_t state, uint32_t *id)
+{
+	struct cc_cache *c = j->c;
+	struct cc_tcheck k = { .c = c };
+	int rc;
+
+	/* recorded by the caller: it takes the record out itself on failure,
+	 * once what the record names is gone (cc__job_unrecord) */
+	bool own_record = !j->w;
+	if (own_record && (rc = cc__job_record(j, dest, copy, owned, nowned, state)) < 0)
+		return rc;
+	struct write *w = j->w;
+	size_t nw = j->nw;
+	uint32_t rid = j->rid;
 	if (j->entry) {
 		k.crit = (struct cc_range){ j->site, j->site + cc_reloc__src_len(j->prefix) };
 		k.crit_returns = cc_reloc__has_inner_return(j->prefix);
@@ -385,12 +418,6 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 	for (size_t i = 0; i < nw; i++)
 		cc__say(&j->rep, "%s %u bytes at 0x%" PRIx64 " to go to 0x%" PRIx64,
 		    j->o.dry_run ? "would write" : "write", w[i].len, w[i].addr, dest);
-	/* recorded before the bytes are written: a padrone killed in between
-	 * leaves a record that restore can act on, never a patch nobody knows */
-	if (!j->o.dry_run && (rc = cc__redir_record(j, w, nw, dest, copy, owned, nowned, state, &rid)) < 0) {
-		cc__redir_forget(c, rid);
-		goto out;
-	}
 	rc = stop_and_patch(j, &k, w, nw, CC_PHASE_REDIRECT, j->o.wait, NULL);
 	/* a thread in the function: said once, as it was (or would be) */
 	if (rc == 0 && k.nbusy_threads && !j->would_wait) {
@@ -413,14 +440,13 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 		rc = cc__dir_save(c);
 		if (id)
 			*id = rid;
-	} else if (!j->o.dry_run && !sites_written(c, w, nw)) {
+	} else if (own_record && !j->o.dry_run && !sites_written(c, w, nw)) {
 		cc__redir_forget(c, rid);
 		cc__dir_save(c);
+		j->rid = 0;
 	}
-out:
 	if (j->o.stats)
 		*j->o.stats = j->stats;
-	free(w);
 	cc__tcheck_free(&k);
 	return rc;
 }
@@ -564,6 +590,15 @@ int cc__job_place_detour(struct cc_job *j, uint64_t *copy, size_t *size)
 void cc__job_set_stub_end(struct cc_job *j, uint64_t end)
 {
 	j->stub_end = end;
+}
+
+void cc__job_set_instr(struct cc_job *j, uint64_t area, uint64_t area_size, uint64_t rings,
+		       uint64_t rings_size)
+{
+	j->area = area;
+	j->area_size = area_size;
+	j->rings = rings;
+	j->rings_size = rings_size;
 }
 
 void cc__job_add_moved(struct cc_job *j, unsigned n)

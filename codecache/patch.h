@@ -41,6 +41,12 @@ struct cc_job {
 	uint64_t site;			/* after endbr64 */
 	struct cc_reloc *prefix;	/* the instructions it displaces */
 	uint64_t stub_end;		/* MEASURE: the stub's code ends here */
+	/* an instrumented copy's state area and rings' range (its record) */
+	uint64_t area, area_size, rings, rings_size;
+	/* planned writes, and the record made of them (cc__job_record) */
+	struct write *w;
+	size_t nw;
+	uint32_t rid;
 	bool would_wait;		/* dry run: said it would wait */
 	/* call sites in callers: their current bytes */
 	struct write *calls;

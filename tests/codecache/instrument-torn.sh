@@ -1,0 +1,57 @@
+#!/bin/sh
+# A padrone killed (SIGKILL) at each point of instrument's install in turn
+# (PADRONE_TEST_KILL_AT=K: it kills itself at the K-th, as a kill from
+# outside landing just there would): after the code, the state area and
+# the rings' range were made, after the directory recorded them, after
+# the first and the last ring's memfd and mapping, after the state blocks,
+# after the threads' gs_base, after the threads were moved into the copy,
+# and once installed. Each time the target runs on, right; a later session's
+# restore leaves no ring mapped and no ring's memfd open in the target, the
+# original code back, and no thread's gs_base set (instrumenting it again
+# works: padrone refuses a process any thread of which uses gs); the target
+# still right. Until K passes the last point and the install completes.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-instr-torn
+: >"$tmp/out"
+"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
+pid=$!
+wait_for '^alive' 2 0
+bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
+calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+# the workers' calls go past what they were, within 30 s, and all right
+goes_on() {
+	c=$(calls) i=0
+	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
+}
+rings() { grep -c 'padrone-ring' "/proc/$pid/maps"; }
+ring_fds() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -c 'padrone-ring'; }
+axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
+base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
+entry=$((base + axpy))
+orig=$(code $entry)
+
+# a later session's restore: 0, or (killed before the directory recorded
+# anything) "not replaced"; then nothing of the instrumentation is left
+restored() {
+	{ status res 0 || { status res 2 && says res 'is not replaced'; }; } &&
+		[ "$(code $entry)" = "$orig" ] && [ "$(rings)" = 0 ] && [ "$(ring_fds)" = 0 ]
+}
+k=1
+while [ $k -lt 200 ]; do
+	run torn env PADRONE_TEST_KILL_AT=$k "$padrone" -p "$pid" instrument axpy
+	[ "$(cat "$tmp/torn.st")" = 137 ] || break	# the install got past its last point
+	check "killed at point $k of the install: the target runs on, right" goes_on
+	run res "$padrone" -p "$pid" restore axpy
+	check "killed at point $k: a later restore leaves no ring, no ring's fd, the original code" \
+		restored
+	run again "$padrone" -p "$pid" instrument axpy
+	check "killed at point $k: no thread's gs_base left (instrumenting works again), target right" \
+		eval 'status again 0 && [ "$(code $entry)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
+	k=$((k + 1))
+done
+check "the install went through every point ($((k - 1)) killed, at least 8) and then completed" \
+	eval 'status torn 0 && [ $k -gt 8 ] && [ "$(rings)" = 0 ] && [ "$(code $entry)" = "$orig" ]'
+echo "1..$n"
