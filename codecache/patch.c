@@ -537,11 +537,13 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 			k.busy[k.nbusy++] = (struct cc_range){ r->owned[i].addr,
 							       r->owned[i].addr + r->owned[i].size };
 	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
+	struct cc_dir_block owned[CC_MAX_OWNED];
+	size_t nowned = 0;
 	if (grace(&j, &k) == 0) {
 		if (stub && stub->release)
 			stub->release(c, stub->release_arg);
-		for (size_t i = 0; i < r->nowned; i++)
-			cc_cache__free(c, r->owned[i].addr, r->owned[i].size);
+		nowned = r->nowned;
+		memcpy(owned, r->owned, nowned * sizeof *owned);
 	} else {
 		j.stats.kept_code = true;
 		cc__say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
@@ -549,6 +551,11 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	}
 	cc__redir_forget(c, id);
 	rc = cc__dir_save(c);
+	/* freed once no record names them: a padrone killed in between leaks
+	 * them, where freeing first would have a later restore free them again
+	 * (and the cache hand the same bytes out twice) */
+	for (size_t i = 0; rc == 0 && i < nowned; i++)
+		cc_cache__free(c, owned[i].addr, owned[i].size);
 out:
 	if (j.o.stats)
 		*j.o.stats = j.stats;
