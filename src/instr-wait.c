@@ -54,8 +54,11 @@ int padrone_session__instr_wait(struct padrone_session *s, const struct padrone_
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	padrone_session_wait_begin(s);
 	for (double elapsed = 0; elapsed < o.seconds && !cut; elapsed = seconds_since(&t0)) {
-		if (o.progress)
-			o.progress(o.progress_arg, elapsed, o.seconds, units_so_far(s));
+		if (o.progress) {	/* the time once the units are counted: a report
+					 * may wait for the consumers */
+			uint64_t units = units_so_far(s);
+			o.progress(o.progress_arg, seconds_since(&t0), o.seconds, units);
+		}
 		double left_ms = (o.seconds - elapsed) * 1000;
 		cut = padrone_session_wait_interrupted(s, left_ms < WAIT_SLICE_MS ?
 						       (int)left_ms + 1 : WAIT_SLICE_MS);

@@ -118,7 +118,7 @@ END_TEST
 START_TEST(bad_arguments_print_the_usage)
 {
 	static const struct { const char *line, *err; } cases[] = {
-		{ "hot 1 2", "padrone: hot: too many arguments\nusage: hot [-jl] [N]\n" },
+		{ "hot 1 2", "padrone: hot: too many arguments\nusage: hot [-jln] [N]\n" },
 		{ "attach", "padrone: attach: too few arguments\nusage: attach PID\n" },
 		{ "pro -z", "padrone: profile: unknown option: -z\n"
 			    "usage: profile [-fju] [-b ring|bpf] [-o FILE] [-F pprof|folded|json] [SECONDS [HZ]]\n" },

@@ -951,7 +951,7 @@ START_TEST(the_terminal_session_edits_completes_and_keeps_history)
 	ck_assert_int_eq(write(master, "hel\t", 4), 4);
 	usleep(200000);
 	ck_assert_int_eq(write(master, " hot\r", 5), 5);
-	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "usage: hot [-jl] [N]"), "%s", buf);
+	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "usage: hot [-jln] [N]"), "%s", buf);
 	ck_assert_int_eq(write(master, "profile 0.5\r", 12), 12);
 	ck_assert_msg(pty_expect(master, buf, sizeof(buf), &len, "hot_function"), "%s", buf);
 	/* a function's name completes from the last profile */
