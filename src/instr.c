@@ -85,8 +85,48 @@ struct func {
 	uint64_t before_ns;		/* instrumented earlier in this attachment */
 };
 
+/* The simulator's lock, taken in turn (tickets). A plain mutex let one
+ * consumer take it again and again while another waited for seconds, under
+ * load: a consumer waiting that long beats no heartbeat, so its producers
+ * judged it gone and dropped (units lost in exhaustive mode), and a report
+ * (instrument --for's progress) waited as long. */
+struct turn_lock {
+	pthread_mutex_t m;
+	pthread_cond_t turn;
+	uint64_t next, serving;
+};
+
+static void turn_lock_init(struct turn_lock *l)
+{
+	pthread_mutex_init(&l->m, NULL);
+	pthread_cond_init(&l->turn, NULL);
+	l->next = l->serving = 0;
+}
+
+static void turn_lock_destroy(struct turn_lock *l)
+{
+	pthread_cond_destroy(&l->turn);
+	pthread_mutex_destroy(&l->m);
+}
+
+static void turn_lock(struct turn_lock *l)
+{
+	pthread_mutex_lock(&l->m);
+	for (uint64_t ticket = l->next++; ticket != l->serving;)
+		pthread_cond_wait(&l->turn, &l->m);
+	pthread_mutex_unlock(&l->m);
+}
+
+static void turn_unlock(struct turn_lock *l)
+{
+	pthread_mutex_lock(&l->m);
+	l->serving++;
+	pthread_cond_broadcast(&l->turn);
+	pthread_mutex_unlock(&l->m);
+}
+
 struct instr_state {
-	pthread_mutex_t lock;		/* the simulator */
+	struct turn_lock lock;		/* the simulator */
 	struct csim_config cfg;
 	struct csim *sim;
 	bool sampling;
@@ -101,9 +141,9 @@ static void sink(void *arg, const struct rep_ref *refs, size_t n)
 {
 	struct instr_state *st = arg;
 
-	pthread_mutex_lock(&st->lock);
+	turn_lock(&st->lock);
 	csim__refs(st->sim, refs, n);
-	pthread_mutex_unlock(&st->lock);
+	turn_unlock(&st->lock);
 }
 
 /* The refs analysis: references recovered (the recoverer counts them),
@@ -321,7 +361,7 @@ static int release(struct padrone_session *s, void *data)
 	}
 	padrone_session_set_instr(s, NULL);
 	csim__free(st->sim);
-	pthread_mutex_destroy(&st->lock);
+	turn_lock_destroy(&st->lock);
 	free(st);
 	return first;
 }
@@ -376,7 +416,7 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	}
 	if (!(st = calloc(1, sizeof *st)))
 		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	pthread_mutex_init(&st->lock, NULL);
+	turn_lock_init(&st->lock);
 	csim_config_host(&st->cfg);	/* a fallback geometry when the host's makes no sense */
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
@@ -782,9 +822,9 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
-	pthread_mutex_lock(&st->lock);
+	turn_lock(&st->lock);
 	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
-	pthread_mutex_unlock(&st->lock);
+	turn_unlock(&st->lock);
 	if (!rows)
 		goto oom;
 	for (size_t i = 0; i < st->nf; i++) {
