@@ -27,17 +27,24 @@ static char sockpath[104];
 static pid_t server = -1;
 static double idle_s;	/* the server's idle timeout, if set */
 
+/* A fresh private run directory (mkdtemp's template), padroned's socket
+ * for FAKE_PID in it. */
+static void new_rundir(void)
+{
+	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(rundir));
+	chmod(rundir, 0700);
+	setenv("PADRONE_RUNDIR", rundir, 1);
+	snprintf(sockpath, sizeof(sockpath), "%s/padroned-%d.sock", rundir, FAKE_PID);
+}
+
 /* Start a padroned-like server for FAKE_PID in a child; wait until it listens. */
 static void start_server(void)
 {
 	int ready[2];
 	char c;
 
-	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(rundir));
-	chmod(rundir, 0700);
-	setenv("PADRONE_RUNDIR", rundir, 1);
-	snprintf(sockpath, sizeof(sockpath), "%s/padroned-%d.sock", rundir, FAKE_PID);
+	new_rundir();
 	ck_assert_int_eq(pipe(ready), 0);
 	server = fork();
 	ck_assert_int_ge(server, 0);
@@ -382,10 +389,7 @@ START_TEST(one_server_per_pid_and_stale_sockets_replaced)
 	kill_server();	/* SIGKILL: the socket file stays behind */
 
 	/* A leftover socket nobody listens on: padrone attaches itself... */
-	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(rundir));
-	setenv("PADRONE_RUNDIR", rundir, 1);
-	snprintf(sockpath, sizeof(sockpath), "%s/padroned-%d.sock", rundir, FAKE_PID);
+	new_rundir();
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -547,11 +551,7 @@ START_TEST(a_padroned_gone_before_greeting_serves_nobody)
 	int ready[2];
 	char c;
 
-	snprintf(rundir, sizeof(rundir), "/tmp/padrone-srv-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(rundir));
-	chmod(rundir, 0700);
-	setenv("PADRONE_RUNDIR", rundir, 1);
-	snprintf(sockpath, sizeof(sockpath), "%s/padroned-%d.sock", rundir, FAKE_PID);
+	new_rundir();
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
 	ck_assert_int_eq(pipe(ready), 0);
 	server = fork();
