@@ -113,7 +113,6 @@ struct area {
 					 * thread only, once published) */
 	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */
 	bool taken[IS_SECTIONS];	/* installing, installed, or its copy kept */
-	bool kept;			/* a copy kept at its undo: gs_base stays */
 	bool gone;			/* torn down in the target */
 };
 
@@ -141,9 +140,13 @@ struct cc_instr {
 	uint64_t ring_stride;		/* ring i is mapped at rings_at + i * ring_stride */
 	bool sampling;
 	struct cc_instr_opts o;
-	bool installed, removed;
+	bool installed;
+	bool removed;		/* the original's entry back (a copy kept until
+				 * released: a thread may still run it) */
 	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
+	bool free_area;		/* the release took the area out: freed once the
+				 * record is forgotten */
 	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
 	unsigned kill_points;	/* test_kill_point: reached so far */
 };
@@ -1308,6 +1311,24 @@ err:
 	return rc;
 }
 
+/* For tests only (tests/codecache/instrument-kept.sh): with
+ * PADRONE_TEST_UNDO_FAIL=K[,K...] in its environment, the K-th of this
+ * process's stops that would take an instrumented copy out (counted from
+ * 1) fails, as a stop timing out on a loaded machine does, before anything
+ * is changed. */
+static int test_undo_fail(struct cc_cache *c)
+{
+	static _Atomic unsigned tries;
+	const char *env = getenv("PADRONE_TEST_UNDO_FAIL");
+	unsigned k = atomic_fetch_add(&tries, 1) + 1;
+
+	for (char *end; env && *env; env = *end ? end + 1 : end)
+		if (strtoul(env, &end, 10) == k)
+			return cc__fail(c, CC_PHASE_RESTORE, -ETIMEDOUT, "process %d did not "
+					"stop (PADRONE_TEST_UNDO_FAIL)", c->pid);
+	return 0;
+}
+
 /* The copy's unlinking, in the stop that puts the original's first bytes
  * back (one pause, not two; on the tracer thread, which runs real-time
  * during a pause where a caller's thread may lose its CPU). Once done, no
@@ -1327,26 +1348,23 @@ static int unlink_copy(struct cc_cache *c, void *arg)
 
 	if (u->done)
 		return 0;
+	if ((rc = test_undo_fail(c)) < 0)
+		return rc;
 	if ((rc = ci_unlink(c, &u->m, u->prefix, u->detour)) == 0)
 		u->done = true;
 	return rc;
 }
 
-/* The original back: the copy unlinked (each thread in it leaves at its
- * next unit, its current one written whole: instr-move.c) and the entry
- * restored in one stop; the copy is freed once no thread is in it and no stack
- * returns into it (the grace period, as for a replacement). */
-/* Is the function's section the area's last? Then the area goes with it
- * (no other function's copy can run: gs_base cleared, then freed). */
-static bool last_of_area(struct cc_instr *in)
+/* Is the function's section the area's last taken? Then the area goes with
+ * it (no other function's copy can run: gs_base cleared, then freed). */
+static bool last_of_area(const struct cc_instr *in)
 {
-	struct area *a = in->area;
+	const struct area *a = in->area;
 
-	a->taken[in->section] = false;
 	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (a->taken[k])
+		if (a->taken[k] && k != in->section)
 			return false;
-	return !a->kept && !a->gone;
+	return !a->gone;
 }
 
 /* On the tracer thread, real-time inside the pause (as patch.c's stops):
@@ -1356,7 +1374,7 @@ static bool last_of_area(struct cc_instr *in)
 struct releasing {
 	struct cc_cache *c;
 	struct cc_instr *in;
-	bool clear, cleared;
+	bool clear;
 	uint64_t pause_ns;
 };
 
@@ -1370,7 +1388,6 @@ static int release_in_stop(struct attach_target *t, void *arg)
 		return rc;
 	if (r->clear)
 		reset_gs(r->c, r->in->area);
-	r->cleared = r->clear;
 	unmap_rings(r->in);
 	if ((rc = attach_target__resume(t)) == 0 && outer) {
 		struct attach_pause_stats ps;
@@ -1380,31 +1397,51 @@ static int release_in_stop(struct attach_target *t, void *arg)
 	return rc;
 }
 
-/* No thread runs the copy any more: its section of the area free (the
- * threads' gs_base back to 0 with the last one) and its rings unmapped
- * from the target. Before the directory forgets the copy, so that a
- * padrone killed on the way leaves a record a later session undoes whole
- * (cc__instr_undo_left), never rings nobody knows. */
-static void release_state(struct cc_cache *c, void *arg)
+/* No thread can run the copy any more (the grace period passed): its
+ * section of the area free (the threads' gs_base back to 0 with the last
+ * one) and its rings unmapped from the target. Before the directory
+ * forgets the copy, so that a padrone killed on the way leaves a record a
+ * later session undoes whole (cc__instr_undo_left), never rings nobody
+ * knows. A stop that fails changes nothing here: the record stays
+ * (keep_busy) and a later uninstrument or restore releases it. */
+static int release_state(struct cc_cache *c, void *arg)
 {
 	struct cc_instr *in = arg;
 
 	if (in->released)
-		return;
-	in->released = true;
-	in->removed = true;	/* no clone event gives a thread a row of it any more */
-	atomic_store(&in->area->member[in->section], NULL);
+		return 0;
 	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
-	if (attach_target__call(c->t, release_in_stop, &r) == 0)
-		in->release_ns = r.pause_ns;
-	unmap_rings(in);	/* (if the stop did not) */
-	if (r.cleared) {
-		cc_cache__free(c, in->area->addr, in->area->size);
-		in->area->gone = true;
-	}
+	int rc = attach_target__call(c->t, release_in_stop, &r);
+	if (rc < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot take the instrumentation of %s "
+				"out of process %d: %s", in->name, c->pid,
+				attach_target__errmsg(c->t));
+	in->release_ns = r.pause_ns;
+	in->released = in->removed = true;	/* no clone event gives a row of it any more */
+	atomic_store(&in->area->member[in->section], NULL);
+	in->area->taken[in->section] = false;
+	in->area->gone = r.clear;
+	in->free_area = r.clear;
 	forget_restart_ranges(in);
+	return 0;
 }
 
+/* Once the record is forgotten: the area, if the release took it out. */
+static void free_area(struct cc_cache *c, void *arg)
+{
+	struct cc_instr *in = arg;
+
+	if (in->free_area)
+		cc_cache__free(c, in->area->addr, in->area->size);
+	in->free_area = false;
+}
+
+/* The original back: the copy unlinked (each thread in it leaves at its
+ * next unit, its current one written whole: instr-move.c) and the entry
+ * restored in one stop; the copy is freed once no thread is in it and no
+ * stack returns into it (the grace period, as for a replacement), its
+ * state released just before. Past the timeout the copy, its state and its
+ * record stay (kept): undoing the record again waits and releases. */
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 			      const struct cc_patch_opts *o)
 {
@@ -1421,10 +1458,25 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	copy_map(in, &u.m);
 	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
 				      .release = release_state, .release_arg = in,
+				      .forgotten = free_area, .keep_busy = true,
 				      .stopped = unlink_copy, .stopped_arg = &u };
 	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;
+}
+
+/* Restored meanwhile by another view of the cache (a restore from the
+ * record alone, cc__instr_undo_left, which took the gs_base and rings out
+ * too): only padrone's side is left. */
+static bool restored_elsewhere(struct cc_cache *c, struct cc_instr *in)
+{
+	if (cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE))
+		return false;
+	in->released = in->removed = true;
+	atomic_store(&in->area->member[in->section], NULL);
+	in->area->taken[in->section] = false;
+	forget_restart_ranges(in);
+	return true;
 }
 
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
@@ -1437,8 +1489,10 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	in->c = c;	/* the view of this session's command, not the one it was made by */
-	if (!in->installed || in->removed)
+	if (!in->installed || in->released)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s is not instrumented", in->name);
+	if (restored_elsewhere(c, in))
+		goto ended;
 	/* a thread waiting for a consumer that is not there would keep the
 	 * copy busy past the restore's timeout: it drops from now on */
 	const uint64_t one = 1;
@@ -1448,24 +1502,34 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	if ((rc = restore_moving_out(c, in, &o)) < 0)
-		return rc;
+		return rc;	/* the entry still goes to the copy: nothing changed */
 	if (in->release_ns) {	/* a brief stop after the restore, as the grace period's */
 		st.looks++;
 		if (in->release_ns > st.look_max_ns)
 			st.look_max_ns = in->release_ns;
 	}
-	in->removed = true;
-	atomic_store(&in->area->member[in->section], NULL);
 	if (user)
 		*user = st;
+	in->removed = true;	/* kept, unless released */
+ended:	/* the entry is back: the producers end (again is harmless) */
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__end_producer(in->rings[i].r);
-	if (st.kept_code) {	/* a thread may still run the copy: its gs and ring stay */
-		in->area->kept = true;
-		return 0;
-	}
-	release_state(c, in);	/* done already unless restore took another path */
 	return 0;
+}
+
+bool cc_instr__released(const struct cc_instr *in)
+{
+	return in->released;
+}
+
+/* Detaching from a process whose copy could not be taken out: the record
+ * stays in the directory for a later restore, and every thread keeps its
+ * gs_base past the detach (the copy reaches its state through it). */
+int cc_instr__leave(struct cc_instr *in)
+{
+	if (!in->installed || in->released)
+		return 0;
+	return attach_target__keep_gs_bases(in->t);
 }
 
 /* ------------------------------------------------- left by another padrone */
@@ -1538,20 +1602,33 @@ struct left {
 	bool last;
 };
 
-static void release_left(struct cc_cache *c, void *arg)
+static int release_left(struct cc_cache *c, void *arg)
+{
+	struct left *l = arg;
+	int rc;
+
+	if (!c->t)
+		return 0;
+	if ((rc = attach_target__stop(c->t)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
+				attach_target__errmsg(c->t));
+	forget_left(c, &l->r, l->last);
+	attach_target__resume(c->t);
+	return 0;
+}
+
+/* Once the record is forgotten: the area, if no other record names it. */
+static void free_left_area(struct cc_cache *c, void *arg)
 {
 	struct left *l = arg;
 
-	if (c->t && attach_target__stop(c->t) == 0) {
-		forget_left(c, &l->r, l->last);
-		attach_target__resume(c->t);
-		if (l->last && l->r.area_size)
-			cc_cache__free(c, l->r.area, l->r.area_size);
-	}
+	if (c->t && l->last && l->r.area_size)
+		cc_cache__free(c, l->r.area, l->r.area_size);
 }
 
-/* The gs_base and rings go before the record does (release_left), as in
- * cc_cache__uninstrument. */
+/* The gs_base and rings go before the record does (release_left), the
+ * area after it, as in cc_cache__uninstrument; a copy still busy keeps all
+ * of it, record included, for the next restore. */
 int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub)
 {
@@ -1564,8 +1641,10 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	if (stub)
 		back = *stub;
-	back.release = release_left;	/* not when kept: a thread may still run the copy */
+	back.release = release_left;
 	back.release_arg = &l;
+	back.forgotten = free_left_area;
+	back.keep_busy = true;
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	int rc = cc__undo(c, r->id, &o, &back);
