@@ -1423,6 +1423,7 @@ static int release_state(struct cc_cache *c, void *arg)
 	in->area->gone = r.clear;
 	in->free_area = r.clear;
 	forget_restart_ranges(in);
+	test_kill_point(in, "released, its record not yet forgotten");
 	return 0;
 }
 
