@@ -109,6 +109,7 @@ struct area {
 	uint64_t addr, size;		/* in the target */
 	size_t nrows;			/* threads' rows; the sink row after them */
 	pid_t *tid;			/* per row: its thread (atomic) */
+	uint64_t *owner;		/* per row: its thread's fs base (IS_OWNER) */
 	bool *free;			/* per row: no live thread has it (tracer
 					 * thread only, once published) */
 	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */
@@ -751,14 +752,24 @@ static uint64_t block_of(const struct cc_instr *in, size_t i)
 	return in->area->addr + i * IS_ROW + in->section * IS_SIZE;
 }
 
-/* Thread i's state block (the sink when rg is NULL). */
-static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint8_t *blk)
+/* The sink row's address: the gs_base of threads with no ring. */
+static uint64_t sink_row(const struct area *a)
+{
+	return a->addr + a->nrows * IS_ROW;
+}
+
+/* Thread i's state block (the sink when rg is NULL); owner: the fs base
+ * of the row's thread, 0 if none. */
+static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint64_t owner,
+		      uint8_t *blk)
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
 	put_state(blk, IS_MAGICW, CAB_MAGIC);
 	put_state(blk, IS_AREA, in->area->addr);
 	put_state(blk, IS_AREA_SIZE, in->area->size);
+	put_state(blk, IS_SINK, sink_row(in->area));
+	put_state(blk, IS_OWNER, owner);
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
@@ -954,6 +965,15 @@ static int place_code(struct cc_instr *in)
 	return rc;
 }
 
+/* A stopped thread's fs base (its thread pointer), 0 if unknown: the
+ * owner its row records, which the stub checks (instr-stub.S). */
+static uint64_t fs_base_of(struct attach_target *t, pid_t tid)
+{
+	struct user_regs_struct regs;
+
+	return attach_target__get_regs(t, tid, &regs) == 0 ? regs.fs_base : 0;
+}
+
 /* A new area: a row for each of these threads and the spares, the sink
  * row, the rings' name (world stopped). */
 static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
@@ -963,9 +983,12 @@ static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 	struct area *a = calloc(1, sizeof *a);
 	int rc;
 
-	if (!a || !(a->tid = calloc(n, sizeof *a->tid)) || !(a->free = calloc(n, sizeof *a->free))) {
-		if (a)
+	if (!a || !(a->tid = calloc(n, sizeof *a->tid)) || !(a->free = calloc(n, sizeof *a->free)) ||
+	    !(a->owner = calloc(n, sizeof *a->owner))) {
+		if (a) {
 			free(a->tid);
+			free(a->free);
+		}
 		free(a);
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	}
@@ -976,6 +999,7 @@ static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 	for (size_t i = 0; i < n; i++) {
 		a->tid[i] = i < nlive ? tids[i] : 0;
 		a->free[i] = i >= nlive;
+		a->owner[i] = i < nlive ? fs_base_of(in->c->t, tids[i]) : 0;
 	}
 	in->area = a;
 	in->section = 0;
@@ -1030,7 +1054,8 @@ static int place_rings(struct cc_instr *in)
 	if (!blk)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i <= n && rc == 0; i++)
-		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, block_of(in, i), blk)) == 0)
+		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, block_of(in, i),
+				     i < n ? a->owner[i] : 0, blk)) == 0)
 			rc = cc_cache__write(in->c, block_of(in, i), blk, IS_SIZE);
 	free(blk);
 	return rc;
@@ -1654,6 +1679,18 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 	return rc;
 }
 
+/* Row i's owner, in every installed function's block of the row. */
+static void set_owner(struct cc_instr *in, size_t i, uint64_t fs)
+{
+	struct area *a = in->area;
+
+	a->owner[i] = fs;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (atomic_load(&a->member[k]))
+			attach_target__write(in->t, a->addr + i * IS_ROW + k * IS_SIZE + IS_OWNER,
+					     &fs, sizeof fs);
+}
+
 /* A row no live thread has, for every function of the area: the new
  * thread's units follow the last ones of the thread that had it before, if
  * any. */
@@ -1666,6 +1703,7 @@ int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
 	for (size_t i = 0; i < a->nrows; i++) {
 		if (!a->free[i])
 			continue;
+		set_owner(in, i, fs_base_of(in->t, tid));
 		int rc = attach_target__set_gs_base(in->t, tid, a->addr + i * IS_ROW);
 		if (rc < 0)
 			return rc;
@@ -1737,6 +1775,7 @@ void cc_instr__free(struct cc_instr *in)
 		cab_ring__close(in->rings[i].r);
 	free(in->rings);
 	if (in->area && --in->area->refs == 0) {
+		free(in->area->owner);
 		free(in->area->tid);
 		free(in->area->free);
 		free(in->area);

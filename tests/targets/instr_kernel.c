@@ -11,7 +11,10 @@
  * "ready", then every 50 ms "alive CALLS bad MISMATCHES" (all threads).
  * With churn, the main thread also starts a short-lived thread every 50 ms
  * that calls axpy 20 times on arrays of its own, checks them and exits
- * (its calls and mismatches counted too, after "churned T").
+ * (its calls and mismatches counted too, after "churned T shared S": S
+ * counts those whose gs_base, read as they end, was still the non-zero one
+ * of the thread that made them; an instrumented copy's state row is
+ * never to be shared).
  * With spin, each thread instead enters spin(), which never returns: it
  * computes the same kernel over and over inline, counting its passes; the
  * main thread prints "spinning" once every thread has made a pass, then
@@ -37,10 +40,12 @@
  * the handler until FILE exists, then print "let go" and return; one it
  * interrupts in the program's code prints "missed" and returns.
  */
+#include <asm/prctl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -222,14 +227,23 @@ static void *work(void *arg)
 	return NULL;
 }
 
-static atomic_long churned;
+static atomic_long churned, shared;
 
+static unsigned long gs_base(void)
+{
+	unsigned long gs = 0;
+
+	syscall(SYS_arch_prctl, ARCH_GET_GS, &gs);
+	return gs;
+}
+
+/* arg: the gs_base of the thread that made it */
 static void *short_lived(void *arg)
 {
 	long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
 	long *o = malloc((size_t)n * sizeof(long));
+	unsigned long parent_gs = (unsigned long)arg;
 
-	(void)arg;
 	for (long i = 0; i < n; i++) {
 		x[i] = 7 * i;
 		y[i] = i + 1;
@@ -246,6 +260,8 @@ static void *short_lived(void *arg)
 	free(x);
 	free(y);
 	free(o);
+	if (parent_gs && gs_base() == parent_gs)
+		atomic_fetch_add(&shared, 1);
 	atomic_fetch_add(&churned, 1);
 	return NULL;
 }
@@ -399,9 +415,10 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		if (churn) {
 			pthread_t t;
-			if (pthread_create(&t, NULL, short_lived, NULL) == 0)
+			if (pthread_create(&t, NULL, short_lived, (void *)gs_base()) == 0)
 				pthread_detach(t);
-			printf("churned %ld\n", atomic_load(&churned));
+			printf("churned %ld shared %ld\n", atomic_load(&churned),
+			       atomic_load(&shared));
 		}
 		if (forking) {
 			fflush(stdout);		/* not twice through a forked child */
