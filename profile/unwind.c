@@ -285,28 +285,6 @@ static int fail(struct uw_module *m, int err, const char *fmt, ...)
 	return m->info = err;
 }
 
-/* A DW_EH_PE_* value of .eh_frame_hdr (only the encodings it uses). */
-static bool hdr_value(const uint8_t *p, uint8_t enc, uint64_t at, uint64_t hdr, uint64_t *v,
-		      size_t *len)
-{
-	uint32_t u32;
-	int32_t s32;
-
-	switch (enc & 0x0f) {
-	case 0x03: memcpy(&u32, p, 4); *v = u32; *len = 4; break;
-	case 0x0b: memcpy(&s32, p, 4); *v = (uint64_t)(int64_t)s32; *len = 4; break;
-	case 0x04: case 0x0c: case 0x00: memcpy(v, p, 8); *len = 8; break;
-	default: return false;
-	}
-	if ((enc & 0x70) == 0x10)
-		*v += at;
-	else if ((enc & 0x70) == 0x30)
-		*v += hdr;
-	else if (enc & 0x70)
-		return false;
-	return true;
-}
-
 /* The module's own search table, in its memory. */
 static int tables_from_hdr(struct prof_unwinder *u, struct uw_module *m, uint64_t hdr)
 {
@@ -314,18 +292,15 @@ static int tables_from_hdr(struct prof_unwinder *u, struct uw_module *m, uint64_
 
 	if (read_mem(u, hdr, h, sizeof h) < 0)
 		return fail(m, -EFAULT, "its .eh_frame_hdr at 0x%" PRIx64 " is unreadable", hdr);
-	uint64_t frame, count;
-	size_t l1, l2;
-	if (h[0] != 1 || !hdr_value(h + 4, h[1], hdr + 4, hdr, &frame, &l1) ||
-	    !hdr_value(h + 4 + l1, h[2], hdr + 4 + l1, hdr, &count, &l2) ||
-	    h[3] != DW_EH_PE_datarel_sdata4)
+	struct elf_eh_frame_hdr eh;
+	if (elf_eh_frame_hdr__read(h, sizeof h, hdr, &eh) < 0 || !eh.table)
 		return fail(m, -ENOTSUP, "its .eh_frame_hdr at 0x%" PRIx64 " has no search table "
 			    "libunwind can use", hdr);
 	m->di = (unw_dyn_info_t){ .start_ip = m->lo, .end_ip = m->hi,
 				  .format = UNW_INFO_FORMAT_REMOTE_TABLE };
 	m->di.u.rti.segbase = hdr;
-	m->di.u.rti.table_data = hdr + 4 + l1 + l2;
-	m->di.u.rti.table_len = count * 8 / sizeof(unw_word_t);
+	m->di.u.rti.table_data = eh.table;
+	m->di.u.rti.table_len = eh.count * 8 / sizeof(unw_word_t);
 	return m->info = 0;
 }
 
