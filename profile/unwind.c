@@ -54,8 +54,6 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip
 #define NCFI 1024		/* pc -> has unwind information */
 #define NSIGRET 256		/* pc -> is the signal return trampoline */
 
-#define DW_EH_PE_datarel_sdata4 0x3b
-
 struct uw_module {
 	uint64_t base;		/* its first mapping, holding the ELF header */
 	uint64_t lo, hi;	/* its executable mappings span this */

@@ -328,6 +328,37 @@ START_TEST(eh_frame_hdr_header_and_table)
 END_TEST
 
 
+/* LEB128 as DWARF's own examples give it, sign extension, more than 64
+ * bits, and a number cut short. */
+START_TEST(cursor_reads_leb128)
+{
+	static const uint8_t u[] = { 0xe5, 0x8e, 0x26 }, s1[] = { 0xc0, 0xbb, 0x78 },
+			     s2[] = { 0x3f, 0x40, 0x80, 0x7f }, cut[] = { 0x80, 0x80 },
+			     big[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+				       0xff, 0x01 };
+	struct elf_cursor c = { u, u + sizeof u, 0, false };
+	ck_assert_uint_eq(elf_cursor__uleb(&c), 624485);
+	ck_assert(!c.bad && c.p == c.end);
+	c = (struct elf_cursor){ s1, s1 + sizeof s1, 0, false };
+	ck_assert_int_eq(elf_cursor__sleb(&c), -123456);
+	c = (struct elf_cursor){ s2, s2 + sizeof s2, 0, false };
+	ck_assert_int_eq(elf_cursor__sleb(&c), 63);
+	ck_assert_int_eq(elf_cursor__sleb(&c), -64);
+	ck_assert_int_eq(elf_cursor__sleb(&c), -128);
+	ck_assert(!c.bad);
+	c = (struct elf_cursor){ big, big + sizeof big, 0, false };
+	ck_assert_uint_eq(elf_cursor__uleb(&c), UINT64_MAX);
+	ck_assert(!c.bad && c.p == c.end);
+	c = (struct elf_cursor){ cut, cut + sizeof cut, 0, false };
+	elf_cursor__uleb(&c);
+	ck_assert(c.bad);
+	c = (struct elf_cursor){ cut, cut + sizeof cut, 0, false };
+	elf_cursor__sleb(&c);
+	ck_assert(c.bad);
+}
+END_TEST
+
+
 /* ------------------------------------------------------------ debug files */
 
 /* A scratch directory removed at exit (the test's fork ends with it). */
@@ -549,6 +580,7 @@ int main(void)
 	tcase_add_test(tc, eh_frame_parser_decodes_pcrel_fdes);
 	tcase_add_test(tc, eh_frame_fdes_give_lsda_and_entry_state);
 	tcase_add_test(tc, eh_frame_hdr_header_and_table);
+	tcase_add_test(tc, cursor_reads_leb128);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("debug");
 	tcase_set_timeout(tc, 120);
