@@ -164,6 +164,36 @@ static void ring_fill(struct cab_ring *r, const struct geom *g)
 	r->data = (uint64_t *)((char *)r->map + g->data_offset);
 }
 
+/* A ring owning a close-on-exec copy of fd (*out set even on failure, for
+ * cab_ring__close). */
+static int ring_new(int fd, struct cab_ring **out)
+{
+	struct cab_ring *r = calloc(1, sizeof(*r));
+
+	*out = r;
+	if (!r)
+		return cab__fail(-ENOMEM, "out of memory");
+	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (r->fd < 0)
+		return cab__fail(-errno, "dup ring fd %d: %s", fd, strerror(errno));
+	return 0;
+}
+
+/* Maps the whole memfd, populated: page faults belong to setup, not to the
+ * first lap of records (a fault in instrumented code costs the target
+ * microseconds). */
+static int ring_map(struct cab_ring *r, const struct geom *g)
+{
+	r->map = mmap(NULL, g->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		return cab__fail(-errno, "mmap ring (%zu bytes): %s", g->total, strerror(errno));
+	}
+	r->map_len = g->total;
+	ring_fill(r, g);
+	return 0;
+}
+
 int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out)
 {
 	int fd = memfd_create("padrone-cab", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -184,14 +214,9 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 	*out = NULL;
 	if (rc)
 		return rc;
-	struct cab_ring *r = calloc(1, sizeof(*r));
-	if (!r)
-		return cab__fail(-ENOMEM, "out of memory");
-	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (r->fd < 0) {
-		rc = cab__fail(-errno, "dup ring fd %d: %s", fd, strerror(errno));
+	struct cab_ring *r;
+	if ((rc = ring_new(fd, &r)) < 0)
 		goto err;
-	}
 	if (ftruncate(r->fd, (off_t)g.total) < 0) {
 		rc = cab__fail(-errno, "ftruncate memfd to %zu bytes: %s", g.total, strerror(errno));
 		goto err;
@@ -201,16 +226,8 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 		rc = cab__fail(-errno, "sealing memfd: %s", strerror(errno));
 		goto err;
 	}
-	/* Populated: page faults belong to setup, not to the first lap of
-	 * records (a fault in instrumented code costs the target microseconds). */
-	r->map = mmap(NULL, g.total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		rc = cab__fail(-errno, "mmap %zu bytes: %s", g.total, strerror(errno));
+	if ((rc = ring_map(r, &g)) < 0)
 		goto err;
-	}
-	r->map_len = g.total;
-	ring_fill(r, &g);
 	struct cab_shared *sh = r->sh;
 	sh->version = CAB_RING_VERSION;
 	sh->kind = g.o.kind;
@@ -276,22 +293,11 @@ int cab_ring__open(int fd, struct cab_ring **out)
 		return cab__fail(-EINVAL, "ring fd %d: header does not match its size (%lld bytes)",
 				 fd, (long long)st.st_size);
 
-	struct cab_ring *r = calloc(1, sizeof(*r));
-	if (!r)
-		return cab__fail(-ENOMEM, "out of memory");
-	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (r->fd < 0) {
-		rc = cab__fail(-errno, "dup ring fd %d: %s", fd, strerror(errno));
+	struct cab_ring *r;
+	if ((rc = ring_new(fd, &r)) < 0)
 		goto err;
-	}
-	r->map = mmap(NULL, g.total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		rc = cab__fail(-errno, "mmap ring fd %d: %s", fd, strerror(errno));
+	if ((rc = ring_map(r, &g)) < 0)
 		goto err;
-	}
-	r->map_len = g.total;
-	ring_fill(r, &g);
 	*out = r;
 	return 0;
 err:
