@@ -19,23 +19,10 @@ b=${top_builddir:-.}
 padrone=$b/src/padrone
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-torn
-: >"$tmp/out"
-"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
-pid=$!
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-# the workers' calls go past what they were, within 30 s, and all right
-goes_on() {
-	c=$(calls) i=0
-	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
-}
-rings() { grep -c 'padrone-ring' "/proc/$pid/maps"; }
+start_kernel 2 1000
+goes_on() { resumes; }	# its threads may wait for a killed install's consumer
 ring_fds() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -c 'padrone-ring'; }
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+entry=$(entry_of axpy)
 orig=$(code $entry)
 
 # a later session's restore: 0, or (killed before the directory recorded
