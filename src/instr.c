@@ -250,6 +250,7 @@ static void stop_workers(struct func *f)
 		for (int k = 0; k < 500 && !cab_consumer__eof(w->cons); k++)
 			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 		w->stop = 1;
+		cab_ring__wake_consumer(w->ring);	/* it may be in a long nap */
 		pthread_join(w->th, NULL);
 		w->started = false;
 		struct rep_recover_stats rs = { 0 };
@@ -504,6 +505,13 @@ static int set_geometry(struct padrone_session *s, struct instr_state *st,
 	return 0;
 }
 
+/* Named in top -H and /proc/PID/task/TID/comm, apart from padroned's
+ * other threads (a ring's thread changes: the name does not say which). */
+static void name_consumer(const struct worker *w)
+{
+	pthread_setname_np(w->th, "padrone-ring");
+}
+
 static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
 {
 	size_t n = cc_instr__thread_count(f->in), first = f->nw;
@@ -531,6 +539,7 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
 						    "consumer of thread %d's ring", w->tid);
 		w->started = true;
+		name_consumer(w);
 	}
 	return 0;
 }
