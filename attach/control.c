@@ -170,6 +170,16 @@ static void toward_park(struct attach_target *t, struct athread *th)
 	cont(th, PTRACE_CONT, sig);
 }
 
+/* The trap of a single step (TRAP_TRACE; TRAP_BRKPT when the step was a
+ * system call), not one the target raised itself (int3, kill, a hardware
+ * breakpoint of its own). */
+static bool is_step_trap(pid_t tid)
+{
+	siginfo_t si;
+	return attach__ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0 &&
+	       (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT);
+}
+
 static bool is_stop_signal(int sig)
 {
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
@@ -346,6 +356,10 @@ static void dispatch(struct attach_target *t, pid_t tid, int status)
 	} else {
 		th->stop = AT_SIGNAL;
 		th->sig = sig;
+		if (sig == SIGTRAP && th->stepping && is_step_trap(tid)) {
+			th->sig = 0;	/* ours, however late: never the target's */
+			th->stepping = false;
+		}
 	}
 	settle(t, tid);
 }

@@ -126,6 +126,7 @@ struct athread {
 	bool exit_told;		/* THREAD_EXIT reported */
 	bool foreign;		/* a clone that is not a thread of the target */
 	bool gs_changed;	/* gs_base set by padrone: restore at detach */
+	bool stepping;		/* a single step of ours may still trap (ops.c) */
 	uint64_t gs_orig;
 	uint64_t seen_ns;	/* fresh: when its first stop arrived */
 };

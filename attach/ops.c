@@ -364,21 +364,34 @@ static int single_step(struct attach_target *t, pid_t tid)
 			r = ptrace_fail(t, pr, "PTRACE_SINGLESTEP", tid);
 			break;
 		}
-		attach__thread(t, tid)->stop = AT_RUNNING;
+		struct athread *th = attach__thread(t, tid);
+		th->stop = AT_RUNNING;
+		/* Until its trap is seen: a step that outlasts the wait (a
+		 * system call that blocks) traps later, and that trap is ours. */
+		th->stepping = true;
 		r = attach__wait_thread(t, tid, t->stop_timeout_ms);
 		if (r < 0)
 			break;
-		struct athread *th = attach__thread(t, tid);
+		th = attach__thread(t, tid);
 		if (th->stop == AT_SIGNAL && th->sig == SIGTRAP)
 			th->sig = 0;	/* the step's own trap */
-		if (th->stop == AT_SIGNAL)
+		if (th->stop == AT_SIGNAL) {
+			th->stepping = false;
 			break;	/* done (another signal: the instruction faulted; delivered) */
+		}
 	}
-	if (attach__thread(t, tid)) {
-		attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask0), &mask0);
+	/* Stopped again before the mask goes back: after a step that timed
+	 * out the thread still runs, and a mask set on a running thread is
+	 * refused, which left every signal blocked. */
+	struct athread *th = attach__thread(t, tid);
+	if (th) {
+		if (th->stop == AT_RUNNING && !th->interrupted)
+			attach__interrupt(t, th);
 		int rr = attach__repark(t, tid);
 		if (rr < 0 && r == 0)
 			r = rr;
+		if (attach__thread(t, tid))
+			attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask0), &mask0);
 	}
 	t->sc_tid = 0;
 	return r;

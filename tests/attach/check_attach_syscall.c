@@ -519,6 +519,42 @@ START_TEST(a_killed_tracer_leaves_a_read_or_a_sleep_to_go_on)
 }
 END_TEST
 
+/* A single step that outlasts its wait: the thread, stopped in a read of
+ * its empty FIFO, steps into the read again, which blocks. The step times
+ * out; the thread gets its own signal mask back (a mask set while it ran
+ * was refused: every signal stayed blocked), and the step's trap, which
+ * comes when the read returns after padrone detached, is never delivered
+ * to it (it died of SIGTRAP). */
+START_TEST(a_step_that_outlasts_its_wait_leaves_the_mask_and_no_trap)
+{
+	struct tu_proc p;
+	char fifo[64];
+	int wfd;
+	make_fifo(fifo, sizeof fifo, &wfd);
+	pid_t pid = at_spawn(&p, "hotloop", "-w", "1000", "-f", fifo, NULL);
+	ck_assert(wait_in_syscall(pid, SYS_read));
+	unsigned long long mask = sigblk(pid, pid);
+	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 300 };
+	struct attach_target *t;
+	struct attach_error e;
+	ck_assert_int_eq(attach_seize(pid, &o, &t, &e), 0);
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	ck_assert_int_eq(attach_target__step(t, pid), -ETIMEDOUT);
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	ck_assert_uint_eq(sigblk(pid, pid), mask);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	ck_assert_uint_eq(sigblk(pid, pid), mask);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(wait_in_syscall(pid, SYS_read));
+		ck_assert_int_eq(write(wfd, "x", 1), 1);
+		at_check_ticks(&p, 1, 1000);
+	}
+	close(wfd);
+	tu_kill(&p);
+	unlink(fifo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("attach-syscall");
@@ -536,6 +572,7 @@ int main(void)
 	tcase_add_test(tc, interrupts_a_blocking_call);
 	tcase_add_test(tc, a_killed_tracer_leaves_each_thread_as_it_was);
 	tcase_add_test(tc, a_killed_tracer_leaves_a_read_or_a_sleep_to_go_on);
+	tcase_add_test(tc, a_step_that_outlasts_its_wait_leaves_the_mask_and_no_trap);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
