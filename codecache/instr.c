@@ -1652,6 +1652,20 @@ static void free_left_area(struct cc_cache *c, void *arg)
 		cc_cache__free(c, l->r.area, l->r.area_size);
 }
 
+/* Nobody consumes a left copy's rings: its threads drop from now on,
+ * never wait in the stub for a consumer's timeout (which would keep them
+ * in the copy past the restore's grace period). In every row, the record's
+ * section only. */
+static void quit_left(struct cc_cache *c, const struct cc_dir_redir *r)
+{
+	const uint64_t one = 1;
+
+	if (!r->area_size || r->state < r->area || r->state - r->area >= IS_ROW)
+		return;
+	for (uint64_t row = r->area; row + IS_ROW <= r->area + r->area_size; row += IS_ROW)
+		cc__write(c, row + (r->state - r->area) + IS_QUIT, &one, sizeof one);
+}
+
 /* The gs_base and rings go before the record does (release_left), the
  * area after it, as in cc_cache__uninstrument; a copy still busy keeps all
  * of it, record included, for the next restore. */
@@ -1671,6 +1685,8 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 	back.release_arg = &l;
 	back.forgotten = free_left_area;
 	back.keep_busy = true;
+	if (!o.dry_run)
+		quit_left(c, r);
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	int rc = cc__undo(c, r->id, &o, &back);

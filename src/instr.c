@@ -88,6 +88,7 @@ struct func {
 	struct worker *w;
 	size_t nw;
 	bool active;
+	bool left;			/* left in the process at detach (not released) */
 	uint64_t t0_ns, t1_ns;
 	uint64_t before_ns;		/* instrumented earlier in this attachment */
 };
@@ -200,14 +201,15 @@ static void *consume(void *arg)
 }
 
 /* The consumers end once their producer ended and they drained the ring
- * (bounded: a ring left mapped in a kept copy never ends). */
+ * (bounded: a ring left mapped in a kept copy never ends; one left in the
+ * process at detach is not waited for). */
 static void stop_workers(struct func *f)
 {
 	for (size_t i = 0; i < f->nw; i++) {
 		struct worker *w = &f->w[i];
 		if (!w->started)
 			continue;
-		for (int k = 0; k < 500 && !cab_consumer__eof(w->cons); k++)
+		for (int k = 0; k < 500 && !f->left && !cab_consumer__eof(w->cons); k++)
 			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 		w->stop = 1;
 		cab_ring__wake_consumer(w->ring);	/* it may be in a long nap */
@@ -348,8 +350,10 @@ static int release(struct padrone_session *s, void *data)
 		int rc = f->in && !gone && !cc_instr__released(f->in) ? uninstrument_one(s, st, f) : 0;
 		if (rc < 0 && !first)
 			first = rc;
-		if (f->in && !gone && !cc_instr__released(f->in))
+		if (f->in && !gone && !cc_instr__released(f->in)) {
 			cc_instr__leave(f->in);
+			f->left = true;
+		}
 		free_func(f);
 	}
 	padrone_session_set_instr(s, NULL);

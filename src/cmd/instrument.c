@@ -471,8 +471,10 @@ const struct padrone_cmd_entry padrone_cmd_uninstrument_entry = {
 	.usage = "[FUNC]",
 	.summary = "put back the original of an instrumented function (all: no FUNC)",
 	.help = "The original code goes back, the threads' gs_base to 0, the rings are drained\n"
-		"and unmapped from the process once no thread can be in the copy. What was\n"
-		"found stays for report until detach.",
+		"and unmapped from the process once no thread can be in the copy. A thread\n"
+		"still in it keeps them until the next instrument, uninstrument or detach\n"
+		"(at detach they stay, for a later restore). What was found stays for\n"
+		"report until detach.",
 	.lower = 0,
 	.upper = 1,
 	.flags = PADRONE_CMD_TARGET,

@@ -19,42 +19,20 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-kept
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..21
-: >"$tmp/out"
-"$b/tests/targets/instr_kernel" 2 1000 hold "$tmp/go" >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-# the workers' calls go past what they were, within 30 s, and all right
-goes_on() {
-	c=$(calls) i=0
-	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
-}
-rings() { grep -c 'padrone-ring' "/proc/$pid/maps"; }
+start_kernel 2 1000 hold "$tmp/go"
+goes_on() { resumes; }	# its threads may wait for a consumer gone first
 fds() { ls "/proc/$dpid/fd" | wc -l; }
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+entry=$(entry_of axpy)
 orig=$(code $entry)
 
-# start_padroned [ENV...]: padroned serving the target, until "serving"
-start_padroned() {
-	env "$@" "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-	dpid=$!
-	i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+# start_padroned_failing K[,K...]: start_padroned with its K-th stops that
+# would take a copy out failing (PADRONE_TEST_UNDO_FAIL, padroned's alone)
+start_padroned_failing() {
+	PADRONE_TEST_UNDO_FAIL=$1
+	export PADRONE_TEST_UNDO_FAIL
+	start_padroned
+	unset PADRONE_TEST_UNDO_FAIL
 }
 # detach: padroned leaves
 detach() {
@@ -116,7 +94,7 @@ run once "$padrone" -p "$pid" instrument axpy
 check "no thread's gs_base left: a one-shot instrument works" \
 	eval 'status once 0 && [ "$(code $entry)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
 
-start_padroned PADRONE_TEST_UNDO_FAIL=2
+start_padroned_failing 2
 run ins3 "$padrone" -p "$pid" instrument axpy
 run un4 "$padrone" -p "$pid" uninstrument axpy
 fds0=$(fds)	# once instrumented and uninstrumented
@@ -132,7 +110,7 @@ check "padroned has no more fds than after the first uninstrument ($fds0)" \
 	eval '[ "$(fds)" = "$fds0" ]'
 detach
 
-start_padroned PADRONE_TEST_UNDO_FAIL=1,2
+start_padroned_failing 1,2
 run ins5 "$padrone" -p "$pid" instrument axpy
 run un7 "$padrone" -p "$pid" uninstrument axpy
 check "instrumented; uninstrument's stop fails" eval 'status ins5 0 && ! status un7 0'
