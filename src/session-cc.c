@@ -101,6 +101,17 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 	return 0;
 }
 
+/* A patch request's start: *out (the caller's, else scratch) cleared, the
+ * session's code cache opened in x. */
+static int open_patch(struct padrone_session *s, struct cc_ctx *x, struct padrone_patch **out,
+		      struct padrone_patch *scratch)
+{
+	if (!*out)
+		*out = scratch;
+	memset(*out, 0, sizeof **out);
+	return open_ctx(s, x);
+}
+
 static void close_ctx(struct cc_ctx *x)
 {
 	if (x->sy)
@@ -402,10 +413,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 
 	if (!UTIL_OPTS_COPY(&o, opts))
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) < 0 ||
 	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
@@ -469,10 +477,7 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 
 	if (!UTIL_OPTS_COPY(&o, opts))
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = {
@@ -694,10 +699,7 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 	struct cc_func f;
 	int rc;
 
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = { .sz = sizeof po, .report = out->report,

@@ -4,13 +4,17 @@
 # block); a later session's restore, from the code cache's directory alone,
 # puts the original back, sends the threads' gs_base back to 0 (instrument
 # works again) and unmaps the rings from the target, which runs on, right.
+# The target's main thread makes a short-lived thread every 50 ms (churn):
+# those made after padroned was killed inherit its gs_base (nobody gives
+# them a row of their own), and must move themselves off it (the ring
+# stub's owner check) rather than write into its ring alongside it.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-killed
-echo 1..6
-start_kernel 2 1000
+echo 1..7
+start_kernel 2 1000 churn
 goes_on() { resumes; }	# its threads may wait for the killed consumer first
 entry=$(entry_of axpy)
 orig=$(code $entry)
@@ -23,6 +27,12 @@ wait "$dpid" 2>/dev/null
 dpid=
 check "padroned killed: the target runs on, right, still instrumented" \
 	eval 'goes_on && goes_on && [ "$(code $entry)" != "$orig" ]'
+churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+shared() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f4; }
+c0=$(churned) i=0
+while [ "$(churned)" -lt $((c0 + 10)) ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+check "10 threads made since, each calling axpy 20 times: right, none left on its maker's gs_base" \
+	eval '[ "$(churned)" -ge $((c0 + 10)) ] && [ "$(shared)" = 0 ] && goes_on'
 run res "$padrone" -p "$pid" restore axpy
 check "a later session's restore: status 0, the original bytes back" \
 	eval 'status res 0 && [ "$(code $entry)" = "$orig" ]'
