@@ -19,43 +19,13 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-kept
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..21
-: >"$tmp/out"
-"$b/tests/targets/instr_kernel" 2 1000 hold "$tmp/go" >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-# the workers' calls go past what they were, within 30 s, and all right
-goes_on() {
-	c=$(calls) i=0
-	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
-}
-rings() { grep -c 'padrone-ring' "/proc/$pid/maps"; }
+start_kernel 2 1000 hold "$tmp/go"
+goes_on() { resumes; }	# its threads may hold or wait for a consumer first
 fds() { ls "/proc/$dpid/fd" | wc -l; }
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+entry=$(entry_of axpy)
 orig=$(code $entry)
 
-# start_padroned [ENV...]: padroned serving the target, until "serving"
-start_padroned() {
-	env "$@" "$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-	dpid=$!
-	i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-}
 # detach: padroned leaves
 detach() {
 	run det "$padrone" -p "$pid" detach
