@@ -14,25 +14,13 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-idle
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..7
-: >"$tmp/out"	# there before wait_for reads it
-"$b/tests/targets/instr_kernel" 2 1000 pair >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
+start_kernel 2 1000 pair
+cleanup() {	# a stopped target is continued first
 	[ -n "$pid" ] && kill -CONT "$pid" 2>/dev/null
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
 	tap_cleanup
 }
 trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
-}
 # the padrone-ring threads of padroned: "COUNT SWITCHES" (context switches
 # so far, all of them)
 rings() {
@@ -55,11 +43,7 @@ stopped() {	# the target in a job-control stop (every thread)
 	[ $i -lt 300 ]
 }
 
-: >"$tmp/d.out"
-"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-dpid=$!
-i=0
-while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+start_padroned
 
 run ins "$padrone" -p "$pid" instrument axpy axmy
 check "instrument axpy axmy: both instrumented, the target computes right" \

@@ -20,13 +20,6 @@ hotloop=$(cd "$b/tests/targets" && pwd)/hotloop
 obj=$b/tests/codecache/repl/nanosleep_raw.o
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-leaving
-chmod 700 "$PADRONE_RUNDIR"
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
 echo 1..10
 
 # start ENDING: the target, sleeping 2 ms after each tick of 20000

@@ -83,11 +83,12 @@ start_kernel() {
 entry_of() {
 	echo $((base + 0x$(nm "$b/tests/targets/instr_kernel" | awk -v f="$1" '$3 == f { print $1 }')))
 }
-# start_padroned: padroned --pid $pid in the background ($dpid, its output
-# in $tmp/d.out), once it says it serves (30 s at most)
+# start_padroned [VAR=VALUE...]: padroned --pid $pid in the background, in
+# that environment ($dpid, its output in $tmp/d.out), once it says it
+# serves (30 s at most)
 start_padroned() {
 	: >"$tmp/d.out"
-	"${padroned:-$b/src/padroned}" --pid "$pid" >"$tmp/d.out" 2>&1 &
+	env "$@" "${padroned:-$b/src/padroned}" --pid "$pid" >"$tmp/d.out" 2>&1 &
 	dpid=$!
 	tap_i=0
 	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $tap_i -lt 300 ]; do
