@@ -197,8 +197,17 @@ bool attach__on_tracer(const struct attach_target *t);
  * out of every restartable range (restart.c). */
 void attach__restart_before_signal(struct attach_target *t, pid_t tid);
 
-/* Tracer-thread side (control.c). */
+/* Tracer-thread side (control.c; seizing in control-seize.c). */
 int attach__seize_all(struct attach_target *t, struct attach_error *e);
+/* Seizes the tasks not yet ours (interrupted too when interrupt_them): how
+ * many, or -errno. */
+int attach__seize_new(struct attach_target *t, bool interrupt_them, struct attach_error *e);
+/* A thread added to the set (the leader first); NULL without memory. */
+struct athread *attach__add_thread(struct attach_target *t, pid_t tid);
+/* A tracee we have not met: a new thread, auto-attached by TRACECLONE. */
+struct athread *attach__new_thread(struct attach_target *t, pid_t tid, pid_t parent);
+/* PTRACE_INTERRUPT th (a thread that is gone is marked dying). */
+void attach__interrupt(struct attach_target *t, struct athread *th);
 int attach__detach_all(struct attach_target *t);
 int attach__pump(struct attach_target *t, int wait_ms);
 int attach__stop_world(struct attach_target *t);

@@ -151,6 +151,18 @@ static void tracer_sigmask(sigset_t *set)
 	sigdelset(set, SIGTRAP);
 }
 
+/* What a target owns on this side, once its tracer thread is gone. */
+static void target_free(struct attach_target *t)
+{
+	if (t->mem_fd >= 0)
+		close(t->mem_fd);
+	free(t->th);
+	free(t->restarts);
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
 static int precheck(pid_t pid, struct attach__proc *p, struct attach_error *e)
 {
 	char buf[ATTACH_MSG_MAX], comm2[64];
@@ -282,13 +294,7 @@ int attach_seize(pid_t pid, const struct attach_opts *opts, struct attach_target
 	return 0;
 
 fail:
-	if (t->mem_fd >= 0)
-		close(t->mem_fd);
-	free(t->th);
-	free(t->restarts);
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
+	target_free(t);
 	return r;
 }
 
@@ -342,12 +348,7 @@ int attach_target__detach(struct attach_target *t)
 	pthread_join(t->thread, NULL);
 	if (t->left_running)
 		wait_released(t);
-	close(t->mem_fd);
-	free(t->th);
-	free(t->restarts);
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
+	target_free(t);
 	return r;
 }
 

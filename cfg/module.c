@@ -241,16 +241,13 @@ static uint64_t eh_frame_end(struct cfg_reader *r, uint64_t hdr, const int32_t *
 static void parse_eh_frame_hdr(struct cfg_reader *r, struct cfg_module *m, uint64_t hdr)
 {
 	uint8_t h[4 + 16];
-	if (rd(r, hdr, h, sizeof(h)) < 0 || h[0] != 1)
+	struct elf_eh_frame_hdr eh;
+	if (rd(r, hdr, h, sizeof(h)) < 0 || elf_eh_frame_hdr__read(h, sizeof(h), hdr, &eh) < 0 ||
+	    !eh.table || eh.count == 0 || eh.count > (1u << 22))
 		return;
-	struct elf_cursor c = { h + 4, h + sizeof(h), hdr + 4, false };
-	uint64_t eh_frame = elf_cursor__ptr(&c, h[1], hdr);
-	uint64_t count = elf_cursor__ptr(&c, h[2], hdr);
-	uint8_t tenc = h[3];
-	if (c.bad || tenc != 0x3b || count == 0 || count > (1u << 22))
-		return;
-	int32_t *t = rd_alloc(r, c.addr, count * 8);
-	uint64_t end = t ? eh_frame_end(r, hdr, t, count) : 0;
+	uint64_t eh_frame = eh.eh_frame;
+	int32_t *t = rd_alloc(r, eh.table, eh.count * 8);
+	uint64_t end = t ? eh_frame_end(r, hdr, t, eh.count) : 0;
 	free(t);
 	if (end <= eh_frame)
 		return;

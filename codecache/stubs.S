@@ -27,6 +27,40 @@
  *  48 samples   address of u64 samples[N] (tsc ticks; 0 = not yet)
  */
 	.intel_syntax noprefix
+
+/* The registers both halves touch, saved and restored alike. */
+	.macro save_scratch
+	push rax
+	push rcx
+	push rdx
+	push rsi
+	push rdi
+	push r8
+	push r11
+	.endm
+
+	.macro restore_scratch
+	pop r11
+	pop r8
+	pop rdi
+	pop rsi
+	pop rdx
+	pop rcx
+	pop rax
+	.endm
+
+/* After save_scratch: rcx = the key (the address of the return slot), rdx =
+ * its hash (the table index before masking), esi = how many entries to
+ * probe. Entry and handler must agree on both. */
+	.macro slot_key
+	lea rcx, [rsp + 56]
+	mov rdx, rcx
+	shr rdx, 4
+	mov rsi, rcx
+	shr rsi, 13
+	xor rdx, rsi
+	mov esi, 16
+	.endm
 	.section .rodata.padrone_stubs, "a"
 	.p2align 6
 
@@ -36,13 +70,7 @@
 	.hidden cc_mstub_fix_data1, cc_mstub_fix_data2, cc_mstub_fix_cont
 
 cc_mstub_begin:
-	push rax
-	push rcx
-	push rdx
-	push rsi
-	push rdi
-	push r8
-	push r11			/* the return slot is at rsp + 56 */
+	save_scratch			/* the return slot is at rsp + 56 */
 	lea r11, [rip + 0]		/* data block: disp32 patched */
 cc_mstub_fix_data1:
 	mov rax, [r11 + 8]
@@ -53,13 +81,7 @@ cc_mstub_fix_data1:
 	cmp rax, [r11]
 	jae .Lpass
 	mov rdi, rax			/* rdi: sample index */
-	lea rcx, [rsp + 56]		/* rcx: key = address of the return slot */
-	mov rdx, rcx
-	shr rdx, 4
-	mov rsi, rcx
-	shr rsi, 13
-	xor rdx, rsi
-	mov esi, 16			/* probes */
+	slot_key			/* rcx: key, rdx: its hash, esi: probes */
 .Lprobe:
 	and rdx, [r11 + 32]
 	mov r8, rdx
@@ -91,13 +113,7 @@ cc_mstub_fix_data1:
 	or rax, rdx
 	mov [r8 + 16], rax		/* t0, last: bookkeeping is not timed */
 .Lpass:
-	pop r11
-	pop r8
-	pop rdi
-	pop rsi
-	pop rdx
-	pop rcx
-	pop rax
+	restore_scratch
 	.byte 0xe9			/* jmp rel32 to the function's continuation */
 	.long 0
 cc_mstub_fix_cont:
@@ -106,26 +122,14 @@ cc_mstub_fix_cont:
 cc_mstub_ret:
 .Lret:
 	lea rsp, [rsp - 8]		/* back onto the return slot, flags intact */
-	push rax
-	push rcx
-	push rdx
-	push rsi
-	push rdi
-	push r8
-	push r11
+	save_scratch
 	rdtsc
 	shl rdx, 32
 	or rax, rdx
 	mov rdi, rax			/* t1 */
 	lea r11, [rip + 0]
 cc_mstub_fix_data2:
-	lea rcx, [rsp + 56]
-	mov rdx, rcx
-	shr rdx, 4
-	mov rsi, rcx
-	shr rsi, 13
-	xor rdx, rsi
-	mov esi, 16
+	slot_key
 .Lfind:
 	and rdx, [r11 + 32]
 	mov r8, rdx
@@ -145,13 +149,7 @@ cc_mstub_fix_data2:
 	mov rax, [r8 + 8]
 	mov [rcx], rax			/* return where the caller expects */
 	mov qword ptr [r8], 1		/* deleted */
-	pop r11
-	pop r8
-	pop rdi
-	pop rsi
-	pop rdx
-	pop rcx
-	pop rax
+	restore_scratch
 	ret
 cc_mstub_end:
 

@@ -27,7 +27,9 @@ uint64_t elf_cursor__u(struct elf_cursor *c, size_t n)
 	return v;
 }
 
-uint64_t elf_cursor__uleb(struct elf_cursor *c)
+/* LEB128, unsigned or sign-extended from its last byte's bit 6; bits past
+ * 64 are dropped. */
+static uint64_t leb128(struct elf_cursor *c, bool is_signed)
 {
 	uint64_t v = 0;
 	unsigned shift = 0;
@@ -38,32 +40,24 @@ uint64_t elf_cursor__uleb(struct elf_cursor *c)
 		if (shift < 64)
 			v |= (uint64_t)(byte & 0x7f) << shift;
 		shift += 7;
-		if (!(byte & 0x80))
-			return v;
-	}
-	c->bad = true;
-	return v;
-}
-
-int64_t elf_cursor__sleb(struct elf_cursor *c)
-{
-	int64_t v = 0;
-	unsigned shift = 0;
-
-	while (c->p < c->end) {
-		uint8_t byte = *c->p;
-		advance(c, 1);
-		if (shift < 64)
-			v |= (int64_t)((uint64_t)(byte & 0x7f) << shift);
-		shift += 7;
 		if (!(byte & 0x80)) {
-			if (shift < 64 && (byte & 0x40))
-				v |= -(int64_t)((uint64_t)1 << shift);
+			if (is_signed && shift < 64 && (byte & 0x40))
+				v |= -((uint64_t)1 << shift);
 			return v;
 		}
 	}
 	c->bad = true;
 	return v;
+}
+
+uint64_t elf_cursor__uleb(struct elf_cursor *c)
+{
+	return leb128(c, false);
+}
+
+int64_t elf_cursor__sleb(struct elf_cursor *c)
+{
+	return (int64_t)leb128(c, true);
 }
 
 uint64_t elf_cursor__ptr(struct elf_cursor *c, uint8_t enc, uint64_t datarel)

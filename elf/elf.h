@@ -127,6 +127,21 @@ struct elf_fde {
 int elf_eh_frame__fdes(const uint8_t *data, size_t len, uint64_t sec_addr, struct elf_fde **out,
 		       size_t *n);
 
+/* What the header of .eh_frame_hdr says. The search table, when there is
+ * one, holds count pairs of int32 (function start, FDE address), each
+ * relative to the header's own address, sorted by start. */
+struct elf_eh_frame_hdr {
+	uint64_t eh_frame;	/* .eh_frame's address */
+	uint64_t table;		/* the search table's address; 0 when none */
+	uint64_t count;		/* its pairs; 0 when none */
+};
+
+/* Reads the header in the len bytes h that stand at address addr (in a
+ * file or a process). -EINVAL when it is not a version 1 header that says
+ * where .eh_frame is; a header without a usable table gives table 0. */
+int elf_eh_frame_hdr__read(const uint8_t *h, size_t len, uint64_t addr,
+			   struct elf_eh_frame_hdr *out);
+
 /* A cursor over little-endian bytes with DWARF's encodings; addr is the
  * address p stands for (pc-relative pointers are relative to it). Reading
  * past end sets bad and yields 0. */

@@ -438,12 +438,11 @@ static int load_eh_frame(struct builder *b, Elf *elf, size_t shstrndx, const GEl
 	if (!found && ehhdr) {
 		size_t len;
 		const uint8_t *h = vaddr_bytes(elf, b->e, ehhdr->p_vaddr, &len);
-		if (h && len >= 8 && h[0] == 1) {
-			struct elf_cursor r = { h + 4, h + len, ehhdr->p_vaddr + 4, false };
-			uint64_t ptr = elf_cursor__ptr(&r, h[1], ehhdr->p_vaddr);
-			const uint8_t *f = r.bad ? NULL : vaddr_bytes(elf, b->e, ptr, &len);
+		struct elf_eh_frame_hdr eh;
+		if (h && elf_eh_frame_hdr__read(h, len, ehhdr->p_vaddr, &eh) == 0) {
+			const uint8_t *f = vaddr_bytes(elf, b->e, eh.eh_frame, &len);
 			if (f)
-				elf_eh_frame__each_fde(f, len, ptr, collect_fde, &c);
+				elf_eh_frame__each_fde(f, len, eh.eh_frame, collect_fde, &c);
 		}
 	}
 	/* an FDE names a function only where no symbol does; it also sizes a

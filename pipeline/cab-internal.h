@@ -104,6 +104,17 @@ struct cab_consumer {
 int cab__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cab__futex_wait(uint32_t *word, uint32_t val, unsigned timeout_ms);
 void cab__futex_wake(uint32_t *word);
+/* The process pid is known to be gone (a side that left without saying). */
+bool cab__pid_gone(int32_t pid);
+/* Chunk k made empty: CLEAR, then the guard of MAGIC words. */
+void cab__init_chunk(struct cab_ring *r, uint32_t k);
+/* st's achieved_rate from its record counts. */
+void cab__rate_of(struct cab_stats *st);
+
+static inline void cab__pause(void)
+{
+	__builtin_ia32_pause();
+}
 void cab__announce(struct cab_ring *r);
 void cab__space_freed(struct cab_ring *r);
 void cab__chunk_freed(struct cab_ring *r, uint32_t k);

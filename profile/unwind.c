@@ -21,10 +21,10 @@
  * So before each step the frame's pc is looked up in the tables (and in the
  * signal return trampoline's code): without information the walk stops
  * there, and says so.
+ *
+ * The tables are unwind-tables.c's.
  */
-#include "profile/internal.h"
-
-#include "attach/attach.h"
+#include "profile/unwind.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -37,70 +37,6 @@
 #include <sys/sysmacros.h>
 #include <sys/user.h>
 #include <unistd.h>
-
-/* libunwind's binary search over an .eh_frame_hdr-style table (exported,
- * not declared in its headers; perf uses it the same way). */
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
-					      unw_dyn_info_t *di, unw_proc_info_t *pi,
-					      int need_unwind_info, void *arg);
-
-/* Tables built here are served at these addresses: not canonical, so no
- * mapping of any process is ever there. Module k's is at SYNTH + k<<32. */
-#define SYNTH_BASE 0x4000000000000000ull
-#define SYNTH_SPAN (1ull << 32)
-
-#define PAGE 4096u
-#define NPAGES 64		/* pages of read-only mappings, one stop */
-#define NCFI 1024		/* pc -> has unwind information */
-#define NSIGRET 256		/* pc -> is the signal return trampoline */
-
-#define DW_EH_PE_datarel_sdata4 0x3b
-
-struct uw_module {
-	uint64_t base;		/* its first mapping, holding the ELF header */
-	uint64_t lo, hi;	/* its executable mappings span this */
-	uint64_t inode;
-	unsigned dev_major, dev_minor;
-	char *path;
-	struct attach_map exec;	/* one executable mapping, to open the file */
-	bool live;		/* in the current maps */
-	bool tried;
-	int info;		/* 0: di usable; -errno: no tables (why says) */
-	char why[160];
-	unw_dyn_info_t di;
-	int32_t *table;		/* built here: start, fde pairs off segbase */
-	size_t table_bytes;
-	uint64_t synth;		/* where it is served */
-	uint64_t new_lo, new_hi;	/* while the maps are read again */
-};
-
-struct uw_page {
-	uint64_t addr;		/* 0: empty */
-	uint8_t data[PAGE];
-};
-
-struct prof_unwinder {
-	struct attach_target *t;
-	pid_t pid;
-	unw_addr_space_t as;
-	struct attach_maps *maps;
-	uint64_t maps_sig;
-	struct uw_module *mods;
-	size_t nmods, cap;
-	uint64_t next_synth;
-	struct {
-		uint64_t pc;
-		int8_t yes;	/* -1: unknown */
-	} cfi[NCFI], sigret[NSIGRET];
-	struct uw_page *pages;	/* NPAGES, direct-mapped */
-};
-
-/* One walk: the accessors' argument. */
-struct walk {
-	struct prof_unwinder *u;
-	struct user_regs_struct regs;
-	uint64_t unreadable;	/* the last address that could not be read */
-};
 
 const char *prof_walk_end_name(enum prof_walk_end e)
 {
@@ -127,7 +63,7 @@ static void forget_pages(struct prof_unwinder *u)
  * the stack for the stack growing down (attach/ checks again). Memory that
  * cannot change while the world is stopped but by padrone's own writes
  * (which come after the walks of a stop) is read by page and kept. */
-static int read_mem(struct prof_unwinder *u, uint64_t addr, void *buf, size_t len)
+int prof__uw_read_mem(struct prof_unwinder *u, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *out = buf;
 
@@ -183,7 +119,7 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		memcpy(val, (const uint8_t *)m->table + off, n < sizeof *val ? n : sizeof *val);
 		return 0;
 	}
-	if (read_mem(w->u, addr, val, sizeof *val) == 0)
+	if (prof__uw_read_mem(w->u, addr, val, sizeof *val) == 0)
 		return 0;
 	w->unreadable = addr;
 	return -UNW_EINVAL;
@@ -251,309 +187,10 @@ static void acc_put_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
 	(void)as, (void)pi, (void)arg;	/* libunwind frees what table searches make */
 }
 
-/* ------------------------------------------------------------ modules */
-
-static void module_drop_tables(struct uw_module *m)
-{
-	free(m->table);
-	m->table = NULL;
-	m->table_bytes = 0;
-	m->tried = false;
-}
-
-static void module_free(struct uw_module *m)
-{
-	module_drop_tables(m);
-	free(m->path);
-}
-
-static bool same_file(const struct uw_module *m, const struct attach_map *mp)
-{
-	return m->inode == mp->inode && m->dev_major == mp->dev_major &&
-	       m->dev_minor == mp->dev_minor && !strcmp(m->path, mp->path);
-}
-
-static int fail(struct uw_module *m, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct uw_module *m, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(m->why, sizeof m->why, fmt, ap);
-	va_end(ap);
-	return m->info = err;
-}
-
-/* A DW_EH_PE_* value of .eh_frame_hdr (only the encodings it uses). */
-static bool hdr_value(const uint8_t *p, uint8_t enc, uint64_t at, uint64_t hdr, uint64_t *v,
-		      size_t *len)
-{
-	uint32_t u32;
-	int32_t s32;
-
-	switch (enc & 0x0f) {
-	case 0x03: memcpy(&u32, p, 4); *v = u32; *len = 4; break;
-	case 0x0b: memcpy(&s32, p, 4); *v = (uint64_t)(int64_t)s32; *len = 4; break;
-	case 0x04: case 0x0c: case 0x00: memcpy(v, p, 8); *len = 8; break;
-	default: return false;
-	}
-	if ((enc & 0x70) == 0x10)
-		*v += at;
-	else if ((enc & 0x70) == 0x30)
-		*v += hdr;
-	else if (enc & 0x70)
-		return false;
-	return true;
-}
-
-/* The module's own search table, in its memory. */
-static int tables_from_hdr(struct prof_unwinder *u, struct uw_module *m, uint64_t hdr)
-{
-	uint8_t h[4 + 8 + 8];
-
-	if (read_mem(u, hdr, h, sizeof h) < 0)
-		return fail(m, -EFAULT, "its .eh_frame_hdr at 0x%" PRIx64 " is unreadable", hdr);
-	uint64_t frame, count;
-	size_t l1, l2;
-	if (h[0] != 1 || !hdr_value(h + 4, h[1], hdr + 4, hdr, &frame, &l1) ||
-	    !hdr_value(h + 4 + l1, h[2], hdr + 4 + l1, hdr, &count, &l2) ||
-	    h[3] != DW_EH_PE_datarel_sdata4)
-		return fail(m, -ENOTSUP, "its .eh_frame_hdr at 0x%" PRIx64 " has no search table "
-			    "libunwind can use", hdr);
-	m->di = (unw_dyn_info_t){ .start_ip = m->lo, .end_ip = m->hi,
-				  .format = UNW_INFO_FORMAT_REMOTE_TABLE };
-	m->di.u.rti.segbase = hdr;
-	m->di.u.rti.table_data = hdr + 4 + l1 + l2;
-	m->di.u.rti.table_len = count * 8 / sizeof(unw_word_t);
-	return m->info = 0;
-}
-
-struct fde_list {
-	int32_t *v;		/* start, fde pairs */
-	size_t n, cap;
-	uint64_t bias, segbase;
-	bool overflow;
-};
-
-static void add_fde(uint64_t start, uint64_t end, uint64_t fde, void *arg)
-{
-	struct fde_list *l = arg;
-	int64_t s = (int64_t)(start + l->bias - l->segbase), f = (int64_t)(fde + l->bias - l->segbase);
-
-	(void)end;
-	if (s < INT32_MIN || s > INT32_MAX || f < INT32_MIN || f > INT32_MAX) {
-		l->overflow = true;
-		return;
-	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 512;
-		int32_t *v = realloc(l->v, cap * 2 * sizeof *v);
-		if (!v) {
-			l->overflow = true;
-			return;
-		}
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[2 * l->n] = (int32_t)s;
-	l->v[2 * l->n + 1] = (int32_t)f;
-	l->n++;
-}
-
-static int pair_cmp(const void *a, const void *b)
-{
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* The .eh_frame section of an ELF file: its link-time address and bytes. */
-static Elf_Data *eh_frame_section(Elf *e, uint64_t *addr)
-{
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-
-	if (elf_getshdrstrndx(e, &shstrndx) < 0)
-		return NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
-		    (name = elf_strptr(e, shstrndx, sh.sh_name)) && !strcmp(name, ".eh_frame")) {
-			*addr = sh.sh_addr;
-			return elf_rawdata(scn, NULL);
-		}
-	}
-	return NULL;
-}
-
-/* No .eh_frame_hdr mapped: a table made from the .eh_frame of the file the
- * module maps (the FDEs are then read from the target as usual). */
-static int tables_from_file(struct prof_unwinder *u, struct uw_module *m, uint64_t bias)
-{
-	int fd = elf__open_mapped(u->pid, &m->exec);
-	struct stat st;
-
-	if (fd < 0)
-		return fail(m, fd, "it maps no .eh_frame_hdr, and its file cannot be opened: %s",
-			    strerror(-fd));
-	if (fstat(fd, &st) < 0 || st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
-	    minor(st.st_dev) != m->dev_minor) {
-		close(fd);
-		return fail(m, -ESTALE, "it maps no .eh_frame_hdr, and the file at its path is no "
-			    "longer the one it maps");
-	}
-	elf_version(EV_CURRENT);
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	uint64_t addr = 0;
-	Elf_Data *d = e ? eh_frame_section(e, &addr) : NULL;
-	struct fde_list l = { .bias = bias, .segbase = addr + bias };
-	uint8_t first[16];
-	int rc = 0;
-	if (!d || !d->d_buf || d->d_size < sizeof first)
-		rc = fail(m, -ENOENT, "it has no .eh_frame_hdr, and its file no .eh_frame");
-	else if (read_mem(u, addr + bias, first, sizeof first) < 0 ||
-		 memcmp(first, d->d_buf, sizeof first) != 0)
-		rc = fail(m, -ESTALE, "its .eh_frame in memory differs from its file's");
-	else if (elf_eh_frame__each_fde(d->d_buf, d->d_size, addr, add_fde, &l) <= 0 || l.overflow)
-		rc = fail(m, -EINVAL, "its file's .eh_frame cannot be indexed");
-	if (e)
-		elf_end(e);
-	close(fd);
-	if (rc < 0) {
-		free(l.v);
-		return rc;
-	}
-	qsort(l.v, l.n, 2 * sizeof *l.v, pair_cmp);
-	m->table = l.v;
-	m->table_bytes = l.n * 2 * sizeof *l.v;
-	m->di = (unw_dyn_info_t){ .start_ip = m->lo, .end_ip = m->hi,
-				  .format = UNW_INFO_FORMAT_REMOTE_TABLE };
-	m->di.u.rti.segbase = l.segbase;
-	m->di.u.rti.table_data = m->synth;
-	m->di.u.rti.table_len = m->table_bytes / sizeof(unw_word_t);
-	return m->info = 0;
-}
-
-/* The module's tables, found the first time they are needed. */
-static int module_tables(struct prof_unwinder *u, struct uw_module *m)
-{
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph[64];
-
-	if (m->tried)
-		return m->info;
-	m->tried = true;
-	if (read_mem(u, m->base, &eh, sizeof eh) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof *ph ||
-	    !eh.e_phnum || eh.e_phnum > 64 ||
-	    read_mem(u, m->base + eh.e_phoff, ph, eh.e_phnum * sizeof *ph) < 0)
-		return fail(m, -ENOEXEC, "no ELF header is mapped at 0x%" PRIx64, m->base);
-	uint64_t lowest = UINT64_MAX, hdr = 0;
-	for (unsigned i = 0; i < eh.e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lowest)
-			lowest = ph[i].p_vaddr;
-		else if (ph[i].p_type == PT_GNU_EH_FRAME)
-			hdr = ph[i].p_vaddr;
-	if (lowest == UINT64_MAX)
-		return fail(m, -ENOEXEC, "its ELF header at 0x%" PRIx64 " has no PT_LOAD", m->base);
-	uint64_t bias = eh.e_type == ET_EXEC ? 0 : m->base - (lowest & ~(uint64_t)(PAGE - 1));
-	return hdr ? tables_from_hdr(u, m, hdr + bias) : tables_from_file(u, m, bias);
-}
-
-static struct uw_module *module_add(struct prof_unwinder *u, const struct attach_map *first)
-{
-	if (u->nmods == u->cap) {
-		size_t cap = u->cap ? u->cap * 2 : 32;
-		struct uw_module *v = realloc(u->mods, cap * sizeof *v);
-		if (!v)
-			return NULL;
-		u->mods = v;
-		u->cap = cap;
-	}
-	struct uw_module *m = &u->mods[u->nmods];
-	*m = (struct uw_module){ .base = first->start, .lo = UINT64_MAX, .inode = first->inode,
-				 .dev_major = first->dev_major, .dev_minor = first->dev_minor,
-				 .path = strdup(first->path), .synth = u->next_synth };
-	if (!m->path)
-		return NULL;
-	u->next_synth += SYNTH_SPAN;
-	u->nmods++;
-	return m;
-}
-
-/* The modules of the current maps (kept with their tables when a module
- * is still mapped where it was). */
-static int modules_update(struct prof_unwinder *u)
-{
-	for (size_t i = 0; i < u->nmods; i++)
-		u->mods[i].live = false;
-	for (size_t i = 0; i < attach_maps__count(u->maps); i++) {
-		const struct attach_map *mp = attach_maps__at(u->maps, i);
-		if (!(mp->prot & ATTACH_MAP_X) || (mp->path[0] != '/' && strcmp(mp->path, "[vdso]")))
-			continue;
-		const struct attach_map *first = attach_maps__first_of(u->maps, mp->path);
-		if (!first || first->offset != 0)
-			continue;
-		struct uw_module *m = NULL;
-		for (size_t k = 0; k < u->nmods && !m; k++)
-			if (u->mods[k].base == first->start && same_file(&u->mods[k], first))
-				m = &u->mods[k];
-		if (!m && !(m = module_add(u, first)))
-			return -ENOMEM;
-		if (!m->live) {
-			m->live = true;
-			m->new_lo = UINT64_MAX;
-			m->new_hi = 0;
-		}
-		if (mp->start < m->new_lo) {
-			m->new_lo = mp->start;
-			m->exec = *mp;
-		}
-		if (mp->end > m->new_hi)
-			m->new_hi = mp->end;
-	}
-	size_t kept = 0;
-	for (size_t i = 0; i < u->nmods; i++)
-		if (u->mods[i].live)
-			u->mods[kept++] = u->mods[i];
-		else
-			module_free(&u->mods[i]);
-	u->nmods = kept;
-	for (size_t i = 0; i < u->nmods; i++) {
-		struct uw_module *m = &u->mods[i];
-		m->exec.path = m->path;
-		if (m->new_lo != m->lo || m->new_hi != m->hi)
-			module_drop_tables(m);	/* its code moved: look again */
-		m->lo = m->new_lo;
-		m->hi = m->new_hi;
-	}
-	return 0;
-}
-
-static struct uw_module *module_at(struct prof_unwinder *u, uint64_t pc)
-{
-	for (size_t i = 0; i < u->nmods; i++)
-		if (pc >= u->mods[i].lo && pc < u->mods[i].hi)
-			return &u->mods[i];
-	return NULL;
-}
-
-static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
-			      int need_unwind_info, void *arg)
-{
-	struct walk *w = arg;
-	struct uw_module *m = module_at(w->u, ip);
-
-	if (!m || module_tables(w->u, m) < 0)
-		return -UNW_ENOINFO;
-	return _Ux86_64_dwarf_search_unwind_table(as, ip, &m->di, pi, need_unwind_info, arg);
-}
-
 /* ---------------------------------------------------------- the walker */
 
 static unw_accessors_t accessors = {
-	.find_proc_info = acc_find_proc_info,
+	.find_proc_info = prof__uw_find_proc_info,
 	.put_unwind_info = acc_put_info,
 	.get_dyn_info_list_addr = acc_dyn_list,
 	.access_mem = acc_mem,
@@ -605,7 +242,7 @@ void prof_unwinder__free(struct prof_unwinder *u)
 	if (!u)
 		return;
 	for (size_t i = 0; i < u->nmods; i++)
-		module_free(&u->mods[i]);
+		prof__uw_module_free(&u->mods[i]);
 	free(u->mods);
 	attach_maps__free(u->maps);
 	unw_destroy_addr_space(u->as);
@@ -649,7 +286,7 @@ int prof_unwinder__sync(struct prof_unwinder *u)
 		return 0;
 	u->maps_sig = sig;
 	forget_code(u);
-	return modules_update(u);
+	return prof__uw_modules_update(u);
 }
 
 /* Is the code at pc the signal return trampoline (glibc's and musl's
@@ -664,7 +301,7 @@ static bool is_sigreturn(struct prof_unwinder *u, uint64_t pc)
 
 	if (u->sigret[h].yes >= 0 && u->sigret[h].pc == pc)
 		return u->sigret[h].yes;
-	bool yes = read_mem(u, pc, code, sizeof code) == 0 && !memcmp(code, restore_rt, sizeof code);
+	bool yes = prof__uw_read_mem(u, pc, code, sizeof code) == 0 && !memcmp(code, restore_rt, sizeof code);
 	u->sigret[h].pc = pc;
 	u->sigret[h].yes = yes;
 	return yes;
@@ -680,7 +317,7 @@ static bool has_info(struct walk *w, uint64_t pc)
 	if (u->cfi[h].yes >= 0 && u->cfi[h].pc == pc)
 		return u->cfi[h].yes;
 	memset(&pi, 0, sizeof pi);
-	bool yes = acc_find_proc_info(u->as, pc, &pi, 0, w) == 0;
+	bool yes = prof__uw_find_proc_info(u->as, pc, &pi, 0, w) == 0;
 	u->cfi[h].pc = pc;
 	u->cfi[h].yes = yes;
 	return yes;
@@ -690,7 +327,7 @@ static bool has_info(struct walk *w, uint64_t pc)
 static void no_info_why(struct prof_unwinder *u, uint64_t pc, char *buf, size_t size)
 {
 	const struct attach_map *mp = attach_maps__find(u->maps, pc);
-	struct uw_module *m = module_at(u, pc);
+	struct uw_module *m = prof__uw_module_at(u, pc);
 
 	if (!mp)
 		snprintf(buf, size, "0x%" PRIx64 " is not mapped", pc);
@@ -792,7 +429,7 @@ size_t prof_unwinder__walk(struct prof_unwinder *u, pid_t tid, struct prof_walk_
 int prof_unwinder__fde_starts(struct prof_unwinder *u, uint64_t addr, uint64_t **starts,
 			      size_t *count)
 {
-	struct uw_module *m = u->maps ? module_at(u, addr) : NULL;
+	struct uw_module *m = u->maps ? prof__uw_module_at(u, addr) : NULL;
 	struct walk w = { .u = u };
 	int rc;
 
@@ -800,7 +437,7 @@ int prof_unwinder__fde_starts(struct prof_unwinder *u, uint64_t addr, uint64_t *
 	*count = 0;
 	if (!m)
 		return -ENOENT;
-	if ((rc = module_tables(u, m)) < 0)
+	if ((rc = prof__uw_module_tables(u, m)) < 0)
 		return rc;
 	size_t n = m->di.u.rti.table_len * sizeof(unw_word_t) / 8;
 	uint64_t *v = malloc((n ? n : 1) * sizeof *v);

@@ -11,7 +11,11 @@
  * the thread events go to any one active copy, which handles them for all.
  * Kept as the session extension "instr", released (uninstrumented)
  * at detach while the process is still attached: detaching puts the
- * threads' gs_base back, which a copy left in place could not survive.
+ * threads' gs_base back, which a copy left in place could not survive. A
+ * copy that could not be taken out (a stop that failed, a thread still in
+ * it) is tried again at the next instrument, uninstrument or detach; at
+ * detach it stays, with the threads' gs_base and its record, for a later
+ * restore.
  */
 #include "src/session.h"
 #include "src/instr-sim.h"
@@ -281,6 +285,12 @@ static int fail_cache(struct padrone_session *s, struct cc_cache *c, int rc)
 	return padrone_session_fail(s, why, rc, "%s", cc_cache__errmsg(c));
 }
 
+/* Takes f's copy out, or (kept earlier: a thread was still in it) tries
+ * again to release its state. A failure changes nothing: f stays as it
+ * was, its consumers and rings too, for a later uninstrument or detach to
+ * try again. Once the entry is back f is inactive; once released, padrone's
+ * side of its rings goes (a padroned that instruments again and again must
+ * not keep a ring per thread per time). */
 static int uninstrument_one(struct padrone_session *s, struct instr_state *st, struct func *f)
 {
 	struct cc_cache *c;
@@ -292,21 +302,40 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 	if (rc < 0)
 		rc = fail_cache(s, c, rc);
 	cc_cache__close(c);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < MAX_FUNCS; i++)
 		if (atomic_load(&st->live[i]) == f->in)
 			atomic_store(&st->live[i], NULL);
+	if (f->active)
+		f->t1_ns = util_now_ns();
 	f->active = false;
-	f->t1_ns = util_now_ns();
 	stop_workers(f);
-	/* A padroned that instruments again and again must not keep a ring
-	 * per thread per time (fds and memory growing for as long as it
-	 * serves). The target's side is unmapped by the uninstrument, or kept
-	 * with a copy a thread is still in: padrone's side is not needed. */
-	if (rc == 0)
+	if (cc_instr__released(f->in))
 		release_rings(f);
-	return rc;
+	return 0;
 }
 
+/* Uninstrumented but kept (a thread was still in the copy): still to be
+ * released. */
+static bool pending(const struct func *f)
+{
+	return !f->active && f->in && !cc_instr__released(f->in);
+}
+
+/* The kept copies' state released, where no thread can run them any more
+ * (tried again at each instrument, uninstrument and detach). */
+static void release_pending(struct padrone_session *s, struct instr_state *st)
+{
+	for (size_t i = 0; i < st->nf; i++)
+		if (pending(&st->f[i]))
+			uninstrument_one(s, st, &st->f[i]);
+}
+
+/* At detach: a copy not taken out, or kept, is left as it is with its
+ * directory record (a later restore takes it out), and the threads keep
+ * their gs_base, which it needs: put back, a thread running it would
+ * write through %gs at address 0. */
 static int release(struct padrone_session *s, void *data)
 {
 	struct instr_state *st = data;
@@ -315,10 +344,13 @@ static int release(struct padrone_session *s, void *data)
 	int first = 0;
 
 	for (size_t i = 0; i < st->nf; i++) {
-		int rc = st->f[i].active && !gone ? uninstrument_one(s, st, &st->f[i]) : 0;
+		struct func *f = &st->f[i];
+		int rc = f->in && !gone && !cc_instr__released(f->in) ? uninstrument_one(s, st, f) : 0;
 		if (rc < 0 && !first)
 			first = rc;
-		free_func(&st->f[i]);
+		if (f->in && !gone && !cc_instr__released(f->in))
+			cc_instr__leave(f->in);
+		free_func(f);
 	}
 	padrone_session_set_instr(s, NULL);
 	sim_stage__free(st->stage);
@@ -598,8 +630,14 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 					    "not attached to a process");
 	if ((rc = padrone_session_find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
 		return rc;
+	release_pending(s, st);	/* a kept copy's gs_base would refuse it */
 	struct cc_instr *share = NULL;	/* the threads' state areas, if any yet */
 	for (size_t i = 0; i < st->nf; i++) {
+		if (pending(&st->f[i]) && st->f[i].entry == fn.addr)
+			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EBUSY, "%s was "
+						    "uninstrumented, but a thread is still in its "
+						    "copy; try again once it has left",
+						    st->f[i].name);
 		if (!st->f[i].active)
 			continue;
 		if (st->f[i].entry == fn.addr)
@@ -685,7 +723,8 @@ int padrone_session__uninstrument(struct padrone_session *s, const char *functio
 					    "not attached to a process");
 	for (size_t i = 0; st && i < st->nf; i++) {
 		struct func *f = &st->f[i];
-		if (!f->active || (function && strcmp(function, f->name) != 0))
+		/* an active one, or one kept earlier, released now if it can be */
+		if (!(f->active || pending(f)) || (function && strcmp(function, f->name) != 0))
 			continue;
 		int rc = uninstrument_one(s, st, f);
 		if (rc < 0 && !first)

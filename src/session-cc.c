@@ -101,6 +101,17 @@ static int open_ctx(struct padrone_session *s, struct cc_ctx *x)
 	return 0;
 }
 
+/* A patch request's start: *out (the caller's, else scratch) cleared, the
+ * session's code cache opened in x. */
+static int open_patch(struct padrone_session *s, struct cc_ctx *x, struct padrone_patch **out,
+		      struct padrone_patch *scratch)
+{
+	if (!*out)
+		*out = scratch;
+	memset(*out, 0, sizeof **out);
+	return open_ctx(s, x);
+}
+
 static void close_ctx(struct cc_ctx *x)
 {
 	if (x->sy)
@@ -402,10 +413,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 
 	if (!UTIL_OPTS_COPY(&o, opts))
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) < 0 ||
 	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
@@ -469,10 +477,7 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 
 	if (!UTIL_OPTS_COPY(&o, opts))
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = {
@@ -488,30 +493,56 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 	return rc;
 }
 
-int padrone_session__replacements(struct padrone_session *s, struct padrone_replacement *out,
-				  size_t max)
+static void fill_replacement(struct padrone_replacement *out, const struct cc_redirect_info *ri)
 {
-	struct cc_redirect_info ri[64];
-	struct cc_ctx x;
-	int rc;
+	*out = (struct padrone_replacement){
+		.function = ri->func, .code = ri->dest, .stop_ns = ri->stop_ns,
+		.measuring = ri->measure, .sites = ri->sites, .owner = ri->owner,
+		.stale = ri->stale,
+	};
+	snprintf(out->name, sizeof out->name, "%s", ri->name);
+	snprintf(out->source, sizeof out->source, "%s", ri->source);
+}
 
+int padrone_session__replacements(struct padrone_session *s,
+				  struct padrone_replacement_list **out)
+{
+	struct padrone_replacement_list *l;
+	struct cc_redirect_info *ri;
+	struct cc_ctx x;
+	int rc, n;
+
+	*out = NULL;
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	int n = cc_cache__redirects(x.c, ri, 64);
-	for (int i = 0; i < n && i < 64 && (size_t)i < max; i++) {
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].function = ri[i].func;
-		out[i].code = ri[i].dest;
-		out[i].stop_ns = ri[i].stop_ns;
-		out[i].measuring = ri[i].measure;
-		out[i].sites = ri[i].sites;
-		out[i].owner = ri[i].owner;
-		out[i].stale = ri[i].stale;
-		snprintf(out[i].name, sizeof out[i].name, "%s", ri[i].name);
-		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
-	}
+	/* The directory as read when x was opened: counted, then copied. */
+	n = cc_cache__redirects(x.c, NULL, 0);
+	ri = calloc(n ? (size_t)n : 1, sizeof *ri);
+	if (ri)
+		n = cc_cache__redirects(x.c, ri, (size_t)n);
 	close_ctx(&x);
-	return n;
+	l = ri ? calloc(1, sizeof *l) : NULL;
+	if (l)
+		l->items = calloc(n ? (size_t)n : 1, sizeof *l->items);
+	if (!l || !l->items) {
+		free(ri);
+		padrone_replacement_list__free(l);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	l->count = (size_t)n;
+	for (size_t i = 0; i < l->count; i++)
+		fill_replacement(&l->items[i], &ri[i]);
+	free(ri);
+	*out = l;
+	return 0;
+}
+
+void padrone_replacement_list__free(struct padrone_replacement_list *l)
+{
+	if (!l)
+		return;
+	free(l->items);
+	free(l);
 }
 
 /* Wait for the calls, in slices, so that padrone_session__interrupt ends
@@ -668,10 +699,7 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 	struct cc_func f;
 	int rc;
 
-	if (!out)
-		out = &dummy;
-	memset(out, 0, sizeof *out);
-	if ((rc = open_ctx(s, &x)) < 0)
+	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
 	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
 		struct cc_patch_opts po = { .sz = sizeof po, .report = out->report,

@@ -3,6 +3,7 @@
 #include "elf/elf.h"
 #include "tests/lib/tu.h"
 
+#include <dwarf.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -289,6 +290,75 @@ START_TEST(eh_frame_parser_decodes_pcrel_fdes)
 END_TEST
 
 
+/* Hand-made .eh_frame_hdr headers: the encodings linkers write (pcrel
+ * sdata4, udata4), an absolute pointer, no table, and what is no header. */
+START_TEST(eh_frame_hdr_header_and_table)
+{
+	const uint64_t at = 0x5000;
+	struct elf_eh_frame_hdr eh;
+	uint8_t h[24] = { 1, DW_EH_PE_pcrel | DW_EH_PE_sdata4, DW_EH_PE_udata4,
+			  DW_EH_PE_datarel | DW_EH_PE_sdata4 };
+	int32_t rel = 0x100;
+	uint32_t count = 7;
+	memcpy(h + 4, &rel, 4);
+	memcpy(h + 8, &count, 4);
+	ck_assert_int_eq(elf_eh_frame_hdr__read(h, 12, at, &eh), 0);
+	ck_assert_uint_eq(eh.eh_frame, at + 4 + 0x100);
+	ck_assert_uint_eq(eh.table, at + 12);
+	ck_assert_uint_eq(eh.count, 7);
+
+	uint64_t abs = 0x123456789;
+	h[1] = DW_EH_PE_udata8;
+	memcpy(h + 4, &abs, 8);
+	memcpy(h + 12, &count, 4);
+	ck_assert_int_eq(elf_eh_frame_hdr__read(h, 16, at, &eh), 0);
+	ck_assert_uint_eq(eh.eh_frame, abs);
+	ck_assert_uint_eq(eh.table, at + 16);
+
+	h[3] = DW_EH_PE_omit;	/* .eh_frame found, nothing to search */
+	ck_assert_int_eq(elf_eh_frame_hdr__read(h, 16, at, &eh), 0);
+	ck_assert_uint_eq(eh.eh_frame, abs);
+	ck_assert_uint_eq(eh.table, 0);
+	ck_assert_uint_eq(eh.count, 0);
+
+	ck_assert_int_eq(elf_eh_frame_hdr__read(h, 8, at, &eh), -EINVAL);	/* cut short */
+	h[0] = 2;
+	ck_assert_int_eq(elf_eh_frame_hdr__read(h, 16, at, &eh), -EINVAL);
+}
+END_TEST
+
+
+/* LEB128 as DWARF's own examples give it, sign extension, more than 64
+ * bits, and a number cut short. */
+START_TEST(cursor_reads_leb128)
+{
+	static const uint8_t u[] = { 0xe5, 0x8e, 0x26 }, s1[] = { 0xc0, 0xbb, 0x78 },
+			     s2[] = { 0x3f, 0x40, 0x80, 0x7f }, cut[] = { 0x80, 0x80 },
+			     big[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+				       0xff, 0x01 };
+	struct elf_cursor c = { u, u + sizeof u, 0, false };
+	ck_assert_uint_eq(elf_cursor__uleb(&c), 624485);
+	ck_assert(!c.bad && c.p == c.end);
+	c = (struct elf_cursor){ s1, s1 + sizeof s1, 0, false };
+	ck_assert_int_eq(elf_cursor__sleb(&c), -123456);
+	c = (struct elf_cursor){ s2, s2 + sizeof s2, 0, false };
+	ck_assert_int_eq(elf_cursor__sleb(&c), 63);
+	ck_assert_int_eq(elf_cursor__sleb(&c), -64);
+	ck_assert_int_eq(elf_cursor__sleb(&c), -128);
+	ck_assert(!c.bad);
+	c = (struct elf_cursor){ big, big + sizeof big, 0, false };
+	ck_assert_uint_eq(elf_cursor__uleb(&c), UINT64_MAX);
+	ck_assert(!c.bad && c.p == c.end);
+	c = (struct elf_cursor){ cut, cut + sizeof cut, 0, false };
+	elf_cursor__uleb(&c);
+	ck_assert(c.bad);
+	c = (struct elf_cursor){ cut, cut + sizeof cut, 0, false };
+	elf_cursor__sleb(&c);
+	ck_assert(c.bad);
+}
+END_TEST
+
+
 /* ------------------------------------------------------------ debug files */
 
 /* A scratch directory removed at exit (the test's fork ends with it). */
@@ -509,6 +579,8 @@ int main(void)
 	tcase_add_test(tc, elf_rejects_what_is_not_x86_64_elf);
 	tcase_add_test(tc, eh_frame_parser_decodes_pcrel_fdes);
 	tcase_add_test(tc, eh_frame_fdes_give_lsda_and_entry_state);
+	tcase_add_test(tc, eh_frame_hdr_header_and_table);
+	tcase_add_test(tc, cursor_reads_leb128);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("debug");
 	tcase_set_timeout(tc, 120);
