@@ -396,6 +396,9 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 	put32(o, slot);
 }
 
+/* How far ahead of the unit being written the commit fetches ring lines. */
+#define PREFETCH_AHEAD 512
+
 /* Reserve the record, copy the slots, write the header last. The
  * reservation reads the pointer and moves it in separate instructions: a
  * handler run in between would place its units where this one goes, so
@@ -422,6 +425,13 @@ static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u
 	put(o, head, sizeof head);
 	put32(o, o->gs + IS_PTR);
 	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
+	/* prefetchw PREFETCH_AHEAD(%rax): the ring's lines were last written
+	 * by the consumer on another CPU (it clears them); fetched for
+	 * writing this far ahead, the sentinel's load below no longer waits
+	 * for the line to come over (a fifth of the copy's samples sat on the
+	 * jrcxz after it). A hint: it never faults, flags untouched. */
+	put(o, (uint8_t[]){ 0x0f, 0x0d, 0x88 }, 3);
+	put32(o, PREFETCH_AHEAD);
 	put(o, test, sizeof test);
 	put32(o, n);
 	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
