@@ -248,6 +248,11 @@ int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_b
 /* gs_base to 0 for good (detach leaves it 0): one that an earlier padrone
  * set and left behind (killed while instrumenting). */
 int attach_target__clear_gs_base(struct attach_target *t, pid_t tid);
+/* Detach leaves every thread's gs_base as it is now (not the one padrone
+ * found): code left in the target that reaches its state through gs (an
+ * instrumented copy padrone could not take out) still finds it. No stop
+ * needed. */
+int attach_target__keep_gs_bases(struct attach_target *t);
 
 /* Execute one system call in the target on thread tid (default: the main
  * thread, tid 0): registers, xsave state and signal mask saved, all signals

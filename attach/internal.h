@@ -175,6 +175,8 @@ struct attach_target {
 	int depth;		/* stop nesting */
 	uint64_t pause_t0;
 	uint64_t syscall_insn;	/* cached address of a `syscall` instruction */
+	uint64_t sc_page;	/* the syscall page in the target (syscall-page.c), or 0 */
+	bool no_sc_page;	/* it could not be made: raw `syscall`s only */
 	size_t xstate_size;
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
@@ -227,6 +229,28 @@ size_t attach__xstate_size(struct attach_target *t, pid_t tid);
 /* A remote system call on a thread of a stopped world (syscall.c). */
 int attach__syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
 		    int64_t *ret);
+/* The registers a remote system call and the syscall page's code clobber,
+ * as the thread must have them afterwards, its signal mask, and where it
+ * goes on: what the page's code restores when padrone dies in the middle
+ * (syscall-page.S, same order). */
+struct attach__scframe {
+	uint64_t rip, rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, mask;
+};
+/* The frame for a thread saved as regs and mask, the way the kernel would
+ * resume it: a system call of its own it was stopped in is made again. */
+void attach__scframe_fill(struct attach__scframe *f, const struct user_regs_struct *regs,
+			  uint64_t mask);
+/* Where a remote system call on tid enters the syscall page (made at the
+ * first call, through a raw `syscall` on tid, or found again after an
+ * earlier session): 0 and *entry, or -errno (then only a raw `syscall` is
+ * left). */
+int attach__scpage_entry(struct attach_target *t, pid_t tid, uint64_t *entry);
+/* Write the frame the page's code restores from. */
+int attach__scpage_set_frame(struct attach_target *t, const struct attach__scframe *f);
+/* A remote system call through a `syscall` instruction of the target's own
+ * code, without the page (syscall.c): for making the page itself. */
+int attach__raw_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
+			int64_t *ret);
 /* Low-level ptrace wrapper: 0 or -errno. */
 long attach__ptrace(int req, pid_t tid, void *addr, void *data);
 

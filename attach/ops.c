@@ -241,6 +241,19 @@ int attach_target__clear_gs_base(struct attach_target *t, pid_t tid)
 	return attach__call(t, clear_gs_fn, &a);
 }
 
+static int keep_gs_fn(struct attach_target *t, void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < t->nth; i++)
+		t->th[i].gs_changed = false;
+	return 0;
+}
+
+int attach_target__keep_gs_bases(struct attach_target *t)
+{
+	return attach__call(t, keep_gs_fn, NULL);
+}
+
 /* ------------------------------------------------------- remote syscall */
 
 struct syscall_arg {

@@ -1,21 +1,27 @@
 /* attach/syscall.c: running one system call inside the target.
  *
  * On a parked thread (world stopped): save its registers, xsave area and
- * signal mask; block every signal; set orig_rax = -1 so the kernel does not
- * restart a system call the thread was interrupted in (over our registers);
- * point rip at a `syscall` instruction of the target's own code (the vDSO
- * first, then libc) and load rax/rdi/rsi/rdx/r10/r8/r9. PTRACE_SYSCALL
- * takes the thread to the call's entry and exit stops (ptrace stops, no
- * signal, so no SIGTRAP disposition is disturbed); rax at the exit stop is
- * the result. Then everything is restored at that exit stop, and the thread
- * is parked again with PTRACE_INTERRUPT queued before it continues, so it
- * stops inside get_signal() before reaching user space: a system call it
- * was originally interrupted in is restarted by the kernel at resume.
- * The target's libc is never called.
+ * signal mask; write into the syscall page (syscall-page.c) the frame that
+ * lets the thread restore itself should padrone die; point rip at the
+ * page's `syscall` and load rax/rdi/rsi/rdx/r10/r8/r9, with orig_rax = -1
+ * so the kernel does not restart a system call the thread was interrupted
+ * in (over our registers); then block every signal. PTRACE_SYSCALL takes
+ * the thread to the call's entry and exit stops (ptrace stops, no signal,
+ * so no SIGTRAP disposition is disturbed); rax at the exit stop is the
+ * result. Then everything is restored at that exit stop, the mask first
+ * and the registers last (a padrone killed in between leaves the thread on
+ * the page's code, which restores them), and the thread is parked again
+ * with PTRACE_INTERRUPT queued before it continues, so it stops inside
+ * get_signal() before reaching user space: a system call it was originally
+ * interrupted in is restarted by the kernel at resume.
+ * The target's libc is never called. Only the mmap that makes the page
+ * runs on a `syscall` instruction of the target's own code (the vDSO
+ * first, then libc), unprotected.
  */
 #include "attach/internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -128,15 +134,34 @@ static int save_thread(struct attach_target *t, pid_t tid, struct saved *s)
 	return 0;
 }
 
-static int restore_thread(struct attach_target *t, pid_t tid, struct saved *s)
+/* For tests only (check_attach_syscall): with PADRONE_TEST_KILL_IN_SYSCALL=N
+ * in its environment, padrone SIGKILLs itself at the N-th of these points
+ * of the system calls it runs through the syscall page, as a kill from
+ * outside landing just there would. */
+static void test_kill_point(uint64_t page_entry, const char *what)
 {
-	long r = attach__ptrace(PTRACE_SETREGS, tid, NULL, &s->regs);
+	static unsigned points;
+	const char *env = getenv("PADRONE_TEST_KILL_IN_SYSCALL");
+
+	(void)what;	/* names the point for the reader */
+	if (page_entry && env && strtoul(env, NULL, 10) == __atomic_add_fetch(&points, 1,
+									       __ATOMIC_RELAXED))
+		kill(getpid(), SIGKILL);
+}
+
+/* The mask first, the registers last: until they are back, the thread is
+ * on the syscall page's code, which would restore them itself. */
+static int restore_thread(struct attach_target *t, pid_t tid, struct saved *s,
+			  uint64_t page_entry)
+{
+	long r = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(s->mask), &s->mask);
 	if (r == 0 && s->xstate) {
 		struct iovec iov = { s->xstate, s->xlen };
 		r = attach__ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &iov);
 	}
+	test_kill_point(page_entry, "mask restored, registers not yet");
 	if (r == 0)
-		r = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(s->mask), &s->mask);
+		r = attach__ptrace(PTRACE_SETREGS, tid, NULL, &s->regs);
 	if (r < 0)
 		return attach__fail(t, (int)r, "cannot restore the state of thread %d of process "
 				    "%d (%s): %s", (int)tid, (int)t->pid, t->comm, strerror((int)-r));
@@ -168,19 +193,26 @@ static int to_syscall_stop(struct attach_target *t, pid_t tid, int timeout_ms)
 			    "the system call", (int)tid, (int)t->pid, t->comm);
 }
 
-/* One attempt. 1 done, 0 to retry (a signal came first and was delivered),
- * -errno on failure. */
+/* One attempt, through the syscall page's entry (0: a raw `syscall` of the
+ * target's code). 1 done, 0 to retry (a signal came first and was
+ * delivered), -errno on failure. */
 static int try_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
-		       int64_t *ret)
+		       int64_t *ret, uint64_t page_entry)
 {
 	struct saved s = { 0 };
-	uint64_t insn = 0;
-	int r = find_syscall_insn(t, &insn);
-	if (r < 0)
+	uint64_t insn = page_entry;
+	int r = 0;
+	if (!insn && (r = find_syscall_insn(t, &insn)) < 0)
 		return r;
 	r = save_thread(t, tid, &s);
 	if (r < 0)
 		goto out;
+	if (page_entry) {
+		struct attach__scframe f;
+		attach__scframe_fill(&f, &s.regs, s.mask);
+		if ((r = attach__scpage_set_frame(t, &f)) < 0)
+			goto out;
+	}
 	uint64_t all = ~0ull;
 	struct user_regs_struct regs = s.regs;
 	regs.rax = (unsigned long long)nr;
@@ -192,16 +224,21 @@ static int try_syscall(struct attach_target *t, pid_t tid, long nr, const uint64
 	regs.r10 = args[3];
 	regs.r8 = args[4];
 	regs.r9 = args[5];
-	long pr = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(all), &all);
+	/* The registers first: once they point at the page, a padrone killed
+	 * leaves the thread on code that puts its mask back too. */
+	long pr = attach__ptrace(PTRACE_SETREGS, tid, NULL, &regs);
 	if (pr == 0)
-		pr = attach__ptrace(PTRACE_SETREGS, tid, NULL, &regs);
+		pr = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(all), &all);
 	if (pr < 0) {
 		r = attach__fail(t, (int)pr, "cannot prepare thread %d for a system call: %s",
 				 (int)tid, strerror((int)-pr));
 		goto restore;
 	}
+	test_kill_point(page_entry, "ready, before the call");
 	t->sc_tid = tid;
 	r = to_syscall_stop(t, tid, t->stop_timeout_ms);	/* entry */
+	if (r > 0)
+		test_kill_point(page_entry, "at the call's entry");
 	if (r == 0)
 		goto restore;	/* SIGSTOP or SIGKILL came first: deliver it, retry */
 	if (r < 0)
@@ -231,10 +268,11 @@ static int try_syscall(struct attach_target *t, pid_t tid, long nr, const uint64
 		goto restore;
 	}
 	*ret = (int64_t)regs.rax;
+	test_kill_point(page_entry, "at the call's exit");
 	r = 1;
 restore:
 	if (attach__thread(t, tid) && attach_target__state(t) == ATTACH_OK) {
-		int rr = restore_thread(t, tid, &s);
+		int rr = restore_thread(t, tid, &s, page_entry);
 		if (rr < 0 && r >= 0)
 			r = rr;
 		rr = attach__repark(t, tid);	/* delivers a signal that came first */
@@ -245,6 +283,27 @@ restore:
 out:
 	free(s.xstate);
 	return r;
+}
+
+static int run_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
+		       int64_t *ret, uint64_t page_entry)
+{
+	for (int attempt = 0; attempt < 4; attempt++) {
+		int r = attach__repark(t, tid);
+		if (r < 0)
+			return r;
+		r = try_syscall(t, tid, nr, args, ret, page_entry);
+		if (r != 0)
+			return r < 0 ? r : 0;
+	}
+	return attach__fail(t, -EAGAIN, "signals kept arriving before system call %ld in process "
+			    "%d (%s)", nr, (int)t->pid, t->comm);
+}
+
+int attach__raw_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
+			int64_t *ret)
+{
+	return run_syscall(t, tid, nr, args, ret, 0);
 }
 
 int attach__syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
@@ -258,14 +317,12 @@ int attach__syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t 
 	if (th->exiting)
 		return attach__fail(t, -ESRCH, "thread %d of process %d (%s) is exiting", (int)tid,
 				    (int)t->pid, t->comm);
-	for (int attempt = 0; attempt < 4; attempt++) {
-		int r = attach__repark(t, tid);
-		if (r < 0)
-			return r;
-		r = try_syscall(t, tid, nr, args, ret);
-		if (r != 0)
-			return r < 0 ? r : 0;
+	uint64_t page_entry = 0;
+	if (attach__scpage_entry(t, tid, &page_entry) < 0) {
+		int gone = attach__check_alive(t);
+		if (gone < 0)
+			return gone;
+		page_entry = 0;	/* no page: a raw `syscall`, as before it existed */
 	}
-	return attach__fail(t, -EAGAIN, "signals kept arriving before system call %ld in process "
-			    "%d (%s)", nr, (int)t->pid, t->comm);
+	return run_syscall(t, tid, nr, args, ret, page_entry);
 }

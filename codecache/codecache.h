@@ -488,16 +488,26 @@ void cc_instr__thread_exit(struct cc_instr *in, pid_t tid);
  * goes to the sink block. */
 int cc_instr__fork_child(struct cc_instr *in, pid_t tid);
 /* Phase restore, through c (any view of the same target's cache: a later
- * command's): the original back (as cc_cache__restore), threads' gs_base
- * back to 0, the producers ended (consumers then drain to the end) and,
- * once no thread can be in the copy, the rings unmapped from the target.
- * A thread kept in the copy past the timeout keeps the copy and the rings
- * mapped (stats->kept_code). in stays valid for reading the rings. */
+ * command's): the original back (as cc_cache__restore), the producers
+ * ended (consumers then drain to the end) and, once no thread can be in
+ * the copy, threads' gs_base back to 0 and the rings unmapped from the
+ * target (cc_instr__released). A failure changes nothing (the entry still
+ * goes to the copy). A thread kept in the copy past the timeout keeps the
+ * copy, its gs_base, the rings and the directory's record
+ * (stats->kept_code): calling this again waits and releases them. in stays
+ * valid for reading the rings. */
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 			   const struct cc_patch_opts *opts);
-/* Closes padrone's mappings of the rings. Uninstrument first: detaching
- * puts every thread's gs_base back, and a copy left in place would then
- * write through %gs at address 0. */
+/* Uninstrumented and released: no thread can run the copy, and nothing of
+ * it is left in the target but free cache blocks. */
+bool cc_instr__released(const struct cc_instr *in);
+/* Before detaching from a process whose copy is not released (an
+ * uninstrument that failed or kept it): every thread keeps its gs_base
+ * past the detach, and the record stays for a later restore. */
+int cc_instr__leave(struct cc_instr *in);
+/* Closes padrone's mappings of the rings. Uninstrument first, or leave:
+ * detaching puts every thread's gs_base back, and a copy left in place
+ * would then write through %gs at address 0. */
 void cc_instr__free(struct cc_instr *in);
 
 #ifdef __cplusplus

@@ -34,7 +34,10 @@
 #define IS_GAP 96		/* records dropped since the last one written */
 #define IS_WAIT_NS 104		/* one futex wait, < 1 s */
 #define IS_TIMEOUT_NS 112	/* no heartbeat this long: consumer gone */
-/* 120..167 and 272..279 unused: the stub keeps its scratch words on its own
+#define IS_OWNER 120		/* the fs base (thread pointer) of the thread the
+				 * row was given to; 0: none (the sink, a spare) */
+#define IS_SINK 128		/* the sink row's address (a gs_base) */
+/* 136..167 and 272..279 unused: the stub keeps its scratch words on its own
  * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */

@@ -18,6 +18,10 @@
  * good. System calls only, no libc of the target. It runs with every
  * signal blocked but while it sleeps (.Lblock_signals says why), its
  * scratch on its own frame.
+ * A thread that is not its row's owner (cloned after padrone died, so it
+ * inherited its parent's gs_base: .Lcheck_owner) first moves itself to the
+ * sink row, off its parent's ring; the fast path is unchanged, so it writes
+ * there at most up to the next chunk's guard.
  */
 #include "codecache/instr-state.h"
 
@@ -29,6 +33,9 @@
 #define SYS_rt_sigprocmask 14
 #define SIG_BLOCK 0
 #define SIG_SETMASK 2
+#define SYS_arch_prctl 158
+#define ARCH_SET_GS 0x1001
+#define ARCH_GET_FS 0x1003
 
 /* The stub's locals, on its own frame (%rbp), never in the thread's block:
  * a signal handler that runs instrumented code can only get here once the
@@ -43,7 +50,8 @@
 #define L_MASK 56		/* the thread's signal mask on entry */
 #define L_ALL 64		/* every signal */
 #define L_SEQ 72		/* the consumer's sequence a wait sleeps on */
-#define L_SIZE 80
+#define L_FS 80			/* the thread's fs base */
+#define L_SIZE 88
 
 	.section .rodata.padrone_instr, "a"
 	.p2align 6
@@ -64,6 +72,7 @@ cc_istub_begin:
 	mov %rsp, %rbp
 	mov %rcx, L_N(%rbp)
 	call .Lblock_signals
+	call .Lcheck_owner
 	cld				/* for rep stos; popfq puts DF back */
 	incq %gs:IS_STUB_CALLS
 	movq $0, L_ENTERED(%rbp)
@@ -230,6 +239,29 @@ cc_istub_begin:
 	mov $8, %r10d
 	syscall
 	ret
+
+/* Is this thread the row's owner (its fs base the one padrone recorded)?
+ * Not when it was cloned while nobody gave it a row of its own (padrone
+ * gone): it inherited its parent's gs_base, and two writers on one ring
+ * spoil each other's units. It then takes the sink row for good, with
+ * arch_prctl (the kernel keeps its gs_base from then on). */
+.Lcheck_owner:
+	cmpq $0, %gs:IS_OWNER
+	je 1f
+	mov $SYS_arch_prctl, %eax
+	mov $ARCH_GET_FS, %edi
+	lea L_FS(%rbp), %rsi
+	syscall
+	test %rax, %rax
+	jnz 1f
+	mov L_FS(%rbp), %rax
+	cmp %gs:IS_OWNER, %rax
+	je 1f
+	mov $SYS_arch_prctl, %eax
+	mov $ARCH_SET_GS, %edi
+	mov %gs:IS_SINK, %rsi
+	syscall
+1:	ret
 
 /* The producer moved on: bump prod_seq, wake a sleeping consumer. */
 .Lannounce:

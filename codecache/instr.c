@@ -109,11 +109,11 @@ struct area {
 	uint64_t addr, size;		/* in the target */
 	size_t nrows;			/* threads' rows; the sink row after them */
 	pid_t *tid;			/* per row: its thread (atomic) */
+	uint64_t *owner;		/* per row: its thread's fs base (IS_OWNER) */
 	bool *free;			/* per row: no live thread has it (tracer
 					 * thread only, once published) */
 	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */
 	bool taken[IS_SECTIONS];	/* installing, installed, or its copy kept */
-	bool kept;			/* a copy kept at its undo: gs_base stays */
 	bool gone;			/* torn down in the target */
 };
 
@@ -141,9 +141,13 @@ struct cc_instr {
 	uint64_t ring_stride;		/* ring i is mapped at rings_at + i * ring_stride */
 	bool sampling;
 	struct cc_instr_opts o;
-	bool installed, removed;
+	bool installed;
+	bool removed;		/* the original's entry back (a copy kept until
+				 * released: a thread may still run it) */
 	bool restartable;	/* its commits' ranges given to attach/ */
 	bool released;		/* its section and rings (release_state) */
+	bool free_area;		/* the release took the area out: freed once the
+				 * record is forgotten */
 	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
 	unsigned kill_points;	/* test_kill_point: reached so far */
 };
@@ -748,14 +752,24 @@ static uint64_t block_of(const struct cc_instr *in, size_t i)
 	return in->area->addr + i * IS_ROW + in->section * IS_SIZE;
 }
 
-/* Thread i's state block (the sink when rg is NULL). */
-static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint8_t *blk)
+/* The sink row's address: the gs_base of threads with no ring. */
+static uint64_t sink_row(const struct area *a)
+{
+	return a->addr + a->nrows * IS_ROW;
+}
+
+/* Thread i's state block (the sink when rg is NULL); owner: the fs base
+ * of the row's thread, 0 if none. */
+static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint64_t owner,
+		      uint8_t *blk)
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
 	put_state(blk, IS_MAGICW, CAB_MAGIC);
 	put_state(blk, IS_AREA, in->area->addr);
 	put_state(blk, IS_AREA_SIZE, in->area->size);
+	put_state(blk, IS_SINK, sink_row(in->area));
+	put_state(blk, IS_OWNER, owner);
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
@@ -951,6 +965,15 @@ static int place_code(struct cc_instr *in)
 	return rc;
 }
 
+/* A stopped thread's fs base (its thread pointer), 0 if unknown: the
+ * owner its row records, which the stub checks (instr-stub.S). */
+static uint64_t fs_base_of(struct attach_target *t, pid_t tid)
+{
+	struct user_regs_struct regs;
+
+	return attach_target__get_regs(t, tid, &regs) == 0 ? regs.fs_base : 0;
+}
+
 /* A new area: a row for each of these threads and the spares, the sink
  * row, the rings' name (world stopped). */
 static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
@@ -960,9 +983,12 @@ static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 	struct area *a = calloc(1, sizeof *a);
 	int rc;
 
-	if (!a || !(a->tid = calloc(n, sizeof *a->tid)) || !(a->free = calloc(n, sizeof *a->free))) {
-		if (a)
+	if (!a || !(a->tid = calloc(n, sizeof *a->tid)) || !(a->free = calloc(n, sizeof *a->free)) ||
+	    !(a->owner = calloc(n, sizeof *a->owner))) {
+		if (a) {
 			free(a->tid);
+			free(a->free);
+		}
 		free(a);
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	}
@@ -973,6 +999,7 @@ static int new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 	for (size_t i = 0; i < n; i++) {
 		a->tid[i] = i < nlive ? tids[i] : 0;
 		a->free[i] = i >= nlive;
+		a->owner[i] = i < nlive ? fs_base_of(in->c->t, tids[i]) : 0;
 	}
 	in->area = a;
 	in->section = 0;
@@ -1027,7 +1054,8 @@ static int place_rings(struct cc_instr *in)
 	if (!blk)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i <= n && rc == 0; i++)
-		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, block_of(in, i), blk)) == 0)
+		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, block_of(in, i),
+				     i < n ? a->owner[i] : 0, blk)) == 0)
 			rc = cc_cache__write(in->c, block_of(in, i), blk, IS_SIZE);
 	free(blk);
 	return rc;
@@ -1308,6 +1336,24 @@ err:
 	return rc;
 }
 
+/* For tests only (tests/codecache/instrument-kept.sh): with
+ * PADRONE_TEST_UNDO_FAIL=K[,K...] in its environment, the K-th of this
+ * process's stops that would take an instrumented copy out (counted from
+ * 1) fails, as a stop timing out on a loaded machine does, before anything
+ * is changed. */
+static int test_undo_fail(struct cc_cache *c)
+{
+	static _Atomic unsigned tries;
+	const char *env = getenv("PADRONE_TEST_UNDO_FAIL");
+	unsigned k = atomic_fetch_add(&tries, 1) + 1;
+
+	for (char *end; env && *env; env = *end ? end + 1 : end)
+		if (strtoul(env, &end, 10) == k)
+			return cc__fail(c, CC_PHASE_RESTORE, -ETIMEDOUT, "process %d did not "
+					"stop (PADRONE_TEST_UNDO_FAIL)", c->pid);
+	return 0;
+}
+
 /* The copy's unlinking, in the stop that puts the original's first bytes
  * back (one pause, not two; on the tracer thread, which runs real-time
  * during a pause where a caller's thread may lose its CPU). Once done, no
@@ -1327,26 +1373,23 @@ static int unlink_copy(struct cc_cache *c, void *arg)
 
 	if (u->done)
 		return 0;
+	if ((rc = test_undo_fail(c)) < 0)
+		return rc;
 	if ((rc = ci_unlink(c, &u->m, u->prefix, u->detour)) == 0)
 		u->done = true;
 	return rc;
 }
 
-/* The original back: the copy unlinked (each thread in it leaves at its
- * next unit, its current one written whole: instr-move.c) and the entry
- * restored in one stop; the copy is freed once no thread is in it and no stack
- * returns into it (the grace period, as for a replacement). */
-/* Is the function's section the area's last? Then the area goes with it
- * (no other function's copy can run: gs_base cleared, then freed). */
-static bool last_of_area(struct cc_instr *in)
+/* Is the function's section the area's last taken? Then the area goes with
+ * it (no other function's copy can run: gs_base cleared, then freed). */
+static bool last_of_area(const struct cc_instr *in)
 {
-	struct area *a = in->area;
+	const struct area *a = in->area;
 
-	a->taken[in->section] = false;
 	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (a->taken[k])
+		if (a->taken[k] && k != in->section)
 			return false;
-	return !a->kept && !a->gone;
+	return !a->gone;
 }
 
 /* On the tracer thread, real-time inside the pause (as patch.c's stops):
@@ -1356,7 +1399,7 @@ static bool last_of_area(struct cc_instr *in)
 struct releasing {
 	struct cc_cache *c;
 	struct cc_instr *in;
-	bool clear, cleared;
+	bool clear;
 	uint64_t pause_ns;
 };
 
@@ -1370,7 +1413,6 @@ static int release_in_stop(struct attach_target *t, void *arg)
 		return rc;
 	if (r->clear)
 		reset_gs(r->c, r->in->area);
-	r->cleared = r->clear;
 	unmap_rings(r->in);
 	if ((rc = attach_target__resume(t)) == 0 && outer) {
 		struct attach_pause_stats ps;
@@ -1380,31 +1422,52 @@ static int release_in_stop(struct attach_target *t, void *arg)
 	return rc;
 }
 
-/* No thread runs the copy any more: its section of the area free (the
- * threads' gs_base back to 0 with the last one) and its rings unmapped
- * from the target. Before the directory forgets the copy, so that a
- * padrone killed on the way leaves a record a later session undoes whole
- * (cc__instr_undo_left), never rings nobody knows. */
-static void release_state(struct cc_cache *c, void *arg)
+/* No thread can run the copy any more (the grace period passed): its
+ * section of the area free (the threads' gs_base back to 0 with the last
+ * one) and its rings unmapped from the target. Before the directory
+ * forgets the copy, so that a padrone killed on the way leaves a record a
+ * later session undoes whole (cc__instr_undo_left), never rings nobody
+ * knows. A stop that fails changes nothing here: the record stays
+ * (keep_busy) and a later uninstrument or restore releases it. */
+static int release_state(struct cc_cache *c, void *arg)
 {
 	struct cc_instr *in = arg;
 
 	if (in->released)
-		return;
-	in->released = true;
-	in->removed = true;	/* no clone event gives a thread a row of it any more */
-	atomic_store(&in->area->member[in->section], NULL);
+		return 0;
 	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
-	if (attach_target__call(c->t, release_in_stop, &r) == 0)
-		in->release_ns = r.pause_ns;
-	unmap_rings(in);	/* (if the stop did not) */
-	if (r.cleared) {
-		cc_cache__free(c, in->area->addr, in->area->size);
-		in->area->gone = true;
-	}
+	int rc = attach_target__call(c->t, release_in_stop, &r);
+	if (rc < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot take the instrumentation of %s "
+				"out of process %d: %s", in->name, c->pid,
+				attach_target__errmsg(c->t));
+	in->release_ns = r.pause_ns;
+	in->released = in->removed = true;	/* no clone event gives a row of it any more */
+	atomic_store(&in->area->member[in->section], NULL);
+	in->area->taken[in->section] = false;
+	in->area->gone = r.clear;
+	in->free_area = r.clear;
 	forget_restart_ranges(in);
+	test_kill_point(in, "released, its record not yet forgotten");
+	return 0;
 }
 
+/* Once the record is forgotten: the area, if the release took it out. */
+static void free_area(struct cc_cache *c, void *arg)
+{
+	struct cc_instr *in = arg;
+
+	if (in->free_area)
+		cc_cache__free(c, in->area->addr, in->area->size);
+	in->free_area = false;
+}
+
+/* The original back: the copy unlinked (each thread in it leaves at its
+ * next unit, its current one written whole: instr-move.c) and the entry
+ * restored in one stop; the copy is freed once no thread is in it and no
+ * stack returns into it (the grace period, as for a replacement), its
+ * state released just before. Past the timeout the copy, its state and its
+ * record stay (kept): undoing the record again waits and releases. */
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 			      const struct cc_patch_opts *o)
 {
@@ -1421,10 +1484,25 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	copy_map(in, &u.m);
 	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
 				      .release = release_state, .release_arg = in,
+				      .forgotten = free_area, .keep_busy = true,
 				      .stopped = unlink_copy, .stopped_arg = &u };
 	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;
+}
+
+/* Restored meanwhile by another view of the cache (a restore from the
+ * record alone, cc__instr_undo_left, which took the gs_base and rings out
+ * too): only padrone's side is left. */
+static bool restored_elsewhere(struct cc_cache *c, struct cc_instr *in)
+{
+	if (cc__redir_find(c, in->fn.addr, CC_REDIR_REPLACE))
+		return false;
+	in->released = in->removed = true;
+	atomic_store(&in->area->member[in->section], NULL);
+	in->area->taken[in->section] = false;
+	forget_restart_ranges(in);
+	return true;
 }
 
 int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
@@ -1437,8 +1515,10 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	in->c = c;	/* the view of this session's command, not the one it was made by */
-	if (!in->installed || in->removed)
+	if (!in->installed || in->released)
 		return cc__fail(c, CC_PHASE_RESTORE, -ENOENT, "%s is not instrumented", in->name);
+	if (restored_elsewhere(c, in))
+		goto ended;
 	/* a thread waiting for a consumer that is not there would keep the
 	 * copy busy past the restore's timeout: it drops from now on */
 	const uint64_t one = 1;
@@ -1448,24 +1528,34 @@ int cc_cache__uninstrument(struct cc_cache *c, struct cc_instr *in,
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	if ((rc = restore_moving_out(c, in, &o)) < 0)
-		return rc;
+		return rc;	/* the entry still goes to the copy: nothing changed */
 	if (in->release_ns) {	/* a brief stop after the restore, as the grace period's */
 		st.looks++;
 		if (in->release_ns > st.look_max_ns)
 			st.look_max_ns = in->release_ns;
 	}
-	in->removed = true;
-	atomic_store(&in->area->member[in->section], NULL);
 	if (user)
 		*user = st;
+	in->removed = true;	/* kept, unless released */
+ended:	/* the entry is back: the producers end (again is harmless) */
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__end_producer(in->rings[i].r);
-	if (st.kept_code) {	/* a thread may still run the copy: its gs and ring stay */
-		in->area->kept = true;
-		return 0;
-	}
-	release_state(c, in);	/* done already unless restore took another path */
 	return 0;
+}
+
+bool cc_instr__released(const struct cc_instr *in)
+{
+	return in->released;
+}
+
+/* Detaching from a process whose copy could not be taken out: the record
+ * stays in the directory for a later restore, and every thread keeps its
+ * gs_base past the detach (the copy reaches its state through it). */
+int cc_instr__leave(struct cc_instr *in)
+{
+	if (!in->installed || in->released)
+		return 0;
+	return attach_target__keep_gs_bases(in->t);
 }
 
 /* ------------------------------------------------- left by another padrone */
@@ -1538,20 +1628,33 @@ struct left {
 	bool last;
 };
 
-static void release_left(struct cc_cache *c, void *arg)
+static int release_left(struct cc_cache *c, void *arg)
+{
+	struct left *l = arg;
+	int rc;
+
+	if (!c->t)
+		return 0;
+	if ((rc = attach_target__stop(c->t)) < 0)
+		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot stop process %d: %s", c->pid,
+				attach_target__errmsg(c->t));
+	forget_left(c, &l->r, l->last);
+	attach_target__resume(c->t);
+	return 0;
+}
+
+/* Once the record is forgotten: the area, if no other record names it. */
+static void free_left_area(struct cc_cache *c, void *arg)
 {
 	struct left *l = arg;
 
-	if (c->t && attach_target__stop(c->t) == 0) {
-		forget_left(c, &l->r, l->last);
-		attach_target__resume(c->t);
-		if (l->last && l->r.area_size)
-			cc_cache__free(c, l->r.area, l->r.area_size);
-	}
+	if (c->t && l->last && l->r.area_size)
+		cc_cache__free(c, l->r.area, l->r.area_size);
 }
 
-/* The gs_base and rings go before the record does (release_left), as in
- * cc_cache__uninstrument. */
+/* The gs_base and rings go before the record does (release_left), the
+ * area after it, as in cc_cache__uninstrument; a copy still busy keeps all
+ * of it, record included, for the next restore. */
 int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 			const struct cc_patch_opts *opts, const struct cc_undo_stub *stub)
 {
@@ -1564,14 +1667,28 @@ int cc__instr_undo_left(struct cc_cache *c, struct cc_dir_redir *r,
 		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	if (stub)
 		back = *stub;
-	back.release = release_left;	/* not when kept: a thread may still run the copy */
+	back.release = release_left;
 	back.release_arg = &l;
+	back.forgotten = free_left_area;
+	back.keep_busy = true;
 	struct cc_patch_stats *user = o.stats;
 	o.stats = &st;
 	int rc = cc__undo(c, r->id, &o, &back);
 	if (user)
 		*user = st;
 	return rc;
+}
+
+/* Row i's owner, in every installed function's block of the row. */
+static void set_owner(struct cc_instr *in, size_t i, uint64_t fs)
+{
+	struct area *a = in->area;
+
+	a->owner[i] = fs;
+	for (unsigned k = 0; k < IS_SECTIONS; k++)
+		if (atomic_load(&a->member[k]))
+			attach_target__write(in->t, a->addr + i * IS_ROW + k * IS_SIZE + IS_OWNER,
+					     &fs, sizeof fs);
 }
 
 /* A row no live thread has, for every function of the area: the new
@@ -1586,6 +1703,7 @@ int cc_instr__thread_new(struct cc_instr *in, pid_t tid)
 	for (size_t i = 0; i < a->nrows; i++) {
 		if (!a->free[i])
 			continue;
+		set_owner(in, i, fs_base_of(in->t, tid));
 		int rc = attach_target__set_gs_base(in->t, tid, a->addr + i * IS_ROW);
 		if (rc < 0)
 			return rc;
@@ -1657,6 +1775,7 @@ void cc_instr__free(struct cc_instr *in)
 		cab_ring__close(in->rings[i].r);
 	free(in->rings);
 	if (in->area && --in->area->refs == 0) {
+		free(in->area->owner);
 		free(in->area->tid);
 		free(in->area->free);
 		free(in->area);

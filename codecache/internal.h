@@ -123,9 +123,21 @@ struct cc_undo_stub {
 	uint64_t copy;
 	/* run once no thread is in the code, before its record goes: what the
 	 * record's owner must take out while a killed padrone would still leave
-	 * a record saying it is there (an instrumentation's gs and rings) */
-	void (*release)(struct cc_cache *c, void *arg);
+	 * a record saying it is there (an instrumentation's gs and rings); a
+	 * failure (the cache's error set) keeps the record, as keep_busy */
+	int (*release)(struct cc_cache *c, void *arg);
 	void *release_arg;
+	/* run once the record is forgotten and saved: what the record named
+	 * and only now may be freed (an instrumentation's state area: freed
+	 * before, a padrone killed in between would have a later restore free
+	 * it again) */
+	void (*forgotten)(struct cc_cache *c, void *arg);
+	/* a thread still in the code past the timeout (or a failed release)
+	 * keeps the record, the original bytes already back, so that a later
+	 * undo of it waits and releases again: code that still needs what the
+	 * release takes out (an instrumented copy: its thread's gs_base and
+	 * ring) must not be forgotten while a thread can run it */
+	bool keep_busy;
 	/* run in the stop that puts the bytes back, before the threads are
 	 * looked at (on each try): what must change with the world stopped
 	 * goes in the same pause (an instrumented copy's unlinking) */

@@ -455,7 +455,9 @@ int cc__job_apply(struct cc_job *j, uint64_t dest, uint64_t copy, const struct c
 
 /* Put the original bytes back (phase restore), then free the code it owned
  * once no thread is in it; a thread that stays past the timeout leaves the
- * code in the cache (reported, stats.kept_code). */
+ * code in the cache (reported, stats.kept_code), and with stub->keep_busy
+ * the record too. Undoing a record whose bytes are back already (kept)
+ * writes nothing: it waits and releases again. */
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub)
 {
@@ -539,18 +541,27 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	snprintf(k.busy_what, sizeof k.busy_what, "the code cache's code for %s", r->name);
 	struct cc_dir_block owned[CC_MAX_OWNED];
 	size_t nowned = 0;
-	if (grace(&j, &k) == 0) {
-		if (stub && stub->release)
-			stub->release(c, stub->release_arg);
-		nowned = r->nowned;
-		memcpy(owned, r->owned, nowned * sizeof *owned);
-	} else {
-		j.stats.kept_code = true;
+	bool released = false;
+	if ((rc = grace(&j, &k)) == 0 && stub && stub->release &&
+	    (rc = stub->release(c, stub->release_arg)) < 0)
+		cc__say(&j.rep, "kept the code cache's code for %s: %s", r->name, cc_cache__errmsg(c));
+	else if (rc < 0)
 		cc__say(&j.rep, "kept the code cache's code for %s: after %d ms %s", r->name,
 		    timeout_of(&j), k.busy_why[0] ? k.busy_why : "a thread was still in it");
+	if (rc < 0) {
+		j.stats.kept_code = true;
+		rc = 0;
+		if (stub && stub->keep_busy)	/* a later undo of it tries again */
+			goto out;
+	} else {
+		released = true;
+		nowned = r->nowned;
+		memcpy(owned, r->owned, nowned * sizeof *owned);
 	}
 	cc__redir_forget(c, id);
 	rc = cc__dir_save(c);
+	if (rc == 0 && released && stub && stub->forgotten)
+		stub->forgotten(c, stub->release_arg);
 	/* freed once no record names them: a padrone killed in between leaks
 	 * them, where freeing first would have a later restore free them again
 	 * (and the cache hand the same bytes out twice) */

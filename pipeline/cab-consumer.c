@@ -319,11 +319,18 @@ static bool data_ready(struct cab_consumer *c)
 	return has_data(c);
 }
 
+/* A sleeping consumer beats at least this often: a producer judges it gone
+ * after timeout_ms without a beat. */
+static unsigned heartbeat_slice_ms(const struct cab_ring *r)
+{
+	return r->timeout_ms / 4 ? r->timeout_ms / 4 : 1;
+}
+
 int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms)
 {
 	struct cab_shared *sh = c->r->sh;
 	/* Sleep in slices so the heartbeat keeps beating. */
-	unsigned slice = c->r->timeout_ms / 4 ? c->r->timeout_ms / 4 : 1;
+	unsigned slice = heartbeat_slice_ms(c->r);
 	uint64_t end = util_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 
 	for (;;) {
@@ -350,11 +357,27 @@ bool cab_consumer__eof(struct cab_consumer *c)
 	return c->eof;
 }
 
+/* An idle consumer's next nap: twice the last, at most a heartbeat slice.
+ * The producer wakes a sleeping consumer whenever it enters a chunk, so a
+ * nap ends early as soon as there is work; the timeout only bounds how
+ * late a missed wake (the producer announces a chunk just before writing
+ * its first word), a dead producer or a stop is noticed. A fixed short
+ * nap woke every idle consumer 100 times a second: a padroned serving a
+ * process with many rings (threads times functions) kept a CPU busy
+ * with nothing to do. */
+static unsigned next_nap_ms(const struct cab_ring *r, unsigned nap_ms)
+{
+	unsigned most = heartbeat_slice_ms(r);
+
+	return nap_ms >= most / 2 ? most : nap_ms * 2;
+}
+
 int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		      const volatile int *stop)
 {
 	struct cab_ring *r = c->r;
 	uint64_t idle_since = 0;
+	unsigned nap_ms = r->wait_ms;
 
 	while (!c->eof && !(stop && *stop)) {
 		int n = cab_consumer__poll(c, fn, arg);
@@ -364,6 +387,7 @@ int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 			return n;
 		if (n > 0) {
 			idle_since = 0;
+			nap_ms = r->wait_ms;
 			continue;
 		}
 		uint64_t now = util_now_ns();
@@ -373,9 +397,15 @@ int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 			cab__pause();
 			continue;
 		}
-		cab_consumer__wait(c, r->wait_ms);
+		cab_consumer__wait(c, nap_ms);
+		nap_ms = next_nap_ms(r, nap_ms);
 	}
 	return 0;
+}
+
+void cab_ring__wake_consumer(struct cab_ring *r)
+{
+	cab__announce(r);
 }
 
 int cab_consumer__stats(const struct cab_consumer *c, struct cab_stats *st)

@@ -325,10 +325,16 @@ int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms);
 /* True once the producer flushed (or died) and everything was delivered. */
 bool cab_consumer__eof(struct cab_consumer *c);
 /* Poll until end of stream, *stop becoming nonzero, or the callback
- * returning nonzero (returned). Spins briefly when idle, then waits. When the
- * producer's process is gone, drains what it wrote and ends. */
+ * returning nonzero (returned). Spins briefly when idle, then sleeps until
+ * the producer enters a chunk, in naps growing from wait_ms to a quarter
+ * of consumer_timeout_ms (heartbeats continue): an idle ring costs a few
+ * wakes a second. When the producer's process is gone, drains what it
+ * wrote and ends. Whoever sets *stop calls cab_ring__wake_consumer, or the
+ * consumer may see it only at the end of its nap. */
 int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		      const volatile int *stop);
+/* Wake the ring's consumer if it sleeps (any thread or process). */
+void cab_ring__wake_consumer(struct cab_ring *r);
 /* Consumer-side counters (delivered, skipped, corrupt) plus the shared ones. */
 int cab_consumer__stats(const struct cab_consumer *c, struct cab_stats *st);
 /* Detach: a waiting producer stops waiting and drops from now on. */

@@ -1,18 +1,24 @@
 /* Instrumentation in a session (issue 10): a function replaced by its
  * instrumented copy (codecache/instr.c), a consumer thread per thread's ring
- * recovering the references (pipeline/rep.h) and simulating the host's
- * caches as Cachegrind counts them (pipeline/pipeline.h), one simulator for
- * the whole process (the threads' references interleave as the consumers
- * take them, as a single cache shared by the threads sees them).
+ * recovering the references (pipeline/rep.h), and a simulator thread
+ * simulating the host's caches as Cachegrind counts them
+ * (pipeline/pipeline.h, src/instr-sim.c), one simulator for the whole
+ * process (the threads' references interleave as the consumers hand them
+ * over, as a single cache shared by the threads sees them).
  *
  * Several functions at once share the threads' state areas (a thread has
  * one gs_base; codecache/instr.c gives each function a section of it), so
  * the thread events go to any one active copy, which handles them for all.
  * Kept as the session extension "instr", released (uninstrumented)
  * at detach while the process is still attached: detaching puts the
- * threads' gs_base back, which a copy left in place could not survive.
+ * threads' gs_base back, which a copy left in place could not survive. A
+ * copy that could not be taken out (a stop that failed, a thread still in
+ * it) is tried again at the next instrument, uninstrument or detach; at
+ * detach it stays, with the threads' gs_base and its record, for a later
+ * restore.
  */
 #include "src/session.h"
+#include "src/instr-sim.h"
 #include "attach/attach.h"
 #include "cfg/cfg.h"
 #include "codecache/codecache.h"
@@ -52,6 +58,7 @@ struct worker {
 	struct cab_ring *ring;		/* padrone's mapping; NULL once released */
 	struct cab_consumer *cons;
 	struct rep_recover *rec;
+	struct sim_feed *feed;		/* cache: its references to the simulator */
 	pthread_t th;
 	bool started;
 	pid_t tid;
@@ -85,50 +92,10 @@ struct func {
 	uint64_t before_ns;		/* instrumented earlier in this attachment */
 };
 
-/* The simulator's lock, taken in turn (tickets). A plain mutex let one
- * consumer take it again and again while another waited for seconds, under
- * load: a consumer waiting that long beats no heartbeat, so its producers
- * judged it gone and dropped (units lost in exhaustive mode), and a report
- * (instrument --for's progress) waited as long. */
-struct turn_lock {
-	pthread_mutex_t m;
-	pthread_cond_t turn;
-	uint64_t next, serving;
-};
-
-static void turn_lock_init(struct turn_lock *l)
-{
-	pthread_mutex_init(&l->m, NULL);
-	pthread_cond_init(&l->turn, NULL);
-	l->next = l->serving = 0;
-}
-
-static void turn_lock_destroy(struct turn_lock *l)
-{
-	pthread_cond_destroy(&l->turn);
-	pthread_mutex_destroy(&l->m);
-}
-
-static void turn_lock(struct turn_lock *l)
-{
-	pthread_mutex_lock(&l->m);
-	for (uint64_t ticket = l->next++; ticket != l->serving;)
-		pthread_cond_wait(&l->turn, &l->m);
-	pthread_mutex_unlock(&l->m);
-}
-
-static void turn_unlock(struct turn_lock *l)
-{
-	pthread_mutex_lock(&l->m);
-	l->serving++;
-	pthread_cond_broadcast(&l->turn);
-	pthread_mutex_unlock(&l->m);
-}
-
 struct instr_state {
-	struct turn_lock lock;		/* the simulator */
 	struct csim_config cfg;
 	struct csim *sim;
+	struct sim_stage *stage;	/* simulates into sim */
 	bool sampling;
 	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
 	struct func f[MAX_FUNCS];
@@ -136,15 +103,6 @@ struct instr_state {
 	/* read by the clone event (tracer thread): the active copies */
 	struct cc_instr *_Atomic live[MAX_FUNCS];
 };
-
-static void sink(void *arg, const struct rep_ref *refs, size_t n)
-{
-	struct instr_state *st = arg;
-
-	turn_lock(&st->lock);
-	csim__refs(st->sim, refs, n);
-	turn_unlock(&st->lock);
-}
 
 /* The refs analysis: references recovered (the recoverer counts them),
  * nothing simulated. */
@@ -235,6 +193,8 @@ static void *consume(void *arg)
 	cab_consumer__run(w->cons, consume_span, w, &w->stop);
 	if (w->rec)
 		rep_recover__flush(w->rec);
+	if (w->feed)
+		sim_feed__flush(w->feed);
 	atomic_store(&w->cpu_ns, thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
 	return NULL;
 }
@@ -250,8 +210,11 @@ static void stop_workers(struct func *f)
 		for (int k = 0; k < 500 && !cab_consumer__eof(w->cons); k++)
 			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 		w->stop = 1;
+		cab_ring__wake_consumer(w->ring);	/* it may be in a long nap */
 		pthread_join(w->th, NULL);
 		w->started = false;
+		if (w->feed)	/* its last references simulated: report counts them */
+			sim_feed__drain(w->feed);
 		struct rep_recover_stats rs = { 0 };
 		struct cab_stats cs;
 		cab_consumer__stats(w->cons, &cs);
@@ -273,6 +236,8 @@ static void release_rings(struct func *f)
 	for (size_t i = 0; i < f->nw; i++) {
 		cab_consumer__close(f->w[i].cons);
 		rep_recover__free(f->w[i].rec);
+		sim_feed__close(f->w[i].feed);
+		f->w[i].feed = NULL;
 		f->w[i].cons = NULL;
 		f->w[i].rec = NULL;
 		f->w[i].ring = NULL;
@@ -320,6 +285,12 @@ static int fail_cache(struct padrone_session *s, struct cc_cache *c, int rc)
 	return padrone_session_fail(s, why, rc, "%s", cc_cache__errmsg(c));
 }
 
+/* Takes f's copy out, or (kept earlier: a thread was still in it) tries
+ * again to release its state. A failure changes nothing: f stays as it
+ * was, its consumers and rings too, for a later uninstrument or detach to
+ * try again. Once the entry is back f is inactive; once released, padrone's
+ * side of its rings goes (a padroned that instruments again and again must
+ * not keep a ring per thread per time). */
 static int uninstrument_one(struct padrone_session *s, struct instr_state *st, struct func *f)
 {
 	struct cc_cache *c;
@@ -331,21 +302,40 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 	if (rc < 0)
 		rc = fail_cache(s, c, rc);
 	cc_cache__close(c);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < MAX_FUNCS; i++)
 		if (atomic_load(&st->live[i]) == f->in)
 			atomic_store(&st->live[i], NULL);
+	if (f->active)
+		f->t1_ns = util_now_ns();
 	f->active = false;
-	f->t1_ns = util_now_ns();
 	stop_workers(f);
-	/* A padroned that instruments again and again must not keep a ring
-	 * per thread per time (fds and memory growing for as long as it
-	 * serves). The target's side is unmapped by the uninstrument, or kept
-	 * with a copy a thread is still in: padrone's side is not needed. */
-	if (rc == 0)
+	if (cc_instr__released(f->in))
 		release_rings(f);
-	return rc;
+	return 0;
 }
 
+/* Uninstrumented but kept (a thread was still in the copy): still to be
+ * released. */
+static bool pending(const struct func *f)
+{
+	return !f->active && f->in && !cc_instr__released(f->in);
+}
+
+/* The kept copies' state released, where no thread can run them any more
+ * (tried again at each instrument, uninstrument and detach). */
+static void release_pending(struct padrone_session *s, struct instr_state *st)
+{
+	for (size_t i = 0; i < st->nf; i++)
+		if (pending(&st->f[i]))
+			uninstrument_one(s, st, &st->f[i]);
+}
+
+/* At detach: a copy not taken out, or kept, is left as it is with its
+ * directory record (a later restore takes it out), and the threads keep
+ * their gs_base, which it needs: put back, a thread running it would
+ * write through %gs at address 0. */
 static int release(struct padrone_session *s, void *data)
 {
 	struct instr_state *st = data;
@@ -354,14 +344,17 @@ static int release(struct padrone_session *s, void *data)
 	int first = 0;
 
 	for (size_t i = 0; i < st->nf; i++) {
-		int rc = st->f[i].active && !gone ? uninstrument_one(s, st, &st->f[i]) : 0;
+		struct func *f = &st->f[i];
+		int rc = f->in && !gone && !cc_instr__released(f->in) ? uninstrument_one(s, st, f) : 0;
 		if (rc < 0 && !first)
 			first = rc;
-		free_func(&st->f[i]);
+		if (f->in && !gone && !cc_instr__released(f->in))
+			cc_instr__leave(f->in);
+		free_func(f);
 	}
 	padrone_session_set_instr(s, NULL);
+	sim_stage__free(st->stage);
 	csim__free(st->sim);
-	turn_lock_destroy(&st->lock);
 	free(st);
 	return first;
 }
@@ -416,18 +409,20 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	}
 	if (!(st = calloc(1, sizeof *st)))
 		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	turn_lock_init(&st->lock);
 	csim_config_host(&st->cfg);	/* a fallback geometry when the host's makes no sense */
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 		csim_geom_cachegrind_tweak(&st->cfg.level[lv]);
-	if ((rc = csim__new(&st->cfg, &st->sim)) < 0) {
+	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
+	    (rc = sim_stage__new(&st->sim, &st->stage)) < 0) {
+		csim__free(st->sim);
 		free(st);
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
 					    "simulator");
 	}
 	/* this fails (and says why) when the process exited or exec'd */
 	if ((rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
+		sim_stage__free(st->stage);
 		csim__free(st->sim);
 		free(st);
 		return rc;
@@ -498,10 +493,19 @@ static int set_geometry(struct padrone_session *s, struct instr_state *st,
 	if ((rc = csim__new(&want, &sim)) < 0)
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
 					    "simulator");
+	sim_stage__lock(st->stage);	/* (no feed yet: nothing simulates) */
 	csim__free(st->sim);
 	st->sim = sim;
+	sim_stage__unlock(st->stage);
 	st->cfg = want;
 	return 0;
+}
+
+/* Named in top -H and /proc/PID/task/TID/comm, apart from padroned's
+ * other threads (a ring's thread changes: the name does not say which). */
+static void name_consumer(const struct worker *w)
+{
+	pthread_setname_np(w->th, "padrone-ring");
 }
 
 static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
@@ -523,14 +527,16 @@ static int start_workers(struct padrone_session *s, struct instr_state *st, stru
 		w->prev_ns = util_now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
-		rep_ref_sink to = simulate ? sink : st->analyses == PADRONE_ANALYZE_REFS ?
+		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
 			discard : NULL;	/* blocks: counted, no address recovered */
-		if ((recover && rep_recover__new(cc_instr__table(f->in), to, st, &w->rec) < 0) ||
+		if ((simulate && sim_stage__open_feed(st->stage, &w->feed) < 0) ||
+		    (recover && rep_recover__new(cc_instr__table(f->in), to, w->feed, &w->rec) < 0) ||
 		    cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
 						    "consumer of thread %d's ring", w->tid);
 		w->started = true;
+		name_consumer(w);
 	}
 	return 0;
 }
@@ -624,8 +630,14 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 					    "not attached to a process");
 	if ((rc = padrone_session_find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
 		return rc;
+	release_pending(s, st);	/* a kept copy's gs_base would refuse it */
 	struct cc_instr *share = NULL;	/* the threads' state areas, if any yet */
 	for (size_t i = 0; i < st->nf; i++) {
+		if (pending(&st->f[i]) && st->f[i].entry == fn.addr)
+			return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EBUSY, "%s was "
+						    "uninstrumented, but a thread is still in its "
+						    "copy; try again once it has left",
+						    st->f[i].name);
 		if (!st->f[i].active)
 			continue;
 		if (st->f[i].entry == fn.addr)
@@ -711,7 +723,8 @@ int padrone_session__uninstrument(struct padrone_session *s, const char *functio
 					    "not attached to a process");
 	for (size_t i = 0; st && i < st->nf; i++) {
 		struct func *f = &st->f[i];
-		if (!f->active || (function && strcmp(function, f->name) != 0))
+		/* an active one, or one kept earlier, released now if it can be */
+		if (!(f->active || pending(f)) || (function && strcmp(function, f->name) != 0))
 			continue;
 		int rc = uninstrument_one(s, st, f);
 		if (rc < 0 && !first)
@@ -822,9 +835,9 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
-	turn_lock(&st->lock);
+	sim_stage__lock(st->stage);
 	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
-	turn_unlock(&st->lock);
+	sim_stage__unlock(st->stage);
 	if (!rows)
 		goto oom;
 	for (size_t i = 0; i < st->nf; i++) {

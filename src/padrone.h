@@ -35,6 +35,24 @@
  * size (.sz = sizeof(struct ...)) so programs built against an older header
  * keep working. Nothing here prints or exits. A session is used by one
  * thread at a time, except padrone_session__interrupt.
+ *
+ * Lists, one way: a call that returns a list allocates it for the caller.
+ * On success *out is a struct padrone_X_list { size_t count; struct
+ * padrone_X *items; ... } the caller owns, strings included, until it
+ * calls padrone_X_list__free (NULL is fine): later calls, detach and
+ * padrone_session__free leave it alone. On failure *out is NULL:
+ *
+ *	struct padrone_thread_list *l;
+ *	if (padrone_session__threads(s, &l) == 0) {
+ *		for (size_t i = 0; i < l->count; i++)
+ *			printf("%d %s\n", l->items[i].tid, l->items[i].function);
+ *		padrone_thread_list__free(l);
+ *	}
+ *
+ * The instrumentation's reports (padrone_ireport, padrone_istats) are
+ * allocated alike, each with its own __free. The one thing the session
+ * keeps for you is the last profile's report (padrone_session__report),
+ * read through accessors.
  */
 #ifndef PADRONE_H
 #define PADRONE_H
@@ -154,12 +172,20 @@ struct padrone_thread {
 				 * is known); "" when pc is 0 */
 };
 
-/* The threads of the attached process, main thread first: fills up to max
- * entries and returns how many threads there are (may exceed max), or
- * -errno. Reads each thread's pc from /proc when it is off a CPU (no
- * stop: a stop makes epoll_wait and the like fail with EINTR); stops the
- * process for a moment only if a thread keeps running. */
-int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max);
+struct padrone_thread_list {
+	size_t count;
+	struct padrone_thread *items;	/* main thread first */
+};
+
+/* The threads of the attached process. Reads each thread's pc from /proc
+ * when it is off a CPU (no stop: a stop makes epoll_wait and the like fail
+ * with EINTR); stops the process for a moment only if a thread keeps
+ * running. 0 and *out (see Lists above), or -errno. */
+int padrone_session__threads(struct padrone_session *s, struct padrone_thread_list **out);
+void padrone_thread_list__free(struct padrone_thread_list *l);
+/* How many threads the attached process has, or -errno (from /proc alone:
+ * no stop, no pc read). */
+int padrone_session__thread_count(struct padrone_session *s);
 
 /* -------------------------------------------------------------- profile */
 
@@ -284,20 +310,26 @@ int padrone_session__save_profile(struct padrone_session *s, enum padrone_format
 /* ------------------------------------------------------------- modules */
 
 /* A file (or [vdso]) mapped executable in the attached process. Strings
- * belong to the session. */
+ * belong to the list. */
 struct padrone_module {
 	uint64_t base;		/* where its lowest mapping starts */
 	const char *path;	/* as in /proc/PID/maps */
 	const char *build_id;	/* hex NT_GNU_BUILD_ID, "" if it has none */
 };
 
-/* The process's executable modules, by address: *modules and *count stay
- * valid until the next call, detach or free. 0 or -errno. */
-int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
-			     size_t *count);
+struct padrone_module_list {
+	size_t count;
+	struct padrone_module *items;	/* by address */
+};
+
+/* The process's executable modules: 0 and *out (see Lists above), or
+ * -errno. */
+int padrone_session__modules(struct padrone_session *s, struct padrone_module_list **out);
+void padrone_module_list__free(struct padrone_module_list *l);
 
 /* ------------------------------------------------------------ backtrace */
 
+/* Strings belong to the list. */
 struct padrone_frame {
 	uint64_t pc;
 	uint64_t offset;	/* pc - start of the function */
@@ -305,20 +337,12 @@ struct padrone_frame {
 	const char *module;	/* its file, or "" */
 };
 
-/* Unwind thread tid (0: the main thread) as far as its unwind information
- * goes. *frames (innermost first) and *count stay valid until the next
- * backtrace, detach or free. Code of the code cache is named for what it
- * is ("replacement of mid", "measuring stub of mid"; module "[code
- * cache]"). 0 or -errno. */
-int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
-			       const struct padrone_frame **frames, size_t *count);
-
-/* Where and why the last backtrace ended. complete: at the outermost
- * frame, as the unwind information marks it. Otherwise the frames above
- * the last one were not walked: reason "no_unwind_info" (its pc is in code
- * without unwind information: JIT code, the code cache, hand-written
- * assembly, a module whose tables cannot be read), "bad_frame" (unwinding
- * it failed) or "too_deep"; why says it in words. Valid as the frames are. */
+/* Where and why a backtrace ended. complete: at the outermost frame, as
+ * the unwind information marks it. Otherwise the frames above the last one
+ * were not walked: reason "no_unwind_info" (its pc is in code without
+ * unwind information: JIT code, the code cache, hand-written assembly, a
+ * module whose tables cannot be read), "bad_frame" (unwinding it failed)
+ * or "too_deep"; why says it in words. */
 struct padrone_backtrace_end {
 	bool complete;
 	const char *reason;
@@ -326,8 +350,20 @@ struct padrone_backtrace_end {
 	uint64_t pc, sp;	/* its pc and stack pointer */
 	const char *why;	/* "" when complete */
 };
-int padrone_session__backtrace_end(const struct padrone_session *s,
-				   struct padrone_backtrace_end *out);
+
+struct padrone_frame_list {
+	size_t count;
+	struct padrone_frame *items;	/* innermost first */
+	struct padrone_backtrace_end end;
+};
+
+/* Unwind thread tid (0: the main thread) as far as its unwind information
+ * goes. Code of the code cache is named for what it is ("replacement of
+ * mid", "measuring stub of mid"; module "[code cache]"). 0 and *out (see
+ * Lists above), or -errno. */
+int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
+			       struct padrone_frame_list **out);
+void padrone_frame_list__free(struct padrone_frame_list *l);
 
 /* ------------------------------------------------------------------ cfg */
 
@@ -361,7 +397,7 @@ const char *padrone_cfg__error(const struct padrone_cfg *c);
 char *padrone_cfg__format(const struct padrone_cfg *c, enum padrone_cfg_format fmt);
 
 /* A hot function of the last profile and its hottest loop (the loop whose
- * own blocks hold the most samples). Strings belong to the report. */
+ * own blocks hold the most samples). Strings belong to the list. */
 struct padrone_hot_loop {
 	const char *function, *module;
 	uint64_t entry;
@@ -373,11 +409,17 @@ struct padrone_hot_loop {
 	uint64_t samples;	/* in the loop, nested loops included */
 };
 
-/* The hottest functions of the last profile (as many as fit in max, hottest
- * first), each with its hottest loop. Returns how many were filled, or
- * -errno (no profile yet, the process gone). */
-int padrone_session__hot_loops(struct padrone_session *s, struct padrone_hot_loop *out,
-			       size_t max);
+struct padrone_hot_loop_list {
+	size_t count;
+	struct padrone_hot_loop *items;	/* hottest function first */
+};
+
+/* The max hottest functions of the last profile (fewer if it has fewer),
+ * each with its hottest loop. 0 and *out (see Lists above), or -errno (no
+ * profile yet, the process gone). */
+int padrone_session__hot_loops(struct padrone_session *s, size_t max,
+			       struct padrone_hot_loop_list **out);
+void padrone_hot_loop_list__free(struct padrone_hot_loop_list *l);
 
 /* ----------------------------------------------------------- code cache */
 
@@ -447,10 +489,16 @@ struct padrone_replacement {
 				 * while measuring): restore takes it out */
 };
 
-/* The replacements in place (made by any session): how many there are; the
- * first max are copied. */
-int padrone_session__replacements(struct padrone_session *s, struct padrone_replacement *out,
-				  size_t max);
+struct padrone_replacement_list {
+	size_t count;
+	struct padrone_replacement *items;
+};
+
+/* The replacements in place (made by any session): 0 and *out (see Lists
+ * above), or -errno. */
+int padrone_session__replacements(struct padrone_session *s,
+				  struct padrone_replacement_list **out);
+void padrone_replacement_list__free(struct padrone_replacement_list *l);
 
 struct padrone_measure_opts {
 	size_t sz;		/* sizeof(struct padrone_measure_opts) */

@@ -484,7 +484,7 @@ static int serve(pid_t pid, const struct options *o)
 	}
 	if (o->idle_timeout)
 		padrone_server_set_idle_timeout(srv, o->idle_timeout);
-	int n = padrone_session__threads(ctl.session, NULL, 0);
+	int n = padrone_session__thread_count(ctl.session);
 	printf("padroned: serving process %d (%d thread%s) on %s\n", (int)pid, n,
 	       n == 1 ? "" : "s", padrone_server_path(srv));
 	if (o->every)

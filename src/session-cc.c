@@ -493,30 +493,56 @@ int padrone_session__restore(struct padrone_session *s, const char *function,
 	return rc;
 }
 
-int padrone_session__replacements(struct padrone_session *s, struct padrone_replacement *out,
-				  size_t max)
+static void fill_replacement(struct padrone_replacement *out, const struct cc_redirect_info *ri)
 {
-	struct cc_redirect_info ri[64];
-	struct cc_ctx x;
-	int rc;
+	*out = (struct padrone_replacement){
+		.function = ri->func, .code = ri->dest, .stop_ns = ri->stop_ns,
+		.measuring = ri->measure, .sites = ri->sites, .owner = ri->owner,
+		.stale = ri->stale,
+	};
+	snprintf(out->name, sizeof out->name, "%s", ri->name);
+	snprintf(out->source, sizeof out->source, "%s", ri->source);
+}
 
+int padrone_session__replacements(struct padrone_session *s,
+				  struct padrone_replacement_list **out)
+{
+	struct padrone_replacement_list *l;
+	struct cc_redirect_info *ri;
+	struct cc_ctx x;
+	int rc, n;
+
+	*out = NULL;
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	int n = cc_cache__redirects(x.c, ri, 64);
-	for (int i = 0; i < n && i < 64 && (size_t)i < max; i++) {
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].function = ri[i].func;
-		out[i].code = ri[i].dest;
-		out[i].stop_ns = ri[i].stop_ns;
-		out[i].measuring = ri[i].measure;
-		out[i].sites = ri[i].sites;
-		out[i].owner = ri[i].owner;
-		out[i].stale = ri[i].stale;
-		snprintf(out[i].name, sizeof out[i].name, "%s", ri[i].name);
-		snprintf(out[i].source, sizeof out[i].source, "%s", ri[i].source);
-	}
+	/* The directory as read when x was opened: counted, then copied. */
+	n = cc_cache__redirects(x.c, NULL, 0);
+	ri = calloc(n ? (size_t)n : 1, sizeof *ri);
+	if (ri)
+		n = cc_cache__redirects(x.c, ri, (size_t)n);
 	close_ctx(&x);
-	return n;
+	l = ri ? calloc(1, sizeof *l) : NULL;
+	if (l)
+		l->items = calloc(n ? (size_t)n : 1, sizeof *l->items);
+	if (!l || !l->items) {
+		free(ri);
+		padrone_replacement_list__free(l);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	l->count = (size_t)n;
+	for (size_t i = 0; i < l->count; i++)
+		fill_replacement(&l->items[i], &ri[i]);
+	free(ri);
+	*out = l;
+	return 0;
+}
+
+void padrone_replacement_list__free(struct padrone_replacement_list *l)
+{
+	if (!l)
+		return;
+	free(l->items);
+	free(l);
 }
 
 /* Wait for the calls, in slices, so that padrone_session__interrupt ends

@@ -211,43 +211,84 @@ char *padrone_cfg__format(const struct padrone_cfg *c, enum padrone_cfg_format f
 
 /* ---------------------------------------------------------- hot loops */
 
-int padrone_session__hot_loops(struct padrone_session *s, struct padrone_hot_loop *out,
-			       size_t max)
+/* Function pf's hottest loop in *h (strings borrowed from the report); no
+ * loop when its code cannot be read. */
+static void find_hot_loop(struct padrone_session *s, struct cfg_reader *r,
+			  const struct padrone_function *pf, struct padrone_hot_loop *h)
+{
+	struct cfg_function *f;
+
+	*h = (struct padrone_hot_loop){ .function = pf->name, .module = pf->module,
+					.entry = pf->start, .function_samples = pf->self };
+	if (pf->end <= pf->start || build(s, r, pf->start, &f) < 0)
+		return;
+	h->entry = cfg_function__entry(f);
+	ssize_t l = cfg_function__hottest_loop(f);
+	if (l >= 0) {
+		const struct cfg_loop *L = cfg_function__loop(f, (size_t)l);
+		h->header = cfg_function__block(f, L->header)->start;
+		h->depth = L->depth;
+		h->irreducible = L->irreducible;
+		h->samples = L->samples;
+		h->blocks = L->block_count;
+	}
+	cfg_function__free(f);
+}
+
+/* The list's own copies of the report's strings (padrone.h's Lists);
+ * false when out of memory (the list's free takes it as it is). */
+static bool own_hot_loop_strings(struct padrone_hot_loop_list *l)
+{
+	bool ok = true;
+
+	for (size_t i = 0; i < l->count; i++) {
+		struct padrone_hot_loop *h = &l->items[i];
+		ok &= (h->function = strdup(h->function)) != NULL;
+		ok &= (h->module = strdup(h->module)) != NULL;
+	}
+	return ok;
+}
+
+int padrone_session__hot_loops(struct padrone_session *s, size_t max,
+			       struct padrone_hot_loop_list **out)
 {
 	const struct padrone_report *rep = padrone_session__report(s);
+	struct padrone_hot_loop_list *l;
+	struct cfg_reader *r;
+	int err;
+
+	*out = NULL;
 	if (!rep)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
 					    "no profile yet: run 'profile' first");
-	struct cfg_reader *r;
-	int err = open_reader(s, &r);
-	if (err < 0)
+	if ((err = open_reader(s, &r)) < 0)
 		return err;
-	size_t n = padrone_report__count(rep);
-	if (n > max)
-		n = max;
-	for (size_t i = 0; i < n; i++) {
-		const struct padrone_function *pf = padrone_report__function(rep, i);
-		struct padrone_hot_loop *h = &out[i];
-		memset(h, 0, sizeof(*h));
-		h->function = pf->name;
-		h->module = pf->module;
-		h->entry = pf->start;
-		h->function_samples = pf->self;
-		struct cfg_function *f;
-		if (pf->end <= pf->start || build(s, r, pf->start, &f) < 0)
-			continue;	/* no code we can read: no loop */
-		h->entry = cfg_function__entry(f);
-		ssize_t l = cfg_function__hottest_loop(f);
-		if (l >= 0) {
-			const struct cfg_loop *L = cfg_function__loop(f, (size_t)l);
-			h->header = cfg_function__block(f, L->header)->start;
-			h->depth = L->depth;
-			h->irreducible = L->irreducible;
-			h->samples = L->samples;
-			h->blocks = L->block_count;
-		}
-		cfg_function__free(f);
+	size_t n = padrone_report__count(rep) < max ? padrone_report__count(rep) : max;
+	l = calloc(1, sizeof *l);
+	if (l)
+		l->items = calloc(n ? n : 1, sizeof *l->items);
+	if (l && l->items) {
+		l->count = n;
+		for (size_t i = 0; i < n; i++)
+			find_hot_loop(s, r, padrone_report__function(rep, i), &l->items[i]);
 	}
 	cfg_reader__free(r);
-	return (int)n;
+	if (!l || !l->items || !own_hot_loop_strings(l)) {
+		padrone_hot_loop_list__free(l);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	*out = l;
+	return 0;
+}
+
+void padrone_hot_loop_list__free(struct padrone_hot_loop_list *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->count; i++) {
+		free((char *)l->items[i].function);
+		free((char *)l->items[i].module);
+	}
+	free(l->items);
+	free(l);
 }

@@ -194,30 +194,74 @@ int session__list_tids(struct padrone_session *s, pid_t **tids)
 	return n;
 }
 
-int padrone_session__threads(struct padrone_session *s, struct padrone_thread *out, size_t max)
+int padrone_session__thread_count(struct padrone_session *s)
 {
+	pid_t *tids;
+	int n;
+
+	if ((n = session__need_target(s)) < 0 || (n = session__list_tids(s, &tids)) < 0)
+		return n;
+	free(tids);
+	session__ok(s);
+	return n;
+}
+
+/* Each listed thread's name, state and CPU times, then its pc and the
+ * function there (the state read again: the one the pc goes with). */
+static int describe_threads(struct padrone_session *s, struct padrone_thread *out, size_t n)
+{
+	pid_t pid = attach_target__pid(s->t);
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		read_task_stat(pid, &out[i]);
+	if (n && (r = read_pcs(s, out, n)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		read_task_stat(pid, &out[i]);
+	if (n)
+		name_thread_pcs(s, out, n);
+	return 0;
+}
+
+int padrone_session__threads(struct padrone_session *s, struct padrone_thread_list **out)
+{
+	struct padrone_thread_list *l;
 	pid_t *tids;
 	int n, r;
 
+	*out = NULL;
 	if ((r = session__need_target(s)) < 0)
 		return r;
 	if ((n = session__list_tids(s, &tids)) < 0)
 		return n;
-	size_t fill = (size_t)n < max ? (size_t)n : max;
-	for (size_t i = 0; i < fill; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		out[i].tid = tids[i];
-		read_task_stat(attach_target__pid(s->t), &out[i]);
+	l = calloc(1, sizeof *l);
+	if (l)
+		l->items = calloc(n ? (size_t)n : 1, sizeof *l->items);
+	if (!l || !l->items) {
+		free(tids);
+		padrone_thread_list__free(l);
+		return session__fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
 	}
+	l->count = (size_t)n;
+	for (size_t i = 0; i < l->count; i++)
+		l->items[i].tid = tids[i];
 	free(tids);
-	if (fill && (r = read_pcs(s, out, fill)) < 0)
+	if ((r = describe_threads(s, l->items, l->count)) < 0) {
+		padrone_thread_list__free(l);
 		return r;
-	for (size_t i = 0; i < fill; i++)	/* the state the pc goes with */
-		read_task_stat(attach_target__pid(s->t), &out[i]);
-	if (fill)
-		name_thread_pcs(s, out, fill);
+	}
+	*out = l;
 	session__ok(s);
-	return n;
+	return 0;
+}
+
+void padrone_thread_list__free(struct padrone_thread_list *l)
+{
+	if (!l)
+		return;
+	free(l->items);
+	free(l);
 }
 
 /* -------------------------------------------------------------- backtrace */
@@ -268,26 +312,13 @@ static int backtrace_failed(struct padrone_session *s, pid_t tid, int err)
 		    "backtrace of thread %d: %s", (int)tid, *msg ? msg : strerror(-err));
 }
 
-int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
-			       const struct padrone_frame **frames, size_t *count)
+/* The walk's frames, named (code-cache frames too), with borrowed
+ * strings. */
+static void fill_frames(struct padrone_session *s, struct padrone_frame *frames, size_t n)
 {
-	int r;
-
-	*frames = NULL;
-	*count = 0;
-	if ((r = session__need_target(s)) < 0 || (r = session__need_symbolizer(s)) < 0)
-		return r;
-	if (!tid)
-		tid = attach_target__pid(s->t);
-	else if ((r = check_thread(s, tid)) < 0)
-		return r;
-	s->bt_done = false;
-	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES, &s->bt_stop);
-	if (r < 0)
-		return backtrace_failed(s, tid, r);
-	for (int i = 0; i < r; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct prof_frame *f = &s->raw[i];
-		s->frames[i] = (struct padrone_frame){
+		frames[i] = (struct padrone_frame){
 			.pc = f->pc,
 			.offset = f->sym.start && f->pc >= f->sym.start ? f->pc - f->sym.start : 0,
 			.name = f->sym.name ? f->sym.name : "",
@@ -295,31 +326,76 @@ int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
 		};
 		s->cc_names[i][0] = '\0';
 	}
-	padrone_cc_name_frames(s, s->raw, s->frames, (size_t)r, s->cc_names);
-	*frames = s->frames;
-	*count = (size_t)r;
-	s->bt_done = true;
+	padrone_cc_name_frames(s, s->raw, frames, n, s->cc_names);
+}
+
+/* The list's own copies of its strings, in place of borrowed ones; false
+ * when out of memory (the list's free takes it as it is). */
+static bool own_frame_strings(struct padrone_frame_list *l)
+{
+	bool ok = session__own_string(&l->end.why);
+
+	for (size_t i = 0; i < l->count; i++) {
+		ok &= session__own_string(&l->items[i].name);
+		ok &= session__own_string(&l->items[i].module);
+	}
+	return ok;
+}
+
+int padrone_session__backtrace(struct padrone_session *s, pid_t tid,
+			       struct padrone_frame_list **out)
+{
+	struct padrone_frame_list *l;
+	struct prof_walk_stop st;
+	int r;
+
+	*out = NULL;
+	if ((r = session__need_target(s)) < 0 || (r = session__need_symbolizer(s)) < 0)
+		return r;
+	if (!tid)
+		tid = attach_target__pid(s->t);
+	else if ((r = check_thread(s, tid)) < 0)
+		return r;
+	r = prof_symbolizer__backtrace(s->sym, s->t, tid, s->raw, MAX_FRAMES, &st);
+	if (r < 0)
+		return backtrace_failed(s, tid, r);
+	l = calloc(1, sizeof *l);
+	if (l)
+		l->items = calloc(r ? (size_t)r : 1, sizeof *l->items);
+	if (!l || !l->items) {
+		free(l);
+		return session__fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	l->count = (size_t)r;
+	fill_frames(s, l->items, l->count);
+	l->end = (struct padrone_backtrace_end){
+		.complete = st.why == PROF_WALK_COMPLETE,
+		.reason = prof_walk_end_name(st.why),	/* a constant */
+		.frame = st.frame,
+		.pc = st.pc,
+		.sp = st.sp,
+		.why = st.msg,
+	};
+	if (!own_frame_strings(l)) {
+		padrone_frame_list__free(l);
+		return session__fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	*out = l;
 	session__ok(s);
 	return 0;
 }
 
-int padrone_session__backtrace_end(const struct padrone_session *s,
-				   struct padrone_backtrace_end *out)
+void padrone_frame_list__free(struct padrone_frame_list *l)
 {
-	const struct prof_walk_stop *st = &s->bt_stop;
-
-	memset(out, 0, sizeof(*out));
-	if (!s->bt_done)
-		return -ENOENT;
-	*out = (struct padrone_backtrace_end){
-		.complete = st->why == PROF_WALK_COMPLETE,
-		.reason = prof_walk_end_name(st->why),
-		.frame = st->frame,
-		.pc = st->pc,
-		.sp = st->sp,
-		.why = st->msg,
-	};
-	return 0;
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->count; i++) {
+		free((char *)l->items[i].name);
+		free((char *)l->items[i].module);
+	}
+	free((char *)l->end.why);
+	free(l->items);
+	free(l);
 }
 
 /* ---------------------------------------------------------------- modules */
@@ -342,36 +418,37 @@ int padrone_session__pause_stats(const struct padrone_session *s, struct padrone
 	return 0;
 }
 
-void session__forget_modules(struct padrone_session *s)
+void padrone_module_list__free(struct padrone_module_list *l)
 {
-	for (size_t i = 0; i < s->nmods; i++) {
-		free((char *)s->mods[i].path);
-		free((char *)s->mods[i].build_id);
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->count; i++) {
+		free((char *)l->items[i].path);
+		free((char *)l->items[i].build_id);
 	}
-	free(s->mods);
-	s->mods = NULL;
-	s->nmods = 0;
+	free(l->items);
+	free(l);
 }
 
-/* Add the module mapped at m (its first executable mapping), once. */
-static int add_module(struct padrone_session *s, const struct attach_maps *maps,
-		      const struct attach_map *m, size_t *cap)
+/* Add the module mapped at m (its first executable mapping) to l, once. */
+static int add_module(struct padrone_session *s, struct padrone_module_list *l,
+		      const struct attach_maps *maps, const struct attach_map *m, size_t *cap)
 {
-	for (size_t i = 0; i < s->nmods; i++)
-		if (strcmp(s->mods[i].path, m->path) == 0)
+	for (size_t i = 0; i < l->count; i++)
+		if (strcmp(l->items[i].path, m->path) == 0)
 			return 0;
-	if (s->nmods == *cap) {
+	if (l->count == *cap) {
 		size_t more = *cap ? *cap * 2 : 32;
-		struct padrone_module *mods = realloc(s->mods, more * sizeof(*mods));
+		struct padrone_module *mods = realloc(l->items, more * sizeof(*mods));
 		if (!mods)
 			return -ENOMEM;
-		s->mods = mods;
+		l->items = mods;
 		*cap = more;
 	}
 	struct prof_sym sym;
 	prof_symbolizer__lookup(s->sym, m->start, &sym);	/* names the module either way */
 	const struct attach_map *first = attach_maps__first_of(maps, m->path);
-	struct padrone_module *mod = &s->mods[s->nmods];
+	struct padrone_module *mod = &l->items[l->count];
 	mod->base = first ? first->start : m->start;
 	mod->path = strdup(m->path);
 	mod->build_id = strdup(sym.build_id ? sym.build_id : "");
@@ -380,40 +457,38 @@ static int add_module(struct padrone_session *s, const struct attach_maps *maps,
 		free((char *)mod->build_id);
 		return -ENOMEM;
 	}
-	s->nmods++;
+	l->count++;
 	return 0;
 }
 
-int padrone_session__modules(struct padrone_session *s, const struct padrone_module **modules,
-			     size_t *count)
+int padrone_session__modules(struct padrone_session *s, struct padrone_module_list **out)
 {
+	struct padrone_module_list *l;
 	struct attach_maps *maps;
 	size_t cap = 0;
 	int r;
 
-	*modules = NULL;
-	*count = 0;
-	session__forget_modules(s);
+	*out = NULL;
 	if ((r = session__need_target(s)) < 0 || (r = session__need_symbolizer(s)) < 0)
 		return r;
 	pid_t pid = attach_target__pid(s->t);
 	if ((r = attach_maps__read(pid, &maps)) < 0)
 		return session__fail(s, PADRONE_SYSTEM, r, "cannot read the maps of process %d: %s", (int)pid,
 			    strerror(-r));
-	for (size_t i = 0; i < attach_maps__count(maps) && r == 0; i++) {
+	if (!(l = calloc(1, sizeof *l)))
+		r = -ENOMEM;
+	for (size_t i = 0; l && i < attach_maps__count(maps) && r == 0; i++) {
 		const struct attach_map *m = attach_maps__at(maps, i);
 		/* files, and the kernel's [vdso]; not anonymous or JIT memory */
 		if ((m->prot & ATTACH_MAP_X) && (m->path[0] == '/' || !strcmp(m->path, "[vdso]")))
-			r = add_module(s, maps, m, &cap);
+			r = add_module(s, l, maps, m, &cap);
 	}
 	attach_maps__free(maps);
 	if (r < 0) {
-		session__forget_modules(s);
+		padrone_module_list__free(l);
 		return session__fail(s, PADRONE_SYSTEM, r, "out of memory");
 	}
-	*modules = s->mods;
-	*count = s->nmods;
+	*out = l;
 	session__ok(s);
 	return 0;
 }
-

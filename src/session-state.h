@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "profile/profile.h"
 #include "src/padrone.h"
@@ -40,13 +42,8 @@ struct padrone_session {
 	atomic_bool leaving;		/* padrone_session_leave: end every profile */
 	padrone_wait_hook_fn wait_hook;	/* padrone_session_set_wait_hook */
 	void *wait_hook_arg;
-	struct padrone_module *mods;	/* of padrone_session__modules */
-	size_t nmods;
-	struct prof_frame raw[MAX_FRAMES];
-	struct padrone_frame frames[MAX_FRAMES];
+	struct prof_frame raw[MAX_FRAMES];	/* a backtrace's walk */
 	char cc_names[MAX_FRAMES][PADRONE_CC_NAME];	/* code-cache frames' names */
-	struct prof_walk_stop bt_stop;	/* how the last backtrace ended */
-	bool bt_done;
 	enum padrone_why why;
 	char errmsg[512];
 	void *_Atomic instr;		/* padrone_session_set_instr */
@@ -68,10 +65,17 @@ int session__need_symbolizer(struct padrone_session *s);
 /* Wakes a profile's wait (async-signal-safe). */
 void session__wake_profile(struct padrone_session *s);
 /* session-process.c: the process's threads (malloc'd in *tids; count or
- * -errno); a /proc stat file's name, state and CPU times; forgetting the
- * modules of padrone_session__modules. */
+ * -errno); a /proc stat file's name, state and CPU times. */
 int session__list_tids(struct padrone_session *s, pid_t **tids);
 int session__read_stat_file(const char *path, struct padrone_thread *th);
-void session__forget_modules(struct padrone_session *s);
+
+/* A list's own copy of *str, which was borrowed (padrone.h's Lists: the
+ * caller owns every string of a list); false when out of memory, *str then
+ * NULL, which the list's __free takes. */
+static inline bool session__own_string(const char **str)
+{
+	*str = strdup(*str);
+	return *str != NULL;
+}
 
 #endif

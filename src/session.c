@@ -202,7 +202,6 @@ int padrone_session__detach(struct padrone_session *s)
 	s->sym = NULL;
 	elf_modules__free(s->names);
 	s->names = NULL;
-	session__forget_modules(s);
 	pid_t pid = attach_target__pid(s->t);
 	r = attach_target__detach(s->t);
 	s->t = NULL;

@@ -22,7 +22,7 @@ static int attach_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *a
 			ctl->remote_path);
 		return PADRONE_EXIT_OK;
 	}
-	int n = padrone_session__threads(ctl->session, NULL, 0);
+	int n = padrone_session__thread_count(ctl->session);
 	fprintf(ctx->out, "attached to process %lu, %d thread%s\n", pid, n, n == 1 ? "" : "s");
 	return PADRONE_EXIT_OK;
 }

@@ -20,9 +20,11 @@ static json_object *hex(uint64_t v)
 
 /* {"frames":[{"pc","name","offset","module"}],"end":{"complete","reason",
  * "frame","pc","sp","why"}} */
-static int print_json(struct padrone_cmd_ctx *ctx, const struct padrone_frame *f, size_t n,
-		      const struct padrone_backtrace_end *end)
+static void print_json(struct padrone_cmd_ctx *ctx, const struct padrone_frame_list *l)
 {
+	const struct padrone_frame *f = l->items;
+	const struct padrone_backtrace_end *end = &l->end;
+	size_t n = l->count;
 	json_object *top = json_object_new_object(), *frames = json_object_new_array();
 	json_object *e = json_object_new_object();
 
@@ -45,26 +47,13 @@ static int print_json(struct padrone_cmd_ctx *ctx, const struct padrone_frame *f
 	json_object_object_add(top, "end", e);
 	fprintf(ctx->out, "%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN));
 	json_object_put(top);
-	return PADRONE_EXIT_OK;
 }
 
-static int bt_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+static void print_text(struct padrone_cmd_ctx *ctx, const struct padrone_frame_list *l)
 {
-	const char *arg = padrone_args_value(args, 0);
-	const struct padrone_frame *f;
-	struct padrone_backtrace_end end;
-	unsigned long tid = 0;
-	size_t n;
-	char why[160];
+	const struct padrone_frame *f = l->items;
 
-	if (arg && padrone_parse_ulong("TID", arg, 1, INT_MAX, &tid, why, sizeof(why)) < 0)
-		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
-	if (padrone_session__backtrace(ctx->ctl->session, (pid_t)tid, &f, &n) < 0 ||
-	    padrone_session__backtrace_end(ctx->ctl->session, &end) < 0)
-		return padrone_cmd_session_error(ctx);
-	if (padrone_args_has(args, 'j'))
-		return print_json(ctx, f, n, &end);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < l->count; i++) {
 		char plain[512];
 		fprintf(ctx->out, "#%-3zu 0x%016llx in %s", i, (unsigned long long)f[i].pc,
 			*f[i].name ? padrone_demangle(f[i].name, plain, sizeof plain) : "??");
@@ -72,8 +61,26 @@ static int bt_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 			fprintf(ctx->out, "+0x%llx", (unsigned long long)f[i].offset);
 		fprintf(ctx->out, *f[i].module ? " (%s)\n" : "\n", f[i].module);
 	}
-	if (!end.complete)
-		fprintf(ctx->out, "the walk stopped at #%zu: %s\n", end.frame, end.why);
+	if (!l->end.complete)
+		fprintf(ctx->out, "the walk stopped at #%zu: %s\n", l->end.frame, l->end.why);
+}
+
+static int bt_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	const char *arg = padrone_args_value(args, 0);
+	struct padrone_frame_list *l;
+	unsigned long tid = 0;
+	char why[160];
+
+	if (arg && padrone_parse_ulong("TID", arg, 1, INT_MAX, &tid, why, sizeof(why)) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (padrone_session__backtrace(ctx->ctl->session, (pid_t)tid, &l) < 0)
+		return padrone_cmd_session_error(ctx);
+	if (padrone_args_has(args, 'j'))
+		print_json(ctx, l);
+	else
+		print_text(ctx, l);
+	padrone_frame_list__free(l);
 	return PADRONE_EXIT_OK;
 }
 

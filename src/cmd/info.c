@@ -10,49 +10,38 @@
 static int info_threads(struct padrone_cmd_ctx *ctx)
 {
 	struct padrone_session *s = ctx->ctl->session;
-	struct padrone_thread *t = NULL;
-	int n, cap = 0;
+	struct padrone_thread_list *l;
 
-	/* Threads come and go: ask again until the buffer held them all. */
-	for (;;) {
-		n = padrone_session__threads(s, t, (size_t)cap);
-		if (n < 0 || n <= cap)
-			break;
-		cap = n + 16;
-		free(t);
-		t = calloc((size_t)cap, sizeof(*t));
-		if (!t)
-			return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
-	}
-	if (n < 0) {
-		free(t);
+	if (padrone_session__threads(s, &l) < 0)
 		return padrone_cmd_session_error(ctx);
-	}
 	fprintf(ctx->out, "%-8s %-16s %-5s %9s %9s  %-18s  %s\n", "TID", "NAME", "STATE",
 		"USER ms", "SYS ms", "PC", "FUNCTION");
-	for (int i = 0; i < n; i++) {
+	for (size_t i = 0; i < l->count; i++) {
+		const struct padrone_thread *t = &l->items[i];
 		char plain[512];
-		fprintf(ctx->out, "%-8d %-16s %-5c %9llu %9llu  0x%016llx  %s\n", (int)t[i].tid,
-			t[i].name, t[i].state ? t[i].state : '?',
-			(unsigned long long)t[i].user_ms, (unsigned long long)t[i].system_ms,
-			(unsigned long long)t[i].pc,
-			t[i].function[0] ? padrone_demangle(t[i].function, plain, sizeof plain) : "??");
+		fprintf(ctx->out, "%-8d %-16s %-5c %9llu %9llu  0x%016llx  %s\n", (int)t->tid,
+			t->name, t->state ? t->state : '?',
+			(unsigned long long)t->user_ms, (unsigned long long)t->system_ms,
+			(unsigned long long)t->pc,
+			t->function[0] ? padrone_demangle(t->function, plain, sizeof plain) : "??");
 	}
-	free(t);
+	padrone_thread_list__free(l);
 	return PADRONE_EXIT_OK;
 }
 
 static int info_modules(struct padrone_cmd_ctx *ctx)
 {
-	const struct padrone_module *m;
-	size_t n;
+	struct padrone_module_list *l;
 
-	if (padrone_session__modules(ctx->ctl->session, &m, &n) < 0)
+	if (padrone_session__modules(ctx->ctl->session, &l) < 0)
 		return padrone_cmd_session_error(ctx);
 	fprintf(ctx->out, "%-18s  %-40s  %s\n", "BASE", "BUILD-ID", "MODULE");
-	for (size_t i = 0; i < n; i++)
-		fprintf(ctx->out, "0x%016llx  %-40s  %s\n", (unsigned long long)m[i].base,
-			*m[i].build_id ? m[i].build_id : "-", m[i].path);
+	for (size_t i = 0; i < l->count; i++) {
+		const struct padrone_module *m = &l->items[i];
+		fprintf(ctx->out, "0x%016llx  %-40s  %s\n", (unsigned long long)m->base,
+			*m->build_id ? m->build_id : "-", m->path);
+	}
+	padrone_module_list__free(l);
 	return PADRONE_EXIT_OK;
 }
 
@@ -105,40 +94,28 @@ static void info_instrumented(struct padrone_cmd_ctx *ctx)
 static int info_replacements(struct padrone_cmd_ctx *ctx)
 {
 	struct padrone_session *s = ctx->ctl->session;
-	struct padrone_replacement *r = NULL;
-	int n, cap = 0;
+	struct padrone_replacement_list *l;
 
-	for (;;) {
-		n = padrone_session__replacements(s, r, (size_t)cap);
-		if (n < 0 || n <= cap)
-			break;
-		cap = n;
-		free(r);
-		r = calloc((size_t)cap, sizeof(*r));
-		if (!r)
-			return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
-	}
-	if (n < 0) {
-		free(r);
+	if (padrone_session__replacements(s, &l) < 0)
 		return padrone_cmd_session_error(ctx);
-	}
-	if (n == 0)
+	if (l->count == 0)
 		fprintf(ctx->out, "no function is replaced or measured\n");
 	else
 		fprintf(ctx->out, "%-24s %-9s %-18s  %5s %10s  %s\n", "FUNCTION", "KIND", "ENTRY",
 			"SITES", "STOP us", "SOURCE");
-	for (int i = 0; i < n; i++) {
+	for (size_t i = 0; i < l->count; i++) {
+		const struct padrone_replacement *r = &l->items[i];
 		char source[256];
-		if (r[i].measuring)
-			snprintf(source, sizeof(source), "%s (padrone process %d%s)", r[i].source,
-				 (int)r[i].owner, r[i].stale ? ", gone: restore takes it out" : "");
+		if (r->measuring)
+			snprintf(source, sizeof(source), "%s (padrone process %d%s)", r->source,
+				 (int)r->owner, r->stale ? ", gone: restore takes it out" : "");
 		else
-			snprintf(source, sizeof(source), "%s", r[i].source);
-		fprintf(ctx->out, "%-24s %-9s 0x%016llx  %5u %10.1f  %s\n", r[i].name,
-			r[i].measuring ? "measuring" : "replaced", (unsigned long long)r[i].function,
-			r[i].sites, (double)r[i].stop_ns / 1000.0, source);
+			snprintf(source, sizeof(source), "%s", r->source);
+		fprintf(ctx->out, "%-24s %-9s 0x%016llx  %5u %10.1f  %s\n", r->name,
+			r->measuring ? "measuring" : "replaced", (unsigned long long)r->function,
+			r->sites, (double)r->stop_ns / 1000.0, source);
 	}
-	free(r);
+	padrone_replacement_list__free(l);
 	info_instrumented(ctx);
 	return PADRONE_EXIT_OK;
 }

@@ -18,18 +18,14 @@ static void json_string(FILE *out, const char *s)
 
 int padrone_cmd_print_hot_loops(struct padrone_cmd_ctx *ctx, bool json, size_t max)
 {
-	struct padrone_hot_loop *v = calloc(max ? max : 1, sizeof(*v));
-	if (!v)
-		return padrone_cmd_error(ctx, PADRONE_EXIT_FAILURE, "out of memory");
-	int n = padrone_session__hot_loops(ctx->ctl->session, v, max);
-	if (n < 0) {
-		free(v);
+	struct padrone_hot_loop_list *l;
+
+	if (padrone_session__hot_loops(ctx->ctl->session, max, &l) < 0)
 		return padrone_cmd_session_error(ctx);
-	}
 	if (json)
 		fputc('[', ctx->out);
-	for (int i = 0; i < n; i++) {
-		const struct padrone_hot_loop *h = &v[i];
+	for (size_t i = 0; i < l->count; i++) {
+		const struct padrone_hot_loop *h = &l->items[i];
 		if (json) {
 			fprintf(ctx->out, "%s{\"function\":", i ? "," : "");
 			json_string(ctx->out, h->function);
@@ -59,7 +55,7 @@ int padrone_cmd_print_hot_loops(struct padrone_cmd_ctx *ctx, bool json, size_t m
 	}
 	if (json)
 		fputs("]\n", ctx->out);
-	free(v);
+	padrone_hot_loop_list__free(l);
 	return PADRONE_EXIT_OK;
 }
 

@@ -11,37 +11,14 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-most
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..7
-: >"$tmp/out"	# there before wait_for reads it
-"$b/tests/targets/instr_kernel" 2 1000 pair >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
-}
-rings() { grep -c 'memfd:padrone-ring' "/proc/$pid/maps"; }
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry_of() { echo $((base + 0x$(nm "$b/tests/targets/instr_kernel" | awk -v f="$1" '$3 == f { print $1 }'))); }
+start_kernel 2 1000 pair
 eight="axpy axmy axpy_checked axmy_checked.part.0 spin dispatch short_lived one_child"
 originals() { for f in $eight work; do code "$(entry_of "$f")"; done; }
 orig=$(originals)
 work_orig=$(code "$(entry_of work)")
 
-: >"$tmp/d.out"
-"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-dpid=$!
-i=0
-while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+start_padroned
 
 # the last by the name reports give code without a symbol (sub_ADDR)
 ok8=0

@@ -16,25 +16,9 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-multi
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..20
-: >"$tmp/out"	# there before wait_for reads it
-"$b/tests/targets/instr_kernel" 2 1000 pair >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+start_kernel 2 1000 pair
 churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
-}
 # threads were cloned (and ran both copies to the end, right) meanwhile
 clones_run() {
 	k=$(churned)
@@ -43,14 +27,7 @@ clones_run() {
 # the workers' calls go on within 30 s (threads of an exhaustive copy whose
 # padroned was killed wait out the consumer's timeout first, then drop; the
 # threads cloned then, with nobody to give them rows, are slow to finish)
-late() {
-	c=$(calls) i=0
-	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
-}
-rings() { grep -c 'memfd:padrone-ring' "/proc/$pid/maps"; }
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry_of() { echo $((base + 0x$(nm "$b/tests/targets/instr_kernel" | awk -v f="$1" '$3 == f { print $1 }'))); }
+late() { resumes; }
 axpy=$(entry_of axpy)
 axmy=$(entry_of axmy)
 orig_axpy=$(code $axpy)
@@ -58,11 +35,7 @@ orig_axmy=$(code $axmy)
 patched() { [ "$(code $axpy)" != "$orig_axpy" ] && [ "$(code $axmy)" != "$orig_axmy" ]; }
 restored() { [ "$(code $axpy)" = "$orig_axpy" ] && [ "$(code $axmy)" = "$orig_axmy" ]; }
 
-: >"$tmp/d.out"
-"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-dpid=$!
-i=0
-while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+start_padroned
 
 tasks() { ls /proc/"$pid"/task | wc -l; }
 t_ins=$(tasks)
@@ -154,14 +127,7 @@ check "detached (padroned leaves), the target runs on, right" \
 # a padroned killed with both instrumented: a later session's restore of
 # one takes out its copy and rings and leaves the threads' gs_base to the
 # other's copy, which runs on; the other's restore clears them
-serve() {
-	: >"$tmp/d.out"
-	"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-	dpid=$!
-	i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
-}
-serve
+start_padroned
 run kins "$padrone" -p "$pid" instrument axpy axmy
 rings_both=$(rings)
 kill -9 "$dpid"

@@ -18,20 +18,9 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-signals
-chmod 700 "$PADRONE_RUNDIR"
 RUN_SECONDS=${SIGNALS_SECONDS:-4}
 echo 1..7
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-
-: >"$tmp/out"
-"$b/tests/targets/instr_signals" >"$tmp/out" 2>&1 &
-pid=$!
-wait_for '^alive' 2 0
+start_target "$b/tests/targets/instr_signals"
 set -- $(sed -n 's/^scale=\(0x[0-9a-f]*\) \([0-9]*\) \([0-9]*\)$/\1 \2 \3/p' "$tmp/out")
 entry=$1 loop_n=$2 handler_n=$3
 orig=$(code "$entry")
@@ -45,21 +34,6 @@ goes_on() {
 		[ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 	[ "$(field alive 2)" -gt "$l" ] && [ "$(field alive 3)" -gt "$h" ] &&
 		[ "$(field alive 5)" = 0 ] && kill -0 "$pid"
-}
-pause() {
-	seen=$(grep -c '^paused' "$tmp/out")
-	kill -USR1 "$pid" && wait_for '^paused' 1 "$seen"
-}
-resume() {
-	seen=$(grep -c '^alive' "$tmp/out")
-	kill -USR1 "$pid" && wait_for '^alive' 1 "$seen"
-}
-start_padroned() {
-	: >"$tmp/d.out"
-	"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-	dpid=$!
-	i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 }
 # the loop has printed RUN_SECONDS more seconds' worth of alive lines
 # (within 120 s: an exhaustive copy waits for a consumer that a loaded

@@ -5,32 +5,24 @@
 # the rings' range were made, after the directory recorded them, after
 # the first and the last ring's memfd and mapping, after the state blocks,
 # after the threads' gs_base, after the threads were moved into the copy,
-# and once installed. Each time the target runs on, right; a later session's
+# once installed, and (the one-shot padrone uninstruments at detach) once
+# the threads' gs_base and the rings were taken out but the directory
+# still records the copy (the state area is freed only after the record
+# is forgotten, so the later restore frees it once). Each time the target runs on, right; a later session's
 # restore leaves no ring mapped and no ring's memfd open in the target, the
 # original code back, and no thread's gs_base set (instrumenting it again
 # works: padrone refuses a process any thread of which uses gs); the target
 # still right. Until K passes the last point and the install completes.
+# Then the same with the kill inside one of the install's remote system
+# calls (see the second loop).
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-torn
-: >"$tmp/out"
-"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
-pid=$!
-wait_for '^alive' 2 0
-bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-# the workers' calls go past what they were, within 30 s, and all right
-goes_on() {
-	c=$(calls) i=0
-	while [ "$(calls)" -le "$c" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	[ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
-}
-rings() { grep -c 'padrone-ring' "/proc/$pid/maps"; }
+start_kernel 2 1000
+goes_on() { resumes; }	# its threads may wait for a killed install's consumer
 ring_fds() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -c 'padrone-ring'; }
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+entry=$(entry_of axpy)
 orig=$(code $entry)
 
 # a later session's restore: 0, or (killed before the directory recorded
@@ -52,6 +44,24 @@ while [ $k -lt 200 ]; do
 		eval 'status again 0 && [ "$(code $entry)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
 	k=$((k + 1))
 done
-check "the install went through every point ($((k - 1)) killed, at least 8) and then completed" \
-	eval 'status torn 0 && [ $k -gt 8 ] && [ "$(rings)" = 0 ] && [ "$(code $entry)" = "$orig" ]'
+check "the install and its undo went through every point ($((k - 1)) killed, at least 9) and then completed" \
+	eval 'status torn 0 && [ $k -gt 9 ] && [ "$(rings)" = 0 ] && [ "$(code $entry)" = "$orig" ]'
+# Killed inside one of the system calls the install runs in the target
+# (PADRONE_TEST_KILL_IN_SYSCALL=K: at the K-th point among before a call,
+# at its entry, at its exit, between its mask and its registers put back;
+# every 7th, so that each kind comes round): the thread goes on where it
+# was, and a later restore leaves nothing.
+run un "$padrone" -p "$pid" restore axpy
+k=1 killed=0
+while [ $k -lt 1000 ]; do
+	run sc env PADRONE_TEST_KILL_IN_SYSCALL=$k "$padrone" -p "$pid" instrument axpy
+	[ "$(cat "$tmp/sc.st")" = 137 ] || break
+	killed=$((killed + 1))
+	check "killed at point $k of the install's system calls: the target runs on, right" goes_on
+	run res "$padrone" -p "$pid" restore axpy
+	check "killed at point $k of the system calls: a later restore leaves nothing" restored
+	k=$((k + 7))
+done
+check "killed in the install's system calls $killed times (at least 4), then it completed (and was undone as padrone left)" \
+	eval 'status sc 0 && [ $killed -ge 4 ] && [ "$(code $entry)" = "$orig" ] && goes_on'
 echo "1..$n"

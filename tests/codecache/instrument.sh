@@ -14,36 +14,12 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..26
-: >"$tmp/out"	# there before wait_for reads it
-"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-# the target's wrong results so far (its last line), and whether its calls
-# went on past N
-bad() { tail -1 "$tmp/out" | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
-}
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+start_kernel 2 1000
+entry=$(entry_of axpy)
+axpy=$((entry - base))	# its offset in the file
 orig=$(code $entry)
-
-: >"$tmp/d.out"
-"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-dpid=$!
-i=0
-while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+start_padroned
 
 run un0 "$padrone" -p "$pid" uninstrument
 check "uninstrument of nothing: status 2, says so" eval 'status un0 2 && says un0 "nothing is instrumented"'
@@ -102,7 +78,7 @@ row() { awk -v pc="$1" '$10 == pc' "$tmp/rep.out"; }
 T=2
 near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
 exact() {
-	C=$(row "$(off "${axpy#0x}")" | awk '{ print $1 }')
+	C=$(row "$(printf '0x%x' "$entry")" | awk '{ print $1 }')
 	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
 	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
 	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')

@@ -26,7 +26,6 @@ padroned=$b/src/padroned
 oracle=$b/tests/targets/instr_oracle
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-oracle
-chmod 700 "$PADRONE_RUNDIR"
 I1=32768,8,64 D1=16384,4,64 LL=65536,8,64
 LACKEY_CALLS=3 CG_CALLS=200 LIVE_CALLS=300
 kernels=${ORACLE_KERNELS:-stream chase branchy mixed tls}	# (a subset by hand)
@@ -35,12 +34,6 @@ if ! command -v valgrind >/dev/null; then
 	for k in $kernels; do for i in 1 2 3 4; do skip "$k $i" "no valgrind installed"; done; done
 	exit 0
 fi
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
 
 # hex to decimal, in awk (mawk has no strtonum)
 AWK_HEX='function hex(s,  i, n, c) { n = 0; s = tolower(s); sub(/^0x/, "", s)
@@ -99,18 +92,10 @@ cachegrind_totals() {
 # $tmp/K.rep.out. Sets entry and orig.
 live() {
 	k=$1
-	pid=
-	: >"$tmp/out"
-	"$oracle" "$k" 0 >"$tmp/out" 2>&1 &
-	pid=$!
-	wait_for '^alive' 1 0 || return 1
+	start_target "$oracle" "$k" 0 || return 1
 	entry=$(entry_in "$k" "$tmp/out")
 	orig=$(code "$entry")
-	: >"$tmp/d.out"
-	"$padroned" --pid "$pid" >"$tmp/d.out" 2>&1 &
-	dpid=$!
-	i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	start_padroned
 	pause || return 1
 	run "$k.ins" "$padrone" -p "$pid" instrument --I1 $I1 --D1 $D1 --LL $LL "$k" || return 1
 	status "$k.ins" 0 || return 1
@@ -128,22 +113,6 @@ live() {
 	dpid=
 	status "$k.un" 0 && status "$k.rep" 0 && status "$k.det" 0 &&
 		[ "$(code "$entry")" = "$orig" ] && goes_on
-}
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-# the target's calls paused (between two calls) and resumed: instrument
-# and uninstrument see no call under way, so the copy runs whole calls only
-pause() {
-	seen=$(grep -c '^paused' "$tmp/out")
-	kill -USR1 "$pid" && wait_for '^paused' 1 "$seen"
-}
-resume() {
-	seen=$(grep -c '^alive' "$tmp/out")
-	kill -USR1 "$pid" && wait_for '^alive' 1 "$seen"
-}
-bad() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
 }
 stop_target() {
 	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null

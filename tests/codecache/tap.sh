@@ -1,17 +1,21 @@
 # tests/codecache/tap.sh: what the shell tests of live patching share
-# (sourced): tap_setup NAME makes $tmp (a private directory, padroned's
-# run directory in it) and removes it at exit, killing the target $pid
-# (started by the test, its output in $tmp/out) if it still runs.
+# (sourced, after setting b, the build directory): tap_setup NAME makes
+# $tmp (a private directory, padroned's run directory in it, mode 0700 as
+# padroned wants it) and removes it at exit, killing the target $pid and
+# the padroned $dpid (started by the test, or by start_target and
+# start_padroned below) if they still run.
 
 tap_setup() {
 	tmp=$(mktemp -d "/tmp/padrone-$1.XXXXXX")
 	PADRONE_RUNDIR=$tmp/run
 	export PADRONE_RUNDIR
-	mkdir -p "$PADRONE_RUNDIR"
+	mkdir -m 700 "$PADRONE_RUNDIR"
 	pid=
+	dpid=
 	trap tap_cleanup EXIT
 }
 tap_cleanup() {
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
 	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
@@ -57,3 +61,73 @@ wait_for() {
 fine() { kill -0 "$pid" 2>/dev/null && ! grep -q BAD "$tmp/out"; }
 # code ADDR [PID]: the first 8 bytes there of the target (or PID), in hex
 code() { dd if="/proc/${2:-$pid}/mem" bs=1 skip=$(($1)) count=8 2>/dev/null | od -An -tx1 | tr -d ' \n'; }
+
+# ------------------------------------------------- targets and padroned
+# (the functions' own variables start with tap_, clear of the tests')
+
+# start_target PROGRAM ARGS...: the target in the background ($pid, its
+# output in $tmp/out), once it has printed two "alive" lines (30 s at most)
+start_target() {
+	: >"$tmp/out"	# there before wait_for reads it
+	"$@" >"$tmp/out" 2>&1 &
+	pid=$!
+	wait_for '^alive' 2 0
+}
+# start_kernel ARGS...: start_target tests/targets/instr_kernel ARGS; $base:
+# where its program is mapped
+start_kernel() {
+	start_target "$b/tests/targets/instr_kernel" "$@"
+	base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' "/proc/$pid/maps")
+}
+# entry_of FUNC: FUNC's address in the running instr_kernel, in decimal
+entry_of() {
+	echo $((base + 0x$(nm "$b/tests/targets/instr_kernel" | awk -v f="$1" '$3 == f { print $1 }')))
+}
+# start_padroned: padroned --pid $pid in the background ($dpid, its output
+# in $tmp/d.out), once it says it serves (30 s at most)
+start_padroned() {
+	: >"$tmp/d.out"
+	"${padroned:-$b/src/padroned}" --pid "$pid" >"$tmp/d.out" 2>&1 &
+	dpid=$!
+	tap_i=0
+	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $tap_i -lt 300 ]; do
+		sleep 0.1
+		tap_i=$((tap_i + 1))
+	done
+}
+
+# instr_kernel's and instr_oracle's "alive CALLS bad MISMATCHES" lines: the
+# last one's calls
+# and mismatches
+calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+bad() { grep '^alive' "$tmp/out" | tail -1 | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
+# goes_on: three more alive lines, more calls made, none wrong
+goes_on() {
+	tap_c=$(calls)
+	wait_for '^alive' 3 && [ "$(calls)" -gt "$tap_c" ] && [ "$(bad)" = 0 ]
+}
+# resumes: more calls made within 30 s, none wrong, the target alive -- for
+# when its threads may wait a while first (for a killed consumer's
+# heartbeat to go stale, say), its alive lines coming meanwhile
+resumes() {
+	tap_c=$(calls) tap_i=0
+	while [ "$(calls)" -le "$tap_c" ] && [ $tap_i -lt 300 ]; do
+		sleep 0.1
+		tap_i=$((tap_i + 1))
+	done
+	[ "$(calls)" -gt "$tap_c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
+}
+# the target's instrumentation rings mapped
+rings() { grep -c 'memfd:padrone-ring' "/proc/$pid/maps"; }
+
+# instr_signals and instr_oracle stop their calls at SIGUSR1 (saying
+# "paused") and go on at the next (saying "alive"): instrument and
+# uninstrument then see no call under way
+pause() {
+	tap_seen=$(grep -c '^paused' "$tmp/out")
+	kill -USR1 "$pid" && wait_for '^paused' 1 "$tap_seen"
+}
+resume() {
+	tap_seen=$(grep -c '^alive' "$tmp/out")
+	kill -USR1 "$pid" && wait_for '^alive' 1 "$tap_seen"
+}

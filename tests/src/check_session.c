@@ -94,9 +94,9 @@ START_TEST(failures_have_a_reason_a_message_and_a_status)
 	ck_assert_int_eq(padrone_session__attach(s, p.pid), -EBUSY);
 	ck_assert_int_eq(padrone_session__why(s), PADRONE_BAD_REQUEST);
 
-	const struct padrone_frame *f;
-	size_t n;
-	ck_assert_int_eq(padrone_session__backtrace(s, 1, &f, &n), -ESRCH);
+	struct padrone_frame_list *f = (void *)1;
+	ck_assert_int_eq(padrone_session__backtrace(s, 1, &f), -ESRCH);
+	ck_assert_ptr_null(f);
 	char want[96];
 	snprintf(want, sizeof(want), "1 is not a thread of process %d", p.pid);
 	ck_assert_str_eq(padrone_session__errmsg(s), want);
@@ -211,13 +211,15 @@ START_TEST(threads_and_the_bpf_backend)
 {
 	struct tu_proc p;
 	struct padrone_session *s = attached(&p, "0");
-	struct padrone_thread t[4];
+	struct padrone_thread_list *t;
 
-	ck_assert_int_eq(padrone_session__threads(s, NULL, 0), 1);
-	ck_assert_int_eq(padrone_session__threads(s, t, 4), 1);
-	ck_assert_int_eq(t[0].tid, p.pid);
-	ck_assert_str_eq(t[0].name, "hotloop");
-	ck_assert_uint_ne(t[0].pc, 0);
+	ck_assert_int_eq(padrone_session__thread_count(s), 1);
+	ck_assert_int_eq(padrone_session__threads(s, &t), 0);
+	ck_assert_uint_eq(t->count, 1);
+	ck_assert_int_eq(t->items[0].tid, p.pid);
+	ck_assert_str_eq(t->items[0].name, "hotloop");
+	ck_assert_uint_ne(t->items[0].pc, 0);
+	padrone_thread_list__free(t);
 
 	struct padrone_profile_opts o = { .sz = sizeof(o), .seconds = 1,
 					  .backend = PADRONE_BACKEND_BPF };
@@ -249,17 +251,19 @@ START_TEST(a_thread_exiting_around_a_backtrace_is_named)
 	ck_assert_int_gt(tu_wait_for(&p, "tick ", line, sizeof(line), 10000), 0);
 	ck_assert_int_eq(padrone_session__attach(s, p.pid), 0);
 	for (int i = 0; i < 150; i++) {
-		struct padrone_thread th[8];
-		int n = padrone_session__threads(s, th, 8);
-		ck_assert_msg(n >= 1, "%s", padrone_session__errmsg(s));
+		struct padrone_thread_list *th;
+		ck_assert_msg(padrone_session__threads(s, &th) == 0, "%s", padrone_session__errmsg(s));
+		ck_assert_uint_ge(th->count, 1);
+		pid_t tid = th->items[th->count - 1].tid;	/* the newest short-lived one */
+		size_t n = th->count;
+		padrone_thread_list__free(th);
 		if (n < 2)
 			continue;
-		pid_t tid = th[n - 1].tid;	/* the newest short-lived one */
-		const struct padrone_frame *f;
-		size_t nf;
+		struct padrone_frame_list *f;
 		if (i % 3)
 			usleep((useconds_t)(i % 7) * 500);
-		int r = padrone_session__backtrace(s, tid, &f, &nf);
+		int r = padrone_session__backtrace(s, tid, &f);
+		padrone_frame_list__free(f);
 		if (r == 0) {
 			outcomes[0]++;
 			continue;
@@ -353,12 +357,13 @@ START_TEST(modules_with_their_build_ids_and_the_stops)
 {
 	struct tu_proc p;
 	struct padrone_session *s = attached(&p, "0");
-	const struct padrone_module *m;
+	struct padrone_module_list *l;
 	struct padrone_pause_stats st;
-	size_t n;
 	char want[128], real[4096];
 
-	ck_assert_int_eq(padrone_session__modules(s, &m, &n), 0);
+	ck_assert_int_eq(padrone_session__modules(s, &l), 0);
+	const struct padrone_module *m = l->items;
+	size_t n = l->count;
 	ck_assert_uint_ge(n, 3);	/* hotloop, libc, ld.so (and [vdso]) */
 	ck_assert_ptr_nonnull(realpath(tu_path("tests/targets/hotloop"), real));
 	size_t found = n, libc = n;
@@ -384,12 +389,14 @@ START_TEST(modules_with_their_build_ids_and_the_stops)
 	char *base = tu_run(cmd, &status);
 	ck_assert_uint_eq(strtoull(base, NULL, 16), m[found].base);
 	free(base);
+	padrone_module_list__free(l);
 
 	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
 	uint64_t before = st.count;
-	ck_assert_int_eq(padrone_session__threads(s, NULL, 0), 1);	/* no stop */
-	struct padrone_thread t;
-	ck_assert_int_eq(padrone_session__threads(s, &t, 1), 1);	/* one stop */
+	ck_assert_int_eq(padrone_session__thread_count(s), 1);	/* no stop */
+	struct padrone_thread_list *t;
+	ck_assert_int_eq(padrone_session__threads(s, &t), 0);	/* one stop */
+	padrone_thread_list__free(t);
 	ck_assert_int_eq(padrone_session__pause_stats(s, &st), 0);
 	ck_assert_uint_eq(st.count, before + 1);
 	ck_assert_uint_gt(st.last_ns, 0);
@@ -398,8 +405,8 @@ START_TEST(modules_with_their_build_ids_and_the_stops)
 	ck_assert_uint_ge(st.total_ns, st.max_ns);
 	ck_assert_int_eq(padrone_session__detach(s), 0);
 	ck_assert_int_eq(padrone_session__pause_stats(s, &st), -ENOENT);
-	ck_assert_int_lt(padrone_session__modules(s, &m, &n), 0);
-	ck_assert_uint_eq(n, 0);
+	ck_assert_int_lt(padrone_session__modules(s, &l), 0);
+	ck_assert_ptr_null(l);
 	padrone_session__free(s);
 	tu_kill(&p);
 }
@@ -436,9 +443,10 @@ START_TEST(extensions_are_released_at_detach_newest_first_while_attached)
 	padrone_session__free(s);
 	s = attached(&p, "0");
 	uint64_t pc = 0;
-	struct padrone_thread t;
-	ck_assert_int_eq(padrone_session__threads(s, &t, 1), 1);
-	pc = t.pc;
+	struct padrone_thread_list *t;
+	ck_assert_int_eq(padrone_session__threads(s, &t), 0);
+	pc = t->items[0].pc;
+	padrone_thread_list__free(t);
 	a = (struct probe){ pc, 'a' };
 	b = (struct probe){ pc, 'b' };
 	c = (struct probe){ pc, 'c' };

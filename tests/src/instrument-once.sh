@@ -10,27 +10,10 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "${top_srcdir:-.}/tests/codecache/tap.sh"
 tap_setup instr-once
-chmod 700 "$PADRONE_RUNDIR"
 echo 1..27
-: >"$tmp/out"
-"$b/tests/targets/instr_kernel" 2 1000 >"$tmp/out" 2>&1 &
-pid=$!
-dpid=
-cleanup() {
-	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-	tap_cleanup
-}
-trap cleanup EXIT
-wait_for '^alive' 2 0
-bad() { tail -1 "$tmp/out" | sed -n 's/^alive [0-9]* bad \([0-9]*\)$/\1/p'; }
-calls() { grep '^alive' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-goes_on() {
-	c=$(calls)
-	wait_for '^alive' 3 && [ "$(calls)" -gt "$c" ] && [ "$(bad)" = 0 ]
-}
-axpy=0x$(nm "$b/tests/targets/instr_kernel" | awk '$3 == "axpy" { print $1 }')
-base=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid/maps)
-entry=$((base + axpy))
+start_kernel 2 1000
+entry=$(entry_of axpy)
+axpy=$((entry - base))	# its offset in the file
 orig=$(code $entry)
 restored() { [ "$(code $entry)" = "$orig" ]; }
 # the Ir of a function's row in NAME's text report (0 when absent)

@@ -1,7 +1,7 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch|pair]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch|pair|hold FILE]]]   (2 threads, N = 1000)
  *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
@@ -11,7 +11,10 @@
  * "ready", then every 50 ms "alive CALLS bad MISMATCHES" (all threads).
  * With churn, the main thread also starts a short-lived thread every 50 ms
  * that calls axpy 20 times on arrays of its own, checks them and exits
- * (its calls and mismatches counted too, after "churned T").
+ * (its calls and mismatches counted too, after "churned T shared S": S
+ * counts those whose gs_base, read as they end, was still the non-zero one
+ * of the thread that made them; an instrumented copy's state row is
+ * never to be shared).
  * With spin, each thread instead enters spin(), which never returns: it
  * computes the same kernel over and over inline, counting its passes; the
  * main thread prints "spinning" once every thread has made a pass, then
@@ -31,12 +34,22 @@
  * a call too, and the main thread churns as with churn, its short-lived
  * threads calling axmy after each axpy as well (two functions to
  * instrument at once).
+ * With hold FILE, SIGUSR1 (the main thread blocks it: a worker takes it)
+ * makes the worker it interrupts inside code outside the program's own
+ * (an instrumented copy: the loop calls nothing else) print "held", wait in
+ * the handler until FILE exists, then print "let go" and return; one it
+ * interrupts in the program's code prints "missed" and returns.
  */
+#include <asm/prctl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <ucontext.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +85,46 @@ static long axmy_checked(long a, const long *x, const long *y, long *o)
 		miss += o[i] != a * x[i] - y[i];
 	atomic_fetch_add(&calls, 1);
 	return miss;
+}
+
+static const char *hold_file;
+static __thread int a_worker;
+extern char __executable_start[], etext[];
+
+static void say(const char *line)
+{
+	ssize_t n = write(1, line, strlen(line));
+	(void)n;
+}
+
+/* hold: a worker interrupted outside the program's code waits for the file. */
+static void on_usr1(int sig, siginfo_t *si, void *ctx)
+{
+	const ucontext_t *uc = ctx;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	struct timespec ts = { 0, 10000000 };
+
+	(void)sig;
+	(void)si;
+	if (!a_worker)
+		return;
+	if (pc >= (uintptr_t)__executable_start && pc < (uintptr_t)etext) {
+		say("missed\n");
+		return;
+	}
+	say("held\n");
+	while (access(hold_file, F_OK) != 0)
+		nanosleep(&ts, NULL);
+	say("let go\n");
+}
+
+static void hold_setup(const char *file)
+{
+	struct sigaction sa = { .sa_sigaction = on_usr1, .sa_flags = SA_SIGINFO | SA_RESTART };
+
+	hold_file = file;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
 }
 
 struct worker {
@@ -140,6 +193,7 @@ static void *work(void *arg)
 {
 	struct worker *w = arg;
 
+	a_worker = 1;
 	pthread_barrier_wait(w->b);
 	if (w->spin)
 		spin(SPIN_A, w->x, w->y, w->o, n, &w->passes);
@@ -173,14 +227,23 @@ static void *work(void *arg)
 	return NULL;
 }
 
-static atomic_long churned;
+static atomic_long churned, shared;
 
+static unsigned long gs_base(void)
+{
+	unsigned long gs = 0;
+
+	syscall(SYS_arch_prctl, ARCH_GET_GS, &gs);
+	return gs;
+}
+
+/* arg: the gs_base of the thread that made it */
 static void *short_lived(void *arg)
 {
 	long *x = malloc((size_t)n * sizeof(long)), *y = malloc((size_t)n * sizeof(long));
 	long *o = malloc((size_t)n * sizeof(long));
+	unsigned long parent_gs = (unsigned long)arg;
 
-	(void)arg;
 	for (long i = 0; i < n; i++) {
 		x[i] = 7 * i;
 		y[i] = i + 1;
@@ -197,6 +260,8 @@ static void *short_lived(void *arg)
 	free(x);
 	free(y);
 	free(o);
+	if (parent_gs && gs_base() == parent_gs)
+		atomic_fetch_add(&shared, 1);
 	atomic_fetch_add(&churned, 1);
 	return NULL;
 }
@@ -305,7 +370,10 @@ int main(int argc, char **argv)
 	int spinning = argc > 3 && strcmp(argv[3], "spin") == 0;
 	int forking = argc > 3 && argv[3][0] == 'f';
 	int table = argc > 3 && strcmp(argv[3], "switch") == 0;
+	int holding = argc > 4 && strcmp(argv[3], "hold") == 0;
 	long forked = 0, failed = 0;
+	if (holding)
+		hold_setup(argv[4]);
 	if (forking && n > (1 << 16))
 		return 2;
 	if (nthreads < 1 || nthreads > 64 || n < 1)
@@ -331,6 +399,12 @@ int main(int argc, char **argv)
 		pthread_t t;
 		pthread_create(&t, NULL, work, w);
 	}
+	if (holding) {	/* the workers take SIGUSR1, not the main thread */
+		sigset_t usr1;
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	}
 	printf("ready\n");
 	fflush(stdout);
 	pthread_barrier_wait(&b);
@@ -341,9 +415,10 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		if (churn) {
 			pthread_t t;
-			if (pthread_create(&t, NULL, short_lived, NULL) == 0)
+			if (pthread_create(&t, NULL, short_lived, (void *)gs_base()) == 0)
 				pthread_detach(t);
-			printf("churned %ld\n", atomic_load(&churned));
+			printf("churned %ld shared %ld\n", atomic_load(&churned),
+			       atomic_load(&shared));
 		}
 		if (forking) {
 			fflush(stdout);		/* not twice through a forked child */

@@ -1,0 +1,93 @@
+#!/bin/sh
+# instr-redis: what live instrumentation costs redis-server (issue 10's
+# redis row). redis-server on loopback (its own directory, no persistence)
+# under redis-benchmark; its hottest function of its own (profile -u under
+# load, the first that instrument takes) instrumented by a one-shot
+# `padrone -p PID instrument --for`, at each analysis level in turn
+# (record: REP units, the consumer counts them; refs: + recovery; cache:
+# + full cache simulation, exhaustive mode), native rounds between them.
+# The rate is redis-benchmark's requests per second (SET and GET, 4
+# clients, the mean of the two); each row's ratio is to the mean of the
+# native rounds beside it; the load average is printed with each row.
+# usage: instr-redis.sh [ROUNDS]   (default 2)
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+rounds=${1:-2}
+for p in redis-server redis-benchmark redis-cli; do
+	command -v $p >/dev/null || { echo "instr-redis: no $p (apt-get install redis-server redis-tools)"; exit 0; }
+done
+tmp=$(mktemp -d /tmp/padrone-bench-redis.XXXXXX)
+port=$((20000 + $$ % 20000))
+pid= load=
+cleanup() {
+	[ -n "$load" ] && kill "$load" 2>/dev/null
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+	--daemonize no >"$tmp/server.out" 2>&1 &
+pid=$!
+i=0
+until redis-cli -p "$port" ping >/dev/null 2>&1 || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+
+# requests per second: the mean of SET's and GET's
+rate() {
+	redis-benchmark -p "$port" -n "${1:-40000}" -c 4 -r 100000 -t set,get -q 2>/dev/null |
+		tr '\r' '\n' | sed -n 's/^\(SET\|GET\): \([0-9.]*\) requests per second.*/\2/p' |
+		awk '{ s += $1; n++ } END { if (n) printf "%.0f\n", s / n; else print 0 }'
+}
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# the hottest of redis's own functions that instrument takes
+( while :; do redis-benchmark -p "$port" -n 20000 -c 4 -t set,get -q >/dev/null 2>&1; done ) &
+load=$!
+sleep 1	# the clients connected
+"$padrone" -p "$pid" profile -u -j 5 >"$tmp/prof.json" 2>"$tmp/prof.err"
+kill "$load"; wait "$load" 2>/dev/null; load=
+exe=$(basename "$(readlink "/proc/$pid/exe")")
+func=
+for f in $(grep -o '"name":"[^"]*","module":"[^"]*"' "$tmp/prof.json" |
+	   sed -n "s|\"name\":\"\\([^\"]*\\)\",\"module\":\"[^\"]*/$exe\"|$exe:\\1|p" | head -10); do
+	if "$padrone" -p "$pid" instrument -a record --for 0.2 "$f" >/dev/null 2>&1; then
+		func=$f
+		break
+	fi
+done
+[ -n "$func" ] || { echo "instr-redis: none of redis's hottest functions could be instrumented" \
+	"(profile: $(head -c 300 "$tmp/prof.json") $(cat "$tmp/prof.err"))"; exit 1; }
+echo "redis-server under redis-benchmark (SET+GET, 4 clients, loopback): $func instrumented"
+
+# rate while instrumented at LEVEL (the one-shot runs longer than the measure)
+instrumented() {
+	"$padrone" -p "$pid" instrument -a "$1" --for 12 "$func" >"$tmp/once.out" 2>&1 &
+	once=$!
+	sleep 2	# attached and instrumented (the one-shot says nothing before its report)
+	r=$(rate)
+	wait "$once" || { echo "  $1: instrument failed: $(tail -1 "$tmp/once.out")" >&2; r=0; }
+	echo "$r"
+}
+row() {	# row NAME RATE NATIVE
+	awk -v n="$1" -v r="$2" -v nat="$3" -v l="$(loadavg)" \
+		'BEGIN { printf "  %-28s %9.0f req/s %7.2fx   (load %s)\n", n, r, (r > 0 ? nat / r : 0), l }'
+}
+for k in $(seq "$rounds"); do
+	echo "round $k"
+	n0=$(rate)
+	row native "$n0" "$n0"
+	for level in record refs cache; do
+		r=$(instrumented $level)
+		n1=$(rate)	# after uninstrument: native again, beside it
+		nat=$(( (n0 + n1) / 2 ))
+		case $level in
+		record) name="REP record, consumer counts" ;;
+		refs) name="+ recovery" ;;
+		cache) name="+ cache simulation" ;;
+		esac
+		row "$name" "$r" "$nat"
+		n0=$n1
+	done
+	row "after uninstrument" "$n0" "$nat"
+done

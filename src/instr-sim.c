@@ -1,0 +1,270 @@
+/* The cache simulation stage of an instrumentation (instr-sim.h).
+ *
+ * Before it, every consumer simulated its own references under one lock
+ * taken in turn: with two busy threads, padroned spent about half its CPU
+ * waking and waiting on that lock (perf: try_to_wake_up, futex waits)
+ * rather than simulating, and simulation (three quarters of a consumer's
+ * work) ran on the consumer's CPU only. Now a consumer copies its
+ * references into a batch of its feed and goes on recovering; one thread
+ * simulates the batches, feed after feed in turn (each feed's in order),
+ * and sleeps when there are none. A lock is taken once per batch of
+ * SIM_BATCH references on each side, and a thread sleeps only when it has
+ * nothing to do (the simulator) or its feed is SIM_DEPTH batches ahead
+ * (the consumer: the simulator gets to each feed at least once a round, so
+ * no consumer waits long, as the heartbeat its producer watches needs).
+ */
+#include "src/instr-sim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_BATCH 4096		/* references: 96 KiB, some 100 µs of simulation */
+#define SIM_DEPTH 4		/* a feed's batches: filling, queued, simulated */
+
+struct sim_batch {
+	size_t n;
+	struct rep_ref refs[SIM_BATCH];
+};
+
+struct sim_feed {
+	struct sim_stage *sg;
+	struct sim_feed *next;			/* the stage's list (under m) */
+	struct sim_batch *fill;			/* the consumer's (no lock) */
+	/* under the stage's m */
+	struct sim_batch *queue[SIM_DEPTH];	/* handed over, oldest at head */
+	unsigned head, queued;
+	struct sim_batch *spare[SIM_DEPTH];	/* simulated, to be filled again */
+	unsigned nspare;
+	unsigned owned;				/* batches allocated */
+	bool busy;				/* the simulator has one of them */
+};
+
+struct sim_stage {
+	pthread_mutex_t m;
+	pthread_cond_t work;		/* the simulator waits for a batch */
+	pthread_cond_t room;		/* a batch was simulated */
+	unsigned room_waiters;
+	bool sleeping, quit;
+	struct sim_feed *feeds, *turn;	/* turn: the next feed to look at */
+	pthread_mutex_t sim_lock;	/* the simulator's results */
+	struct csim *const *sim;
+	pthread_t th;
+};
+
+/* The next feed with a batch queued, from where the last round stopped. */
+static struct sim_feed *next_ready(struct sim_stage *sg)
+{
+	struct sim_feed *start = sg->turn ? sg->turn : sg->feeds;
+
+	for (struct sim_feed *f = start; f; f = f->next)
+		if (f->queued)
+			return f;
+	for (struct sim_feed *f = sg->feeds; f && f != start; f = f->next)
+		if (f->queued)
+			return f;
+	return NULL;
+}
+
+static void simulate(struct sim_stage *sg, struct sim_batch *b)
+{
+	pthread_mutex_lock(&sg->sim_lock);
+	csim__refs(*sg->sim, b->refs, b->n);	/* -ENOMEM: a PC's row lost, as before */
+	pthread_mutex_unlock(&sg->sim_lock);
+}
+
+static void *simulator(void *arg)
+{
+	struct sim_stage *sg = arg;
+
+	pthread_mutex_lock(&sg->m);
+	for (;;) {
+		struct sim_feed *f = next_ready(sg);
+		if (!f) {
+			if (sg->quit)
+				break;
+			sg->sleeping = true;
+			pthread_cond_wait(&sg->work, &sg->m);
+			sg->sleeping = false;
+			continue;
+		}
+		struct sim_batch *b = f->queue[f->head];
+		f->head = (f->head + 1) % SIM_DEPTH;
+		f->queued--;
+		f->busy = true;
+		sg->turn = f->next;
+		pthread_mutex_unlock(&sg->m);
+		simulate(sg, b);
+		pthread_mutex_lock(&sg->m);
+		b->n = 0;
+		f->spare[f->nspare++] = b;
+		f->busy = false;
+		if (sg->room_waiters)
+			pthread_cond_broadcast(&sg->room);
+	}
+	pthread_mutex_unlock(&sg->m);
+	return NULL;
+}
+
+int sim_stage__new(struct csim *const *sim, struct sim_stage **out)
+{
+	struct sim_stage *sg = calloc(1, sizeof *sg);
+
+	*out = NULL;
+	if (!sg)
+		return -ENOMEM;
+	sg->sim = sim;
+	pthread_mutex_init(&sg->m, NULL);
+	pthread_mutex_init(&sg->sim_lock, NULL);
+	pthread_cond_init(&sg->work, NULL);
+	pthread_cond_init(&sg->room, NULL);
+	int rc = pthread_create(&sg->th, NULL, simulator, sg);
+	if (rc != 0) {
+		free(sg);
+		return -rc;
+	}
+	pthread_setname_np(sg->th, "padrone-sim");
+	*out = sg;
+	return 0;
+}
+
+void sim_stage__free(struct sim_stage *sg)
+{
+	if (!sg)
+		return;
+	pthread_mutex_lock(&sg->m);
+	sg->quit = true;
+	pthread_cond_signal(&sg->work);
+	pthread_mutex_unlock(&sg->m);
+	pthread_join(sg->th, NULL);
+	pthread_cond_destroy(&sg->room);
+	pthread_cond_destroy(&sg->work);
+	pthread_mutex_destroy(&sg->sim_lock);
+	pthread_mutex_destroy(&sg->m);
+	free(sg);
+}
+
+void sim_stage__lock(struct sim_stage *sg)
+{
+	pthread_mutex_lock(&sg->sim_lock);
+}
+
+void sim_stage__unlock(struct sim_stage *sg)
+{
+	pthread_mutex_unlock(&sg->sim_lock);
+}
+
+int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out)
+{
+	struct sim_feed *f = calloc(1, sizeof *f);
+
+	*out = NULL;
+	if (!f)
+		return -ENOMEM;
+	f->sg = sg;
+	pthread_mutex_lock(&sg->m);
+	f->next = sg->feeds;
+	sg->feeds = f;
+	pthread_mutex_unlock(&sg->m);
+	*out = f;
+	return 0;
+}
+
+/* A batch to fill: a simulated one, a new one while the feed has fewer
+ * than SIM_DEPTH, else the next one simulated (m held). NULL: out of
+ * memory, and the references are lost (as a simulator's row would be). */
+static struct sim_batch *empty_batch(struct sim_feed *f)
+{
+	struct sim_stage *sg = f->sg;
+
+	while (!f->nspare && f->owned == SIM_DEPTH) {
+		sg->room_waiters++;
+		pthread_cond_wait(&sg->room, &sg->m);
+		sg->room_waiters--;
+	}
+	if (f->nspare)
+		return f->spare[--f->nspare];
+	struct sim_batch *b = malloc(sizeof *b);
+	if (b) {
+		b->n = 0;
+		f->owned++;
+	}
+	return b;
+}
+
+/* The batch being filled to the simulator, and a fresh one to fill. */
+static void hand_over(struct sim_feed *f)
+{
+	struct sim_stage *sg = f->sg;
+
+	pthread_mutex_lock(&sg->m);
+	if (f->fill && f->fill->n) {
+		f->queue[(f->head + f->queued) % SIM_DEPTH] = f->fill;
+		f->queued++;
+		f->fill = NULL;
+		if (sg->sleeping)
+			pthread_cond_signal(&sg->work);
+	}
+	if (!f->fill)
+		f->fill = empty_batch(f);
+	pthread_mutex_unlock(&sg->m);
+}
+
+void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct sim_feed *f = arg;
+
+	while (n) {
+		if (!f->fill || f->fill->n == SIM_BATCH)
+			hand_over(f);
+		if (!f->fill)
+			return;
+		size_t k = SIM_BATCH - f->fill->n < n ? SIM_BATCH - f->fill->n : n;
+		memcpy(f->fill->refs + f->fill->n, refs, k * sizeof *refs);
+		f->fill->n += k;
+		refs += k;
+		n -= k;
+	}
+}
+
+void sim_feed__flush(struct sim_feed *f)
+{
+	if (f->fill && f->fill->n)
+		hand_over(f);
+}
+
+void sim_feed__drain(struct sim_feed *f)
+{
+	struct sim_stage *sg = f->sg;
+
+	pthread_mutex_lock(&sg->m);
+	while (f->queued || f->busy) {
+		sg->room_waiters++;
+		pthread_cond_wait(&sg->room, &sg->m);
+		sg->room_waiters--;
+	}
+	pthread_mutex_unlock(&sg->m);
+}
+
+void sim_feed__close(struct sim_feed *f)
+{
+	if (!f)
+		return;
+	struct sim_stage *sg = f->sg;
+	sim_feed__drain(f);
+	pthread_mutex_lock(&sg->m);
+	for (struct sim_feed **p = &sg->feeds; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	if (sg->turn == f)
+		sg->turn = f->next;
+	pthread_mutex_unlock(&sg->m);
+	free(f->fill);
+	for (unsigned i = 0; i < f->nspare; i++)
+		free(f->spare[i]);
+	free(f);
+}

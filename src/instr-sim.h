@@ -1,0 +1,42 @@
+/* instr-sim.h: the cache simulation stage of an instrumentation (src/
+ * internal). The consumers (a thread per ring) recover references; one
+ * simulator thread ("padrone-sim") simulates them for the whole process,
+ * as one cache shared by the threads sees them. A consumer hands its
+ * references over in batches through a short queue of its own (a feed);
+ * the simulator takes the feeds' batches in turn, so no consumer waits for
+ * another, and recovery and simulation run on two CPUs at once.
+ */
+#ifndef PADRONE_SRC_INSTR_SIM_H
+#define PADRONE_SRC_INSTR_SIM_H
+
+#include "pipeline/pipeline.h"
+#include "pipeline/rep.h"
+
+struct sim_stage;
+struct sim_feed;
+
+/* A stage simulating into *sim (read under the stage's lock: whoever
+ * replaces it does so while no feed is open). Its thread starts here.
+ * 0 or a negative errno. */
+int sim_stage__new(struct csim *const *sim, struct sim_stage **out);
+/* Stops the thread; every feed must be closed. */
+void sim_stage__free(struct sim_stage *sg);
+/* The simulator's results are read between these (it simulates no batch
+ * meanwhile). */
+void sim_stage__lock(struct sim_stage *sg);
+void sim_stage__unlock(struct sim_stage *sg);
+
+/* A consumer's feed: 0 or -ENOMEM. */
+int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out);
+/* A rep_ref_sink (arg: the feed), on the consumer's thread only: copies
+ * the references into the feed's batch, handing it over when full (and
+ * waiting while the feed has its most batches queued). */
+void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n);
+/* Hand over what the batch holds (the consumer's end). */
+void sim_feed__flush(struct sim_feed *f);
+/* Until every batch handed over is simulated (any thread). */
+void sim_feed__drain(struct sim_feed *f);
+/* Drain, then forget the feed. NULL is fine. */
+void sim_feed__close(struct sim_feed *f);
+
+#endif
