@@ -1,4 +1,5 @@
-/* cab-internal.h: what cab.c, nway.c and ffq.c share; not a public header.
+/* cab-internal.h: what cab.c, cab-producer.c, cab-consumer.c, nway.c and
+ * ffq.c share; not a public header.
  *
  * The memfd holds: the shared header (struct cab_shared, its own cache lines
  * per writer), one struct cab_meta per chunk/buffer, then the data area at
@@ -100,7 +101,7 @@ struct cab_consumer {
 	struct cab_stats st;
 };
 
-/* cab.c */
+/* cab.c, cab-producer.c, cab-consumer.c */
 int cab__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cab__futex_wait(uint32_t *word, uint32_t val, unsigned timeout_ms);
 void cab__futex_wake(uint32_t *word);

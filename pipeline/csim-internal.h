@@ -1,6 +1,6 @@
 /* csim-internal.h: what the simulator files share (not installed, not for
  * other rooms). The hot path lives here as static inline functions so the
- * standalone simulator (csim.c) and the split workers (split.c) compile
+ * standalone simulator (csim.c) and the split workers (split-worker.c) compile
  * the same code. */
 #ifndef PADRONE_CSIM_INTERNAL_H
 #define PADRONE_CSIM_INTERNAL_H

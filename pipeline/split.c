@@ -1,4 +1,4 @@
-/* split.c: the set splitter and the simulator worker threads.
+/* split.c: the set splitter; its simulator worker threads are split-worker.c.
  *
  * Routing. The key of an address is the low `bits` bits of its line number
  * at the largest line size (csim_config_split_bits): at every level these
