@@ -123,7 +123,7 @@ static int mem_op(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *o
 	if (op->mem.segment == ZYDIS_REGISTER_GS)
 		return refuse(why, size, pc, "uses gs, which instrumentation takes");
 	/* fs: thread-local storage and the stack protector's canary; its base
-	 * is captured like a register (rdfsbase, instr.c) */
+	 * is captured like a register (rdfsbase, instr-emit.c) */
 	if (op->mem.segment == ZYDIS_REGISTER_FS && op->mem.base == ZYDIS_REGISTER_RIP)
 		return refuse(why, size, pc, "is relative to both fs and rip");
 	if (op->mem.segment == ZYDIS_REGISTER_FS)

@@ -1,10 +1,10 @@
 /* instr-state.h: the per-thread state block of an instrumented copy, which
  * each thread reaches through %gs (its gs_base points at its own block), and
- * the layout that the commit code (instr.c) and the ring stub (instr-stub.S)
+ * the layout that the commit code (instr-emit.c) and the ring stub (instr-stub.S)
  * share. Byte offsets; every field is a u64 unless said otherwise. Plain
  * defines: included from assembly too.
  *
- * The fast path of a unit (instr.c writes it per block): PTR is where the
+ * The fast path of a unit (instr-emit.c writes it per block): PTR is where the
  * next record goes; the word there is CLEAR when there is room. The stub
  * handles everything else as cab_producer__slow does (pipeline/cab.c):
  * the guard, wrapping, a full ring, gap flags, waits, drops and counters.
@@ -54,12 +54,12 @@
 #define IS_QUIT 256		/* padrone is undoing the copy and nobody consumes:
 				 * never wait, drop */
 #define IS_STUB_CALLS 264	/* times the stub ran (the slow path's cost) */
-/* the shared area the block is in (instr.c): rows of IS_SECTIONS blocks, one
+/* the shared area the block is in (instr-area.c): rows of IS_SECTIONS blocks, one
  * row per thread (gs_base at its start), a section per function; the
  * function in section k reaches its block as %gs:(k * IS_SIZE + OFF) */
 #define IS_AREA 280
 #define IS_AREA_SIZE 288
-#define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr.c */
+#define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr-area.c */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
 #define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */

@@ -1,7 +1,7 @@
 /* instr-stub.S: the ring stub of instrumented copies, copied into the
  * target's code cache once per instrumentation (never run in padrone).
  *
- * The commit code of a unit (instr.c) calls it when the word at %gs:IS_PTR
+ * The commit code of a unit (instr-emit.c) calls it when the word at %gs:IS_PTR
  * is not CLEAR, with %ecx = the record's payload words, below the red zone
  * and with rax and rcx saved. It returns in %rax where the record goes: a
  * CLEAR word of the ring with IS_PTR already moved past the record, or, when

@@ -2,6 +2,7 @@
 #ifndef PADRONE_CODECACHE_INSTR_H
 #define PADRONE_CODECACHE_INSTR_H
 
+#include "codecache/instr-state.h"
 #include "codecache/internal.h"
 #include "pipeline/rep.h"
 
@@ -74,5 +75,116 @@ size_t ci_dispatch_encode(uint8_t *buf, uint64_t at, const struct ci_insn *ci,
 #define CC_UNLINK_JMP 5
 int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
 	      uint64_t detour);
+
+/* The rest is what instr.c, instr-plan.c, instr-emit.c, instr-area.c and
+ * instr-undo.c share: the copy being made or undone and its helpers. */
+#define CI_MAX_THREADS 256u
+
+_Static_assert((IS_SIZE - IS_JUNK_END) / 8 == IS_GUARD_WORDS, "the junk area's guard");
+
+/* A unit: instructions [first, first + n) of the function's list. */
+struct unit {
+	uint32_t first, n;
+	uint32_t id;
+	bool block_end;		/* the last one ends a CFG block */
+	struct rep_built b;
+	/* slots the commit writes straight from their register, which nothing
+	 * between the capture point and the commit changes (no capture, no
+	 * reload, and nothing a signal handler can spoil) */
+	uint64_t direct;
+	uint8_t direct_reg[IS_MAX_SLOTS + 1];
+	uint64_t off;		/* in the copy */
+	/* its commit's reservation, restartable (a signal's handler must not
+	 * run between reading the pointer and moving it past the record): the
+	 * read, the slow path's call of the stub (its return not included),
+	 * the fast path's move, all offsets in the copy */
+	uint64_t read_at, stub_ret, fast_at, fast_end;
+};
+
+struct ring {
+	pid_t tid;		/* writing it now, or last (atomic: read by consumers) */
+	int target_fd;
+	uint64_t map, len;	/* in the target */
+	struct cab_ring *r;
+};
+
+/* The threads' state area, shared by the functions instrumented at once (a
+ * thread has one gs_base): a row per thread (its gs_base points at the
+ * row), the sink row last, in each row a section per function
+ * (instr-state.h). Function k's ring i is written by row i's thread. Rows
+ * go to threads once, whichever functions come and go; the area is torn
+ * down (gs_base cleared) when the last function is undone. */
+struct area {
+	unsigned refs;			/* cc_instr structs holding it */
+	uint64_t addr, size;		/* in the target */
+	size_t nrows;			/* threads' rows; the sink row after them */
+	pid_t *tid;			/* per row: its thread (atomic) */
+	uint64_t *owner;		/* per row: its thread's fs base (IS_OWNER) */
+	bool *free;			/* per row: no live thread has it (tracer
+					 * thread only, once published) */
+	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */
+	bool taken[IS_SECTIONS];	/* installing, installed, or its copy kept */
+	bool gone;			/* torn down in the target */
+};
+
+struct cc_instr {
+	struct cc_cache *c;		/* the view it was made (or is undone) through */
+	struct attach_target *t;
+	struct cc_func fn;
+	char name[96];
+	struct cfg_function *cfg;
+	struct ci_insn *insns;
+	size_t ninsns;
+	uint64_t *insn_at, *insn_off;	/* per instruction: where its captures and
+					 * its relocated copy begin (instr-move.c) */
+	bool *unit_start;
+	struct unit *units;
+	size_t nunits;
+	struct rep_table *table;
+	uint64_t code, code_size, stub_off;
+	struct area *area;		/* NULL until it has one */
+	unsigned section;		/* its blocks in each row of the area */
+	struct ring *rings;		/* one per row of the area */
+	size_t nrings;
+	uint64_t rings_at, rings_size;	/* the range reserved for them in the target */
+	uint64_t detour, detour_size;	/* the entry's relocated first bytes */
+	uint64_t ring_stride;		/* ring i is mapped at rings_at + i * ring_stride */
+	bool sampling;
+	struct cc_instr_opts o;
+	bool installed;
+	bool removed;		/* the original's entry back (a copy kept until
+				 * released: a thread may still run it) */
+	bool restartable;	/* its commits' ranges given to attach/ */
+	bool released;		/* its section and rings (release_state) */
+	bool free_area;		/* the release took the area out: freed once the
+				 * record is forgotten */
+	uint64_t release_ns;	/* the pause that cleared the threads' gs_base */
+	unsigned kill_points;	/* test_kill_point: reached so far */
+};
+
+/* instr.c */
+/* For tests only: SIGKILL padrone at the N-th point (PADRONE_TEST_KILL_AT). */
+void cc__instr_test_kill_point(struct cc_instr *in, const char *what);
+void cc__instr_copy_map(const struct cc_instr *in, struct ci_map *m);
+int cc__instr_restart_ranges(struct cc_instr *in);
+void cc__instr_forget_restart_ranges(struct cc_instr *in);
+/* instr-plan.c */
+int cc__instr_build_plan(struct cc_instr *in);
+/* The unit starting at pc, or NULL. */
+const struct unit *cc__instr_unit_at(const struct cc_instr *in, uint64_t pc);
+/* instr-emit.c */
+int cc__instr_place_code(struct cc_instr *in);
+bool cc__instr_transfers(const struct ci_insn *ci);
+/* instr-area.c */
+int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n);
+int cc__instr_check_joined(struct cc_instr *in, const pid_t *tids, size_t n);
+int cc__instr_new_area(struct cc_instr *in, const pid_t *tids, size_t nlive);
+int cc__instr_join_area(struct cc_instr *in, const struct cc_instr *share);
+int cc__instr_reserve_rings(struct cc_instr *in);
+int cc__instr_place_rings(struct cc_instr *in);
+void cc__instr_unmap_rings(struct cc_instr *in);
+int cc__instr_set_gs(struct cc_instr *in);
+void cc__instr_reset_gs(struct cc_cache *c, const struct area *a);
+uint64_t cc__instr_block_of(const struct cc_instr *in, size_t i);
 
 #endif

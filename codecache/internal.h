@@ -146,7 +146,7 @@ struct cc_undo_stub {
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);
-/* instr.c: is the redirection an instrumented copy? And undoing one that a
+/* instr-undo.c: is the redirection an instrumented copy? And undoing one that a
  * padrone left (killed, or detached without uninstrument): as cc__undo, with
  * the threads' gs_base back to 0 and the rings unmapped from the target
  * before its record goes. */

@@ -1,4 +1,8 @@
-/* Instrumentation in a session (issue 10): a function replaced by its
+/* instr.c: the session's instrument and uninstrument commands (issue 10),
+ * and the thread events that keep the copies right; the consumers are
+ * src/instr-workers.c, the reports and stats src/instr-report.c.
+ *
+ * Instrumentation in a session: a function replaced by its
  * instrumented copy (codecache/instr.c), a consumer thread per thread's ring
  * recovering the references (pipeline/rep.h), and a simulator thread
  * simulating the host's caches as Cachegrind counts them
@@ -7,7 +11,7 @@
  * over, as a single cache shared by the threads sees them).
  *
  * Several functions at once share the threads' state areas (a thread has
- * one gs_base; codecache/instr.c gives each function a section of it), so
+ * one gs_base; codecache/instr-area.c gives each function a section of it), so
  * the thread events go to any one active copy, which handles them for all.
  * Kept as the session extension "instr", released (uninstrumented)
  * at detach while the process is still attached: detaching puts the
@@ -17,7 +21,7 @@
  * detach it stays, with the threads' gs_base and its record, for a later
  * restore.
  */
-#include "src/session.h"
+#include "src/instr-state.h"
 #include "src/instr-sim.h"
 #include "attach/attach.h"
 #include "cfg/cfg.h"
@@ -35,115 +39,11 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_FUNCS 16
 /* Chunks of 64 KiB per thread's ring: 4 MiB, a few milliseconds of a busy
  * thread's units, so that a consumer that a loaded machine schedules late
  * does not make the thread wait (16 chunks, 1 MiB: the thread waited about
  * every 0.5 ms). */
 #define RING_CHUNKS 64
-
-static const char *const event_names[PADRONE_NEVENTS] = {
-	"Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
-};
-
-const char *padrone_event_name(unsigned i)
-{
-	return i < PADRONE_NEVENTS ? event_names[i] : NULL;
-}
-
-struct instr_state;
-
-struct worker {
-	struct instr_state *st;
-	struct cab_ring *ring;		/* padrone's mapping; NULL once released */
-	struct cab_consumer *cons;
-	struct rep_recover *rec;
-	struct sim_feed *feed;		/* cache: its references to the simulator */
-	pthread_t th;
-	bool started;
-	pid_t tid;
-	volatile int stop;
-	uint64_t units, refs, lost, gaps;	/* final, once joined */
-	/* published by the consumer after each span, for stats while it runs */
-	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
-	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
-	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
-};
-
-/* A loop as report needs it: where its blocks are. */
-struct loop_span {
-	struct padrone_iloop info;	/* ev unused */
-	size_t nranges;
-	struct cfg_range *ranges;	/* its blocks, nested loops' included */
-};
-
-struct func {
-	char name[96];
-	struct loop_span *loops;
-	size_t nloops;
-	uint64_t entry, size;
-	char module[256];
-	uint64_t module_base;
-	struct cc_instr *in;
-	struct worker *w;
-	size_t nw;
-	bool active;
-	bool left;			/* left in the process at detach (not released) */
-	uint64_t t0_ns, t1_ns;
-	uint64_t before_ns;		/* instrumented earlier in this attachment */
-};
-
-struct instr_state {
-	struct csim_config cfg;
-	struct csim *sim;
-	struct sim_stage *stage;	/* simulates into sim */
-	bool sampling;
-	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
-	struct func f[MAX_FUNCS];
-	size_t nf;
-	/* read by the clone event (tracer thread): the active copies */
-	struct cc_instr *_Atomic live[MAX_FUNCS];
-};
-
-/* The refs analysis: references recovered (the recoverer counts them),
- * nothing simulated. */
-static void discard(void *arg, const struct rep_ref *refs, size_t n)
-{
-	(void)arg;
-	(void)refs;
-	(void)n;
-}
-
-static uint64_t thread_cpu_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	if (clock_gettime(clock, &ts) < 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Recover the span (unless only the units are counted), then publish the
- * counts (only this thread writes the recoverer's and the consumer's own
- * counters: stats reads these copies). */
-static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
-{
-	struct worker *w = arg;
-	struct rep_recover_stats rs = { 0 };
-	struct cab_stats cs;
-	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
-
-	cab_consumer__stats(w->cons, &cs);
-	if (w->rec)
-		rep_recover__stats(w->rec, &rs);
-	else
-		rs.units = cs.records_delivered;
-	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
-	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
-	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
-	atomic_store_explicit(&w->live_skipped, cs.records_skipped, memory_order_relaxed);
-	return rc;
-}
 
 int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t size)
 {
@@ -187,71 +87,10 @@ static unsigned analysis_level(unsigned bits)
 	return top;
 }
 
-static void *consume(void *arg)
-{
-	struct worker *w = arg;
-
-	cab_consumer__run(w->cons, consume_span, w, &w->stop);
-	if (w->rec)
-		rep_recover__flush(w->rec);
-	if (w->feed)
-		sim_feed__flush(w->feed);
-	atomic_store(&w->cpu_ns, thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
-	return NULL;
-}
-
-/* The consumers end once their producer ended and they drained the ring
- * (bounded: a ring left mapped in a kept copy never ends; one left in the
- * process at detach is not waited for). */
-static void stop_workers(struct func *f)
-{
-	for (size_t i = 0; i < f->nw; i++) {
-		struct worker *w = &f->w[i];
-		if (!w->started)
-			continue;
-		for (int k = 0; k < 500 && !f->left && !cab_consumer__eof(w->cons); k++)
-			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-		w->stop = 1;
-		cab_ring__wake_consumer(w->ring);	/* it may be in a long nap */
-		pthread_join(w->th, NULL);
-		w->started = false;
-		if (w->feed)	/* its last references simulated: report counts them */
-			sim_feed__drain(w->feed);
-		struct rep_recover_stats rs = { 0 };
-		struct cab_stats cs;
-		cab_consumer__stats(w->cons, &cs);
-		if (w->rec)
-			rep_recover__stats(w->rec, &rs);
-		else
-			rs.units = cs.records_delivered;
-		w->units = rs.units;
-		w->refs = rs.refs + rs.instrs;
-		w->gaps = rs.gaps;
-		w->lost = cs.records_dropped + cs.records_skipped;
-	}
-}
-
-/* The consumers, their recoverers and padrone's mappings of the rings,
- * once the workers ended: their counts are kept in the workers. */
-static void release_rings(struct func *f)
-{
-	for (size_t i = 0; i < f->nw; i++) {
-		cab_consumer__close(f->w[i].cons);
-		rep_recover__free(f->w[i].rec);
-		sim_feed__close(f->w[i].feed);
-		f->w[i].feed = NULL;
-		f->w[i].cons = NULL;
-		f->w[i].rec = NULL;
-		f->w[i].ring = NULL;
-	}
-	cc_instr__free(f->in);
-	f->in = NULL;
-}
-
 static void free_func(struct func *f)
 {
-	stop_workers(f);
-	release_rings(f);
+	instr__stop_workers(f);
+	instr__release_rings(f);
 	free(f->w);
 	for (size_t i = 0; i < f->nloops; i++)
 		free(f->loops[i].ranges);
@@ -312,9 +151,9 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 	if (f->active)
 		f->t1_ns = util_now_ns();
 	f->active = false;
-	stop_workers(f);
+	instr__stop_workers(f);
 	if (cc_instr__released(f->in))
-		release_rings(f);
+		instr__release_rings(f);
 	return 0;
 }
 
@@ -436,7 +275,7 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	return 0;
 }
 
-static void geometry(char *buf, size_t size, const struct csim_geom *g)
+void instr__geometry(char *buf, size_t size, const struct csim_geom *g)
 {
 	snprintf(buf, size, "%llu,%u,%u", (unsigned long long)g->size, g->assoc, g->line);
 }
@@ -487,9 +326,9 @@ static int set_geometry(struct padrone_session *s, struct instr_state *st,
 	if (same_geometry(&want, &st->cfg))
 		return 0;
 	if (st->nf) {
-		geometry(was[0], sizeof was[0], &st->cfg.level[CSIM_I1]);
-		geometry(was[1], sizeof was[1], &st->cfg.level[CSIM_D1]);
-		geometry(was[2], sizeof was[2], &st->cfg.level[CSIM_LL]);
+		instr__geometry(was[0], sizeof was[0], &st->cfg.level[CSIM_I1]);
+		instr__geometry(was[1], sizeof was[1], &st->cfg.level[CSIM_D1]);
+		instr__geometry(was[2], sizeof was[2], &st->cfg.level[CSIM_LL]);
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
 					    "are for I1 %s, D1 %s, LL %s; detach to change the "
 					    "geometry", was[0], was[1], was[2]);
@@ -505,46 +344,6 @@ static int set_geometry(struct padrone_session *s, struct instr_state *st,
 	return 0;
 }
 
-/* Named in top -H and /proc/PID/task/TID/comm, apart from padroned's
- * other threads (a ring's thread changes: the name does not say which). */
-static void name_consumer(const struct worker *w)
-{
-	pthread_setname_np(w->th, "padrone-ring");
-}
-
-static int start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
-{
-	size_t n = cc_instr__thread_count(f->in), first = f->nw;
-	/* after the workers of earlier times, which keep their counts */
-	struct worker *ws = realloc(f->w, (first + n) * sizeof *ws);
-
-	if (!ws)
-		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	memset(ws + first, 0, n * sizeof *ws);
-	f->w = ws;
-	f->nw = first + n;
-	for (size_t i = 0; i < n; i++) {
-		struct worker *w = &f->w[first + i];
-		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
-		w->ring = r;
-		w->st = st;
-		w->prev_ns = util_now_ns();
-		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
-		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
-		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
-			discard : NULL;	/* blocks: counted, no address recovered */
-		if ((simulate && sim_stage__open_feed(st->stage, &w->feed) < 0) ||
-		    (recover && rep_recover__new(cc_instr__table(f->in), to, w->feed, &w->rec) < 0) ||
-		    cab_consumer__open(r, &w->cons) < 0 ||
-		    pthread_create(&w->th, NULL, consume, w) != 0)
-			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
-						    "consumer of thread %d's ring", w->tid);
-		w->started = true;
-		name_consumer(w);
-	}
-	return 0;
-}
-
 /* The results kept of the function at entry, instrumented earlier in this
  * attachment and uninstrumented since (its rings released); NULL if none. */
 static struct func *kept_results(struct instr_state *st, uint64_t entry)
@@ -553,12 +352,6 @@ static struct func *kept_results(struct instr_state *st, uint64_t entry)
 		if (!st->f[i].active && !st->f[i].in && st->f[i].entry == entry)
 			return &st->f[i];
 	return NULL;
-}
-
-/* How long f has been instrumented, every time in this attachment. */
-static double func_seconds(const struct func *f)
-{
-	return (double)(f->before_ns + (f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
 }
 
 /* The file the function's code is mapped from, and where its offset 0 is:
@@ -708,7 +501,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	f->t0_ns = util_now_ns();
 	cc_instr__function(f->in, &f->entry, &f->size);
 	find_module(padrone_session__pid(s), f);
-	if ((rc = start_workers(s, st, f)) < 0) {
+	if ((rc = instr__start_workers(s, st, f)) < 0) {
 		uninstrument_one(s, st, f);
 		return rc;
 	}
@@ -742,252 +535,4 @@ int padrone_session__uninstrument(struct padrone_session *s, const char *functio
 					    "%s is not instrumented" : "nothing is instrumented%s",
 					    function ? function : "");
 	return 0;
-}
-
-static void events_of(const struct csim_counts *c, uint64_t ev[PADRONE_NEVENTS])
-{
-	ev[0] = c->refs[CSIM_INSTR];
-	ev[1] = c->miss[CSIM_I1][CSIM_INSTR];
-	ev[2] = c->miss[CSIM_LL][CSIM_INSTR];
-	ev[3] = c->refs[CSIM_READ];
-	ev[4] = c->miss[CSIM_D1][CSIM_READ];
-	ev[5] = c->miss[CSIM_LL][CSIM_READ];
-	ev[6] = c->refs[CSIM_WRITE];
-	ev[7] = c->miss[CSIM_D1][CSIM_WRITE];
-	ev[8] = c->miss[CSIM_LL][CSIM_WRITE];
-}
-
-static bool in_loop(const struct loop_span *l, uint64_t pc)
-{
-	for (size_t i = 0; i < l->nranges; i++)
-		if (pc >= l->ranges[i].start && pc < l->ranges[i].end)
-			return true;
-	return false;
-}
-
-/* Each loop's events: its PCs', nested loops' included. */
-static int add_loops(struct padrone_ifunction *pf, const struct func *f)
-{
-	if (!f->nloops)
-		return 0;
-	if (!(pf->loops = calloc(f->nloops, sizeof *pf->loops)))
-		return -ENOMEM;
-	for (size_t i = 0; i < f->nloops; i++) {
-		struct padrone_iloop *pl = &pf->loops[pf->nloops++];
-		*pl = f->loops[i].info;
-		for (size_t k = 0; k < pf->npcs; k++)
-			if (in_loop(&f->loops[i], pf->pcs[k].pc))
-				for (int e = 0; e < PADRONE_NEVENTS; e++)
-					pl->ev[e] += pf->pcs[k].ev[e];
-	}
-	return 0;
-}
-
-/* Threads: the consumers' counts (live ones read now). */
-static int add_threads(struct padrone_ireport *r, const struct func *f)
-{
-	for (size_t i = 0; i < f->nw; i++) {
-		const struct worker *w = &f->w[i];
-		struct padrone_ithread *t = NULL;
-		for (size_t k = 0; k < r->nthreads && !t; k++)
-			if (r->threads[k].tid == w->tid)
-				t = &r->threads[k];
-		if (!t) {
-			struct padrone_ithread *nt = realloc(r->threads,
-							     (r->nthreads + 1) * sizeof *nt);
-			if (!nt)
-				return -ENOMEM;
-			r->threads = nt;
-			t = &nt[r->nthreads++];
-			memset(t, 0, sizeof *t);
-			t->tid = w->tid;
-		}
-		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
-		if (w->started) {	/* running: what its consumer published so far */
-			struct cab_stats cs;
-			cab_ring__stats(w->ring, &cs);
-			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
-			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
-			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
-			lost = cs.records_dropped +
-				atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
-		}
-		t->units += units;
-		t->refs += refs;
-		t->lost_units += lost;
-		r->lost_units += lost;
-		r->gaps += gaps;
-	}
-	return 0;
-}
-
-int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
-{
-	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
-		NULL;
-	struct padrone_ireport *r;
-	size_t nrows = 0;
-
-	*out = NULL;
-	if (!st || !st->nf)
-		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
-					    "instrumented in this attachment");
-	if (!(r = calloc(1, sizeof *r)) || !(r->functions = calloc(st->nf, sizeof *r->functions)))
-		goto oom;
-	r->pid = padrone_session__pid(s);
-	r->sampling = st->sampling;
-	geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
-	geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
-	geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
-	sim_stage__lock(st->stage);
-	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
-	sim_stage__unlock(st->stage);
-	if (!rows)
-		goto oom;
-	for (size_t i = 0; i < st->nf; i++) {
-		const struct func *f = &st->f[i];
-		struct padrone_ifunction *pf = &r->functions[r->nfunctions++];
-		snprintf(pf->name, sizeof pf->name, "%s", f->name);
-		pf->entry = f->entry;
-		pf->active = f->active;
-		snprintf(pf->module, sizeof pf->module, "%s", f->module);
-		pf->module_base = f->module_base;
-		r->seconds += func_seconds(f);
-		/* this time's, for info's "since" */
-		pf->seconds = (double)((f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
-		uint64_t copy_size;
-		if (f->in)	/* released once uninstrumented */
-			cc_instr__copy(f->in, &pf->copy, &copy_size);
-		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
-			goto oom_rows;
-		for (size_t k = 0; k < nrows; k++) {
-			if (rows[k].pc < f->entry || rows[k].pc >= f->entry + f->size)
-				continue;
-			struct padrone_pc_events *pe = &pf->pcs[pf->npcs++];
-			pe->pc = rows[k].pc;
-			events_of(&rows[k].c, pe->ev);
-			for (int e = 0; e < PADRONE_NEVENTS; e++)
-				pf->ev[e] += pe->ev[e];
-		}
-		if (add_loops(pf, f) < 0 || add_threads(r, f) < 0)
-			goto oom_rows;
-	}
-	free(rows);
-	*out = r;
-	return 0;
-oom_rows:
-	free(rows);
-oom:
-	padrone_ireport__free(r);
-	return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-}
-
-void padrone_ireport__free(struct padrone_ireport *r)
-{
-	if (!r)
-		return;
-	for (size_t i = 0; i < r->nfunctions; i++) {
-		free(r->functions[i].pcs);
-		free(r->functions[i].loops);
-	}
-	free(r->functions);
-	free(r->threads);
-	free(r);
-}
-
-/* ------------------------------------------------------------------ stats */
-
-/* The consumer's CPU time: its clock while it runs, what it read last
- * once joined. */
-static double worker_cpu_s(const struct worker *w)
-{
-	clockid_t clock;
-	uint64_t ns = atomic_load(&w->cpu_ns);
-
-	if (w->started && pthread_getcpuclockid(w->th, &clock) == 0) {
-		uint64_t now = thread_cpu_ns(clock);
-		ns = now ? now : ns;
-	}
-	return (double)ns / 1e9;
-}
-
-static void worker_stats(const struct func *f, size_t i, struct padrone_istat_thread *t)
-{
-	struct worker *w = &f->w[i];
-	struct cab_ring *ring = w->ring;
-	uint64_t now = util_now_ns();
-
-	t->tid = w->tid;
-	snprintf(t->function, sizeof t->function, "%s", f->name);
-	t->active = w->started;
-	t->units = w->units;
-	t->refs = w->refs;
-	t->gaps = w->gaps;
-	t->lost_units = w->lost;
-	if (w->started) {
-		struct cab_stats cs;
-		int inuse = cab_ring__chunks_in_use(ring);
-		cab_ring__stats(ring, &cs);
-		t->units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
-		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
-		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
-		t->lost_units = cs.records_dropped +
-			atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
-		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
-		t->producer_waits = cs.producer_waits;
-	}
-	double dt = (double)(now - w->prev_ns) / 1e9;
-	if (dt > 0) {
-		t->units_per_s = (double)(t->units - w->prev_units) / dt;
-		t->refs_per_s = (double)(t->refs - w->prev_refs) / dt;
-	}
-	t->seconds = dt;
-	t->cpu_s = worker_cpu_s(w);
-	w->prev_units = t->units;
-	w->prev_refs = t->refs;
-	w->prev_ns = now;
-}
-
-int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
-{
-	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
-		NULL;
-	struct padrone_istats *r;
-	size_t n = 0;
-
-	*out = NULL;
-	if (!st || !st->nf)
-		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
-					    "instrumented in this attachment");
-	for (size_t i = 0; i < st->nf; i++)
-		n += st->f[i].nw;
-	if (!(r = calloc(1, sizeof *r)) || !(r->threads = calloc(n + 1, sizeof *r->threads))) {
-		free(r);
-		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
-	}
-	r->pid = padrone_session__pid(s);
-	r->sampling = st->sampling;
-	for (size_t i = 0; i < st->nf; i++) {
-		const struct func *f = &st->f[i];
-		r->seconds += func_seconds(f);
-		for (size_t k = 0; k < f->nw; k++) {
-			struct padrone_istat_thread *t = &r->threads[r->nthreads++];
-			worker_stats(f, k, t);
-			r->units += t->units;
-			r->refs += t->refs;
-			r->lost_units += t->lost_units;
-			r->gaps += t->gaps;
-			r->cpu_s += t->cpu_s;
-		}
-	}
-	*out = r;
-	return 0;
-}
-
-void padrone_istats__free(struct padrone_istats *r)
-{
-	if (!r)
-		return;
-	free(r->threads);
-	free(r);
 }

@@ -1,4 +1,4 @@
-/* stats [-j]: how the instrumentation pipeline keeps up (src/instr.c):
+/* stats [-j]: how the instrumentation pipeline keeps up (src/instr-report.c):
  * per thread's ring, units and references recovered, their rates, the
  * ring's fill, what was lost, and the consumers' CPU time. */
 #include "src/cmd.h"

@@ -1,0 +1,319 @@
+/* instr-emit.c: the code of an instrumented copy (issue 10; the design is
+ * told in instr.c): each unit's captures, relocated instructions and commit,
+ * jump tables' dispatches, then the ring stub pointed at the function's
+ * section; laid out twice (offsets, then bytes) and written to the cache. */
+#include "codecache/instr.h"
+#include "cfg/cfg.h"
+
+#include <Zydis/Zydis.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const uint8_t cc_istub_begin[], cc_istub_end[];
+
+struct out {
+	uint8_t *buf;		/* NULL: only count */
+	uint64_t at, base;	/* offset; the copy's address */
+	uint32_t gs;		/* the function's section: its block at %gs:gs */
+	int err;
+};
+
+static void put(struct out *o, const void *p, size_t n)
+{
+	if (o->buf)
+		memcpy(o->buf + o->at, p, n);
+	o->at += n;
+}
+
+static void put32(struct out *o, uint32_t v) { put(o, &v, 4); }
+
+static void rel32(struct out *o, uint64_t target)
+{
+	int64_t d = (int64_t)(target - (o->base + o->at + 4));
+	if (o->buf && (d < INT32_MIN || d > INT32_MAX))
+		o->err = -ERANGE;
+	put32(o, (uint32_t)(int32_t)d);
+}
+
+static void emit_capture(struct out *o, const struct rep_capture *cap)
+{
+	uint32_t slot = o->gs + IS_SLOTS + 8u * cap->slot;
+
+	if (cap->reg == REP_REG_RFLAGS) {
+		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x9c,
+					       0x65, 0x8f, 0x04, 0x25 };
+		static const uint8_t post[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
+		put(o, pre, sizeof pre);
+		put32(o, slot);
+		put(o, post, sizeof post);
+		return;
+	}
+	if (cap->reg == REP_REG_FSBASE) {
+		/* lea -128(%rsp),%rsp; push %rax; rdfsbase %rax;
+		 * mov %rax,%gs:slot; pop %rax; lea 128(%rsp),%rsp */
+		static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x50,
+					       0xf3, 0x48, 0x0f, 0xae, 0xc0,
+					       0x65, 0x48, 0x89, 0x04, 0x25 };
+		static const uint8_t post[] = { 0x58, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0 };
+		put(o, pre, sizeof pre);
+		put32(o, slot);
+		put(o, post, sizeof post);
+		return;
+	}
+	unsigned code = cap->reg - REP_REG_RAX;
+	uint8_t b[5] = { 0x65, (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
+			 (uint8_t)(0x04 | (code & 7) << 3), 0x25 };
+	put(o, b, sizeof b);
+	put32(o, slot);
+}
+
+/* How far ahead of the unit being written the commit fetches ring lines. */
+#define PREFETCH_AHEAD 512
+
+/* Reserve the record, copy the slots, write the header last. The
+ * reservation reads the pointer and moves it in separate instructions: a
+ * handler run in between would place its units where this one goes, so
+ * that stretch is a restartable range (cc__instr_restart_ranges). */
+static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
+{
+	static const uint8_t head[] = {
+		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
+		0x50, 0x51,					/* push %rax; push %rcx */
+		0x65, 0x48, 0x8b, 0x04, 0x25,			/* mov %gs:IS_PTR,%rax */
+	};
+	static const uint8_t test[] = {
+		0x48, 0x8b, 0x08,				/* mov (%rax),%rcx */
+		0xe3, 0x0c,					/* jrcxz fast */
+		0xb9,						/* mov $n,%ecx */
+	};
+	static const uint8_t tail[] = {
+		0x48, 0x89, 0x08,				/* mov %rcx,(%rax) */
+		0x59, 0x58,					/* pop %rcx; pop %rax */
+		0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,		/* lea 128(%rsp),%rsp */
+	};
+	uint32_t n = u->b.block.nslots;
+
+	put(o, head, sizeof head);
+	put32(o, o->gs + IS_PTR);
+	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
+	/* prefetchw PREFETCH_AHEAD(%rax): the ring's lines were last written
+	 * by the consumer on another CPU (it clears them); fetched for
+	 * writing this far ahead, the sentinel's load below no longer waits
+	 * for the line to come over (a fifth of the copy's samples sat on the
+	 * jrcxz after it). A hint: it never faults, flags untouched. */
+	put(o, (uint8_t[]){ 0x0f, 0x0d, 0x88 }, 3);
+	put32(o, PREFETCH_AHEAD);
+	put(o, test, sizeof test);
+	put32(o, n);
+	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
+	rel32(o, in->code + in->stub_off);
+	uint64_t stub_ret = o->at;
+	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	uint64_t fast_at = o->at;
+	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
+	put32(o, 8 * (1 + n));
+	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
+	put32(o, o->gs + IS_PTR);
+	if (!o->buf) {
+		u->read_at = read_at;
+		u->stub_ret = stub_ret;
+		u->fast_at = fast_at;
+		u->fast_end = o->at;
+	}
+	for (uint32_t k = 0; k < n; k++) {			/* write: */
+		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
+			unsigned code = u->direct_reg[k] - REP_REG_RAX;
+			put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
+					    (uint8_t)(0x80 | (code & 7) << 3) }, 3);
+			put32(o, 8 * (1 + k));
+			continue;
+		}
+		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);
+		put32(o, o->gs + IS_SLOTS + 8 * k);
+		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
+		put32(o, 8 * (1 + k));
+	}
+	uint64_t hdr = REP_S_WORD(u->id, n);
+	put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* movabs $hdr,%rcx */
+	put(o, &hdr, 8);
+	put(o, tail, sizeof tail);
+}
+
+bool cc__instr_transfers(const struct ci_insn *ci)
+{
+	return ci->kind != CI_PLAIN || !ci->falls;
+}
+
+static const struct cfg_jump_table *jump_table_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++)
+		if (cfg_function__jump_table(in->cfg, i)->at == pc)
+			return cfg_function__jump_table(in->cfg, i);
+	return NULL;
+}
+
+/* A jump table's jmp: its targets that are units go to their copies. */
+static void emit_dispatch(struct out *o, struct cc_instr *in, const struct ci_insn *ci,
+			  const struct cfg_jump_table *jt)
+{
+	uint64_t *from = calloc(jt->target_count + 1, sizeof *from);
+	uint64_t *to = calloc(jt->target_count + 1, sizeof *to);
+	size_t n = 0;
+	int err = 0;
+
+	if (!from || !to)
+		err = -ENOMEM;
+	for (uint32_t i = 0; !err && i < jt->target_count; i++) {
+		const struct unit *u = cc__instr_unit_at(in, jt->targets[i]);
+		bool dup = false;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = from[k] == jt->targets[i];
+		if (u && !dup) {
+			from[n] = jt->targets[i];
+			to[n++] = in->code + u->off;
+		}
+	}
+	size_t len = err ? 0 : ci_dispatch_encode(o->buf ? o->buf + o->at : NULL, o->base + o->at,
+						  ci, from, to, n, &err);
+	if (err && !o->err)
+		o->err = err;
+	o->at += len;
+	free(from);
+	free(to);
+}
+
+/* One original instruction, relocated; branches to a unit go to its copy. */
+static void emit_insn(struct out *o, struct cc_instr *in, const struct ci_insn *ci)
+{
+	const struct cfg_jump_table *jt = ci->kind == CI_IJMP ? jump_table_at(in, ci->pc) : NULL;
+	if (jt) {
+		emit_dispatch(o, in, ci, jt);
+		return;
+	}
+	const struct unit *to = (ci->kind == CI_JMP || ci->kind == CI_JCC) ?
+		cc__instr_unit_at(in, ci->target) : NULL;
+	struct cc_reloc *r;
+	struct cc_error err;
+
+	if (to && ci->kind == CI_JMP) {
+		put(o, (uint8_t[]){ 0xe9 }, 1);
+		rel32(o, in->code + to->off);
+		return;
+	}
+	if (to) {
+		put(o, (uint8_t[]){ 0x0f, (uint8_t)(0x80 | ci->cc) }, 2);
+		rel32(o, in->code + to->off);
+		return;
+	}
+	if (cc_reloc__new(ci->bytes, ci->len, ci->pc, NULL, &r, &err) < 0) {
+		o->err = err.err;
+		return;
+	}
+	size_t n = cc_reloc__size(r);
+	if (o->buf && cc_reloc__encode(r, o->base + o->at, o->buf + o->at, n, &err) < 0)
+		o->err = err.err;
+	o->at += n;
+	cc_reloc__free(r);
+}
+
+static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const struct unit *next)
+{
+	const struct rep_built *b = &u->b;
+	uint32_t c = 0;
+
+	if (!o->buf)
+		u->off = o->at;
+	for (uint32_t i = 0; i < u->n; i++) {
+		const struct ci_insn *ci = &in->insns[u->first + i];
+		bool last = i + 1 == u->n;
+		if (!o->buf)
+			in->insn_at[u->first + i] = o->at;
+		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
+		if (last && cc__instr_transfers(ci))
+			emit_commit(o, in, u);
+		if (!o->buf)
+			in->insn_off[u->first + i] = o->at;
+		emit_insn(o, in, ci);
+		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
+			if (!(u->direct >> b->caps[c].slot & 1))
+				emit_capture(o, &b->caps[c]);
+		if (last && !cc__instr_transfers(ci))
+			emit_commit(o, in, u);
+	}
+	const struct ci_insn *ci = &in->insns[u->first + u->n - 1];
+	uint64_t end = ci->pc + ci->len;
+	if (!ci->falls || (next && in->insns[next->first].pc == end))
+		return;
+	const struct unit *to = cc__instr_unit_at(in, end);	/* fall through to a unit laid out elsewhere */
+	put(o, (uint8_t[]){ 0xe9 }, 1);
+	rel32(o, to ? in->code + to->off : end);
+}
+
+/* The stub's %gs:OFF operands to the function's section, %gs:(gs + OFF):
+ * each is an absolute disp32 (no base, no index), checked. */
+static int stub_to_section(uint8_t *p, size_t len, uint32_t gs)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction d;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t at = 0; at < len; at += d.length) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, p + at, len - at, &d, ops)))
+			return -EINVAL;
+		for (unsigned i = 0; i < d.operand_count; i++) {
+			const ZydisDecodedOperand *op = &ops[i];
+			if (op->type != ZYDIS_OPERAND_TYPE_MEMORY || op->mem.segment != ZYDIS_REGISTER_GS)
+				continue;
+			if (op->mem.base != ZYDIS_REGISTER_NONE || op->mem.index != ZYDIS_REGISTER_NONE ||
+			    d.raw.disp.size != 32)
+				return -EINVAL;
+			int32_t disp;
+			memcpy(&disp, p + at + d.raw.disp.offset, 4);
+			disp += (int32_t)gs;
+			memcpy(p + at + d.raw.disp.offset, &disp, 4);
+		}
+	}
+	return 0;
+}
+
+/* The copy: units in address order, then the ring stub. Twice: offsets
+ * first (buf NULL), then the bytes. */
+static int emit_all(struct cc_instr *in, uint8_t *buf)
+{
+	struct out o = { .buf = buf, .base = in->code, .gs = in->section * IS_SIZE };
+
+	for (size_t i = 0; i < in->nunits; i++)
+		emit_unit(&o, in, &in->units[i], i + 1 < in->nunits ? &in->units[i + 1] : NULL);
+	o.at = (o.at + 63) & ~63ULL;
+	in->stub_off = o.at;
+	put(&o, cc_istub_begin, (size_t)(cc_istub_end - cc_istub_begin));
+	if (buf && !o.err)
+		o.err = stub_to_section(buf + in->stub_off, o.at - in->stub_off, o.gs);
+	in->code_size = o.at;
+	if (o.err)
+		return cc__fail(in->c, CC_PHASE_WRITE, o.err, "cannot lay out the instrumented "
+				"copy of %s (error %d)", in->name, o.err);
+	return 0;
+}
+
+int cc__instr_place_code(struct cc_instr *in)
+{
+	int rc;
+
+	if ((rc = emit_all(in, NULL)) < 0)
+		return rc;
+	if ((rc = cc_cache__alloc(in->c, CC_CODE, in->code_size, 64, in->fn.addr, &in->code)) < 0)
+		return rc;
+	uint8_t *buf = calloc(1, in->code_size);
+	if (!buf)
+		return cc__fail(in->c, CC_PHASE_WRITE, -ENOMEM, "out of memory");
+	rc = emit_all(in, buf);
+	if (rc == 0)
+		rc = cc_cache__write(in->c, in->code, buf, in->code_size);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,246 @@
+/* instr-plan.c: the plan of an instrumented copy (issue 10; the design is
+ * told in instr.c): the function's CFG, its instructions decoded, cut into
+ * units with their REP capture plans and table, and the checks that refuse
+ * what the copy cannot do. Nothing here touches the target. */
+#include "codecache/instr.h"
+#include "cfg/cfg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int read_blocks(struct cc_instr *in)
+{
+	size_t nb = cfg_function__block_count(in->cfg), cap = 0;
+	char why[200];
+
+	for (size_t i = 0; i < nb; i++) {
+		const struct cfg_block *b = cfg_function__block(in->cfg, i);
+		size_t len = b->end - b->start;
+		uint8_t *buf = malloc(len + 16);
+		if (!buf)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+		memset(buf, 0, len + 16);
+		int rc = cc__read(in->c, b->start, buf, len);
+		for (size_t at = 0; rc == 0 && at < len;) {
+			if ((rc = cc__grow(&in->insns, &cap, in->ninsns + 1, sizeof *in->insns, 256)))
+				break;
+			struct ci_insn *ci = &in->insns[in->ninsns];
+			if ((rc = cc__instr_decode(buf + at, len - at, b->start + at, ci, why,
+						   sizeof why)) < 0) {
+				rc = cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: %s",
+					      in->name, why);
+				break;
+			}
+			at += ci->len;
+			in->ninsns++;
+		}
+		free(buf);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static bool ends_unit(const struct ci_insn *ci)
+{
+	return ci->kind == CI_CALL || ci->kind == CI_ICALL;
+}
+
+/* A unit that says only which block ran: its header, no slots; the
+ * table still lists its instructions (the fetches are known). */
+static void forget_addresses(struct rep_built *b)
+{
+	b->ncaps = 0;
+	b->block.nslots = 0;
+	b->block.nrefs = 0;
+}
+
+/* Can slot's one capture c be written at the commit from its register? Not
+ * rax or rcx (the commit's own), rsp (moved below the red zone), rflags or
+ * a segment base (no register to store from), nor a register any
+ * instruction run between the capture and the commit writes. */
+static bool direct_capture(const struct cc_instr *in, const struct unit *u,
+			   const struct rep_capture *c)
+{
+	uint32_t last = u->n - 1;
+	uint32_t start = c->after ? c->insn + 1 : c->insn;
+	uint32_t end = cc__instr_transfers(&in->insns[u->first + last]) ? last : last + 1;
+
+	if (c->reg < REP_REG_RDX || c->reg > REP_REG_R15 || c->reg == REP_REG_RSP ||
+	    start > end)
+		return false;
+	for (uint32_t k = start; k < end; k++)
+		if (in->insns[u->first + k].rep.clobbers & (1u << c->reg))
+			return false;
+	return true;
+}
+
+static void plan_direct(const struct cc_instr *in, struct unit *u)
+{
+	uint8_t captures[IS_MAX_SLOTS + 1] = { 0 };
+
+	u->direct = 0;
+	for (uint32_t c = 0; c < u->b.ncaps; c++)
+		if (u->b.caps[c].slot <= IS_MAX_SLOTS)
+			captures[u->b.caps[c].slot]++;
+	for (uint32_t c = 0; c < u->b.ncaps; c++) {
+		const struct rep_capture *cap = &u->b.caps[c];
+		if (cap->slot > IS_MAX_SLOTS || captures[cap->slot] != 1 ||
+		    !direct_capture(in, u, cap))
+			continue;
+		u->direct |= 1ull << cap->slot;
+		u->direct_reg[cap->slot] = cap->reg;
+	}
+}
+
+static bool captures_fs_base(const struct rep_built *b)
+{
+	for (uint32_t c = 0; c < b->ncaps; c++)
+		if (b->caps[c].reg == REP_REG_FSBASE)
+			return true;
+	return false;
+}
+
+/* Units: the blocks, cut after calls; their plans and the table. */
+static int plan_units(struct cc_instr *in)
+{
+	size_t cap = 0, nb = cfg_function__block_count(in->cfg), k = 0;
+	int rc;
+
+	if ((rc = rep_table__new(&in->table)) < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
+	for (size_t bi = 0; bi < nb; bi++) {
+		const struct cfg_block *b = cfg_function__block(in->cfg, bi);
+		while (k < in->ninsns && in->insns[k].pc < b->end) {
+			uint32_t first = (uint32_t)k;
+			while (k < in->ninsns && in->insns[k].pc < b->end && !ends_unit(&in->insns[k]))
+				k++;
+			if (k < in->ninsns && in->insns[k].pc < b->end)
+				k++;	/* the call ends the unit */
+			if ((rc = cc__grow(&in->units, &cap, in->nunits + 1, sizeof *in->units, 64)))
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "out of memory");
+			struct unit *u = &in->units[in->nunits];
+			memset(u, 0, sizeof *u);
+			u->first = first;
+			u->n = (uint32_t)(k - first);
+			u->id = (uint32_t)++in->nunits;
+			u->block_end = k >= in->ninsns || in->insns[k].pc >= b->end;
+			struct rep_insn *ri = malloc(u->n * sizeof *ri);
+			if (!ri)
+				return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+			for (uint32_t i = 0; i < u->n; i++)
+				ri[i] = in->insns[first + i].rep;
+			rc = rep_build(ri, u->n, u->id,
+				       in->o.plain_plan ? 0 : REP_OPT_STACK | REP_OPT_BASE, &u->b);
+			free(ri);
+			if (rc < 0)
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot instrument %s: the "
+						"block at 0x%" PRIx64 ": %s", in->name,
+						in->insns[first].pc, rep_errmsg());
+			if (in->o.blocks_only)
+				forget_addresses(&u->b);
+			if (captures_fs_base(&u->b) && !cc__user_fsgsbase())
+				return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument "
+						"%s: the block at 0x%" PRIx64 " reads through fs "
+						"(thread-local storage), whose base only rdfsbase can "
+						"capture, which this kernel does not let user code run",
+						in->name, in->insns[first].pc);
+			plan_direct(in, u);
+			if (u->b.block.nslots > IS_MAX_SLOTS)
+				return cc__fail(in->c, CC_PHASE_LOAD, -E2BIG, "cannot instrument %s: "
+						"the block at 0x%" PRIx64 " needs %u slots, more than "
+						"the %d of a unit", in->name, in->insns[first].pc,
+						u->b.block.nslots, IS_MAX_SLOTS);
+			if ((rc = rep_table__add(in->table, &u->b.block)) < 0)
+				return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
+		}
+	}
+	return 0;
+}
+
+/* The unit starting at pc, or NULL. */
+const struct unit *cc__instr_unit_at(const struct cc_instr *in, uint64_t pc)
+{
+	size_t lo = 0, hi = in->nunits;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		uint64_t at = in->insns[in->units[mid].first].pc;
+		if (at == pc)
+			return &in->units[mid];
+		if (at < pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static const struct ci_insn *insn_at(const struct cc_instr *in, uint64_t pc)
+{
+	for (size_t i = 0; i < in->ninsns; i++)
+		if (in->insns[i].pc == pc)
+			return &in->insns[i];
+	return NULL;
+}
+
+/* Each jump table's jmp is re-pointed at the copy (instr-jt.c) when it
+ * jumps through a register; through memory it cannot be. */
+static int check_jump_tables(struct cc_instr *in)
+{
+	for (size_t i = 0; i < cfg_function__jump_table_count(in->cfg); i++) {
+		const struct cfg_jump_table *jt = cfg_function__jump_table(in->cfg, i);
+		const struct ci_insn *ci = insn_at(in, jt->at);
+		if (!ci || ci_jmp_reg(ci) < 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: the "
+					"jump table's jmp at 0x%" PRIx64 " does not jump through "
+					"a register, and only such a jmp is re-pointed at the copy",
+					in->name, jt->at);
+	}
+	return 0;
+}
+
+int cc__instr_build_plan(struct cc_instr *in)
+{
+	struct cfg_reader *rd;
+	const char *msg = NULL;
+	uint64_t at = 0;
+	int rc;
+
+	if ((rc = cc__open_cfg(in->c, &rd)) < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot read the code of process %d",
+				in->c->pid);
+	rc = cfg_function__build(rd, in->fn.addr, NULL, &in->cfg);
+	cfg_reader__free(rd);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_LOAD, rc, "cannot build the CFG of %s", in->name);
+	if (cfg_function__error(in->cfg, &at, &msg) != CFG_ERR_NONE)
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: its CFG is "
+				"incomplete at 0x%" PRIx64 " (%s)", in->name, at, msg ? msg : "?");
+	if (cfg_function__unresolved_count(in->cfg))
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: it has an "
+				"indirect jump whose targets are unknown", in->name);
+	if (!in->fn.size) {
+		size_t nr = cfg_function__range_count(in->cfg);
+		const struct cfg_range *last = cfg_function__range(in->cfg, nr - 1);
+		in->fn.size = last->end - in->fn.addr;
+	}
+	if ((rc = read_blocks(in)) < 0 || (rc = plan_units(in)) < 0 ||
+	    (rc = check_jump_tables(in)) < 0)
+		return rc;
+	in->insn_at = calloc(in->ninsns, sizeof *in->insn_at);
+	in->insn_off = calloc(in->ninsns, sizeof *in->insn_off);
+	in->unit_start = calloc(in->ninsns, sizeof *in->unit_start);
+	if (!in->insn_at || !in->insn_off || !in->unit_start)
+		return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < in->nunits; i++)
+		in->unit_start[in->units[i].first] = true;
+	for (size_t i = 0; i < in->ninsns; i++)
+		if (in->insns[i].kind == CI_LOOPLIKE && cfg_function__block_at(in->cfg,
+								   in->insns[i].target) >= 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, -ENOTSUP, "cannot instrument %s: the "
+					"loop/jrcxz at 0x%" PRIx64 " branches inside it", in->name,
+					in->insns[i].pc);
+	return 0;
+}

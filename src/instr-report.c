@@ -1,0 +1,278 @@
+/* instr-report.c: what an instrumentation found (issue 10; the design is
+ * told in src/instr.c): the report (events per PC, loop and function, the
+ * threads' counts) and the stats of the consumers while they run. */
+#include "src/instr-state.h"
+#include "src/instr-sim.h"
+#include "cfg/cfg.h"
+#include "codecache/codecache.h"
+#include "pipeline/cab.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const event_names[PADRONE_NEVENTS] = {
+	"Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
+};
+
+const char *padrone_event_name(unsigned i)
+{
+	return i < PADRONE_NEVENTS ? event_names[i] : NULL;
+}
+
+/* How long f has been instrumented, every time in this attachment. */
+static double func_seconds(const struct func *f)
+{
+	return (double)(f->before_ns + (f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+}
+
+static void events_of(const struct csim_counts *c, uint64_t ev[PADRONE_NEVENTS])
+{
+	ev[0] = c->refs[CSIM_INSTR];
+	ev[1] = c->miss[CSIM_I1][CSIM_INSTR];
+	ev[2] = c->miss[CSIM_LL][CSIM_INSTR];
+	ev[3] = c->refs[CSIM_READ];
+	ev[4] = c->miss[CSIM_D1][CSIM_READ];
+	ev[5] = c->miss[CSIM_LL][CSIM_READ];
+	ev[6] = c->refs[CSIM_WRITE];
+	ev[7] = c->miss[CSIM_D1][CSIM_WRITE];
+	ev[8] = c->miss[CSIM_LL][CSIM_WRITE];
+}
+
+static bool in_loop(const struct loop_span *l, uint64_t pc)
+{
+	for (size_t i = 0; i < l->nranges; i++)
+		if (pc >= l->ranges[i].start && pc < l->ranges[i].end)
+			return true;
+	return false;
+}
+
+/* Each loop's events: its PCs', nested loops' included. */
+static int add_loops(struct padrone_ifunction *pf, const struct func *f)
+{
+	if (!f->nloops)
+		return 0;
+	if (!(pf->loops = calloc(f->nloops, sizeof *pf->loops)))
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nloops; i++) {
+		struct padrone_iloop *pl = &pf->loops[pf->nloops++];
+		*pl = f->loops[i].info;
+		for (size_t k = 0; k < pf->npcs; k++)
+			if (in_loop(&f->loops[i], pf->pcs[k].pc))
+				for (int e = 0; e < PADRONE_NEVENTS; e++)
+					pl->ev[e] += pf->pcs[k].ev[e];
+	}
+	return 0;
+}
+
+/* Threads: the consumers' counts (live ones read now). */
+static int add_threads(struct padrone_ireport *r, const struct func *f)
+{
+	for (size_t i = 0; i < f->nw; i++) {
+		const struct worker *w = &f->w[i];
+		struct padrone_ithread *t = NULL;
+		for (size_t k = 0; k < r->nthreads && !t; k++)
+			if (r->threads[k].tid == w->tid)
+				t = &r->threads[k];
+		if (!t) {
+			struct padrone_ithread *nt = realloc(r->threads,
+							     (r->nthreads + 1) * sizeof *nt);
+			if (!nt)
+				return -ENOMEM;
+			r->threads = nt;
+			t = &nt[r->nthreads++];
+			memset(t, 0, sizeof *t);
+			t->tid = w->tid;
+		}
+		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
+		if (w->started) {	/* running: what its consumer published so far */
+			struct cab_stats cs;
+			cab_ring__stats(w->ring, &cs);
+			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+			lost = cs.records_dropped +
+				atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+		}
+		t->units += units;
+		t->refs += refs;
+		t->lost_units += lost;
+		r->lost_units += lost;
+		r->gaps += gaps;
+	}
+	return 0;
+}
+
+int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	struct padrone_ireport *r;
+	size_t nrows = 0;
+
+	*out = NULL;
+	if (!st || !st->nf)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
+					    "instrumented in this attachment");
+	if (!(r = calloc(1, sizeof *r)) || !(r->functions = calloc(st->nf, sizeof *r->functions)))
+		goto oom;
+	r->pid = padrone_session__pid(s);
+	r->sampling = st->sampling;
+	instr__geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
+	instr__geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
+	instr__geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
+	sim_stage__lock(st->stage);
+	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
+	sim_stage__unlock(st->stage);
+	if (!rows)
+		goto oom;
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		struct padrone_ifunction *pf = &r->functions[r->nfunctions++];
+		snprintf(pf->name, sizeof pf->name, "%s", f->name);
+		pf->entry = f->entry;
+		pf->active = f->active;
+		snprintf(pf->module, sizeof pf->module, "%s", f->module);
+		pf->module_base = f->module_base;
+		r->seconds += func_seconds(f);
+		/* this time's, for info's "since" */
+		pf->seconds = (double)((f->active ? util_now_ns() : f->t1_ns) - f->t0_ns) / 1e9;
+		uint64_t copy_size;
+		if (f->in)	/* released once uninstrumented */
+			cc_instr__copy(f->in, &pf->copy, &copy_size);
+		if (!(pf->pcs = calloc(nrows + 1, sizeof *pf->pcs)))
+			goto oom_rows;
+		for (size_t k = 0; k < nrows; k++) {
+			if (rows[k].pc < f->entry || rows[k].pc >= f->entry + f->size)
+				continue;
+			struct padrone_pc_events *pe = &pf->pcs[pf->npcs++];
+			pe->pc = rows[k].pc;
+			events_of(&rows[k].c, pe->ev);
+			for (int e = 0; e < PADRONE_NEVENTS; e++)
+				pf->ev[e] += pe->ev[e];
+		}
+		if (add_loops(pf, f) < 0 || add_threads(r, f) < 0)
+			goto oom_rows;
+	}
+	free(rows);
+	*out = r;
+	return 0;
+oom_rows:
+	free(rows);
+oom:
+	padrone_ireport__free(r);
+	return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+}
+
+void padrone_ireport__free(struct padrone_ireport *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nfunctions; i++) {
+		free(r->functions[i].pcs);
+		free(r->functions[i].loops);
+	}
+	free(r->functions);
+	free(r->threads);
+	free(r);
+}
+
+/* ------------------------------------------------------------------ stats */
+
+/* The consumer's CPU time: its clock while it runs, what it read last
+ * once joined. */
+static double worker_cpu_s(const struct worker *w)
+{
+	clockid_t clock;
+	uint64_t ns = atomic_load(&w->cpu_ns);
+
+	if (w->started && pthread_getcpuclockid(w->th, &clock) == 0) {
+		uint64_t now = instr__thread_cpu_ns(clock);
+		ns = now ? now : ns;
+	}
+	return (double)ns / 1e9;
+}
+
+static void worker_stats(const struct func *f, size_t i, struct padrone_istat_thread *t)
+{
+	struct worker *w = &f->w[i];
+	struct cab_ring *ring = w->ring;
+	uint64_t now = util_now_ns();
+
+	t->tid = w->tid;
+	snprintf(t->function, sizeof t->function, "%s", f->name);
+	t->active = w->started;
+	t->units = w->units;
+	t->refs = w->refs;
+	t->gaps = w->gaps;
+	t->lost_units = w->lost;
+	if (w->started) {
+		struct cab_stats cs;
+		int inuse = cab_ring__chunks_in_use(ring);
+		cab_ring__stats(ring, &cs);
+		t->units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+		t->lost_units = cs.records_dropped +
+			atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
+		t->producer_waits = cs.producer_waits;
+	}
+	double dt = (double)(now - w->prev_ns) / 1e9;
+	if (dt > 0) {
+		t->units_per_s = (double)(t->units - w->prev_units) / dt;
+		t->refs_per_s = (double)(t->refs - w->prev_refs) / dt;
+	}
+	t->seconds = dt;
+	t->cpu_s = worker_cpu_s(w);
+	w->prev_units = t->units;
+	w->prev_refs = t->refs;
+	w->prev_ns = now;
+}
+
+int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+	struct padrone_istats *r;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!st || !st->nf)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
+					    "instrumented in this attachment");
+	for (size_t i = 0; i < st->nf; i++)
+		n += st->f[i].nw;
+	if (!(r = calloc(1, sizeof *r)) || !(r->threads = calloc(n + 1, sizeof *r->threads))) {
+		free(r);
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	}
+	r->pid = padrone_session__pid(s);
+	r->sampling = st->sampling;
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		r->seconds += func_seconds(f);
+		for (size_t k = 0; k < f->nw; k++) {
+			struct padrone_istat_thread *t = &r->threads[r->nthreads++];
+			worker_stats(f, k, t);
+			r->units += t->units;
+			r->refs += t->refs;
+			r->lost_units += t->lost_units;
+			r->gaps += t->gaps;
+			r->cpu_s += t->cpu_s;
+		}
+	}
+	*out = r;
+	return 0;
+}
+
+void padrone_istats__free(struct padrone_istats *r)
+{
+	if (!r)
+		return;
+	free(r->threads);
+	free(r);
+}

@@ -1,0 +1,86 @@
+/* instr-state.h: what the instrumentation's files in src/ share (src/
+ * internal): the session's record of its instrumented functions (struct
+ * instr_state, kept as the session extension "instr"), each function's
+ * consumers (struct worker), and the calls between src/instr.c (the
+ * instrument and uninstrument commands), src/instr-workers.c (the
+ * consumers) and src/instr-report.c (reports and stats).
+ */
+#ifndef PADRONE_SRC_INSTR_STATE_H
+#define PADRONE_SRC_INSTR_STATE_H
+
+#include "src/session.h"
+#include "pipeline/pipeline.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#define MAX_FUNCS 16
+
+struct instr_state;
+
+struct worker {
+	struct instr_state *st;
+	struct cab_ring *ring;		/* padrone's mapping; NULL once released */
+	struct cab_consumer *cons;
+	struct rep_recover *rec;
+	struct sim_feed *feed;		/* cache: its references to the simulator */
+	pthread_t th;
+	bool started;
+	pid_t tid;
+	volatile int stop;
+	uint64_t units, refs, lost, gaps;	/* final, once joined */
+	/* published by the consumer after each span, for stats while it runs */
+	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
+	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
+	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
+};
+
+/* A loop as report needs it: where its blocks are. */
+struct loop_span {
+	struct padrone_iloop info;	/* ev unused */
+	size_t nranges;
+	struct cfg_range *ranges;	/* its blocks, nested loops' included */
+};
+
+struct func {
+	char name[96];
+	struct loop_span *loops;
+	size_t nloops;
+	uint64_t entry, size;
+	char module[256];
+	uint64_t module_base;
+	struct cc_instr *in;
+	struct worker *w;
+	size_t nw;
+	bool active;
+	bool left;			/* left in the process at detach (not released) */
+	uint64_t t0_ns, t1_ns;
+	uint64_t before_ns;		/* instrumented earlier in this attachment */
+};
+
+struct instr_state {
+	struct csim_config cfg;
+	struct csim *sim;
+	struct sim_stage *stage;	/* simulates into sim */
+	bool sampling;
+	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
+	struct func f[MAX_FUNCS];
+	size_t nf;
+	/* read by the clone event (tracer thread): the active copies */
+	struct cc_instr *_Atomic live[MAX_FUNCS];
+};
+
+/* instr.c: a cache's geometry as "size,assoc,line" (buf: its text). */
+void instr__geometry(char *buf, size_t size, const struct csim_geom *g);
+
+/* instr-workers.c */
+/* A consumer per ring of f's copy (after the workers of earlier times). */
+int instr__start_workers(struct padrone_session *s, struct instr_state *st, struct func *f);
+void instr__stop_workers(struct func *f);
+void instr__release_rings(struct func *f);
+uint64_t instr__thread_cpu_ns(clockid_t clock);
+
+#endif

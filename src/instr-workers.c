@@ -1,0 +1,157 @@
+/* instr-workers.c: the consumers of an instrumentation (issue 10; the
+ * design is told in src/instr.c): a thread per thread's ring, which
+ * recovers the references of the units (pipeline/rep.h) and hands them to
+ * the simulator (src/instr-sim.c), started, stopped and released. */
+#include "src/instr-state.h"
+#include "src/instr-sim.h"
+#include "codecache/codecache.h"
+#include "pipeline/cab.h"
+#include "pipeline/rep.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The refs analysis: references recovered (the recoverer counts them),
+ * nothing simulated. */
+static void discard(void *arg, const struct rep_ref *refs, size_t n)
+{
+	(void)arg;
+	(void)refs;
+	(void)n;
+}
+
+uint64_t instr__thread_cpu_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clock, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Recover the span (unless only the units are counted), then publish the
+ * counts (only this thread writes the recoverer's and the consumer's own
+ * counters: stats reads these copies). */
+static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct worker *w = arg;
+	struct rep_recover_stats rs = { 0 };
+	struct cab_stats cs;
+	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
+
+	cab_consumer__stats(w->cons, &cs);
+	if (w->rec)
+		rep_recover__stats(w->rec, &rs);
+	else
+		rs.units = cs.records_delivered;
+	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
+	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
+	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
+	atomic_store_explicit(&w->live_skipped, cs.records_skipped, memory_order_relaxed);
+	return rc;
+}
+
+static void *consume(void *arg)
+{
+	struct worker *w = arg;
+
+	cab_consumer__run(w->cons, consume_span, w, &w->stop);
+	if (w->rec)
+		rep_recover__flush(w->rec);
+	if (w->feed)
+		sim_feed__flush(w->feed);
+	atomic_store(&w->cpu_ns, instr__thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
+	return NULL;
+}
+
+/* The consumers end once their producer ended and they drained the ring
+ * (bounded: a ring left mapped in a kept copy never ends; one left in the
+ * process at detach is not waited for). */
+void instr__stop_workers(struct func *f)
+{
+	for (size_t i = 0; i < f->nw; i++) {
+		struct worker *w = &f->w[i];
+		if (!w->started)
+			continue;
+		for (int k = 0; k < 500 && !f->left && !cab_consumer__eof(w->cons); k++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		w->stop = 1;
+		cab_ring__wake_consumer(w->ring);	/* it may be in a long nap */
+		pthread_join(w->th, NULL);
+		w->started = false;
+		if (w->feed)	/* its last references simulated: report counts them */
+			sim_feed__drain(w->feed);
+		struct rep_recover_stats rs = { 0 };
+		struct cab_stats cs;
+		cab_consumer__stats(w->cons, &cs);
+		if (w->rec)
+			rep_recover__stats(w->rec, &rs);
+		else
+			rs.units = cs.records_delivered;
+		w->units = rs.units;
+		w->refs = rs.refs + rs.instrs;
+		w->gaps = rs.gaps;
+		w->lost = cs.records_dropped + cs.records_skipped;
+	}
+}
+
+/* The consumers, their recoverers and padrone's mappings of the rings,
+ * once the workers ended: their counts are kept in the workers. */
+void instr__release_rings(struct func *f)
+{
+	for (size_t i = 0; i < f->nw; i++) {
+		cab_consumer__close(f->w[i].cons);
+		rep_recover__free(f->w[i].rec);
+		sim_feed__close(f->w[i].feed);
+		f->w[i].feed = NULL;
+		f->w[i].cons = NULL;
+		f->w[i].rec = NULL;
+		f->w[i].ring = NULL;
+	}
+	cc_instr__free(f->in);
+	f->in = NULL;
+}
+
+/* Named in top -H and /proc/PID/task/TID/comm, apart from padroned's
+ * other threads (a ring's thread changes: the name does not say which). */
+static void name_consumer(const struct worker *w)
+{
+	pthread_setname_np(w->th, "padrone-ring");
+}
+
+int instr__start_workers(struct padrone_session *s, struct instr_state *st, struct func *f)
+{
+	size_t n = cc_instr__thread_count(f->in), first = f->nw;
+	/* after the workers of earlier times, which keep their counts */
+	struct worker *ws = realloc(f->w, (first + n) * sizeof *ws);
+
+	if (!ws)
+		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	memset(ws + first, 0, n * sizeof *ws);
+	f->w = ws;
+	f->nw = first + n;
+	for (size_t i = 0; i < n; i++) {
+		struct worker *w = &f->w[first + i];
+		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
+		w->ring = r;
+		w->st = st;
+		w->prev_ns = util_now_ns();
+		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
+		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
+		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
+			discard : NULL;	/* blocks: counted, no address recovered */
+		if ((simulate && sim_stage__open_feed(st->stage, &w->feed) < 0) ||
+		    (recover && rep_recover__new(cc_instr__table(f->in), to, w->feed, &w->rec) < 0) ||
+		    cab_consumer__open(r, &w->cons) < 0 ||
+		    pthread_create(&w->th, NULL, consume, w) != 0)
+			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
+						    "consumer of thread %d's ring", w->tid);
+		w->started = true;
+		name_consumer(w);
+	}
+	return 0;
+}
