@@ -218,15 +218,23 @@ int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
 	return n == (ssize_t)sizeof *out ? 0 : n < 0 ? (int)n : -EIO;
 }
 
+static int thread_regs(struct cc_instr *in, pid_t tid, struct user_regs_struct *regs)
+{
+	int rc = attach_target__get_regs(in->c->t, tid, regs);
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot read the registers of "
+				"thread %d: %s", tid, attach_target__errmsg(in->c->t));
+	return 0;
+}
+
 /* Every thread's gs must be free: fs is glibc's TLS, gs normally 0. */
 int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct user_regs_struct regs;
-		int rc = attach_target__get_regs(in->c->t, tids[i], &regs);
+		int rc = thread_regs(in, tids[i], &regs);
 		if (rc < 0)
-			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot read the registers of "
-					"thread %d: %s", tids[i], attach_target__errmsg(in->c->t));
+			return rc;
 		if (regs.gs_base || regs.gs)
 			return cc__fail(in->c, CC_PHASE_REDIRECT, -EBUSY, "thread %d of process %d "
 					"uses gs (gs_base 0x%llx), which instrumentation needs; "
@@ -244,10 +252,9 @@ int cc__instr_check_joined(struct cc_instr *in, const pid_t *tids, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		struct user_regs_struct regs;
-		int rc = attach_target__get_regs(in->c->t, tids[i], &regs);
+		int rc = thread_regs(in, tids[i], &regs);
 		if (rc < 0)
-			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot read the registers of "
-					"thread %d: %s", tids[i], attach_target__errmsg(in->c->t));
+			return rc;
 		if (regs.gs_base < a->addr || regs.gs_base >= a->addr + a->size)
 			return cc__fail(in->c, CC_PHASE_REDIRECT, -EBUSY, "thread %d of process %d "
 					"uses gs (gs_base 0x%llx, not padrone's), which "

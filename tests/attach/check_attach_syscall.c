@@ -29,6 +29,14 @@ static int64_t rsys(struct attach_target *t, pid_t tid, long nr, uint64_t a0, ui
 	return ret;
 }
 
+static struct attach_target *seize_with(pid_t pid, const struct attach_opts *o)
+{
+	struct attach_target *t;
+	struct attach_error e;
+	ck_assert_int_eq(attach_seize(pid, o, &t, &e), 0);
+	return t;
+}
+
 static const struct attach_map *map_at(struct attach_maps *m, uint64_t a)
 {
 	return attach_maps__find(m, a);
@@ -362,9 +370,7 @@ START_TEST(interrupts_a_blocking_call)
 	make_fifo(fifo, sizeof fifo, &wfd);
 	pid_t pid = at_spawn(&p, "hotloop", "-w", "1000", "-f", fifo, NULL);
 	struct attach_opts o = { .sz = sizeof o, .syscall_timeout_ms = 300 };
-	struct attach_target *t;
-	struct attach_error e;
-	ck_assert_int_eq(attach_seize(pid, &o, &t, &e), 0);
+	struct attach_target *t = seize_with(pid, &o);
 	int64_t buf = rsys(t, 0, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0);
 	ck_assert_int_gt(buf, 0);
@@ -535,9 +541,7 @@ START_TEST(a_step_that_outlasts_its_wait_leaves_the_mask_and_no_trap)
 	ck_assert(wait_in_syscall(pid, SYS_read));
 	unsigned long long mask = sigblk(pid, pid);
 	struct attach_opts o = { .sz = sizeof o, .stop_timeout_ms = 300 };
-	struct attach_target *t;
-	struct attach_error e;
-	ck_assert_int_eq(attach_seize(pid, &o, &t, &e), 0);
+	struct attach_target *t = seize_with(pid, &o);
 	ck_assert_int_eq(attach_target__stop(t), 0);
 	ck_assert_int_eq(attach_target__step(t, pid), -ETIMEDOUT);
 	ck_assert_int_eq(attach_target__resume(t), 0);
