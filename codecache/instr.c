@@ -198,13 +198,13 @@ static int install(struct cc_instr *in, struct cc_job *j)
 				"instrumentation handles at most %u", in->c->pid, n, CI_MAX_THREADS);
 	bool fresh = !in->area;	/* else joining (its section taken) */
 	if ((rc = fresh ? cc__instr_check_gs(in, tids, (size_t)n) : cc__instr_check_joined(in, tids, (size_t)n)) < 0 ||
-	    (rc = cc__instr_place_code(in)) < 0 || (rc = cc__instr_restart_ranges(in)) < 0 ||
-	    (fresh && (rc = cc__instr_new_area(in, tids, (size_t)n)) < 0) ||
 	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
-	in->detour = detour;
+	in->detour = detour;	/* before the code: the gate's off landing goes there */
 	in->detour_size = dsize;
-	if ((rc = cc__instr_reserve_rings(in)) < 0)
+	if ((rc = cc__instr_place_code(in)) < 0 || (rc = cc__instr_restart_ranges(in)) < 0 ||
+	    (fresh && (rc = cc__instr_new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = cc__instr_reserve_rings(in)) < 0)
 		return rc;
 	cc__instr_test_kill_point(in, "code, area and the rings' range made");
 	/* the area is freed with the last function, not with this one; the
@@ -213,7 +213,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 		{ in->code, in->code_size, CC_CODE, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	uint64_t dest = in->code + cc__instr_unit_at(in, in->fn.addr)->off;
+	uint64_t dest = in->code + in->gate_off;	/* on or off, as the threads' gate says */
 	cc__job_set_instr(j, in->area->addr, in->area->size, in->rings_at, in->rings_size);
 	if ((rc = cc__job_record(j, dest, detour, owned, detour ? 2 : 1, cc__instr_block_of(in, 0))) < 0)
 		return rc;
