@@ -41,6 +41,16 @@
  * the CLEAR word the interrupted commit read, which the guards
  * (IS_GUARD_WORDS) keep inside the junk area or the chunk.
  *
+ * Switching (issue 11): the original's entry jumps to the copy's gate,
+ * `jmp *%gs:IS_GATE`, which goes on to the entry unit (on) or to the
+ * detour, the original's displaced first bytes and then the original (off).
+ * The two landings share all but their low byte, so cc_instr__switch
+ * writes one byte per row, with no stop and no thread moved: a call under
+ * way finishes the way it began, so units come from whole calls. Off, a
+ * call pays three jumps; a stop-the-world entry flip (the other way) would
+ * cost nothing while off but a pause of every thread per switch, and
+ * moving the threads inside (instr-move.c) each time.
+ *
  * Known limits (refused or documented): a signal handler that runs
  * instrumented code between a capture and its commit overwrites the slots
  * of the interrupted unit (its addresses, or a rep instruction's count, are

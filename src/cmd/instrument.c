@@ -296,8 +296,8 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--for SECONDS [-j | -o FILE]] "
-		 "FUNC... | --hot N",
+	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--duty ON_MS/OFF_MS] "
+		 "[--for SECONDS [-j | -o FILE]] FUNC... | --hot N | --duty ON_MS/OFF_MS | --on | --off",
 	.summary = "replace functions by copies that stream their memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
 		"one REP unit per executed block into its thread's ring (shared memory, one\n"
@@ -321,7 +321,17 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"record (fs- or gs-relative), a process where a thread uses gs.\n"
 		"--for SECONDS (-t) runs instrumented that long (^C ends it early), prints\n"
 		"what report would (-j as report -j, -o FILE as report -o) and puts the\n"
-		"originals back; on a terminal its progress shows on standard error.",
+		"originals back; on a terminal its progress shows on standard error.\n"
+		"--off (-f) switches every instrumented function off: each runs its original\n"
+		"from its next call on (a byte per thread that the copy's entry reads; the\n"
+		"process is not stopped); the copies, rings and results stay. --on (-n)\n"
+		"switches them on again. A call under way finishes as it began: every call\n"
+		"is recorded whole or not at all. --duty ON_MS/OFF_MS (-c) keeps them on for\n"
+		"ON_MS and off for OFF_MS in turn (padrone's clock, on padroned's thread),\n"
+		"for FUNC... instrumented with it, or without FUNC for what is instrumented,\n"
+		"until --on, --off, uninstrument or detach; report then gives the counts\n"
+		"measured, the fraction of the time on they cover and estimates for the\n"
+		"whole time (counts scaled, miss ratios as measured).",
 	.opts = instrument_opts,
 	.lower = 0,
 	.upper = -1,
