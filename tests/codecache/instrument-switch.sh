@@ -41,17 +41,24 @@ still() {
 	wait_for '^alive' 3
 	[ -n "$u1" ] && [ "$(units)" = "$u1" ]
 }
+# more units within 30 s
 grows() {
-	u1=$(units)
-	wait_for '^alive' 3
+	tap_i=0 u1=$(units)
+	while [ "$(units)" = "$u1" ] && [ $tap_i -lt 100 ]; do
+		sleep 0.3
+		tap_i=$((tap_i + 1))
+	done
 	[ -n "$u1" ] && [ "$(units)" -gt "$u1" ]
 }
+# while on, 8 threads' exhaustive recording can make the target crawl (under
+# ASan on a loaded machine, a call a second or less): more calls within
+# 30 s (resumes), none wrong, rather than within three alive lines
 
 t_ins=$(tasks)
 run ins "$padrone" -p "$pid" instrument axpy
 run nosw "$padrone" -p "$pid" report -j
 check "instrument axpy; report of an instrumentation never switched off has no \"sampled\"" \
-	eval 'status ins 0 && status nosw 0 && ! says nosw sampled && goes_on'
+	eval 'status ins 0 && status nosw 0 && ! says nosw sampled && resumes'
 run off "$padrone" -p "$pid" instrument --off
 check "instrument --off: says so, the entry still jumps to the copy, the rings stay" \
 	eval 'status off 0 && says off "^instrumentation switched off" &&
@@ -60,7 +67,7 @@ check "switched off: the threads run the original (no unit comes), right" \
 	eval 'still && goes_on'
 run on "$padrone" -p "$pid" instrument --on
 check "instrument --on: units come again, the target right" \
-	eval 'status on 0 && says on "^instrumentation switched on" && grows && goes_on'
+	eval 'status on 0 && says on "^instrumentation switched on" && grows && resumes'
 
 # off and on, $switches times each, in one connection, the threads in axpy
 set --
@@ -72,7 +79,7 @@ done
 run many "$padrone" -p "$pid" "$@" stats
 check "switched off and on $switches times while 8 threads run inside axpy: all ok, the target right" \
 	eval 'status many 0 && [ "$(grep -c "^instrumentation switched on" "$tmp/many.out")" = "$switches" ] &&
-	[ "$(grep -c "^instrumentation switched off" "$tmp/many.out")" = "$switches" ] && goes_on && grows'
+	[ "$(grep -c "^instrumentation switched off" "$tmp/many.out")" = "$switches" ] && resumes && grows'
 run sw "$padrone" -p "$pid" stats
 check "stats: switched on, the share of the time on, $((switches + 2)) windows, no duty cycle" \
 	eval 'status sw 0 && says sw "^# switched on, on [0-9.]*% of the time instrumented ($((switches + 2)) windows); no duty cycle"'
@@ -85,7 +92,7 @@ frac() { sed -n 's/.*"on_fraction":\([0-9.]*\).*/\1/p' "$tmp/$1.out" | awk '{ pr
 win() { sed -n 's/.*"windows":\([0-9]*\).*/\1/p' "$tmp/$1.out"; }
 check "instrument --duty 20/180: padroned keeps it (more windows, the share on falls), the target right" \
 	eval 'status duty 0 && says duty "^duty cycle: on 20 ms, off 180 ms (on 10.0% of the time)" &&
-	says dst "\"duty_on_ms\":20,\"duty_off_ms\":180" && [ "$(win dst)" -ge $((switches + 3)) ] && goes_on'
+	says dst "\"duty_on_ms\":20,\"duty_off_ms\":180" && [ "$(win dst)" -ge $((switches + 3)) ] && resumes'
 wait_for '^alive' 3
 run rep "$padrone" -p "$pid" report -j
 run txt "$padrone" -p "$pid" report
