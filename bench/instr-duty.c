@@ -6,8 +6,9 @@
  * from its "alive CALLS" lines), side by side in interleaved rounds:
  * native (not instrumented), instrumented but switched off, on 10% of the
  * time (duty cycle 20/180 ms), on 100% (full cache simulation, exhaustive).
- * Each state's figure is the median of its rounds, its ratio to native's;
- * the machine is shared, so each round's ratio is printed too. Last, what a
+ * Each state's figure is the median of its rounds, its ratio to native's,
+ * by the wall clock and per second of the target's own CPU time; the
+ * machine is shared, so each round's ratios are printed too (wall/CPU). Last, what a
  * switch costs padrone (one byte per thread's state block, no stop): the
  * time of padrone_session__instr_switch, p50 and p99 over 1000 switches.
  *
@@ -18,6 +19,7 @@
 #include "bench/median.h"
 #include "src/padrone.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,17 +90,47 @@ static long next_calls(struct target *t)
 	exit(1);
 }
 
-/* Calls per second over one window, after a line to settle. */
-static double rate(struct target *t)
+/* The CPU time all the target's threads have run, in seconds (schedstat:
+ * nanoseconds). */
+static double cpu_s(pid_t pid)
+{
+	char path[320], line[128];
+	double sum = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(path, "re");
+		unsigned long long ns;
+		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu", &ns) == 1)
+			sum += (double)ns / 1e9;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* Calls per second over one window, after a line to settle, and per
+ * second of the target's own CPU time (less at the mercy of a busy
+ * machine's scheduling than the wall clock; the main thread's sleeps
+ * cost nothing). */
+static double rate(struct target *t, double *per_cpu)
 {
 	next_calls(t);
 	long c0 = next_calls(t), c1;
-	double t0 = now_s(), t1;
+	double t0 = now_s(), t1, u0 = cpu_s(t->pid);
 
 	do {
 		c1 = next_calls(t);
 		t1 = now_s();
 	} while (t1 - t0 < window_s);
+	double u = cpu_s(t->pid) - u0;
+	*per_cpu = u > 0 ? (double)(c1 - c0) / u : 0;
 	return (double)(c1 - c0) / (t1 - t0);
 }
 
@@ -116,20 +148,20 @@ static void fail(struct padrone_session *s, const char *what)
 /* One round: each state in turn, the process instrumented for all but
  * native. */
 static void round_of(struct padrone_session *s, struct target *t, const char *func,
-		     double r[NSTATES])
+		     double r[NSTATES], double c[NSTATES])
 {
-	r[NATIVE] = rate(t);
+	r[NATIVE] = rate(t, &c[NATIVE]);
 	if (padrone_session__instrument(s, func, NULL) < 0)
 		fail(s, "instrument");
 	if (padrone_session__instr_switch(s, false) < 0)
 		fail(s, "switch off");
-	r[OFF] = rate(t);
+	r[OFF] = rate(t, &c[OFF]);
 	if (padrone_session__instr_duty(s, 20, 180) < 0)
 		fail(s, "duty");
-	r[DUTY10] = rate(t);
+	r[DUTY10] = rate(t, &c[DUTY10]);
 	if (padrone_session__instr_switch(s, true) < 0)
 		fail(s, "switch on");
-	r[ON] = rate(t);
+	r[ON] = rate(t, &c[ON]);
 	if (padrone_session__uninstrument(s, NULL) < 0)
 		fail(s, "uninstrument");
 }
@@ -156,7 +188,7 @@ static void switch_cost(struct padrone_session *s, const char *func)
 static void workload(const char *kernel, const char *n)
 {
 	char *argv[] = { (char *)kernel, "1", (char *)n, NULL };
-	double r[MAX_ROUNDS][NSTATES];
+	double r[MAX_ROUNDS][NSTATES], c[MAX_ROUNDS][NSTATES];
 	struct target t;
 	struct padrone_session *s = padrone_session__new(NULL);
 
@@ -169,19 +201,22 @@ static void workload(const char *kernel, const char *n)
 	if (padrone_session__attach(s, t.pid) < 0)
 		fail(s, "attach");
 	for (int k = 0; k < rounds; k++)
-		round_of(s, &t, "axpy", r[k]);
-	double med[NSTATES];
+		round_of(s, &t, "axpy", r[k], c[k]);
+	double med[NSTATES], medc[NSTATES];
 	for (int st = 0; st < NSTATES; st++) {
-		double v[MAX_ROUNDS];
-		for (int k = 0; k < rounds; k++)
+		double v[MAX_ROUNDS], w[MAX_ROUNDS];
+		for (int k = 0; k < rounds; k++) {
 			v[k] = r[k][st];
+			w[k] = c[k][st];
+		}
 		med[st] = bench_median(v, rounds);
+		medc[st] = bench_median(w, rounds);
 	}
 	for (int st = 0; st < NSTATES; st++) {
-		printf("  %-28s %10.0f calls/s  %.3f of native  (rounds:", state_names[st], med[st],
-		       med[st] / med[NATIVE]);
+		printf("  %-28s %10.0f calls/s  %.3f of native | per target CPU-s %.3f  (rounds:",
+		       state_names[st], med[st], med[st] / med[NATIVE], medc[st] / medc[NATIVE]);
 		for (int k = 0; k < rounds; k++)
-			printf(" %.3f", r[k][st] / r[k][NATIVE]);
+			printf(" %.3f/%.3f", r[k][st] / r[k][NATIVE], c[k][st] / c[k][NATIVE]);
 		printf(")\n");
 	}
 	double full = med[NATIVE] / med[ON] - 1, tenth = med[NATIVE] / med[DUTY10] - 1;
