@@ -156,17 +156,21 @@ check "no unit lost, no gap in the recovered stream" \
 	eval 'says lost "\"lost_units\":0,\"gaps\":0"'
 
 run noon "$padrone" -p "$pid" instrument --on
-check "--on with nothing instrumented: status 2, says so, the target right" \
-	eval 'status noon 2 && says noon "nothing is instrumented to switch: instrument FUNC first" && goes_on'
+run nodu "$padrone" -p "$pid" instrument --duty 20/180
+check "--on, --duty alone with nothing instrumented: status 2, says so, the target right" \
+	eval 'status noon 2 && says noon "nothing is instrumented to switch: instrument FUNC first" &&
+	status nodu 2 && says nodu "nothing is instrumented to switch" && goes_on'
 run bad1 "$padrone" -p "$pid" instrument --duty 20 axpy
 run bad2 "$padrone" -p "$pid" instrument --duty 0/100 axpy
 run bad3 "$padrone" -p "$pid" instrument --duty 20/x axpy
 run bad4 "$padrone" -p "$pid" instrument --on axpy
-check "--duty malformed, --on with FUNC: status 2 each, naming the cause, nothing instrumented" \
+run bad5 "$padrone" -p "$pid" instrument --on --off
+check "--duty malformed, --on with FUNC, --on --off: status 2 each, naming the cause, nothing instrumented" \
 	eval 'status bad1 2 && says bad1 "--duty wants ON_MS/OFF_MS (on 20 ms, off 180 ms: 20/180), not .20." &&
 	status bad2 2 && says bad2 "ON_MS must be an integer from 1 to 3600000" &&
 	status bad3 2 && says bad3 "OFF_MS must be an integer from 1 to 3600000" &&
-	status bad4 2 && says bad4 "they take no FUNC" && [ "$(code $axpy)" = "$orig" ] && goes_on'
+	status bad4 2 && says bad4 "they take no FUNC" && status bad5 2 &&
+	says bad5 "exclude each other" && [ "$(code $axpy)" = "$orig" ] && goes_on'
 run det "$padrone" -p "$pid" detach
 wait "$dpid" 2>/dev/null
 dpid=
