@@ -148,9 +148,10 @@ check "uninstrument: the original back, no ring; every call recorded whole (Dr, 
 native_rate=$(rate)
 # the bench's figure is off against native side by side (bench/instr-duty);
 # here only loosely, the machine being shared: switched off runs at native
-# speed, not at the tenth or less of it that recording everything costs
-check "switched off, the target ran at least half as fast as native ($off_rate and $native_rate calls/s)" \
-	eval '[ "$off_rate" -gt 0 ] && [ $((off_rate * 2)) -ge "$native_rate" ]'
+# speed (within a factor 3 here), not at the tenth or less of it that
+# recording everything costs
+check "switched off, the target ran at least a third as fast as native ($off_rate and $native_rate calls/s)" \
+	eval '[ "$off_rate" -gt 0 ] && [ $((off_rate * 3)) -ge "$native_rate" ]'
 run lost "$padrone" -p "$pid" report -j
 check "no unit lost, no gap in the recovered stream" \
 	eval 'says lost "\"lost_units\":0,\"gaps\":0"'
