@@ -61,8 +61,8 @@ _padrone() {
 		case ${COMP_WORDS[i]} in
 		';' | '\;') cmd= nargs=0 ;;
 		-p | --pid) [ -z "$cmd" ] && pid=${COMP_WORDS[i + 1]} && i=$((i + 1)) ;;
-		-[tcmoaHIDLbF] | --for | --mode | --output | --analyses | --hot | --I1 | --D1 | \
-		--LL | --backend | --format | --duty) [ -n "$cmd" ] && i=$((i + 1)) ;;	# and its value
+		-[tcmoaHIDLbFB] | --for | --mode | --output | --analyses | --hot | --I1 | --D1 | \
+		--LL | --backend | --format | --duty | --max-overhead) [ -n "$cmd" ] && i=$((i + 1)) ;;	# and its value
 		-*) ;;
 		*) if [ -z "$cmd" ]; then cmd=${COMP_WORDS[i]}; else nargs=$((nargs + 1)); fi ;;
 		esac
@@ -94,6 +94,7 @@ _padrone() {
 		-o | --output) COMPREPLY=($(compgen -f -- "$cur")) ;;
 		-a | --analyses | -H | --hot | -t | --for | -I | --I1 | -D | --D1 | -L | --LL) ;;
 		-c | --duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;	# on 10% of the time
+		-B | --max-overhead) COMPREPLY=($(compgen -W "5 10" -- "$cur")) ;;	# per cent
 		*) _padrone_functions "$1" "$pid" "$cur" ;;
 		esac ;;
 	cfg | dis* | loo* | rest* | uni*) _padrone_functions "$1" "$pid" "$cur" ;;
@@ -131,6 +132,7 @@ _padroned() {
 	--mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
 	--output) COMPREPLY=($(compgen -f -- "$cur")) ;;
 	--duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;
+	--max-overhead) COMPREPLY=($(compgen -W "5 10" -- "$cur")) ;;
 	--profile | --freq | --every | --keep | --cfg | --instrument | --for | --I1 | --D1 | --LL) ;;
 	*) COMPREPLY=($(compgen -W "$("$1" --help 2>/dev/null | grep -o -- '--[a-zA-Z][a-zA-Z0-9-]*' | sort -u)" -- "$cur")) ;;
 	esac

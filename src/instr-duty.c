@@ -141,7 +141,11 @@ static void *duty_main(void *arg)
 		if (st->duty_stop)
 			break;
 		const char *failed = NULL;
-		switch_all(st, st->off, &failed);	/* a failure is tried again next time */
+		bool ended_on = !st->off;
+		instr__budget_window_end(st, ended_on);
+		switch_all(st, !ended_on, &failed);	/* a failure is tried again next time */
+		if (!ended_on)
+			instr__budget_period_end(st);	/* may change the windows */
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		struct timespec late = next;
 		add_ms(&late, st->off ? st->duty_off_ms : st->duty_on_ms);
@@ -165,6 +169,7 @@ void instr__duty_stop(struct instr_state *st)
 	st->duty_running = false;
 	st->duty_stop = false;
 	st->duty_on_ms = st->duty_off_ms = 0;
+	instr__budget_stop(st);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -204,6 +209,16 @@ int padrone_session__instr_switch(struct padrone_session *s, bool on)
 	return 0;
 }
 
+/* The duty thread, its windows set (st->lock held): 0 or a negative errno. */
+static int start_duty_thread(struct instr_state *st)
+{
+	if (pthread_create(&st->duty, NULL, duty_main, st) != 0)
+		return -EAGAIN;
+	st->duty_running = true;
+	pthread_setname_np(st->duty, "padrone-duty");
+	return 0;
+}
+
 int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsigned off_ms)
 {
 	struct instr_state *st;
@@ -222,16 +237,47 @@ int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsig
 	st->duty_on_ms = on_ms;
 	st->duty_off_ms = off_ms;
 	st->switched = true;	/* the results cover the windows from now on */
-	if (rc == 0 && pthread_create(&st->duty, NULL, duty_main, st) != 0)
-		rc = -EAGAIN;
-	st->duty_running = rc == 0;
 	if (rc == 0)
-		pthread_setname_np(st->duty, "padrone-duty");
-	else
+		rc = start_duty_thread(st);
+	if (rc < 0)
 		st->duty_on_ms = st->duty_off_ms = 0;
 	pthread_mutex_unlock(&st->lock);
 	if (rc < 0)
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot start the duty cycle: %s",
 					    failed ? "a function did not switch on" : strerror(-rc));
+	return 0;
+}
+
+int padrone_session__instr_budget(struct padrone_session *s, double pct)
+{
+	struct instr_state *st;
+	char why[640] = "";
+	int rc;
+
+	if (!(pct > 0 && pct <= 100))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "an overhead budget "
+					    "is more than 0 and at most 100%%, not %g", pct);
+	if ((rc = active_state(s, &st)) < 0)
+		return rc;
+	instr__duty_stop(st);
+	pthread_mutex_lock(&st->lock);
+	const char *failed = NULL;
+	rc = st->off ? switch_all(st, true, &failed) : 0;
+	if (rc == 0 && (rc = instr__budget_start(st, padrone_session__pid(s), pct, why,
+						 sizeof why)) == 0) {
+		st->switched = true;
+		if ((rc = start_duty_thread(st)) < 0)
+			snprintf(why, sizeof why, "%s", strerror(-rc));
+	} else if (failed) {
+		snprintf(why, sizeof why, "a function did not switch on");
+	}
+	if (rc < 0) {
+		instr__budget_stop(st);
+		st->duty_on_ms = st->duty_off_ms = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot keep an overhead "
+					    "budget: %s", why);
 	return 0;
 }

@@ -256,6 +256,27 @@ static void worker_stats(const struct func *f, size_t i, struct padrone_istat_th
 	w->prev_ns = now;
 }
 
+/* The overhead budget's choice and estimate (st->lock held). */
+static void budget_stats(const struct instr_state *st, struct padrone_istats *r)
+{
+	const struct instr_budget *b = &st->budget;
+
+	if (!b->pct)
+		return;
+	r->max_overhead = b->pct;
+	r->budget_fraction = b->fraction;
+	r->estimated = b->known;
+	r->overhead = b->overhead;
+	r->slowdown = b->slowdown;
+	r->share_on = b->f_on;
+	r->share_off = b->f_off;
+	r->recent_on = b->all_on;
+	r->recent_off = b->all_off;
+	r->samples_on = b->samples_on;
+	r->samples_off = b->samples_off;
+	snprintf(r->note, sizeof r->note, "%s", b->known ? "" : b->note);
+}
+
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
 {
 	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
@@ -281,6 +302,7 @@ int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istat
 	r->on = !st->off;
 	r->duty_on_ms = st->duty_on_ms;
 	r->duty_off_ms = st->duty_off_ms;
+	budget_stats(st, r);
 	pthread_mutex_unlock(&st->lock);
 	for (size_t i = 0; i < st->nf; i++) {
 		const struct func *f = &st->f[i];

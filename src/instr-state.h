@@ -20,6 +20,24 @@
 #define MAX_FUNCS 16
 
 struct instr_state;
+struct prof_sampler;
+
+/* --max-overhead (instr-budget.c): a duty cycle whose share on is chosen
+ * from samples of the target, on windows against off ones. */
+struct instr_budget {
+	double pct;			/* the budget, % of the target's time; 0: none */
+	struct prof_sampler *smp;	/* cpu-clock samples of the target, read each window */
+	double fraction;		/* of each period, on now */
+	uint64_t prev_in, prev_all;	/* the sampler's counts at the last window's end */
+	/* samples in the functions (original, copy, stub, gate) and in all,
+	 * on and off, decayed each period: what the estimate stands on */
+	double in_on, all_on, in_off, all_off;
+	uint64_t samples_on, samples_off;	/* every window's, undecayed */
+	unsigned periods;		/* since the last estimate */
+	bool known;			/* an estimate was made */
+	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
+	char note[128];			/* why there is no estimate */
+};
 
 struct worker {
 	struct instr_state *st;
@@ -85,6 +103,7 @@ struct instr_state {
 	bool duty_running;
 	pthread_cond_t duty_wake;	/* ends the duty thread's wait early */
 	bool duty_stop;
+	struct instr_budget budget;
 };
 
 /* instr.c: a cache's geometry as "size,assoc,line" (buf: its text). */
@@ -102,6 +121,15 @@ void instr__duty_stop(struct instr_state *st);
 void instr__duty_destroy(struct instr_state *st);
 /* The fraction of f's time instrumented that it was switched on. */
 double instr__on_fraction(const struct func *f);
+
+/* instr-budget.c (under st->lock, on the duty thread but start and stop) */
+int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size);
+void instr__budget_stop(struct instr_state *st);
+/* A window ends (on: it was on): its samples counted as on or off. */
+void instr__budget_window_end(struct instr_state *st, bool on);
+/* A period (on, then off) ended: every few, a new estimate and fraction;
+ * the next period's windows into st->duty_on_ms, duty_off_ms. */
+void instr__budget_period_end(struct instr_state *st);
 
 /* instr-workers.c */
 /* A consumer per ring of f's copy (after the workers of earlier times). */

@@ -584,6 +584,15 @@ int padrone_session__instr_switch(struct padrone_session *s, bool on);
  * (PADRONE_BAD_REQUEST) when nothing is instrumented or a window is out of
  * range. */
 int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsigned off_ms);
+/* An overhead budget (--max-overhead): a duty cycle of 200 ms periods whose
+ * share on this session chooses, and keeps choosing as the load changes,
+ * so that the target loses about pct% of its time (more than 0, at most
+ * 100). It samples the target's threads (cpu-clock, 499 Hz) and compares
+ * the instrumented functions' share of its CPU time on and off (method in
+ * padrone(1)); padrone_istats says the fraction chosen and the estimate.
+ * Fails (PADRONE_BAD_REQUEST) when nothing is instrumented or pct is out
+ * of range, (PADRONE_SYSTEM) when the process cannot be sampled. */
+int padrone_session__instr_budget(struct padrone_session *s, double pct);
 
 struct padrone_pc_events {
 	uint64_t pc;
@@ -672,6 +681,17 @@ struct padrone_istats {
 	double on_fraction;	/* of the time instrumented (all functions') */
 	uint64_t windows;	/* times switched on, the first one's included */
 	unsigned duty_on_ms, duty_off_ms;	/* the duty cycle kept, 0 0: none */
+	/* an overhead budget (padrone_session__instr_budget), 0: none */
+	double max_overhead;	/* %, of the target's time */
+	double budget_fraction;	/* the share of each period on, chosen now */
+	bool estimated;		/* false: the estimate is unknown (note says why) */
+	double overhead;	/* estimated, % of the target's time, at budget_fraction */
+	double slowdown;	/* of the functions' own code, on against off */
+	double share_on, share_off;	/* the functions' share of the target's CPU time */
+	/* samples behind the estimate (decayed: the last seconds'), and all */
+	double recent_on, recent_off;
+	uint64_t samples_on, samples_off;
+	char note[128];
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
 void padrone_istats__free(struct padrone_istats *r);

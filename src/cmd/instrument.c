@@ -29,6 +29,7 @@ static const struct padrone_opt instrument_opts[] = {
 	{ 'n', "on", NULL },
 	{ 'f', "off", NULL },
 	{ 'c', "duty", "ON_MS/OFF_MS" },
+	{ 'B', "max-overhead", "PCT" },
 	{ 0 },
 };
 
@@ -39,6 +40,7 @@ struct instrument_request {
 	unsigned long hot;	/* --hot N, or 0 */
 	double seconds;		/* --for SECONDS, or 0: stay instrumented */
 	unsigned long duty_on_ms, duty_off_ms;	/* --duty ON_MS/OFF_MS, or 0 0 */
+	double max_overhead;	/* --max-overhead PCT, or 0 */
 };
 
 /* A window of --duty: 1 ms to an hour. */
@@ -67,7 +69,7 @@ static int parse_duty(const char *text, unsigned long *on, unsigned long *off, c
 /* --on, --off: alone (they switch what is instrumented). */
 static int switch_request(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
-	static const char others[] = { 'm', 'a', 'I', 'D', 'L', 'H', 't', 'j', 'o', 'c' };
+	static const char others[] = { 'm', 'a', 'I', 'D', 'L', 'H', 't', 'j', 'o', 'c', 'B' };
 
 	if (padrone_args_has(args, 'n') && padrone_args_has(args, 'f'))
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "--on and --off exclude each "
@@ -99,7 +101,14 @@ static int instrument_request(struct padrone_cmd_ctx *ctx, const struct padrone_
 	const char *duty = padrone_args_get(args, 'c');
 	if (duty && parse_duty(duty, &rq->duty_on_ms, &rq->duty_off_ms, why, sizeof why) < 0)
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
-	if (!hot && !padrone_args_count(args) && (!duty || secs))
+	const char *budget = padrone_args_get(args, 'B');
+	if (budget && duty)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "--duty and --max-overhead "
+					 "exclude each other: --max-overhead chooses the duty cycle");
+	if (budget && padrone_parse_double("--max-overhead PCT", budget, 0.1, 100,
+					   &rq->max_overhead, why, sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (!hot && !padrone_args_count(args) && ((!duty && !budget) || secs))
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "name the functions to "
 					 "instrument (FUNC...) or ask for the hottest (--hot N)");
 	if (secs && padrone_parse_double("--for SECONDS", secs, PADRONE_PROFILE_MIN_SECONDS,
@@ -250,9 +259,22 @@ static int switch_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *a
 	return PADRONE_EXIT_OK;
 }
 
-/* --duty: the cycle, over what is instrumented now. */
+/* --max-overhead: a cycle padrone chooses, over what is instrumented now. */
+static int budget_start(struct padrone_cmd_ctx *ctx, const struct instrument_request *rq)
+{
+	if (padrone_session__instr_budget(ctx->ctl->session, rq->max_overhead) < 0)
+		return padrone_cmd_session_error(ctx);
+	if (!rq->seconds)
+		fprintf(ctx->out, "overhead budget: %g%% (the share on is chosen from samples: "
+			"stats shows it)\n", rq->max_overhead);
+	return PADRONE_EXIT_OK;
+}
+
+/* --duty or --max-overhead: the cycle, over what is instrumented now. */
 static int duty_start(struct padrone_cmd_ctx *ctx, const struct instrument_request *rq)
 {
+	if (rq->max_overhead)
+		return budget_start(ctx, rq);
 	if (padrone_session__instr_duty(ctx->ctl->session, (unsigned)rq->duty_on_ms,
 					(unsigned)rq->duty_off_ms) < 0)
 		return padrone_cmd_session_error(ctx);
@@ -273,7 +295,8 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 	if (padrone_args_has(args, 'n') || padrone_args_has(args, 'f'))
 		return switch_exec(ctx, args);
 	int status = instrument_request(ctx, args, &rq);
-	if (!status && rq.duty_on_ms && !rq.hot && !padrone_args_count(args))
+	bool cycle = rq.duty_on_ms || rq.max_overhead;
+	if (!status && cycle && !rq.hot && !padrone_args_count(args))
 		return duty_start(ctx, &rq);	/* over what is instrumented */
 	if (!status)
 		status = instrument_targets(ctx, args, rq.hot, &names, &n);
@@ -284,7 +307,7 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 		size_t ok = instrument_each(ctx, names, n, &rq, done, &refused);
 		if (!ok)
 			status = refused;
-		else if (rq.duty_on_ms && (status = duty_start(ctx, &rq)) != 0)
+		else if (cycle && (status = duty_start(ctx, &rq)) != 0)
 			;	/* left instrumented, always on: uninstrument puts them back */
 		else if (rq.seconds)
 			status = instrument_for(ctx, args, &rq, names, done, n);
@@ -296,8 +319,9 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--duty ON_MS/OFF_MS] "
-		 "[--for SECONDS [-j | -o FILE]] FUNC... | --hot N | --duty ON_MS/OFF_MS | --on | --off",
+	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--duty ON_MS/OFF_MS | "
+		 "--max-overhead PCT] [--for SECONDS [-j | -o FILE]] FUNC... | --hot N | "
+		 "--duty ON_MS/OFF_MS | --max-overhead PCT | --on | --off",
 	.summary = "replace functions by copies that stream their memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
 		"one REP unit per executed block into its thread's ring (shared memory, one\n"
@@ -331,7 +355,12 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"for FUNC... instrumented with it, or without FUNC for what is instrumented,\n"
 		"until --on, --off, uninstrument or detach; report then gives the counts\n"
 		"measured, the fraction of the time on they cover and estimates for the\n"
-		"whole time (counts scaled, miss ratios as measured).",
+		"whole time (counts scaled, miss ratios as measured). --max-overhead PCT (-B)\n"
+		"keeps a duty cycle whose share on padrone chooses and keeps choosing as the\n"
+		"load changes, so that the process loses about PCT% of its time (0.1 to 100):\n"
+		"periods of 200 ms, the process sampled (cpu-clock, 499 Hz) to compare the\n"
+		"functions' share of its CPU time on and off (padrone(1) gives the method);\n"
+		"stats shows the share chosen, the overhead estimated and its samples.",
 	.opts = instrument_opts,
 	.lower = 0,
 	.upper = -1,

@@ -23,6 +23,27 @@ static void print_thread_json(FILE *f, const struct padrone_istat_thread *t)
 		t->units_per_s, t->refs_per_s, t->ring_fill, t->cpu_s);
 }
 
+/* --max-overhead: the budget, the fraction chosen, the estimate (null
+ * when unknown) and the samples behind it; null without a budget. */
+static void print_budget_json(FILE *f, const struct padrone_istats *r)
+{
+	if (!r->max_overhead) {
+		fprintf(f, "null");
+		return;
+	}
+	fprintf(f, "{\"max_overhead_pct\":%g,\"fraction\":%.4f,\"estimate\":",
+		r->max_overhead, r->budget_fraction);
+	if (r->estimated)
+		fprintf(f, "{\"overhead_pct\":%.2f,\"slowdown\":%.3f,\"share_on\":%.4f,"
+			"\"share_off\":%.4f}", r->overhead, r->slowdown, r->share_on, r->share_off);
+	else
+		fprintf(f, "null");
+	fprintf(f, ",\"note\":\"%s\",\"samples\":{\"on\":%llu,\"off\":%llu,"
+		"\"recent_on\":%.0f,\"recent_off\":%.0f}}", r->note,
+		(unsigned long long)r->samples_on, (unsigned long long)r->samples_off,
+		r->recent_on, r->recent_off);
+}
+
 static void print_json(FILE *f, const struct padrone_istats *r)
 {
 	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"units\":%llu,\"refs\":%llu,"
@@ -37,8 +58,10 @@ static void print_json(FILE *f, const struct padrone_istats *r)
 		print_thread_json(f, &r->threads[i]);
 	}
 	fprintf(f, "],\"switch\":{\"on\":%s,\"on_fraction\":%.4f,\"windows\":%llu,"
-		"\"duty_on_ms\":%u,\"duty_off_ms\":%u}}\n", r->on ? "true" : "false",
+		"\"duty_on_ms\":%u,\"duty_off_ms\":%u,\"budget\":", r->on ? "true" : "false",
 		r->on_fraction, (unsigned long long)r->windows, r->duty_on_ms, r->duty_off_ms);
+	print_budget_json(f, r);
+	fprintf(f, "}}\n");
 }
 
 /* Switched on or off, how, and the share of the time on. */
@@ -53,6 +76,24 @@ static void print_switch(FILE *f, const struct padrone_istats *r)
 		fprintf(f, "no duty cycle\n");
 }
 
+/* --max-overhead: what was chosen and on what it rests. */
+static void print_budget(FILE *f, const struct padrone_istats *r)
+{
+	if (!r->max_overhead)
+		return;
+	fprintf(f, "# overhead budget %g%%: on %.1f%% of the time; ", r->max_overhead,
+		100.0 * r->budget_fraction);
+	if (r->estimated)
+		fprintf(f, "estimated overhead %.1f%% (the functions' code %.2fx slower on: "
+			"%.1f%% of the CPU time on, %.1f%% off)", r->overhead, r->slowdown,
+			100.0 * r->share_on, 100.0 * r->share_off);
+	else
+		fprintf(f, "overhead unknown: %s", r->note);
+	fprintf(f, "; from %.0f samples on, %.0f off (the last seconds'; %llu and %llu in "
+		"all)\n", r->recent_on, r->recent_off, (unsigned long long)r->samples_on,
+		(unsigned long long)r->samples_off);
+}
+
 static void print_text(FILE *f, const struct padrone_istats *r)
 {
 	fprintf(f, "# pid %d: %.2f s instrumented (%s); consumers' CPU %.2f s (%.1f%% of one "
@@ -61,6 +102,7 @@ static void print_text(FILE *f, const struct padrone_istats *r)
 		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0,
 		(unsigned long long)r->lost_units, (unsigned long long)r->gaps);
 	print_switch(f, r);
+	print_budget(f, r);
 	fprintf(f, "%8s %14s %12s %14s %14s %6s %10s %6s %8s %8s %s\n", "tid", "units",
 		"units/s", "refs", "refs/s", "fill%", "lost", "gaps", "waits", "cpu_s", "function");
 	for (size_t i = 0; i < r->nthreads; i++) {
@@ -103,10 +145,16 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"\"units\",\"refs\",\"lost_units\",\"gaps\",\"cpu_s\",\"cpu_pct\",\"threads\":[{\"tid\",\n"
 		"\"function\",\"active\",\"units\",\"refs\",\"lost_units\",\"gaps\",\"producer_waits\",\n"
 		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}],\n"
-		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\"}}.\n"
+		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\",\n"
+		"\"budget\":null|{\"max_overhead_pct\",\"fraction\",\"estimate\":null|{\"overhead_pct\",\n"
+		"\"slowdown\",\"share_on\",\"share_off\"},\"note\",\"samples\":{\"on\",\"off\",\n"
+		"\"recent_on\",\"recent_off\"}}}}.\n"
 		"The second header line says whether instrumentation is switched on or off\n"
 		"(instrument --on, --off, --duty), the share of the time instrumented it was\n"
-		"on, in how many windows, and the duty cycle kept, if any.",
+		"on, in how many windows, and the duty cycle kept, if any. With an overhead\n"
+		"budget (instrument --max-overhead), a third says the budget, the share on\n"
+		"chosen, the overhead estimated (or why it is unknown) and the samples it\n"
+		"rests on.",
 	.opts = stats_opts,
 	.lower = 0,
 	.upper = 0,

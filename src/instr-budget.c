@@ -1,0 +1,190 @@
+/* instr-budget.c: instrument --max-overhead PCT (issue 11): a duty cycle
+ * whose share on padrone chooses, and keeps choosing, so that the target
+ * loses at most PCT% of its time.
+ *
+ * The method (man/padrone.1 states it): periods of BUDGET_PERIOD_MS, on
+ * for a fraction d of each, off for the rest. A cpu-clock sampler of
+ * profile/ (no hardware PMU here) samples the target's threads; at each
+ * window's end its samples are counted as on or off, and as in the
+ * functions (original, copy, ring stub and gate: waiting for the consumer
+ * is the copy's cost) or not. With f_off and f_on the functions' shares of
+ * the target's CPU time off and on, the copy's slowdown of them is
+ * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)) and the target's overhead
+ * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY periods d
+ * moves half way to PCT / (f_off * (s - 1)), kept within [BUDGET_MIN,
+ * BUDGET_MAX] (some time on to measure the copy, some off to measure the
+ * original); the counts decay each period, so a change of load shows
+ * within a few seconds. Without samples in the functions while off, d
+ * stays at its minimum and the estimate is unknown.
+ */
+#include "src/instr-state.h"
+#include "codecache/codecache.h"
+#include "profile/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BUDGET_PERIOD_MS 200u
+#define BUDGET_HZ 499u		/* ~0.9% of a busy thread's time (profile.h) */
+#define BUDGET_START 0.1	/* before the first estimate */
+#define BUDGET_MIN 0.01
+#define BUDGET_MAX 0.95
+#define BUDGET_EVERY 5u		/* periods between estimates: a second */
+#define BUDGET_DECAY 0.9	/* per period: the estimate rests on ~2 s */
+/* an estimate needs at least these (decayed) samples */
+#define BUDGET_MIN_OFF 50.0
+#define BUDGET_MIN_ON 10.0
+
+static void set_windows(struct instr_state *st)
+{
+	unsigned on = (unsigned)lround(st->budget.fraction * BUDGET_PERIOD_MS);
+
+	if (on < 1)
+		on = 1;
+	if (on > BUDGET_PERIOD_MS - 1)
+		on = BUDGET_PERIOD_MS - 1;
+	st->duty_on_ms = on;
+	st->duty_off_ms = BUDGET_PERIOD_MS - on;
+}
+
+int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)
+{
+	struct prof_opts o = { .sz = sizeof o, .freq_hz = BUDGET_HZ, .user_only = true,
+			       .ring_mode = PROF_RING_PER_THREAD };
+	struct prof_error err = { 0 };
+	struct instr_budget *b = &st->budget;
+	int rc;
+
+	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START };
+	snprintf(b->note, sizeof b->note, "too few samples yet");
+	if ((rc = prof_sampler__open(pid, &o, &b->smp, &err)) < 0) {
+		snprintf(why, size, "cannot sample the process: %s", err.msg);
+		return rc;
+	}
+	if ((rc = prof_sampler__start(b->smp)) < 0) {
+		snprintf(why, size, "cannot sample the process: %s",
+			 prof_sampler__errmsg(b->smp));
+		prof_sampler__free(b->smp);
+		b->smp = NULL;
+		return rc;
+	}
+	set_windows(st);
+	return 0;
+}
+
+void instr__budget_stop(struct instr_state *st)
+{
+	prof_sampler__free(st->budget.smp);
+	st->budget.smp = NULL;
+	st->budget.pct = 0;
+}
+
+static bool in_range(uint64_t pc, uint64_t addr, uint64_t size)
+{
+	return pc >= addr && pc - addr < size;
+}
+
+/* A sampled pc in an active function's original or copy. */
+static bool in_functions(const struct instr_state *st, uint64_t pc)
+{
+	for (size_t i = 0; i < st->nf; i++) {
+		const struct func *f = &st->f[i];
+		uint64_t copy, copy_size;
+		if (!f->active)
+			continue;
+		cc_instr__copy(f->in, &copy, &copy_size);
+		if (in_range(pc, f->entry, f->size) || in_range(pc, copy, copy_size))
+			return true;
+	}
+	return false;
+}
+
+/* The sampler's counts since it was opened: in the functions, and all.
+ * A sample is where its thread ran user code (the first user frame). */
+static void count_samples(const struct instr_state *st, uint64_t *in, uint64_t *all)
+{
+	size_t n = prof_sampler__stack_count(st->budget.smp);
+
+	*in = *all = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *ips;
+		size_t nips, k = 0;
+		uint64_t count;
+		if (prof_sampler__stack(st->budget.smp, i, &ips, &nips, &count) < 0)
+			continue;
+		while (k < nips && ips[k] >= PROF_KERNEL_START)
+			k++;
+		*all += count;
+		if (k < nips && in_functions(st, ips[k]))
+			*in += count;
+	}
+}
+
+void instr__budget_window_end(struct instr_state *st, bool on)
+{
+	struct instr_budget *b = &st->budget;
+	uint64_t in, all;
+
+	if (!b->smp)
+		return;
+	prof_sampler__stop(b->smp);	/* collects what is buffered */
+	count_samples(st, &in, &all);
+	if (in >= b->prev_in && all >= b->prev_all) {
+		double d_in = (double)(in - b->prev_in), d_all = (double)(all - b->prev_all);
+		*(on ? &b->in_on : &b->in_off) += d_in;
+		*(on ? &b->all_on : &b->all_off) += d_all;
+		*(on ? &b->samples_on : &b->samples_off) += all - b->prev_all;
+	}
+	b->prev_in = in;
+	b->prev_all = all;
+	prof_sampler__start(b->smp);	/* a failure shows as no samples */
+}
+
+/* The fraction that keeps the target within the budget, and the estimate
+ * behind it; false when the samples cannot say (the note says why). */
+static bool estimate(struct instr_budget *b, double *target)
+{
+	if (b->all_off < BUDGET_MIN_OFF || b->all_on < BUDGET_MIN_ON) {
+		snprintf(b->note, sizeof b->note, "too few samples yet");
+		return false;
+	}
+	if (b->in_off <= 0) {
+		snprintf(b->note, sizeof b->note, "no samples in the functions while off");
+		b->known = false;
+		*target = BUDGET_MIN;
+		return false;
+	}
+	b->f_off = b->in_off / b->all_off;
+	/* all on in the functions: as if half a sample were not */
+	b->f_on = fmin(b->in_on, b->all_on - 0.5) / b->all_on;
+	double odds_off = b->f_off < 1 ? b->f_off / (1 - b->f_off) : 2 * b->all_off;
+	double odds_on = b->f_on > 0 ? b->f_on / (1 - b->f_on) : 0;
+	b->slowdown = fmax(1.0, odds_on / odds_off);
+	double cost = b->f_off * (b->slowdown - 1);	/* the overhead at d = 1 */
+	*target = cost > 0 ? fmin(BUDGET_MAX, fmax(BUDGET_MIN, b->pct / 100 / cost)) : BUDGET_MAX;
+	b->known = true;
+	return true;
+}
+
+void instr__budget_period_end(struct instr_state *st)
+{
+	struct instr_budget *b = &st->budget;
+	double target = b->fraction;
+
+	if (!b->smp)
+		return;
+	if (++b->periods >= BUDGET_EVERY) {
+		b->periods = 0;
+		bool known = estimate(b, &target);
+		b->fraction = 0.5 * b->fraction + 0.5 * target;
+		if (known)
+			b->overhead = 100 * b->fraction * b->f_off * (b->slowdown - 1);
+	}
+	b->in_on *= BUDGET_DECAY;
+	b->all_on *= BUDGET_DECAY;
+	b->in_off *= BUDGET_DECAY;
+	b->all_off *= BUDGET_DECAY;
+	set_windows(st);
+}

@@ -1,0 +1,82 @@
+#!/bin/sh
+# An overhead budget (instrument --max-overhead PCT, issue 11), through
+# padroned as a user types it, on instr_kernel with 2 threads calling axpy
+# (checking every result themselves between calls, so axpy is hot but not
+# all their time): padrone samples the target, estimates what the copy
+# costs and keeps the share on well below 1 (recording every reference
+# makes axpy many times slower: 5% cannot buy much of it) and above 0;
+# stats (text, -j) shows the budget, the share chosen, the estimate and the
+# samples behind it; the target computes right; report says it is sampled.
+# Bad budgets (0, negative, over 100, not a number, with --duty, nothing
+# instrumented) are refused, status 2, naming the cause, the target
+# untouched; padroned's one-shot --max-overhead too.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+padroned=$b/src/padroned
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-instr-budget
+echo 1..9
+start_kernel 2 1000
+axpy=$(entry_of axpy)
+orig=$(code $axpy)
+start_padroned
+
+run bad0 "$padrone" -p "$pid" instrument --max-overhead 0 axpy
+run badn "$padrone" -p "$pid" instrument --max-overhead -5 axpy
+run badh "$padrone" -p "$pid" instrument --max-overhead 101 axpy
+run badx "$padrone" -p "$pid" instrument --max-overhead 5x axpy
+run badd "$padrone" -p "$pid" instrument --duty 20/180 --max-overhead 5 axpy
+run none "$padrone" -p "$pid" instrument --max-overhead 5
+range="--max-overhead PCT must be a number from 0.1 to 100"
+check "--max-overhead 0, -5, 101, 5x, with --duty, with nothing instrumented: status 2 each, the cause named, the target untouched" \
+	eval 'status bad0 2 && says bad0 "$range, not .0." && status badn 2 && says badn "$range, not .-5." &&
+	status badh 2 && says badh "$range, not .101." && status badx 2 && says badx "$range, not .5x." &&
+	status badd 2 && says badd "--duty and --max-overhead exclude each other" &&
+	status none 2 && says none "nothing is instrumented to switch" &&
+	[ "$(code $axpy)" = "$orig" ] && goes_on'
+
+run ins "$padrone" -p "$pid" instrument --max-overhead 5 axpy
+check "instrument --max-overhead 5 axpy: says so, the target right" \
+	eval 'status ins 0 && says ins "^overhead budget: 5% (the share on is chosen from samples" &&
+	[ "$(code $axpy)" != "$orig" ] && resumes'
+
+# stats -j until the estimate is made and the share chosen has settled
+# (two estimates a few seconds apart agree within 0.1): 90 s at most, the
+# target crawling under ASan on a loaded machine
+budget() { sed -n 's/.*"budget":{"max_overhead_pct":5,"fraction":\([0-9.]*\),"estimate":{.*/\1/p' "$tmp/$1.out"; }
+settled() {
+	tap_i=0 f1= f2=
+	while [ $tap_i -lt 90 ]; do
+		run js "$padrone" -p "$pid" stats -j
+		f2=$f1 f1=$(budget js)
+		[ -n "$f1" ] && [ -n "$f2" ] && awk -v a="$f1" -v b="$f2" 'BEGIN { exit !(a - b < 0.1 && b - a < 0.1) }' && return 0
+		sleep 3
+		tap_i=$((tap_i + 3))
+	done
+	return 1
+}
+check "stats -j: an estimate is made and the share on settles" settled
+frac=$(budget js)
+check "the share on chosen ($frac) is well below 1 and above 0; so is the time on" \
+	eval 'awk -v f="$frac" "BEGIN { exit !(f > 0 && f < 0.5) }" &&
+	sed -n "s/.*\"on_fraction\":\([0-9.]*\).*/\1/p" "$tmp/js.out" | awk "{ exit !(\$1 > 0 && \$1 < 0.6) }"'
+run txt "$padrone" -p "$pid" stats
+check "stats: the budget, the share on, the estimated overhead, the slowdown and the samples behind it" \
+	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*% (the functions. code [0-9.]*x slower on: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
+	says js "\"samples\":{\"on\":[1-9][0-9]*,\"off\":[1-9][0-9]*,"'
+run rep "$padrone" -p "$pid" report -j
+check "report: sampled, with the fraction and windows; the target right" \
+	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/rep.out" && resumes'
+run un "$padrone" -p "$pid" uninstrument
+check "uninstrument: the original back, no ring, the target right" \
+	eval 'status un 0 && [ "$(code $axpy)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
+run det "$padrone" -p "$pid" detach
+wait "$dpid" 2>/dev/null
+dpid=
+check "detached, the target runs on, right" eval 'status det 0 && goes_on'
+
+run once "$padroned" --pid "$pid" --instrument axpy --for 3 --max-overhead 5 --json
+run oncebad "$padroned" --pid "$pid" --instrument axpy --for 1 --max-overhead 0
+check "padroned --instrument axpy --for 3 --max-overhead 5 --json: sampled; 0: status 2; the target right" \
+	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/once.out" &&
+	status oncebad 2 && says oncebad "$range" && [ "$(code $axpy)" = "$orig" ] && goes_on && fine'
