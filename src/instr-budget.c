@@ -7,7 +7,11 @@
  * profile/ (no hardware PMU here) samples the target's threads; at each
  * window's end its samples are counted as on or off, and as in the
  * functions (original, copy, ring stub and gate: waiting for the consumer
- * is the copy's cost) or not. With f_off and f_on the functions' shares of
+ * is the copy's cost) or not. A thread asleep is not sampled by cpu-clock,
+ * so while on, a probe every BUDGET_PROBE_MS reads where each thread of
+ * the target is blocked (/proc/PID/task/TID/syscall): one blocked with its
+ * pc in a copy (the ring stub's futex wait) counts as that many samples in
+ * the functions as the sampler would have taken meanwhile. With f_off and f_on the functions' shares of
  * the target's CPU time off and on, the copy's slowdown of them is
  * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)) and the target's overhead
  * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY periods d
@@ -21,18 +25,22 @@
 #include "codecache/codecache.h"
 #include "profile/profile.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BUDGET_PERIOD_MS 200u
 #define BUDGET_HZ 499u		/* ~0.9% of a busy thread's time (profile.h) */
 #define BUDGET_START 0.1	/* before the first estimate */
-#define BUDGET_MIN 0.01
+#define BUDGET_MIN 0.005	/* 1 ms a period */
 #define BUDGET_MAX 0.95
 #define BUDGET_EVERY 5u		/* periods between estimates: a second */
-#define BUDGET_DECAY 0.9	/* per period: the estimate rests on ~2 s */
+#define BUDGET_DECAY 0.95	/* per period: the estimate rests on ~4 s */
+#define BUDGET_PROBE_MS 1u	/* the wait in the stub probed this often, on */
 /* an estimate needs at least these (decayed) samples */
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
@@ -122,6 +130,50 @@ static void count_samples(const struct instr_state *st, uint64_t *in, uint64_t *
 	}
 }
 
+unsigned instr__budget_probe_ms(const struct instr_state *st)
+{
+	return st->budget.smp && !st->off ? BUDGET_PROBE_MS : 0;
+}
+
+/* Thread tid blocked in a system call with its pc in an instrumented copy
+ * (the ring stub's wait). A running thread says "running". */
+static bool blocked_in_copy(const struct instr_state *st, pid_t pid, const char *tid)
+{
+	char path[320], line[320];
+	bool in = false;
+
+	snprintf(path, sizeof path, "/proc/%d/task/%s/syscall", (int)pid, tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof line, f) && line[0] >= '0' && line[0] <= '9') {
+		char *last = strrchr(line, ' ');
+		uint64_t pc = last ? strtoull(last + 1, NULL, 16) : 0;
+		in = pc && in_functions(st, pc);
+	}
+	fclose(f);
+	return in;
+}
+
+void instr__budget_probe(struct instr_state *st)
+{
+	struct instr_budget *b = &st->budget;
+	pid_t pid = prof_sampler__pid(b->smp);
+	char path[64];
+	struct dirent *e;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	/* what the sampler would have taken of a thread meanwhile */
+	double weight = BUDGET_PROBE_MS * BUDGET_HZ / 1000.0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && blocked_in_copy(st, pid, e->d_name))
+			b->blocked += weight;
+	closedir(d);
+}
+
 void instr__budget_window_end(struct instr_state *st, bool on)
 {
 	struct instr_budget *b = &st->budget;
@@ -133,10 +185,12 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 	count_samples(st, &in, &all);
 	if (in >= b->prev_in && all >= b->prev_all) {
 		double d_in = (double)(in - b->prev_in), d_all = (double)(all - b->prev_all);
-		*(on ? &b->in_on : &b->in_off) += d_in;
-		*(on ? &b->all_on : &b->all_off) += d_all;
-		*(on ? &b->samples_on : &b->samples_off) += all - b->prev_all;
+		*(on ? &b->in_on : &b->in_off) += d_in + b->blocked;
+		*(on ? &b->all_on : &b->all_off) += d_all + b->blocked;
+		*(on ? &b->samples_on : &b->samples_off) += all - b->prev_all +
+							      (uint64_t)llround(b->blocked);
 	}
+	b->blocked = 0;
 	b->prev_in = in;
 	b->prev_all = all;
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
@@ -157,8 +211,9 @@ static bool estimate(struct instr_budget *b, double *target)
 		return false;
 	}
 	b->f_off = b->in_off / b->all_off;
-	/* all on in the functions: as if half a sample were not */
-	b->f_on = fmin(b->in_on, b->all_on - 0.5) / b->all_on;
+	/* one sample more outside the functions, so that a share on near 1,
+	 * from few samples, does not make the slowdown infinite */
+	b->f_on = b->in_on / (b->all_on + 1);
 	double odds_off = b->f_off < 1 ? b->f_off / (1 - b->f_off) : 2 * b->all_off;
 	double odds_on = b->f_on > 0 ? b->f_on / (1 - b->f_on) : 0;
 	b->slowdown = fmax(1.0, odds_on / odds_off);

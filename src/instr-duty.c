@@ -123,6 +123,33 @@ static void add_ms(struct timespec *t, unsigned ms)
 	}
 }
 
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Until the window ends at *end (true) or the thread is stopped (false),
+ * probing meanwhile as often as an overhead budget asks. */
+static bool wait_window(struct instr_state *st, const struct timespec *end)
+{
+	while (!st->duty_stop) {
+		struct timespec wake = *end;
+		unsigned probe_ms = instr__budget_probe_ms(st);
+		if (probe_ms) {
+			clock_gettime(CLOCK_MONOTONIC, &wake);
+			add_ms(&wake, probe_ms);
+			if (!before(&wake, end))
+				wake = *end;
+		}
+		if (pthread_cond_timedwait(&st->duty_wake, &st->lock, &wake) != ETIMEDOUT)
+			continue;
+		if (!before(&wake, end))
+			return !st->duty_stop;
+		instr__budget_probe(st);
+	}
+	return false;
+}
+
 /* Each window ends its length after the last one ended, not after the
  * switch that began it ran (a late wake-up does not stretch the next
  * window); a thread that fell more than a window behind starts afresh. */
@@ -135,10 +162,7 @@ static void *duty_main(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!st->duty_stop) {
 		add_ms(&next, st->off ? st->duty_off_ms : st->duty_on_ms);
-		while (!st->duty_stop &&
-		       pthread_cond_timedwait(&st->duty_wake, &st->lock, &next) != ETIMEDOUT)
-			;
-		if (st->duty_stop)
+		if (!wait_window(st, &next))
 			break;
 		const char *failed = NULL;
 		bool ended_on = !st->off;
