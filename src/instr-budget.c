@@ -7,11 +7,13 @@
  * profile/ (no hardware PMU here) samples the target's threads; at each
  * window's end its samples are counted as on or off, and as in the
  * functions (original, copy, ring stub and gate: waiting for the consumer
- * is the copy's cost) or not. A thread asleep is not sampled by cpu-clock,
- * so while on, a probe every BUDGET_PROBE_MS reads where each thread of
+ * is the copy's cost) or not; samples in a copy count as on in either
+ * window (a call begun on ends in the copy, and its time is the copy's).
+ * A thread asleep is not sampled by cpu-clock, so a probe every
+ * BUDGET_PROBE_MS on (BUDGET_PROBE_OFF_MS off) reads where each thread of
  * the target is blocked (/proc/PID/task/TID/syscall): one blocked with its
  * pc in a copy (the ring stub's futex wait) counts as that many samples in
- * the functions as the sampler would have taken meanwhile. With f_off and f_on the functions' shares of
+ * the copy as the sampler would have taken meanwhile. With f_off and f_on the functions' shares of
  * the target's CPU time off and on, the copy's slowdown of them is
  * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)) and the target's overhead
  * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY periods d
@@ -41,6 +43,7 @@
 #define BUDGET_EVERY 5u		/* periods between estimates: a second */
 #define BUDGET_DECAY 0.95	/* per period: the estimate rests on ~4 s */
 #define BUDGET_PROBE_MS 1u	/* the wait in the stub probed this often, on */
+#define BUDGET_PROBE_OFF_MS 5u	/* and off (calls begun on end in the copy) */
 /* an estimate needs at least these (decayed) samples */
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
@@ -94,8 +97,11 @@ static bool in_range(uint64_t pc, uint64_t addr, uint64_t size)
 	return pc >= addr && pc - addr < size;
 }
 
-/* A sampled pc in an active function's original or copy. */
-static bool in_functions(const struct instr_state *st, uint64_t pc)
+enum where { ELSEWHERE, IN_ORIGINAL, IN_COPY };
+
+/* Where a sampled pc is: an active function's original, its copy (ring
+ * stub and gate included), or neither. */
+static enum where where(const struct instr_state *st, uint64_t pc)
 {
 	for (size_t i = 0; i < st->nf; i++) {
 		const struct func *f = &st->f[i];
@@ -103,20 +109,23 @@ static bool in_functions(const struct instr_state *st, uint64_t pc)
 		if (!f->active)
 			continue;
 		cc_instr__copy(f->in, &copy, &copy_size);
-		if (in_range(pc, f->entry, f->size) || in_range(pc, copy, copy_size))
-			return true;
+		if (in_range(pc, copy, copy_size))
+			return IN_COPY;
+		if (in_range(pc, f->entry, f->size))
+			return IN_ORIGINAL;
 	}
-	return false;
+	return ELSEWHERE;
 }
 
-/* The sampler's counts since it was opened: in the functions, and all.
- * A sample is where its thread ran user code (the first user frame). */
-static void count_samples(const struct instr_state *st, uint64_t *in, uint64_t *all)
+/* The sampler's counts since it was opened: in the originals, in the
+ * copies, and all. A sample is where its thread ran user code (the first
+ * user frame). */
+static void count_samples(const struct instr_state *st, uint64_t n[3])
 {
-	size_t n = prof_sampler__stack_count(st->budget.smp);
+	size_t stacks = prof_sampler__stack_count(st->budget.smp);
 
-	*in = *all = 0;
-	for (size_t i = 0; i < n; i++) {
+	n[0] = n[1] = n[2] = 0;
+	for (size_t i = 0; i < stacks; i++) {
 		const uint64_t *ips;
 		size_t nips, k = 0;
 		uint64_t count;
@@ -124,15 +133,16 @@ static void count_samples(const struct instr_state *st, uint64_t *in, uint64_t *
 			continue;
 		while (k < nips && ips[k] >= PROF_KERNEL_START)
 			k++;
-		*all += count;
-		if (k < nips && in_functions(st, ips[k]))
-			*in += count;
+		n[2] += count;
+		enum where w = k < nips ? where(st, ips[k]) : ELSEWHERE;
+		if (w != ELSEWHERE)
+			n[w == IN_ORIGINAL ? 0 : 1] += count;
 	}
 }
 
 unsigned instr__budget_probe_ms(const struct instr_state *st)
 {
-	return st->budget.smp && !st->off ? BUDGET_PROBE_MS : 0;
+	return !st->budget.smp ? 0 : st->off ? BUDGET_PROBE_OFF_MS : BUDGET_PROBE_MS;
 }
 
 /* Thread tid blocked in a system call with its pc in an instrumented copy
@@ -149,7 +159,7 @@ static bool blocked_in_copy(const struct instr_state *st, pid_t pid, const char 
 	if (fgets(line, sizeof line, f) && line[0] >= '0' && line[0] <= '9') {
 		char *last = strrchr(line, ' ');
 		uint64_t pc = last ? strtoull(last + 1, NULL, 16) : 0;
-		in = pc && in_functions(st, pc);
+		in = pc && where(st, pc) == IN_COPY;
 	}
 	fclose(f);
 	return in;
@@ -167,7 +177,7 @@ void instr__budget_probe(struct instr_state *st)
 	if (!d)
 		return;
 	/* what the sampler would have taken of a thread meanwhile */
-	double weight = BUDGET_PROBE_MS * BUDGET_HZ / 1000.0;
+	double weight = instr__budget_probe_ms(st) * BUDGET_HZ / 1000.0;
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.' && blocked_in_copy(st, pid, e->d_name))
 			b->blocked += weight;
@@ -177,22 +187,32 @@ void instr__budget_probe(struct instr_state *st)
 void instr__budget_window_end(struct instr_state *st, bool on)
 {
 	struct instr_budget *b = &st->budget;
-	uint64_t in, all;
+	uint64_t n[3];
 
 	if (!b->smp)
 		return;
 	prof_sampler__stop(b->smp);	/* collects what is buffered */
-	count_samples(st, &in, &all);
-	if (in >= b->prev_in && all >= b->prev_all) {
-		double d_in = (double)(in - b->prev_in), d_all = (double)(all - b->prev_all);
-		*(on ? &b->in_on : &b->in_off) += d_in + b->blocked;
-		*(on ? &b->all_on : &b->all_off) += d_all + b->blocked;
-		*(on ? &b->samples_on : &b->samples_off) += all - b->prev_all +
-							      (uint64_t)llround(b->blocked);
+	count_samples(st, n);
+	if (n[0] >= b->prev[0] && n[1] >= b->prev[1] && n[2] >= b->prev[2]) {
+		double orig = (double)(n[0] - b->prev[0]), copy = (double)(n[1] - b->prev[1]);
+		double all = (double)(n[2] - b->prev[2]);
+		/* the copy's time, the ends of calls begun on included, is
+		 * instrumented time whatever the window */
+		double on_in = copy + b->blocked, on_all = copy + b->blocked;
+		if (on) {
+			on_in += orig;
+			on_all = all + b->blocked;
+		} else {
+			b->in_off += orig;
+			b->all_off += all - copy;
+			b->samples_off += (uint64_t)(all - copy);
+		}
+		b->in_on += on_in;
+		b->all_on += on_all;
+		b->samples_on += (uint64_t)llround(on_all);
 	}
 	b->blocked = 0;
-	b->prev_in = in;
-	b->prev_all = all;
+	memcpy(b->prev, n, sizeof b->prev);
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
 }
 

@@ -28,7 +28,8 @@ struct instr_budget {
 	double pct;			/* the budget, % of the target's time; 0: none */
 	struct prof_sampler *smp;	/* cpu-clock samples of the target, read each window */
 	double fraction;		/* of each period, on now */
-	uint64_t prev_in, prev_all;	/* the sampler's counts at the last window's end */
+	uint64_t prev[3];		/* the sampler's counts at the last window's end:
+					 * in the originals, in the copies, all */
 	/* samples in the functions (original, copy, stub, gate) and in all,
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
