@@ -295,13 +295,15 @@ int padrone_session__instr_budget(struct padrone_session *s, double pct)
 	} else if (failed) {
 		snprintf(why, sizeof why, "a function did not switch on");
 	}
-	if (rc < 0) {
+	if (rc < 0) {	/* switched off, not left on at any cost */
 		instr__budget_stop(st);
 		st->duty_on_ms = st->duty_off_ms = 0;
+		switch_all(st, false, &failed);
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (rc < 0)
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot keep an overhead "
-					    "budget: %s", why);
+					    "budget: %s (the functions stay instrumented, switched "
+					    "off)", why);
 	return 0;
 }

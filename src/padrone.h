@@ -591,7 +591,8 @@ int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsig
  * the instrumented functions' share of its CPU time on and off (method in
  * padrone(1)); padrone_istats says the fraction chosen and the estimate.
  * Fails (PADRONE_BAD_REQUEST) when nothing is instrumented or pct is out
- * of range, (PADRONE_SYSTEM) when the process cannot be sampled. */
+ * of range, (PADRONE_SYSTEM) when the process cannot be sampled (the
+ * functions are then left switched off). */
 int padrone_session__instr_budget(struct padrone_session *s, double pct);
 
 struct padrone_pc_events {
