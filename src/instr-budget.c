@@ -2,8 +2,9 @@
  * whose share on padrone chooses, and keeps choosing, so that the target
  * loses at most PCT% of its time.
  *
- * The method (man/padrone.1 states it): periods of BUDGET_PERIOD_MS, on
- * for a fraction d of each, off for the rest. A cpu-clock sampler of
+ * The method (man/padrone.1 states it): periods of BUDGET_PERIOD_MS (up
+ * to BUDGET_PERIOD_MAX_MS when d is too small for 1 ms of it), on for a
+ * fraction d of each, off for the rest. A cpu-clock sampler of
  * profile/ (no hardware PMU here) samples the target's threads; at each
  * window's end its samples are counted as on or off, and as in the
  * functions (original, copy, ring stub and gate: waiting for the consumer
@@ -36,9 +37,10 @@
 #include <string.h>
 
 #define BUDGET_PERIOD_MS 200u
+#define BUDGET_PERIOD_MAX_MS 1000u	/* a share below 1/200: longer periods */
 #define BUDGET_HZ 499u		/* ~0.9% of a busy thread's time (profile.h) */
 #define BUDGET_START 0.1	/* before the first estimate */
-#define BUDGET_MIN 0.005	/* 1 ms a period */
+#define BUDGET_MIN 0.001	/* 1 ms of the longest period */
 #define BUDGET_MAX 0.95
 #define BUDGET_EVERY 5u		/* periods between estimates: a second */
 #define BUDGET_DECAY 0.95	/* per period: the estimate rests on ~4 s */
@@ -48,16 +50,20 @@
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
 
+/* The next period's windows: BUDGET_PERIOD_MS, or longer for a share
+ * too small for 1 ms of it (a window is whole milliseconds). */
 static void set_windows(struct instr_state *st)
 {
-	unsigned on = (unsigned)lround(st->budget.fraction * BUDGET_PERIOD_MS);
+	double d = st->budget.fraction;
+	unsigned period = (unsigned)fmin(BUDGET_PERIOD_MAX_MS, fmax(BUDGET_PERIOD_MS, 1 / d));
+	unsigned on = (unsigned)lround(d * period);
 
 	if (on < 1)
 		on = 1;
-	if (on > BUDGET_PERIOD_MS - 1)
-		on = BUDGET_PERIOD_MS - 1;
+	if (on > period - 1)
+		on = period - 1;
 	st->duty_on_ms = on;
-	st->duty_off_ms = BUDGET_PERIOD_MS - on;
+	st->duty_off_ms = period - on;
 }
 
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)

@@ -584,7 +584,8 @@ int padrone_session__instr_switch(struct padrone_session *s, bool on);
  * (PADRONE_BAD_REQUEST) when nothing is instrumented or a window is out of
  * range. */
 int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsigned off_ms);
-/* An overhead budget (--max-overhead): a duty cycle of 200 ms periods whose
+/* An overhead budget (--max-overhead): a duty cycle of 200 ms periods (up
+ * to 1 s for a share below 0.5%) whose
  * share on this session chooses, and keeps choosing as the load changes,
  * so that the target loses about pct% of its time (more than 0, at most
  * 100). It samples the target's threads (cpu-clock, 499 Hz) and compares

@@ -9,13 +9,14 @@
 # samples behind it; the target computes right; report says it is sampled.
 # Bad budgets (0, negative, over 100, not a number, with --duty, nothing
 # instrumented) are refused, status 2, naming the cause, the target
-# untouched; padroned's one-shot --max-overhead too.
+# untouched; padroned's one-shot --max-overhead too. A budget of 100%
+# chooses more time on than one of 5%.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-budget
-echo 1..9
+echo 1..10
 start_kernel 2 1000
 axpy=$(entry_of axpy)
 orig=$(code $axpy)
@@ -43,12 +44,13 @@ check "instrument --max-overhead 5 axpy: says so, the target right" \
 # stats -j until the estimate is made and the share chosen has settled
 # (two estimates a few seconds apart agree within 0.1): 90 s at most, the
 # target crawling under ASan on a loaded machine
-budget() { sed -n 's/.*"budget":{"max_overhead_pct":5,"fraction":\([0-9.]*\),"estimate":{.*/\1/p' "$tmp/$1.out"; }
+# budget NAME [PCT]: the share on chosen under PCT (5), once estimated
+budget() { sed -n "s/.*\"budget\":{\"max_overhead_pct\":${2:-5},\"fraction\":\([0-9.]*\),\"estimate\":{.*/\1/p" "$tmp/$1.out"; }
 settled() {
 	tap_i=0 f1= f2=
 	while [ $tap_i -lt 90 ]; do
 		run js "$padrone" -p "$pid" stats -j
-		f2=$f1 f1=$(budget js)
+		f2=$f1 f1=$(budget js "${1:-5}")
 		[ -n "$f1" ] && [ -n "$f2" ] && awk -v a="$f1" -v b="$f2" 'BEGIN { exit !(a - b < 0.1 && b - a < 0.1) }' && return 0
 		sleep 3
 		tap_i=$((tap_i + 3))
@@ -64,6 +66,11 @@ run txt "$padrone" -p "$pid" stats
 check "stats: the budget, the share on, the estimated overhead, the slowdown and the samples behind it" \
 	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*% (the functions. code [0-9.]*x slower on: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
 	says js "\"samples\":{\"on\":[1-9][0-9]*,\"off\":[1-9][0-9]*,"'
+# a larger budget buys more time on: 100% against 5% (the copy costs many
+# times the original here, so 5% sits near the floor, 100% well above it)
+run big "$padrone" -p "$pid" instrument --max-overhead 100
+check "instrument --max-overhead 100 (what is instrumented): a larger share on than under 5% ($frac)" \
+	eval 'status big 0 && settled 100 && awk -v a="$(budget js 100)" -v b="$frac" "BEGIN { exit !(a > b) }" && resumes'
 run rep "$padrone" -p "$pid" report -j
 check "report: sampled, with the fraction and windows; the target right" \
 	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/rep.out" && resumes'
