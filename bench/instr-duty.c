@@ -34,7 +34,7 @@
 
 #define MAX_ROUNDS 16
 #define SWITCHES 1000
-#define BUDGET_SETTLE_S 5.0
+#define BUDGET_SETTLE_S 10.0
 
 static double window_s = 2;
 static int rounds = 3;

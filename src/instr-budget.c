@@ -17,7 +17,7 @@
  * the copy as the sampler would have taken meanwhile. With f_off and f_on the functions' shares of
  * the target's CPU time off and on, the copy's slowdown of them is
  * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)) and the target's overhead
- * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY periods d
+ * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY_MS d
  * moves half way to PCT / (f_off * (s - 1)), kept within [BUDGET_MIN,
  * BUDGET_MAX] (some time on to measure the copy, some off to measure the
  * original); the counts decay each period, so a change of load shows
@@ -42,8 +42,8 @@
 #define BUDGET_START 0.1	/* before the first estimate */
 #define BUDGET_MIN 0.001	/* 1 ms of the longest period */
 #define BUDGET_MAX 0.95
-#define BUDGET_EVERY 5u		/* periods between estimates: a second */
-#define BUDGET_DECAY 0.95	/* per period: the estimate rests on ~4 s */
+#define BUDGET_EVERY_MS 1000u	/* between estimates (the end of a period after) */
+#define BUDGET_DECAY 0.95	/* per 200 ms: the estimate rests on ~4 s */
 #define BUDGET_PROBE_MS 1u	/* the wait in the stub probed this often, on */
 #define BUDGET_PROBE_OFF_MS 5u	/* and off (calls begun on end in the copy) */
 /* an estimate needs at least these (decayed) samples */
@@ -256,16 +256,19 @@ void instr__budget_period_end(struct instr_state *st)
 
 	if (!b->smp)
 		return;
-	if (++b->periods >= BUDGET_EVERY) {
-		b->periods = 0;
+	unsigned period_ms = st->duty_on_ms + st->duty_off_ms;	/* the one that ended */
+	b->since_ms += period_ms;
+	if (b->since_ms >= BUDGET_EVERY_MS) {
+		b->since_ms = 0;
 		bool known = estimate(b, &target);
 		b->fraction = 0.5 * b->fraction + 0.5 * target;
 		if (known)
 			b->overhead = 100 * b->fraction * b->f_off * (b->slowdown - 1);
 	}
-	b->in_on *= BUDGET_DECAY;
-	b->all_on *= BUDGET_DECAY;
-	b->in_off *= BUDGET_DECAY;
-	b->all_off *= BUDGET_DECAY;
+	double decay = pow(BUDGET_DECAY, period_ms / (double)BUDGET_PERIOD_MS);
+	b->in_on *= decay;
+	b->all_on *= decay;
+	b->in_off *= decay;
+	b->all_off *= decay;
 	set_windows(st);
 }

@@ -35,7 +35,7 @@ struct instr_budget {
 	double in_on, all_on, in_off, all_off;
 	double blocked;			/* this window's, in the stub asleep (probed) */
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
-	unsigned periods;		/* since the last estimate */
+	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
 	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
 	char note[128];			/* why there is no estimate */
