@@ -68,7 +68,7 @@ static void set_windows(struct instr_state *st)
 
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)
 {
-	struct prof_opts o = { .sz = sizeof o, .freq_hz = BUDGET_HZ, .user_only = true,
+	struct prof_opts o = { .sz = sizeof o, .freq_hz = BUDGET_HZ,
 			       .ring_mode = PROF_RING_PER_THREAD };
 	struct prof_error err = { 0 };
 	struct instr_budget *b = &st->budget;
