@@ -8,7 +8,8 @@
  * profile/ (no hardware PMU here) samples the target's threads; at each
  * window's end its samples are counted as on or off, and as in the
  * functions (original, copy, ring stub and gate: waiting for the consumer
- * is the copy's cost) or not; samples in a copy count as on in either
+ * is the copy's cost; a kernel sample is where its thread's user code
+ * called the kernel, so the stub's system calls are the copy's) or not; samples in a copy count as on in either
  * window (a call begun on ends in the copy, and its time is the copy's).
  * A thread asleep is not sampled by cpu-clock, so a probe every
  * BUDGET_PROBE_MS on (BUDGET_PROBE_OFF_MS off) reads where each thread of
