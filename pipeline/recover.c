@@ -28,6 +28,7 @@ struct rep_recover {
 	size_t ecap, en;
 	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
 	uint32_t head;		/* ... of the first unit counted after the last gap or begin */
+	bool resync;		/* CAB spans: skip up to the next chunk's start */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -401,14 +402,50 @@ int rep_recover__gap(struct rep_recover *r)
 				       x ? 1 + x->b.nslots : 0));
 }
 
+/* Records in w[0..n), by their headers' lengths, as the CAB consumer that
+ * delivered them walked them. */
+static uint64_t records_in(const uint64_t *w, size_t n)
+{
+	uint64_t k = 0;
+
+	for (size_t i = 0; i < n; i += 1 + CAB_HDR_LEN(w[i]))
+		k++;
+	return k;
+}
+
+/* The unit at words[at] could not be recovered: it and the span's rest
+ * are lost (the next spans too, up to a chunk's start), with a gap. */
+static void skip_to_next_chunk(struct rep_recover *r, const uint64_t *words, size_t at,
+			       size_t nwords)
+{
+	r->st.corrupt += records_in(words + at, nwords - at);
+	r->off += (nwords - at) * 8;
+	r->ncarry = 0;
+	r->resync = true;
+	r->prev = 0;
+	r->st.gaps++;
+}
+
 int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
 {
 	struct rep_recover *r = arg;
 	int rc;
 
-	if ((flags & CAB_SPAN_GAP) && (rc = rep_recover__gap(r)))
+	if (r->resync && !(flags & CAB_SPAN_CHUNK)) {	/* the bad chunk's rest */
+		r->st.corrupt += records_in(words, nwords);
+		r->off += nwords * 8;
+		return 0;
+	}
+	if (!r->resync && (flags & CAB_SPAN_GAP) && (rc = rep_recover__gap(r)))
 		return rc;
-	return rep_recover__feed(r, words, nwords, UINT64_MAX);
+	r->resync = false;
+	uint64_t start = r->off;
+	rc = rep_recover__feed(r, words, nwords, UINT64_MAX);
+	if (rc != -EBADMSG)
+		return rc;
+	/* feed stops at the bad unit: the offset is still its start */
+	skip_to_next_chunk(r, words, (size_t)(r->off - start) / 8, nwords);
+	return 0;
 }
 
 /* ------------------------------------------------------------ results */
@@ -491,6 +528,7 @@ int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 	dst->st.instrs += src->st.instrs;
 	dst->st.bytes += src->st.bytes;
 	dst->st.gaps += src->st.gaps;
+	dst->st.corrupt += src->st.corrupt;
 	return 0;
 }
 

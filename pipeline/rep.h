@@ -189,6 +189,8 @@ struct rep_recover_stats {
 	uint64_t instrs;	/* instruction fetches */
 	uint64_t bytes;		/* stream bytes consumed */
 	uint64_t gaps;		/* discontinuities (lost data, new stream) */
+	uint64_t corrupt;	/* units not recovered from CAB spans: one that
+				 * could not be read and the rest of its chunk */
 };
 
 /* A recovery worker over table t (which must outlive it), delivering to
@@ -207,7 +209,12 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *words, size_t n,
 int rep_recover__gap(struct rep_recover *r);
 /* Deliver the references still batched. */
 void rep_recover__flush(struct rep_recover *r);
-/* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring. */
+/* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
+ * A unit that cannot be recovered does not stop the stream: it and the
+ * rest of its chunk are counted (stats.corrupt, the reason in
+ * rep_errmsg()), a gap follows, and recovery picks up again at the next
+ * span that begins a chunk (CAB_SPAN_CHUNK): chunks start on a unit
+ * boundary. Returns 0 then; other errors as rep_recover__feed. */
 int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags);
 
 uint64_t rep_recover__block_count(const struct rep_recover *r, uint32_t id);

@@ -1093,7 +1093,7 @@ START_TEST(sample_mode_drops_whole_junk_areas_not_single_units)
 	pthread_join(s.th, NULL);
 	cab_consumer__stats(s.cons, &cs);
 	rep_recover__stats(s.rec, &rs);
-	ck_assert_msg(s.rc == 0, "recovery failed: %s", rep_errmsg());
+	ck_assert_msg(s.rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
 	ck_assert_uint_eq(cs.corrupt, 0);
 	ck_assert_uint_ge(rs.units, 10000);
 	ck_assert_uint_ge(rs.gaps, 1);
@@ -1164,7 +1164,9 @@ START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 		s->stop = 1;
 		pthread_join(s->th, NULL);
 		cab_consumer__stats(s->cons, &cs);
-		ck_assert_msg(s->rc == 0, "recovery failed: %s", rep_errmsg());
+		struct rep_recover_stats rs;
+		rep_recover__stats(s->rec, &rs);
+		ck_assert_msg(s->rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
 		ck_assert_msg(s->errors == 0, "%s", s->first_error);
 		ck_assert_uint_eq(cs.records_dropped, 0);
 		ck_assert_uint_eq(cs.corrupt, 0);
