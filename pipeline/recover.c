@@ -292,7 +292,7 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 	uint32_t id = (uint32_t)h;
 	unsigned nd = (unsigned)(h >> 48);
 
-	if (h == 0 || (h >> 32 & 0xffff))
+	if (h == 0 || (h >> 32 & 0xffff & ~(REP_S_SPOILED >> 32)))
 		return rep__fail(-EBADMSG, "REP unit at offset %llu: %#llx is not a unit header",
 				 (unsigned long long)off, (unsigned long long)h);
 	const struct rep_blk *x = rep__lookup(r->t, id);
@@ -309,6 +309,11 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
+	if (u[0] & REP_S_SPOILED) {	/* its slots are another unit's */
+		r->st.spoiled++;
+		r->prev = 0;
+		return 0;
+	}
 	if (!r->sink && !x->has_group) {	/* counts only: no address to compute */
 		r->st.refs += x->fixed_refs;
 		r->st.instrs += x->fixed_instrs;
@@ -529,6 +534,7 @@ int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 	dst->st.bytes += src->st.bytes;
 	dst->st.gaps += src->st.gaps;
 	dst->st.corrupt += src->st.corrupt;
+	dst->st.spoiled += src->st.spoiled;
 	return 0;
 }
 
@@ -578,6 +584,11 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 
 	for (uint64_t u = 0; u < nunits; u++) {
 		const struct rep_blk *x = rep__lookup(r->t, (uint32_t)w[at]);
+		while (w[at] & REP_S_SPOILED) {	/* never counted */
+			prev = 0;
+			at += 1 + (size_t)x->b.nslots;
+			x = rep__lookup(r->t, (uint32_t)w[at]);
+		}
 		uint32_t p = (uint32_t)(x - r->t->blks);
 		r->counts[p].n--;
 		if (prev && (rc = count_edge(r, &r->counts[prev - 1], r->t->blks[prev - 1].b.id,
@@ -587,6 +598,7 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 		at += 1 + (size_t)x->b.nslots;
 	}
 	r->st.units -= delta->units;
+	r->st.spoiled -= delta->spoiled;
 	r->st.refs -= delta->refs;
 	r->st.instrs -= delta->instrs;
 	r->st.bytes -= delta->bytes;

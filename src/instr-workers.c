@@ -34,11 +34,11 @@ uint64_t instr__thread_cpu_ns(clockid_t clock)
 }
 
 /* Units that reached the consumer but were not recovered: chunks sampling
- * skipped, and units recovery could not read with the rest of their chunk
- * (it picks up again at the next chunk). */
+ * skipped, units recovery could not read with the rest of their chunk (it
+ * picks up again at the next chunk), and units a signal handler spoiled. */
 static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recover_stats *rs)
 {
-	return cs->records_skipped + rs->corrupt;
+	return cs->records_skipped + rs->corrupt + rs->spoiled;
 }
 
 /* Recover the span (unless only the units are counted), then publish the
