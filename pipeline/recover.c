@@ -29,6 +29,9 @@ struct rep_recover {
 	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
 	uint32_t head;		/* ... of the first unit counted after the last gap or begin */
 	bool resync;		/* CAB spans: skip up to the next chunk's start */
+	bool cut;		/* a spoiled unit since begin: head stays as it is
+				 * (none if it came first), so the pool never
+				 * joins an edge across it */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -187,7 +190,7 @@ static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id
 	if (r->prev) {
 		uint32_t p = r->prev - 1;
 		rc = count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
-	} else {
+	} else if (!r->cut) {
 		r->head = pos_in_table + 1;
 	}
 	r->prev = pos_in_table + 1;
@@ -312,6 +315,7 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 	if (u[0] & REP_S_SPOILED) {	/* its slots are another unit's */
 		r->st.spoiled++;
 		r->prev = 0;
+		r->cut = true;
 		return 0;
 	}
 	if (!r->sink && !x->has_group) {	/* counts only: no address to compute */
@@ -549,6 +553,7 @@ void rep__recover_begin(struct rep_recover *r)
 {
 	r->prev = 0;
 	r->head = 0;
+	r->cut = false;
 	r->ncarry = 0;
 }
 
