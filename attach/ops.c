@@ -346,6 +346,43 @@ static int remote_sigtrap_action(struct attach_target *t, pid_t tid, const struc
 	return r;
 }
 
+/* Whether the thread's own signal queue holds a single step's trap. */
+static bool step_trap_queued(pid_t tid)
+{
+	struct __ptrace_peeksiginfo_args a = { .off = 0, .flags = 0, .nr = 8 };
+	siginfo_t si[8];
+	long n = attach__ptrace(PTRACE_PEEKSIGINFO, tid, &a, si);
+	for (long i = 0; i < n; i++)
+		if (si[i].si_signo == SIGTRAP &&
+		    (si[i].si_code == TRAP_TRACE || si[i].si_code == TRAP_BRKPT))
+			return true;
+	return false;
+}
+
+/* The interrupt's stop can come before the step's trap (the kernel reports
+ * a job-control trap before it dequeues a signal): the trap then waits in
+ * the thread's queue, and once padrone detached it would be delivered to
+ * the target, whom SIGTRAP's default action kills. Let the thread take it
+ * now, every other signal still blocked: it stops for it before running
+ * any instruction of its own, and that stop swallows it (control.c). */
+static int take_queued_step_trap(struct attach_target *t, pid_t tid)
+{
+	struct athread *th = attach__thread(t, tid);
+	if (!th || th->stop != AT_PARKED || th->gstop || !th->stepping ||
+	    !step_trap_queued(tid))
+		return 0;
+	t->sc_tid = tid;
+	long pr = attach__ptrace(PTRACE_CONT, tid, NULL, NULL);
+	if (pr < 0) {
+		t->sc_tid = 0;
+		return ptrace_fail(t, pr, "PTRACE_CONT", tid);
+	}
+	th->stop = AT_RUNNING;
+	int r = attach__wait_thread(t, tid, t->stop_timeout_ms);
+	int rr = attach__repark(t, tid);
+	return r < 0 ? r : rr;
+}
+
 static int single_step(struct attach_target *t, pid_t tid)
 {
 	/* Every signal but SIGTRAP blocked: the step is exactly one of the
@@ -388,6 +425,8 @@ static int single_step(struct attach_target *t, pid_t tid)
 		if (th->stop == AT_RUNNING && !th->interrupted)
 			attach__interrupt(t, th);
 		int rr = attach__repark(t, tid);
+		if (rr == 0)
+			rr = take_queued_step_trap(t, tid);
 		if (rr < 0 && r == 0)
 			r = rr;
 		if (attach__thread(t, tid))

@@ -32,6 +32,8 @@ static int vfail(struct padrone_session *s, enum padrone_why why, int err, const
 		 va_list ap)
 {
 	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+	if (!s->errmsg[0])	/* a room that gave no reason: at least the errno's */
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", strerror(err < 0 ? -err : EINVAL));
 	s->why = why;
 	return err < 0 ? err : -EINVAL;
 }
