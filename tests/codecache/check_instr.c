@@ -641,6 +641,9 @@ static void close_stream(struct stream *s)
 		      s->first_error);
 	ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0, "thread %d: %" PRIu64 " units "
 		      "dropped, %" PRIu64 " corrupt", s->tid, cs.records_dropped, cs.corrupt);
+	/* no handler runs the copy here: no unit is spoiled, none unreadable */
+	ck_assert_msg(rs.spoiled == 0 && rs.corrupt == 0, "thread %d: %" PRIu64 " units spoiled, %"
+		      PRIu64 " not recovered: %s", s->tid, rs.spoiled, rs.corrupt, rep_errmsg());
 	cab_consumer__close(s->cons);
 	rep_recover__free(s->rec);
 }
