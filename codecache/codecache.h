@@ -474,6 +474,17 @@ const struct rep_table *cc_instr__table(const struct cc_instr *in);
 void cc_instr__function(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
 /* Installed and not yet undone. */
 bool cc_instr__active(const struct cc_instr *in);
+/* Switch an active instrumentation off (its threads run the original from
+ * their next call on; the copy, rings and state stay) or on again, without
+ * stopping the process: a byte per thread's state block, which the copy's
+ * gate reads at the entry (a call under way finishes as it began, so every
+ * call is recorded whole or not at all). Threads cloned later start in the
+ * state switched last. A new instrumentation starts on. Safe beside the
+ * tracer's events (no stop); not beside this copy's undo. 0, -EINVAL when
+ * it is not active, or the error writing the target's memory (some rows may
+ * then be switched: switching again makes them agree). */
+int cc_instr__switch(struct cc_instr *in, bool on);
+bool cc_instr__on(const struct cc_instr *in);
 /* The copy's code: [*addr, *addr + *size). */
 void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
 /* A thread cloned while instrumented (world stopped, or from the clone

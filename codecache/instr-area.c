@@ -165,6 +165,7 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 	put_state(blk, IS_AREA_SIZE, in->area->size);
 	put_state(blk, IS_SINK, sink_row(in->area));
 	put_state(blk, IS_OWNER, owner);
+	put_state(blk, IS_GATE, cc__instr_gate(in, !in->off));
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
 	if (!rg) {
@@ -373,6 +374,31 @@ int cc__instr_place_rings(struct cc_instr *in)
 			rc = cc_cache__write(in->c, cc__instr_block_of(in, i), blk, IS_SIZE);
 	free(blk);
 	return rc;
+}
+
+/* Every row's gate (the sink's and spare rows' too, so that a thread
+ * cloned or forked later starts as the others are): one byte each, the
+ * landings' low byte (instr-emit.c), which a thread reads old or new,
+ * never torn; no stop, no thread moved. A thread already past the gate
+ * finishes its call the way it went in. */
+int cc_instr__switch(struct cc_instr *in, bool on)
+{
+	if (!cc_instr__active(in))
+		return -EINVAL;
+	uint8_t low = (uint8_t)cc__instr_gate(in, on);
+
+	for (size_t i = 0; i <= in->area->nrows; i++) {
+		int rc = attach_target__write(in->t, cc__instr_block_of(in, i) + IS_GATE, &low, 1);
+		if (rc < 0)
+			return rc;
+	}
+	in->off = !on;
+	return 0;
+}
+
+bool cc_instr__on(const struct cc_instr *in)
+{
+	return !in->off;
 }
 
 /* A new area: each thread's gs_base to its row. */

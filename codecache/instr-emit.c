@@ -337,7 +337,38 @@ static int stub_to_section(uint8_t *p, size_t len, uint32_t gs)
 	return 0;
 }
 
-/* The copy: units in address order, then the ring stub. Twice: offsets
+/* The gate, where the original's entry jumps: `jmp *%gs:IS_GATE` to one of
+ * two landings, on (the entry unit) or off (the detour: the original's
+ * displaced first bytes, then the rest of the original). It begins a
+ * 64-byte line of the copy (which is 64-aligned), so the landings'
+ * addresses differ in their low byte alone: padrone switches a thread by
+ * writing that byte of its block (cc_instr__switch), which the thread
+ * reads whole, old or new, never torn. Neither way touches a register or
+ * the flags. */
+static void emit_gate(struct out *o, struct cc_instr *in)
+{
+	const struct unit *entry = cc__instr_unit_at(in, in->fn.addr);
+
+	o->at = (o->at + 63) & ~63ULL;
+	if (!o->buf)
+		in->gate_off = o->at;
+	put(o, (uint8_t[]){ 0x65, 0xff, 0x24, 0x25 }, 4);	/* jmp *%gs:IS_GATE */
+	put32(o, o->gs + IS_GATE);
+	put(o, (uint8_t[]){ 0xe9 }, 1);				/* on: jmp entry unit */
+	rel32(o, in->code + (entry ? entry->off : 0));
+	put(o, (uint8_t[]){ 0xcc, 0xcc, 0xcc }, 3);
+	put(o, (uint8_t[]){ 0xe9 }, 1);				/* off: jmp detour */
+	rel32(o, in->detour);
+	if (o->buf && (!entry || !in->detour) && !o->err)
+		o->err = -ENOENT;
+}
+
+uint64_t cc__instr_gate(const struct cc_instr *in, bool on)
+{
+	return in->code + in->gate_off + (on ? CI_GATE_ON : CI_GATE_OFF);
+}
+
+/* The copy: units in address order, then the ring stub, then the gate. Twice: offsets
  * first (buf NULL), then the bytes. */
 static int emit_all(struct cc_instr *in, uint8_t *buf)
 {
@@ -350,6 +381,7 @@ static int emit_all(struct cc_instr *in, uint8_t *buf)
 	put(&o, cc_istub_begin, (size_t)(cc_istub_end - cc_istub_begin));
 	if (buf && !o.err)
 		o.err = stub_to_section(buf + in->stub_off, o.at - in->stub_off, o.gs);
+	emit_gate(&o, in);
 	in->code_size = o.at;
 	if (o.err)
 		return cc__fail(in->c, CC_PHASE_WRITE, o.err, "cannot lay out the instrumented "

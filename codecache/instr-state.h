@@ -37,7 +37,11 @@
 #define IS_OWNER 120		/* the fs base (thread pointer) of the thread the
 				 * row was given to; 0: none (the sink, a spare) */
 #define IS_SINK 128		/* the sink row's address (a gs_base) */
-/* 136..167 and 272..279 unused: the stub keeps its scratch words on its own
+#define IS_GATE 136		/* where the copy's gate goes (instr-emit.c): its
+				 * "on" landing (the units) or its "off" one (the
+				 * original); the two differ in the low byte only,
+				 * so padrone switches a thread by writing one byte */
+/* 144..167 and 272..279 unused: the stub keeps its scratch words on its own
  * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */

@@ -41,6 +41,16 @@
  * the CLEAR word the interrupted commit read, which the guards
  * (IS_GUARD_WORDS) keep inside the junk area or the chunk.
  *
+ * Switching (issue 11): the original's entry jumps to the copy's gate,
+ * `jmp *%gs:IS_GATE`, which goes on to the entry unit (on) or to the
+ * detour, the original's displaced first bytes and then the original (off).
+ * The two landings share all but their low byte, so cc_instr__switch
+ * writes one byte per row, with no stop and no thread moved: a call under
+ * way finishes the way it began, so units come from whole calls. Off, a
+ * call pays three jumps; a stop-the-world entry flip (the other way) would
+ * cost nothing while off but a pause of every thread per switch, and
+ * moving the threads inside (instr-move.c) each time.
+ *
  * A handler that runs instrumented code between a unit's captures and its
  * commit overwrites the slots of the interrupted unit (the target's
  * registers are not touched). That is detected, not prevented: a unit
@@ -207,13 +217,13 @@ static int install(struct cc_instr *in, struct cc_job *j)
 				"instrumentation handles at most %u", in->c->pid, n, CI_MAX_THREADS);
 	bool fresh = !in->area;	/* else joining (its section taken) */
 	if ((rc = fresh ? cc__instr_check_gs(in, tids, (size_t)n) : cc__instr_check_joined(in, tids, (size_t)n)) < 0 ||
-	    (rc = cc__instr_place_code(in)) < 0 || (rc = cc__instr_restart_ranges(in)) < 0 ||
-	    (fresh && (rc = cc__instr_new_area(in, tids, (size_t)n)) < 0) ||
 	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
 		return rc;
-	in->detour = detour;
+	in->detour = detour;	/* before the code: the gate's off landing goes there */
 	in->detour_size = dsize;
-	if ((rc = cc__instr_reserve_rings(in)) < 0)
+	if ((rc = cc__instr_place_code(in)) < 0 || (rc = cc__instr_restart_ranges(in)) < 0 ||
+	    (fresh && (rc = cc__instr_new_area(in, tids, (size_t)n)) < 0) ||
+	    (rc = cc__instr_reserve_rings(in)) < 0)
 		return rc;
 	cc__instr_test_kill_point(in, "code, area and the rings' range made");
 	/* the area is freed with the last function, not with this one; the
@@ -222,7 +232,7 @@ static int install(struct cc_instr *in, struct cc_job *j)
 		{ in->code, in->code_size, CC_CODE, 0 },
 		{ detour, dsize, CC_CODE, 0 },
 	};
-	uint64_t dest = in->code + cc__instr_unit_at(in, in->fn.addr)->off;
+	uint64_t dest = in->code + in->gate_off;	/* on or off, as the threads' gate says */
 	cc__job_set_instr(j, in->area->addr, in->area->size, in->rings_at, in->rings_size);
 	if ((rc = cc__job_record(j, dest, detour, owned, detour ? 2 : 1, cc__instr_block_of(in, 0))) < 0)
 		return rc;

@@ -142,6 +142,8 @@ struct cc_instr {
 	size_t nunits;
 	struct rep_table *table;
 	uint64_t code, code_size, stub_off;
+	uint64_t gate_off;		/* the gate (instr-emit.c): the entry jumps there */
+	bool off;			/* its gate sends threads to the original */
 	struct area *area;		/* NULL until it has one */
 	unsigned section;		/* its blocks in each row of the area */
 	struct ring *rings;		/* one per row of the area */
@@ -174,6 +176,10 @@ int cc__instr_build_plan(struct cc_instr *in);
 const struct unit *cc__instr_unit_at(const struct cc_instr *in, uint64_t pc);
 /* instr-emit.c */
 int cc__instr_place_code(struct cc_instr *in);
+/* The gate's landings, from its start: on (the units), off (the detour). */
+#define CI_GATE_ON 8
+#define CI_GATE_OFF 16
+uint64_t cc__instr_gate(const struct cc_instr *in, bool on);
 bool cc__instr_transfers(const struct ci_insn *ci);
 /* instr-area.c */
 int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n);

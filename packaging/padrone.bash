@@ -62,7 +62,7 @@ _padrone() {
 		';' | '\;') cmd= nargs=0 ;;
 		-p | --pid) [ -z "$cmd" ] && pid=${COMP_WORDS[i + 1]} && i=$((i + 1)) ;;
 		-[tcmoaHIDLbF] | --for | --mode | --output | --analyses | --hot | --I1 | --D1 | \
-		--LL | --backend | --format) [ -n "$cmd" ] && i=$((i + 1)) ;;	# and its value
+		--LL | --backend | --format | --duty) [ -n "$cmd" ] && i=$((i + 1)) ;;	# and its value
 		-*) ;;
 		*) if [ -z "$cmd" ]; then cmd=${COMP_WORDS[i]}; else nargs=$((nargs + 1)); fi ;;
 		esac
@@ -93,6 +93,7 @@ _padrone() {
 		-m | --mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
 		-o | --output) COMPREPLY=($(compgen -f -- "$cur")) ;;
 		-a | --analyses | -H | --hot | -t | --for | -I | --I1 | -D | --D1 | -L | --LL) ;;
+		-c | --duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;	# on 10% of the time
 		*) _padrone_functions "$1" "$pid" "$cur" ;;
 		esac ;;
 	cfg | dis* | loo* | rest* | uni*) _padrone_functions "$1" "$pid" "$cur" ;;
@@ -129,6 +130,7 @@ _padroned() {
 	--backend) COMPREPLY=($(compgen -W "ring bpf" -- "$cur")) ;;
 	--mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
 	--output) COMPREPLY=($(compgen -f -- "$cur")) ;;
+	--duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;
 	--profile | --freq | --every | --keep | --cfg | --instrument | --for | --I1 | --D1 | --LL) ;;
 	*) COMPREPLY=($(compgen -W "$("$1" --help 2>/dev/null | grep -o -- '--[a-zA-Z][a-zA-Z0-9-]*' | sort -u)" -- "$cur")) ;;
 	esac

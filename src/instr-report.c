@@ -106,6 +106,28 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 	return 0;
 }
 
+/* The fraction of the time each function (pf: one per st->f, or NULL) and
+ * all were switched on, the windows, whether the results are sampled in
+ * time at all (the duty thread changes these: under its lock). */
+static void switched_time(struct instr_state *st, struct padrone_ifunction *pf, bool *sampled,
+			  double *fraction, uint64_t *windows)
+{
+	double on = 0, all = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->nf; i++) {
+		double fr = instr__on_fraction(&st->f[i]), secs = func_seconds(&st->f[i]);
+		if (pf)
+			pf[i].fraction = fr;
+		on += fr * secs;
+		all += secs;
+	}
+	*sampled = st->switched;
+	*windows = st->windows;
+	*fraction = all > 0 ? on / all : 1.0;
+	pthread_mutex_unlock(&st->lock);
+}
+
 int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
 {
 	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
@@ -158,6 +180,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 			goto oom_rows;
 	}
 	free(rows);
+	switched_time(st, r->functions, &r->sampled, &r->fraction, &r->windows);
 	*out = r;
 	return 0;
 oom_rows:
@@ -252,6 +275,13 @@ int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istat
 	}
 	r->pid = padrone_session__pid(s);
 	r->sampling = st->sampling;
+	bool sampled;
+	switched_time(st, NULL, &sampled, &r->on_fraction, &r->windows);
+	pthread_mutex_lock(&st->lock);
+	r->on = !st->off;
+	r->duty_on_ms = st->duty_on_ms;
+	r->duty_off_ms = st->duty_off_ms;
+	pthread_mutex_unlock(&st->lock);
 	for (size_t i = 0; i < st->nf; i++) {
 		const struct func *f = &st->f[i];
 		r->seconds += func_seconds(f);

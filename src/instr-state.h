@@ -61,6 +61,9 @@ struct func {
 	bool left;			/* left in the process at detach (not released) */
 	uint64_t t0_ns, t1_ns;
 	uint64_t before_ns;		/* instrumented earlier in this attachment */
+	/* switched off (instr-duty.c): the time so, every time, and since
+	 * when it is now (0: on) */
+	uint64_t off_ns, off_since;
 };
 
 struct instr_state {
@@ -73,10 +76,34 @@ struct instr_state {
 	size_t nf;
 	/* read by the clone event (tracer thread): the active copies */
 	struct cc_instr *_Atomic live[MAX_FUNCS];
+	/* switching (instr-duty.c): the duty thread's switches against
+	 * instrument and uninstrument, which hold it while they change a func */
+	pthread_mutex_t lock;
+	bool off;			/* switched off now */
+	uint64_t windows;		/* times switched on, the first instrument's too */
+	bool switched;			/* ever switched off: results cover part of the time */
+	unsigned duty_on_ms, duty_off_ms;	/* the duty cycle, 0 0: none */
+	pthread_t duty;
+	bool duty_running;
+	pthread_cond_t duty_wake;	/* ends the duty thread's wait early */
+	bool duty_stop;
 };
 
 /* instr.c: a cache's geometry as "size,assoc,line" (buf: its text). */
 void instr__geometry(char *buf, size_t size, const struct csim_geom *g);
+
+/* instr-duty.c */
+void instr__duty_init(struct instr_state *st);
+/* f was just instrumented (st->lock held): its first window, or off as
+ * the others are. */
+void instr__switch_joined(struct instr_state *st, struct func *f);
+/* f is no longer instrumented (st->lock held): its time off closed. */
+void instr__switch_left(struct func *f);
+/* The duty thread ended (before uninstrumenting everything, at detach). */
+void instr__duty_stop(struct instr_state *st);
+void instr__duty_destroy(struct instr_state *st);
+/* The fraction of f's time instrumented that it was switched on. */
+double instr__on_fraction(const struct func *f);
 
 /* instr-workers.c */
 /* A consumer per ring of f's copy (after the workers of earlier times). */

@@ -139,18 +139,23 @@ static int uninstrument_one(struct padrone_session *s, struct instr_state *st, s
 
 	if ((rc = open_cache(s, &c)) < 0)
 		return rc;
+	pthread_mutex_lock(&st->lock);	/* no switch of the copy while it goes */
 	rc = cc_cache__uninstrument(c, f->in, NULL);
 	if (rc < 0)
 		rc = fail_cache(s, c, rc);
 	cc_cache__close(c);
+	if (rc == 0) {
+		for (size_t i = 0; i < MAX_FUNCS; i++)
+			if (atomic_load(&st->live[i]) == f->in)
+				atomic_store(&st->live[i], NULL);
+		if (f->active)
+			f->t1_ns = util_now_ns();
+		f->active = false;
+		instr__switch_left(f);
+	}
+	pthread_mutex_unlock(&st->lock);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < MAX_FUNCS; i++)
-		if (atomic_load(&st->live[i]) == f->in)
-			atomic_store(&st->live[i], NULL);
-	if (f->active)
-		f->t1_ns = util_now_ns();
-	f->active = false;
 	instr__stop_workers(f);
 	if (cc_instr__released(f->in))
 		instr__release_rings(f);
@@ -184,6 +189,7 @@ static int release(struct padrone_session *s, void *data)
 	bool gone = padrone_session__target_state(s) != PADRONE_OK;
 	int first = 0;
 
+	instr__duty_stop(st);
 	for (size_t i = 0; i < st->nf; i++) {
 		struct func *f = &st->f[i];
 		int rc = f->in && !gone && !cc_instr__released(f->in) ? uninstrument_one(s, st, f) : 0;
@@ -198,6 +204,7 @@ static int release(struct padrone_session *s, void *data)
 	padrone_session_set_instr(s, NULL);
 	sim_stage__free(st->stage);
 	csim__free(st->sim);
+	instr__duty_destroy(st);
 	free(st);
 	return first;
 }
@@ -252,6 +259,7 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	}
 	if (!(st = calloc(1, sizeof *st)))
 		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	instr__duty_init(st);
 	csim_config_host(&st->cfg);	/* a fallback geometry when the host's makes no sense */
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
@@ -259,6 +267,7 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
 	    (rc = sim_stage__new(&st->sim, &st->stage)) < 0) {
 		csim__free(st->sim);
+		instr__duty_destroy(st);
 		free(st);
 		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot set up the cache "
 					    "simulator");
@@ -267,6 +276,7 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	if ((rc = padrone_session_set_ext(s, "instr", st, release)) < 0) {
 		sim_stage__free(st->stage);
 		csim__free(st->sim);
+		instr__duty_destroy(st);
 		free(st);
 		return rc;
 	}
@@ -493,12 +503,15 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	cc_cache__close(c);
 	st->sampling = o.sampling;
 	st->analyses = level;
+	pthread_mutex_lock(&st->lock);	/* the duty thread sees it whole */
 	if (again)
 		f->before_ns += f->t1_ns - f->t0_ns;
 	else
 		st->nf++;
 	f->active = true;
 	f->t0_ns = util_now_ns();
+	instr__switch_joined(st, f);
+	pthread_mutex_unlock(&st->lock);
 	cc_instr__function(f->in, &f->entry, &f->size);
 	find_module(padrone_session__pid(s), f);
 	if ((rc = instr__start_workers(s, st, f)) < 0) {
@@ -528,6 +541,11 @@ int padrone_session__uninstrument(struct padrone_session *s, const char *functio
 			first = rc;
 		done++;
 	}
+	bool left = false;	/* still instrumented */
+	for (size_t i = 0; st && i < st->nf; i++)
+		left |= st->f[i].active;
+	if (st && !left)
+		instr__duty_stop(st);	/* nothing left to switch */
 	if (first < 0)
 		return first;
 	if (!done)

@@ -568,6 +568,22 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 /* FUNCTION's original back; NULL: every instrumented function. Fails when
  * nothing (or not FUNCTION) is instrumented. */
 int padrone_session__uninstrument(struct padrone_session *s, const char *function);
+/* Switch every function instrumented now off (each runs its original
+ * again; its copy, rings and results stay) or on again (issue 11), without
+ * stopping the process: the copy's entry reads a switch in the thread's
+ * state block, so a call under way finishes as it began (recorded whole or
+ * not at all). Ends a duty cycle. A function instrumented while the others
+ * are off starts off. Fails (PADRONE_BAD_REQUEST) when nothing is
+ * instrumented. */
+int padrone_session__instr_switch(struct padrone_session *s, bool on);
+/* A duty cycle (PEBIL's): on for on_ms, off for off_ms (1 ms to an hour
+ * each), kept by a thread of this session (padrone's clock, not the
+ * target's), beginning with a whole window on, until a switch by hand, a
+ * new cycle, uninstrument of everything or detach. Report then says what
+ * fraction of the time the counts cover and estimates the whole. Fails
+ * (PADRONE_BAD_REQUEST) when nothing is instrumented or a window is out of
+ * range. */
+int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsigned off_ms);
 
 struct padrone_pc_events {
 	uint64_t pc;
@@ -601,6 +617,7 @@ struct padrone_ifunction {
 	struct padrone_pc_events *pcs;	/* ascending pc */
 	size_t nloops;
 	struct padrone_iloop *loops;	/* outer before inner */
+	double fraction;	/* of its time instrumented that it was switched on */
 };
 struct padrone_ireport {
 	int pid;
@@ -611,6 +628,14 @@ struct padrone_ireport {
 	struct padrone_ifunction *functions;
 	struct padrone_ithread *threads;
 	uint64_t lost_units, gaps;
+	/* Switched off at some time (instrument --off, a duty cycle): the
+	 * counts cover fraction of the time instrumented (all functions'), in
+	 * windows (times switched on, the first one's included). Estimates for
+	 * the whole time divide a function's counts by its own fraction; miss
+	 * ratios are as measured. false: exhaustive in time, always on. */
+	bool sampled;
+	double fraction;
+	uint64_t windows;
 };
 /* What instrumentation found so far (also after uninstrument). Fails when
  * nothing was instrumented in this attachment. */
@@ -642,6 +667,11 @@ struct padrone_istats {
 	double cpu_s;		/* all consumers' CPU time */
 	size_t nthreads;
 	struct padrone_istat_thread *threads;
+	/* switching (padrone_session__instr_switch, __instr_duty) */
+	bool on;		/* switched on now */
+	double on_fraction;	/* of the time instrumented (all functions') */
+	uint64_t windows;	/* times switched on, the first one's included */
+	unsigned duty_on_ms, duty_off_ms;	/* the duty cycle kept, 0 0: none */
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
 void padrone_istats__free(struct padrone_istats *r);

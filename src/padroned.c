@@ -33,7 +33,7 @@ static const char usage_text[] =
 	"       padroned --pid PID --cfg FUNC|0xADDR [--json | --dot]\n"
 	"       padroned --pid PID --instrument FUNC[,FUNC...] --for SECONDS\n"
 	"                [--mode exhaustive|sample] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L]\n"
-	"                [--json | --output FILE]\n"
+	"                [--duty ON_MS/OFF_MS] [--json | --output FILE]\n"
 	"       padroned --help | --version\n"
 	"Attaches to process PID and serves padrone's commands on a control socket\n"
 	"until a 'detach' or SIGTERM/SIGINT; with --profile, samples it for SECONDS,\n"
@@ -41,7 +41,8 @@ static const char usage_text[] =
 	"of one function, read from the process's memory, and detaches; with\n"
 	"--instrument, runs those functions instrumented for SECONDS, prints what\n"
 	"they did (Cachegrind's events; --output FILE: a cachegrind.out), puts the\n"
-	"originals back and detaches.\n"
+	"originals back and detaches; --duty switches them on for ON_MS and off for\n"
+	"OFF_MS in turn meanwhile, and the report estimates the whole time.\n"
 	"--pidof NAME serves the oldest process of that name, and the next one when\n"
 	"it exits (a service restarted). --every writes a pprof file of each period\n"
 	"of SECONDS into DIR while serving, keeping the newest N (default 100).\n"
@@ -55,7 +56,7 @@ struct options {
 	const char *profile, *freq, *backend;
 	const char *cfg;	/* --cfg FUNC|0xADDR */
 	/* --instrument FUNC[,FUNC...] --for SECONDS and its modifiers */
-	const char *instrument, *seconds, *mode, *geometry[3], *output;
+	const char *instrument, *seconds, *mode, *geometry[3], *output, *duty;
 	double idle_timeout;	/* --idle-timeout SECONDS, or 0 */
 	bool force, json, dot;
 };
@@ -130,7 +131,7 @@ static int continuous_options(struct options *o)
 }
 
 /* Long options without a letter. */
-enum { OPT_I1 = 256, OPT_D1, OPT_LL };
+enum { OPT_I1 = 256, OPT_D1, OPT_LL, OPT_DUTY };
 /* --instrument's list: at most this many functions. */
 #define PADRONED_MAX_FUNCS 64
 
@@ -143,8 +144,8 @@ static int instrument_options(struct options *o)
 	double secs;
 
 	if (!o->instrument)
-		return usage_error("%s", "--for, --mode, --I1, --D1, --LL and --output go with "
-				   "--instrument");
+		return usage_error("%s", "--for, --mode, --I1, --D1, --LL, --duty and --output go "
+				   "with --instrument");
 	if (o->profile || o->cfg || o->every)
 		return usage_error("%s", "--instrument excludes --profile, --cfg and --every");
 	if (o->freq || o->backend || o->force || o->dot)
@@ -197,6 +198,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "D1", required_argument, NULL, OPT_D1 },
 		{ "LL", required_argument, NULL, OPT_LL },
 		{ "output", required_argument, NULL, 'o' },
+		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ 0 },
 	};
 	char why[160];
@@ -225,6 +227,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'm': o->mode = optarg; break;
 		case OPT_I1: case OPT_D1: case OPT_LL: o->geometry[c - OPT_I1] = optarg; break;
 		case 'o': o->output = optarg; break;
+		case OPT_DUTY: o->duty = optarg; break;
 		case 'I':
 			if (padrone_parse_double("--idle-timeout SECONDS", optarg, 0.1, 86400 * 365,
 						 &o->idle_timeout, why, sizeof(why)) < 0)
@@ -253,7 +256,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	int st = continuous_options(o);
 	if (st)
 		return st;
-	if (o->instrument || o->seconds || o->mode || o->output || o->geometry[0] ||
+	if (o->instrument || o->seconds || o->mode || o->output || o->duty || o->geometry[0] ||
 	    o->geometry[1] || o->geometry[2])
 		return instrument_options(o);
 	if (o->cfg) {
@@ -336,7 +339,7 @@ static int instrument_command(const struct options *o, FILE *f)
 {
 	static const char *const geometry_opts[] = { "--I1", "--D1", "--LL" };
 	char *list = strdup(o->instrument), *save = NULL;
-	char *words[16 + PADRONED_MAX_FUNCS];
+	char *words[20 + PADRONED_MAX_FUNCS];
 	int n = 0, status;
 
 	if (!list) {
@@ -351,6 +354,10 @@ static int instrument_command(const struct options *o, FILE *f)
 	if (o->output) {	/* Cachegrind's format on f: instrument_once opened FILE */
 		words[n++] = "--output";
 		words[n++] = "-";
+	}
+	if (o->duty) {	/* checked by the command, before instrumenting */
+		words[n++] = "--duty";
+		words[n++] = (char *)o->duty;
 	}
 	if (o->mode) {
 		words[n++] = "--mode";

@@ -5,6 +5,7 @@
 #include "src/cmd.h"
 #include "src/progress.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ static const struct padrone_opt instrument_opts[] = {
 	{ 't', "for", "SECONDS" },
 	{ 'j', "json", NULL },
 	{ 'o', "output", "FILE" },
+	{ 'n', "on", NULL },
+	{ 'f', "off", NULL },
+	{ 'c', "duty", "ON_MS/OFF_MS" },
 	{ 0 },
 };
 
@@ -34,7 +38,47 @@ struct instrument_request {
 	struct padrone_instrument_opts o;
 	unsigned long hot;	/* --hot N, or 0 */
 	double seconds;		/* --for SECONDS, or 0: stay instrumented */
+	unsigned long duty_on_ms, duty_off_ms;	/* --duty ON_MS/OFF_MS, or 0 0 */
 };
+
+/* A window of --duty: 1 ms to an hour. */
+#define DUTY_MAX_MS 3600000ul
+
+/* "ON_MS/OFF_MS": two whole numbers of milliseconds. */
+static int parse_duty(const char *text, unsigned long *on, unsigned long *off, char *why,
+		      size_t size)
+{
+	const char *slash = strchr(text, '/');
+	char first[32];
+
+	if (!slash || (size_t)(slash - text) >= sizeof first) {
+		snprintf(why, size, "--duty wants ON_MS/OFF_MS (on 20 ms, off 180 ms: 20/180), "
+			 "not '%s'", text);
+		return -EINVAL;
+	}
+	memcpy(first, text, (size_t)(slash - text));
+	first[slash - text] = '\0';
+	if (padrone_parse_ulong("--duty's ON_MS", first, 1, DUTY_MAX_MS, on, why, size) < 0 ||
+	    padrone_parse_ulong("--duty's OFF_MS", slash + 1, 1, DUTY_MAX_MS, off, why, size) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* --on, --off: alone (they switch what is instrumented). */
+static int switch_request(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	static const char others[] = { 'm', 'a', 'I', 'D', 'L', 'H', 't', 'j', 'o', 'c' };
+
+	if (padrone_args_has(args, 'n') && padrone_args_has(args, 'f'))
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "--on and --off exclude each "
+					 "other");
+	for (size_t i = 0; i < sizeof others; i++)
+		if (padrone_args_has(args, others[i]) || padrone_args_count(args))
+			return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "--on and --off switch "
+						 "what is instrumented: they take no FUNC and no "
+						 "other option");
+	return 0;
+}
 
 static int instrument_request(struct padrone_cmd_ctx *ctx, const struct padrone_args *args,
 			      struct instrument_request *rq)
@@ -52,7 +96,10 @@ static int instrument_request(struct padrone_cmd_ctx *ctx, const struct padrone_
 	if (hot && padrone_args_count(args))
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "FUNC... and --hot N exclude "
 					 "each other");
-	if (!hot && !padrone_args_count(args))
+	const char *duty = padrone_args_get(args, 'c');
+	if (duty && parse_duty(duty, &rq->duty_on_ms, &rq->duty_off_ms, why, sizeof why) < 0)
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "%s", why);
+	if (!hot && !padrone_args_count(args) && (!duty || secs))
 		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "name the functions to "
 					 "instrument (FUNC...) or ask for the hottest (--hot N)");
 	if (secs && padrone_parse_double("--for SECONDS", secs, PADRONE_PROFILE_MIN_SECONDS,
@@ -189,14 +236,45 @@ static int instrument_for(struct padrone_cmd_ctx *ctx, const struct padrone_args
 	return status;
 }
 
+/* --on, --off: every function instrumented now. */
+static int switch_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
+{
+	bool on = padrone_args_has(args, 'n');
+	int status = switch_request(ctx, args);
+
+	if (status)
+		return status;
+	if (padrone_session__instr_switch(ctx->ctl->session, on) < 0)
+		return padrone_cmd_session_error(ctx);
+	fprintf(ctx->out, "instrumentation switched %s\n", on ? "on" : "off");
+	return PADRONE_EXIT_OK;
+}
+
+/* --duty: the cycle, over what is instrumented now. */
+static int duty_start(struct padrone_cmd_ctx *ctx, const struct instrument_request *rq)
+{
+	if (padrone_session__instr_duty(ctx->ctl->session, (unsigned)rq->duty_on_ms,
+					(unsigned)rq->duty_off_ms) < 0)
+		return padrone_cmd_session_error(ctx);
+	if (!rq->seconds)	/* --for: the report says it */
+		fprintf(ctx->out, "duty cycle: on %lu ms, off %lu ms (on %.1f%% of the time)\n",
+			rq->duty_on_ms, rq->duty_off_ms,
+			100.0 * (double)rq->duty_on_ms / (double)(rq->duty_on_ms + rq->duty_off_ms));
+	return PADRONE_EXIT_OK;
+}
+
 static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
 {
 	struct instrument_request rq;
 	const char **names = NULL;
 	bool *done = NULL;
 	size_t n = 0;
-	int status = instrument_request(ctx, args, &rq);
 
+	if (padrone_args_has(args, 'n') || padrone_args_has(args, 'f'))
+		return switch_exec(ctx, args);
+	int status = instrument_request(ctx, args, &rq);
+	if (!status && rq.duty_on_ms && !rq.hot && !padrone_args_count(args))
+		return duty_start(ctx, &rq);	/* over what is instrumented */
 	if (!status)
 		status = instrument_targets(ctx, args, rq.hot, &names, &n);
 	if (!status && !(done = calloc(n, sizeof *done)))
@@ -206,6 +284,8 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 		size_t ok = instrument_each(ctx, names, n, &rq, done, &refused);
 		if (!ok)
 			status = refused;
+		else if (rq.duty_on_ms && (status = duty_start(ctx, &rq)) != 0)
+			;	/* left instrumented, always on: uninstrument puts them back */
 		else if (rq.seconds)
 			status = instrument_for(ctx, args, &rq, names, done, n);
 	}
@@ -216,8 +296,8 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 
 const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 	.name = "instrument",
-	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--for SECONDS [-j | -o FILE]] "
-		 "FUNC... | --hot N",
+	.usage = "[-m MODE] [-a LIST] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L] [--duty ON_MS/OFF_MS] "
+		 "[--for SECONDS [-j | -o FILE]] FUNC... | --hot N | --duty ON_MS/OFF_MS | --on | --off",
 	.summary = "replace functions by copies that stream their memory references to padrone",
 	.help = "Every block of FUNC's CFG is copied into the code cache with code that writes\n"
 		"one REP unit per executed block into its thread's ring (shared memory, one\n"
@@ -241,7 +321,17 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"record (fs- or gs-relative), a process where a thread uses gs.\n"
 		"--for SECONDS (-t) runs instrumented that long (^C ends it early), prints\n"
 		"what report would (-j as report -j, -o FILE as report -o) and puts the\n"
-		"originals back; on a terminal its progress shows on standard error.",
+		"originals back; on a terminal its progress shows on standard error.\n"
+		"--off (-f) switches every instrumented function off: each runs its original\n"
+		"from its next call on (a byte per thread that the copy's entry reads; the\n"
+		"process is not stopped); the copies, rings and results stay. --on (-n)\n"
+		"switches them on again. A call under way finishes as it began: every call\n"
+		"is recorded whole or not at all. --duty ON_MS/OFF_MS (-c) keeps them on for\n"
+		"ON_MS and off for OFF_MS in turn (padrone's clock, on padroned's thread),\n"
+		"for FUNC... instrumented with it, or without FUNC for what is instrumented,\n"
+		"until --on, --off, uninstrument or detach; report then gives the counts\n"
+		"measured, the fraction of the time on they cover and estimates for the\n"
+		"whole time (counts scaled, miss ratios as measured).",
 	.opts = instrument_opts,
 	.lower = 0,
 	.upper = -1,
@@ -256,6 +346,24 @@ static const struct padrone_opt report_opts[] = {
 	{ 'o', "output", "FILE" },
 	{ 0 },
 };
+
+/* A function's counts for the whole time it was instrumented, from the
+ * fraction of it that they cover (switched on): counts scaled, so miss
+ * ratios stay as measured. */
+static void estimate(const struct padrone_ifunction *fn, uint64_t *est)
+{
+	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+		est[e] = fn->fraction > 0 ? (uint64_t)((double)fn->ev[e] / fn->fraction + 0.5) : 0;
+}
+
+/* What the counts of a report switched off at times cover. */
+static void print_sampled(FILE *f, const char *prefix, const struct padrone_ireport *r)
+{
+	fprintf(f, "%ssampled: switched on %.1f%% of the time instrumented, in %llu window%s; "
+		"the counts are measured in those windows, estimates (counts / fraction on, "
+		"miss ratios as measured) cover the whole time\n", prefix, 100.0 * r->fraction,
+		(unsigned long long)r->windows, r->windows == 1 ? "" : "s");
+}
 
 static void print_events_json(FILE *f, const uint64_t *ev)
 {
@@ -289,6 +397,12 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 		fprintf(f, "\",\"entry\":\"0x%llx\",\"active\":%s,\"events\":",
 			(unsigned long long)fn->entry, fn->active ? "true" : "false");
 		print_events_json(f, fn->ev);
+		if (r->sampled) {
+			uint64_t est[PADRONE_NEVENTS];
+			estimate(fn, est);
+			fprintf(f, ",\"fraction\":%.4f,\"estimate\":", fn->fraction);
+			print_events_json(f, est);
+		}
 		fprintf(f, ",\"pcs\":[");
 		for (size_t k = 0; k < fn->npcs; k++) {
 			fprintf(f, "%s{\"pc\":\"0x%llx\",\"events\":", k ? "," : "",
@@ -308,8 +422,12 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 		}
 		fprintf(f, "]}");
 	}
-	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu}\n", (unsigned long long)r->lost_units,
+	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu", (unsigned long long)r->lost_units,
 		(unsigned long long)r->gaps);
+	if (r->sampled)
+		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu}", r->fraction,
+			(unsigned long long)r->windows);
+	fprintf(f, "}\n");
 }
 
 static void print_row(FILE *f, const uint64_t *ev, const char *what)
@@ -324,6 +442,8 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, "# pid %d: %.2f s instrumented (%s), I1 %s D1 %s LL %s, %llu units lost\n",
 		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll,
 		(unsigned long long)r->lost_units);
+	if (r->sampled)
+		print_sampled(f, "# ", r);
 	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
 		fprintf(f, "%12s ", padrone_event_name(e));
 	fprintf(f, "where\n");
@@ -332,6 +452,13 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 		char what[160];
 		snprintf(what, sizeof what, "%s%s", fn->name, fn->active ? "" : " (uninstrumented)");
 		print_row(f, fn->ev, what);
+		if (r->sampled) {
+			uint64_t est[PADRONE_NEVENTS];
+			estimate(fn, est);
+			snprintf(what, sizeof what, "%s: estimate for the whole time (on %.1f%%)",
+				 fn->name, 100.0 * fn->fraction);
+			print_row(f, est, what);
+		}
 		for (size_t k = 0; k < fn->npcs; k++) {
 			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
 			print_row(f, fn->pcs[k].ev, what);
@@ -403,6 +530,8 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	for (size_t i = 0; i < r->nfunctions; i++)
 		fprintf(f, "desc: %s is in %s; its lines are addresses in that file\n",
 			r->functions[i].name, r->functions[i].module);
+	if (r->sampled)	/* the format's free text: the counts are measured ones */
+		print_sampled(f, "desc: ", r);
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
 	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)

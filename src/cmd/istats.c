@@ -36,7 +36,21 @@ static void print_json(FILE *f, const struct padrone_istats *r)
 			fputc(',', f);
 		print_thread_json(f, &r->threads[i]);
 	}
-	fprintf(f, "]}\n");
+	fprintf(f, "],\"switch\":{\"on\":%s,\"on_fraction\":%.4f,\"windows\":%llu,"
+		"\"duty_on_ms\":%u,\"duty_off_ms\":%u}}\n", r->on ? "true" : "false",
+		r->on_fraction, (unsigned long long)r->windows, r->duty_on_ms, r->duty_off_ms);
+}
+
+/* Switched on or off, how, and the share of the time on. */
+static void print_switch(FILE *f, const struct padrone_istats *r)
+{
+	fprintf(f, "# switched %s, on %.1f%% of the time instrumented (%llu window%s); ",
+		r->on ? "on" : "off", 100.0 * r->on_fraction, (unsigned long long)r->windows,
+		r->windows == 1 ? "" : "s");
+	if (r->duty_on_ms)
+		fprintf(f, "duty cycle on %u ms, off %u ms\n", r->duty_on_ms, r->duty_off_ms);
+	else
+		fprintf(f, "no duty cycle\n");
 }
 
 static void print_text(FILE *f, const struct padrone_istats *r)
@@ -46,6 +60,7 @@ static void print_text(FILE *f, const struct padrone_istats *r)
 		r->sampling ? "sample" : "exhaustive", r->cpu_s,
 		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0,
 		(unsigned long long)r->lost_units, (unsigned long long)r->gaps);
+	print_switch(f, r);
 	fprintf(f, "%8s %14s %12s %14s %14s %6s %10s %6s %8s %8s %s\n", "tid", "units",
 		"units/s", "refs", "refs/s", "fill%", "lost", "gaps", "waits", "cpu_s", "function");
 	for (size_t i = 0; i < r->nthreads; i++) {
@@ -87,7 +102,11 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"one CPU over the time instrumented. -j as JSON: {\"pid\",\"seconds\",\"mode\",\n"
 		"\"units\",\"refs\",\"lost_units\",\"gaps\",\"cpu_s\",\"cpu_pct\",\"threads\":[{\"tid\",\n"
 		"\"function\",\"active\",\"units\",\"refs\",\"lost_units\",\"gaps\",\"producer_waits\",\n"
-		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}]}.",
+		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}],\n"
+		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\"}}.\n"
+		"The second header line says whether instrumentation is switched on or off\n"
+		"(instrument --on, --off, --duty), the share of the time instrumented it was\n"
+		"on, in how many windows, and the duty cycle kept, if any.",
 	.opts = stats_opts,
 	.lower = 0,
 	.upper = 0,

@@ -1322,8 +1322,10 @@ START_TEST(bad_command_lines_give_usage_errors)
 		{ "--pid 1 --profile 1 -b dtrace", "padroned: unknown backend 'dtrace': use ring or bpf\n" },
 		{ "--pid 1 --instrument f", "padroned: --instrument needs --for SECONDS: how long to "
 					     "run instrumented\n" },
-		{ "--pid 1 --for 2", "padroned: --for, --mode, --I1, --D1, --LL and --output go with "
-				      "--instrument\n" },
+		{ "--pid 1 --for 2", "padroned: --for, --mode, --I1, --D1, --LL, --duty and --output go "
+				      "with --instrument\n" },
+		{ "--pid 1 --duty 20/180", "padroned: --for, --mode, --I1, --D1, --LL, --duty and "
+					   "--output go with --instrument\n" },
 		{ "--pid 1 --instrument f --for 0", "padroned: --for SECONDS must be a number from 0.01 "
 						     "to 86400, not '0'\n" },
 		{ "--pid 1 --instrument f,,g --for 1", "padroned: --instrument wants FUNC[,FUNC...], "
@@ -1349,7 +1351,7 @@ START_TEST(bad_command_lines_give_usage_errors)
 	ck_assert_int_eq(st, 0);
 	char *man = run(&st, "cat %s", tu_srcpath("man/padroned.8"));
 	const char *opts[] = { "pid", "profile", "freq", "backend", "force", "json", "help", "version",
-			       "instrument", "for", "mode", "I1", "D1", "LL", "output" };
+			       "instrument", "for", "mode", "I1", "D1", "LL", "output", "duty" };
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		char a[32], b[32];
 		snprintf(a, sizeof(a), "--%s", opts[i]);

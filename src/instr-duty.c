@@ -1,0 +1,237 @@
+/* instr-duty.c: instrumentation switched off and on while it runs (issue
+ * 11, PEBIL's duty cycles): by hand (instrument --on, --off) or by a
+ * thread of padrone(d) that keeps a duty cycle (on ON_MS, off OFF_MS), so
+ * that the timing is padrone's, never the target's. The copies, rings and
+ * consumers stay; what changes is which way each thread's gate goes at the
+ * function's entry (codecache's cc_instr__switch: a byte per thread, no
+ * stop), so a call is recorded whole or not at all. Each function's time
+ * switched off is kept: report says what fraction of the time its counts
+ * cover, and scales them into estimates for the whole time.
+ */
+#include "src/instr-state.h"
+#include "codecache/codecache.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* The longest window asked for: an hour. */
+#define DUTY_MAX_MS 3600000u
+
+void instr__duty_init(struct instr_state *st)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* as util_now_ns */
+	pthread_cond_init(&st->duty_wake, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void instr__duty_destroy(struct instr_state *st)
+{
+	pthread_cond_destroy(&st->duty_wake);
+	pthread_mutex_destroy(&st->lock);
+}
+
+static uint64_t func_ns(const struct func *f, uint64_t now)
+{
+	return f->before_ns + (f->active ? now : f->t1_ns) - f->t0_ns;
+}
+
+double instr__on_fraction(const struct func *f)
+{
+	uint64_t now = util_now_ns(), total = func_ns(f, now);
+	uint64_t off = f->off_ns + (f->off_since ? (f->active ? now : f->t1_ns) - f->off_since : 0);
+
+	return total && off < total ? 1.0 - (double)off / (double)total : total ? 0.0 : 1.0;
+}
+
+static int switch_func(struct func *f, bool on, uint64_t now)
+{
+	int rc = cc_instr__switch(f->in, on);
+
+	if (rc < 0)
+		return rc;
+	if (!on && !f->off_since)
+		f->off_since = now;
+	if (on && f->off_since) {
+		f->off_ns += now - f->off_since;
+		f->off_since = 0;
+	}
+	return 0;
+}
+
+/* Every active function (st->lock held). The first failure (its function
+ * in *failed); the others are switched all the same. */
+static int switch_all(struct instr_state *st, bool on, const char **failed)
+{
+	uint64_t now = util_now_ns();
+	int first = 0;
+
+	for (size_t i = 0; i < st->nf; i++) {
+		struct func *f = &st->f[i];
+		if (!f->active)
+			continue;
+		int rc = switch_func(f, on, now);
+		if (rc < 0 && !first) {
+			first = rc;
+			*failed = f->name;
+		}
+	}
+	if (on && st->off)
+		st->windows++;
+	st->switched |= !on;
+	st->off = !on;
+	return first;
+}
+
+void instr__switch_joined(struct instr_state *st, struct func *f)
+{
+	f->off_since = 0;
+	if (!st->windows)
+		st->windows = 1;
+	if (st->off)	/* as the others are: the next window takes it in */
+		switch_func(f, false, util_now_ns());
+}
+
+void instr__switch_left(struct func *f)
+{
+	if (f->off_since && f->t1_ns > f->off_since)
+		f->off_ns += f->t1_ns - f->off_since;
+	f->off_since = 0;
+}
+
+static bool any_active(const struct instr_state *st)
+{
+	for (size_t i = 0; st && i < st->nf; i++)
+		if (st->f[i].active)
+			return true;
+	return false;
+}
+
+static void add_ms(struct timespec *t, unsigned ms)
+{
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+/* Each window ends its length after the last one ended, not after the
+ * switch that began it ran (a late wake-up does not stretch the next
+ * window); a thread that fell more than a window behind starts afresh. */
+static void *duty_main(void *arg)
+{
+	struct instr_state *st = arg;
+	struct timespec next, now;
+
+	pthread_mutex_lock(&st->lock);
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!st->duty_stop) {
+		add_ms(&next, st->off ? st->duty_off_ms : st->duty_on_ms);
+		while (!st->duty_stop &&
+		       pthread_cond_timedwait(&st->duty_wake, &st->lock, &next) != ETIMEDOUT)
+			;
+		if (st->duty_stop)
+			break;
+		const char *failed = NULL;
+		switch_all(st, st->off, &failed);	/* a failure is tried again next time */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct timespec late = next;
+		add_ms(&late, st->off ? st->duty_off_ms : st->duty_on_ms);
+		if (now.tv_sec > late.tv_sec || (now.tv_sec == late.tv_sec && now.tv_nsec > late.tv_nsec))
+			next = now;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+void instr__duty_stop(struct instr_state *st)
+{
+	pthread_mutex_lock(&st->lock);
+	bool running = st->duty_running;
+	st->duty_stop = true;
+	pthread_cond_broadcast(&st->duty_wake);
+	pthread_mutex_unlock(&st->lock);
+	if (running)
+		pthread_join(st->duty, NULL);
+	pthread_mutex_lock(&st->lock);
+	st->duty_running = false;
+	st->duty_stop = false;
+	st->duty_on_ms = st->duty_off_ms = 0;
+	pthread_mutex_unlock(&st->lock);
+}
+
+static int active_state(struct padrone_session *s, struct instr_state **out)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+
+	if (!padrone_session_target(s))
+		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
+					    "not attached to a process");
+	if (!any_active(st))
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing is "
+					    "instrumented to switch: instrument FUNC first");
+	*out = st;
+	return 0;
+}
+
+int padrone_session__instr_switch(struct padrone_session *s, bool on)
+{
+	struct instr_state *st;
+	const char *failed = NULL;
+	int rc;
+
+	if ((rc = active_state(s, &st)) < 0)
+		return rc;
+	instr__duty_stop(st);	/* by hand: the duty cycle ends */
+	pthread_mutex_lock(&st->lock);
+	rc = switch_all(st, on, &failed);
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0) {
+		int gone = padrone_session_fail_if_left(s);
+		return gone < 0 ? gone : padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot switch "
+							     "%s %s: %s", failed, on ? "on" : "off",
+							     strerror(-rc));
+	}
+	return 0;
+}
+
+int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsigned off_ms)
+{
+	struct instr_state *st;
+	int rc;
+
+	if (!on_ms || !off_ms || on_ms > DUTY_MAX_MS || off_ms > DUTY_MAX_MS)
+		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "a duty cycle's "
+					    "windows are 1 to %u ms, not %u/%u", DUTY_MAX_MS, on_ms,
+					    off_ms);
+	if ((rc = active_state(s, &st)) < 0)
+		return rc;
+	instr__duty_stop(st);	/* a new cycle begins with a whole window */
+	pthread_mutex_lock(&st->lock);
+	const char *failed = NULL;
+	rc = st->off ? switch_all(st, true, &failed) : 0;
+	st->duty_on_ms = on_ms;
+	st->duty_off_ms = off_ms;
+	st->switched = true;	/* the results cover the windows from now on */
+	if (rc == 0 && pthread_create(&st->duty, NULL, duty_main, st) != 0)
+		rc = -EAGAIN;
+	st->duty_running = rc == 0;
+	if (rc == 0)
+		pthread_setname_np(st->duty, "padrone-duty");
+	else
+		st->duty_on_ms = st->duty_off_ms = 0;
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0)
+		return padrone_session_fail(s, PADRONE_SYSTEM, rc, "cannot start the duty cycle: %s",
+					    failed ? "a function did not switch on" : strerror(-rc));
+	return 0;
+}

@@ -1,0 +1,186 @@
+#!/bin/sh
+# Instrumentation switched off and on while it runs (issue 11), through
+# padroned as a user types it, on instr_kernel with 8 threads calling axpy
+# (each call one read of x[i], one of y[i], one write of o[i] per element,
+# n = 1000) and checking their own results: switched off, the threads run
+# the original (no unit comes, the copy and rings stay); switched off and
+# on SWITCHES times (default 200) while the threads run inside axpy, the
+# target computes right and every call is recorded whole or not at all
+# (per PC, both loads' Dr equal the store's Dw, 1000 a call give or take
+# the partial calls of the install and uninstall: a torn unit or a call cut
+# by a switch would break it); a duty cycle is kept and reported (fraction
+# on, windows, estimates), also by padroned's one-shot --duty; bad input
+# (--duty malformed, --on with nothing instrumented) is refused, status 2,
+# the target untouched.
+b=${top_builddir:-.}
+padrone=$b/src/padrone
+padroned=$b/src/padroned
+switches=${SWITCHES:-200}
+. "$(dirname "$0")/tap.sh"
+tap_setup cc-instr-switch
+echo 1..17
+start_kernel 8 1000
+axpy=$(entry_of axpy)
+orig=$(code $axpy)
+start_padroned
+
+tasks() { ls /proc/"$pid"/task | wc -l; }
+# stats -j: the units recovered so far (all threads)
+units() {
+	"$padrone" -p "$pid" stats -j | sed -n 's/^{[^[]*"units":\([0-9]*\),.*/\1/p'
+}
+# the units stop growing once the consumers drained what was written
+# before (on a loaded machine they may be seconds behind; 60 s at most),
+# and stay so over three more alive periods
+still() {
+	tap_i=0 u1=$(units) u2=
+	while [ "$u1" != "$u2" ] && [ $tap_i -lt 200 ]; do
+		sleep 0.3
+		u2=$u1 u1=$(units) tap_i=$((tap_i + 1))
+	done
+	wait_for '^alive' 3
+	[ -n "$u1" ] && [ "$(units)" = "$u1" ]
+}
+# more units within 30 s
+# the target's calls per second over 20 alive lines (a second or so)
+rate() {
+	c0=$(calls) t0=$(date +%s%N)
+	wait_for '^alive' 20
+	c1=$(calls) t1=$(date +%s%N)
+	echo $(((c1 - c0) * 1000000 / ((t1 - t0) / 1000)))
+}
+grows() {
+	tap_i=0 u1=$(units)
+	while [ "$(units)" = "$u1" ] && [ $tap_i -lt 100 ]; do
+		sleep 0.3
+		tap_i=$((tap_i + 1))
+	done
+	[ -n "$u1" ] && [ "$(units)" -gt "$u1" ]
+}
+# while on, 8 threads' exhaustive recording can make the target crawl (under
+# ASan on a loaded machine, a call a second or less): more calls within
+# 30 s (resumes), none wrong, rather than within three alive lines
+
+t_ins=$(tasks)
+run ins "$padrone" -p "$pid" instrument axpy
+run nosw "$padrone" -p "$pid" report -j
+check "instrument axpy; report of an instrumentation never switched off has no \"sampled\"" \
+	eval 'status ins 0 && status nosw 0 && ! says nosw sampled && resumes'
+run off "$padrone" -p "$pid" instrument --off
+check "instrument --off: says so, the entry still jumps to the copy, the rings stay" \
+	eval 'status off 0 && says off "^instrumentation switched off" &&
+	[ "$(code $axpy)" != "$orig" ] && [ "$(rings)" -gt 0 ]'
+check "switched off: the threads run the original (no unit comes), right" \
+	eval 'still && goes_on'
+off_rate=$(rate)
+run on "$padrone" -p "$pid" instrument --on
+check "instrument --on: units come again, the target right" \
+	eval 'status on 0 && says on "^instrumentation switched on" && grows && resumes'
+
+# off and on, $switches times each, in one connection, the threads in axpy
+set --
+i=0
+while [ $i -lt "$switches" ]; do
+	set -- "$@" instrument --off \; instrument --on \;
+	i=$((i + 1))
+done
+run many "$padrone" -p "$pid" "$@" stats
+check "switched off and on $switches times while 8 threads run inside axpy: all ok, the target right" \
+	eval 'status many 0 && [ "$(grep -c "^instrumentation switched on" "$tmp/many.out")" = "$switches" ] &&
+	[ "$(grep -c "^instrumentation switched off" "$tmp/many.out")" = "$switches" ] && resumes && grows'
+run sw "$padrone" -p "$pid" stats
+check "stats: switched on, the share of the time on, $((switches + 2)) windows, no duty cycle" \
+	eval 'status sw 0 && says sw "^# switched on, on [0-9.]*% of the time instrumented ($((switches + 2)) windows); no duty cycle"'
+
+run duty "$padrone" -p "$pid" instrument --duty 20/180
+wait_for '^alive' 10
+run dst "$padrone" -p "$pid" stats -j
+# the on fraction: its per-thousand, from stats -j's "on_fraction":0.xxxx
+frac() { sed -n 's/.*"on_fraction":\([0-9.]*\).*/\1/p' "$tmp/$1.out" | awk '{ printf "%d", $1 * 1000 }'; }
+win() { sed -n 's/.*"windows":\([0-9]*\).*/\1/p' "$tmp/$1.out"; }
+check "instrument --duty 20/180: padroned keeps it (more windows, the share on falls), the target right" \
+	eval 'status duty 0 && says duty "^duty cycle: on 20 ms, off 180 ms (on 10.0% of the time)" &&
+	says dst "\"duty_on_ms\":20,\"duty_off_ms\":180" && [ "$(win dst)" -ge $((switches + 3)) ] && resumes'
+wait_for '^alive' 3
+run rep "$padrone" -p "$pid" report -j
+run txt "$padrone" -p "$pid" report
+run cg "$padrone" -p "$pid" report -o "$tmp/cg.out"
+check "report: \"sampled\" with the fraction and windows; text and cachegrind.out say so; estimates" \
+	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/rep.out" &&
+	says rep "\"estimate\":{\"Ir\":" && says txt "^# sampled: switched on" &&
+	says txt "axpy: estimate for the whole time" && grep -q "^desc: sampled: switched on" "$tmp/cg.out"'
+if command -v cg_annotate >/dev/null; then
+	check "cg_annotate reads the sampled cachegrind.out" eval 'cg_annotate "$tmp/cg.out" >/dev/null 2>&1'
+else
+	skip "cg_annotate reads the sampled cachegrind.out" "no cg_annotate"
+fi
+
+t_un=$(tasks)
+run un "$padrone" -p "$pid" uninstrument
+run fin "$padrone" -p "$pid" report
+# as instrument-multi.sh: with C the calls seen (the entry's Ir), each
+# load's Dr and the store's Dw are L = 1000 C give or take the partial
+# calls of the threads inside axpy at the install and the uninstall (T),
+# the ret's Dr is R = C give or take T
+T=$((t_ins + t_un))
+off() { printf '0x%x' $((base + 0x$1)); }
+row() { awk -v pc="$1" '$10 == pc' "$tmp/fin.out"; }
+near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
+whole() {
+	dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
+		awk '$2 == "<axpy>:" { on = 1; next } on && /^$/ { exit } on')
+	C=$(row "$(printf '0x%x' "$axpy")" | awk '{ print $1 }')
+	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
+	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
+	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
+	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
+	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
+	L=$(row "$(off "$store")" | awk '{ print $7 }')
+	R=$(row "$(off "$ret")" | awk '{ print $4 }')
+	[ -n "$L" ] && [ -n "$R" ] || return 1
+	for l in $loads; do
+		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = "$L" ] || return 1
+	done
+	near "$L" $((1000 * C)) $((T * 1000)) && near "$R" "$C" "$T"
+}
+check "uninstrument: the original back, no ring; every call recorded whole (Dr, Dw per PC: 1000 a call)" \
+	eval 'status un 0 && [ "$(code $axpy)" = "$orig" ] && [ "$(rings)" = 0 ] && whole'
+native_rate=$(rate)
+# the bench's figure is off against native side by side (bench/instr-duty);
+# here only loosely, the machine being shared: switched off runs at native
+# speed (within a factor 3 here), not at the tenth or less of it that
+# recording everything costs
+check "switched off, the target ran at least a third as fast as native ($off_rate and $native_rate calls/s)" \
+	eval '[ "$off_rate" -gt 0 ] && [ $((off_rate * 3)) -ge "$native_rate" ]'
+run lost "$padrone" -p "$pid" report -j
+check "no unit lost, no gap in the recovered stream" \
+	eval 'says lost "\"lost_units\":0,\"gaps\":0"'
+
+run noon "$padrone" -p "$pid" instrument --on
+run nodu "$padrone" -p "$pid" instrument --duty 20/180
+check "--on, --duty alone with nothing instrumented: status 2, says so, the target right" \
+	eval 'status noon 2 && says noon "nothing is instrumented to switch: instrument FUNC first" &&
+	status nodu 2 && says nodu "nothing is instrumented to switch" && goes_on'
+run bad1 "$padrone" -p "$pid" instrument --duty 20 axpy
+run bad2 "$padrone" -p "$pid" instrument --duty 0/100 axpy
+run bad3 "$padrone" -p "$pid" instrument --duty 20/x axpy
+run bad4 "$padrone" -p "$pid" instrument --on axpy
+run bad5 "$padrone" -p "$pid" instrument --on --off
+check "--duty malformed, --on with FUNC, --on --off: status 2 each, naming the cause, nothing instrumented" \
+	eval 'status bad1 2 && says bad1 "--duty wants ON_MS/OFF_MS (on 20 ms, off 180 ms: 20/180), not .20." &&
+	status bad2 2 && says bad2 "ON_MS must be an integer from 1 to 3600000" &&
+	status bad3 2 && says bad3 "OFF_MS must be an integer from 1 to 3600000" &&
+	status bad4 2 && says bad4 "they take no FUNC" && status bad5 2 &&
+	says bad5 "exclude each other" && [ "$(code $axpy)" = "$orig" ] && goes_on'
+run det "$padrone" -p "$pid" detach
+wait "$dpid" 2>/dev/null
+dpid=
+check "detached, the target runs on, right" eval 'status det 0 && goes_on'
+
+# padroned's one shot, with a duty cycle: a report that says it is sampled
+run once "$padroned" --pid "$pid" --instrument axpy --for 1 --duty 20/180 --json
+run oncebad "$padroned" --pid "$pid" --instrument axpy --for 1 --duty 20-180
+check "padroned --instrument axpy --for 1 --duty 20/180 --json: sampled; malformed: status 2" \
+	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/once.out" &&
+	status oncebad 2 && says oncebad "--duty wants ON_MS/OFF_MS" && [ "$(code $axpy)" = "$orig" ]'
+check "the target still runs and was never harmed" eval 'goes_on && fine'
