@@ -19,8 +19,9 @@
  * Last, the stop-the-world pauses of instrument and uninstrument with 8
  * threads in the function (p50, p99).
  *
- * usage: instr-overhead [SECONDS_PER_WINDOW [pauses]]   (default 2; pauses:
- * only those)
+ * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record]]   (default 2;
+ * pauses: only those; record: only native and the record level of both
+ * workloads, for side-by-side runs of two builds of the copy's code)
  * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
  * after uninstrument >= 0.99 of native; sample mode never waits.
  */
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 static double window_s = 2;
+static bool record_only;	/* "record": the record level alone, no valgrind */
 
 struct target {
 	pid_t pid;
@@ -233,6 +235,8 @@ static void workload(const char *title, char *const argv[], const char *func)
 	double native = rate(&cur, &native_cpu);
 	row("native", native, native_cpu, native, "");
 	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+		if (record_only && levels[i].analyses != PADRONE_ANALYZE_RECORD)
+			continue;
 		instrumented(cur.pid, func, &levels[i], native);
 		double again_cpu, again = rate(&cur, &again_cpu);
 		/* drifts of a busy machine fall on both sides */
@@ -242,6 +246,8 @@ static void workload(const char *title, char *const argv[], const char *func)
 			row("after uninstrument", again, again_cpu, native, "");
 	}
 	stop(&cur);
+	if (record_only)
+		return;
 	under_valgrind("--tool=cachegrind", argv, native);
 	under_valgrind("--tool=lackey", argv, native);
 }
@@ -334,12 +340,15 @@ int main(int argc, char **argv)
 		pauses(dir);
 		return 0;
 	}
+	record_only = argc > 2 && strcmp(argv[2], "record") == 0;
 	char *kernel[] = { dir, "1", "1000", NULL };
 	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
 	char chase[4096];
 	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
 	char *ch[] = { chase, NULL };
 	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
+	if (record_only)
+		return 0;
 	printf("stop-the-world\n");
 	pauses(dir);
 	return 0;

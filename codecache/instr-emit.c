@@ -68,6 +68,53 @@ static void emit_capture(struct out *o, const struct rep_capture *cap)
 	put32(o, slot);
 }
 
+/* Does the unit keep any slot in the block (captured into %gs:IS_SLOTS)
+ * rather than writing it straight from its register at the commit? Only
+ * those units can have their slots overwritten by a signal handler's. */
+static bool keeps_slots(const struct unit *u)
+{
+	for (uint32_t c = 0; c < u->b.ncaps; c++)
+		if (!(u->direct >> u->b.caps[c].slot & 1))
+			return true;
+	return false;
+}
+
+/* movb $v,%gs:IS_INTACT: a byte store, flags untouched. */
+static void emit_intact(struct out *o, uint8_t v)
+{
+	put(o, (uint8_t[]){ 0x65, 0xc6, 0x04, 0x25 }, 4);
+	put32(o, o->gs + IS_INTACT);
+	put(o, &v, 1);
+}
+
+/* The header, marked spoiled when the slots were overwritten since the
+ * unit's first capture: the intact byte is read after the slots were
+ * copied into the record (a handler running later cannot change them) and
+ * cleared for the next unit. A handler's unit sets it again at its first
+ * capture and clears it at its commit, so the interrupted one then finds
+ * it clear. Leaves the header in rcx. */
+static void emit_header(struct out *o, const struct unit *u)
+{
+	uint32_t n = u->b.block.nslots;
+	uint64_t hdr = REP_S_WORD(u->id, n);
+
+	if (keeps_slots(u)) {
+		uint64_t spoiled = hdr | REP_S_SPOILED;
+		put(o, (uint8_t[]){ 0x65, 0x0f, 0xb6, 0x0c, 0x25 }, 5);	/* movzbl %gs:INTACT,%ecx */
+		put32(o, o->gs + IS_INTACT);
+		emit_intact(o, 0);
+		put(o, (uint8_t[]){ 0xe3, 0x0c }, 2);			/* jrcxz spoiled */
+		put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* movabs $hdr,%rcx */
+		put(o, &hdr, 8);
+		put(o, (uint8_t[]){ 0xeb, 0x0a }, 2);			/* jmp store */
+		put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* spoiled: movabs */
+		put(o, &spoiled, 8);
+		return;							/* store: */
+	}
+	put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);				/* movabs $hdr,%rcx */
+	put(o, &hdr, 8);
+}
+
 /* How far ahead of the unit being written the commit fetches ring lines. */
 #define PREFETCH_AHEAD 512
 
@@ -134,9 +181,7 @@ static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u
 		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
 		put32(o, 8 * (1 + k));
 	}
-	uint64_t hdr = REP_S_WORD(u->id, n);
-	put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* movabs $hdr,%rcx */
-	put(o, &hdr, 8);
+	emit_header(o, u);
 	put(o, tail, sizeof tail);
 }
 
@@ -217,10 +262,22 @@ static void emit_insn(struct out *o, struct cc_instr *in, const struct ci_insn *
 	cc_reloc__free(r);
 }
 
+/* A capture into the block, the first one of its unit preceded by setting
+ * the intact byte (as late as can be: a handler's unit that commits before
+ * it spoils nothing of this one). */
+static void emit_kept_capture(struct out *o, const struct rep_capture *cap, bool *marked)
+{
+	if (!*marked)
+		emit_intact(o, 1);
+	*marked = true;
+	emit_capture(o, cap);
+}
+
 static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const struct unit *next)
 {
 	const struct rep_built *b = &u->b;
 	uint32_t c = 0;
+	bool marked = false;	/* the intact byte set, at the first slot kept */
 
 	if (!o->buf)
 		u->off = o->at;
@@ -231,7 +288,7 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 			in->insn_at[u->first + i] = o->at;
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
 			if (!(u->direct >> b->caps[c].slot & 1))
-				emit_capture(o, &b->caps[c]);
+				emit_kept_capture(o, &b->caps[c], &marked);
 		if (last && cc__instr_transfers(ci))
 			emit_commit(o, in, u);
 		if (!o->buf)
@@ -239,7 +296,7 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 		emit_insn(o, in, ci);
 		for (; c < b->ncaps && b->caps[c].insn == i && b->caps[c].after; c++)
 			if (!(u->direct >> b->caps[c].slot & 1))
-				emit_capture(o, &b->caps[c]);
+				emit_kept_capture(o, &b->caps[c], &marked);
 		if (last && !cc__instr_transfers(ci))
 			emit_commit(o, in, u);
 	}

@@ -64,6 +64,12 @@
 #define IS_AREA 280
 #define IS_AREA_SIZE 288
 #define IS_META_GAP 4		/* offset of cab_meta.gap (u32), checked in instr-area.c */
+#define IS_INTACT 504		/* u8: 1 from a unit's first capture into SLOTS
+				 * until a commit of such a unit clears it: a
+				 * commit that finds it clear writes its unit
+				 * as spoiled (REP_S_SPOILED), since another
+				 * unit's captures (a signal handler's) ran in
+				 * between and overwrote the slots */
 #define IS_SLOTS 512		/* the unit's slots as they are captured */
 #define IS_MAX_SLOTS 63		/* a unit is at most 64 words */
 #define IS_JUNK 1024		/* where dropped units go: CLEAR words ... */

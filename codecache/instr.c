@@ -34,8 +34,8 @@
  * and the handler's units go where the interrupted one would have, which
  * then takes the next place. The ring stub runs with signals blocked but
  * while it sleeps, its scratch words on its own frame (instr-stub.S). So no
- * unit is lost, spoiled or half written, and the target's registers are
- * never touched. With padrone gone nobody moves threads back: a handler
+ * unit is lost to its placement or half written, and the target's
+ * registers are never touched. With padrone gone nobody moves threads back: a handler
  * run inside a reservation writes where the interrupted unit then writes
  * too (no longer read by anyone), and the pointer ends at most a unit past
  * the CLEAR word the interrupted commit read, which the guards
@@ -51,10 +51,19 @@
  * cost nothing while off but a pause of every thread per switch, and
  * moving the threads inside (instr-move.c) each time.
  *
- * Known limits (refused or documented): a signal handler that runs
- * instrumented code between a capture and its commit overwrites the slots
- * of the interrupted unit (its addresses, or a rep instruction's count, are
- * then the handler's; the target's registers are not touched); threads
+ * A handler that runs instrumented code between a unit's captures and its
+ * commit overwrites the slots of the interrupted unit (the target's
+ * registers are not touched). That is detected, not prevented: a unit
+ * keeping slots in the block sets the section's intact byte
+ * (IS_INTACT) at its first capture, and its commit, once the slots are in
+ * the record, reads and clears it; a handler's unit with slots clears it
+ * too, so the interrupted commit finds it clear and writes its header
+ * with REP_S_SPOILED, which recovery drops and counts (never the handler's
+ * addresses under the interrupted unit's block). Cost: two byte stores, a
+ * load and a jrcxz per unit keeping slots (instr-emit.c, emit_header).
+ *
+ * Known limits (refused or documented): a unit a handler spoiled is lost
+ * (its block's events are not counted); threads
  * already inside the function are moved into
  * the copy and back out (instr-move.c); a jump table's jmp through a
  * register is re-pointed at the copy (instr-jt.c), one through memory is

@@ -54,11 +54,12 @@ size_t cab__scan(const struct cab_ring *r, const uint64_t *w, size_t pos, size_t
 }
 
 int cab__deliver(struct cab_consumer *c, cab_consume_fn fn, void *arg,
-		 const uint64_t *w, size_t n, bool gap)
+		 const uint64_t *w, size_t n, unsigned flags)
 {
 	if (!n)
 		return 0;
-	unsigned flags = (gap || c->gap) ? CAB_SPAN_GAP : 0;
+	if (c->gap)
+		flags |= CAB_SPAN_GAP;
 	c->gap = false;
 	int rc = fn ? fn(arg, w, n, flags) : 0;
 	if (rc) {
@@ -164,7 +165,8 @@ static int take_chunk(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool
 	if (complete)
 		take = cab__sampling_take(c);
 	if (take) {
-		rc = cab__deliver(c, fn, arg, w + c->off, end - c->off, gap);
+		unsigned flags = (gap ? CAB_SPAN_GAP : 0) | (c->off == 0 ? CAB_SPAN_CHUNK : 0);
+		rc = cab__deliver(c, fn, arg, w + c->off, end - c->off, flags);
 		c->st.records_delivered += nrec;
 		c->st.words_delivered += end - c->off;
 	} else {

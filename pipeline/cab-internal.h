@@ -128,7 +128,7 @@ bool cab__sampling_take(struct cab_consumer *c);
 /* A chunk or buffer was delivered: refresh the heartbeat now and then. */
 void cab__chunk_done(struct cab_consumer *c);
 int cab__deliver(struct cab_consumer *c, cab_consume_fn fn, void *arg,
-		 const uint64_t *w, size_t n, bool gap);
+		 const uint64_t *w, size_t n, unsigned flags);
 /* Walk records in w[0..lim): stops at CLEAR, at lim, or at a bad header
  * (*bad set). Returns the end position; *nrec counts records. */
 size_t cab__scan(const struct cab_ring *r, const uint64_t *w, size_t start, size_t lim,

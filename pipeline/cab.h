@@ -156,8 +156,13 @@ struct cab_producer {
 
 /* Called with whole records, nwords words in all. flags: CAB_SPAN_GAP when
  * records were lost (dropped, skipped) between the previous span and this
- * one. A nonzero return stops cab_consumer__run and is returned by it. */
+ * one; CAB_SPAN_CHUNK when the span begins where the producer began a chunk
+ * (buffer, slot): a record boundary that does not depend on the records
+ * before it, so an analysis that met a record it cannot read can pick up
+ * again there. A nonzero return stops cab_consumer__run and is returned by
+ * it. */
 #define CAB_SPAN_GAP 1u
+#define CAB_SPAN_CHUNK 2u
 typedef int (*cab_consume_fn)(void *arg, const uint64_t *words, size_t nwords,
 			      unsigned flags);
 

@@ -64,7 +64,7 @@ int cab__ffq_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool all
 			c->st.corrupt++;
 			cab__fail(-EBADMSG, "slot %u: bad record header", c->chunk);
 		} else {
-			rc = cab__deliver(c, fn, arg, w, len, false);
+			rc = cab__deliver(c, fn, arg, w, len, CAB_SPAN_CHUNK);
 			c->st.records_delivered++;
 			c->st.words_delivered += len;
 		}

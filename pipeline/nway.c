@@ -108,7 +108,8 @@ int cab__nway_poll(struct cab_consumer *c, cab_consume_fn fn, void *arg, bool al
 			cab__fail(-EBADMSG, "buffer %u: bad record header at word %zu", c->chunk, end);
 		}
 		if (cab__sampling_take(c)) {
-			rc = cab__deliver(c, fn, arg, w, end, m->gap);
+			rc = cab__deliver(c, fn, arg, w, end,
+					  CAB_SPAN_CHUNK | (m->gap ? CAB_SPAN_GAP : 0));
 			c->st.records_delivered += nrec;
 			c->st.words_delivered += end;
 			c->st.chunks_consumed++;

@@ -28,6 +28,10 @@ struct rep_recover {
 	size_t ecap, en;
 	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
 	uint32_t head;		/* ... of the first unit counted after the last gap or begin */
+	bool resync;		/* CAB spans: skip up to the next chunk's start */
+	bool cut;		/* a spoiled unit since begin: head stays as it is
+				 * (none if it came first), so the pool never
+				 * joins an edge across it */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -186,7 +190,7 @@ static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id
 	if (r->prev) {
 		uint32_t p = r->prev - 1;
 		rc = count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
-	} else {
+	} else if (!r->cut) {
 		r->head = pos_in_table + 1;
 	}
 	r->prev = pos_in_table + 1;
@@ -291,7 +295,7 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 	uint32_t id = (uint32_t)h;
 	unsigned nd = (unsigned)(h >> 48);
 
-	if (h == 0 || (h >> 32 & 0xffff))
+	if (h == 0 || (h >> 32 & 0xffff & ~(REP_S_SPOILED >> 32)))
 		return rep__fail(-EBADMSG, "REP unit at offset %llu: %#llx is not a unit header",
 				 (unsigned long long)off, (unsigned long long)h);
 	const struct rep_blk *x = rep__lookup(r->t, id);
@@ -308,6 +312,12 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
+	if (u[0] & REP_S_SPOILED) {	/* its slots are another unit's */
+		r->st.spoiled++;
+		r->prev = 0;
+		r->cut = true;
+		return 0;
+	}
 	if (!r->sink && !x->has_group) {	/* counts only: no address to compute */
 		r->st.refs += x->fixed_refs;
 		r->st.instrs += x->fixed_instrs;
@@ -401,14 +411,50 @@ int rep_recover__gap(struct rep_recover *r)
 				       x ? 1 + x->b.nslots : 0));
 }
 
+/* Records in w[0..n), by their headers' lengths, as the CAB consumer that
+ * delivered them walked them. */
+static uint64_t records_in(const uint64_t *w, size_t n)
+{
+	uint64_t k = 0;
+
+	for (size_t i = 0; i < n; i += 1 + CAB_HDR_LEN(w[i]))
+		k++;
+	return k;
+}
+
+/* The unit at words[at] could not be recovered: it and the span's rest
+ * are lost (the next spans too, up to a chunk's start), with a gap. */
+static void skip_to_next_chunk(struct rep_recover *r, const uint64_t *words, size_t at,
+			       size_t nwords)
+{
+	r->st.corrupt += records_in(words + at, nwords - at);
+	r->off += (nwords - at) * 8;
+	r->ncarry = 0;
+	r->resync = true;
+	r->prev = 0;
+	r->st.gaps++;
+}
+
 int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
 {
 	struct rep_recover *r = arg;
 	int rc;
 
-	if ((flags & CAB_SPAN_GAP) && (rc = rep_recover__gap(r)))
+	if (r->resync && !(flags & CAB_SPAN_CHUNK)) {	/* the bad chunk's rest */
+		r->st.corrupt += records_in(words, nwords);
+		r->off += nwords * 8;
+		return 0;
+	}
+	if (!r->resync && (flags & CAB_SPAN_GAP) && (rc = rep_recover__gap(r)))
 		return rc;
-	return rep_recover__feed(r, words, nwords, UINT64_MAX);
+	r->resync = false;
+	uint64_t start = r->off;
+	rc = rep_recover__feed(r, words, nwords, UINT64_MAX);
+	if (rc != -EBADMSG)
+		return rc;
+	/* feed stops at the bad unit: the offset is still its start */
+	skip_to_next_chunk(r, words, (size_t)(r->off - start) / 8, nwords);
+	return 0;
 }
 
 /* ------------------------------------------------------------ results */
@@ -491,6 +537,8 @@ int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 	dst->st.instrs += src->st.instrs;
 	dst->st.bytes += src->st.bytes;
 	dst->st.gaps += src->st.gaps;
+	dst->st.corrupt += src->st.corrupt;
+	dst->st.spoiled += src->st.spoiled;
 	return 0;
 }
 
@@ -505,6 +553,7 @@ void rep__recover_begin(struct rep_recover *r)
 {
 	r->prev = 0;
 	r->head = 0;
+	r->cut = false;
 	r->ncarry = 0;
 }
 
@@ -540,6 +589,11 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 
 	for (uint64_t u = 0; u < nunits; u++) {
 		const struct rep_blk *x = rep__lookup(r->t, (uint32_t)w[at]);
+		while (w[at] & REP_S_SPOILED) {	/* never counted */
+			prev = 0;
+			at += 1 + (size_t)x->b.nslots;
+			x = rep__lookup(r->t, (uint32_t)w[at]);
+		}
 		uint32_t p = (uint32_t)(x - r->t->blks);
 		r->counts[p].n--;
 		if (prev && (rc = count_edge(r, &r->counts[prev - 1], r->t->blks[prev - 1].b.id,
@@ -549,6 +603,7 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 		at += 1 + (size_t)x->b.nslots;
 	}
 	r->st.units -= delta->units;
+	r->st.spoiled -= delta->spoiled;
 	r->st.refs -= delta->refs;
 	r->st.instrs -= delta->instrs;
 	r->st.bytes -= delta->bytes;

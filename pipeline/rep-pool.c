@@ -383,7 +383,7 @@ static size_t cut(const struct rep_pool *p, const uint64_t *w, size_t at, size_t
 		return n;
 	while (end < at + p->chunk_words) {
 		uint64_t h = w[end];
-		if (!h || (h >> 32 & 0xffff))
+		if (!h || (h >> 32 & 0xffff & ~(REP_S_SPOILED >> 32)))
 			return n;
 		end += 1 + (size_t)(h >> 48);
 	}

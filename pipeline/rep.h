@@ -9,9 +9,15 @@
  *
  * Unit (64-bit little-endian words):
  *	word 0     REP_S = REP_S_WORD(id, nslots): bits 0..31 block id (>= 1),
- *	           bits 32..47 zero, bits 48..63 the number of slots. This is a
- *	           CAB record header (cab.h), so units travel through CAB rings
- *	           as they are.
+ *	           bit 32 REP_S_SPOILED, bits 33..47 zero, bits 48..63 the
+ *	           number of slots. This is a CAB record header (cab.h), so
+ *	           units travel through CAB rings as they are.
+ *	           A spoiled unit is one whose slots were overwritten before it
+ *	           was written (a signal handler ran instrumented code of the
+ *	           same thread between the unit's captures and its commit): its
+ *	           block ran, but its slots are not its own. Recovery checks its
+ *	           header as any other, then counts it (stats.spoiled) and skips
+ *	           it; no edge is counted across it.
  *	word 1+k   REP_D slot k, for k < nslots.
  *
  * Block table entry (struct rep_block): id, pc, nslots, the instructions
@@ -106,6 +112,7 @@ extern "C" {
 #define REP_MAX_REP_REFS 4		/* references of one rep-prefixed instruction */
 #define REP_NO_SLOT 0xffffu
 #define REP_S_WORD(id, nslots) (((uint64_t)(nslots) << 48) | (uint32_t)(id))
+#define REP_S_SPOILED (1ULL << 32)
 
 enum rep_sec_tag { REP_SEC_TABLE = 1, REP_SEC_STREAM = 2, REP_SEC_END = 3 };
 
@@ -189,6 +196,9 @@ struct rep_recover_stats {
 	uint64_t instrs;	/* instruction fetches */
 	uint64_t bytes;		/* stream bytes consumed */
 	uint64_t gaps;		/* discontinuities (lost data, new stream) */
+	uint64_t corrupt;	/* units not recovered from CAB spans: one that
+				 * could not be read and the rest of its chunk */
+	uint64_t spoiled;	/* units marked REP_S_SPOILED, skipped */
 };
 
 /* A recovery worker over table t (which must outlive it), delivering to
@@ -207,7 +217,12 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *words, size_t n,
 int rep_recover__gap(struct rep_recover *r);
 /* Deliver the references still batched. */
 void rep_recover__flush(struct rep_recover *r);
-/* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring. */
+/* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
+ * A unit that cannot be recovered does not stop the stream: it and the
+ * rest of its chunk are counted (stats.corrupt, the reason in
+ * rep_errmsg()), a gap follows, and recovery picks up again at the next
+ * span that begins a chunk (CAB_SPAN_CHUNK): chunks start on a unit
+ * boundary. Returns 0 then; other errors as rep_recover__feed. */
 int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigned flags);
 
 uint64_t rep_recover__block_count(const struct rep_recover *r, uint32_t id);

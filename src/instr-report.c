@@ -95,7 +95,7 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
 			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
 			lost = cs.records_dropped +
-				atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+				atomic_load_explicit(&w->live_unread, memory_order_relaxed);
 		}
 		t->units += units;
 		t->refs += refs;
@@ -240,7 +240,7 @@ static void worker_stats(const struct func *f, size_t i, struct padrone_istat_th
 		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
 		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
 		t->lost_units = cs.records_dropped +
-			atomic_load_explicit(&w->live_skipped, memory_order_relaxed);
+			atomic_load_explicit(&w->live_unread, memory_order_relaxed);
 		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
 		t->producer_waits = cs.producer_waits;
 	}

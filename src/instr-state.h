@@ -53,7 +53,9 @@ struct worker {
 	volatile int stop;
 	uint64_t units, refs, lost, gaps;	/* final, once joined */
 	/* published by the consumer after each span, for stats while it runs */
-	_Atomic uint64_t live_units, live_refs, live_gaps, live_skipped;
+	/* live_unread: units delivered or skipped but not recovered (sampling's
+	 * skipped chunks, units recovery could not read or found spoiled) */
+	_Atomic uint64_t live_units, live_refs, live_gaps, live_unread;
 	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };

@@ -33,6 +33,14 @@ uint64_t instr__thread_cpu_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Units that reached the consumer but were not recovered: chunks sampling
+ * skipped, units recovery could not read with the rest of their chunk (it
+ * picks up again at the next chunk), and units a signal handler spoiled. */
+static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recover_stats *rs)
+{
+	return cs->records_skipped + rs->corrupt + rs->spoiled;
+}
+
 /* Recover the span (unless only the units are counted), then publish the
  * counts (only this thread writes the recoverer's and the consumer's own
  * counters: stats reads these copies). */
@@ -51,7 +59,7 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	atomic_store_explicit(&w->live_units, rs.units, memory_order_relaxed);
 	atomic_store_explicit(&w->live_refs, rs.refs + rs.instrs, memory_order_relaxed);
 	atomic_store_explicit(&w->live_gaps, rs.gaps, memory_order_relaxed);
-	atomic_store_explicit(&w->live_skipped, cs.records_skipped, memory_order_relaxed);
+	atomic_store_explicit(&w->live_unread, unread_units(&cs, &rs), memory_order_relaxed);
 	return rc;
 }
 
@@ -95,7 +103,7 @@ void instr__stop_workers(struct func *f)
 		w->units = rs.units;
 		w->refs = rs.refs + rs.instrs;
 		w->gaps = rs.gaps;
-		w->lost = cs.records_dropped + cs.records_skipped;
+		w->lost = cs.records_dropped + unread_units(&cs, &rs);
 	}
 }
 

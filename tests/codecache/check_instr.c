@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -640,6 +641,9 @@ static void close_stream(struct stream *s)
 		      s->first_error);
 	ck_assert_msg(cs.records_dropped == 0 && cs.corrupt == 0, "thread %d: %" PRIu64 " units "
 		      "dropped, %" PRIu64 " corrupt", s->tid, cs.records_dropped, cs.corrupt);
+	/* no handler runs the copy here: no unit is spoiled, none unreadable */
+	ck_assert_msg(rs.spoiled == 0 && rs.corrupt == 0, "thread %d: %" PRIu64 " units spoiled, %"
+		      PRIu64 " not recovered: %s", s->tid, rs.spoiled, rs.corrupt, rep_errmsg());
 	cab_consumer__close(s->cons);
 	rep_recover__free(s->rec);
 }
@@ -1093,7 +1097,7 @@ START_TEST(sample_mode_drops_whole_junk_areas_not_single_units)
 	pthread_join(s.th, NULL);
 	cab_consumer__stats(s.cons, &cs);
 	rep_recover__stats(s.rec, &rs);
-	ck_assert_msg(s.rc == 0, "recovery failed: %s", rep_errmsg());
+	ck_assert_msg(s.rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
 	ck_assert_uint_eq(cs.corrupt, 0);
 	ck_assert_uint_ge(rs.units, 10000);
 	ck_assert_uint_ge(rs.gaps, 1);
@@ -1164,7 +1168,9 @@ START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 		s->stop = 1;
 		pthread_join(s->th, NULL);
 		cab_consumer__stats(s->cons, &cs);
-		ck_assert_msg(s->rc == 0, "recovery failed: %s", rep_errmsg());
+		struct rep_recover_stats rs;
+		rep_recover__stats(s->rec, &rs);
+		ck_assert_msg(s->rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
 		ck_assert_msg(s->errors == 0, "%s", s->first_error);
 		ck_assert_uint_eq(cs.records_dropped, 0);
 		ck_assert_uint_eq(cs.corrupt, 0);
@@ -1188,10 +1194,211 @@ START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 }
 END_TEST
 
+/* ------------------------------------------------ signal handlers inside */
+
+/* instr_signals (tests/targets): scale(x, o, n), o[i] = 3 * x[i] + 1,
+ * called by the loop on its arrays and by a 1 kHz SIGALRM handler on
+ * others, on the one thread: the handler's calls land anywhere in the
+ * loop's, between a unit's captures and its commit too. What one stream
+ * recovered, per element of each array. */
+struct sig_stream {
+	uint64_t base[4];		/* loop x, loop o, handler x, handler o */
+	long len[4];			/* elements (the handler's: two pairs) */
+	long per_call[4];		/* elements per call */
+	uint64_t *hits[4];		/* references per element */
+	uint64_t stack_lo, stack_hi;	/* the ret's reads */
+	uint64_t stack_reads;
+	uint64_t strays;
+	char first_stray[160];
+	struct rep_recover *rec;
+	struct cab_consumer *cons;
+	volatile int stop;
+};
+
+static bool sig_hit(struct sig_stream *s, const struct rep_ref *r)
+{
+	for (int k = 0; k < 4; k++) {
+		uint64_t off = r->addr - s->base[k];
+		bool want = k % 2 ? r->type == REP_REF_WRITE : r->type == REP_REF_READ;
+		if (r->addr >= s->base[k] && off < (uint64_t)s->len[k] * 8) {
+			if (off % 8 || r->size != 8 || !want)
+				return false;
+			s->hits[k][off / 8]++;
+			return true;
+		}
+	}
+	if (r->type != REP_REF_READ || r->addr < s->stack_lo || r->addr >= s->stack_hi)
+		return false;
+	s->stack_reads++;
+	return true;
+}
+
+static void sig_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct sig_stream *s = arg;
+
+	for (size_t i = 0; i < n; i++)
+		if (refs[i].type != REP_REF_INSTR && !sig_hit(s, &refs[i]) && !s->strays++)
+			snprintf(s->first_stray, sizeof s->first_stray, "pc 0x%" PRIx64 " addr 0x%"
+				 PRIx64 " size %u type %u", refs[i].pc, refs[i].addr, refs[i].size,
+				 refs[i].type);
+}
+
+static void *sig_consume(void *arg)
+{
+	struct sig_stream *s = arg;
+
+	cab_consumer__run(s->cons, rep_recover__cab_fn, s->rec, &s->stop);
+	rep_recover__flush(s->rec);
+	return NULL;
+}
+
+static void sig_stack(pid_t pid, struct sig_stream *s)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "[stack]"))
+			ck_assert_int_eq(sscanf(line, "%" SCNx64 "-%" SCNx64, &s->stack_lo,
+						&s->stack_hi), 2);
+	fclose(f);
+	ck_assert_uint_gt(s->stack_hi, 0);
+}
+
+/* SIGUSR1 toggles instr_signals' pause: paused, its exact calls so far. */
+static void sig_pause(struct live *l, long *loop, long *handler)
+{
+	char line[256];
+	ck_assert_int_eq(kill(l->p.pid, SIGUSR1), 0);
+	ck_assert_msg(tu_wait_for(&l->p, "paused ", line, sizeof line, 30000) > 0, "no pause");
+	ck_assert_int_eq(sscanf(line, "paused %ld %ld", loop, handler), 2);
+}
+
+/* The next progress line: calls so far, none wrong. */
+static void sig_alive(struct live *l, long *loop, long *handler)
+{
+	char line[256];
+	long nbad;
+	ck_assert_msg(tu_wait_for(&l->p, "alive ", line, sizeof line, 30000) > 0, "no progress");
+	ck_assert_int_eq(sscanf(line, "alive %ld %ld bad %ld", loop, handler, &nbad), 3);
+	ck_assert_msg(nbad == 0, "the target computed %ld wrong results", nbad);
+}
+
+static void sig_start(struct live *l, struct sig_stream *s, bool nodefer)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/instr_signals"),
+			 nodefer ? "nodefer" : NULL, NULL };
+	char line[256];
+	struct attach_error aerr;
+	struct cc_error err;
+	void *a[4];
+
+	memset(l, 0, sizeof *l);
+	ck_assert_int_eq(tu_spawn(&l->p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&l->p, "scale=", line, sizeof line, 10000), 0);
+	ck_assert_int_eq(sscanf(line, "scale=%*p %ld %ld", &s->per_call[0], &s->per_call[2]), 2);
+	s->per_call[1] = s->len[0] = s->len[1] = s->per_call[0];
+	s->per_call[3] = s->per_call[2];
+	s->len[2] = s->len[3] = 2 * s->per_call[2];	/* a nested handler's pair */
+	ck_assert_int_gt(tu_wait_for(&l->p, "arrays ", line, sizeof line, 10000), 0);
+	ck_assert_int_eq(sscanf(line, "arrays %p %p %p %p", &a[0], &a[1], &a[2], &a[3]), 4);
+	for (int k = 0; k < 4; k++) {
+		s->base[k] = (uint64_t)a[k];
+		s->hits[k] = calloc((size_t)s->len[k], sizeof *s->hits[k]);
+		ck_assert_ptr_nonnull(s->hits[k]);
+	}
+	ck_assert_int_gt(tu_wait_for(&l->p, "ready", line, sizeof line, 10000), 0);
+	sig_stack(l->p.pid, s);
+	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
+/* Each element was referenced at most once per call made on its array (a
+ * unit the handler spoiled is dropped, never recovered with the other
+ * call's index), and the loads recovered plus the units dropped are all
+ * the loads the target made: the blocks keeping a slot (the loop's, the
+ * ret's) make one load each. */
+static void sig_check(struct sig_stream *s, long loop_calls, long handler_calls,
+		      const struct rep_recover_stats *rs)
+{
+	uint64_t elements = (uint64_t)loop_calls * (uint64_t)s->per_call[0] +
+			    (uint64_t)handler_calls * (uint64_t)s->per_call[2];
+	uint64_t got[2] = { 0, 0 };	/* loads, stores */
+
+	ck_assert_msg(s->strays == 0, "%" PRIu64 " references to no array: the first %s",
+		      s->strays, s->first_stray);
+	for (int k = 0; k < 4; k++)
+		for (long e = 0; e < s->len[k]; e++) {
+			long calls = k < 2 ? loop_calls : handler_calls;
+			ck_assert_msg(s->hits[k][e] <= (uint64_t)calls, "%s %s[%ld] referenced %"
+				      PRIu64 " times in %ld calls", k < 2 ? "the loop's" :
+				      "the handler's", k % 2 ? "o" : "x", e, s->hits[k][e], calls);
+			got[k % 2] += s->hits[k][e];
+		}
+	uint64_t calls = (uint64_t)(loop_calls + handler_calls);
+	ck_assert_uint_eq(got[0] + s->stack_reads + rs->spoiled, elements + calls);
+	ck_assert_uint_le(got[1], elements);
+	ck_assert_uint_ge(got[1] + rs->spoiled, elements);
+	ck_assert_uint_eq(rs->corrupt, 0);
+	/* dropped only where a handler ran between captures and commit */
+	ck_assert_uint_lt(rs->spoiled, elements / 10);
+}
+
+START_TEST(a_handler_running_the_copy_never_leaves_its_addresses_in_a_unit)
+{
+	struct live l;
+	struct sig_stream s = { 0 };
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o };
+	long l0, h0, l1, h1, lx, hx;
+	pthread_t th;
+	pid_t tid;
+
+	sig_start(&l, &s, _i == 1);
+	struct cc_func f = func(&l, "scale");
+	sig_pause(&l, &l0, &h0);
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sig_sink, &s, &s.rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &s.cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_int_eq(tid, l.p.pid);
+	ck_assert_int_eq(pthread_create(&th, NULL, sig_consume, &s), 0);
+	kill(l.p.pid, SIGUSR1);		/* resume */
+	/* a second or more of calls, the handler's included */
+	do
+		sig_alive(&l, &lx, &hx);
+	while (hx < h0 + 1000);
+	sig_pause(&l, &l1, &h1);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	for (int w = 0; w < 3000 && !cab_consumer__eof(s.cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	s.stop = 1;
+	pthread_join(th, NULL);
+	kill(l.p.pid, SIGUSR1);
+	struct rep_recover_stats rs;
+	rep_recover__stats(s.rec, &rs);
+	fprintf(stderr, "# %s: calls loop %ld handler %ld, units %" PRIu64 ", spoiled %" PRIu64
+		"\n", _i ? "SA_NODEFER" : "deferred", l1 - l0, h1 - h0, rs.units, rs.spoiled);
+	sig_check(&s, l1 - l0, h1 - h0, &rs);
+	sig_alive(&l, &lx, &hx);
+	sig_alive(&l, &lx, &hx);
+	ck_assert_int_gt(hx, h1);
+	cab_consumer__close(s.cons);
+	rep_recover__free(s.rec);
+	cc_instr__free(in);
+	for (int k = 0; k < 4; k++)
+		free(s.hits[k]);
+	end(&l);
+}
+END_TEST
+
 int main(void)
 {
 	tu_block_sigchld();
-	Suite *s = suite_create("instr");
+Suite *s = suite_create("instr");
 	TCase *tc = tcase_create("instr");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
@@ -1207,6 +1414,7 @@ int main(void)
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
 	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);
+	tcase_add_loop_test(tc, a_handler_running_the_copy_never_leaves_its_addresses_in_a_unit, 0, 2);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

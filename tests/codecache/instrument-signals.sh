@@ -7,10 +7,15 @@
 # padroned for a few seconds, the calls paused at instrument and at
 # uninstrument so the copy sees whole calls only:
 # - the target's loop and handler both compute right all along, and after;
-# - no unit lost or spoiled: report's lost units and gaps are 0, the
-#   entry's Ir is the calls the target counted (loop's and handler's), and
-#   scale's Dr and Dw (one load and one store per element) are the
-#   elements the target asked for;
+# - no unit lost but those a handler spoiled (it ran between a unit's
+#   captures and its commit: the unit is dropped, never recovered with the
+#   handler's addresses): report's gaps are 0, the entry's Ir is the calls
+#   the target counted (loop's and handler's: the entry block keeps no
+#   slot); scale's Dr (one load per element, the ret's per call) plus the
+#   units lost (each made one load: the loop's and the ret's blocks are the
+#   ones keeping a slot) are the elements the target asked for and the
+#   calls, its Dw (one store per element) at most the elements and at
+#   least those less the units lost;
 # - padroned SIGKILLed while instrumented and the handler running: the
 #   target runs on, right, handler and all; a later restore puts it back.
 b=${top_builddir:-.}
@@ -65,8 +70,9 @@ check "scale instrumented $RUN_SECONDS s with its 1 kHz handler calling it: targ
 calls=$((l1 - l0 + h1 - h0)) elements=$(((l1 - l0) * loop_n + (h1 - h0) * handler_n))
 echo "# calls while instrumented: loop $((l1 - l0)), handler $((h1 - h0)); elements $elements"
 tr ',' '\n' <"$tmp/rep.out" | grep -E '"(lost_units|gaps)"' | sed 's/^/# /'
-check "no unit lost, no gap" eval \
-	'grep -q "\"lost_units\":0,\"gaps\":0}" "$tmp/rep.out" && ! grep -q "\"lost_units\":[1-9]" "$tmp/rep.out"'
+lost=$(grep -o '"lost_units":[0-9]*,"gaps":[0-9]*}$' "$tmp/rep.out" | sed 's/"lost_units":\([0-9]*\),.*/\1/')
+check "no gap; units lost (spoiled by the handler) fewer than the handler's calls" eval \
+	'grep -q "\"gaps\":0}\$" "$tmp/rep.out" && [ -n "$lost" ] && [ "$lost" -le $((h1 - h0)) ]'
 # "Ir Dr Dw" of the function's total and of its entry's PC
 totals() {
 	grep -o '"entry":"0x[0-9a-f]*","active":[a-z]*,"events":{[^}]*}' "$tmp/rep.out" | head -1 |
@@ -78,8 +84,9 @@ entry_ir() {
 echo "# report: entry Ir $(entry_ir); Ir Dr Dw $(totals)"
 check "the entry's Ir is the calls the target made (loop and handler)" \
 	eval '[ "$(entry_ir)" = "$calls" ] && [ "$calls" -gt 0 ] && [ $((h1 - h0)) -gt 0 ]'
-check "Dw is the elements the target asked for, Dr those and a ret per call" \
-	eval 'set -- $(totals); [ "$2" = $((elements + calls)) ] && [ "$3" = "$elements" ]'
+check "Dr and the units lost are the elements asked for and a ret per call; Dw those less some lost" \
+	eval 'set -- $(totals); [ $(($2 + lost)) = $((elements + calls)) ] &&
+	      [ "$3" -le "$elements" ] && [ $(($3 + lost)) -ge "$elements" ]'
 run det "$padrone" -p "$pid" detach
 wait "$dpid" 2>/dev/null
 dpid=

@@ -1276,6 +1276,70 @@ START_TEST(rep_units_recovered_across_processes)
 }
 END_TEST
 
+/* Recovery meets a unit it cannot read (an unknown block, though its header
+ * is a good CAB record) in the middle of a ring: that unit and the rest of
+ * its chunk are counted as corrupt, with a gap; the chunks after it are
+ * recovered (a chunk starts on a unit boundary), and the consumer runs on
+ * to the end. */
+struct bad_span {
+	struct rep_recover *rec;
+	uint64_t bad_hdr, lost;	/* records from the bad one to its span's end */
+};
+
+static int bad_span_fn(void *arg, const uint64_t *w, size_t n, unsigned flags)
+{
+	struct bad_span *b = arg;
+	bool after_bad = false;
+
+	for (size_t i = 0; i < n; i += 1 + CAB_HDR_LEN(w[i])) {
+		after_bad = after_bad || w[i] == b->bad_hdr;
+		b->lost += after_bad;
+	}
+	return rep_recover__cab_fn(b->rec, w, n, flags);
+}
+
+START_TEST(recovery_resynchronises_at_the_chunk_after_a_bad_unit)
+{
+	struct rep_table *t;
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 4096, 64, 8);
+	enum { NU = 8000, BAD = 3000 };
+	struct bad_span b = { .bad_hdr = REP_S_WORD(99, 2) };
+
+	rep_table_small(&t);
+	ck_assert_int_eq(rep_recover__new(t, NULL, NULL, &b.rec), 0);
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	for (uint64_t u = 0; u < NU; u++) {	/* block 1: two slots */
+		uint64_t unit[3] = { u == BAD ? b.bad_hdr : REP_S_WORD(1, 2), 0x1000 + u, u };
+		ck_assert_int_eq(cab_producer__put_record(p, unit), 0);
+	}
+	cab_producer__flush(p);
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	int rc = cab_consumer__run(c, bad_span_fn, &b, NULL);
+	rep_recover__flush(b.rec);
+	struct rep_recover_stats rs;
+	rep_recover__stats(b.rec, &rs);
+	ck_assert_msg(rc == 0, "the consumer stopped: %d %s", rc, rep_errmsg());
+	ck_assert_ptr_nonnull(strstr(rep_errmsg(), "unknown block id 99"));
+	/* the bad unit and at most a chunk's rest (4096 bytes: 170 units) */
+	ck_assert_uint_ge(b.lost, 1);
+	ck_assert_uint_le(b.lost, 170);
+	ck_assert_uint_eq(rs.corrupt, b.lost);
+	ck_assert_uint_eq(rs.units, NU - b.lost);
+	ck_assert_uint_eq(rep_recover__block_count(b.rec, 1), NU - b.lost);
+	ck_assert_uint_ge(rs.gaps, 1);
+	ck_assert(cab_consumer__eof(c));
+	cab_consumer__close(c);
+	cab_producer__close(p);
+	cab_ring__close(r);
+	rep_recover__free(b.rec);
+	rep_table__free(t);
+}
+END_TEST
+
 struct collect {
 	uint64_t w[16];
 	size_t n;
@@ -1372,6 +1436,7 @@ int main(void)
 	tcase_add_test(tc, exhaustive_producer_without_a_consumer_drops_after_the_timeout);
 	tcase_add_test(tc, sampling_producer_never_hangs_on_a_killed_consumer);
 	tcase_add_test(tc, rep_units_recovered_across_processes);
+	tcase_add_test(tc, recovery_resynchronises_at_the_chunk_after_a_bad_unit);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -427,6 +427,51 @@ START_TEST(many_successors)
 }
 END_TEST
 
+/* A unit marked spoiled (a signal handler overwrote its slots before its
+ * commit): checked as any header, then skipped and counted, its slot's
+ * address never delivered, no edge across it; a spoiled header with bad
+ * fields is still bad data. */
+START_TEST(spoiled_units_are_counted_and_skipped)
+{
+	struct rep_table *t;
+	struct rep_recover *r;
+	struct refvec got = { 0 };
+	const uint16_t N = REP_NO_SLOT;
+	struct rep_mref m = { .pc = 0x10, .disp = 0, .size = 4, .type = REP_REF_READ, .scale = 1,
+			      .base = 0, .index = N, .seg = N, .count = N };
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	for (uint32_t id = 1; id <= 2; id++) {
+		struct rep_block b = { .id = id, .nslots = 1, .pc = 0x10 * id, .nrefs = 1, .refs = &m };
+		m.pc = 0x10 * id;
+		ck_assert_int_eq(rep_table__add(t, &b), 0);
+	}
+	/* 1 2 (2 spoiled) 1 2 */
+	uint64_t s[] = { REP_S_WORD(1, 1), 100, REP_S_WORD(2, 1), 200,
+			 REP_S_WORD(2, 1) | REP_S_SPOILED, 0xbad, REP_S_WORD(1, 1), 101,
+			 REP_S_WORD(2, 1), 201 };
+	ck_assert_int_eq(rep_recover__new(t, sink, &got, &r), 0);
+	ck_assert_int_eq(rep_recover__feed(r, s, sizeof s / 8, 0), 0);
+	rep_recover__flush(r);
+	struct rep_recover_stats st;
+	rep_recover__stats(r, &st);
+	ck_assert_uint_eq(st.units, 4);
+	ck_assert_uint_eq(st.spoiled, 1);
+	ck_assert_uint_eq(st.gaps, 0);
+	ck_assert_uint_eq(got.n, 4);
+	for (size_t i = 0; i < got.n; i++)
+		ck_assert_uint_ne(got.v[i].addr, 0xbad);
+	ck_assert_uint_eq(rep_recover__block_count(r, 2), 2);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 1, 2), 2);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 2, 1), 0);	/* not across it */
+	uint64_t bad[] = { REP_S_WORD(2, 3) | REP_S_SPOILED, 1, 2, 3 };
+	ck_assert_int_eq(rep_recover__feed(r, bad, 4, UINT64_MAX), -EBADMSG);
+	rep_recover__free(r);
+	rep_table__free(t);
+	free(got.v);
+}
+END_TEST
+
 START_TEST(counts_blocks_and_edges)
 {
 	struct rep_table *t;
@@ -1034,6 +1079,7 @@ int main(void)
 	tcase_add_test(tc, large_copies_are_bounded_by_the_address_space);
 	tcase_add_test(tc, string_instructions_that_stop_early_or_go_down);
 	tcase_add_test(tc, counts_blocks_and_edges);
+	tcase_add_test(tc, spoiled_units_are_counted_and_skipped);
 	tcase_add_test(tc, many_successors);
 	tcase_add_test(tc, bad_streams_name_the_offset);
 	tcase_add_test(tc, optimised_streams_recover_the_same_references);
