@@ -204,8 +204,11 @@ static void instrumented(pid_t pid, const char *func, const struct level *l, dou
 
 static void under_valgrind(const char *tool, char *const argv[], double native)
 {
-	char *vargv[16] = { "valgrind", (char *)tool, "--log-file=/dev/null" };
-	size_t n = 3;
+	/* --fair-sched: under lackey's tracing the thread that prints the
+	 * target's "alive" lines never got valgrind's lock back from the
+	 * busy one, and the row waited forever. */
+	char *vargv[16] = { "valgrind", (char *)tool, "--fair-sched=yes", "--log-file=/dev/null" };
+	size_t n = 4;
 	char name[64];
 
 	if (strcmp(tool, "--tool=lackey") == 0)
