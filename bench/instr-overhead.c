@@ -26,6 +26,7 @@
  * after uninstrument >= 0.99 of native; sample mode never waits.
  */
 #include "attach/attach.h"
+#include "bench/alive.h"
 #include "bench/pause.h"
 #include "codecache/codecache.h"
 #include "src/padrone.h"
@@ -43,104 +44,10 @@
 static double window_s = 2;
 static bool record_only;	/* "record": the record level alone, no valgrind */
 
-struct target {
-	pid_t pid;
-	FILE *out;
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int start(struct target *t, char *const argv[])
-{
-	int p[2];
-
-	if (pipe(p) < 0)
-		return -1;
-	if ((t->pid = fork()) == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	close(p[1]);
-	t->out = fdopen(p[0], "r");
-	return t->pid > 0 ? 0 : -1;
-}
-
-static void stop(struct target *t)
-{
-	kill(t->pid, SIGKILL);
-	waitpid(t->pid, NULL, 0);
-	fclose(t->out);
-}
-
-/* The next "alive CALLS bad B" line's calls; exits on a wrong result. */
-static long next_calls(struct target *t)
-{
-	char line[256];
-	long calls, bad;
-
-	while (fgets(line, sizeof line, t->out))
-		if (sscanf(line, "alive %ld bad %ld", &calls, &bad) == 2) {
-			if (bad) {
-				fprintf(stderr, "instr-overhead: the target computed %ld wrong "
-					"results\n", bad);
-				exit(1);
-			}
-			return calls;
-		}
-	fprintf(stderr, "instr-overhead: the target stopped\n");
-	exit(1);
-}
-
-/* The CPU time all the target's threads have run, in seconds (schedstat:
- * nanoseconds, unlike the ticks of /proc/PID/stat). */
-static double cpu_s(pid_t pid)
-{
-	char path[320], line[128];
-	double sum = 0;
-
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	for (struct dirent *e; d && (e = readdir(d));) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
-		FILE *f = fopen(path, "re");
-		unsigned long long ns;
-		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu", &ns) == 1)
-			sum += (double)ns / 1e9;
-		if (f)
-			fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return sum;
-}
-
-/* Calls per second over one window (after a line to settle), and per
- * second of the target's CPU time (what the copy's own code costs, apart
- * from the time it waits or is not scheduled on a busy machine). */
+/* The rate over one window of window_s (alive.h). */
 static double rate(struct target *t, double *per_cpu)
 {
-	next_calls(t);
-	long c0 = next_calls(t);
-	double t0 = now_s(), t1, u0 = cpu_s(t->pid);
-	long c1;
-
-	do {
-		c1 = next_calls(t);
-		t1 = now_s();
-	} while (t1 - t0 < window_s);
-	double u = cpu_s(t->pid) - u0;
-	*per_cpu = u > 0 ? (double)(c1 - c0) / u : 0;
-	return (double)(c1 - c0) / (t1 - t0);
+	return rate_over(t, window_s, per_cpu);
 }
 
 static struct target cur;	/* the workload's target, native */
@@ -329,6 +236,7 @@ out:
 
 int main(int argc, char **argv)
 {
+	bench_name = "instr-overhead";
 	char dir[4096];
 	const char *b = getenv("top_builddir") ? getenv("top_builddir") : ".";
 	sigset_t set;
