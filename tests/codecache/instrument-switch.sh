@@ -92,15 +92,17 @@ run sw "$padrone" -p "$pid" stats
 check "stats: switched on, the share of the time on, $((switches + 2)) windows, no duty cycle" \
 	eval 'status sw 0 && says sw "^# switched on, on [0-9.]*% of the time instrumented ($((switches + 2)) windows); no duty cycle"'
 
+run pre "$padrone" -p "$pid" stats -j
 run duty "$padrone" -p "$pid" instrument --duty 20/180
-wait_for '^alive' 10
+wait_for '^alive' 20
 run dst "$padrone" -p "$pid" stats -j
-# the on fraction: its per-thousand, from stats -j's "on_fraction":0.xxxx
+# the share of the time on, in thousandths (stats -j's "on_fraction", 4 decimals)
 frac() { sed -n 's/.*"on_fraction":\([0-9.]*\).*/\1/p' "$tmp/$1.out" | awk '{ printf "%d", $1 * 1000 }'; }
 win() { sed -n 's/.*"windows":\([0-9]*\).*/\1/p' "$tmp/$1.out"; }
 check "instrument --duty 20/180: padroned keeps it (more windows, the share on falls), the target right" \
 	eval 'status duty 0 && says duty "^duty cycle: on 20 ms, off 180 ms (on 10.0% of the time)" &&
-	says dst "\"duty_on_ms\":20,\"duty_off_ms\":180" && [ "$(win dst)" -ge $((switches + 3)) ] && resumes'
+	says dst "\"duty_on_ms\":20,\"duty_off_ms\":180" && [ "$(win dst)" -ge $((switches + 3)) ] &&
+	[ -n "$(frac pre)" ] && [ "$(frac dst)" -lt "$(frac pre)" ] && resumes'
 wait_for '^alive' 3
 run rep "$padrone" -p "$pid" report -j
 run txt "$padrone" -p "$pid" report
