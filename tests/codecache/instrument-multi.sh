@@ -15,6 +15,7 @@ b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr-multi
 echo 1..20
 start_kernel 2 1000 pair
@@ -65,38 +66,17 @@ run un2 "$padrone" -p "$pid" uninstrument axpy
 check "uninstrument axpy: both originals back, no ring left mapped in the target" \
 	eval 'status un2 0 && restored && [ "$(rings)" = 0 ]'
 run rep "$padrone" -p "$pid" report
-# as instrument.sh: with C the calls seen (the entry's Ir), each load's Dr
+# kernel_counts_exact: with C the calls seen (the entry's Ir), each load's Dr
 # and the store's Dw are L = 1000 C give or take the partial calls of the
 # threads inside the function at the install and the uninstall (T: the two
 # workers, the short-lived ones alive then: on a loaded machine more of
 # them live at once, so T counts the threads there were at the install
 # and at the uninstall), the ret's Dr is R = C give or take T
 T=$((t_ins + (t_un1 > t_un2 ? t_un1 : t_un2)))
-off() { printf '0x%x' $((base + 0x$1)); }
-row() { awk -v pc="$1" '$10 == pc' "$tmp/rep.out"; }
-near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
-exact() {
-	f=$1
-	dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
-		awk -v f="<$f>:" '$2 == f { on = 1; next } on && /^$/ { exit } on')
-	e=$(entry_of "$f")
-	C=$(row "$(printf '0x%x' "$e")" | awk '{ print $1 }')
-	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
-	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|(add|sub) +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
-	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
-	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
-	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
-	L=$(row "$(off "$store")" | awk '{ print $7 }')
-	R=$(row "$(off "$ret")" | awk '{ print $4 }')
-	[ -n "$L" ] && [ -n "$R" ] || return 1
-	for l in $loads; do
-		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = "$L" ] || return 1
-	done
-	near "$L" $((1000 * C)) $((2 * T * 1000)) && near "$R" "$C" "$T" &&
-	[ "$(evs rep "$f" | cut -d' ' -f2,3)" = "$((2 * L + R)) $L" ]
-}
-check "axpy's Dr and Dw per PC are its kernel's exactly, 1000 a call" exact axpy
-check "axmy's Dr and Dw per PC are its kernel's exactly, 1000 a call" exact axmy
+check "axpy's Dr and Dw per PC are its kernel's exactly, 1000 a call" \
+	kernel_counts_exact "$tmp/rep.out" axpy $((2 * T)) "$T"
+check "axmy's Dr and Dw per PC are its kernel's exactly, 1000 a call" \
+	kernel_counts_exact "$tmp/rep.out" axmy $((2 * T)) "$T"
 check "the target runs on, right, with both originals back" goes_on
 
 # every thread's gs_base was cleared: a new instrumentation finds gs free

@@ -17,6 +17,7 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 switches=${SWITCHES:-200}
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr-switch
 echo 1..17
 start_kernel 8 1000
@@ -120,33 +121,14 @@ fi
 t_un=$(tasks)
 run un "$padrone" -p "$pid" uninstrument
 run fin "$padrone" -p "$pid" report
-# as instrument-multi.sh: with C the calls seen (the entry's Ir), each
+# kernel_counts_exact: with C the calls seen (the entry's Ir), each
 # load's Dr and the store's Dw are L = 1000 C give or take the partial
 # calls of the threads inside axpy at the install and the uninstall (T),
 # the ret's Dr is R = C give or take T
 T=$((t_ins + t_un))
-off() { printf '0x%x' $((base + 0x$1)); }
-row() { awk -v pc="$1" '$10 == pc' "$tmp/fin.out"; }
-near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
-whole() {
-	dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
-		awk '$2 == "<axpy>:" { on = 1; next } on && /^$/ { exit } on')
-	C=$(row "$(printf '0x%x' "$axpy")" | awk '{ print $1 }')
-	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
-	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
-	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
-	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
-	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
-	L=$(row "$(off "$store")" | awk '{ print $7 }')
-	R=$(row "$(off "$ret")" | awk '{ print $4 }')
-	[ -n "$L" ] && [ -n "$R" ] || return 1
-	for l in $loads; do
-		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = "$L" ] || return 1
-	done
-	near "$L" $((1000 * C)) $((T * 1000)) && near "$R" "$C" "$T"
-}
 check "uninstrument: the original back, no ring; every call recorded whole (Dr, Dw per PC: 1000 a call)" \
-	eval 'status un 0 && [ "$(code $axpy)" = "$orig" ] && [ "$(rings)" = 0 ] && whole'
+	eval 'status un 0 && [ "$(code $axpy)" = "$orig" ] && [ "$(rings)" = 0 ] &&
+	kernel_counts_exact "$tmp/fin.out" axpy "$T" "$T"'
 native_rate=$(rate)
 # the bench's figure is off against native side by side (bench/instr-duty);
 # here only loosely, the machine being shared: switched off runs at native

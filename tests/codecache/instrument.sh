@@ -13,6 +13,7 @@ b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr
 echo 1..26
 start_kernel 2 1000
@@ -64,39 +65,18 @@ run un "$padrone" -p "$pid" uninstrument axpy
 check "uninstrument axpy exits 0, original bytes back" \
 	eval 'status un 0 && [ "$(code $entry)" = "$orig" ]'
 run rep "$padrone" -p "$pid" report
-# rows: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw where; the kernel's PCs from
-# its disassembly: the loads (Dr), the store (Dw), the ret
-dis=$(objdump -d --no-show-raw-insn "$b/tests/targets/instr_kernel" |
-	awk '/<axpy>:/ { on = 1; next } on && /^$/ { exit } on')
-off() { printf '0x%x' $((base + 0x$1)); }
-row() { awk -v pc="$1" '$10 == pc' "$tmp/rep.out"; }
 # Threads inside axpy at the install or the uninstall go into or out of the
-# copy mid-call: with T threads calling it, the loop's iterations L are 1000
-# per call (C, the entry's count) give or take a partial call per thread at
-# each end, and the ret's count R is C give or take one per thread; every
-# instruction of the loop counts L exactly.
+# copy mid-call: with T threads calling it, the loop's iterations are 1000
+# per call give or take a partial call per thread at each end, and the
+# ret's count is the calls' give or take one per thread
 T=2
-near() { [ $(($1 - $2)) -le "$3" ] && [ $(($2 - $1)) -le "$3" ]; }
-exact() {
-	C=$(row "$(printf '0x%x' "$entry")" | awk '{ print $1 }')
-	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
-	loads=$(echo "$dis" | awk '/mov +\(%r..,%rax,8\),%r|add +\(%r..,%rax,8\),%r/ { sub(":", "", $1); print $1 }')
-	store=$(echo "$dis" | awk '/mov +%r..,\(%r..,%rax,8\)/ { sub(":", "", $1); print $1 }')
-	ret=$(echo "$dis" | awk '/ret/ { sub(":", "", $1); print $1; exit }')
-	[ "$(echo "$loads" | wc -w)" = 2 ] && [ -n "$store" ] && [ -n "$ret" ] || return 1
-	L=$(row "$(off "$store")" | awk '{ print $7 }')
-	R=$(row "$(off "$ret")" | awk '{ print $4 }')
-	[ -n "$L" ] && [ -n "$R" ] || return 1
-	for l in $loads; do
-		[ "$(row "$(off "$l")" | awk '{ print $4 }')" = "$L" ] || return 1
-	done
-	near "$L" $((1000 * C)) $((2 * T * 1000)) && near "$R" "$C" "$T" &&
-	[ "$(awk '$10 == "axpy" { print $4, $7 }' "$tmp/rep.out")" = "$((2 * L + R)) $L" ]
-}
-check "after uninstrument, Dr and Dw per PC are the kernel's exactly, 1000 a call" exact
+check "after uninstrument, Dr and Dw per PC are the kernel's exactly, 1000 a call" \
+	kernel_counts_exact "$tmp/rep.out" axpy $((2 * T)) "$T"
 # the loop: its header is the back jump's target; it holds the instructions
 # from there to the back jump (each run 1000 C times), all the loads and
-# the store; the rest of the function up to the ret runs C times
+# the store; the rest of the function up to the ret runs C times (C, L, R
+# and dis: as kernel_counts_exact left them)
+off() { printf '0x%x' $((base + 0x$1)); }
 loop_exact() {
 	at= hdr= inside=0 before=0 after=0
 	addrs=$(echo "$dis" | awk '{ sub(":", "", $1); print $1, $2, $3 }')
