@@ -23,6 +23,41 @@ const char *padrone_event_name(unsigned i)
 	return i < PADRONE_NEVENTS ? event_names[i] : NULL;
 }
 
+/* The attachment's instrumentation, for its report or stats; NULL, with the
+ * session's error set, when nothing was instrumented in it. */
+static struct instr_state *instrumented(struct padrone_session *s)
+{
+	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
+		NULL;
+
+	if (st && st->nf)
+		return st;
+	padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT,
+			     "nothing was instrumented in this attachment");
+	return NULL;
+}
+
+/* A consumer's counts: what it published so far while it runs, its totals
+ * once joined. Lost units are those its ring dropped and those it found
+ * unreadable. */
+static void worker_counts(const struct worker *w, uint64_t *units, uint64_t *refs,
+			  uint64_t *gaps, uint64_t *lost)
+{
+	struct cab_stats cs;
+
+	*units = w->units;
+	*refs = w->refs;
+	*gaps = w->gaps;
+	*lost = w->lost;
+	if (!w->started)
+		return;
+	cab_ring__stats(w->ring, &cs);
+	*units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
+	*refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
+	*gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
+	*lost = cs.records_dropped + atomic_load_explicit(&w->live_unread, memory_order_relaxed);
+}
+
 /* How long f has been instrumented, every time in this attachment. */
 static double func_seconds(const struct func *f)
 {
@@ -87,16 +122,8 @@ static int add_threads(struct padrone_ireport *r, const struct func *f)
 			memset(t, 0, sizeof *t);
 			t->tid = w->tid;
 		}
-		uint64_t units = w->units, refs = w->refs, lost = w->lost, gaps = w->gaps;
-		if (w->started) {	/* running: what its consumer published so far */
-			struct cab_stats cs;
-			cab_ring__stats(w->ring, &cs);
-			units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
-			refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
-			gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
-			lost = cs.records_dropped +
-				atomic_load_explicit(&w->live_unread, memory_order_relaxed);
-		}
+		uint64_t units, refs, gaps, lost;
+		worker_counts(w, &units, &refs, &gaps, &lost);
 		t->units += units;
 		t->refs += refs;
 		t->lost_units += lost;
@@ -130,15 +157,13 @@ static void switched_time(struct instr_state *st, struct padrone_ifunction *pf, 
 
 int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
 {
-	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
-		NULL;
+	struct instr_state *st = instrumented(s);
 	struct padrone_ireport *r;
 	size_t nrows = 0;
 
 	*out = NULL;
-	if (!st || !st->nf)
-		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
-					    "instrumented in this attachment");
+	if (!st)
+		return -ENOENT;
 	if (!(r = calloc(1, sizeof *r)) || !(r->functions = calloc(st->nf, sizeof *r->functions)))
 		goto oom;
 	r->pid = padrone_session__pid(s);
@@ -228,19 +253,11 @@ static void worker_stats(const struct func *f, size_t i, struct padrone_istat_th
 	t->tid = w->tid;
 	snprintf(t->function, sizeof t->function, "%s", f->name);
 	t->active = w->started;
-	t->units = w->units;
-	t->refs = w->refs;
-	t->gaps = w->gaps;
-	t->lost_units = w->lost;
+	worker_counts(w, &t->units, &t->refs, &t->gaps, &t->lost_units);
 	if (w->started) {
 		struct cab_stats cs;
 		int inuse = cab_ring__chunks_in_use(ring);
 		cab_ring__stats(ring, &cs);
-		t->units = atomic_load_explicit(&w->live_units, memory_order_relaxed);
-		t->refs = atomic_load_explicit(&w->live_refs, memory_order_relaxed);
-		t->gaps = atomic_load_explicit(&w->live_gaps, memory_order_relaxed);
-		t->lost_units = cs.records_dropped +
-			atomic_load_explicit(&w->live_unread, memory_order_relaxed);
 		t->ring_fill = inuse < 0 ? -1 : 100.0 * inuse / cab_ring__nchunks(ring);
 		t->producer_waits = cs.producer_waits;
 	}
@@ -279,15 +296,13 @@ static void budget_stats(const struct instr_state *st, struct padrone_istats *r)
 
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)
 {
-	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :
-		NULL;
+	struct instr_state *st = instrumented(s);
 	struct padrone_istats *r;
 	size_t n = 0;
 
 	*out = NULL;
-	if (!st || !st->nf)
-		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOENT, "nothing was "
-					    "instrumented in this attachment");
+	if (!st)
+		return -ENOENT;
 	for (size_t i = 0; i < st->nf; i++)
 		n += st->f[i].nw;
 	if (!(r = calloc(1, sizeof *r)) || !(r->threads = calloc(n + 1, sizeof *r->threads))) {
