@@ -269,6 +269,8 @@ void csim_split__free(struct csim_split *sp);
  * delivered, opts.error is called with the message (naming the offset), the
  * rest of that feed is dropped and the stream starts again at the next feed
  * with no edge across, as rep_reader__replay skips the rest of a section.
+ * The bad unit and the rest of its feed (units by their headers' lengths)
+ * count as corrupt in the counts' stats (rep_recover_stats.corrupt).
  *
  * Threads: feed, run_cab, finish and the callbacks run on the caller's
  * thread (one caller). Nothing allocates per reference; a chunk not yet

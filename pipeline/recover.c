@@ -413,7 +413,7 @@ int rep_recover__gap(struct rep_recover *r)
 
 /* Records in w[0..n), by their headers' lengths, as the CAB consumer that
  * delivered them walked them. */
-static uint64_t records_in(const uint64_t *w, size_t n)
+uint64_t rep__units_in(const uint64_t *w, size_t n)
 {
 	uint64_t k = 0;
 
@@ -427,7 +427,7 @@ static uint64_t records_in(const uint64_t *w, size_t n)
 static void skip_to_next_chunk(struct rep_recover *r, const uint64_t *words, size_t at,
 			       size_t nwords)
 {
-	r->st.corrupt += records_in(words + at, nwords - at);
+	r->st.corrupt += rep__units_in(words + at, nwords - at);
 	r->off += (nwords - at) * 8;
 	r->ncarry = 0;
 	r->resync = true;
@@ -441,7 +441,7 @@ int rep_recover__cab_fn(void *arg, const uint64_t *words, size_t nwords, unsigne
 	int rc;
 
 	if (r->resync && !(flags & CAB_SPAN_CHUNK)) {	/* the bad chunk's rest */
-		r->st.corrupt += records_in(words, nwords);
+		r->st.corrupt += rep__units_in(words, nwords);
 		r->off += nwords * 8;
 		return 0;
 	}
@@ -576,6 +576,11 @@ int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to)
 {
 	return count_edge(r, &r->counts[from - 1], r->t->blks[from - 1].b.id,
 			  r->t->blks[to - 1].b.id, 1);
+}
+
+void rep__recover_lost(struct rep_recover *r, uint64_t units)
+{
+	r->st.corrupt += units;
 }
 
 /* Counts wrap: adding 2^64 - 1 takes one away, whatever order the additions

@@ -70,6 +70,12 @@ uint32_t rep__recover_tail(const struct rep_recover *r);
 void rep__recover_set_batch(struct rep_recover *r, struct rep_ref *batch);
 /* One more edge between table positions + 1. */
 int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to);
+/* Units in w[0..n) by their headers' lengths (the rest of a feed after bad
+ * data, whose units were not recovered: a header that says nothing true
+ * still ends the walk, within n). */
+uint64_t rep__units_in(const uint64_t *w, size_t n);
+/* Units that could not be recovered: counted as corrupt. */
+void rep__recover_lost(struct rep_recover *r, uint64_t units);
 /* Take back the counts of nunits whole units at w (as recovered in one go,
  * edges between them) and the stats delta they added. */
 int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nunits,

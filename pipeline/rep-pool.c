@@ -246,6 +246,7 @@ static void recover_chunk(struct worker *k, struct slot *s)
 	s->delta = (struct rep_recover_stats){
 		.units = b.units - a.units, .refs = b.refs - a.refs,
 		.instrs = b.instrs - a.instrs, .bytes = b.bytes - a.bytes,
+		.spoiled = b.spoiled - a.spoiled,
 	};
 }
 
@@ -304,6 +305,7 @@ static void retire(struct rep_pool *p, struct slot *s)
 		p->st.discarded++;
 		if (s->delta.units || s->delta.bytes)
 			rc = rep__recover_uncount(p->counts, s->w, s->delta.units, &s->delta);
+		rep__recover_lost(p->counts, rep__units_in(s->w, s->n));
 		goto out;
 	}
 	if (s->gap) {
@@ -315,8 +317,11 @@ static void retire(struct rep_pool *p, struct slot *s)
 	if (s->tail)
 		ss->last = s->tail;
 	if (s->rc) {
-		/* The feed's units chain by their lengths: the rest of it is lost. */
+		/* The feed's units chain by their lengths: the rest of it is lost,
+		 * the bad unit first (its chunk's units but those recovered). */
 		p->st.errors++;
+		rep__recover_lost(p->counts, rep__units_in(s->w, s->n) - s->delta.units -
+					     s->delta.spoiled);
 		ss->last = 0;
 		p->failed_segment = s->segment;
 		rep_recover__gap(p->counts);

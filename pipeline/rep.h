@@ -197,7 +197,8 @@ struct rep_recover_stats {
 	uint64_t bytes;		/* stream bytes consumed */
 	uint64_t gaps;		/* discontinuities (lost data, new stream) */
 	uint64_t corrupt;	/* units not recovered from CAB spans: one that
-				 * could not be read and the rest of its chunk */
+				 * could not be read and the rest of its chunk
+				 * (in a rep_pool: the rest of its feed) */
 	uint64_t spoiled;	/* units marked REP_S_SPOILED, skipped */
 };
 

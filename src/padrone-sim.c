@@ -260,6 +260,8 @@ struct run {
 	struct pipeline_analysis *a[MAX_ANALYSES];
 	size_t n;
 	uint64_t refs;		/* references fed to the analyses */
+	bool recovered;		/* from a REP file: rec holds the recovery's stats */
+	struct rep_recover_stats rec;
 };
 
 struct block_row;
@@ -419,6 +421,34 @@ static struct json_object *json_block_rows(const struct block_row *rows, size_t 
 	return arr;
 }
 
+/* The units a REP file's recovery could not use are lost, as stats and
+ * report count them in a live run: spoiled ones (a signal handler ran the
+ * copy meanwhile) and unreadable ones (bad data, and the rest of its
+ * section). */
+static uint64_t lost_units(const struct rep_recover_stats *st)
+{
+	return st->spoiled + st->corrupt;
+}
+
+static void write_recovery(const struct rep_recover_stats *st, FILE *out)
+{
+	fprintf(out, "\nREP recovery: %" PRIu64 " units recovered, %" PRIu64 " lost (%" PRIu64
+		" spoiled, %" PRIu64 " corrupt), %" PRIu64 " gaps\n", st->units, lost_units(st),
+		st->spoiled, st->corrupt, st->gaps);
+}
+
+static struct json_object *json_recovery(const struct rep_recover_stats *st)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "units", json_object_new_uint64(st->units));
+	json_object_object_add(o, "lost_units", json_object_new_uint64(lost_units(st)));
+	json_object_object_add(o, "spoiled", json_object_new_uint64(st->spoiled));
+	json_object_object_add(o, "corrupt", json_object_new_uint64(st->corrupt));
+	json_object_object_add(o, "gaps", json_object_new_uint64(st->gaps));
+	return o;
+}
+
 static int report(struct opts *o, struct run *run)
 {
 	size_t nblocks;
@@ -448,6 +478,8 @@ static int report_analyses(struct opts *o, struct run *run, const struct block_r
 		if (blocks)
 			json_object_object_add(top, "per_block",
 					       json_block_rows(blocks, nblocks, o->top));
+		if (run->recovered)
+			json_object_object_add(top, "recovery", json_recovery(&run->rec));
 		puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN));
 		json_object_put(top);
 		return 0;
@@ -463,6 +495,8 @@ static int report_analyses(struct opts *o, struct run *run, const struct block_r
 	}
 	if (blocks)
 		write_block_rows(blocks, nblocks, o->top, stdout);
+	if (run->recovered)
+		write_recovery(&run->rec, stdout);
 	return 0;
 }
 
@@ -656,6 +690,8 @@ static int replay_rep(const struct opts *o, struct run *run)
 		}
 		if (deliver_counts(run, t, rep_pool__counts(pool)))
 			status = -EXIT_FAILURE_RUN;	/* said why; no report */
+		rep_recover__stats(rep_pool__counts(pool), &run->rec);
+		run->recovered = true;
 	}
 	rep_pool__free(pool);
 	rep_reader__close(rd);
