@@ -15,7 +15,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr
-echo 1..26
+echo 1..27
 start_kernel 2 1000
 entry=$(entry_of axpy)
 axpy=$((entry - base))	# its offset in the file
@@ -156,6 +156,15 @@ run re "$padrone" -p "$pid" "$@" report -j
 check "instrument and uninstrument axpy 20 times more: each accepted (status $(cat "$tmp/re.st" 2>/dev/null))" \
 	eval 'status re 0 && [ "$(grep -c "^instrumented axpy" "$tmp/re.out")" = 20 ]'
 check "padroned's fds are as before ($fd0, now $(fds))" test "$(fds)" -le "$fd0"
+# padroned keeps a thread's counts of the times before in one row (stats
+# lists the rows): its state does not grow with the times a function is
+# instrumented. Rows: one per thread (and spare ring) of the times before,
+# and those of the last time until its rings are given back, so at most
+# twice the first time's
+rows() { grep -o '"tid":' "$tmp/$1.out" | wc -l; }
+run st4 "$padrone" -p "$pid" stats -j
+check "stats after 21 times: a row per thread, not per thread per time ($(rows st3) rows after the first, now $(rows st4))" \
+	eval 'status st4 0 && [ "$(rows st3)" -gt 0 ] && [ "$(rows st4)" -le $((2 * $(rows st3))) ]'
 check "report lists axpy once, its Ir grown past the first time's ($(irs repj) -> $(irs re))" \
 	eval '[ "$(irs re | wc -l)" = 1 ] && [ "$(irs re)" -gt "$(irs repj)" ] && [ "$(code $entry)" = "$orig" ]'
 run det "$padrone" -p "$pid" detach
