@@ -134,7 +134,8 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 	.name = "stats",
 	.usage = "[-j]",
 	.summary = "show how instrumentation keeps up: units, rates, ring fill, losses, CPU",
-	.help = "Per thread's ring of each function instrumented in this attachment: REP\n"
+	.help = "Per thread's ring of each function instrumented in this attachment (its\n"
+		"earlier times in one row per thread): REP\n"
 		"units (executed blocks) and references recovered, their rates since the\n"
 		"previous stats (or instrument), how full the ring is now (% of its chunks\n"
 		"holding unconsumed units), units lost (sample mode; 0 in exhaustive mode,\n"
