@@ -34,10 +34,15 @@ struct instr_budget {
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
 	double blocked;			/* this window's, in the stub asleep (probed) */
+	/* samples in the copies (asleep in them included) and in all, either
+	 * window, and the time on and in all (ms) over the same, decayed */
+	double in_copy, busy, on_ms, period_ms;
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
 	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
 	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
+	double q;			/* the share of the target's time in the copies */
+	double cost;			/* the overhead (a fraction) per unit of d */
 	char note[128];			/* why there is no estimate */
 };
 

@@ -63,8 +63,8 @@ check "the share on chosen ($frac) is well below 1 and above 0; so is the time o
 	eval 'awk -v f="$frac" "BEGIN { exit !(f > 0 && f < 0.5) }" &&
 	sed -n "s/.*\"on_fraction\":\([0-9.]*\).*/\1/p" "$tmp/js.out" | awk "{ exit !(\$1 > 0 && \$1 < 0.6) }"'
 run txt "$padrone" -p "$pid" stats
-check "stats: the budget, the share on, the estimated overhead, the slowdown and the samples behind it" \
-	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*% (the functions. code [0-9.]*x slower on: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
+check "stats: the budget, the share on, the estimated overhead, the time in the copies, the slowdown and the samples behind it" \
+	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*% ([0-9.]*% of the time in the copies, whose code is [0-9.]*x slower: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
 	says js "\"samples\":{\"on\":[1-9][0-9]*,\"off\":[1-9][0-9]*,"'
 # a larger budget buys more time on: 100% against 5% (the copy costs many
 # times the original here, so 5% sits near the floor, 100% well above it)
