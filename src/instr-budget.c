@@ -37,6 +37,7 @@
  * samples in the functions while off, d stays at its minimum and the
  * estimate is unknown.
  */
+#include "src/instr-nice.h"
 #include "src/instr-state.h"
 #include "codecache/codecache.h"
 #include "profile/profile.h"
@@ -87,7 +88,12 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 	struct instr_budget *b = &st->budget;
 	int rc;
 
-	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START };
+	/* this thread's is the process's own niceness, which the pipeline
+	 * gets back after the budget (instr-nice.h) */
+	errno = 0;
+	int own = getpriority(PRIO_PROCESS, 0);
+	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START,
+				    .nice_before = errno ? 0 : own };
 	snprintf(b->note, sizeof b->note, "too few samples yet");
 	if ((rc = prof_sampler__open(pid, &o, &b->smp, &err)) < 0) {
 		snprintf(why, size, "cannot sample the process: %s", err.msg);
@@ -101,11 +107,14 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 		return rc;
 	}
 	set_windows(st);
+	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
 	return 0;
 }
 
 void instr__budget_stop(struct instr_state *st)
 {
+	if (st->budget.pct)
+		atomic_store(&st->pipeline_nice, st->budget.nice_before);
 	prof_sampler__free(st->budget.smp);
 	st->budget.smp = NULL;
 	st->budget.pct = 0;
