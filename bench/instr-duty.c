@@ -4,7 +4,7 @@
  * On the streaming kernel of tests/targets/instr_kernel (axpy, one thread)
  * with 1000 longs per call and with 16 (where the three jumps a call pays
  * while switched off weigh the most), and on the pointer chase of
- * bench/instr-chase, the target's own work rate (calls/s from its "alive
+ * bench/instr-chase through 64 MiB, the target's own work rate (calls/s from its "alive
  * CALLS" lines) in each state, in interleaved rounds: native (before and
  * after each round, averaged), instrumented but switched off, on 1%, 10%
  * and 50% of the time (duty cycles 2/198, 20/180, 100/100 ms), on 100%
@@ -412,10 +412,11 @@ int main(int argc, char **argv)
 	snprintf(kernel, sizeof kernel, "%s/tests/targets/instr_kernel", b);
 	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
 	char *axpy1000[] = { kernel, "1", "1000", NULL }, *axpy16[] = { kernel, "1", "16", NULL };
-	char *chase_argv[] = { chase, NULL };
+	/* 64 MiB: twice this host's LL, so that LL misses are not only cold ones */
+	char *chase_argv[] = { chase, "1048576", NULL };
 	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", axpy1000, "axpy");
 	workload("streaming kernel: axpy, 16 longs per call, 1 thread", axpy16, "axpy");
-	workload("pointer chase: chase, 1000 steps per call through 16 MiB, 1 thread", chase_argv,
+	workload("pointer chase: chase, 1000 steps per call through 64 MiB, 1 thread", chase_argv,
 		 "chase");
 	load_doubling(kernel);
 	switch_cost(kernel);
