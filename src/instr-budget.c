@@ -24,7 +24,10 @@
  * then measured, not modelled: of the time q its threads spent in the
  * copies (asleep in the stub included, and the ends of calls begun on),
  * only 1/s was the function's own work, so the target lost q * (1 - 1/s)
- * of its time, an overhead of that over what is left. The time on is not a
+ * of its time (and at least the time they slept there waiting for the
+ * consumer, which is lost whatever s is: when the functions take nearly
+ * all of the target's time, their shares cannot tell s), an overhead of
+ * that over what is left. The time on is not a
  * good measure of it: a window of 1 ms may leave a thread waiting for the
  * consumer for several more, and the copy's cost per millisecond on is the
  * pipeline's pace, not the copy's CPU cost. Every BUDGET_EVERY_MS, with
@@ -239,6 +242,7 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		b->all_on += on_all;
 		b->samples_on += (uint64_t)llround(on_all);
 		b->in_copy += copy + b->blocked;
+		b->asleep += b->blocked;
 		b->busy += all + b->blocked;
 	}
 	b->blocked = 0;
@@ -275,7 +279,11 @@ static bool estimate(struct instr_budget *b, double *target)
 	}
 	b->slowdown = slowdown(b);
 	b->q = b->busy > 0 ? b->in_copy / b->busy : 0;
-	double lost = fmin(b->q * (1 - 1 / b->slowdown), 0.99);
+	/* asleep in the stub, a thread does nothing of its own: that much is
+	 * lost whatever s says (when the functions take nearly all the
+	 * target's time, their shares on and off cannot tell s) */
+	double asleep = b->busy > 0 ? b->asleep / b->busy : 0;
+	double lost = fmin(fmax(b->q * (1 - 1 / b->slowdown), asleep), 0.99);
 	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
 	b->overhead = 100 * lost / (1 - lost);
 	b->cost = b->overhead / 100 / was;	/* per unit of d */
@@ -315,6 +323,7 @@ void instr__budget_period_end(struct instr_state *st)
 	b->in_off *= decay;
 	b->all_off *= decay;
 	b->in_copy *= decay;
+	b->asleep *= decay;
 	b->busy *= decay;
 	b->on_ms *= decay;
 	b->period_ms *= decay;

@@ -34,9 +34,10 @@ struct instr_budget {
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
 	double blocked;			/* this window's, in the stub asleep (probed) */
-	/* samples in the copies (asleep in them included) and in all, either
-	 * window, and the time on and in all (ms) over the same, decayed */
-	double in_copy, busy, on_ms, period_ms;
+	/* samples in the copies (asleep in them included), asleep in them,
+	 * and in all, either window, and the time on and in all (ms) over the
+	 * same, decayed */
+	double in_copy, asleep, busy, on_ms, period_ms;
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
 	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
