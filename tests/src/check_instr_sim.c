@@ -67,7 +67,7 @@ START_TEST(every_feeds_references_are_simulated_once)
 	struct pusher p[FEEDS];
 	pthread_t th[FEEDS];
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	for (int i = 0; i < FEEDS; i++) {
 		p[i] = (struct pusher){ .base = 0x400000 + 0x10000 * (uint64_t)i, .refs = REFS,
 					.seed = (unsigned)i + 1 };
@@ -96,7 +96,7 @@ START_TEST(a_drained_feed_is_all_in_the_results)
 	struct sim_feed *f;
 	struct rep_ref r = { .pc = 0x1000, .addr = 0x1000, .size = 4, .type = REP_REF_INSTR };
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	ck_assert_int_eq(sim_stage__open_feed(sg, &f), 0);
 	for (uint64_t i = 1; i <= 300; i++) {
 		sim_feed__refs(f, &r, 1);
@@ -121,7 +121,7 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 	struct pusher p = { .base = 0x7000, .refs = 100000, .seed = 7 };
 	pthread_t th;
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	ck_assert_int_eq(sim_stage__open_feed(sg, &p.feed), 0);
 	sim_stage__lock(sg);
 	ck_assert_int_eq(pthread_create(&th, NULL, push, &p), 0);
