@@ -1,31 +1,45 @@
-/* instr-duty: what switching instrumentation off and on costs (issue 11).
+/* instr-duty: what switching instrumentation off and on costs, and what
+ * sampling by time keeps of the results (issue 11).
  *
- * On the streaming kernel of tests/targets/instr_kernel (axpy, one thread),
+ * On the streaming kernel of tests/targets/instr_kernel (axpy, one thread)
  * with 1000 longs per call and with 16 (where the three jumps a call pays
- * while switched off weigh the most), the target's own work rate (calls/s
- * from its "alive CALLS" lines), side by side in interleaved rounds:
- * native (not instrumented), instrumented but switched off, on 10% of the
- * time (duty cycle 20/180 ms), on 100% (full cache simulation, exhaustive),
- * and under an overhead budget of 5% and of 10% (--max-overhead: after
- * BUDGET_SETTLE_S for padrone to choose, the share on it chose and the
- * overhead it estimated, beside the overhead measured).
+ * while switched off weigh the most), and on the pointer chase of
+ * bench/instr-chase through 64 MiB, the target's own work rate (calls/s from its "alive
+ * CALLS" lines) in each state, in interleaved rounds: native (before and
+ * after each round, averaged), instrumented but switched off, on 1%, 10%
+ * and 50% of the time (duty cycles 2/198, 20/180, 100/100 ms), on 100%
+ * (full cache simulation, exhaustive), CAB's sampling mode (on 100%, the
+ * target never waits, the consumer takes what it can), and under an
+ * overhead budget of 5% and of 10% (--max-overhead: after BUDGET_SETTLE_S
+ * for padrone to choose; the share on it chose and the overhead it
+ * estimated beside the overhead measured). Each state is a fresh
+ * attachment and instrumentation (results and the mode last as long as an
+ * attachment), so that its report's D1 and LL miss ratios are its own:
+ * those of 10% on and of sampling mode against the exhaustive one's.
  * Each state's figure is the median of its rounds, its ratio to native's,
- * by the wall clock and per second of the target's own CPU time; the
- * machine is shared, so each round's ratios are printed too (wall/CPU). Last, what a
- * switch costs padrone (one byte per thread's state block, no stop): the
- * time of padrone_session__instr_switch, p50 and p99 over 1000 switches.
+ * by the wall clock and per second of the target's own CPU time; each
+ * round's ratios are printed too (wall/CPU), as the machine is shared.
  *
- * usage: instr-duty [SECONDS_PER_WINDOW [ROUNDS]]   (default 2, 3)
- * Goals: off >= 0.99 of native; at 10% on, the overhead no more than 0.15x
- * the overhead at 100%; under a budget, the overhead measured within the
- * budget + 1 point.
+ * Then the load doubling under --max-overhead 5: instr_kernel with 2
+ * threads, one working; after BUDGET_SETTLE_S, the second starts (SIGUSR2),
+ * and each second the rate, the share on and the estimate are printed,
+ * then the overhead before and after against native rates of one and two
+ * threads. Last, what a switch costs padrone (one byte per thread's state
+ * block, no stop): p50 and p99 of padrone_session__instr_switch over 1000.
+ *
+ * usage: instr-duty [SECONDS_PER_WINDOW [ROUNDS]]   (default 1, 3)
+ * Goals: off >= 0.99 of native; the overhead linear in the share on, at 10%
+ * no more than 0.15x the overhead at 100%; the miss ratios of 10% on within
+ * 5% of the exhaustive ones; under a budget, the overhead measured within
+ * the budget + 1 point, also after the load doubles.
  */
 #include "bench/alive.h"
 #include "bench/median.h"
 #include "src/padrone.h"
 
-#include <dirent.h>
+#include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,26 +50,36 @@
 #define MAX_ROUNDS 16
 #define SWITCHES 1000
 #define BUDGET_SETTLE_S 10.0
+#define DUTY_SETTLE_S 1.0	/* five periods of 200 ms */
+#define RAMP_TRACE_S 10
 
-static double window_s = 2;
+static double window_s = 1;
 static int rounds = 3;
 
-/* The rate over one window of window_s (alive.h). */
-static double rate(struct target *t, double *per_cpu)
-{
-	return rate_over(t, window_s, per_cpu);
-}
+enum state { NATIVE, OFF, DUTY1, DUTY10, DUTY50, ON, SAMPLE, BUDGET5, BUDGET10, NSTATES };
 
-enum state { NATIVE, OFF, DUTY10, ON, BUDGET5, BUDGET10, NSTATES };
-static const char *const state_names[NSTATES] = {
-	"native", "instrumented, switched off", "on 10% (duty 20/180 ms)", "on 100%",
-	"--max-overhead 5", "--max-overhead 10",
+static const struct state_def {
+	const char *name;
+	unsigned on_ms, off_ms;		/* a duty cycle, or 0 0 */
+	double budget;			/* --max-overhead, or 0 */
+	bool off, sampling;
+} states[NSTATES] = {
+	[NATIVE] = { "native" },
+	[OFF] = { "instrumented, switched off", .off = true },
+	[DUTY1] = { "on 1% (duty 2/198 ms)", 2, 198 },
+	[DUTY10] = { "on 10% (duty 20/180 ms)", 20, 180 },
+	[DUTY50] = { "on 50% (duty 100/100 ms)", 100, 100 },
+	[ON] = { "on 100%" },
+	[SAMPLE] = { "on 100%, CAB sampling mode", .sampling = true },
+	[BUDGET5] = { "--max-overhead 5", .budget = 5 },
+	[BUDGET10] = { "--max-overhead 10", .budget = 10 },
 };
 
-/* Under a budget: the share on chosen and the overhead estimated, as
- * stats shows them at the end of the window. */
-struct budget_seen {
-	double fraction, estimate;
+/* One state's figures in one round. */
+struct seen {
+	double rate, per_cpu;
+	double d1, ll;			/* miss ratios, -1: none */
+	double fraction, estimate;	/* a budget's, as stats says at the end */
 };
 
 static void fail(struct padrone_session *s, const char *what)
@@ -64,8 +88,7 @@ static void fail(struct padrone_session *s, const char *what)
 	exit(1);
 }
 
-/* The target's lines read (it must not block on its pipe) while padrone
- * chooses. */
+/* The target's lines read (it must not block on its pipe) meanwhile. */
 static void settle(struct target *t, double seconds)
 {
 	double t0 = now_s();
@@ -74,53 +97,287 @@ static void settle(struct target *t, double seconds)
 		next_calls(t);
 }
 
-static double budget_rate(struct padrone_session *s, struct target *t, double pct, double *c,
-			  struct budget_seen *seen)
+/* The function's D1 and LL miss ratios, data references, as measured
+ * (an estimate scales counts, never ratios). */
+static void miss_ratios(struct padrone_session *s, struct seen *v)
+{
+	struct padrone_ireport *r;
+
+	v->d1 = v->ll = -1;
+	if (padrone_session__instr_report(s, &r) < 0)
+		fail(s, "report");
+	if (r->nfunctions) {
+		const uint64_t *ev = r->functions[0].ev;	/* Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw */
+		double refs = (double)(ev[3] + ev[6]);
+		if (refs > 0) {
+			v->d1 = (double)(ev[4] + ev[7]) / refs;
+			v->ll = (double)(ev[5] + ev[8]) / refs;
+		}
+	}
+	padrone_ireport__free(r);
+}
+
+static void budget_seen(struct padrone_session *s, struct seen *v)
 {
 	struct padrone_istats *st;
 
-	if (padrone_session__instr_budget(s, pct) < 0)
-		fail(s, "budget");
-	settle(t, BUDGET_SETTLE_S);
-	double r = rate(t, c);
 	if (padrone_session__instr_stats(s, &st) < 0)
 		fail(s, "stats");
-	seen->fraction = st->budget_fraction;
-	seen->estimate = st->estimated ? st->overhead : -1;
+	v->fraction = st->budget_fraction;
+	v->estimate = st->estimated ? st->overhead : -1;
 	padrone_istats__free(st);
-	return r;
 }
 
-/* One round: each state in turn, the process instrumented for all but
- * native. */
-static void round_of(struct padrone_session *s, struct target *t, const char *func,
-		     double r[NSTATES], double c[NSTATES], struct budget_seen seen[2])
+/* Attached afresh, FUNC instrumented and switched as d says. */
+static void enter(struct padrone_session *s, pid_t pid, const char *func,
+		  const struct state_def *d)
 {
-	r[NATIVE] = rate(t, &c[NATIVE]);
-	if (padrone_session__instrument(s, func, NULL) < 0)
+	struct padrone_instrument_opts o = { .sz = sizeof o, .sampling = d->sampling };
+
+	if (padrone_session__attach(s, pid) < 0)
+		fail(s, "attach");
+	if (padrone_session__instrument(s, func, &o) < 0)
 		fail(s, "instrument");
-	if (padrone_session__instr_switch(s, false) < 0)
+	if (d->off && padrone_session__instr_switch(s, false) < 0)
 		fail(s, "switch off");
-	r[OFF] = rate(t, &c[OFF]);
-	if (padrone_session__instr_duty(s, 20, 180) < 0)
+	if (d->on_ms && padrone_session__instr_duty(s, d->on_ms, d->off_ms) < 0)
 		fail(s, "duty");
-	r[DUTY10] = rate(t, &c[DUTY10]);
-	if (padrone_session__instr_switch(s, true) < 0)
-		fail(s, "switch on");
-	r[ON] = rate(t, &c[ON]);
-	r[BUDGET5] = budget_rate(s, t, 5, &c[BUDGET5], &seen[0]);
-	r[BUDGET10] = budget_rate(s, t, 10, &c[BUDGET10], &seen[1]);
+	if (d->budget && padrone_session__instr_budget(s, d->budget) < 0)
+		fail(s, "budget");
+}
+
+static void measure(struct padrone_session *s, struct target *t, const char *func, enum state k,
+		    struct seen *v)
+{
+	const struct state_def *d = &states[k];
+
+	memset(v, 0, sizeof *v);
+	v->d1 = v->ll = -1;
+	if (k == NATIVE) {
+		v->rate = rate_over(t, window_s, &v->per_cpu);
+		return;
+	}
+	enter(s, t->pid, func, d);
+	settle(t, d->budget ? BUDGET_SETTLE_S : d->on_ms ? DUTY_SETTLE_S : 0);
+	v->rate = rate_over(t, window_s, &v->per_cpu);
+	if (d->budget)
+		budget_seen(s, v);
+	if (!d->off)
+		miss_ratios(s, v);
 	if (padrone_session__uninstrument(s, NULL) < 0)
 		fail(s, "uninstrument");
+	padrone_session__detach(s);
+}
+
+/* One round: native, every state in turn, native again (averaged). */
+static void round_of(struct padrone_session *s, struct target *t, const char *func,
+		     struct seen v[NSTATES])
+{
+	struct seen after;
+
+	for (int k = 0; k < NSTATES; k++)
+		measure(s, t, func, k, &v[k]);
+	measure(s, t, func, NATIVE, &after);
+	v[NATIVE].rate = (v[NATIVE].rate + after.rate) / 2;
+	v[NATIVE].per_cpu = (v[NATIVE].per_cpu + after.per_cpu) / 2;
+}
+
+/* The median over the rounds of one figure of state k. */
+static double median_of(struct seen v[][NSTATES], int k, size_t field)
+{
+	double x[MAX_ROUNDS];
+
+	for (int r = 0; r < rounds; r++)
+		x[r] = *(const double *)((const char *)&v[r][k] + field);
+	return bench_median(x, rounds);
+}
+#define MEDIAN(v, k, f) median_of(v, k, offsetof(struct seen, f))
+
+static void print_states(struct seen v[][NSTATES], double rate[NSTATES])
+{
+	double cpu_native = MEDIAN(v, NATIVE, per_cpu);
+
+	for (int k = 0; k < NSTATES; k++) {
+		rate[k] = MEDIAN(v, k, rate);
+		printf("  %-28s %10.0f calls/s  %.3f of native | per target CPU-s %.3f", states[k].name,
+		       rate[k], rate[k] / rate[NATIVE], MEDIAN(v, k, per_cpu) / cpu_native);
+		if (MEDIAN(v, k, d1) >= 0)
+			printf(" | D1 miss %.4f%% LL %.4f%%", 100 * MEDIAN(v, k, d1),
+			       100 * MEDIAN(v, k, ll));
+		printf("  (rounds:");
+		for (int r = 0; r < rounds; r++)
+			printf(" %.3f/%.3f", v[r][k].rate / v[r][NATIVE].rate,
+			       v[r][k].per_cpu / v[r][NATIVE].per_cpu);
+		printf(")\n");
+	}
+}
+
+/* The overhead against the share on: linear means overhead(d) = d * overhead(1). */
+static void print_curve(const double rate[NSTATES])
+{
+	static const struct { enum state k; double d; } on[] = {
+		{ DUTY1, 0.01 }, { DUTY10, 0.10 }, { DUTY50, 0.50 }, { ON, 1.0 },
+	};
+	double full = rate[NATIVE] / rate[ON] - 1;
+
+	printf("  overhead (native time per call - 1) by share on:");
+	for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+		double o = rate[NATIVE] / rate[on[i].k] - 1;
+		printf(" %g%% %.3f (%.2fx of linear)", 100 * on[i].d, o,
+		       full > 0 ? o / (on[i].d * full) : 0);
+	}
+	printf("; off %.3f\n", rate[NATIVE] / rate[OFF] - 1);
+	printf("  at 10%% on: %.3fx the overhead at 100%% (goal <= 0.15x); off: %.3f of native "
+	       "(goal >= 0.99)\n", full > 0 ? (rate[NATIVE] / rate[DUTY10] - 1) / full : 0,
+	       rate[OFF] / rate[NATIVE]);
+}
+
+/* A miss ratio against the exhaustive one: relative difference, or the
+ * absolute one when the exhaustive ratio is below 0.1%. */
+static void print_ratio_vs(const char *what, double got, double want)
+{
+	if (want >= 0.001)
+		printf(" %s %.2f%%", what, 100 * (got - want) / want);
+	else
+		printf(" %s %+.4f points", what, 100 * (got - want));
+}
+
+static void print_sampled_ratios(struct seen v[][NSTATES])
+{
+	double d1 = MEDIAN(v, ON, d1), ll = MEDIAN(v, ON, ll);
+
+	if (d1 < 0)
+		return;
+	printf("  miss ratios against the exhaustive run's (goal within 5%%): 10%% on:");
+	print_ratio_vs("D1", MEDIAN(v, DUTY10, d1), d1);
+	print_ratio_vs("LL", MEDIAN(v, DUTY10, ll), ll);
+	printf("; 1%% on:");
+	print_ratio_vs("D1", MEDIAN(v, DUTY1, d1), d1);
+	print_ratio_vs("LL", MEDIAN(v, DUTY1, ll), ll);
+	printf("; CAB sampling mode:");
+	print_ratio_vs("D1", MEDIAN(v, SAMPLE, d1), d1);
+	print_ratio_vs("LL", MEDIAN(v, SAMPLE, ll), ll);
+	printf("\n");
+}
+
+static void print_budgets(struct seen v[][NSTATES])
+{
+	double cpu_native = MEDIAN(v, NATIVE, per_cpu);
+
+	for (int k = BUDGET5; k <= BUDGET10; k++) {
+		double pct = states[k].budget;
+		printf("  --max-overhead %g: overhead measured %.1f%% (goal <= %g%% + 1 point), "
+		       "per target CPU-s %.1f%%; (rounds: measured/share on chosen/estimated:", pct,
+		       100 * (MEDIAN(v, NATIVE, rate) / MEDIAN(v, k, rate) - 1), pct,
+		       100 * (cpu_native / MEDIAN(v, k, per_cpu) - 1));
+		for (int r = 0; r < rounds; r++)
+			printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (v[r][NATIVE].rate / v[r][k].rate - 1),
+			       100 * v[r][k].fraction, v[r][k].estimate);
+		printf(")\n");
+	}
+}
+
+/* The target started, and a session to attach to it. */
+static struct padrone_session *started(struct target *t, char *const argv[])
+{
+	struct padrone_session *s = padrone_session__new(NULL);
+
+	if (!s || start(t, argv) < 0) {
+		perror("instr-duty: start");
+		exit(1);
+	}
+	next_calls(t);
+	return s;
+}
+
+static void workload(const char *title, char *const argv[], const char *func)
+{
+	static struct seen v[MAX_ROUNDS][NSTATES];
+	double rate[NSTATES];
+	struct target t;
+	struct padrone_session *s = started(&t, argv);
+
+	printf("%s\n", title);
+	fflush(stdout);
+	for (int r = 0; r < rounds; r++)
+		round_of(s, &t, func, v[r]);
+	print_states(v, rate);
+	print_curve(rate);
+	print_sampled_ratios(v);
+	print_budgets(v);
+	fflush(stdout);
+	padrone_session__free(s);
+	stop(&t);
+}
+
+/* The line "ramped" the target prints once its second thread works. */
+static void wait_ramped(struct target *t)
+{
+	char line[256];
+
+	while (fgets(line, sizeof line, t->out))
+		if (strncmp(line, "ramped", 6) == 0)
+			return;
+	fprintf(stderr, "instr-duty: the target stopped\n");
+	exit(1);
+}
+
+/* --max-overhead 5 while the load doubles: one thread, then two. */
+static void load_doubling(const char *kernel)
+{
+	char *argv[] = { (char *)kernel, "2", "1000", "ramp", NULL };
+	struct target t;
+	struct padrone_session *s = started(&t, argv);
+	double c, native1, native2, before, after;
+	struct seen v;
+
+	printf("streaming kernel: axpy, 1000 longs per call, 1 thread, then 2, under --max-overhead 5\n");
+	native1 = rate_over(&t, 3 * window_s, &c);
+	enter(s, t.pid, "axpy", &states[BUDGET5]);
+	settle(&t, BUDGET_SETTLE_S);
+	before = rate_over(&t, 3 * window_s, &c);
+	budget_seen(s, &v);
+	printf("  1 thread: native %.0f calls/s, budget %.0f: overhead measured %.1f%%, share on "
+	       "%.2f%%, estimated %.1f%%\n", native1, before, 100 * (native1 / before - 1),
+	       100 * v.fraction, v.estimate);
+	kill(t.pid, SIGUSR2);
+	wait_ramped(&t);
+	double trace[RAMP_TRACE_S];
+	struct seen tv[RAMP_TRACE_S];
+	for (int i = 0; i < RAMP_TRACE_S; i++) {
+		trace[i] = rate_over(&t, 1, &c);
+		budget_seen(s, &tv[i]);
+	}
+	after = rate_over(&t, 3 * window_s, &c);
+	budget_seen(s, &v);
+	if (padrone_session__uninstrument(s, NULL) < 0)
+		fail(s, "uninstrument");
+	settle(&t, 1);
+	native2 = rate_over(&t, 3 * window_s, &c);
+	printf("  2 threads: native %.0f calls/s (%.2fx of 1 thread), budget %.0f: overhead "
+	       "measured %.1f%% (goal <= 5%% + 1 point), share on %.2f%%, estimated %.1f%%\n",
+	       native2, native2 / native1, after, 100 * (native2 / after - 1), 100 * v.fraction,
+	       v.estimate);
+	printf("  each second after the second thread started (overhead measured/share on/estimated):");
+	for (int i = 0; i < RAMP_TRACE_S; i++)
+		printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (native2 / trace[i] - 1), 100 * tv[i].fraction,
+		       tv[i].estimate);
+	printf("\n");
+	fflush(stdout);
+	padrone_session__detach(s);
+	padrone_session__free(s);
+	stop(&t);
 }
 
 /* p50 and p99 of a switch off then on, in microseconds. */
-static void switch_cost(struct padrone_session *s, const char *func)
+static void switch_cost(const char *kernel)
 {
+	char *argv[] = { (char *)kernel, "1", "1000", NULL };
 	static double us[SWITCHES];
+	struct target t;
+	struct padrone_session *s = started(&t, argv);
 
-	if (padrone_session__instrument(s, func, NULL) < 0)
-		fail(s, "instrument");
+	enter(s, t.pid, "axpy", &states[ON]);
 	for (int i = 0; i < SWITCHES; i++) {
 		double t0 = now_s();
 		if (padrone_session__instr_switch(s, i % 2 == 0 ? false : true) < 0)
@@ -129,60 +386,8 @@ static void switch_cost(struct padrone_session *s, const char *func)
 	}
 	padrone_session__uninstrument(s, NULL);
 	double p50 = bench_median(us, SWITCHES);	/* sorts */
-	printf("  a switch (padrone's side; the process never stops): p50 %.1f us, p99 %.1f us, "
+	printf("a switch (padrone's side; the process never stops): p50 %.1f us, p99 %.1f us, "
 	       "max %.1f us over %d\n", p50, us[SWITCHES * 99 / 100], us[SWITCHES - 1], SWITCHES);
-}
-
-static void workload(const char *kernel, const char *n)
-{
-	char *argv[] = { (char *)kernel, "1", (char *)n, NULL };
-	double r[MAX_ROUNDS][NSTATES], c[MAX_ROUNDS][NSTATES];
-	struct budget_seen seen[MAX_ROUNDS][2];
-	struct target t;
-	struct padrone_session *s = padrone_session__new(NULL);
-
-	printf("streaming kernel: axpy, %s longs per call, 1 thread\n", n);
-	if (!s || start(&t, argv) < 0) {
-		perror("instr-duty: start");
-		exit(1);
-	}
-	next_calls(&t);
-	if (padrone_session__attach(s, t.pid) < 0)
-		fail(s, "attach");
-	for (int k = 0; k < rounds; k++)
-		round_of(s, &t, "axpy", r[k], c[k], seen[k]);
-	double med[NSTATES], medc[NSTATES];
-	for (int st = 0; st < NSTATES; st++) {
-		double v[MAX_ROUNDS], w[MAX_ROUNDS];
-		for (int k = 0; k < rounds; k++) {
-			v[k] = r[k][st];
-			w[k] = c[k][st];
-		}
-		med[st] = bench_median(v, rounds);
-		medc[st] = bench_median(w, rounds);
-	}
-	for (int st = 0; st < NSTATES; st++) {
-		printf("  %-28s %10.0f calls/s  %.3f of native | per target CPU-s %.3f  (rounds:",
-		       state_names[st], med[st], med[st] / med[NATIVE], medc[st] / medc[NATIVE]);
-		for (int k = 0; k < rounds; k++)
-			printf(" %.3f/%.3f", r[k][st] / r[k][NATIVE], c[k][st] / c[k][NATIVE]);
-		printf(")\n");
-	}
-	double full = med[NATIVE] / med[ON] - 1, tenth = med[NATIVE] / med[DUTY10] - 1;
-	printf("  overhead (native time per call - 1): on 100%% %.3f, on 10%% %.3f: %.2fx of "
-	       "100%%'s (goal <= 0.15x); off %.3f\n", full, tenth, full > 0 ? tenth / full : 0,
-	       med[NATIVE] / med[OFF] - 1);
-	for (int i = 0; i < 2; i++) {
-		int st = BUDGET5 + i;
-		printf("  --max-overhead %d: overhead measured %.1f%% (goal <= %d%% + 1 point), "
-		       "per target CPU-s %.1f%%; (rounds: share on chosen/estimated overhead:",
-		       5 * (i + 1), 100 * (med[NATIVE] / med[st] - 1), 5 * (i + 1),
-		       100 * (medc[NATIVE] / medc[st] - 1));
-		for (int k = 0; k < rounds; k++)
-			printf(" %.1f%%/%.1f%%", 100 * seen[k][i].fraction, seen[k][i].estimate);
-		printf(")\n");
-	}
-	switch_cost(s, "axpy");
 	padrone_session__detach(s);
 	padrone_session__free(s);
 	stop(&t);
@@ -191,7 +396,7 @@ static void workload(const char *kernel, const char *n)
 int main(int argc, char **argv)
 {
 	bench_name = "instr-duty";
-	char dir[4096];
+	char kernel[4096], chase[4096];
 	const char *b = getenv("top_builddir") ? getenv("top_builddir") : ".";
 
 	if (argc > 1)
@@ -204,8 +409,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(dir, sizeof dir, "%s/tests/targets/instr_kernel", b);
-	workload(dir, "1000");
-	workload(dir, "16");
+	snprintf(kernel, sizeof kernel, "%s/tests/targets/instr_kernel", b);
+	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
+	char *axpy1000[] = { kernel, "1", "1000", NULL }, *axpy16[] = { kernel, "1", "16", NULL };
+	/* 64 MiB: twice this host's LL, so that LL misses are not only cold ones */
+	char *chase_argv[] = { chase, "1048576", NULL };
+	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", axpy1000, "axpy");
+	workload("streaming kernel: axpy, 16 longs per call, 1 thread", axpy16, "axpy");
+	workload("pointer chase: chase, 1000 steps per call through 64 MiB, 1 thread", chase_argv,
+		 "chase");
+	load_doubling(kernel);
+	switch_cost(kernel);
 	return 0;
 }

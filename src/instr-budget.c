@@ -9,22 +9,38 @@
  * window's end its samples are counted as on or off, and as in the
  * functions (original, copy, ring stub and gate: waiting for the consumer
  * is the copy's cost; a kernel sample is where its thread's user code
- * called the kernel, so the stub's system calls are the copy's) or not; samples in a copy count as on in either
- * window (a call begun on ends in the copy, and its time is the copy's).
+ * called the kernel, so the stub's system calls are the copy's) or not;
+ * samples in a copy count as on in either window (a call begun on ends in
+ * the copy, and its time is the copy's).
  * A thread asleep is not sampled by cpu-clock, so a probe every
  * BUDGET_PROBE_MS on (BUDGET_PROBE_OFF_MS off) reads where each thread of
  * the target is blocked (/proc/PID/task/TID/syscall): one blocked with its
  * pc in a copy (the ring stub's futex wait) counts as that many samples in
- * the copy as the sampler would have taken meanwhile. With f_off and f_on the functions' shares of
- * the target's CPU time off and on, the copy's slowdown of them is
- * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)) and the target's overhead
- * at fraction d about d * f_off * (s - 1). Every BUDGET_EVERY_MS d
- * moves half way to PCT / (f_off * (s - 1)), kept within [BUDGET_MIN,
- * BUDGET_MAX] (some time on to measure the copy, some off to measure the
- * original); the counts decay each period, so a change of load shows
- * within a few seconds. Without samples in the functions while off, d
- * stays at its minimum and the estimate is unknown.
+ * the copy as the sampler would have taken meanwhile.
+ *
+ * With f_off and f_on the functions' shares of the target's CPU time off
+ * and on, the copy's slowdown of them is
+ * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)). What the target loses is
+ * then measured, not modelled: of the time q its threads spent in the
+ * copies (asleep in the stub included, and the ends of calls begun on),
+ * only 1/s was the function's own work, so the target lost q * (1 - 1/s)
+ * of its time (and at least the time they slept there waiting for the
+ * consumer, which is lost whatever s is: when the functions take nearly
+ * all of the target's time, their shares cannot tell s), an overhead of
+ * that over what is left. The time on is not a
+ * good measure of it: a window of 1 ms may leave a thread waiting for the
+ * consumer for several more, and the copy's cost per millisecond on is the
+ * pipeline's pace, not the copy's CPU cost. Every BUDGET_EVERY_MS, with
+ * d_was the share on over the same (decayed) time, the target is
+ * PCT * d_was / overhead, kept within [BUDGET_MIN, BUDGET_MAX] (some time on
+ * to measure the copy, some off to measure the original); d falls to it at
+ * once, or rises half way to it, at most doubling: a feedback on the
+ * measured loss, which follows it however it grows with d. The counts decay
+ * each period, so a change of load shows within a few seconds. Without
+ * samples in the functions while off, d stays at its minimum and the
+ * estimate is unknown.
  */
+#include "src/instr-nice.h"
 #include "src/instr-state.h"
 #include "codecache/codecache.h"
 #include "profile/profile.h"
@@ -40,7 +56,7 @@
 #define BUDGET_PERIOD_MS 200u
 #define BUDGET_PERIOD_MAX_MS 1000u	/* a share below 1/200: longer periods */
 #define BUDGET_HZ 499u		/* ~0.9% of a busy thread's time (profile.h) */
-#define BUDGET_START 0.1	/* before the first estimate */
+#define BUDGET_START 0.01	/* before the first estimate */
 #define BUDGET_MIN 0.001	/* 1 ms of the longest period */
 #define BUDGET_MAX 0.95
 #define BUDGET_EVERY_MS 1000u	/* between estimates (the end of a period after) */
@@ -75,7 +91,12 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 	struct instr_budget *b = &st->budget;
 	int rc;
 
-	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START };
+	/* this thread's is the process's own niceness, which the pipeline
+	 * gets back after the budget (instr-nice.h) */
+	errno = 0;
+	int own = getpriority(PRIO_PROCESS, 0);
+	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START,
+				    .nice_before = errno ? 0 : own };
 	snprintf(b->note, sizeof b->note, "too few samples yet");
 	if ((rc = prof_sampler__open(pid, &o, &b->smp, &err)) < 0) {
 		snprintf(why, size, "cannot sample the process: %s", err.msg);
@@ -89,11 +110,14 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 		return rc;
 	}
 	set_windows(st);
+	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
 	return 0;
 }
 
 void instr__budget_stop(struct instr_state *st)
 {
+	if (st->budget.pct)
+		atomic_store(&st->pipeline_nice, st->budget.nice_before);
 	prof_sampler__free(st->budget.smp);
 	st->budget.smp = NULL;
 	st->budget.pct = 0;
@@ -217,17 +241,33 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		b->in_on += on_in;
 		b->all_on += on_all;
 		b->samples_on += (uint64_t)llround(on_all);
+		b->in_copy += copy + b->blocked;
+		b->asleep += b->blocked;
+		b->busy += all + b->blocked;
 	}
 	b->blocked = 0;
 	memcpy(b->prev, n, sizeof b->prev);
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
 }
 
+/* The copy's slowdown of the functions' own code, from their shares of
+ * the samples on and off. */
+static double slowdown(struct instr_budget *b)
+{
+	b->f_off = b->in_off / b->all_off;
+	/* one sample more outside the functions, so that a share on near 1,
+	 * from few samples, does not make the slowdown infinite */
+	b->f_on = b->in_on / (b->all_on + 1);
+	double odds_off = b->f_off < 1 ? b->f_off / (1 - b->f_off) : 2 * b->all_off;
+	double odds_on = b->f_on > 0 ? b->f_on / (1 - b->f_on) : 0;
+	return fmax(1.0, odds_on / odds_off);
+}
+
 /* The fraction that keeps the target within the budget, and the estimate
  * behind it; false when the samples cannot say (the note says why). */
 static bool estimate(struct instr_budget *b, double *target)
 {
-	if (b->all_off < BUDGET_MIN_OFF || b->all_on < BUDGET_MIN_ON) {
+	if (b->all_off < BUDGET_MIN_OFF || b->all_on < BUDGET_MIN_ON || b->period_ms <= 0) {
 		snprintf(b->note, sizeof b->note, "too few samples yet");
 		return false;
 	}
@@ -237,17 +277,28 @@ static bool estimate(struct instr_budget *b, double *target)
 		*target = BUDGET_MIN;
 		return false;
 	}
-	b->f_off = b->in_off / b->all_off;
-	/* one sample more outside the functions, so that a share on near 1,
-	 * from few samples, does not make the slowdown infinite */
-	b->f_on = b->in_on / (b->all_on + 1);
-	double odds_off = b->f_off < 1 ? b->f_off / (1 - b->f_off) : 2 * b->all_off;
-	double odds_on = b->f_on > 0 ? b->f_on / (1 - b->f_on) : 0;
-	b->slowdown = fmax(1.0, odds_on / odds_off);
-	double cost = b->f_off * (b->slowdown - 1);	/* the overhead at d = 1 */
-	*target = cost > 0 ? fmin(BUDGET_MAX, fmax(BUDGET_MIN, b->pct / 100 / cost)) : BUDGET_MAX;
+	b->slowdown = slowdown(b);
+	b->q = b->busy > 0 ? b->in_copy / b->busy : 0;
+	/* asleep in the stub, a thread does nothing of its own: that much is
+	 * lost whatever s says (when the functions take nearly all the
+	 * target's time, their shares on and off cannot tell s) */
+	double asleep = b->busy > 0 ? b->asleep / b->busy : 0;
+	double lost = fmin(fmax(b->q * (1 - 1 / b->slowdown), asleep), 0.99);
+	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
+	b->overhead = 100 * lost / (1 - lost);
+	b->cost = b->overhead / 100 / was;	/* per unit of d */
+	*target = b->cost > 0 ? fmin(BUDGET_MAX, fmax(BUDGET_MIN, b->pct / 100 / b->cost)) :
+		BUDGET_MAX;
 	b->known = true;
 	return true;
+}
+
+/* Down to the target at once (the target is losing more than it may),
+ * up half way but at most twice as high (a second's too few samples in the
+ * copy must not put it on most of the time). */
+static double next_fraction(double now, double target)
+{
+	return target <= now ? target : fmin(0.5 * now + 0.5 * target, 2 * now);
 }
 
 void instr__budget_period_end(struct instr_state *st)
@@ -259,17 +310,22 @@ void instr__budget_period_end(struct instr_state *st)
 		return;
 	unsigned period_ms = st->duty_on_ms + st->duty_off_ms;	/* the one that ended */
 	b->since_ms += period_ms;
+	b->on_ms += st->duty_on_ms;
+	b->period_ms += period_ms;
 	if (b->since_ms >= BUDGET_EVERY_MS) {
 		b->since_ms = 0;
-		bool known = estimate(b, &target);
-		b->fraction = 0.5 * b->fraction + 0.5 * target;
-		if (known)
-			b->overhead = 100 * b->fraction * b->f_off * (b->slowdown - 1);
+		estimate(b, &target);
+		b->fraction = next_fraction(b->fraction, target);
 	}
 	double decay = pow(BUDGET_DECAY, period_ms / (double)BUDGET_PERIOD_MS);
 	b->in_on *= decay;
 	b->all_on *= decay;
 	b->in_off *= decay;
 	b->all_off *= decay;
+	b->in_copy *= decay;
+	b->asleep *= decay;
+	b->busy *= decay;
+	b->on_ms *= decay;
+	b->period_ms *= decay;
 	set_windows(st);
 }

@@ -270,6 +270,7 @@ static void budget_stats(const struct instr_state *st, struct padrone_istats *r)
 	r->slowdown = b->slowdown;
 	r->share_on = b->f_on;
 	r->share_off = b->f_off;
+	r->share_copy = b->q;
 	r->recent_on = b->all_on;
 	r->recent_off = b->all_off;
 	r->samples_on = b->samples_on;

@@ -22,6 +22,7 @@
  * as the copy did.
  */
 #include "src/instr-sim.h"
+#include "src/instr-nice.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -61,6 +62,7 @@ struct sim_stage {
 	struct sim_feed *feeds, *turn;	/* turn: the next feed to look at */
 	pthread_mutex_t sim_lock;	/* the simulator's results */
 	struct csim *const *sim;
+	const _Atomic int *nice;	/* the niceness asked for (instr-nice.h) */
 	pthread_t th;
 };
 
@@ -88,6 +90,7 @@ static void simulate(struct sim_stage *sg, struct sim_batch *b)
 static void *simulator(void *arg)
 {
 	struct sim_stage *sg = arg;
+	int nice = INSTR_NICE_UNSET;
 
 	pthread_mutex_lock(&sg->m);
 	for (;;) {
@@ -106,6 +109,8 @@ static void *simulator(void *arg)
 		f->busy = true;
 		sg->turn = f->next;
 		pthread_mutex_unlock(&sg->m);
+		if (sg->nice)
+			instr__follow_nice(sg->nice, &nice);
 		simulate(sg, b);
 		pthread_mutex_lock(&sg->m);
 		b->n = 0;
@@ -118,7 +123,7 @@ static void *simulator(void *arg)
 	return NULL;
 }
 
-int sim_stage__new(struct csim *const *sim, struct sim_stage **out)
+int sim_stage__new(struct csim *const *sim, const _Atomic int *nice, struct sim_stage **out)
 {
 	struct sim_stage *sg = calloc(1, sizeof *sg);
 
@@ -126,6 +131,7 @@ int sim_stage__new(struct csim *const *sim, struct sim_stage **out)
 	if (!sg)
 		return -ENOMEM;
 	sg->sim = sim;
+	sg->nice = nice;
 	pthread_mutex_init(&sg->m, NULL);
 	pthread_mutex_init(&sg->sim_lock, NULL);
 	pthread_cond_init(&sg->work, NULL);

@@ -16,9 +16,11 @@ struct sim_stage;
 struct sim_feed;
 
 /* A stage simulating into *sim (read under the stage's lock: whoever
- * replaces it does so while no feed is open). Its thread starts here.
+ * replaces it does so while no feed is open). Its thread starts here, and
+ * takes the niceness *nice asks for before each batch (instr-nice.h;
+ * NULL: its own).
  * 0 or a negative errno. */
-int sim_stage__new(struct csim *const *sim, struct sim_stage **out);
+int sim_stage__new(struct csim *const *sim, const _Atomic int *nice, struct sim_stage **out);
 /* Stops the thread; every feed must be closed. */
 void sim_stage__free(struct sim_stage *sg);
 /* The simulator's results are read between these (it simulates no batch

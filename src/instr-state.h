@@ -34,10 +34,17 @@ struct instr_budget {
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
 	double blocked;			/* this window's, in the stub asleep (probed) */
+	/* samples in the copies (asleep in them included), asleep in them,
+	 * and in all, either window, and the time on and in all (ms) over the
+	 * same, decayed */
+	double in_copy, asleep, busy, on_ms, period_ms;
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
 	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
 	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
+	double q;			/* the share of the target's time in the copies */
+	double cost;			/* the overhead (a fraction) per unit of d */
+	int nice_before;		/* the pipeline's niceness, back after */
 	char note[128];			/* why there is no estimate */
 };
 
@@ -57,6 +64,7 @@ struct worker {
 	 * skipped chunks, units recovery could not read or found spoiled) */
 	_Atomic uint64_t live_units, live_refs, live_gaps, live_unread;
 	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
+	int nice;			/* its thread's, as it last set it (instr-nice.h) */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };
 
@@ -90,6 +98,9 @@ struct instr_state {
 	struct csim_config cfg;
 	struct csim *sim;
 	struct sim_stage *stage;	/* simulates into sim */
+	/* the pipeline threads' niceness asked for (instr-nice.h): lowest
+	 * under a budget, the process's own after */
+	_Atomic int pipeline_nice;
 	bool sampling;
 	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
 	struct func f[MAX_FUNCS];

@@ -2,6 +2,7 @@
  * design is told in src/instr.c): a thread per thread's ring, which
  * recovers the references of the units (pipeline/rep.h) and hands them to
  * the simulator (src/instr-sim.c), started, stopped and released. */
+#include "src/instr-nice.h"
 #include "src/instr-state.h"
 #include "src/instr-sim.h"
 #include "codecache/codecache.h"
@@ -47,8 +48,11 @@ static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recove
 static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
 {
 	struct worker *w = arg;
+
 	struct rep_recover_stats rs = { 0 };
 	struct cab_stats cs;
+
+	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 
 	cab_consumer__stats(w->cons, &cs);
@@ -147,6 +151,7 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		struct cab_ring *r = cc_instr__ring(f->in, i, &w->tid);
 		w->ring = r;
 		w->st = st;
+		w->nice = INSTR_NICE_UNSET;
 		w->prev_ns = util_now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;

@@ -21,6 +21,7 @@
  * detach it stays, with the threads' gs_base and its record, for a later
  * restore.
  */
+#include "src/instr-nice.h"
 #include "src/instr-state.h"
 #include "src/instr-sim.h"
 #include "attach/attach.h"
@@ -260,12 +261,13 @@ static int get_state(struct padrone_session *s, struct instr_state **out)
 	if (!(st = calloc(1, sizeof *st)))
 		return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
 	instr__duty_init(st);
+	st->pipeline_nice = INSTR_NICE_UNSET;
 	csim_config_host(&st->cfg);	/* a fallback geometry when the host's makes no sense */
 	st->cfg.cachegrind = true;
 	for (int lv = 0; lv < CSIM_NLEVELS; lv++)
 		csim_geom_cachegrind_tweak(&st->cfg.level[lv]);
 	if ((rc = csim__new(&st->cfg, &st->sim)) < 0 ||
-	    (rc = sim_stage__new(&st->sim, &st->stage)) < 0) {
+	    (rc = sim_stage__new(&st->sim, &st->pipeline_nice, &st->stage)) < 0) {
 		csim__free(st->sim);
 		instr__duty_destroy(st);
 		free(st);

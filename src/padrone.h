@@ -687,9 +687,10 @@ struct padrone_istats {
 	double max_overhead;	/* %, of the target's time */
 	double budget_fraction;	/* the share of each period on, chosen now */
 	bool estimated;		/* false: the estimate is unknown (note says why) */
-	double overhead;	/* estimated, % of the target's time, at budget_fraction */
+	double overhead;	/* estimated, % of the target's time, over the last seconds */
 	double slowdown;	/* of the functions' own code, on against off */
 	double share_on, share_off;	/* the functions' share of the target's CPU time */
+	double share_copy;	/* of the target's time in the copies (asleep in them too) */
 	/* samples behind the estimate (decayed: the last seconds'), and all */
 	double recent_on, recent_off;
 	uint64_t samples_on, samples_off;

@@ -34,8 +34,9 @@ static void print_budget_json(FILE *f, const struct padrone_istats *r)
 	fprintf(f, "{\"max_overhead_pct\":%g,\"fraction\":%.4f,\"estimate\":",
 		r->max_overhead, r->budget_fraction);
 	if (r->estimated)
-		fprintf(f, "{\"overhead_pct\":%.2f,\"slowdown\":%.3f,\"share_on\":%.4f,"
-			"\"share_off\":%.4f}", r->overhead, r->slowdown, r->share_on, r->share_off);
+		fprintf(f, "{\"overhead_pct\":%.2f,\"share_copy\":%.4f,\"slowdown\":%.3f,"
+			"\"share_on\":%.4f,\"share_off\":%.4f}", r->overhead, r->share_copy,
+			r->slowdown, r->share_on, r->share_off);
 	else
 		fprintf(f, "null");
 	fprintf(f, ",\"note\":\"%s\",\"samples\":{\"on\":%llu,\"off\":%llu,"
@@ -84,9 +85,10 @@ static void print_budget(FILE *f, const struct padrone_istats *r)
 	fprintf(f, "# overhead budget %g%%: on %.1f%% of the time; ", r->max_overhead,
 		100.0 * r->budget_fraction);
 	if (r->estimated)
-		fprintf(f, "estimated overhead %.1f%% (the functions' code %.2fx slower on: "
-			"%.1f%% of the CPU time on, %.1f%% off)", r->overhead, r->slowdown,
-			100.0 * r->share_on, 100.0 * r->share_off);
+		fprintf(f, "estimated overhead %.1f%% (%.1f%% of the time in the copies, whose "
+			"code is %.2fx slower: %.1f%% of the CPU time on, %.1f%% off)",
+			r->overhead, 100.0 * r->share_copy, r->slowdown, 100.0 * r->share_on,
+			100.0 * r->share_off);
 	else
 		fprintf(f, "overhead unknown: %s", r->note);
 	fprintf(f, "; from %.0f samples on, %.0f off (the last seconds'; %llu and %llu in "
@@ -147,7 +149,7 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}],\n"
 		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\",\n"
 		"\"budget\":null|{\"max_overhead_pct\",\"fraction\",\"estimate\":null|{\"overhead_pct\",\n"
-		"\"slowdown\",\"share_on\",\"share_off\"},\"note\",\"samples\":{\"on\",\"off\",\n"
+		"\"share_copy\",\"slowdown\",\"share_on\",\"share_off\"},\"note\",\"samples\":{\"on\",\"off\",\n"
 		"\"recent_on\",\"recent_off\"}}}}.\n"
 		"The second header line says whether instrumentation is switched on or off\n"
 		"(instrument --on, --off, --duty), the share of the time instrumented it was\n"

@@ -68,7 +68,7 @@ START_TEST(every_feeds_references_are_simulated_once)
 	struct pusher p[FEEDS];
 	pthread_t th[FEEDS];
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	for (int i = 0; i < FEEDS; i++) {
 		p[i] = (struct pusher){ .base = 0x400000 + 0x10000 * (uint64_t)i, .refs = REFS,
 					.seed = (unsigned)i + 1 };
@@ -97,7 +97,7 @@ START_TEST(a_drained_feed_is_all_in_the_results)
 	struct sim_feed *f;
 	struct rep_ref r = { .pc = 0x1000, .addr = 0x1000, .size = 4, .type = REP_REF_INSTR };
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	ck_assert_int_eq(sim_stage__open_feed(sg, &f), 0);
 	for (uint64_t i = 1; i <= 300; i++) {
 		sim_feed__refs(f, &r, 1);
@@ -122,7 +122,7 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 	struct pusher p = { .base = 0x7000, .refs = 100000, .seed = 7 };
 	pthread_t th;
 
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	ck_assert_int_eq(sim_stage__open_feed(sg, &p.feed), 0);
 	sim_stage__lock(sg);
 	ck_assert_int_eq(pthread_create(&th, NULL, push, &p), 0);
@@ -166,7 +166,7 @@ START_TEST(a_feed_keeping_the_recoverers_batches_simulates_each_reference_once)
 	}
 	ck_assert_int_eq(rep_table__new(&t), 0);
 	ck_assert_int_eq(rep_table__add(t, &b), 0);
-	ck_assert_int_eq(sim_stage__new(&sim, &sg), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
 	ck_assert_int_eq(sim_stage__open_feed(sg, &f), 0);
 	ck_assert_int_eq(rep_recover__new(t, sim_feed__refs, f, &rec), 0);
 	sim_feed__keep_batches(f, rec);

@@ -1,7 +1,7 @@
 /* instr_kernel: threads calling a known memory kernel on known data, for
  * the instrumentation tests.
  *
- * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch|pair|hold FILE]]]   (2 threads, N = 1000)
+ * Usage: instr_kernel [THREADS [N [churn|spin|fork|switch|pair|ramp|hold FILE]]]   (2 threads, N = 1000)
  *        instr_kernel child N                         (what fork runs)
  * Each thread owns arrays x, y, o of N longs and calls
  *	axpy(a, x, y, o, n): o[i] = a * x[i] + y[i], for i < n
@@ -39,6 +39,9 @@
  * (an instrumented copy: the loop calls nothing else) print "held", wait in
  * the handler until FILE exists, then print "let go" and return; one it
  * interrupts in the program's code prints "missed" and returns.
+ * With ramp, only the first half of the threads (at least one) works until
+ * SIGUSR2, which sets the others to work too (the load doubles with an even
+ * THREADS); the main thread then prints "ramped" once.
  */
 #include <asm/prctl.h>
 #include <pthread.h>
@@ -133,7 +136,25 @@ struct worker {
 	pthread_barrier_t *b;
 	volatile long passes;
 	int spin, table;
+	int late;		/* ramp: waits for SIGUSR2 */
 };
+
+static atomic_int ramped;
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	atomic_store(&ramped, 1);
+}
+
+/* ramp: the second half's wait for SIGUSR2 */
+static void wait_for_ramp(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	while (!atomic_load(&ramped))
+		nanosleep(&ms, NULL);
+}
 
 /* Never returns: the kernel, pass after pass, inline (no call). */
 __attribute__((noinline)) void spin(long a, const long *x, const long *y, long *o, long n,
@@ -195,6 +216,8 @@ static void *work(void *arg)
 
 	a_worker = 1;
 	pthread_barrier_wait(w->b);
+	if (w->late)
+		wait_for_ramp();
 	if (w->spin)
 		spin(SPIN_A, w->x, w->y, w->o, n, &w->passes);
 	if (w->table) {
@@ -371,9 +394,12 @@ int main(int argc, char **argv)
 	int forking = argc > 3 && argv[3][0] == 'f';
 	int table = argc > 3 && strcmp(argv[3], "switch") == 0;
 	int holding = argc > 4 && strcmp(argv[3], "hold") == 0;
+	int ramp = argc > 3 && strcmp(argv[3], "ramp") == 0, said_ramped = 0;
 	long forked = 0, failed = 0;
 	if (holding)
 		hold_setup(argv[4]);
+	if (ramp)
+		signal(SIGUSR2, on_usr2);
 	if (forking && n > (1 << 16))
 		return 2;
 	if (nthreads < 1 || nthreads > 64 || n < 1)
@@ -387,6 +413,7 @@ int main(int argc, char **argv)
 		w->b = &b;
 		w->spin = spinning && !table;
 		w->table = table;
+		w->late = ramp && k >= (nthreads + 1) / 2;
 		w->x = malloc((size_t)n * sizeof(long));
 		w->y = malloc((size_t)n * sizeof(long));
 		w->o = malloc((size_t)n * sizeof(long));
@@ -427,6 +454,10 @@ int main(int argc, char **argv)
 			else
 				failed++;
 			printf("forked %ld bad %ld\n", forked, failed);
+		}
+		if (ramp && !said_ramped && atomic_load(&ramped)) {
+			printf("ramped\n");
+			said_ramped = 1;
 		}
 		printf("alive %ld bad %ld\n", atomic_load(&calls), atomic_load(&bad));
 		fflush(stdout);
