@@ -4,8 +4,8 @@
  * taken in turn: with two busy threads, padroned spent about half its CPU
  * waking and waiting on that lock (perf: try_to_wake_up, futex waits)
  * rather than simulating, and simulation (three quarters of a consumer's
- * work) ran on the consumer's CPU only. Now a consumer copies its
- * references into a batch of its feed and goes on recovering; one thread
+ * work) ran on the consumer's CPU only. Now a consumer hands its
+ * references over in batches of its feed and goes on recovering; one thread
  * simulates the batches, feed after feed in turn (each feed's in order),
  * and sleeps when there are none. A lock is taken once per batch of
  * SIM_BATCH references on each side, and a thread sleeps only when it has
@@ -15,7 +15,8 @@
  *
  * A batch is one of the recoverer's: the feed keeps the array it is handed
  * and gives the recoverer an empty one (rep_recover__set_batch), so no
- * reference is copied (the copy was a seventh of a consumer's time). A
+ * reference is copied (the copy was a seventh of a consumer's time; other
+ * sinks' batches, short or not the recoverer's, are still copied). A
  * sleeping simulator is woken when a feed has SIM_WAKE batches queued, or
  * when a consumer flushes, drains or waits, rather than for every batch:
  * the wake-ups, a futex call and a context switch each, cost about as much
