@@ -2,7 +2,8 @@
  * in-memory stream (goal: >= 100 M refs/s for an 8-way L1), then the
  * splitter with 1 and 2 worker threads (scaling), in both counting modes.
  * The stream is synthetic but shaped like a program's: instruction fetches
- * in loops, 1-2 data accesses per instruction, mostly hits, some misses. */
+ * in loops, 1-2 data accesses per instruction, mostly hits, some misses;
+ * then the stream of the live bench's streaming kernel (axpy). */
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -67,6 +68,34 @@ static void make_stream(struct rep_ref *out, size_t n)
 			out[i++] = (struct rep_ref){ .pc = pc, .addr = addr & ~7ull, .size = 8, .type = type };
 		}
 	}
+}
+
+/* The stream of the live bench's streaming kernel (bench/instr-overhead:
+ * tests/targets/instr_kernel's axpy, o[i] = a*x[i] + y[i] on 1000 longs
+ * per call), as recovery hands it to the simulator: per iteration its 7
+ * loop instructions, the first reading x[i], the third y[i], the fourth
+ * writing o[i]; the three arrays are 8000-byte heap blocks. */
+static void make_axpy_stream(struct rep_ref *out, size_t n)
+{
+	static const struct {
+		uint16_t off;
+		uint8_t len, array, type;	/* array: 0 none, 1 x, 2 y, 3 o */
+	} loop[] = { { 0x50, 4, 1, REP_REF_READ }, { 0x54, 4, 0, 0 },
+		     { 0x58, 4, 2, REP_REF_READ }, { 0x5c, 4, 3, REP_REF_WRITE },
+		     { 0x60, 4, 0, 0 }, { 0x64, 3, 0, 0 }, { 0x67, 2, 0, 0 } };
+	const uint64_t code = 0x555555555a00ull, heap = 0x5555555592a0ull;
+	size_t i = 0;
+
+	for (uint64_t k = 0; i < n; k = (k + 1) % 1000)
+		for (size_t j = 0; j < sizeof loop / sizeof loop[0] && i < n; j++) {
+			uint64_t pc = code + loop[j].off;
+			out[i++] = (struct rep_ref){ .pc = pc, .addr = pc, .size = loop[j].len,
+						     .type = REP_REF_INSTR };
+			if (loop[j].array && i < n)
+				out[i++] = (struct rep_ref){
+					.pc = pc, .addr = heap + (loop[j].array - 1) * 8016 + 8 * k,
+					.size = 8, .type = loop[j].type };
+		}
 }
 
 static struct csim_config geometry(bool cg)
@@ -228,6 +257,9 @@ int main(int argc, char **argv)
 	       search, sysconf(_SC_NPROCESSORS_ONLN));
 	char what[64];
 	snprintf(what, sizeof what, "synthetic(%zuM)", n / 1000000);
+	measure(what, refs, n);
+	make_axpy_stream(refs, n);
+	snprintf(what, sizeof what, "axpy(%zuM)", n / 1000000);
 	measure(what, refs, n);
 	free(refs);
 	for (int i = 2; i < argc; i++) {

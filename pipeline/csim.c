@@ -395,11 +395,66 @@ void csim__free(struct csim *s)
 	free(s);
 }
 
-/* A batch in one mode: the body of the two copies below. */
-CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, const bool cg)
+/* A first level's geometry, copied out of the levels: the compiler then
+ * keeps it in registers across the counters' stores (which, as far as it
+ * knows, could change the levels). */
+struct first_geom {
+	const uint64_t *tags;
+	uint64_t set_mask;
+	uint32_t line_bits, assoc;
+};
+
+/* Cachegrind mode, the part of a reference after its count when it is not
+ * a hit on its set's most recent line: the first level's access, then the
+ * deeper levels on a miss. Kept out of the batch loop (one copy per set
+ * search, below), so that the loop's few registers go to the common case. */
+CSIM_HOT void cg_rest(const struct csim_levels *L, struct csim_result *res, struct csim_hot *h,
+		      uint8_t type, uint64_t addr, uint32_t size)
+{
+	int first = csim_first_level(type), kind = csim_kind_of(type);
+
+	if (!csim_cache_access(&L->lv[first], addr, size))
+		return;
+	h->miss1[kind]++;
+	csim_cg_deep(L, L->next[first], addr, size, kind, res, h);
+}
+
+static __attribute__((noinline)) void cg_rest_plain(const struct csim_levels *L,
+						     struct csim_result *res, struct csim_hot *h,
+						     uint8_t type, uint64_t addr, uint32_t size)
+{
+	cg_rest(L, res, h, type, addr, size);
+}
+
+CSIM_AVX2 __attribute__((noinline, flatten)) static void
+cg_rest_avx2(const struct csim_levels *L, struct csim_result *res, struct csim_hot *h, uint8_t type,
+	     uint64_t addr, uint32_t size)
+{
+	cg_rest(L, res, h, type, addr, size);
+}
+
+CSIM_AVX512 __attribute__((noinline, flatten)) static void
+cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim_hot *h,
+	       uint8_t type, uint64_t addr, uint32_t size)
+{
+	cg_rest(L, res, h, type, addr, size);
+}
+
+/* A batch in Cachegrind mode, with the set search simd. A reference that
+ * stays in one line which its set used last (the next instruction of a
+ * line, the next element of an array: most of them) is a hit that changes
+ * no tag: it costs its row's lookup and count, one shift, one mask and one
+ * compare. Levels stored other than directly (not in csim.c) take the
+ * general path. */
+CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const enum csim_simd simd)
 {
 	const struct csim_levels *L = &s->L;
+	struct first_geom f[2];
 
+	for (int lv = CSIM_I1; lv <= CSIM_D1; lv++)
+		f[lv] = (struct first_geom){ L->lv[lv].tags, L->lv[lv].set_mask,
+					     L->lv[lv].line_bits, L->lv[lv].assoc };
+	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct;
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		/* 1.5 KiB ahead: little work per reference, so the hardware
@@ -411,34 +466,57 @@ CSIM_HOT int refs_batch(struct csim *s, const struct rep_ref *refs, size_t n, co
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
-		if (!cg) {
-			csim_line_ref(L, r, s->res, h);
-			continue;
-		}
 		uint64_t addr = r->addr;
 		uint32_t size = csim_cg_size(type, r->size);
-		if (__builtin_expect(csim_cg_first(L, h, type, addr, size), 0))
-			csim_cg_deep(L, L->next[csim_first_level(type)], addr, size,
-				     csim_kind_of(type), s->res, h);
+		const struct first_geom *c = &f[csim_first_level(type)];
+		uint64_t line = addr >> c->line_bits;
+		csim_count_ref(h, type, true);
+		if (__builtin_expect(direct && (addr + size - 1) >> c->line_bits == line, 1) &&
+		    __builtin_expect(c->tags[(line & c->set_mask) * c->assoc] == line, 1))
+			continue;
+		if (simd == CSIM_SIMD_AVX512)
+			cg_rest_avx512(L, s->res, h, type, addr, size);
+		else if (simd == CSIM_SIMD_AVX2)
+			cg_rest_avx2(L, s->res, h, type, addr, size);
+		else
+			cg_rest_plain(L, s->res, h, type, addr, size);
+	}
+	return 0;
+}
+
+/* A batch in per-line mode: the body of the copies below. */
+CSIM_HOT int refs_line(struct csim *s, const struct rep_ref *refs, size_t n)
+{
+	const struct csim_levels *L = &s->L;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rep_ref *r = &refs[i];
+		__builtin_prefetch(r + 64);	/* as in refs_cg */
+		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
+			return -EINVAL;
+		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+		if (__builtin_expect(!h, 0))
+			return -ENOMEM;
+		csim_line_ref(L, r, s->res, h);
 	}
 	return 0;
 }
 
 static int refs_plain(struct csim *s, const struct rep_ref *refs, size_t n)
 {
-	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+	return s->L.cachegrind ? refs_cg(s, refs, n, CSIM_SCALAR) : refs_line(s, refs, n);
 }
 
 CSIM_AVX2 __attribute__((flatten)) static int refs_avx2(struct csim *s, const struct rep_ref *refs,
 							 size_t n)
 {
-	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+	return s->L.cachegrind ? refs_cg(s, refs, n, CSIM_SIMD_AVX2) : refs_line(s, refs, n);
 }
 
 CSIM_AVX512 __attribute__((flatten)) static int refs_avx512(struct csim *s,
 							   const struct rep_ref *refs, size_t n)
 {
-	return s->L.cachegrind ? refs_batch(s, refs, n, true) : refs_batch(s, refs, n, false);
+	return s->L.cachegrind ? refs_cg(s, refs, n, CSIM_SIMD_AVX512) : refs_line(s, refs, n);
 }
 
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n)

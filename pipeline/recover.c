@@ -567,7 +567,7 @@ uint32_t rep__recover_tail(const struct rep_recover *r)
 	return r->prev;
 }
 
-void rep__recover_set_batch(struct rep_recover *r, struct rep_ref *batch)
+void rep_recover__set_batch(struct rep_recover *r, struct rep_ref *batch)
 {
 	r->batch = batch;
 }

@@ -54,7 +54,7 @@ static inline const struct rep_blk *rep__lookup(const struct rep_table *t, uint3
 int rep__recover_section_end(struct rep_recover *r, uint64_t end_off);
 
 /* Recovery delivers references in batches of REP_BATCH. */
-#define REP_BATCH 2048
+#define REP_BATCH REP_RECOVER_BATCH
 
 /* For the recovery pool (rep-pool.c), which recovers a stream in chunks on
  * several threads and joins the chunks' counts afterwards. */
@@ -65,9 +65,6 @@ void rep__recover_begin(struct rep_recover *r);
  * last begin or gap; 0 if none. */
 uint32_t rep__recover_head(const struct rep_recover *r);
 uint32_t rep__recover_tail(const struct rep_recover *r);
-/* Recover into this REP_BATCH array from now on (the sink may call it to
- * keep the batch it was handed). The recoverer frees the one it holds. */
-void rep__recover_set_batch(struct rep_recover *r, struct rep_ref *batch);
 /* One more edge between table positions + 1. */
 int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to);
 /* Units in w[0..n) by their headers' lengths (the rest of a feed after bad

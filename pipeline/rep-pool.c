@@ -215,7 +215,7 @@ static void worker_sink(void *arg, const struct rep_ref *refs, size_t n)
 		goto out;
 	}
 	s->out[s->nout++] = (struct outbuf){ (struct rep_ref *)refs, n };
-	rep__recover_set_batch(k->r, fresh);
+	rep_recover__set_batch(k->r, fresh);
 	/* Waking the caller for every batch made the two threads take turns,
 	 * a futex wake and a context switch per 2048 references (a third of
 	 * the recovery thread's time on this VM): it is woken for a few. */

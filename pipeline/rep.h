@@ -218,6 +218,13 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *words, size_t n,
 int rep_recover__gap(struct rep_recover *r);
 /* Deliver the references still batched. */
 void rep_recover__flush(struct rep_recover *r);
+/* The sink gets full batches of REP_RECOVER_BATCH references (shorter ones
+ * only at a flush, an error or the end). */
+#define REP_RECOVER_BATCH 2048
+/* Recover into batch (REP_RECOVER_BATCH references, from malloc) from now
+ * on: a sink calls it to keep the array it was handed rather than copy
+ * it. The recoverer frees the array it holds. */
+void rep_recover__set_batch(struct rep_recover *r, struct rep_ref *batch);
 /* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
  * A unit that cannot be recovered does not stop the stream: it and the
  * rest of its chunk are counted (stats.corrupt, the reason in

@@ -4,14 +4,23 @@
  * taken in turn: with two busy threads, padroned spent about half its CPU
  * waking and waiting on that lock (perf: try_to_wake_up, futex waits)
  * rather than simulating, and simulation (three quarters of a consumer's
- * work) ran on the consumer's CPU only. Now a consumer copies its
- * references into a batch of its feed and goes on recovering; one thread
+ * work) ran on the consumer's CPU only. Now a consumer hands its
+ * references over in batches of its feed and goes on recovering; one thread
  * simulates the batches, feed after feed in turn (each feed's in order),
  * and sleeps when there are none. A lock is taken once per batch of
  * SIM_BATCH references on each side, and a thread sleeps only when it has
  * nothing to do (the simulator) or its feed is SIM_DEPTH batches ahead
  * (the consumer: the simulator gets to each feed at least once a round, so
  * no consumer waits long, as the heartbeat its producer watches needs).
+ *
+ * A batch is one of the recoverer's: the feed keeps the array it is handed
+ * and gives the recoverer an empty one (rep_recover__set_batch), so no
+ * reference is copied (the copy was a seventh of a consumer's time; other
+ * sinks' batches, short or not the recoverer's, are still copied). A
+ * sleeping simulator is woken when a feed has SIM_WAKE batches queued, or
+ * when a consumer flushes, drains or waits, rather than for every batch:
+ * the wake-ups, a futex call and a context switch each, cost about as much
+ * as the copy did.
  */
 #include "src/instr-sim.h"
 #include "src/instr-nice.h"
@@ -22,17 +31,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SIM_BATCH 4096		/* references: 96 KiB, some 100 µs of simulation */
-#define SIM_DEPTH 4		/* a feed's batches: filling, queued, simulated */
+#define SIM_BATCH REP_RECOVER_BATCH	/* references: 48 KiB, some 20 µs of simulation */
+#define SIM_DEPTH 6		/* a feed's batches: filling, queued, simulated */
+#define SIM_WAKE 2		/* batches queued that wake a sleeping simulator */
 
 struct sim_batch {
 	size_t n;
-	struct rep_ref refs[SIM_BATCH];
+	struct rep_ref *refs;	/* SIM_BATCH, from malloc (as the recoverer's) */
 };
 
 struct sim_feed {
 	struct sim_stage *sg;
 	struct sim_feed *next;			/* the stage's list (under m) */
+	struct rep_recover *rec;		/* whose arrays the feed keeps, or NULL */
 	struct sim_batch *fill;			/* the consumer's (no lock) */
 	/* under the stage's m */
 	struct sim_batch *queue[SIM_DEPTH];	/* handed over, oldest at head */
@@ -186,6 +197,8 @@ static struct sim_batch *empty_batch(struct sim_feed *f)
 	struct sim_stage *sg = f->sg;
 
 	while (!f->nspare && f->owned == SIM_DEPTH) {
+		if (sg->sleeping)	/* every batch but this is queued */
+			pthread_cond_signal(&sg->work);
 		sg->room_waiters++;
 		pthread_cond_wait(&sg->room, &sg->m);
 		sg->room_waiters--;
@@ -193,11 +206,38 @@ static struct sim_batch *empty_batch(struct sim_feed *f)
 	if (f->nspare)
 		return f->spare[--f->nspare];
 	struct sim_batch *b = malloc(sizeof *b);
+	if (b && !(b->refs = malloc(SIM_BATCH * sizeof *b->refs))) {
+		free(b);
+		b = NULL;
+	}
 	if (b) {
 		b->n = 0;
 		f->owned++;
 	}
 	return b;
+}
+
+static void free_batch(struct sim_batch *b)
+{
+	if (b)
+		free(b->refs);
+	free(b);
+}
+
+/* The batch being filled to the simulator, if it holds any. A sleeping
+ * simulator is woken once SIM_WAKE batches wait, or for any if wake (m
+ * held). */
+static void queue_fill(struct sim_feed *f, bool wake)
+{
+	struct sim_stage *sg = f->sg;
+
+	if (f->fill && f->fill->n) {
+		f->queue[(f->head + f->queued) % SIM_DEPTH] = f->fill;
+		f->queued++;
+		f->fill = NULL;
+	}
+	if (sg->sleeping && f->queued && (wake || f->queued >= SIM_WAKE))
+		pthread_cond_signal(&sg->work);
 }
 
 /* The batch being filled to the simulator, and a fresh one to fill. */
@@ -206,22 +246,41 @@ static void hand_over(struct sim_feed *f)
 	struct sim_stage *sg = f->sg;
 
 	pthread_mutex_lock(&sg->m);
-	if (f->fill && f->fill->n) {
-		f->queue[(f->head + f->queued) % SIM_DEPTH] = f->fill;
-		f->queued++;
-		f->fill = NULL;
-		if (sg->sleeping)
-			pthread_cond_signal(&sg->work);
-	}
+	queue_fill(f, false);
 	if (!f->fill)
 		f->fill = empty_batch(f);
 	pthread_mutex_unlock(&sg->m);
+}
+
+void sim_feed__keep_batches(struct sim_feed *f, struct rep_recover *rec)
+{
+	f->rec = rec;
+}
+
+/* A whole batch of the recoverer's, while none is being filled: keep its
+ * array, give it the empty one. */
+static bool keep_batch(struct sim_feed *f, const struct rep_ref *refs, size_t n)
+{
+	if (!f->rec || n != SIM_BATCH || (f->fill && f->fill->n))
+		return false;
+	if (!f->fill)
+		hand_over(f);
+	if (!f->fill)
+		return false;
+	struct rep_ref *empty = f->fill->refs;
+	f->fill->refs = (struct rep_ref *)refs;	/* the recoverer's, now ours */
+	f->fill->n = n;
+	rep_recover__set_batch(f->rec, empty);
+	hand_over(f);
+	return true;
 }
 
 void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n)
 {
 	struct sim_feed *f = arg;
 
+	if (keep_batch(f, refs, n))
+		return;
 	while (n) {
 		if (!f->fill || f->fill->n == SIM_BATCH)
 			hand_over(f);
@@ -237,8 +296,9 @@ void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n)
 
 void sim_feed__flush(struct sim_feed *f)
 {
-	if (f->fill && f->fill->n)
-		hand_over(f);
+	pthread_mutex_lock(&f->sg->m);
+	queue_fill(f, true);
+	pthread_mutex_unlock(&f->sg->m);
 }
 
 void sim_feed__drain(struct sim_feed *f)
@@ -246,6 +306,8 @@ void sim_feed__drain(struct sim_feed *f)
 	struct sim_stage *sg = f->sg;
 
 	pthread_mutex_lock(&sg->m);
+	if (f->queued && sg->sleeping)
+		pthread_cond_signal(&sg->work);
 	while (f->queued || f->busy) {
 		sg->room_waiters++;
 		pthread_cond_wait(&sg->room, &sg->m);
@@ -269,8 +331,8 @@ void sim_feed__close(struct sim_feed *f)
 	if (sg->turn == f)
 		sg->turn = f->next;
 	pthread_mutex_unlock(&sg->m);
-	free(f->fill);
+	free_batch(f->fill);
 	for (unsigned i = 0; i < f->nspare; i++)
-		free(f->spare[i]);
+		free_batch(f->spare[i]);
 	free(f);
 }

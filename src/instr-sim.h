@@ -34,7 +34,12 @@ int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out);
  * the references into the feed's batch, handing it over when full (and
  * waiting while the feed has its most batches queued). */
 void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n);
-/* Hand over what the batch holds (the consumer's end). */
+/* The feed's references come from rec's whole batches (it is rec's sink):
+ * the feed keeps those arrays and gives rec empty ones rather than copy
+ * them. Each array is freed by whichever holds it. */
+void sim_feed__keep_batches(struct sim_feed *f, struct rep_recover *rec);
+/* Hand over what the batch holds, and wake the simulator for whatever is
+ * queued (the consumer's end). */
 void sim_feed__flush(struct sim_feed *f);
 /* Until every batch handed over is simulated (any thread). */
 void sim_feed__drain(struct sim_feed *f);

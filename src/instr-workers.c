@@ -198,9 +198,12 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
 		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
 			discard : NULL;	/* blocks: counted, no address recovered */
-		if ((simulate && sim_stage__open_feed(st->stage, &w->feed) < 0) ||
-		    (recover && rep_recover__new(cc_instr__table(f->in), to, w->feed, &w->rec) < 0) ||
-		    cab_consumer__open(r, &w->cons) < 0 ||
+		bool ok = (!simulate || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
+			  (!recover || rep_recover__new(cc_instr__table(f->in), to, w->feed,
+							&w->rec) == 0);
+		if (ok && simulate)	/* the recoverer's batches, not copies */
+			sim_feed__keep_batches(w->feed, w->rec);
+		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
 						    "consumer of thread %d's ring", w->tid);

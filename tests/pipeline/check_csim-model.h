@@ -15,6 +15,7 @@ struct mcache {
 	uint64_t sets, assoc, lbits;
 	uint64_t *tag, *stamp;	/* stamp 0: invalid way */
 	uint64_t clock;
+	uint64_t mru_hits;	/* hits on the line the set used last */
 };
 
 #define MODEL_PCS 256
@@ -64,6 +65,10 @@ static inline bool mref(struct mcache *c, uint64_t line)
 	uint64_t victim = 0;
 	for (uint64_t w = 0; w < c->assoc; w++)
 		if (a[w] && t[w] == line) {
+			bool last = true;
+			for (uint64_t v = 0; v < c->assoc; v++)
+				last &= a[v] <= a[w];
+			c->mru_hits += last;
 			a[w] = ++c->clock;
 			return false;
 		}
@@ -182,6 +187,82 @@ static inline void make_stream(struct rep_ref *out, size_t n, uint64_t seed, uin
 			uint32_t size = dsizes[(x >> 32) % 10];
 			uint8_t type = (uint8_t)(1 + (x >> 40) % 3);
 			out[i++] = (struct rep_ref){ .pc = pc, .addr = base, .size = size, .type = type };
+		}
+	}
+}
+
+/* A stream shaped like a program's hot loops, where most references hit
+ * the line their set used last (csim's fast path). 16 loops, as a
+ * program's code, each of 2..12 instructions at consecutive PCs (some
+ * crossing lines), each instruction making 0..2 data references with a
+ * stride of its own (0: the same address each time, 1..64 bytes, or
+ * backwards), size and type. A run of a loop takes 1..300 iterations over
+ * fresh arrays anywhere in span, some unaligned (crossing lines); now and
+ * then a reference lands anywhere instead. At most 16 * 12 PCs. */
+struct loop_walk {
+	int64_t stride;
+	uint32_t size;
+	uint8_t type;
+};
+
+struct loop_code {
+	uint64_t pc;
+	unsigned ninstr;
+	uint32_t ilen[12];
+	unsigned nd[12];
+	struct loop_walk walk[12][2];
+};
+
+static inline void make_loop_code(struct loop_code *l, unsigned which, uint64_t *s)
+{
+	static const int64_t strides[] = { 0, 1, 4, 8, 8, 16, 64, -8, 24, 3 };
+	static const uint32_t dsizes[] = { 1, 2, 4, 8, 8, 8, 16, 32, 64, 10 };
+
+	l->pc = 0x400000 + which * 0x100 + rnd(s) % 64;
+	l->ninstr = 2 + (unsigned)(rnd(s) % 11);
+	for (unsigned k = 0; k < l->ninstr; k++) {
+		l->ilen[k] = 1 + (uint32_t)(rnd(s) % 15);
+		l->nd[k] = (unsigned)(rnd(s) % 3);
+		for (unsigned d = 0; d < l->nd[k]; d++) {
+			uint64_t x = rnd(s);
+			l->walk[k][d] = (struct loop_walk){ strides[x % 10], dsizes[(x >> 8) % 10],
+							    (uint8_t)(1 + (x >> 16) % 3) };
+		}
+	}
+}
+
+static inline void make_loop_stream(struct rep_ref *out, size_t n, uint64_t seed, uint64_t span)
+{
+	struct loop_code code[16];
+	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1, base[12][2];
+	size_t i = 0;
+
+	for (unsigned k = 0; k < 16; k++)
+		make_loop_code(&code[k], k, &s);
+	while (i < n) {
+		const struct loop_code *l = &code[rnd(&s) % 16];
+		unsigned iters = 1 + (unsigned)(rnd(&s) % 300);
+		for (unsigned k = 0; k < l->ninstr; k++)
+			for (unsigned d = 0; d < l->nd[k]; d++) {
+				uint64_t x = rnd(&s);
+				base[k][d] = 0x10000000 + x % span;
+				if (x & (1ull << 63))	/* aligned half of the time */
+					base[k][d] &= ~7ull;
+			}
+		for (unsigned it = 0; it < iters && i < n; it++) {
+			uint64_t pc = l->pc;
+			for (unsigned k = 0; k < l->ninstr && i < n; pc += l->ilen[k], k++) {
+				out[i++] = (struct rep_ref){ .pc = pc, .addr = pc, .size = l->ilen[k],
+							     .type = REP_REF_INSTR };
+				for (unsigned d = 0; d < l->nd[k] && i < n; d++) {
+					const struct loop_walk *w = &l->walk[k][d];
+					uint64_t a = base[k][d] + (uint64_t)(w->stride * (int64_t)it);
+					if (rnd(&s) % 64 == 0)
+						a = 0x10000000 + rnd(&s) % span;
+					out[i++] = (struct rep_ref){ .pc = pc, .addr = a, .size = w->size,
+								     .type = w->type };
+				}
+			}
 		}
 	}
 }

@@ -312,15 +312,15 @@ START_TEST(merge_sums_rows_and_totals)
 }
 END_TEST
 
-/* csim against the naive model, reference for reference. */
-static void check_against_model(const struct csim_config *cfg, uint64_t seed, uint64_t span)
+/* csim against the naive model on refs, every counter of every PC. The
+ * model's share of hits on the line the set used last (out of accesses to
+ * the first levels) goes to *mru_share when asked. */
+static void check_refs_against_model(const struct csim_config *cfg, const struct rep_ref *refs,
+				     size_t N, double *mru_share)
 {
-	enum { N = 60000 };
-	static struct rep_ref refs[N];
 	struct model m;
 	struct csim *s;
 
-	make_stream(refs, N, seed, span, 200);
 	model_init(&m, cfg);
 	for (size_t i = 0; i < N; i++)
 		model_ref(&m, &refs[i]);
@@ -342,8 +342,25 @@ static void check_against_model(const struct csim_config *cfg, uint64_t seed, ui
 			ck_abort_msg("pc 0x%lx differs from the model", (unsigned long)m.pcs[i]);
 		}
 	}
+	if (mru_share) {
+		const struct csim_counts *t = csim_result__totals(r);
+		uint64_t first = 0;
+		for (int k = 0; k < CSIM_NKINDS; k++)
+			first += t->access[CSIM_I1][k] + t->access[CSIM_D1][k];
+		*mru_share = (double)(m.lv[CSIM_I1].mru_hits + m.lv[CSIM_D1].mru_hits) /
+			     (double)first;
+	}
 	model_free(&m);
 	csim__free(s);
+}
+
+static void check_against_model(const struct csim_config *cfg, uint64_t seed, uint64_t span)
+{
+	enum { N = 60000 };
+	static struct rep_ref refs[N];
+
+	make_stream(refs, N, seed, span, 200);
+	check_refs_against_model(cfg, refs, N, NULL);
 }
 
 START_TEST(matches_model_cachegrind_mode)
@@ -388,6 +405,49 @@ START_TEST(matches_model_at_every_associativity)
 			check_against_model(&cfg, 100 + a, 1 << 15);
 		}
 	}
+	csim_simd_max = CSIM_SIMD_AVX512;
+}
+END_TEST
+
+/* csim's fast path (a reference within the line its set used last is a
+ * hit that changes nothing; anything else leaves the batch loop) against
+ * the naive model, on streams of loops where most references take it:
+ * every counter of every PC, with each set search, in both modes, with
+ * and without L2, at sets of 1 to 16 ways. */
+START_TEST(loop_streams_match_the_model_per_pc)
+{
+	enum { N = 60000 };
+	static struct rep_ref refs[N];
+	static const enum csim_simd tiers[] = { CSIM_SCALAR, CSIM_SIMD_AVX2, CSIM_SIMD_AVX512 };
+	static const uint32_t ways[] = { 1, 2, 4, 8, 16 };
+	uint64_t seed = 500;
+
+	for (size_t t = 0; t < 3; t++) {
+		csim_simd_max = tiers[t];
+		for (size_t w = 0; w < 5; w++, seed++) {
+			uint32_t a = ways[w];
+			struct csim_config cfg = { .cachegrind = w % 2 == 0 };
+			cfg.level[CSIM_I1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+			cfg.level[CSIM_D1] = (struct csim_geom){ 32ull * a * 32, a, 32 };
+			cfg.level[CSIM_LL] = (struct csim_geom){ 256ull * 8 * 64, 8, 64 };
+			double share;
+			make_loop_stream(refs, N, seed, 1 << 16);
+			check_refs_against_model(&cfg, refs, N, &share);
+			/* The stream is what it is for: mostly the fast path. */
+			ck_assert_msg(share > 0.5, "only %.2f of first-level accesses hit the "
+				      "line their set used last", share);
+			cfg.cachegrind = !cfg.cachegrind;
+			cfg.level[CSIM_L2] = (struct csim_geom){ 64ull * 4 * 64, 4, 64 };
+			check_refs_against_model(&cfg, refs, N, NULL);
+		}
+	}
+	/* Sets that are not a power of two (per-line mode only). */
+	struct csim_config cfg = { 0 };
+	cfg.level[CSIM_I1] = (struct csim_geom){ 3072, 3, 64 };
+	cfg.level[CSIM_D1] = (struct csim_geom){ 6144, 4, 32 };
+	cfg.level[CSIM_LL] = (struct csim_geom){ 49152, 12, 64 };
+	make_loop_stream(refs, N, seed, 1 << 16);
+	check_refs_against_model(&cfg, refs, N, NULL);
 	csim_simd_max = CSIM_SIMD_AVX512;
 }
 END_TEST
@@ -945,6 +1005,7 @@ int main(void)
 	tcase_add_test(tc, matches_model_cachegrind_mode);
 	tcase_add_test(tc, matches_model_per_line_mode);
 	tcase_add_test(tc, matches_model_at_every_associativity);
+	tcase_add_test(tc, loop_streams_match_the_model_per_pc);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
 	tcase_add_test(tc, host_geometry_from_amd_cpuid);

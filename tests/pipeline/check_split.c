@@ -123,10 +123,15 @@ END_TEST
 
 START_TEST(split_matches_the_naive_model)
 {
-	/* Closes the loop: split == csim (above) and split == model here. */
+	/* Closes the loop: split == csim (above) and split == model here, on
+	 * random references and on loops (mostly hits on the line the set
+	 * used last). */
 	struct csim_config cfg = cg_cfg();
 	struct model m;
-	make_stream(refs, N, 14, 1 << 16, 100);
+	if (_i == 0)
+		make_stream(refs, N, 14, 1 << 16, 100);
+	else
+		make_loop_stream(refs, N, 14, 1 << 16);
 	model_init(&m, &cfg);
 	for (size_t i = 0; i < N; i++)
 		model_ref(&m, &refs[i]);
@@ -416,7 +421,7 @@ int main(void)
 	tcase_add_test(tc, workers_match_with_l2_and_mixed_line_sizes);
 	tcase_add_test(tc, workers_match_with_a_large_last_level);
 	tcase_add_test(tc, workers_match_per_line_mode);
-	tcase_add_test(tc, split_matches_the_naive_model);
+	tcase_add_loop_test(tc, split_matches_the_naive_model, 0, 2);
 	tcase_add_test(tc, every_reference_straddles);
 	tcase_add_test(tc, few_slots_make_workers_read_chunks_being_filled);
 	tcase_add_test(tc, uneven_routing_is_reported_and_still_exact);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "src/instr-sim.h"
+#include "pipeline/rep.h"
 
 enum { NPCS = 64 };
 
@@ -136,6 +137,63 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 }
 END_TEST
 
+/* A feed keeping a recoverer's batches (sim_feed__keep_batches, what a
+ * consumer does): units of one block, an instruction and a read of the
+ * next 8 bytes each, recovered in pieces of every size; every reference is
+ * simulated once and in order (a line's misses: its first read only), and
+ * the arrays that change hands are each freed once (ASan). */
+START_TEST(a_feed_keeping_the_recoverers_batches_simulates_each_reference_once)
+{
+	enum { UNITS = 3 * REP_RECOVER_BATCH + 1234 };
+	static const struct rep_instr ins = { .pc = 0x400000, .len = 4 };
+	static const struct rep_mref rd = { .pc = 0x400000, .size = 8, .type = REP_REF_READ,
+					    .scale = 1, .base = 0, .index = REP_NO_SLOT,
+					    .seg = REP_NO_SLOT, .count = REP_NO_SLOT };
+	const struct rep_block b = { .id = 1, .nslots = 1, .pc = 0x400000, .ninstrs = 1,
+				     .nrefs = 1, .instrs = &ins, .refs = &rd };
+	uint64_t *words = malloc(2 * UNITS * sizeof *words);
+	struct csim *sim = new_sim();
+	struct rep_recover *rec;
+	struct rep_table *t;
+	struct sim_stage *sg;
+	struct sim_feed *f;
+	unsigned seed = 11;
+
+	ck_assert_ptr_nonnull(words);
+	for (size_t k = 0; k < UNITS; k++) {
+		words[2 * k] = REP_S_WORD(1, 1);
+		words[2 * k + 1] = 0x10000000 + 8 * k;
+	}
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	ck_assert_int_eq(rep_table__add(t, &b), 0);
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
+	ck_assert_int_eq(sim_stage__open_feed(sg, &f), 0);
+	ck_assert_int_eq(rep_recover__new(t, sim_feed__refs, f, &rec), 0);
+	sim_feed__keep_batches(f, rec);
+	for (size_t at = 0; at < 2 * UNITS;) {
+		size_t n = 1 + (size_t)rand_r(&seed) % 5000;
+		n = n < 2 * UNITS - at ? n : 2 * UNITS - at;
+		ck_assert_int_eq(rep_recover__feed(rec, words + at, n, at * 8), 0);
+		at += n;
+	}
+	rep_recover__flush(rec);
+	sim_feed__flush(f);
+	sim_feed__drain(f);
+	sim_stage__lock(sg);
+	const struct csim_counts *c = csim_result__totals(csim__result(sim));
+	ck_assert_uint_eq(c->refs[CSIM_INSTR], UNITS);
+	ck_assert_uint_eq(c->refs[CSIM_READ], UNITS);
+	ck_assert_uint_eq(c->miss[CSIM_D1][CSIM_READ], (UNITS * 8 + 63) / 64);
+	sim_stage__unlock(sg);
+	sim_feed__close(f);
+	rep_recover__free(rec);
+	sim_stage__free(sg);
+	csim__free(sim);
+	rep_table__free(t);
+	free(words);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("instr_sim");
@@ -144,6 +202,7 @@ int main(void)
 	tcase_add_test(tc, every_feeds_references_are_simulated_once);
 	tcase_add_test(tc, a_drained_feed_is_all_in_the_results);
 	tcase_add_test(tc, a_reader_holding_the_results_loses_nothing);
+	tcase_add_test(tc, a_feed_keeping_the_recoverers_batches_simulates_each_reference_once);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
