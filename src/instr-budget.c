@@ -44,6 +44,7 @@
 #include "src/instr-state.h"
 #include "codecache/codecache.h"
 #include "profile/profile.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -207,8 +208,13 @@ void instr__budget_probe(struct instr_state *st)
 	DIR *d = opendir(path);
 	if (!d)
 		return;
-	/* what the sampler would have taken of a thread meanwhile */
-	double weight = instr__budget_probe_ms(st) * BUDGET_HZ / 1000.0;
+	/* what the sampler would have taken of a thread since the last probe
+	 * (a wake-up comes late, a window may end sooner: the time, not the
+	 * interval asked for; at most an off window's interval) */
+	uint64_t now = util_now_ns();
+	double ms = b->probed_ns ? (double)(now - b->probed_ns) / 1e6 : instr__budget_probe_ms(st);
+	double weight = fmin(ms, BUDGET_PROBE_OFF_MS) * BUDGET_HZ / 1000.0;
+	b->probed_ns = now;
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.' && blocked_in_copy(st, pid, e->d_name))
 			b->blocked += weight;

@@ -143,9 +143,10 @@ static bool wait_window(struct instr_state *st, const struct timespec *end)
 		}
 		if (pthread_cond_timedwait(&st->duty_wake, &st->lock, &wake) != ETIMEDOUT)
 			continue;
+		if (probe_ms)
+			instr__budget_probe(st);	/* at the window's end too: its last stretch */
 		if (!before(&wake, end))
 			return !st->duty_stop;
-		instr__budget_probe(st);
 	}
 	return false;
 }

@@ -34,6 +34,7 @@ struct instr_budget {
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
 	double blocked;			/* this window's, in the stub asleep (probed) */
+	uint64_t probed_ns;		/* the last probe's time */
 	/* samples in the copies (asleep in them included), asleep in them,
 	 * and in all, either window, and the time on and in all (ms) over the
 	 * same, decayed */
