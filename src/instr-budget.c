@@ -27,10 +27,10 @@
  * of its time (and at least the time they slept there waiting for the
  * consumer, which is lost whatever s is: when the functions take nearly
  * all of the target's time, their shares cannot tell s), an overhead of
- * that over what is left. The time on is not a
- * good measure of it: a window of 1 ms may leave a thread waiting for the
- * consumer for several more, and the copy's cost per millisecond on is the
- * pipeline's pace, not the copy's CPU cost. Every BUDGET_EVERY_MS, with
+ * that over what is left. The time on is not a good measure of it: a
+ * window of 1 ms may leave a thread waiting for the consumer for several
+ * more, and the copy's cost per millisecond on is the pipeline's pace, not
+ * the copy's CPU cost. Every BUDGET_EVERY_MS, with
  * d_was the share on over the same (decayed) time, the target is
  * PCT * d_was / overhead, kept within [BUDGET_MIN, BUDGET_MAX] (some time on
  * to measure the copy, some off to measure the original); d falls to it at

@@ -588,9 +588,11 @@ int padrone_session__instr_duty(struct padrone_session *s, unsigned on_ms, unsig
  * to 1 s for a share below 0.5%) whose
  * share on this session chooses, and keeps choosing as the load changes,
  * so that the target loses about pct% of its time (more than 0, at most
- * 100). It samples the target's threads (cpu-clock, 499 Hz) and compares
- * the instrumented functions' share of its CPU time on and off (method in
- * padrone(1)); padrone_istats says the fraction chosen and the estimate.
+ * 100). It samples the target's threads (cpu-clock, 499 Hz) and where they
+ * sleep, for the share of its time spent in the copies and how much slower
+ * they are than the originals (method in padrone(1)); padrone_istats says
+ * the fraction chosen and the estimate. Meanwhile the session's pipeline
+ * threads run at niceness 19.
  * Fails (PADRONE_BAD_REQUEST) when nothing is instrumented or pct is out
  * of range, (PADRONE_SYSTEM) when the process cannot be sampled (the
  * functions are then left switched off). */
