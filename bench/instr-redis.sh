@@ -5,7 +5,10 @@
 # load, the first that instrument takes) instrumented by a one-shot
 # `padrone -p PID instrument --for`, at each analysis level in turn
 # (record: REP units, the consumer counts them; refs: + recovery; cache:
-# + full cache simulation, exhaustive mode), native rounds between them.
+# + full cache simulation, exhaustive mode), then with the cache simulated
+# on 10% and 1% of the time (--duty), under --max-overhead 5 and 10 (10 s
+# to choose first) and in CAB's sampling mode (issue 11), native rounds
+# between them.
 # The rate is redis-benchmark's requests per second (SET and GET, 4
 # clients, the mean of the two); each row's ratio is to the mean of the
 # native rounds beside it; the load average is printed with each row.
@@ -60,13 +63,18 @@ done
 	"(profile: $(head -c 300 "$tmp/prof.json") $(cat "$tmp/prof.err"))"; exit 1; }
 echo "redis-server under redis-benchmark (SET+GET, 4 clients, loopback): $func instrumented"
 
-# rate while instrumented at LEVEL (the one-shot runs longer than the measure)
+# instrumented LEVEL SETTLE [OPTION...]: the rate while instrumented at
+# LEVEL with OPTIONs, SETTLE seconds after the one-shot began (which
+# runs longer than the measure)
 instrumented() {
-	"$padrone" -p "$pid" instrument -a "$1" --for 12 "$func" >"$tmp/once.out" 2>&1 &
+	level=$1 settle=$2
+	shift 2
+	"$padrone" -p "$pid" instrument -a "$level" --for $((settle + 10)) "$@" "$func" \
+		>"$tmp/once.out" 2>&1 &
 	once=$!
-	sleep 2	# attached and instrumented (the one-shot says nothing before its report)
+	sleep "$settle"	# attached and instrumented (the one-shot says nothing before its report)
 	r=$(rate)
-	wait "$once" || { echo "  $1: instrument failed: $(tail -1 "$tmp/once.out")" >&2; r=0; }
+	wait "$once" || { echo "  $level $*: instrument failed: $(tail -1 "$tmp/once.out")" >&2; r=0; }
 	echo "$r"
 }
 row() {	# row NAME RATE NATIVE
@@ -77,15 +85,19 @@ for k in $(seq "$rounds"); do
 	echo "round $k"
 	n0=$(rate)
 	row native "$n0" "$n0"
-	for level in record refs cache; do
-		r=$(instrumented $level)
+	for level in record refs cache duty10 duty1 budget5 budget10 sample; do
+		case $level in
+		record) name="REP record, consumer counts" r=$(instrumented record 2) ;;
+		refs) name="+ recovery" r=$(instrumented refs 2) ;;
+		cache) name="+ cache simulation" r=$(instrumented cache 2) ;;
+		duty10) name="cache, on 10% (20/180 ms)" r=$(instrumented cache 2 --duty 20/180) ;;
+		duty1) name="cache, on 1% (2/198 ms)" r=$(instrumented cache 2 --duty 2/198) ;;
+		budget5) name="cache, --max-overhead 5" r=$(instrumented cache 10 --max-overhead 5) ;;
+		budget10) name="cache, --max-overhead 10" r=$(instrumented cache 10 --max-overhead 10) ;;
+		sample) name="cache, CAB sampling mode" r=$(instrumented cache 2 -m sample) ;;
+		esac
 		n1=$(rate)	# after uninstrument: native again, beside it
 		nat=$(( (n0 + n1) / 2 ))
-		case $level in
-		record) name="REP record, consumer counts" ;;
-		refs) name="+ recovery" ;;
-		cache) name="+ cache simulation" ;;
-		esac
 		row "$name" "$r" "$nat"
 		n0=$n1
 	done
