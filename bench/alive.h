@@ -6,6 +6,7 @@
 #define PADRONE_BENCH_ALIVE_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,26 @@ static inline double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The target running, killed if the bench exits on an error (exit(1)
+ * from a check): a bench never leaves its target behind. */
+static pid_t alive_pid;
+
+static inline void kill_alive(void)
+{
+	if (alive_pid > 0) {
+		kill(alive_pid, SIGKILL);
+		waitpid(alive_pid, NULL, 0);
+	}
+	alive_pid = 0;
+}
+
 static inline int start(struct target *t, char *const argv[])
 {
 	int p[2];
+	static bool registered;
+
+	if (!registered)
+		registered = atexit(kill_alive) == 0;
 
 	if (pipe(p) < 0)
 		return -1;
@@ -43,6 +61,7 @@ static inline int start(struct target *t, char *const argv[])
 	}
 	close(p[1]);
 	t->out = fdopen(p[0], "r");
+	alive_pid = t->pid;
 	return t->pid > 0 ? 0 : -1;
 }
 
@@ -50,6 +69,7 @@ static inline void stop(struct target *t)
 {
 	kill(t->pid, SIGKILL);
 	waitpid(t->pid, NULL, 0);
+	alive_pid = 0;
 	fclose(t->out);
 }
 
