@@ -5,6 +5,7 @@
 #include "pipeline/cab.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ struct rep_recover {
 	bool cut;		/* a spoiled unit since begin: head stays as it is
 				 * (none if it came first), so the pool never
 				 * joins an edge across it */
+	bool general_only;	/* tests: no fast plans */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -334,6 +336,66 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
 }
 
+_Static_assert(offsetof(struct rep_ref, size) == 16 && sizeof(struct rep_ref) == 24,
+	       "emit_plan moves size, type and padding as one word");
+
+/* The block of an intact header (spoiled or not), or NULL: check_header
+ * then says what is wrong. */
+static inline const struct rep_blk *known_block(const struct rep_table *t, uint64_t h)
+{
+	const struct rep_blk *x = rep__lookup(t, (uint32_t)h);
+
+	return x && x->hdr == (h & ~REP_S_SPOILED) ? x : NULL;
+}
+
+/* The references of a block without a group, from its plan: no branch per
+ * reference. out is the batch, never the unit or the plan. */
+static inline void emit_plan(const struct rep_plan_ref *p, uint32_t n, const uint64_t *u,
+			     struct rep_ref *restrict out)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		out[k].pc = p[k].ref.pc;
+		out[k].addr = p[k].ref.addr + u[p[k].base] + u[p[k].index] * p[k].scale +
+			      u[p[k].seg];
+		/* size, type and padding: one 8-byte move (a whole-record copy
+		 * went through the stack) */
+		memcpy(&out[k].size, &p[k].ref.size, 8);
+	}
+}
+
+/* The common unit: not spoiled, no group, and all of it fits in the batch,
+ * so it is written at once and the batch is sent only when exactly full
+ * (as emit would). */
+static inline bool fast_unit_fits(const struct rep_recover *r, const struct rep_blk *x,
+				  uint64_t h)
+{
+	return x->plan && h == x->hdr && r->sink && r->nbatch + x->nops <= REP_BATCH &&
+	       !r->general_only;
+}
+
+static int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
+{
+	emit_plan(x->plan, x->nops, u, r->batch + r->nbatch);
+	r->nbatch += x->nops;
+	if (r->nbatch == REP_BATCH)
+		rep_recover__flush(r);
+	r->st.refs += x->fixed_refs;
+	r->st.instrs += x->fixed_instrs;
+	r->st.units++;
+	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+}
+
+static inline int recover_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
+			       uint64_t off)
+{
+	return fast_unit_fits(r, x, u[0]) ? fast_unit(r, x, u) : do_unit(r, x, u, off);
+}
+
+void rep__recover_general_only(struct rep_recover *r)
+{
+	r->general_only = true;
+}
+
 static int fail_flush(struct rep_recover *r, int rc)
 {
 	rep_recover__flush(r);
@@ -360,12 +422,12 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64
 		if (take < need)
 			return 0;
 		r->ncarry = 0;
-		if ((rc = do_unit(r, x, r->carry, r->carry_off)))
+		if ((rc = recover_unit(r, x, r->carry, r->carry_off)))
 			return fail_flush(r, rc);
 	}
 	while (i < n) {
 		uint64_t off = r->off;
-		if ((rc = check_header(r, w[i], off, &x)))
+		if (!(x = known_block(r->t, w[i])) && (rc = check_header(r, w[i], off, &x)))
 			return fail_flush(r, rc);
 		size_t len = 1 + (size_t)x->b.nslots;
 		if (i + len > n) {
@@ -376,7 +438,7 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64
 			r->st.bytes += r->ncarry * 8;
 			return 0;
 		}
-		if ((rc = do_unit(r, x, w + i, off)))
+		if ((rc = recover_unit(r, x, w + i, off)))
 			return fail_flush(r, rc);
 		i += len;
 		r->off += len * 8;

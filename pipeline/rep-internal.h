@@ -26,6 +26,20 @@ struct rep_op {
 	uint32_t nrefs;		/* GROUP: references in the group */
 };
 
+/* The fast plan of a block without a rep-prefixed group: one entry per
+ * reference it yields, fetches included, in order. Recovery copies ref and
+ * adds the unit's words at base, index (times scale) and seg to ref.addr, with
+ * no branch: positions index the unit as it lies in the stream (word 0 is
+ * the header). An absent slot is position 0, so it reads the header, whose
+ * value a unit on the fast path is known to have (rep_blk.hdr); ref.addr has
+ * that much taken off for every absent slot, which cancels exactly (modulo
+ * 2^64). A fetch is a reference of addr = pc with no slot at all. */
+struct rep_plan_ref {
+	struct rep_ref ref;	/* addr: the displacement less the absent slots' header values */
+	uint16_t base, index, seg;
+	uint16_t scale;		/* a multiply: one micro-op where a shift by cl is three */
+};
+
 struct rep_blk {
 	struct rep_block b;	/* owned copies of instrs and refs */
 	struct rep_op *ops;
@@ -34,6 +48,8 @@ struct rep_blk {
 	 * count is dynamic): counting needs no address then */
 	bool has_group;
 	uint32_t fixed_refs, fixed_instrs;
+	uint64_t hdr;		/* the header of a unit of this block, not spoiled */
+	struct rep_plan_ref *plan;	/* fixed_refs + fixed_instrs entries; NULL with a group */
 };
 
 struct rep_table {
@@ -71,6 +87,10 @@ int rep__recover_add_edge(struct rep_recover *r, uint32_t from, uint32_t to);
  * data, whose units were not recovered: a header that says nothing true
  * still ends the walk, within n). */
 uint64_t rep__units_in(const uint64_t *w, size_t n);
+/* For the tests: recover every unit through the general path (the one that
+ * handles rep-prefixed groups and batch ends one reference at a time), so
+ * the fast plans can be compared with it. */
+void rep__recover_general_only(struct rep_recover *r);
 /* Units that could not be recovered: counted as corrupt. */
 void rep__recover_lost(struct rep_recover *r, uint64_t units);
 /* Take back the counts of nunits whole units at w (as recovered in one go,

@@ -190,6 +190,36 @@ static uint32_t ops_for(struct rep_op *ops, uint32_t k, const struct rep_block *
 	return k;
 }
 
+/* What an absent slot (position 0: the header word) adds, taken off
+ * beforehand. */
+static uint64_t absent(uint16_t pos, uint64_t hdr, unsigned shift)
+{
+	return pos ? 0 : hdr << shift;
+}
+
+/* The fast plan (rep-internal.h) of a block without a group, from its ops. */
+static int compile_plan(struct rep_blk *x)
+{
+	x->plan = calloc((size_t)x->nops + 1, sizeof(*x->plan));
+	if (!x->plan)
+		return rep__fail(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < x->nops; i++) {
+		const struct rep_op *o = &x->ops[i];
+		struct rep_plan_ref *p = &x->plan[i];
+		bool fetch = o->kind == REP_OP_INSTR;
+		p->base = fetch ? 0 : o->base;
+		p->index = fetch ? 0 : o->index;
+		p->seg = fetch ? 0 : o->seg;
+		p->scale = (uint16_t)(1u << (fetch ? 0 : o->shift));
+		p->ref.pc = o->pc;
+		p->ref.addr = (fetch ? o->pc : (uint64_t)o->disp) - absent(p->base, x->hdr, 0) -
+			      absent(p->index, x->hdr, fetch ? 0 : o->shift) - absent(p->seg, x->hdr, 0);
+		p->ref.size = o->size;
+		p->ref.type = fetch ? REP_REF_INSTR : o->type;
+	}
+	return 0;
+}
+
 static int compile(struct rep_blk *x)
 {
 	const struct rep_block *b = &x->b;
@@ -223,7 +253,8 @@ static int compile(struct rep_blk *x)
 		x->fixed_refs += x->ops[i].kind == REP_OP_REF;
 		x->fixed_instrs += x->ops[i].kind == REP_OP_INSTR;
 	}
-	return 0;
+	x->hdr = REP_S_WORD(b->id, b->nslots);
+	return x->has_group ? 0 : compile_plan(x);
 }
 
 static int grow(struct rep_table *t, uint32_t id)
@@ -277,6 +308,7 @@ int rep_table__add(struct rep_table *t, const struct rep_block *b)
 	if ((rc = compile(x))) {
 		free(in);
 		free(rf);
+		free(x->ops);
 		return rc;
 	}
 	t->n++;
@@ -309,6 +341,7 @@ void rep_table__free(struct rep_table *t)
 		free((void *)t->blks[i].b.instrs);
 		free((void *)t->blks[i].b.refs);
 		free(t->blks[i].ops);
+		free(t->blks[i].plan);
 	}
 	free(t->blks);
 	free(t->idx);
