@@ -3,6 +3,8 @@
  * streams, and saved files (round trip, every truncation, corruption). */
 #include "tests/lib/tu.h"
 #include "pipeline/rep.h"
+#include "pipeline/rep-internal.h"
+#include "pipeline/cab.h"
 #include "tests/pipeline/check_rep-gen.h"
 
 #include <errno.h>
@@ -774,6 +776,178 @@ START_TEST(units_split_across_feeds)
 }
 END_TEST
 
+/* ----------------------------------------------- fast plans and general path */
+
+/* What a recoverer delivered: the references, each batch's length, and
+ * (swap) the batch kept by the sink, as the live simulator feed does. */
+struct delivery {
+	struct refvec refs;
+	size_t *lens, nlens;
+	struct rep_recover *r;
+	bool swap;
+};
+
+static void delivery_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct delivery *d = arg;
+
+	sink(&d->refs, refs, n);
+	d->lens = realloc(d->lens, (d->nlens + 1) * sizeof(*d->lens));
+	ck_assert_ptr_nonnull(d->lens);
+	d->lens[d->nlens++] = n;
+	if (d->swap) {		/* keep the array handed over, give a fresh one */
+		struct rep_ref *fresh = malloc(REP_RECOVER_BATCH * sizeof(*fresh));
+		ck_assert_ptr_nonnull(fresh);
+		memset(fresh, 0xa5, REP_RECOVER_BATCH * sizeof(*fresh));
+		free((void *)refs);
+		rep_recover__set_batch(d->r, fresh);
+	}
+}
+
+/* A table of nblocks, half of them without string instructions (their
+ * units take the fast plans), and a stream of nunits with spoiled units
+ * and, if bad, corrupt headers; boundaries get the units' starts. */
+static void mixed_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits, bool bad,
+			 bool *boundary)
+{
+	uint64_t regs[MAXI + 1][REP_NREGS];
+	struct rblock *bs = calloc((size_t)nblocks, sizeof(*bs));
+	struct rep_built *built = calloc((size_t)nblocks, sizeof(*built));
+	const size_t most = 1 + MAXI * REP_MAX_OPERANDS * 4;
+
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(rep_table__new(&c->t), 0);
+	for (int i = 0; i < nblocks; i++) {
+		gen_no_rep = i % 2 == 0;
+		gen_block(s, &bs[i]);
+		ck_assert_int_eq(rep_build(bs[i].in, bs[i].n, (uint32_t)i + 1,
+					   rnd_below(s, 2) ? REP_OPT_STACK | REP_OPT_BASE : 0,
+					   &built[i]), 0);
+		ck_assert_int_eq(rep_table__add(c->t, &built[i].block), 0);
+	}
+	gen_no_rep = false;
+	c->w = malloc((size_t)nunits * most * 8);
+	for (int u = 0; u < nunits; u++) {
+		int i = (int)rnd_below(s, (unsigned)nblocks);
+		gen_regs(s, &bs[i], regs);
+		boundary[c->n] = true;
+		size_t at = c->n;
+		c->n += (size_t)rep_encode(&built[i], (const uint64_t (*)[REP_NREGS])regs, c->w + c->n,
+					   most);
+		if (rnd_below(s, 20) == 0)
+			c->w[at] |= REP_S_SPOILED;
+		if (bad && rnd_below(s, 150) == 0) {	/* unknown id, wrong length, not a header */
+			static const uint64_t junk[] = { REP_S_WORD(999999, 1), 0, 1ULL << 40 };
+			c->w[at] = rnd_below(s, 4) ? junk[rnd_below(s, 3)] :
+				   REP_S_WORD(i + 1, (c->w[at] >> 48) + 1);
+		}
+	}
+	for (int i = 0; i < nblocks; i++)
+		rep_built__free(&built[i]);
+	free(built);
+	free(bs);
+}
+
+/* Feed c to both recoverers as CAB spans cut anywhere (units carried
+ * across spans), chunks starting on unit boundaries, gaps now and then.
+ * Span by span, the results and messages must agree. */
+static void feed_spans(struct rep_recover *a, struct rep_recover *b, const struct corpus *c,
+		       const bool *boundary, uint64_t *s, uint64_t seed)
+{
+	size_t at = 0, call = 0;
+	char msg[320];
+
+	while (at < c->n) {
+		size_t k = 1 + rnd_below(s, rnd_below(s, 4) ? 40 : 3000);
+		if (k > c->n - at)
+			k = c->n - at;
+		unsigned flags = (boundary[at] && rnd_below(s, 3) == 0 ? CAB_SPAN_CHUNK : 0) |
+				 (rnd_below(s, 25) == 0 ? CAB_SPAN_GAP : 0);
+		int ra = rep_recover__cab_fn(a, c->w + at, k, flags);
+		snprintf(msg, sizeof msg, "%s", rep_errmsg());
+		int rb = rep_recover__cab_fn(b, c->w + at, k, flags);
+		ck_assert_msg(ra == rb && !strcmp(msg, rep_errmsg()),
+			      "seed %#" PRIx64 " call %zu: %d (%s) against %d (%s)", seed, call, ra,
+			      msg, rb, rep_errmsg());
+		at += k;
+		call++;
+	}
+	rep_recover__flush(a);
+	rep_recover__flush(b);
+}
+
+static void expect_same_delivery(const struct delivery *a, const struct delivery *b,
+				 uint64_t seed)
+{
+	size_t where;
+
+	ck_assert_msg(refvec_eq(&a->refs, &b->refs, &where),
+		      "seed %#" PRIx64 ": references differ at %zu (%zu vs %zu)", seed, where,
+		      a->refs.n, b->refs.n);
+	ck_assert_msg(a->nlens == b->nlens && !memcmp(a->lens, b->lens, a->nlens * sizeof(*a->lens)),
+		      "seed %#" PRIx64 ": batches differ (%zu vs %zu)", seed, a->nlens, b->nlens);
+}
+
+static void expect_same_counts(struct rep_recover *a, struct rep_recover *b, int nblocks,
+			       uint64_t seed)
+{
+	struct rep_recover_stats sa, sb;
+
+	rep_recover__stats(a, &sa);
+	rep_recover__stats(b, &sb);
+	ck_assert_msg(!memcmp(&sa, &sb, sizeof sa), "seed %#" PRIx64 ": stats differ: units %" PRIu64
+		      " %" PRIu64 ", refs %" PRIu64 " %" PRIu64 ", corrupt %" PRIu64 " %" PRIu64, seed,
+		      sa.units, sb.units, sa.refs, sb.refs, sa.corrupt, sb.corrupt);
+	for (uint32_t x = 1; x <= (uint32_t)nblocks; x++) {
+		ck_assert_uint_eq(rep_recover__block_count(a, x), rep_recover__block_count(b, x));
+		for (uint32_t y = 1; y <= (uint32_t)nblocks; y++)
+			ck_assert_uint_eq(rep_recover__edge_count(a, x, y),
+					  rep_recover__edge_count(b, x, y));
+	}
+}
+
+/* Units of blocks without a string instruction are written from the
+ * block's precomputed plan; everything else (string instructions, spoiled
+ * units, a batch that ends inside a unit, units cut between spans, corrupt
+ * data, gaps) goes the general way. Both must deliver exactly the same:
+ * references, batches, results and messages, stats, block and edge counts;
+ * and with no corrupt data, the references the blocks really made. */
+START_TEST(fast_plans_deliver_what_the_general_path_does)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	const int nblocks = 40, nunits = 6000;
+
+	for (int round = 0; round < 8; round++) {
+		struct corpus c;
+		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+		struct delivery fast = { .swap = round % 2 }, general = { 0 };
+		bool bad = round >= 2;
+
+		ck_assert_ptr_nonnull(boundary);
+		mixed_corpus(&s, &c, nblocks, nunits, bad, boundary);
+		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &fast, &fast.r), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &general, &general.r), 0);
+		rep__recover_general_only(general.r);
+		feed_spans(fast.r, general.r, &c, boundary, &s, seed);
+		expect_same_delivery(&fast, &general, seed);
+		expect_same_counts(fast.r, general.r, nblocks, seed);
+		struct rep_recover_stats st;
+		rep_recover__stats(fast.r, &st);
+		ck_assert_uint_gt(st.spoiled, 0);
+		if (bad)
+			ck_assert_uint_gt(st.corrupt, 0);
+		rep_recover__free(fast.r);
+		rep_recover__free(general.r);
+		free(fast.refs.v);
+		free(fast.lens);
+		free(general.refs.v);
+		free(general.lens);
+		free(boundary);
+		free_corpus(&c);
+	}
+}
+END_TEST
+
 /* ------------------------------------------------------------ files */
 
 static char *tmpfile_path(void)
@@ -1087,6 +1261,7 @@ int main(void)
 	tcase_add_test(tc, structure_fields_share_one_base_slot);
 	tcase_add_test(tc, build_captures_rcx_after_and_rflags);
 	tcase_add_test(tc, units_split_across_feeds);
+	tcase_add_test(tc, fast_plans_deliver_what_the_general_path_does);
 	tcase_add_test(tc, file_round_trip);
 	tcase_add_test(tc, truncated_files_name_the_offset);
 	tcase_add_test(tc, corrupt_files_fail_cleanly);
