@@ -17,6 +17,11 @@ struct bcount {
 	uint64_t sn[2];
 };
 
+struct edge {
+	uint64_t key;		/* from << 32 | to; 0: free */
+	uint64_t n;
+};
+
 struct rep_recover {
 	const struct rep_table *t;
 	rep_ref_sink sink;
@@ -25,7 +30,8 @@ struct rep_recover {
 	size_t nbatch;
 	struct bcount *counts;	/* per table position */
 	size_t ncounts;
-	uint64_t *ekeys, *evals;	/* other edges: key (from << 32 | to), open addressing */
+	struct edge *edges;	/* other edges, open addressing: a key and its
+				 * count side by side, one cache miss a lookup */
 	size_t ecap, en;
 	uint32_t prev;		/* table position + 1 of the previous unit's block, 0 after a gap */
 	uint32_t head;		/* ... of the first unit counted after the last gap or begin */
@@ -57,9 +63,8 @@ int rep_recover__new(const struct rep_table *t, rep_ref_sink sink, void *arg,
 	r->ncounts = t->n ? t->n : 1;
 	r->counts = calloc(r->ncounts, sizeof(*r->counts));
 	r->ecap = 1024;
-	r->ekeys = calloc(r->ecap, sizeof(*r->ekeys));
-	r->evals = calloc(r->ecap, sizeof(*r->evals));
-	if (!r->batch || !r->counts || !r->ekeys || !r->evals) {
+	r->edges = calloc(r->ecap, sizeof(*r->edges));
+	if (!r->batch || !r->counts || !r->edges) {
 		rep_recover__free(r);
 		return rep__fail(-ENOMEM, "out of memory");
 	}
@@ -73,8 +78,7 @@ void rep_recover__free(struct rep_recover *r)
 		return;
 	free(r->batch);
 	free(r->counts);
-	free(r->ekeys);
-	free(r->evals);
+	free(r->edges);
 	free(r);
 }
 
@@ -110,25 +114,20 @@ static int edge_add(struct rep_recover *r, uint64_t key, uint64_t n);
 
 static int edge_grow(struct rep_recover *r)
 {
-	uint64_t *ok = r->ekeys, *ov = r->evals;
+	struct edge *old = r->edges;
 	size_t ocap = r->ecap;
 
-	r->ekeys = calloc(2 * ocap, sizeof(*r->ekeys));
-	r->evals = calloc(2 * ocap, sizeof(*r->evals));
-	if (!r->ekeys || !r->evals) {
-		free(r->ekeys);
-		free(r->evals);
-		r->ekeys = ok;
-		r->evals = ov;
+	r->edges = calloc(2 * ocap, sizeof(*r->edges));
+	if (!r->edges) {
+		r->edges = old;
 		return rep__fail(-ENOMEM, "out of memory");
 	}
 	r->ecap = 2 * ocap;
 	r->en = 0;
 	for (size_t i = 0; i < ocap; i++)
-		if (ok[i])
-			edge_add(r, ok[i], ov[i]);
-	free(ok);
-	free(ov);
+		if (old[i].key)
+			edge_add(r, old[i].key, old[i].n);
+	free(old);
 	return 0;
 }
 
@@ -136,19 +135,19 @@ static int edge_add(struct rep_recover *r, uint64_t key, uint64_t n)
 {
 	size_t i = ehash(key, r->ecap);
 
-	while (r->ekeys[i] && r->ekeys[i] != key)
+	while (r->edges[i].key && r->edges[i].key != key)
 		i = (i + 1) & (r->ecap - 1);
-	if (!r->ekeys[i]) {
+	if (!r->edges[i].key) {
 		if (2 * (r->en + 1) > r->ecap) {
 			int rc = edge_grow(r);
 			if (rc)
 				return rc;
 			return edge_add(r, key, n);
 		}
-		r->ekeys[i] = key;
+		r->edges[i].key = key;
 		r->en++;
 	}
-	r->evals[i] += n;
+	r->edges[i].n += n;
 	return 0;
 }
 
@@ -181,7 +180,14 @@ static int count_edge(struct rep_recover *r, struct bcount *from, uint32_t from_
 	return edge_add(r, (uint64_t)from_id << 32 | id, n);
 }
 
-static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id)
+/* Any edge but the previous block's first successor: out of line. */
+static int __attribute__((noinline)) count_other_edge(struct rep_recover *r, uint32_t p,
+						      uint32_t id)
+{
+	return count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
+}
+
+static inline int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id)
 {
 	int rc = 0;
 
@@ -191,7 +197,10 @@ static int count_block(struct rep_recover *r, uint32_t pos_in_table, uint32_t id
 	r->counts[pos_in_table].n++;
 	if (r->prev) {
 		uint32_t p = r->prev - 1;
-		rc = count_edge(r, &r->counts[p], r->t->blks[p].b.id, id, 1);
+		if (r->counts[p].succ[0] == id)	/* as count_edge would, first */
+			r->counts[p].sn[0]++;
+		else
+			rc = count_other_edge(r, p, id);
 	} else if (!r->cut) {
 		r->head = pos_in_table + 1;
 	}
@@ -541,9 +550,9 @@ uint64_t rep_recover__edge_count(const struct rep_recover *r, uint32_t from, uin
 	for (int k = 0; k < 2; k++)
 		if (r->counts[p].succ[k] == to)
 			return r->counts[p].sn[k];
-	while (r->ekeys[i]) {
-		if (r->ekeys[i] == key)
-			return r->evals[i];
+	while (r->edges[i].key) {
+		if (r->edges[i].key == key)
+			return r->edges[i].n;
 		i = (i + 1) & (r->ecap - 1);
 	}
 	return 0;
@@ -564,8 +573,9 @@ int rep_recover__foreach_count(const struct rep_recover *r, rep_count_fn fn, voi
 				return rc;
 	}
 	for (size_t i = 0; i < r->ecap; i++)
-		if (r->ekeys[i] && r->evals[i] &&
-		    (rc = fn(arg, (uint32_t)(r->ekeys[i] >> 32), (uint32_t)r->ekeys[i], r->evals[i])))
+		if (r->edges[i].key && r->edges[i].n &&
+		    (rc = fn(arg, (uint32_t)(r->edges[i].key >> 32), (uint32_t)r->edges[i].key,
+			     r->edges[i].n)))
 			return rc;
 	return 0;
 }
@@ -587,11 +597,11 @@ int rep_recover__merge(struct rep_recover *dst, const struct rep_recover *src)
 				return rc;
 	}
 	for (size_t i = 0; i < src->ecap; i++) {
-		if (!src->ekeys[i])
+		if (!src->edges[i].key)
 			continue;
-		uint32_t from = (uint32_t)(src->ekeys[i] >> 32), to = (uint32_t)src->ekeys[i];
+		uint32_t from = (uint32_t)(src->edges[i].key >> 32), to = (uint32_t)src->edges[i].key;
 		const struct rep_blk *x = rep__lookup(dst->t, from);
-		if ((rc = count_edge(dst, &dst->counts[x - dst->t->blks], from, to, src->evals[i])))
+		if ((rc = count_edge(dst, &dst->counts[x - dst->t->blks], from, to, src->edges[i].n)))
 			return rc;
 	}
 	dst->st.units += src->st.units;
