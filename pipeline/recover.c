@@ -364,8 +364,7 @@ static inline void emit_plan(const struct rep_plan_ref *p, uint32_t n, const uin
 {
 	for (uint32_t k = 0; k < n; k++) {
 		out[k].pc = p[k].ref.pc;
-		out[k].addr = p[k].ref.addr + u[p[k].base] + u[p[k].index] * p[k].scale +
-			      u[p[k].seg];
+		out[k].addr = p[k].ref.addr + u[p[k].a] + u[p[k].b] * p[k].scale;
 		/* size, type and padding: one 8-byte move (a whole-record copy
 		 * went through the stack) */
 		memcpy(&out[k].size, &p[k].ref.size, 8);

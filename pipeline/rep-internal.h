@@ -26,18 +26,21 @@ struct rep_op {
 	uint32_t nrefs;		/* GROUP: references in the group */
 };
 
-/* The fast plan of a block without a rep-prefixed group: one entry per
- * reference it yields, fetches included, in order. Recovery copies ref and
- * adds the unit's words at base, index (times scale) and seg to ref.addr, with
- * no branch: positions index the unit as it lies in the stream (word 0 is
- * the header). An absent slot is position 0, so it reads the header, whose
- * value a unit on the fast path is known to have (rep_blk.hdr); ref.addr has
- * that much taken off for every absent slot, which cancels exactly (modulo
- * 2^64). A fetch is a reference of addr = pc with no slot at all. */
+/* The fast plan of a block without a rep-prefixed group whose references
+ * each add at most two slots (base, index, fs/gs base: all three is rare):
+ * one entry per reference it yields, fetches included, in order. Recovery
+ * copies ref and adds the unit's words at a and at b (times scale) to
+ * ref.addr, with no branch: positions index the unit as it lies in the
+ * stream (word 0 is the header). An absent slot is position 0, so it reads
+ * the header, whose value a unit on the fast path is known to have
+ * (rep_blk.hdr); ref.addr has that much taken off for every absent slot,
+ * which cancels exactly (modulo 2^64). A fetch is a reference of addr = pc
+ * with no slot at all. */
 struct rep_plan_ref {
 	struct rep_ref ref;	/* addr: the displacement less the absent slots' header values */
-	uint16_t base, index, seg;
+	uint16_t a, b;
 	uint16_t scale;		/* a multiply: one micro-op where a shift by cl is three */
+	uint16_t pad;
 };
 
 struct rep_blk {
@@ -49,7 +52,7 @@ struct rep_blk {
 	bool has_group;
 	uint32_t fixed_refs, fixed_instrs;
 	uint64_t hdr;		/* the header of a unit of this block, not spoiled */
-	struct rep_plan_ref *plan;	/* fixed_refs + fixed_instrs entries; NULL with a group */
+	struct rep_plan_ref *plan;	/* fixed_refs + fixed_instrs entries, or NULL */
 };
 
 struct rep_table {

@@ -190,33 +190,39 @@ static uint32_t ops_for(struct rep_op *ops, uint32_t k, const struct rep_block *
 	return k;
 }
 
-/* What an absent slot (position 0: the header word) adds, taken off
- * beforehand. */
-static uint64_t absent(uint16_t pos, uint64_t hdr, unsigned shift)
+/* The entry of one op: its record and the (at most two) slots it adds. */
+static bool plan_entry(const struct rep_op *o, uint64_t hdr, struct rep_plan_ref *p)
 {
-	return pos ? 0 : hdr << shift;
+	bool fetch = o->kind == REP_OP_INSTR;
+	uint16_t base = fetch ? 0 : o->base, index = fetch ? 0 : o->index, seg = fetch ? 0 : o->seg;
+
+	if (base && index && seg)
+		return false;
+	p->a = index ? (base ? base : seg) : base;
+	p->b = index ? index : seg;
+	p->scale = (uint16_t)(index ? 1u << o->shift : 1u);
+	p->ref.pc = o->pc;
+	/* an absent slot reads the header: take it off beforehand */
+	p->ref.addr = (fetch ? o->pc : (uint64_t)o->disp) - (p->a ? 0 : hdr) -
+		      (p->b ? 0 : hdr * p->scale);
+	p->ref.size = o->size;
+	p->ref.type = fetch ? REP_REF_INSTR : o->type;
+	return true;
 }
 
-/* The fast plan (rep-internal.h) of a block without a group, from its ops. */
+/* The fast plan (rep-internal.h) of a block without a group, from its ops;
+ * none if a reference needs three slots. */
 static int compile_plan(struct rep_blk *x)
 {
 	x->plan = calloc((size_t)x->nops + 1, sizeof(*x->plan));
 	if (!x->plan)
 		return rep__fail(-ENOMEM, "out of memory");
-	for (uint32_t i = 0; i < x->nops; i++) {
-		const struct rep_op *o = &x->ops[i];
-		struct rep_plan_ref *p = &x->plan[i];
-		bool fetch = o->kind == REP_OP_INSTR;
-		p->base = fetch ? 0 : o->base;
-		p->index = fetch ? 0 : o->index;
-		p->seg = fetch ? 0 : o->seg;
-		p->scale = (uint16_t)(1u << (fetch ? 0 : o->shift));
-		p->ref.pc = o->pc;
-		p->ref.addr = (fetch ? o->pc : (uint64_t)o->disp) - absent(p->base, x->hdr, 0) -
-			      absent(p->index, x->hdr, fetch ? 0 : o->shift) - absent(p->seg, x->hdr, 0);
-		p->ref.size = o->size;
-		p->ref.type = fetch ? REP_REF_INSTR : o->type;
-	}
+	for (uint32_t i = 0; i < x->nops; i++)
+		if (!plan_entry(&x->ops[i], x->hdr, &x->plan[i])) {
+			free(x->plan);
+			x->plan = NULL;
+			break;
+		}
 	return 0;
 }
 
