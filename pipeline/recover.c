@@ -381,7 +381,7 @@ static inline bool fast_unit_fits(const struct rep_recover *r, const struct rep_
 	       !r->general_only;
 }
 
-static int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
+static inline int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
 {
 	emit_plan(x->plan, x->nops, u, r->batch + r->nbatch);
 	r->nbatch += x->nops;
@@ -410,6 +410,44 @@ static int fail_flush(struct rep_recover *r, int rc)
 	return rc;
 }
 
+/* Whole units from w[i..n), a unit cut at n kept for the next call. The
+ * offset and byte count are brought up to date once, at the end (on an
+ * error: to the bad unit's start). */
+static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t i)
+{
+	const size_t i0 = i;
+	const uint64_t off0 = r->off;
+	int rc = 0;
+
+	while (i < n) {
+		const uint64_t *u = w + i;
+		const struct rep_blk *x = known_block(r->t, u[0]);
+		if (x && i + 1 + x->b.nslots <= n && fast_unit_fits(r, x, u[0])) {
+			if ((rc = fast_unit(r, x, u)))
+				break;
+			i += 1 + (size_t)x->b.nslots;
+			continue;
+		}
+		uint64_t off = off0 + 8 * (uint64_t)(i - i0);
+		if (!x && (rc = check_header(r, u[0], off, &x)))
+			break;
+		size_t len = 1 + (size_t)x->b.nslots;
+		if (i + len > n) {
+			r->ncarry = n - i;
+			r->carry_off = off;
+			memcpy(r->carry, u, r->ncarry * 8);
+			i = n;
+			break;
+		}
+		if ((rc = do_unit(r, x, u, off)))
+			break;
+		i += len;
+	}
+	r->off = off0 + 8 * (uint64_t)(i - i0);
+	r->st.bytes += 8 * (uint64_t)(i - i0);
+	return rc ? fail_flush(r, rc) : 0;
+}
+
 int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64_t offset)
 {
 	const struct rep_blk *x;
@@ -433,26 +471,7 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64
 		if ((rc = recover_unit(r, x, r->carry, r->carry_off)))
 			return fail_flush(r, rc);
 	}
-	while (i < n) {
-		uint64_t off = r->off;
-		if (!(x = known_block(r->t, w[i])) && (rc = check_header(r, w[i], off, &x)))
-			return fail_flush(r, rc);
-		size_t len = 1 + (size_t)x->b.nslots;
-		if (i + len > n) {
-			r->ncarry = n - i;
-			r->carry_off = off;
-			memcpy(r->carry, w + i, r->ncarry * 8);
-			r->off += r->ncarry * 8;
-			r->st.bytes += r->ncarry * 8;
-			return 0;
-		}
-		if ((rc = recover_unit(r, x, w + i, off)))
-			return fail_flush(r, rc);
-		i += len;
-		r->off += len * 8;
-		r->st.bytes += len * 8;
-	}
-	return 0;
+	return feed_units(r, w, n, i);
 }
 
 int rep__recover_section_end(struct rep_recover *r, uint64_t end_off)
