@@ -34,15 +34,12 @@ units() {
 # before (on a loaded machine they may be seconds behind; 60 s at most),
 # and stay so over three more alive periods
 still() {
-	tap_i=0 u1=$(units) u2=
-	while [ "$u1" != "$u2" ] && [ $tap_i -lt 200 ]; do
-		sleep 0.3
-		u2=$u1 u1=$(units) tap_i=$((tap_i + 1))
-	done
+	u1=$(units)
+	poll 60 drained
 	wait_for '^alive' 3
 	[ -n "$u1" ] && [ "$(units)" = "$u1" ]
 }
-# more units within 30 s
+drained() { sleep 0.3; u2=$u1 u1=$(units); [ "$u1" = "$u2" ]; }
 # the target's calls per second over 20 alive lines (a second or so)
 rate() {
 	c0=$(calls) t0=$(date +%s%N)
@@ -50,14 +47,12 @@ rate() {
 	c1=$(calls) t1=$(date +%s%N)
 	echo $(((c1 - c0) * 1000000 / ((t1 - t0) / 1000)))
 }
+# more units within 30 s
 grows() {
-	tap_i=0 u1=$(units)
-	while [ "$(units)" = "$u1" ] && [ $tap_i -lt 100 ]; do
-		sleep 0.3
-		tap_i=$((tap_i + 1))
-	done
-	[ -n "$u1" ] && [ "$(units)" -gt "$u1" ]
+	u1=$(units)
+	[ -n "$u1" ] && poll 30 more_units
 }
+more_units() { [ "$(units)" -gt "$u1" ]; }
 # while on, 8 threads' exhaustive recording can make the target crawl (under
 # ASan on a loaded machine, a call a second or less): more calls within
 # 30 s (resumes), none wrong, rather than within three alive lines
