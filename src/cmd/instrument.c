@@ -270,6 +270,27 @@ static int budget_start(struct padrone_cmd_ctx *ctx, const struct instrument_req
 	return PADRONE_EXIT_OK;
 }
 
+/* New functions join the switch of those instrumented before (the next
+ * window takes them in): say so when that is not simply on. */
+static void say_joined_switch(struct padrone_cmd_ctx *ctx, size_t n)
+{
+	const char *who = n == 1 ? "it joins" : "they join";
+	struct padrone_istats *st;
+
+	if (padrone_session__instr_stats(ctx->ctl->session, &st) < 0)
+		return;
+	if (st->max_overhead > 0)
+		fprintf(ctx->out, "%s the overhead budget of %g%% kept now\n", who,
+			st->max_overhead);
+	else if (st->duty_on_ms)
+		fprintf(ctx->out, "%s the duty cycle kept now (on %u ms, off %u ms)\n", who,
+			st->duty_on_ms, st->duty_off_ms);
+	else if (!st->on)
+		fprintf(ctx->out, "instrumentation is switched off (as before): 'instrument --on' "
+			"records\n");
+	padrone_istats__free(st);
+}
+
 /* --duty or --max-overhead: the cycle, over what is instrumented now. */
 static int duty_start(struct padrone_cmd_ctx *ctx, const struct instrument_request *rq)
 {
@@ -309,7 +330,9 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 			status = refused;
 		else if (cycle && (status = duty_start(ctx, &rq)) != 0)
 			;	/* left instrumented, always on: uninstrument puts them back */
-		else if (rq.seconds)
+		else if (!cycle && !rq.seconds)
+			say_joined_switch(ctx, ok);
+		if (!status && ok && rq.seconds)
 			status = instrument_for(ctx, args, &rq, names, done, n);
 	}
 	free(done);
