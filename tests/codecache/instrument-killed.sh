@@ -32,10 +32,10 @@ check "padroned killed: the target runs on, right, still instrumented" \
 	eval 'goes_on && goes_on && [ "$(code $entry)" != "$orig" ]'
 churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
 shared() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-c0=$(churned) i=0
-while [ "$(churned)" -lt $((c0 + 10)) ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+c0=$(churned)
+ten_more() { [ "$(churned)" -ge $((c0 + 10)) ]; }
 check "10 threads made since, each calling axpy 20 times: right, none left on its maker's gs_base" \
-	eval '[ "$(churned)" -ge $((c0 + 10)) ] && [ "$(shared)" = 0 ] && goes_on'
+	eval 'poll 30 ten_more && [ "$(shared)" = 0 ] && goes_on'
 run res "$padrone" -p "$pid" restore axpy
 check "a later session's restore: status 0, the original bytes back" \
 	eval 'status res 0 && [ "$(code $entry)" = "$orig" ]'
@@ -59,10 +59,10 @@ wait "$dpid" 2>/dev/null
 dpid=
 forked() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f2; }
 failed() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-f0=$(forked) i=0
-while [ "$(forked)" -lt $((f0 + 9)) ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+f0=$(forked)
+nine_more() { [ "$(forked)" -ge $((f0 + 9)) ]; }
 check "padroned killed: 9 children made since (fork, vfork, posix_spawn) ran right, off their parent's ring" \
-	eval '[ "$(forked)" -ge $((f0 + 9)) ] && [ "$(failed)" = 0 ] && goes_on'
+	eval 'poll 30 nine_more && [ "$(failed)" = 0 ] && goes_on'
 run fres "$padrone" -p "$pid" restore axpy
 check "a later session's restore: the rings unmapped, the target runs on, right" \
 	eval 'status fres 0 && [ "$(rings)" = 0 ] && goes_on'
