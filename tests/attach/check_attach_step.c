@@ -40,6 +40,9 @@ static void stepsig_start(struct stepsig *s, bool sender)
 			s->reporter = atoi(w);
 	free(out);
 	ck_assert_int_gt(s->reporter, 0);
+	/* The reporter has set up its mask once it prints (a new thread
+	 * starts with every signal blocked, glibc's own too). */
+	ck_assert_int_gt(tu_wait_for(&s->p, "tick ", line, sizeof line, 10000), 0);
 }
 
 /* A "SigXxx:" field of a task's status. */
@@ -57,6 +60,17 @@ static unsigned long long sigfield(pid_t pid, pid_t tid, const char *field)
 	fclose(f);
 	ck_assert_msg(v != ~0ull, "no %s in %s", field, path);
 	return v;
+}
+
+/* Wait (5 s at most) until the task's SigBlk is `mask`. */
+static bool mask_becomes(pid_t pid, pid_t tid, unsigned long long mask)
+{
+	for (int i = 0; i < 5000; i++) {
+		if (sigfield(pid, tid, "SigBlk:") == mask)
+			return true;
+		at_sleep_ms(1);
+	}
+	return false;
 }
 
 /* The next tick line's counts. */
@@ -151,10 +165,11 @@ START_TEST(a_killed_stepper_leaves_the_masks_alone)
 			at_sleep_ms(1);
 		ck_assert_int_eq(at_tracer(s.pid, s.pid), 0);
 		ck_assert_int_eq(at_tracer(s.pid, s.reporter), 0);
-		ck_assert_msg(sigfield(s.pid, s.pid, "SigBlk:") == main0,
+		/* (a handler running, of the trap below, blocks its signal) */
+		ck_assert_msg(mask_becomes(s.pid, s.pid, main0),
 			      "round %d: the stepped thread's mask is %llx, not %llx", round,
 			      sigfield(s.pid, s.pid, "SigBlk:"), main0);
-		ck_assert_msg(sigfield(s.pid, s.reporter, "SigBlk:") == rep0,
+		ck_assert_msg(mask_becomes(s.pid, s.reporter, rep0),
 			      "round %d: the reporter's mask is %llx, not %llx", round,
 			      sigfield(s.pid, s.reporter, "SigBlk:"), rep0);
 		ck_assert_uint_eq(sigfield(s.pid, s.pid, "SigCgt:"), cgt0);
@@ -194,7 +209,7 @@ START_TEST(signals_during_steps_are_kept)
 {
 	struct stepsig s;
 	stepsig_start(&s, true);
-	unsigned long long main0 = sigfield(s.pid, s.pid, "SigBlk:");
+	unsigned long long main0 = ~0ull;	/* its own: as first seen in the loop */
 	struct attach_target *t = at_seize(s.pid);
 	int checked = 0, with_signal = 0;
 	for (int round = 0; round < 3000 && checked < 2000; round++) {
@@ -211,6 +226,8 @@ START_TEST(signals_during_steps_are_kept)
 			ck_assert_msg(b.rip == after(&s, a.rip), "a step from %llx went to %llx",
 				      a.rip, b.rip);
 			/* (in a handler the mask holds the handler's signals) */
+			if (main0 == ~0ull)
+				main0 = sigfield(s.pid, s.pid, "SigBlk:");
 			ck_assert_uint_eq(sigfield(s.pid, s.pid, "SigBlk:"), main0);
 			checked++;
 		}

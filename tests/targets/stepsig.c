@@ -183,4 +183,6 @@ int main(int argc, char **argv)
 	printf("ready %d\n", (int)getpid());
 	printf("spin %p %p\n", (void *)spin_first, (void *)spin_jump);
 	spin();
+	printf("error: spin returned\n");
+	return 1;
 }
