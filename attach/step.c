@@ -381,6 +381,8 @@ static int single_step(struct attach_target *t, pid_t tid, uint64_t mask0)
 		return attach__fail(t, -ENOMEM, "out of memory");
 	t->sc_tid = tid;
 	int r = step_until_done(t, tid, regs0.rip, held);
+	char msg[ATTACH_MSG_MAX];	/* the step's own, over what follows */
+	snprintf(msg, sizeof msg, "%s", attach__msg(t));
 	/* Each in turn, even after an error: held signals go back whenever
 	 * the thread can take them. */
 	int rr = park_after_step(t, tid);
@@ -388,7 +390,9 @@ static int single_step(struct attach_target *t, pid_t tid, uint64_t mask0)
 		rr = requeue_held(t, tid, held);
 	if (rr == 0 && attach__thread(t, tid))
 		rr = reblock_sigtrap(t, tid, mask0, &regs0);
-	if (rr < 0 && r == 0)
+	if (r < 0)
+		attach__fail(t, r, "%s", msg);
+	else if (rr < 0)
 		r = rr;
 	t->sc_tid = 0;
 	free(held);
@@ -422,8 +426,12 @@ static int step_fn(struct attach_target *t, void *arg)
 		return err;
 	err = single_step(t, tid, mask0);
 	if (reset && attach__thread(t, tid)) {
+		char msg[ATTACH_MSG_MAX];	/* the step's own, over the call's */
+		snprintf(msg, sizeof msg, "%s", attach__msg(t));
 		int rr = remote_sigtrap_action(t, tid, &old, NULL);
-		if (rr < 0 && err == 0)
+		if (err < 0)
+			attach__fail(t, err, "%s", msg);
+		else
 			err = rr;
 	}
 	return err;

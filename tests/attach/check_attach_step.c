@@ -75,7 +75,7 @@ static bool mask_becomes(pid_t pid, pid_t tid, unsigned long long mask)
 
 /* The next tick line's counts. */
 struct ticks {
-	long usr1, rt, ext, bad, trap;
+	long usr1, rt, ext, bad, trap, rt2;
 };
 
 static struct ticks next_tick(struct stepsig *s)
@@ -86,8 +86,8 @@ static struct ticks next_tick(struct stepsig *s)
 	int got = tu_wait_for(&s->p, "tick ", line, sizeof line, 10000), st = 0;
 	ck_assert_msg(got > 0, "no tick line (%d): stepsig %s, status %#x", got,
 		      waitpid(s->pid, &st, WNOHANG) == s->pid ? "ended" : "runs", st);
-	ck_assert_int_eq(sscanf(line, "tick %ld usr1 %ld rt %ld ext %ld bad %ld trap %ld", &n,
-				&k.usr1, &k.rt, &k.ext, &k.bad, &k.trap), 6);
+	ck_assert_int_eq(sscanf(line, "tick %ld usr1 %ld rt %ld ext %ld bad %ld trap %ld rt2 %ld",
+				&n, &k.usr1, &k.rt, &k.ext, &k.bad, &k.trap, &k.rt2), 7);
 	return k;
 }
 
@@ -290,6 +290,38 @@ START_TEST(a_thread_blocking_sigtrap_keeps_its_mask_and_handler)
 }
 END_TEST
 
+/* More signals than a step can hold, queued while the world is stopped:
+ * the step gives up with a reason, the thread unmoved, and the target
+ * gets every one, in order, when the world resumes. */
+START_TEST(a_flood_of_signals_gives_up_the_step_and_keeps_them)
+{
+	struct stepsig s;
+	stepsig_start(&s, false);
+	struct attach_target *t = at_seize(s.pid);
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	enum { FLOOD = 40 };
+	for (int i = 1; i <= FLOOD; i++)
+		ck_assert_int_eq(sigqueue(s.pid, SIGRTMIN + 1, (union sigval){ .sival_int = i }), 0);
+	struct user_regs_struct a, b;
+	ck_assert_int_eq(attach_target__get_regs(t, s.pid, &a), 0);
+	ck_assert_int_eq(attach_target__step(t, s.pid), -EAGAIN);
+	ck_assert_msg(strstr(attach_target__errmsg(t), "signals arrived before its instruction"),
+		      "%s", attach_target__errmsg(t));
+	ck_assert_int_eq(attach_target__get_regs(t, s.pid, &b), 0);
+	ck_assert_uint_eq(b.rip, a.rip);
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	struct ticks k;
+	for (int i = 0; i < 500 && (k = next_tick(&s)).rt2 < FLOOD; i++)
+		;
+	ck_assert_int_eq(k.rt2, FLOOD);
+	ck_assert_int_eq(k.bad, 0);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	char line[256];
+	stop_target(&s, line, sizeof line);
+	ck_assert_msg(strstr(line, " bad 0 trap 0 rt2 40"), "%s", line);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("attach-step");
@@ -299,6 +331,7 @@ int main(void)
 	tcase_add_test(tc, a_killed_stepper_leaves_the_masks_alone);
 	tcase_add_test(tc, signals_during_steps_are_kept);
 	tcase_add_test(tc, a_thread_blocking_sigtrap_keeps_its_mask_and_handler);
+	tcase_add_test(tc, a_flood_of_signals_gives_up_the_step_and_keeps_them);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

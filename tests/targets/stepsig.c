@@ -17,6 +17,8 @@
  *           the next value of its stream; any other is "bad" (lost,
  *           duplicated, reordered or with another signal's siginfo).
  *   SIGUSR1 from anyone else (si_code not SI_QUEUE): counted as "ext".
+ *   SIGRTMIN+1 from anyone: sigqueue() values 1, 2, 3... in order, counted
+ *           as "rt2"; another value is "bad".
  *   SIGTRAP: counted as "trap" (a single step's trap must never arrive;
  *           the handler is there so that its disposition can be checked).
  *   SIGTERM: the reporter prints the done line and the program exits.
@@ -24,8 +26,9 @@
  * output (line-buffered):
  *   ready PID
  *   spin 0xFIRST 0xJUMP      the loop's first instruction and its jump back
- *   tick N usr1 U rt R ext E bad B trap T         every 20 ms
- *   done usr1 U sent S rt R rtsent Q ext E bad B trap T
+ *   tick N usr1 U rt R ext E bad B trap T rt2 V     every 20 ms
+ *   done usr1 U sent S rt R rtsent Q ext E bad B trap T rt2 V
+ *   error: spin returned
  * Exit 0. The sender exits when we do.
  */
 #include <pthread.h>
@@ -45,7 +48,7 @@
 struct shared {
 	atomic_long usr1_seen, usr1_sent;
 	atomic_long rt_seen, rt_sent;
-	atomic_long ext, bad, trap;
+	atomic_long ext, bad, trap, rt2;
 	atomic_int sender;
 };
 
@@ -86,6 +89,15 @@ static void on_rt(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig, (void)uc;
 	check(si, &sh->rt_seen);
+}
+
+static void on_rt2(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig, (void)uc;
+	long want = atomic_load(&sh->rt2) + 1;
+	if (si->si_code != SI_QUEUE || si->si_value.sival_int != want)
+		atomic_fetch_add(&sh->bad, 1);
+	atomic_store(&sh->rt2, want);
 }
 
 static void on_trap(int sig, siginfo_t *si, void *uc)
@@ -145,15 +157,16 @@ static void *reporter(void *arg)
 {
 	(void)arg;
 	for (long n = 1; !term; n++) {
-		printf("tick %ld usr1 %ld rt %ld ext %ld bad %ld trap %ld\n", n,
+		printf("tick %ld usr1 %ld rt %ld ext %ld bad %ld trap %ld rt2 %ld\n", n,
 		       atomic_load(&sh->usr1_seen), atomic_load(&sh->rt_seen),
-		       atomic_load(&sh->ext), atomic_load(&sh->bad), atomic_load(&sh->trap));
+		       atomic_load(&sh->ext), atomic_load(&sh->bad), atomic_load(&sh->trap),
+		       atomic_load(&sh->rt2));
 		pause_us(20000);
 	}
-	printf("done usr1 %ld sent %ld rt %ld rtsent %ld ext %ld bad %ld trap %ld\n",
+	printf("done usr1 %ld sent %ld rt %ld rtsent %ld ext %ld bad %ld trap %ld rt2 %ld\n",
 	       atomic_load(&sh->usr1_seen), atomic_load(&sh->usr1_sent), atomic_load(&sh->rt_seen),
 	       atomic_load(&sh->rt_sent), atomic_load(&sh->ext), atomic_load(&sh->bad),
-	       atomic_load(&sh->trap));
+	       atomic_load(&sh->trap), atomic_load(&sh->rt2));
 	exit(0);
 }
 
@@ -167,6 +180,7 @@ int main(int argc, char **argv)
 	catch(SIGUSR1, on_usr1);
 	catch(SIGRTMIN, on_rt);
 	catch(SIGTRAP, on_trap);
+	catch(SIGRTMIN + 1, on_rt2);
 	signal(SIGTERM, on_term);
 	sigset_t all, old;
 	sigfillset(&all);
