@@ -160,8 +160,8 @@ START_TEST(a_killed_stepper_leaves_the_masks_alone)
 		int st = 0;
 		ck_assert_int_eq(waitpid(c, &st, 0), c);
 		ck_assert_msg(WIFSIGNALED(st), "the stepper ended with %#x (round %d)", st, round);
-		for (int i = 0; i < 5000 && (at_tracer(s.pid, s.pid) || at_tracer(s.pid, s.reporter));
-		     i++)
+		for (int i = 0; i < 5000 && (at_tracer(s.pid, s.pid) ||
+					     at_tracer(s.pid, s.reporter)); i++)
 			at_sleep_ms(1);
 		ck_assert_int_eq(at_tracer(s.pid, s.pid), 0);
 		ck_assert_int_eq(at_tracer(s.pid, s.reporter), 0);
@@ -301,7 +301,8 @@ START_TEST(a_flood_of_signals_gives_up_the_step_and_keeps_them)
 	ck_assert_int_eq(attach_target__stop(t), 0);
 	enum { FLOOD = 40 };
 	for (int i = 1; i <= FLOOD; i++)
-		ck_assert_int_eq(sigqueue(s.pid, SIGRTMIN + 1, (union sigval){ .sival_int = i }), 0);
+		ck_assert_int_eq(sigqueue(s.pid, SIGRTMIN + 1, (union sigval){ .sival_int = i }),
+				 0);
 	struct user_regs_struct a, b;
 	ck_assert_int_eq(attach_target__get_regs(t, s.pid, &a), 0);
 	ck_assert_int_eq(attach_target__step(t, s.pid), -EAGAIN);
