@@ -151,6 +151,9 @@ int attach_seize(pid_t pid, const struct attach_opts *opts,
 int attach_target__detach(struct attach_target *t);
 
 pid_t attach_target__pid(const struct attach_target *t);
+/* The target's pid as it sees it itself (getpid() in its pid namespace),
+ * or -errno. */
+pid_t attach_target__own_pid(const struct attach_target *t);
 /* The last error message of an operation on t ("" if it succeeded). Per
  * calling thread. */
 const char *attach_target__errmsg(const struct attach_target *t);

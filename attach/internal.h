@@ -30,6 +30,7 @@ int attach__seterr(struct attach_error *e, int err, enum attach_why why, const c
 
 struct attach__proc {
 	pid_t pid, tgid, ppid;
+	pid_t nspid;		/* its pid in its own pid namespace (NSpid:'s last) */
 	pid_t tracer;		/* the process (tgid) of TracerPid, 0 if none */
 	int threads;		/* Threads: of status */
 	char state;		/* R S D T t Z X I ... from /proc/PID/stat */

@@ -104,6 +104,9 @@ int attach__proc_read_path(const char *dir, struct attach__proc *p)
 	unsigned long v[4] = { 0 };
 	if (status_ids(buf, "Tgid", v, 1) == 1)
 		p->tgid = (pid_t)v[0];
+	unsigned long ns[8];
+	int levels = status_ids(buf, "NSpid", ns, 8);
+	p->nspid = levels > 0 ? (pid_t)ns[levels - 1] : p->pid;
 	if (status_ids(buf, "Threads", v, 1) == 1)
 		p->threads = (int)v[0];
 	if (status_ids(buf, "TracerPid", v, 1) == 1)

@@ -357,6 +357,14 @@ pid_t attach_target__pid(const struct attach_target *t)
 	return t->pid;
 }
 
+pid_t attach_target__own_pid(const struct attach_target *t)
+{
+	struct attach__proc p;
+	int rc = attach__proc_read(t->pid, &p);
+
+	return rc < 0 ? rc : p.nspid;
+}
+
 enum attach_why attach_target__state(const struct attach_target *t)
 {
 	return (enum attach_why)__atomic_load_n(&t->state, __ATOMIC_ACQUIRE);

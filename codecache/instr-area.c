@@ -165,6 +165,7 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 	put_state(blk, IS_AREA_SIZE, in->area->size);
 	put_state(blk, IS_SINK, sink_row(in->area));
 	put_state(blk, IS_OWNER, owner);
+	put_state(blk, IS_OWNER_PID, owner ? (uint64_t)in->area->own_pid : 0);
 	put_state(blk, IS_GATE, cc__instr_gate(in, !in->off));
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
@@ -307,6 +308,8 @@ int cc__instr_new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 		free(a);
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	}
+	pid_t own = attach_target__own_pid(in->c->t);
+	a->own_pid = own > 0 ? own : 0;	/* unknown: the stub checks the fs base alone */
 	a->refs = 1;
 	a->nrows = n;
 	a->size = (n + 1) * IS_ROW + 64;
@@ -421,12 +424,16 @@ int cc__instr_set_gs(struct cc_instr *in)
 static void set_owner(struct cc_instr *in, size_t i, uint64_t fs)
 {
 	struct area *a = in->area;
+	uint64_t pid = (uint64_t)a->own_pid;
 
 	a->owner[i] = fs;
-	for (unsigned k = 0; k < IS_SECTIONS; k++)
-		if (atomic_load(&a->member[k]))
-			attach_target__write(in->t, a->addr + i * IS_ROW + k * IS_SIZE + IS_OWNER,
-					     &fs, sizeof fs);
+	for (unsigned k = 0; k < IS_SECTIONS; k++) {
+		if (!atomic_load(&a->member[k]))
+			continue;
+		uint64_t blk = a->addr + i * IS_ROW + k * IS_SIZE;
+		attach_target__write(in->t, blk + IS_OWNER, &fs, sizeof fs);
+		attach_target__write(in->t, blk + IS_OWNER_PID, &pid, sizeof pid);
+	}
 }
 
 /* A row no live thread has, for every function of the area: the new

@@ -41,7 +41,11 @@
 				 * "on" landing (the units) or its "off" one (the
 				 * original); the two differ in the low byte only,
 				 * so padrone switches a thread by writing one byte */
-/* 144..167 and 272..279 unused: the stub keeps its scratch words on its own
+#define IS_OWNER_PID 144	/* the process of the row's thread, as the target
+				 * sees its pid (its pid namespace's): a child
+				 * forked while padrone is gone keeps its parent's
+				 * fs base, not its pid; 0: not checked */
+/* 152..167 and 272..279 unused: the stub keeps its scratch words on its own
  * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */

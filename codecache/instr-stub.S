@@ -18,9 +18,10 @@
  * good. System calls only, no libc of the target. It runs with every
  * signal blocked but while it sleeps (.Lblock_signals says why), its
  * scratch on its own frame.
- * A thread that is not its row's owner (cloned after padrone died, so it
- * inherited its parent's gs_base: .Lcheck_owner) first moves itself to the
- * sink row, off its parent's ring; the fast path is unchanged, so it writes
+ * A thread that is not its row's owner (cloned or forked after padrone
+ * died, so it inherited its parent's gs_base: .Lcheck_owner compares the
+ * fs base and the pid) first moves itself to the sink row, off its
+ * parent's ring; the fast path is unchanged, so it writes
  * there at most up to the next chunk's guard.
  */
 #include "codecache/instr-state.h"
@@ -34,6 +35,7 @@
 #define SIG_BLOCK 0
 #define SIG_SETMASK 2
 #define SYS_arch_prctl 158
+#define SYS_getpid 39
 #define ARCH_SET_GS 0x1001
 #define ARCH_GET_FS 0x1003
 
@@ -248,7 +250,13 @@ cc_istub_begin:
 .Lcheck_owner:
 	cmpq $0, %gs:IS_OWNER
 	je 1f
-	mov $SYS_arch_prctl, %eax
+	cmpq $0, %gs:IS_OWNER_PID
+	je 2f
+	mov $SYS_getpid, %eax		/* a forked child: same fs base, other pid */
+	syscall
+	cmp %gs:IS_OWNER_PID, %rax
+	jne 3f
+2:	mov $SYS_arch_prctl, %eax
 	mov $ARCH_GET_FS, %edi
 	lea L_FS(%rbp), %rsi
 	syscall
@@ -257,7 +265,7 @@ cc_istub_begin:
 	mov L_FS(%rbp), %rax
 	cmp %gs:IS_OWNER, %rax
 	je 1f
-	mov $SYS_arch_prctl, %eax
+3:	mov $SYS_arch_prctl, %eax
 	mov $ARCH_SET_GS, %edi
 	mov %gs:IS_SINK, %rsi
 	syscall

@@ -120,6 +120,7 @@ struct area {
 	size_t nrows;			/* threads' rows; the sink row after them */
 	pid_t *tid;			/* per row: its thread (atomic) */
 	uint64_t *owner;		/* per row: its thread's fs base (IS_OWNER) */
+	pid_t own_pid;			/* the target's own pid (IS_OWNER_PID) */
 	bool *free;			/* per row: no live thread has it (tracer
 					 * thread only, once published) */
 	struct cc_instr *_Atomic member[IS_SECTIONS];	/* installed, not undone */

@@ -541,3 +541,14 @@ void csim__flush_caches(struct csim *s)
 {
 	csim_levels_flush(&s->L);
 }
+
+void csim__lines_held(const struct csim *s, uint64_t held[CSIM_NLEVELS])
+{
+	for (int i = 0; i < CSIM_NLEVELS; i++) {
+		const struct csim_cache *c = &s->L.lv[i];
+		size_t n = (size_t)c->nsets_local * c->assoc;
+		held[i] = 0;
+		for (size_t k = 0; c->tags && k < n; k++)
+			held[i] += c->tags[k] != CSIM_EMPTY;
+	}
+}

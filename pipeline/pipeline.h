@@ -194,6 +194,11 @@ int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
 struct csim_result *csim__result(struct csim *s);
 /* Empty every level (the counts stay). */
 void csim__flush_caches(struct csim *s);
+/* The lines each level holds: the misses that filled an empty way since
+ * the levels were last empty (first touches: a set evicts only once full,
+ * so such a line was never in it). Every other miss would miss again in a
+ * simulation that began earlier; these might have hit. */
+void csim__lines_held(const struct csim *s, uint64_t held[CSIM_NLEVELS]);
 
 /* ================================================= splitter and workers */
 

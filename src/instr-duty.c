@@ -198,6 +198,13 @@ void instr__duty_stop(struct instr_state *st)
 	pthread_mutex_unlock(&st->lock);
 }
 
+void instr__switch_reset(struct instr_state *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->off = false;
+	pthread_mutex_unlock(&st->lock);
+}
+
 static int active_state(struct padrone_session *s, struct instr_state **out)
 {
 	struct instr_state *st = padrone_session_target(s) ? padrone_session_ext(s, "instr") :

@@ -171,9 +171,14 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	instr__geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	instr__geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	instr__geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
+	uint64_t held[CSIM_NLEVELS];
 	sim_stage__lock(st->stage);
 	struct csim_pc_stats *rows = csim_result__sorted(csim__result(st->sim), CSIM_BY_PC, &nrows);
+	csim__lines_held(st->sim, held);
 	sim_stage__unlock(st->stage);
+	r->cold[0] = held[CSIM_I1];
+	r->cold[1] = held[CSIM_D1];
+	r->cold[2] = held[CSIM_LL];
 	if (!rows)
 		goto oom;
 	for (size_t i = 0; i < st->nf; i++) {

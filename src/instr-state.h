@@ -134,6 +134,9 @@ void instr__switch_joined(struct instr_state *st, struct func *f);
 void instr__switch_left(struct func *f);
 /* The duty thread ended (before uninstrumenting everything, at detach). */
 void instr__duty_stop(struct instr_state *st);
+/* Switched on again, nothing being instrumented (st->lock not held): a
+ * later instrument starts on, whatever the last window was. */
+void instr__switch_reset(struct instr_state *st);
 void instr__duty_destroy(struct instr_state *st);
 /* The fraction of f's time instrumented that it was switched on. */
 double instr__on_fraction(const struct func *f);

@@ -546,8 +546,10 @@ int padrone_session__uninstrument(struct padrone_session *s, const char *functio
 	bool left = false;	/* still instrumented */
 	for (size_t i = 0; st && i < st->nf; i++)
 		left |= st->f[i].active;
-	if (st && !left)
-		instr__duty_stop(st);	/* nothing left to switch */
+	if (st && !left) {	/* nothing left to switch: the next starts on, as the first did */
+		instr__duty_stop(st);
+		instr__switch_reset(st);
+	}
 	if (first < 0)
 		return first;
 	if (!done)

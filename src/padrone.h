@@ -649,6 +649,13 @@ struct padrone_ireport {
 	bool sampled;
 	double fraction;
 	uint64_t windows;
+	/* Cold-start misses of the simulated I1, D1 and LL (all functions'):
+	 * those that filled an empty line, first touches since the simulation
+	 * began. A simulation that began earlier, or saw the time switched off
+	 * too, might have hit there, so a miss ratio lies between the one
+	 * without them and the one measured; the gap is wide when the function
+	 * touched most of its lines only once in the windows on. */
+	uint64_t cold[3];
 };
 /* What instrumentation found so far (also after uninstrument). Fails when
  * nothing was instrumented in this attachment. */

@@ -270,6 +270,27 @@ static int budget_start(struct padrone_cmd_ctx *ctx, const struct instrument_req
 	return PADRONE_EXIT_OK;
 }
 
+/* New functions join the switch of those instrumented before (the next
+ * window takes them in): say so when that is not simply on. */
+static void say_joined_switch(struct padrone_cmd_ctx *ctx, size_t n)
+{
+	const char *who = n == 1 ? "it joins" : "they join";
+	struct padrone_istats *st;
+
+	if (padrone_session__instr_stats(ctx->ctl->session, &st) < 0)
+		return;
+	if (st->max_overhead > 0)
+		fprintf(ctx->out, "%s the overhead budget of %g%% kept now\n", who,
+			st->max_overhead);
+	else if (st->duty_on_ms)
+		fprintf(ctx->out, "%s the duty cycle kept now (on %u ms, off %u ms)\n", who,
+			st->duty_on_ms, st->duty_off_ms);
+	else if (!st->on)
+		fprintf(ctx->out, "instrumentation is switched off (as before): 'instrument --on' "
+			"records\n");
+	padrone_istats__free(st);
+}
+
 /* --duty or --max-overhead: the cycle, over what is instrumented now. */
 static int duty_start(struct padrone_cmd_ctx *ctx, const struct instrument_request *rq)
 {
@@ -309,7 +330,9 @@ static int instrument_exec(struct padrone_cmd_ctx *ctx, const struct padrone_arg
 			status = refused;
 		else if (cycle && (status = duty_start(ctx, &rq)) != 0)
 			;	/* left instrumented, always on: uninstrument puts them back */
-		else if (rq.seconds)
+		else if (!cycle && !rq.seconds)
+			say_joined_switch(ctx, ok);
+		if (!status && ok && rq.seconds)
 			status = instrument_for(ctx, args, &rq, names, done, n);
 	}
 	free(done);
@@ -394,6 +417,38 @@ static void print_sampled(FILE *f, const char *prefix, const struct padrone_irep
 		(unsigned long long)r->windows, r->windows == 1 ? "" : "s");
 }
 
+/* The range a data miss ratio (misses / data references, in %) lies in
+ * with its level's cold-start misses counted as hits or as measured. */
+static void cold_range(uint64_t misses, uint64_t cold, uint64_t refs, double *lo, double *hi)
+{
+	*hi = 100.0 * (double)misses / (double)refs;
+	*lo = misses > cold ? 100.0 * (double)(misses - cold) / (double)refs : 0;
+}
+
+/* What the cold-start misses leave open (padrone.h, struct
+ * padrone_ireport): the data miss ratios of all functions, as ranges. An
+ * LL line filled by an instruction fetch counts against the data too: the
+ * lower end is a bound. */
+static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport *r)
+{
+	uint64_t ev[PADRONE_NEVENTS] = { 0 };
+	double d1_lo, d1_hi, ll_lo, ll_hi;
+
+	for (size_t i = 0; i < r->nfunctions; i++)
+		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+			ev[e] += r->functions[i].ev[e];
+	uint64_t refs = ev[3] + ev[6];	/* Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw */
+	if (!refs)
+		return;
+	cold_range(ev[4] + ev[7], r->cold[1], refs, &d1_lo, &d1_hi);
+	cold_range(ev[5] + ev[8], r->cold[2], refs, &ll_lo, &ll_hi);
+	fprintf(f, "%scold start: %llu I1, %llu D1 and %llu LL misses filled an empty line (first "
+		"touches), which a run of the whole time might have hit: data miss ratios D1 "
+		"%.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n", prefix, (unsigned long long)r->cold[0],
+		(unsigned long long)r->cold[1], (unsigned long long)r->cold[2], d1_lo, d1_hi,
+		ll_lo, ll_hi);
+}
+
 static void print_events_json(FILE *f, const uint64_t *ev)
 {
 	fputc('{', f);
@@ -453,6 +508,9 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 	}
 	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu", (unsigned long long)r->lost_units,
 		(unsigned long long)r->gaps);
+	fprintf(f, ",\"cold\":{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu}",
+		(unsigned long long)r->cold[0], (unsigned long long)r->cold[1],
+		(unsigned long long)r->cold[2]);
 	if (r->sampled)
 		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu}", r->fraction,
 			(unsigned long long)r->windows);
@@ -471,8 +529,10 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, "# pid %d: %.2f s instrumented (%s), I1 %s D1 %s LL %s, %llu units lost\n",
 		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll,
 		(unsigned long long)r->lost_units);
-	if (r->sampled)
+	if (r->sampled) {
 		print_sampled(f, "# ", r);
+		print_cold(f, "# ", r);
+	}
 	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
 		fprintf(f, "%12s ", padrone_event_name(e));
 	fprintf(f, "where\n");
@@ -559,8 +619,10 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	for (size_t i = 0; i < r->nfunctions; i++)
 		fprintf(f, "desc: %s is in %s; its lines are addresses in that file\n",
 			r->functions[i].name, r->functions[i].module);
-	if (r->sampled)	/* the format's free text: the counts are measured ones */
+	if (r->sampled) {	/* the format's free text: the counts are measured ones */
 		print_sampled(f, "desc: ", r);
+		print_cold(f, "desc: ", r);
+	}
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
 	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)

@@ -47,17 +47,14 @@ check "instrument --max-overhead 5 axpy: says so, the target right" \
 # target crawling under ASan on a loaded machine
 # budget NAME [PCT]: the share on chosen under PCT (5), once estimated
 budget() { sed -n "s/.*\"budget\":{\"max_overhead_pct\":${2:-5},\"fraction\":\([0-9.]*\),\"estimate\":{.*/\1/p" "$tmp/$1.out"; }
-settled() {
-	tap_i=0 f1= f2=
-	while [ $tap_i -lt 90 ]; do
-		run js "$padrone" -p "$pid" stats -j
-		f2=$f1 f1=$(budget js "${1:-5}")
-		[ -n "$f1" ] && [ -n "$f2" ] && awk -v a="$f1" -v b="$f2" 'BEGIN { exit !(a - b < 0.1 && b - a < 0.1) }' && return 0
-		sleep 3
-		tap_i=$((tap_i + 3))
-	done
-	return 1
+# agreed [PCT]: the share chosen under PCT agrees with the one read 3 s before
+agreed() {
+	sleep 3
+	run js "$padrone" -p "$pid" stats -j
+	f2=$f1 f1=$(budget js "${1:-5}")
+	[ -n "$f1" ] && [ -n "$f2" ] && awk -v a="$f1" -v b="$f2" 'BEGIN { exit !(a - b < 0.1 && b - a < 0.1) }'
 }
+settled() { f1=; poll 90 agreed "$@"; }
 check "stats -j: an estimate is made and the share on settles" settled
 frac=$(budget js)
 check "the share on chosen ($frac) is well below 1 and above 0; so is the time on" \
@@ -86,13 +83,9 @@ pipeline_nice() {
 yielding() { pipeline_nice | awk '/sim:19/ { s++ } /ring:19/ { r++ } END { exit !(s == 1 && r >= 2) }'; }
 # none at 19 any more
 not_yielding() { ! pipeline_nice | grep -q ':19$'; }
+# eventually CONDITION: within 60 s (the threads' niceness, shown if not)
 eventually() {
-	tap_i=0
-	while [ $tap_i -lt 60 ]; do
-		"$1" && return 0
-		sleep 1
-		tap_i=$((tap_i + 1))
-	done
+	poll 60 "$1" && return 0
 	echo "# the pipeline's threads: $(pipeline_nice | tr '\n' ' ')"
 	return 1
 }

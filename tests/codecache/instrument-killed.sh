@@ -8,12 +8,15 @@
 # those made after padroned was killed inherit its gs_base (nobody gives
 # them a row of their own), and must move themselves off it (the ring
 # stub's owner check) rather than write into its ring alongside it.
+# Then the same with a target that makes a child every 50 ms, by fork,
+# vfork and posix_spawn in turn: a forked child keeps its parent's fs base,
+# so the owner check must also tell it by its pid.
 b=${top_builddir:-.}
 padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-killed
-echo 1..7
+echo 1..10
 start_kernel 2 1000 churn
 goes_on() { resumes; }	# its threads may wait for the killed consumer first
 entry=$(entry_of axpy)
@@ -29,10 +32,10 @@ check "padroned killed: the target runs on, right, still instrumented" \
 	eval 'goes_on && goes_on && [ "$(code $entry)" != "$orig" ]'
 churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
 shared() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-c0=$(churned) i=0
-while [ "$(churned)" -lt $((c0 + 10)) ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+c0=$(churned)
+ten_more() { [ "$(churned)" -ge $((c0 + 10)) ]; }
 check "10 threads made since, each calling axpy 20 times: right, none left on its maker's gs_base" \
-	eval '[ "$(churned)" -ge $((c0 + 10)) ] && [ "$(shared)" = 0 ] && goes_on'
+	eval 'poll 30 ten_more && [ "$(shared)" = 0 ] && goes_on'
 run res "$padrone" -p "$pid" restore axpy
 check "a later session's restore: status 0, the original bytes back" \
 	eval 'status res 0 && [ "$(code $entry)" = "$orig" ]'
@@ -43,3 +46,23 @@ check "the target runs on, right" goes_on
 run again "$padrone" -p "$pid" instrument axpy
 check "instrumenting it again works (gs_base back to 0), and the target runs on" \
 	eval 'status again 0 && [ "$(code $entry)" = "$orig" ] && goes_on'
+
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+start_kernel 2 1000 fork
+start_padroned
+run fins "$padrone" -p "$pid" instrument axpy
+check "a forking target: instrument axpy through padroned" \
+	eval 'status fins 0 && [ "$(rings)" -gt 0 ]'
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null
+dpid=
+forked() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f2; }
+failed() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f4; }
+f0=$(forked)
+nine_more() { [ "$(forked)" -ge $((f0 + 9)) ]; }
+check "padroned killed: 9 children made since (fork, vfork, posix_spawn) ran right, off their parent's ring" \
+	eval 'poll 30 nine_more && [ "$(failed)" = 0 ] && goes_on'
+run fres "$padrone" -p "$pid" restore axpy
+check "a later session's restore: the rings unmapped, the target runs on, right" \
+	eval 'status fres 0 && [ "$(rings)" = 0 ] && goes_on'

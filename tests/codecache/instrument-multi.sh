@@ -17,7 +17,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr-multi
-echo 1..20
+echo 1..21
 start_kernel 2 1000 pair
 churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
 # threads were cloned (and ran both copies to the end, right) meanwhile
@@ -98,6 +98,13 @@ run r5 "$padrone" -p "$pid" report
 check "both record: each function's Ir grows" \
 	eval '[ "$(evs r5 axpy | cut -d" " -f1)" -gt "$(evs r4 axpy | cut -d" " -f1)" ] &&
 	[ "$(evs r5 axmy | cut -d" " -f1)" -gt "$(evs r4 axmy | cut -d" " -f1)" ]'
+# a function instrumented while the others are switched off joins them,
+# and is told so (nothing would come of it until --on)
+run soff "$padrone" -p "$pid" uninstrument axmy \; instrument --off \; instrument axmy
+run son "$padrone" -p "$pid" instrument --on
+check "instrument while switched off: says it is off and how to switch on; --on: both record" \
+	eval 'status soff 0 && says soff "^instrumentation is switched off (as before): .instrument --on. records" &&
+	status son 0 && goes_on'
 run un3 "$padrone" -p "$pid" uninstrument
 check "uninstrument (all): both originals back, no ring mapped" \
 	eval 'status un3 0 && restored && [ "$(rings)" = 0 ]'

@@ -19,7 +19,7 @@ switches=${SWITCHES:-200}
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr-switch
-echo 1..17
+echo 1..18
 start_kernel 8 1000
 axpy=$(entry_of axpy)
 orig=$(code $axpy)
@@ -34,15 +34,12 @@ units() {
 # before (on a loaded machine they may be seconds behind; 60 s at most),
 # and stay so over three more alive periods
 still() {
-	tap_i=0 u1=$(units) u2=
-	while [ "$u1" != "$u2" ] && [ $tap_i -lt 200 ]; do
-		sleep 0.3
-		u2=$u1 u1=$(units) tap_i=$((tap_i + 1))
-	done
+	u1=$(units)
+	poll 60 drained
 	wait_for '^alive' 3
 	[ -n "$u1" ] && [ "$(units)" = "$u1" ]
 }
-# more units within 30 s
+drained() { sleep 0.3; u2=$u1 u1=$(units); [ "$u1" = "$u2" ]; }
 # the target's calls per second over 20 alive lines (a second or so)
 rate() {
 	c0=$(calls) t0=$(date +%s%N)
@@ -50,14 +47,12 @@ rate() {
 	c1=$(calls) t1=$(date +%s%N)
 	echo $(((c1 - c0) * 1000000 / ((t1 - t0) / 1000)))
 }
+# more units within 30 s
 grows() {
-	tap_i=0 u1=$(units)
-	while [ "$(units)" = "$u1" ] && [ $tap_i -lt 100 ]; do
-		sleep 0.3
-		tap_i=$((tap_i + 1))
-	done
-	[ -n "$u1" ] && [ "$(units)" -gt "$u1" ]
+	u1=$(units)
+	[ -n "$u1" ] && poll 30 more_units
 }
+more_units() { [ "$(units)" -gt "$u1" ]; }
 # while on, 8 threads' exhaustive recording can make the target crawl (under
 # ASan on a loaded machine, a call a second or less): more calls within
 # 30 s (resumes), none wrong, rather than within three alive lines
@@ -111,7 +106,10 @@ run cg "$padrone" -p "$pid" report -o "$tmp/cg.out"
 check "report: \"sampled\" with the fraction and windows; text and cachegrind.out say so; estimates" \
 	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*}}$" "$tmp/rep.out" &&
 	says rep "\"estimate\":{\"Ir\":" && says txt "^# sampled: switched on" &&
-	says txt "axpy: estimate for the whole time" && grep -q "^desc: sampled: switched on" "$tmp/cg.out"'
+	says txt "axpy: estimate for the whole time" && grep -q "^desc: sampled: switched on" "$tmp/cg.out" &&
+	says rep "\"cold\":{\"I1\":[1-9][0-9]*,\"D1\":[1-9][0-9]*,\"LL\":[1-9][0-9]*}" &&
+	says txt "^# cold start: [0-9]* I1, [0-9]* D1 and [0-9]* LL misses filled an empty line" &&
+	grep -q "^desc: cold start: .* LL [0-9.]*%\.\.[0-9.]*%$" "$tmp/cg.out"'
 if command -v cg_annotate >/dev/null; then
 	check "cg_annotate reads the sampled cachegrind.out" eval 'cg_annotate "$tmp/cg.out" >/dev/null 2>&1'
 else
@@ -156,10 +154,21 @@ check "--duty malformed, --on with FUNC, --on --off: status 2 each, naming the c
 	status bad3 2 && says bad3 "OFF_MS must be an integer from 1 to 3600000" &&
 	status bad4 2 && says bad4 "they take no FUNC" && status bad5 2 &&
 	says bad5 "exclude each other" && [ "$(code $axpy)" = "$orig" ] && goes_on'
+# switched off when the last function went (by hand here; a duty cycle
+# often ends in an off window): the next instrument starts on all the same
+run once1 "$padrone" -p "$pid" instrument axpy
+run off1 "$padrone" -p "$pid" instrument --off
+run un1 "$padrone" -p "$pid" uninstrument
+run again "$padrone" -p "$pid" instrument axpy
+run ast "$padrone" -p "$pid" stats -j
+check "instrumenting again after it ended switched off: switched on, units come, the target right" \
+	eval 'status once1 0 && status off1 0 && status un1 0 && status again 0 &&
+	says ast "\"switch\":{\"on\":true," && grows && resumes'
+run un2 "$padrone" -p "$pid" uninstrument
 run det "$padrone" -p "$pid" detach
 wait "$dpid" 2>/dev/null
 dpid=
-check "detached, the target runs on, right" eval 'status det 0 && goes_on'
+check "detached, the target runs on, right" eval 'status un2 0 && status det 0 && goes_on'
 
 # padroned's one shot, with a duty cycle: a report that says it is sampled
 run once "$padroned" --pid "$pid" --instrument axpy --for 1 --duty 20/180 --json

@@ -46,16 +46,22 @@ run() {	# run NAME ARGS...: stdout, stderr and status into $tmp/NAME.*
 }
 says() { grep -q -- "$2" "$tmp/$1.out" "$tmp/$1.err"; }
 status() { [ "$(cat "$tmp/$1.st")" = "$2" ]; }
+# poll SECONDS COMMAND...: run COMMAND every 0.1 s until it succeeds
+# (status 0) or SECONDS have passed (status 1). Waits for a condition, never
+# for a fixed time: generous bounds, for ASan on a loaded machine.
+poll() {
+	tap_end=$(($(date +%s) + $1))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -ge $tap_end ] && return 1
+		sleep 0.1
+	done
+}
 # wait_for PATTERN [N [HAVE]]: until the target has printed N (default 1)
 # more lines matching PATTERN than HAVE (default: when called), 30 s at most
 wait_for() {
-	have=${3:-$(grep -c -- "$1" "$tmp/out")}
-	i=0
-	while [ "$(grep -c -- "$1" "$tmp/out")" -lt $((have + ${2:-1})) ] && [ $i -lt 300 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	[ $i -lt 300 ]
+	tap_pat=$1 tap_want=$((${3:-$(grep -c -- "$1" "$tmp/out")} + ${2:-1}))
+	poll 30 eval '[ "$(grep -c -- "$tap_pat" "$tmp/out")" -ge $tap_want ]'
 }
 # the target still runs and has reported nothing wrong
 fine() { kill -0 "$pid" 2>/dev/null && ! grep -q BAD "$tmp/out"; }
@@ -90,11 +96,7 @@ start_padroned() {
 	: >"$tmp/d.out"
 	env "$@" "${padroned:-$b/src/padroned}" --pid "$pid" >"$tmp/d.out" 2>&1 &
 	dpid=$!
-	tap_i=0
-	while ! grep -q "padroned: serving" "$tmp/d.out" && [ $tap_i -lt 300 ]; do
-		sleep 0.1
-		tap_i=$((tap_i + 1))
-	done
+	poll 30 grep -q "padroned: serving" "$tmp/d.out"
 }
 
 # instr_kernel's and instr_oracle's "alive CALLS bad MISMATCHES" lines: the
@@ -111,12 +113,8 @@ goes_on() {
 # when its threads may wait a while first (for a killed consumer's
 # heartbeat to go stale, say), its alive lines coming meanwhile
 resumes() {
-	tap_c=$(calls) tap_i=0
-	while [ "$(calls)" -le "$tap_c" ] && [ $tap_i -lt 300 ]; do
-		sleep 0.1
-		tap_i=$((tap_i + 1))
-	done
-	[ "$(calls)" -gt "$tap_c" ] && [ "$(bad)" = 0 ] && kill -0 "$pid"
+	tap_c=$(calls)
+	poll 30 eval '[ "$(calls)" -gt "$tap_c" ]' && [ "$(bad)" = 0 ] && kill -0 "$pid"
 }
 # the target's instrumentation rings mapped
 rings() { grep -c 'memfd:padrone-ring' "/proc/$pid/maps"; }

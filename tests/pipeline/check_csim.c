@@ -62,6 +62,34 @@ START_TEST(lru_evicts_least_recently_used)
 }
 END_TEST
 
+/* The cold-start misses: those that filled an empty way. D1 set 0 fills
+ * its 2 ways with A and B (C, and the misses after, evict); LL holds all
+ * three, set 1 of D1 and I1 nothing. After a flush, none. */
+START_TEST(lines_held_are_the_misses_that_filled_an_empty_way)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref refs[] = {
+		R(1, 0x1000, 8, REP_REF_READ), R(1, 0x1080, 8, REP_REF_READ),
+		R(1, 0x1100, 8, REP_REF_READ), R(1, 0x1000, 8, REP_REF_READ),
+		R(1, 0x1080, 8, REP_REF_READ), R(1, 0x1100, 8, REP_REF_READ),
+	};
+	uint64_t held[CSIM_NLEVELS];
+	struct csim *s;
+	const struct csim_counts *t = run(&s, &cfg, refs, 6);
+
+	csim__lines_held(s, held);
+	ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 6);
+	ck_assert_uint_eq(held[CSIM_D1], 2);
+	ck_assert_uint_eq(t->miss[CSIM_LL][CSIM_READ], 3);
+	ck_assert_uint_eq(held[CSIM_LL], 3);
+	ck_assert_uint_eq(held[CSIM_I1], 0);
+	csim__flush_caches(s);
+	csim__lines_held(s, held);
+	ck_assert_uint_eq(held[CSIM_D1] + held[CSIM_LL], 0);
+	csim__free(s);
+}
+END_TEST
+
 START_TEST(associativity_holds_assoc_lines_per_set)
 {
 	/* 4 ways: 4 lines of one set cycle without misses after the first
@@ -991,6 +1019,7 @@ int main(void)
 	TCase *tc = tcase_create("csim");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, lru_evicts_least_recently_used);
+	tcase_add_test(tc, lines_held_are_the_misses_that_filled_an_empty_way);
 	tcase_add_test(tc, associativity_holds_assoc_lines_per_set);
 	tcase_add_test(tc, straddle_counts_once_in_cachegrind_mode);
 	tcase_add_test(tc, straddle_with_one_line_cached_is_one_miss_and_updates_both);
