@@ -143,36 +143,14 @@ static bool raised_by_insn(const siginfo_t *si)
 	return si->si_code > 0 && (sync & SIGBIT(si->si_signo));
 }
 
-/* The last number of a "Name:\tA\tB" line: the id in the innermost pid
- * namespace, the one the thread's own system calls see. */
-static pid_t ns_id(const char *status, const char *field, pid_t dflt)
-{
-	const char *at = strstr(status, field);
-	if (!at)
-		return dflt;
-	const char *end = strchr(at + 1, '\n');
-	const char *last = end ? end : at + strlen(at);
-	while (last > at && (last[-1] < '0' || last[-1] > '9'))
-		last--;
-	while (last > at && last[-1] >= '0' && last[-1] <= '9')
-		last--;
-	return (pid_t)strtol(last, NULL, 10);
-}
-
+/* The ids the thread's own system calls see (its pid namespace's). */
 static void ns_ids(pid_t pid, pid_t tid, pid_t *ns_tgid, pid_t *ns_tid)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	*ns_tgid = pid;
-	*ns_tid = tid;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	*ns_tgid = ns_id(buf, "\nNStgid:", pid);
-	*ns_tid = ns_id(buf, "\nNSpid:", tid);
+	struct attach__proc p;
+	char dir[64];
+	*ns_tgid = attach__proc_read(pid, &p) == 0 ? p.nspid : pid;
+	snprintf(dir, sizeof dir, "%d/task/%d", (int)pid, (int)tid);
+	*ns_tid = attach__proc_read_path(dir, &p) == 0 ? p.nspid : tid;
 }
 
 /* The thread (parked) queues itself one held signal again. */
