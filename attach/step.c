@@ -17,12 +17,17 @@
  * queues every held signal again with its original siginfo
  * (rt_tgsigqueueinfo run in the thread: only a thread may queue itself the
  * siginfo of a kill() or of the kernel). They are then pending as before,
- * and the kernel delivers them when the world resumes.
+ * and the kernel delivers them when the world resumes. (Queued again
+ * behind what arrived meanwhile: a real-time signal of the same number
+ * sent to this very thread during the step comes before them; a standard
+ * one already pending again merges with its held twin, as pending standard
+ * signals do.)
  *
  * What remains if padrone dies while it holds signals (from the resume
  * that held the first to the system call that queued the last again: one
- * step and those calls, normally well under a millisecond): the signals
- * held are lost, and only those. The thread's mask is its own throughout.
+ * step and a remote system call per signal held, about a millisecond for
+ * five): the signals held are lost, and only those. The thread's mask is
+ * its own throughout.
  * (A thread whose tracer dies in a signal-delivery stop gets that signal
  * delivered by the kernel: holding starts only when the step resumes.)
  * What this cannot remove is ptrace's own: a padrone killed while the
@@ -75,9 +80,13 @@ static int scratch_take(struct attach_target *t, pid_t tid, size_t len, struct s
 	return 0;
 }
 
-static void scratch_give_back(struct attach_target *t, const struct scratch *s)
+/* Put the bytes back; returns r, with its message if it is an error. */
+static int scratch_give_back(struct attach_target *t, const struct scratch *s, int r)
 {
+	char msg[ATTACH_MSG_MAX];
+	snprintf(msg, sizeof msg, "%s", attach__msg(t));
 	attach_target__write(t, s->addr, s->keep, s->len);
+	return r < 0 ? attach__fail(t, r, "%s", msg) : 0;
 }
 
 /* ------------------------------------------------- SIGTRAP's disposition */
@@ -125,10 +134,7 @@ static int remote_sigtrap_action(struct attach_target *t, pid_t tid, const struc
 				 strerror((int)-ret));
 	if (r == 0 && old && attach_target__read(t, old_at, old, sizeof(*old)) != sizeof(*old))
 		r = attach__fail(t, -EFAULT, "cannot read back the SIGTRAP action");
-	char msg[ATTACH_MSG_MAX];
-	snprintf(msg, sizeof msg, "%s", attach__msg(t));
-	scratch_give_back(t, &s);
-	return r < 0 ? attach__fail(t, r, "%s", msg) : 0;
+	return scratch_give_back(t, &s, r);
 }
 
 /* ------------------------------------------------------ held signals */
@@ -172,7 +178,9 @@ static int requeue_one(struct attach_target *t, pid_t tid, const pid_t ids[2], u
 	return r;
 }
 
-/* Every held signal back in the thread's queue, in the order it took them. */
+/* Every held signal back in the thread's queue, in the order it took them;
+ * one the kernel refuses (a full queue) does not keep the others out. The
+ * first failure is the one reported. */
 static int requeue_held(struct attach_target *t, pid_t tid, const struct held_sigs *h)
 {
 	if (h->n == 0)
@@ -183,12 +191,17 @@ static int requeue_held(struct attach_target *t, pid_t tid, const struct held_si
 	int r = scratch_take(t, tid, sizeof(siginfo_t), &s);
 	if (r < 0)
 		return r;
-	for (int i = 0; r == 0 && i < h->n; i++)
-		r = requeue_one(t, tid, ids, s.addr, &h->si[i]);
-	char msg[ATTACH_MSG_MAX];
-	snprintf(msg, sizeof msg, "%s", attach__msg(t));
-	scratch_give_back(t, &s);
-	return r < 0 ? attach__fail(t, r, "%s", msg) : 0;
+	char first[ATTACH_MSG_MAX] = "";
+	for (int i = 0; i < h->n && attach__thread(t, tid); i++) {
+		int rr = requeue_one(t, tid, ids, s.addr, &h->si[i]);
+		if (rr < 0 && r == 0) {
+			r = rr;
+			snprintf(first, sizeof first, "%s", attach__msg(t));
+		}
+	}
+	if (r < 0)
+		attach__fail(t, r, "%s", first);
+	return scratch_give_back(t, &s, r);
 }
 
 /* ---------------------------------------------------------------- step */
