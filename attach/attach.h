@@ -270,9 +270,13 @@ int attach_target__keep_gs_bases(struct attach_target *t);
 int attach_target__syscall(struct attach_target *t, pid_t tid, long nr,
 			   const uint64_t args[6], int64_t *ret);
 
-/* Single-step tid one instruction (world stopped), every signal held
- * meanwhile; the trap's SIGTRAP is the step's own and is not delivered, and
- * a SIGTRAP the target ignores stays ignored. */
+/* Single-step tid one instruction of its own (world stopped). Its signal
+ * mask is never changed: a signal that arrives before the instruction runs
+ * is held and queued again for the thread, with its siginfo, after the
+ * step (delivered when the world resumes); a fault of the instruction is
+ * delivered. The trap's SIGTRAP is the step's own and is not delivered; a
+ * SIGTRAP the target ignores, blocks or handles stays so. -EAGAIN (thread
+ * unmoved) when more signals than a step can hold keep arriving. */
 int attach_target__step(struct attach_target *t, pid_t tid);
 
 /* Restartable ranges: code of the target that a signal handler must not

@@ -253,6 +253,11 @@ int attach__scpage_set_frame(struct attach_target *t, const struct attach__scfra
  * code, without the page (syscall.c): for making the page itself. */
 int attach__raw_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
 			int64_t *ret);
+/* -EDEADLK with a message when called from an event callback on the
+ * tracer thread (`what` may not wait for events there), else 0. */
+int attach__not_in_callback(struct attach_target *t, const char *what);
+/* The message for a ptrace request `what` on tid that failed with r. */
+int attach__ptrace_fail(struct attach_target *t, long r, const char *what, pid_t tid);
 /* Low-level ptrace wrapper: 0 or -errno. */
 long attach__ptrace(int req, pid_t tid, void *addr, void *data);
 

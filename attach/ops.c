@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #ifndef NT_X86_XSTATE
@@ -19,7 +18,7 @@
 
 /* Event callbacks run inside the tracer's event handling: they may use the
  * per-thread calls but not anything that waits for events. */
-static int not_in_callback(struct attach_target *t, const char *what)
+int attach__not_in_callback(struct attach_target *t, const char *what)
 {
 	if (t->in_callback && attach__on_tracer(t))
 		return attach__fail(t, -EDEADLK, "%s cannot be used from an event callback", what);
@@ -28,7 +27,7 @@ static int not_in_callback(struct attach_target *t, const char *what)
 
 static int stop_fn(struct attach_target *t, void *arg)
 {
-	int r = not_in_callback(t, "attach_target__stop");
+	int r = attach__not_in_callback(t, "attach_target__stop");
 	return r ? r : attach__stop_world(t);
 }
 
@@ -39,7 +38,7 @@ int attach_target__stop(struct attach_target *t)
 
 static int resume_fn(struct attach_target *t, void *arg)
 {
-	int r = not_in_callback(t, "attach_target__resume");
+	int r = attach__not_in_callback(t, "attach_target__resume");
 	return r ? r : attach__resume_world(t);
 }
 
@@ -88,7 +87,7 @@ struct regs_arg {
 	uint64_t value;
 };
 
-static int ptrace_fail(struct attach_target *t, long r, const char *what, pid_t tid)
+int attach__ptrace_fail(struct attach_target *t, long r, const char *what, pid_t tid)
 {
 	return attach__fail(t, (int)r, "%s of thread %d of process %d (%s) failed: %s", what,
 			    (int)tid, (int)t->pid, t->comm, strerror((int)-r));
@@ -102,7 +101,7 @@ static int get_regs_fn(struct attach_target *t, void *arg)
 	if (!th)
 		return err;
 	long r = attach__ptrace(PTRACE_GETREGS, th->tid, NULL, a->buf);
-	return r < 0 ? ptrace_fail(t, r, "PTRACE_GETREGS", th->tid) : 0;
+	return r < 0 ? attach__ptrace_fail(t, r, "PTRACE_GETREGS", th->tid) : 0;
 }
 
 int attach_target__get_regs(struct attach_target *t, pid_t tid, struct user_regs_struct *regs)
@@ -119,7 +118,7 @@ static int note_gs(struct attach_target *t, struct athread *th, uint64_t new_gs)
 	struct user_regs_struct cur;
 	long r = attach__ptrace(PTRACE_GETREGS, th->tid, NULL, &cur);
 	if (r < 0)
-		return ptrace_fail(t, r, "PTRACE_GETREGS", th->tid);
+		return attach__ptrace_fail(t, r, "PTRACE_GETREGS", th->tid);
 	if (cur.gs_base != new_gs) {
 		th->gs_changed = true;
 		th->gs_orig = cur.gs_base;
@@ -139,7 +138,7 @@ static int set_regs_fn(struct attach_target *t, void *arg)
 	if (err)
 		return err;
 	long r = attach__ptrace(PTRACE_SETREGS, th->tid, NULL, a->buf);
-	return r < 0 ? ptrace_fail(t, r, "PTRACE_SETREGS", th->tid) : 0;
+	return r < 0 ? attach__ptrace_fail(t, r, "PTRACE_SETREGS", th->tid) : 0;
 }
 
 int attach_target__set_regs(struct attach_target *t, pid_t tid, const struct user_regs_struct *regs)
@@ -167,7 +166,7 @@ static int get_xstate_fn(struct attach_target *t, void *arg)
 	struct iovec iov = { a->buf, need };
 	long r = attach__ptrace(PTRACE_GETREGSET, th->tid, (void *)NT_X86_XSTATE, &iov);
 	if (r < 0)
-		return ptrace_fail(t, r, "PTRACE_GETREGSET(NT_X86_XSTATE)", th->tid);
+		return attach__ptrace_fail(t, r, "PTRACE_GETREGSET(NT_X86_XSTATE)", th->tid);
 	*a->lenp = iov.iov_len;
 	return 0;
 }
@@ -187,7 +186,7 @@ static int set_xstate_fn(struct attach_target *t, void *arg)
 		return err;
 	struct iovec iov = { a->buf, a->len };
 	long r = attach__ptrace(PTRACE_SETREGSET, th->tid, (void *)NT_X86_XSTATE, &iov);
-	return r < 0 ? ptrace_fail(t, r, "PTRACE_SETREGSET(NT_X86_XSTATE)", th->tid) : 0;
+	return r < 0 ? attach__ptrace_fail(t, r, "PTRACE_SETREGSET(NT_X86_XSTATE)", th->tid) : 0;
 }
 
 int attach_target__set_xstate(struct attach_target *t, pid_t tid, const void *buf, size_t len)
@@ -206,14 +205,14 @@ static int set_gs_fn(struct attach_target *t, void *arg)
 	struct user_regs_struct regs;
 	long r = attach__ptrace(PTRACE_GETREGS, th->tid, NULL, &regs);
 	if (r < 0)
-		return ptrace_fail(t, r, "PTRACE_GETREGS", th->tid);
+		return attach__ptrace_fail(t, r, "PTRACE_GETREGS", th->tid);
 	if (!th->gs_changed && regs.gs_base != a->value) {
 		th->gs_changed = true;
 		th->gs_orig = regs.gs_base;
 	}
 	regs.gs_base = a->value;
 	r = attach__ptrace(PTRACE_SETREGS, th->tid, NULL, &regs);
-	return r < 0 ? ptrace_fail(t, r, "setting gs_base", th->tid) : 0;
+	return r < 0 ? attach__ptrace_fail(t, r, "setting gs_base", th->tid) : 0;
 }
 
 int attach_target__set_gs_base(struct attach_target *t, pid_t tid, uint64_t gs_base)
@@ -266,7 +265,7 @@ struct syscall_arg {
 static int syscall_fn(struct attach_target *t, void *arg)
 {
 	struct syscall_arg *a = arg;
-	int r = not_in_callback(t, "attach_target__syscall");
+	int r = attach__not_in_callback(t, "attach_target__syscall");
 	if (r)
 		return r;
 	r = attach__stop_world(t);
@@ -290,181 +289,4 @@ int attach_target__syscall(struct attach_target *t, pid_t tid, long nr, const ui
 	int64_t dummy;
 	struct syscall_arg a = { tid, nr, args ? args : none, ret ? ret : &dummy };
 	return attach__call(t, syscall_fn, &a);
-}
-
-/* ------------------------------------------------------------------ step */
-
-/* Kernel struct sigaction for rt_sigaction on x86-64. */
-struct ksigaction {
-	uint64_t handler, flags, restorer, mask;
-};
-
-static bool sigtrap_ignored(pid_t pid)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	bool ign = false;
-	while (fgets(buf, sizeof buf, f))
-		if (strncmp(buf, "SigIgn:", 7) == 0)
-			ign = (strtoull(buf + 7, NULL, 16) >> (SIGTRAP - 1)) & 1;
-	fclose(f);
-	return ign;
-}
-
-/* rt_sigaction(SIGTRAP) in the target, with a scratch struct below the
- * thread's red zone (saved and put back). */
-static int remote_sigtrap_action(struct attach_target *t, pid_t tid, const struct ksigaction *act,
-				 struct ksigaction *old)
-{
-	struct user_regs_struct regs;
-	long pr = attach__ptrace(PTRACE_GETREGS, tid, NULL, &regs);
-	if (pr < 0)
-		return ptrace_fail(t, pr, "PTRACE_GETREGS", tid);
-	uint64_t scratch = (regs.rsp - 128 - 2 * sizeof(struct ksigaction) - 256) & ~15ull;
-	unsigned char keep[2 * sizeof(struct ksigaction)];
-	if (attach_target__read(t, scratch, keep, sizeof keep) != (ssize_t)sizeof keep)
-		return attach__fail(t, -EFAULT, "cannot use the stack of thread %d", (int)tid);
-	int r = 0;
-	if (act)
-		r = attach_target__write(t, scratch, act, sizeof(*act));
-	int64_t ret = 0;
-	if (r == 0) {
-		uint64_t args[6] = { SIGTRAP, act ? scratch : 0,
-				     old ? scratch + sizeof(struct ksigaction) : 0, 8, 0, 0 };
-		r = attach__syscall(t, tid, SYS_rt_sigaction, args, &ret);
-	}
-	if (r == 0 && ret < 0)
-		r = attach__fail(t, (int)ret, "rt_sigaction in process %d failed: %s", (int)t->pid,
-				 strerror((int)-ret));
-	if (r == 0 && old &&
-	    attach_target__read(t, scratch + sizeof(*old), old, sizeof(*old)) != sizeof(*old))
-		r = attach__fail(t, -EFAULT, "cannot read back the SIGTRAP action");
-	attach_target__write(t, scratch, keep, sizeof keep);
-	return r;
-}
-
-/* Whether the thread's own signal queue holds a single step's trap. */
-static bool step_trap_queued(pid_t tid)
-{
-	struct __ptrace_peeksiginfo_args a = { .off = 0, .flags = 0, .nr = 8 };
-	siginfo_t si[8];
-	long n = attach__ptrace(PTRACE_PEEKSIGINFO, tid, &a, si);
-	for (long i = 0; i < n; i++)
-		if (si[i].si_signo == SIGTRAP &&
-		    (si[i].si_code == TRAP_TRACE || si[i].si_code == TRAP_BRKPT))
-			return true;
-	return false;
-}
-
-/* The interrupt's stop can come before the step's trap (the kernel reports
- * a job-control trap before it dequeues a signal): the trap then waits in
- * the thread's queue, and once padrone detached it would be delivered to
- * the target, whom SIGTRAP's default action kills. Let the thread take it
- * now, every other signal still blocked: it stops for it before running
- * any instruction of its own, and that stop swallows it (control.c). */
-static int take_queued_step_trap(struct attach_target *t, pid_t tid)
-{
-	struct athread *th = attach__thread(t, tid);
-	if (!th || th->stop != AT_PARKED || th->gstop || !th->stepping ||
-	    !step_trap_queued(tid))
-		return 0;
-	t->sc_tid = tid;
-	long pr = attach__ptrace(PTRACE_CONT, tid, NULL, NULL);
-	if (pr < 0) {
-		t->sc_tid = 0;
-		return ptrace_fail(t, pr, "PTRACE_CONT", tid);
-	}
-	th->stop = AT_RUNNING;
-	int r = attach__wait_thread(t, tid, t->stop_timeout_ms);
-	int rr = attach__repark(t, tid);
-	return r < 0 ? r : rr;
-}
-
-static int single_step(struct attach_target *t, pid_t tid)
-{
-	/* Every signal but SIGTRAP blocked: the step is exactly one of the
-	 * thread's own instructions, not the first of a handler. */
-	uint64_t mask0, mask = ~(1ull << (SIGTRAP - 1));
-	long pr = attach__ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask0), &mask0);
-	if (pr == 0)
-		pr = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask), &mask);
-	if (pr < 0)
-		return ptrace_fail(t, pr, "PTRACE_SETSIGMASK", tid);
-	int r = 0;
-	t->sc_tid = tid;
-	for (int stale = 0; stale < 4; stale++) {
-		pr = attach__ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL);
-		if (pr < 0) {
-			r = ptrace_fail(t, pr, "PTRACE_SINGLESTEP", tid);
-			break;
-		}
-		struct athread *th = attach__thread(t, tid);
-		th->stop = AT_RUNNING;
-		/* Until its trap is seen: a step that outlasts the wait (a
-		 * system call that blocks) traps later, and that trap is ours. */
-		th->stepping = true;
-		r = attach__wait_thread(t, tid, t->stop_timeout_ms);
-		if (r < 0)
-			break;
-		th = attach__thread(t, tid);
-		if (th->stop == AT_SIGNAL && th->sig == SIGTRAP)
-			th->sig = 0;	/* the step's own trap */
-		if (th->stop == AT_SIGNAL) {
-			th->stepping = false;
-			break;	/* done (another signal: the instruction faulted; delivered) */
-		}
-	}
-	/* Stopped again before the mask goes back: after a step that timed
-	 * out the thread still runs, and a mask set on a running thread is
-	 * refused, which left every signal blocked. */
-	struct athread *th = attach__thread(t, tid);
-	if (th) {
-		if (th->stop == AT_RUNNING && !th->interrupted)
-			attach__interrupt(t, th);
-		int rr = attach__repark(t, tid);
-		if (rr == 0)
-			rr = take_queued_step_trap(t, tid);
-		if (rr < 0 && r == 0)
-			r = rr;
-		if (attach__thread(t, tid))
-			attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask0), &mask0);
-	}
-	t->sc_tid = 0;
-	return r;
-}
-
-static int step_fn(struct attach_target *t, void *arg)
-{
-	pid_t tid = *(pid_t *)arg;
-	int err = not_in_callback(t, "attach_target__step");
-	if (err)
-		return err;
-	struct athread *th = attach__stopped_thread(t, tid, &err);
-	if (!th)
-		return err;
-	tid = th->tid;
-	err = attach__repark(t, tid);
-	if (err < 0)
-		return err;
-	/* A trap sent to a thread ignoring SIGTRAP resets the disposition
-	 * to SIG_DFL (force_sig): put the target's own back afterwards. */
-	struct ksigaction old;
-	bool ignored = sigtrap_ignored(t->pid);
-	if (ignored && (err = remote_sigtrap_action(t, tid, NULL, &old)) < 0)
-		return err;
-	err = single_step(t, tid);
-	if (ignored) {
-		int rr = remote_sigtrap_action(t, tid, &old, NULL);
-		if (rr < 0 && err == 0)
-			err = rr;
-	}
-	return err;
-}
-
-int attach_target__step(struct attach_target *t, pid_t tid)
-{
-	return attach__call(t, step_fn, &tid);
 }
