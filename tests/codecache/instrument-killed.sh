@@ -25,17 +25,22 @@ start_padroned
 run ins "$padrone" -p "$pid" instrument axpy
 check "instrument axpy through padroned: the entry patched, rings mapped" \
 	eval 'status ins 0 && [ "$(code $entry)" != "$orig" ] && [ "$(rings)" -gt 0 ]'
-kill -9 "$dpid"
-wait "$dpid" 2>/dev/null
-dpid=
+# kill_padroned: SIGKILL, as an operator's kill -9 or the OOM killer
+kill_padroned() {
+	kill -9 "$dpid"
+	wait "$dpid" 2>/dev/null
+	dpid=
+}
+# field WORD K: the K-th field of the target's last line that begins with WORD
+field() { grep "^$1" "$tmp/out" | tail -1 | cut -d' ' -f"$2"; }
+# grown WORD N: the count after WORD grew by N since $since
+grown() { [ "$(field "$1" 2)" -ge $((since + $2)) ]; }
+kill_padroned
 check "padroned killed: the target runs on, right, still instrumented" \
 	eval 'goes_on && goes_on && [ "$(code $entry)" != "$orig" ]'
-churned() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-shared() { grep '^churned' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-c0=$(churned)
-ten_more() { [ "$(churned)" -ge $((c0 + 10)) ]; }
+since=$(field churned 2)
 check "10 threads made since, each calling axpy 20 times: right, none left on its maker's gs_base" \
-	eval 'poll 30 ten_more && [ "$(shared)" = 0 ] && goes_on'
+	eval 'poll 30 grown churned 10 && [ "$(field churned 4)" = 0 ] && goes_on'
 run res "$padrone" -p "$pid" restore axpy
 check "a later session's restore: status 0, the original bytes back" \
 	eval 'status res 0 && [ "$(code $entry)" = "$orig" ]'
@@ -54,15 +59,10 @@ start_padroned
 run fins "$padrone" -p "$pid" instrument axpy
 check "a forking target: instrument axpy through padroned" \
 	eval 'status fins 0 && [ "$(rings)" -gt 0 ]'
-kill -9 "$dpid"
-wait "$dpid" 2>/dev/null
-dpid=
-forked() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f2; }
-failed() { grep '^forked' "$tmp/out" | tail -1 | cut -d' ' -f4; }
-f0=$(forked)
-nine_more() { [ "$(forked)" -ge $((f0 + 9)) ]; }
+kill_padroned
+since=$(field forked 2)
 check "padroned killed: 9 children made since (fork, vfork, posix_spawn) ran right, off their parent's ring" \
-	eval 'poll 30 nine_more && [ "$(failed)" = 0 ] && goes_on'
+	eval 'poll 30 grown forked 9 && [ "$(field forked 4)" = 0 ] && goes_on'
 run fres "$padrone" -p "$pid" restore axpy
 check "a later session's restore: the rings unmapped, the target runs on, right" \
 	eval 'status fres 0 && [ "$(rings)" = 0 ] && goes_on'
