@@ -96,7 +96,8 @@ struct ksigaction {
 	uint64_t handler, flags, restorer, mask;
 };
 
-/* SIGTRAP's bit of a "SigXxx:" line of /proc/PID/status. */
+/* SIGTRAP's bit in one of the signal-set lines of /proc/PID/status
+ * (field: "SigIgn:", "SigCgt:", ...). */
 static bool sigtrap_in(pid_t pid, const char *field)
 {
 	char path[64], buf[4096];

@@ -45,7 +45,8 @@ static void stepsig_start(struct stepsig *s, bool sender)
 	ck_assert_int_gt(tu_wait_for(&s->p, "tick ", line, sizeof line, 10000), 0);
 }
 
-/* A "SigXxx:" field of a task's status. */
+/* One signal-set line of a task's status ("SigBlk:", "SigCgt:", ...), as
+ * a mask. */
 static unsigned long long sigfield(pid_t pid, pid_t tid, const char *field)
 {
 	char path[96], line[256];
