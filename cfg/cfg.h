@@ -103,7 +103,9 @@ ssize_t cfg_reader__read(struct cfg_reader *r, uint64_t addr, void *buf, size_t 
  * "@plt" for PLT stubs. *start may be NULL. */
 int cfg_reader__symbolize(struct cfg_reader *r, uint64_t addr, char *name, size_t size,
 			  uint64_t *start);
-/* Address of the function called name (symbols, then "NAME@plt"). */
+/* Address of the function called name: the lookup plugged in, else a
+ * symbol of the reader's modules (for a file, a PLT stub's NAME@plt too,
+ * as elf/ names it; src/ resolves a live process's names with elf/). */
 int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr);
 /* The entry of the function containing addr (an address from a sample):
  * the FDE covering it, else the symbol covering it, else addr itself. A

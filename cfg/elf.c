@@ -76,7 +76,7 @@ static void elf_destroy(void *ctx)
 }
 
 /* The functions elf/ knows by name (the file's tables and its debug
- * file's, every alias), and where the PLT lies. */
+ * file's, every alias, and the PLT stubs' NAME@plt). */
 static int add_symbols(struct cfg_reader *r, struct cfg_module *m, const struct elf_file *f,
 		       uint64_t bias)
 {
@@ -86,10 +86,6 @@ static int add_symbols(struct cfg_reader *r, struct cfg_module *m, const struct 
 			continue;
 		if (cfg__module_add_sym(m, s->value + bias, s->size, s->name) < 0)
 			return cfg__reader_err(r, -ENOMEM, "out of memory reading symbols");
-	}
-	if (f->plt_lo) {
-		m->plt_lo = f->plt_lo + bias;
-		m->plt_hi = f->plt_hi + bias;
 	}
 	return 0;
 }

@@ -102,7 +102,6 @@ struct cfg_module {
 	size_t nfdes;
 	struct cfg_slot *slots;	/* sorted by slot */
 	size_t nslots, cslots;
-	uint64_t plt_lo, plt_hi;	/* .plt* sections, when known */
 	uint64_t *entries;	/* entry point, init/fini functions */
 	size_t nentries, centries;
 	char **pool;		/* strings owned */

@@ -333,35 +333,18 @@ int cfg_reader__lookup(struct cfg_reader *r, const char *name, uint64_t *addr)
 {
 	if (r->ulookup && r->ulookup(r->uarg, name, addr) == 0)
 		return 0;
-	size_t nl = strlen(name);
-	bool plt = nl > 4 && strcmp(name + nl - 4, "@plt") == 0;
+	/* a PLT stub's NAME@plt is among a file's symbols as elf/ names it
+	 * (cfg_reader__open_elf); a live process's are resolved by elf/
+	 * before cfg/ is asked (src/session-cfg.c) */
 	for (size_t i = 0; i < r->nmods; i++) {
 		struct cfg_module *m = cfg__reader_module(r, r->mods[i].lo);
 		if (!m)
 			continue;
-		for (size_t j = 0; !plt && j < m->nsyms; j++)
+		for (size_t j = 0; j < m->nsyms; j++)
 			if (strcmp(m->syms[j].name, name) == 0) {
 				*addr = m->syms[j].addr;
 				return 0;
 			}
-	}
-	if (plt) {
-		/* Find the stub whose slot carries the name: scan the
-		 * modules' FDE-less code is too costly; stubs are found via
-		 * the slots of calls, so look at the .plt candidates: every
-		 * 16 bytes of the module's first executable pages. */
-		char want[256];
-		snprintf(want, sizeof(want), "%.*s", (int)(nl - 4), name);
-		for (size_t i = 0; i < r->nmods; i++) {
-			struct cfg_module *m = &r->mods[i];
-			for (uint64_t a = m->plt_lo; a && a < m->plt_hi; a += 16) {
-				const char *sn;
-				if (cfg__reader_stub(r, a, NULL, &sn) && strcmp(sn, want) == 0) {
-					*addr = a;
-					return 0;
-				}
-			}
-		}
 	}
 	return cfg__reader_err(r, -ENOENT, "no function named %s", name);
 }
@@ -372,6 +355,12 @@ int cfg_reader__function_at(struct cfg_reader *r, uint64_t addr, uint64_t *entry
 	const struct cfg_fde *f = m ? cfg__module_fde_at(m, addr) : NULL;
 	char name[256];
 	uint64_t start;
+	/* one FDE covers all of .plt, each stub is a function of its own */
+	if (cfg_reader__symbolize(r, addr, name, sizeof(name), &start) == 0 &&
+	    cfg__reader_stub(r, start, NULL, NULL)) {
+		*entry = start;
+		return 0;
+	}
 	if (f && cfg__reader_cold_parent(r, addr, entry))
 		return 0;
 	if (f && f->entry) {

@@ -39,7 +39,15 @@ struct elf_seg {
 	bool exec;
 };
 
-enum elf_sym_kind { ELF_SYM_FUNC, ELF_SYM_IFUNC, ELF_SYM_DATA };
+enum elf_sym_kind {
+	ELF_SYM_FUNC,
+	ELF_SYM_IFUNC,
+	ELF_SYM_DATA,
+	/* A PLT entry, named NAME@plt after the symbol its GOT slot is
+	 * relocated with (as elf_fn names it): no symbol of the file's, but a
+	 * name profile/ prints, so one the resolver takes from a user. */
+	ELF_SYM_PLT,
+};
 
 /* A defined symbol, kept by name for the resolver: every alias of a
  * function is here, where elf_fn keeps one name per address. */
@@ -49,6 +57,7 @@ struct elf_sym {
 	enum elf_sym_kind kind;
 	bool local;		/* STB_LOCAL (a static), else global or weak */
 	bool dynamic;		/* in .dynsym: what the dynamic linker binds */
+	uint64_t got;		/* ELF_SYM_PLT: the GOT slot it jumps through */
 };
 
 /* What one ELF file knows about its functions. */
@@ -64,7 +73,6 @@ struct elf_file {
 	char *strings;		/* names, back to back */
 	size_t strings_len, strings_cap;
 	bool dyn;		/* ET_DYN */
-	uint64_t plt_lo, plt_hi;	/* the .plt* sections' extent; 0 when none */
 	size_t nsymtab, ndynsym, nplt, nfde;	/* how many of each were found */
 };
 
@@ -196,6 +204,10 @@ const struct elf_module *elf_modules__at(const struct elf_modules *ms, size_t i)
 /* The module whose mappings hold the runtime address a, or NULL. */
 const struct elf_module *elf_modules__find(const struct elf_modules *ms, uint64_t a);
 
+/* The PLT entry of m that starts at the runtime address a (an ELF_SYM_PLT
+ * symbol, the file's loaded with opts.names), or NULL. */
+const struct elf_sym *elf_module__plt_entry(const struct elf_module *m, uint64_t a);
+
 /* One definition of a name. */
 struct elf_def {
 	const struct elf_module *module;
@@ -214,7 +226,8 @@ enum elf_resolve_mode {
 };
 
 /* The definition of name, which may be MODULE:NAME (MODULE the base name
- * of a module's path, e.g. libc.so.6:strlen). -ENOENT when none;
+ * of a module's path, e.g. libc.so.6:strlen), or a PLT entry's NAME@plt
+ * (ELF_RESOLVE_USER only). -ENOENT when none;
  * -EADDRNOTAVAIL when several: why then lists them all. */
 int elf_modules__resolve(const struct elf_modules *ms, const char *name,
 			 enum elf_resolve_mode mode, struct elf_def *def, char *why,

@@ -33,6 +33,7 @@ struct sym_tmp {
 	uint64_t value, size;
 	enum elf_sym_kind kind;
 	bool local, dynamic;
+	uint64_t got;		/* ELF_SYM_PLT's slot */
 };
 
 struct builder {
@@ -126,10 +127,8 @@ static struct fn_tmp *tmp_find(struct builder *b, uint64_t v)
 
 /* ------------------------------------------------------------ symbols */
 
-static int add_sym(struct builder *b, size_t name, const GElf_Sym *sym, bool dyn)
+static int push_sym(struct builder *b, const struct sym_tmp *t)
 {
-	int type = GELF_ST_TYPE(sym->st_info);
-
 	if (b->nsyms == b->csyms) {
 		size_t nc = b->csyms ? b->csyms * 2 : 1024;
 		void *p = realloc(b->syms, nc * sizeof(*b->syms));
@@ -138,11 +137,18 @@ static int add_sym(struct builder *b, size_t name, const GElf_Sym *sym, bool dyn
 		b->syms = p;
 		b->csyms = nc;
 	}
-	b->syms[b->nsyms++] = (struct sym_tmp){
+	b->syms[b->nsyms++] = *t;
+	return 0;
+}
+
+static int add_sym(struct builder *b, size_t name, const GElf_Sym *sym, bool dyn)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	return push_sym(b, &(struct sym_tmp){
 		name, sym->st_value, sym->st_size,
 		type == STT_FUNC ? ELF_SYM_FUNC : type == STT_GNU_IFUNC ? ELF_SYM_IFUNC : ELF_SYM_DATA,
-		GELF_ST_BIND(sym->st_info) == STB_LOCAL, dyn };
-	return 0;
+		GELF_ST_BIND(sym->st_info) == STB_LOCAL, dyn, 0 });
 }
 
 /* A symbol the resolver may name: defined, not a section, file or TLS
@@ -303,22 +309,21 @@ static const char *slot_name(const struct slot *v, size_t n, uint64_t addr)
 	return NULL;
 }
 
-/* Where the .plt* sections lie (cfg/ looks for stubs there). */
-static void plt_range(struct elf_file *e, Elf *elf, size_t shstrndx)
+/* The PLT entry [start, end) that jumps through slot, named name@plt: a
+ * function, and with opts.names a name the resolver takes (the one name a
+ * stub has: profile/ and every command that takes a name agree). */
+static int add_plt_entry(struct builder *b, uint64_t start, uint64_t end, uint64_t slot,
+			 const char *name)
 {
-	Elf_Scn *scn = NULL;
+	size_t off = intern(b->e, name, "@plt");
 
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *sn;
-		if (!gelf_getshdr(scn, &sh) || !(sn = elf_strptr(elf, shstrndx, sh.sh_name)) ||
-		    strncmp(sn, ".plt", 4) || !sh.sh_size)
-			continue;
-		if (!e->plt_lo || sh.sh_addr < e->plt_lo)
-			e->plt_lo = sh.sh_addr;
-		if (sh.sh_addr + sh.sh_size > e->plt_hi)
-			e->plt_hi = sh.sh_addr + sh.sh_size;
-	}
+	if (!off || add_fn(b, start, end, off, ELF_BOUNDS_DYNSYM, 200) < 0)
+		return -ENOMEM;
+	b->e->nplt++;
+	if (!b->names)
+		return 0;
+	return push_sym(b, &(struct sym_tmp){ off, start, end - start, ELF_SYM_PLT, false, false,
+					       slot });
 }
 
 /* Each entry of .plt/.plt.sec/.plt.got jumps through its GOT slot with
@@ -355,14 +360,10 @@ static int load_plt(struct builder *b, Elf *elf, size_t shstrndx)
 				memcpy(&disp, p + o + i + 2, 4);
 				uint64_t slot = sh.sh_addr + o + i + 6 + (uint64_t)(int64_t)disp;
 				const char *name = slot_name(slots, nslots, slot);
-				if (name) {
-					size_t off = intern(b->e, name, "@plt");
-					if (!off || add_fn(b, sh.sh_addr + o, sh.sh_addr + o + ent, off,
-							   ELF_BOUNDS_DYNSYM, 200) < 0) {
-						free(slots);
-						return -ENOMEM;
-					}
-					b->e->nplt++;
+				if (name && add_plt_entry(b, sh.sh_addr + o, sh.sh_addr + o + ent,
+							  slot, name) < 0) {
+					free(slots);
+					return -ENOMEM;
 				}
 				break;
 			}
@@ -545,7 +546,7 @@ static int finish_syms(struct builder *b)
 			continue;
 		}
 		e->syms[k++] = (struct elf_sym){ name, t->value, t->size, t->kind, t->local,
-						 t->dynamic };
+						 t->dynamic, t->got };
 	}
 	e->nsyms = k;
 	return 0;
@@ -609,7 +610,6 @@ static int load(struct elf_file *e, Elf *elf, const struct elf_load_opts *o, cha
 	/* a stripped file's .symtab is in its separate debug file */
 	if (!e->nsymtab && debug && (r = load_debug_symbols(&b, elf, debug)) < 0)
 		goto out;
-	plt_range(e, elf, shstrndx);
 	r = load_plt(&b, elf, shstrndx);
 	if (r < 0)
 		goto out;

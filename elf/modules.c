@@ -203,6 +203,21 @@ const struct elf_module *elf_modules__find(const struct elf_modules *ms, uint64_
 	return NULL;
 }
 
+const struct elf_sym *elf_module__plt_entry(const struct elf_module *m, uint64_t a)
+{
+	const struct elf_fn *fn = m->file ? elf_file__find(m->file, a - m->bias) : NULL;
+	const struct elf_sym *s;
+	size_t n;
+
+	if (!fn || !fn->name || fn->start != a - m->bias)
+		return NULL;
+	s = elf_file__syms_named(m->file, fn->name, &n);
+	for (size_t i = 0; s && i < n; i++)
+		if (s[i].kind == ELF_SYM_PLT && s[i].value == fn->start)
+			return &s[i];
+	return NULL;
+}
+
 /* ------------------------------------------------------------ resolving */
 
 #define MAX_DEFS 16
@@ -252,6 +267,8 @@ static bool wanted(const struct elf_sym *s, enum elf_resolve_mode mode, bool glo
 {
 	if (mode == ELF_RESOLVE_USER)
 		return s->kind != ELF_SYM_DATA;
+	if (s->kind == ELF_SYM_PLT)	/* a name for users: nothing links to it */
+		return false;
 	return globals ? !s->local : s->local;
 }
 

@@ -437,7 +437,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	if (!padrone_session_target(s))
 		return padrone_session_fail(s, PADRONE_NOT_ATTACHED, -ENOENT,
 					    "not attached to a process");
-	if ((rc = padrone_session_find_function(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
+	if ((rc = padrone_session_find_patchable(s, function, &fn)) < 0 || (rc = get_state(s, &st)) < 0)
 		return rc;
 	release_pending(s, st);	/* a kept copy's gs_base would refuse it */
 	struct cc_instr *share = NULL;	/* the threads' state areas, if any yet */

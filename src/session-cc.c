@@ -14,6 +14,7 @@
 
 #include "attach/attach.h"
 #include "codecache/codecache.h"
+#include "elf/elf.h"
 #include "profile/profile.h"
 #include "src/session.h"
 #include "util/util.h"
@@ -189,6 +190,63 @@ int padrone_session_find_function(struct padrone_session *s, const char *name,
 	f->addr = nm.addr;
 	f->size = nm.size;
 	return nm.module[0] ? 0 : check_entry(s, f->addr, name);
+}
+
+/* Where the GOT slot of PLT stub plt (in module m) leads now, for a
+ * message: "now to libc.so.6:__strcasecmp_avx2", or, before lazy binding
+ * has filled it, back into the stub. */
+static void slot_target(struct padrone_session *s, const struct elf_module *m,
+			const struct elf_sym *plt, char *buf, size_t size)
+{
+	struct attach_target *t = padrone_session_target(s);
+	uint64_t stub = plt->value + m->bias, to = 0;
+	struct prof_symbolizer *sym;
+	struct prof_sym ps;
+	int bare = (int)strcspn(plt->name, "@");	/* the symbol its slot is relocated with */
+
+	snprintf(buf, size, "to %.*s", bare, plt->name);
+	if (attach_target__read(t, plt->got + m->bias, &to, sizeof to) != (ssize_t)sizeof to)
+		return;
+	if (to >= stub && to < stub + plt->size)
+		snprintf(buf, size, "not bound to %.*s yet (lazy binding)", bare, plt->name);
+	else if (padrone_session_symbolizer(s, &sym) == 0 &&
+		 prof_symbolizer__lookup(sym, to, &ps) == 0 && ps.bounds != PROF_BOUNDS_NONE) {
+		const char *slash = strrchr(ps.module, '/');
+		snprintf(buf, size, "now to %s:%s", slash ? slash + 1 : ps.module, ps.name);
+	}
+}
+
+/* A PLT stub only jumps through its GOT slot: patched, it would change
+ * just its own module's calls through it, and it has no return for measure
+ * to time. Refused (by name or address), naming where it leads. */
+static int refuse_plt_stub(struct padrone_session *s, const struct cc_func *f)
+{
+	struct elf_modules *ms;
+	const struct elf_module *m;
+	const struct elf_sym *plt;
+	char to[256];
+	int rc;
+
+	if ((rc = padrone_session_modules(s, &ms)) < 0)
+		return rc;
+	if (!(m = elf_modules__find(ms, f->addr)) || !(plt = elf_module__plt_entry(m, f->addr)))
+		return 0;
+	size_t nl = strlen(f->name), pl = strlen(plt->name);
+	bool named_so = nl >= pl && !strcmp(f->name + nl - pl, plt->name);	/* [MODULE:]NAME@plt */
+	slot_target(s, m, plt, to, sizeof to);
+	return padrone_session_fail(s, PADRONE_BAD_REQUEST, -ENOTSUP,
+				    "%s%s%s%s is a PLT stub of %s: it only jumps through its GOT "
+				    "slot, %s; name that function instead", f->name,
+				    named_so ? "" : " (", named_so ? "" : plt->name,
+				    named_so ? "" : ")", m->path, to);
+}
+
+int padrone_session_find_patchable(struct padrone_session *s, const char *name,
+				   struct cc_func *f)
+{
+	int rc = padrone_session_find_function(s, name, f);
+
+	return rc < 0 ? rc : refuse_plt_stub(s, f);
 }
 
 static int fail_cache(struct cc_ctx *x, int rc)
@@ -415,7 +473,7 @@ int padrone_session__replace(struct padrone_session *s, const char *function, co
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, UTIL_OPTS_UNKNOWN);
 	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
-	if ((rc = padrone_session_find_function(s, function, &f)) < 0 ||
+	if ((rc = padrone_session_find_patchable(s, function, &f)) < 0 ||
 	    (rc = find_callers(&x, o.callers, o.ncallers, &callers)) < 0)
 		goto out;
 	const struct cc_func *callers_of = callers;
@@ -596,7 +654,7 @@ int padrone_session__measure(struct padrone_session *s, const char *function,
 	memset(out, 0, sizeof *out);
 	if ((rc = open_ctx(s, &x)) < 0)
 		return rc;
-	if ((rc = padrone_session_find_function(s, function, &f)) < 0)
+	if ((rc = padrone_session_find_patchable(s, function, &f)) < 0)
 		goto out;
 	struct cc_measure_opts mo = { .sz = sizeof mo, .calls = o.calls, .force = o.force,
 				      .stats = &st };
@@ -701,7 +759,7 @@ int padrone_cc_redirect(struct padrone_session *s, const char *function, uint64_
 
 	if ((rc = open_patch(s, &x, &out, &dummy)) < 0)
 		return rc;
-	if ((rc = padrone_session_find_function(s, function, &f)) == 0) {
+	if ((rc = padrone_session_find_patchable(s, function, &f)) == 0) {
 		struct cc_patch_opts po = { .sz = sizeof po, .report = out->report,
 					    .report_size = sizeof out->report, .stats = &st };
 		rc = cc_cache__redirect(x.c, &f, code, &po);

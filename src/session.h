@@ -57,6 +57,11 @@ PADRONE_HIDDEN int padrone_session_resolve(struct padrone_session *s, const char
 struct cc_func;
 PADRONE_HIDDEN int padrone_session_find_function(struct padrone_session *s, const char *name,
 						 struct cc_func *f);
+/* The same for a command that patches it (replace, measure, instrument,
+ * padrone_cc_redirect): a PLT stub is refused (PADRONE_BAD_REQUEST), with
+ * where its GOT slot leads. restore takes one (a patch may predate this). */
+PADRONE_HIDDEN int padrone_session_find_patchable(struct padrone_session *s, const char *name,
+						  struct cc_func *f);
 /* Record a failure on the session (for padrone_session__errmsg and the
  * exit status). Returns err (or -EINVAL if err is not negative). */
 PADRONE_HIDDEN int padrone_session_fail(struct padrone_session *s, enum padrone_why why, int err,
