@@ -138,6 +138,55 @@ START_TEST(elf_plt_entries_match_objdump)
 }
 END_TEST
 
+/* Where the PLT stub at addr jumps: its `jmp *disp32(%rip)`'s slot
+ * (after endbr64 and a bnd prefix, if any), or 0. */
+static uint64_t stub_slot(const uint8_t *p, uint64_t addr)
+{
+	for (int i = 0; i < 10; i++)
+		if (p[i] == 0xff && p[i + 1] == 0x25) {
+			int32_t disp;
+			memcpy(&disp, p + i + 2, 4);
+			return addr + (uint64_t)i + 6 + (uint64_t)(int64_t)disp;
+		}
+	return 0;
+}
+
+/* A PLT stub's NAME@plt, as profile/ names it, is a name users may give
+ * (MODULE:NAME@plt too): this process's own close@plt, whose GOT slot
+ * holds close as bound. No replacement object links to it. */
+START_TEST(resolver_takes_plt_names_from_users_only)
+{
+	struct elf_modules *ms;
+	const struct elf_module *exe = NULL;
+	struct elf_def d;
+	char why[1024], name[512];
+
+	close(-1);	/* its slot bound, however lazily */
+	ck_assert_int_eq(elf_modules__open(getpid(), &ms, why, sizeof why), 0);
+	for (size_t i = 0; i < elf_modules__count(ms); i++)
+		if (elf_modules__at(ms, i)->exe)
+			exe = elf_modules__at(ms, i);
+	ck_assert_ptr_nonnull(exe);
+	snprintf(name, sizeof name, "%s:close@plt", exe->base_name);
+	ck_assert_msg(elf_modules__resolve(ms, name, ELF_RESOLVE_USER, &d, why, sizeof why) == 0,
+		      "%s", why);
+	ck_assert_ptr_eq(d.module, exe);
+	ck_assert_int_eq(d.sym->kind, ELF_SYM_PLT);
+	ck_assert_str_eq(d.sym->name, "close@plt");
+	ck_assert_ptr_eq(elf_module__plt_entry(exe, d.addr), d.sym);
+	ck_assert_ptr_null(elf_module__plt_entry(exe, d.addr + 1));
+	uint64_t slot = d.sym->got + exe->bias;
+	ck_assert_uint_eq(stub_slot((const uint8_t *)(uintptr_t)d.addr, d.addr), slot);
+	int (*bound)(int) = close;
+	ck_assert_uint_eq(*(const uint64_t *)(uintptr_t)slot, (uint64_t)(uintptr_t)bound);
+	ck_assert_int_eq(elf_modules__resolve(ms, name, ELF_RESOLVE_LINK, &d, why, sizeof why),
+			 -ENOENT);
+	ck_assert_int_eq(elf_modules__resolve(ms, "close@plt", ELF_RESOLVE_LINK, &d, why,
+					      sizeof why), -ENOENT);
+	elf_modules__free(ms);
+}
+END_TEST
+
 START_TEST(elf_stripped_functions_come_from_eh_frame)
 {
 	const char *unstripped = tu_path("tests/targets/prof_hot_pie");
@@ -573,6 +622,7 @@ int main(void)
 	tcase_add_test(tc, elf_symtab_matches_readelf);
 	tcase_add_test(tc, elf_libc_dynsym_matches_readelf);
 	tcase_add_test(tc, elf_plt_entries_match_objdump);
+	tcase_add_test(tc, resolver_takes_plt_names_from_users_only);
 	tcase_add_test(tc, elf_stripped_functions_come_from_eh_frame);
 	tcase_add_test(tc, eh_frame_fde_count_matches_readelf);
 	tcase_add_test(tc, elf_build_id_matches_readelf);
