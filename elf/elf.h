@@ -228,7 +228,7 @@ enum elf_resolve_mode {
 /* The definition of name, which may be MODULE:NAME (MODULE the base name
  * of a module's path, e.g. libc.so.6:strlen), or a PLT entry's NAME@plt
  * (ELF_RESOLVE_USER only). -ENOENT when none;
- * -EADDRNOTAVAIL when several: why then lists them all. */
+ * -ENOTUNIQ when several: why then lists them all. */
 int elf_modules__resolve(const struct elf_modules *ms, const char *name,
 			 enum elf_resolve_mode mode, struct elf_def *def, char *why,
 			 size_t whylen);

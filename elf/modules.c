@@ -7,7 +7,7 @@
  * (a static in two files, a static in the executable and a global in a
  * library) is refused with every candidate listed, never bound to one of
  * them silently; MODULE:NAME picks the module (by the base name of its
- * path: libc.so.6:strlen).
+ * path: libc.so.6:strlen). A PLT stub is NAME@plt, as profile/ names it.
  */
 #include "elf/internal.h"
 #include "attach/attach.h"

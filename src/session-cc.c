@@ -192,14 +192,27 @@ int padrone_session_find_function(struct padrone_session *s, const char *name,
 	return nm.module[0] ? 0 : check_entry(s, f->addr, name);
 }
 
+/* Does a GOT slot of module m that holds to still wait for lazy binding?
+ * It then leads back into m's PLT (the stub's own push, or with IBT an
+ * entry of .plt), where no function of m is named. */
+static bool unbound(const struct elf_module *m, uint64_t to)
+{
+	const struct elf_fn *fn;
+
+	if (to < m->lo || to >= m->hi || !m->file)
+		return false;
+	fn = elf_file__find(m->file, to - m->bias);
+	return !fn || !fn->name || fn->bounds == ELF_BOUNDS_EH_FRAME ||
+	       elf_module__plt_entry(m, fn->start + m->bias);
+}
+
 /* Where the GOT slot of PLT stub plt (in module m) leads now, for a
- * message: "now to libc.so.6:__strcasecmp_avx2", or, before lazy binding
- * has filled it, back into the stub. */
+ * message: "now to libc.so.6:__strcasecmp_avx2", or not yet. */
 static void slot_target(struct padrone_session *s, const struct elf_module *m,
 			const struct elf_sym *plt, char *buf, size_t size)
 {
 	struct attach_target *t = padrone_session_target(s);
-	uint64_t stub = plt->value + m->bias, to = 0;
+	uint64_t to = 0;
 	struct prof_symbolizer *sym;
 	struct prof_sym ps;
 	int bare = (int)strcspn(plt->name, "@");	/* the symbol its slot is relocated with */
@@ -207,7 +220,7 @@ static void slot_target(struct padrone_session *s, const struct elf_module *m,
 	snprintf(buf, size, "to %.*s", bare, plt->name);
 	if (attach_target__read(t, plt->got + m->bias, &to, sizeof to) != (ssize_t)sizeof to)
 		return;
-	if (to >= stub && to < stub + plt->size)
+	if (unbound(m, to))
 		snprintf(buf, size, "not bound to %.*s yet (lazy binding)", bare, plt->name);
 	else if (padrone_session_symbolizer(s, &sym) == 0 &&
 		 prof_symbolizer__lookup(sym, to, &ps) == 0 && ps.bounds != PROF_BOUNDS_NONE) {

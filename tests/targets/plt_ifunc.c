@@ -4,6 +4,8 @@
  * glibc binds strcasecmp's GOT slot to the variant it chose for this CPU
  * (__strcasecmp_avx, _sse42, ...), so the slot no longer holds anything
  * named strcasecmp: only the stub's relocation says strcasecmp@plt.
+ * exit@plt is called only for a bad option: without BIND_NOW its slot
+ * stays unbound (lazy binding).
  *
  * usage: plt_ifunc [-d SECONDS] [-w WORK] [-e TICK]
  *   -d SECONDS   run that long, print "done ticks N" and exit 0 (default 0: forever)
@@ -60,7 +62,7 @@ int main(int argc, char **argv)
 		case 'e': expect = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: plt_ifunc [-d SECONDS] [-w WORK] [-e TICK]\n");
-			return 2;
+			exit(2);	/* exit@plt: bound only here, lazily */
 		}
 	}
 	if (expect >= 0) {
