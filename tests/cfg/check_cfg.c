@@ -813,7 +813,7 @@ END_TEST
 
 /* A non-PIE program that exports nothing: its .gnu.hash hashes no symbol,
  * yet .dynsym holds the imports its PLT slots name. The stubs keep their
- * names, abort@plt does not return, and the cold parts that call it end
+ * names (cfg_reader__lookup finds each by it), abort@plt does not return, and the cold parts that call it end
  * there instead of running into what follows: every function's extent is
  * its symbol's. */
 START_TEST(plt_names_without_exported_symbols)
@@ -858,6 +858,12 @@ START_TEST(plt_names_without_exported_symbols)
 				ck_assert_msg(nl > 4 && !strcmp(C->name + nl - 4, "@plt"),
 					      "%s: call at %#lx to the PLT has no name", pn,
 					      (unsigned long)C->at);
+				/* and that name finds the stub: one naming */
+				uint64_t at = 0;
+				ck_assert_int_eq(cfg_reader__lookup(b.p.r, C->name, &at), 0);
+				ck_assert_msg(at == C->target, "%s: %s is %#lx, called at %#lx",
+					      pn, C->name, (unsigned long)at,
+					      (unsigned long)C->target);
 			}
 			aborts += noreturn_calls(f, 0, "abort@plt", pn);
 		}
