@@ -388,15 +388,21 @@ static inline int fetch_plan_of(struct rep_recover *r, const struct rep_blk *x, 
 	return r->fp[pos].made ? 0 : make_fetch_plan(r, x, &r->fp[pos]);
 }
 
-/* One more execution of a block whose fetches f leaves out, counted before
- * its references go into the batch: the batch keeps room for them. */
+/* May this execution of a block leave its fetches out? Only while the
+ * batch has room for their counts and a reference more (a batch sent short
+ * would be copied by a sink that keeps whole ones), unless they are
+ * counted in this batch already. */
+static inline bool may_leave_out(const struct rep_recover *r, const struct fetch_plan *f)
+{
+	return f->nleft && (f->pending || r->nbatch + r->reserve + f->nleft < REP_BATCH);
+}
+
+/* One more execution of a block that leaves its fetches out, counted before
+ * its references go into the batch (which keeps room for them). */
 static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
 {
-	if (!f->nleft || f->pending++)
+	if (f->pending++)
 		return;
-	/* room for them and for at least one reference */
-	if (r->nbatch + r->reserve + f->nleft >= REP_BATCH)
-		send_batch(r);	/* (f is not among the batch's dirty yet) */
 	r->dirty[r->ndirty++] = pos;
 	r->reserve += f->nleft;
 }
@@ -481,9 +487,10 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 	r->v[0] = 0;
 	for (uint32_t i = 1; i <= x->b.nslots; i++)	/* a few words: no memcpy call */
 		r->v[i] = u[i];
-	if (f)	/* (no group: run_block cannot fail) */
+	bool leave_out = f && may_leave_out(r, f);
+	if (leave_out)	/* (no group: run_block cannot fail) */
 		fetches_left_out(r, f, pos);
-	if ((rc = run_block(r, x, off, f && f->nleft)))
+	if ((rc = run_block(r, x, off, leave_out)))
 		return rc;
 	r->st.units++;
 	return count_block(r, pos, x->b.id);
@@ -535,7 +542,7 @@ static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r
 		int rc = fetch_plan_of(r, x, pos, &f);
 		if (rc)
 			return rc;
-		if (f->nleft) {
+		if (f->nleft) {	/* (the batch has room for all of x's) */
 			plan = f->plan;
 			n = f->nplan;
 			fetches_left_out(r, f, pos);
