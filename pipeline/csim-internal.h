@@ -84,7 +84,18 @@ struct csim_cold {
 #define CSIM_NO_PC UINT64_MAX
 #define CSIM_NO_ROW UINT32_MAX
 
+/* The rows of the PCs seen last, direct-mapped by the PC's low bits: most
+ * references find their row here with one load, and a loop's PCs rarely
+ * collide. An empty entry holds a PC that maps elsewhere. */
+#define CSIM_MEMO 256
+
+struct csim_memo {
+	uint64_t pc;
+	uint64_t row;
+};
+
 struct csim_result {
+	struct csim_memo memo[CSIM_MEMO];
 	uint32_t *index;
 	size_t cap;			/* slots: a power of two, or 0 */
 	unsigned shift;			/* 64 - log2(cap) */
@@ -104,7 +115,22 @@ struct csim_hot *csim_result_lookup_slow(struct csim_result *r, uint64_t pc);
 
 /* The row of pc, created zero if new. A row found is valid until the next
  * lookup. */
+CSIM_HOT struct csim_hot *csim_result_lookup_index(struct csim_result *r, uint64_t pc);
+
 CSIM_HOT struct csim_hot *csim_result_lookup(struct csim_result *r, uint64_t pc)
+{
+	const struct csim_memo *m = &r->memo[pc & (CSIM_MEMO - 1)];
+
+	if (__builtin_expect(m->pc == pc, 1))
+		return &r->hot[m->row];
+	struct csim_hot *h = csim_result_lookup_index(r, pc);
+	if (__builtin_expect(h != NULL, 1) && pc != CSIM_NO_PC)
+		r->memo[pc & (CSIM_MEMO - 1)] = (struct csim_memo){ pc, (uint64_t)(h - r->hot) };
+	return h;
+}
+
+/* The row of pc by the index (csim_result_lookup's way past the memo). */
+CSIM_HOT struct csim_hot *csim_result_lookup_index(struct csim_result *r, uint64_t pc)
 {
 	/* The index is at most a quarter full: a PC is nearly always in its
 	 * home slot. No test of the last row found: an instruction fetch and

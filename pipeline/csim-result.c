@@ -8,11 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every memo entry empty: a PC of the next entry's slot. */
+static void empty_memo(struct csim_result *r)
+{
+	for (uint64_t i = 0; i < CSIM_MEMO; i++)
+		r->memo[i].pc = i + 1;
+}
+
 struct csim_result *csim_result__new(void)
 {
 	struct csim_result *r = calloc(1, sizeof(*r));
-	if (r)
+	if (r) {
 		r->nopc_row = SIZE_MAX;
+		empty_memo(r);
+	}
 	return r;
 }
 
@@ -33,6 +42,7 @@ void csim_result__clear(struct csim_result *r)
 	free(r->cold);
 	memset(r, 0, sizeof(*r));
 	r->nopc_row = SIZE_MAX;
+	empty_memo(r);
 }
 
 bool csim_result_set_mode(struct csim_result *r, bool cachegrind)

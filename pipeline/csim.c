@@ -440,6 +440,19 @@ cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim
 	cg_rest(L, res, h, type, addr, size);
 }
 
+/* A reference of no cache type: FETCH_HITS (fetches that hit their line,
+ * most recent in its set: counted, no tag changes), or an error. */
+static __attribute__((noinline)) int other_ref(struct csim *s, const struct rep_ref *r)
+{
+	if (r->type != REP_REF_FETCH_HITS)
+		return -EINVAL;
+	struct csim_hot *h = csim_result_lookup(s->res, r->pc);
+	if (!h)
+		return -ENOMEM;
+	h->refs[CSIM_INSTR] += r->addr;
+	return 0;
+}
+
 /* A batch in Cachegrind mode, with the set search simd. A reference that
  * stays in one line which its set used last (the next instruction of a
  * line, the next element of an array: most of them) is a hit that changes
@@ -461,8 +474,12 @@ CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const
 		 * prefetcher alone falls behind the stream. */
 		__builtin_prefetch(r + 64);
 		uint8_t type = r->type;
-		if (__builtin_expect(!csim_ref_type_valid(type), 0))
-			return -EINVAL;
+		if (__builtin_expect(!csim_ref_type_valid(type), 0)) {
+			int rc = other_ref(s, r);
+			if (rc)
+				return rc;
+			continue;
+		}
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;
@@ -492,8 +509,12 @@ CSIM_HOT int refs_line(struct csim *s, const struct rep_ref *refs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
 		__builtin_prefetch(r + 64);	/* as in refs_cg */
-		if (__builtin_expect(!csim_ref_type_valid(r->type), 0))
-			return -EINVAL;
+		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
+			int rc = other_ref(s, r);
+			if (rc)
+				return rc;
+			continue;
+		}
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
 		if (__builtin_expect(!h, 0))
 			return -ENOMEM;

@@ -188,7 +188,10 @@ struct csim;
 int csim__new(const struct csim_config *cfg, struct csim **out);
 void csim__free(struct csim *s);
 /* Simulate refs in order. Allocation happens only when a PC is seen for
- * the first time (its row). -ENOMEM then, with the earlier refs counted. */
+ * the first time (its row). -ENOMEM then, with the earlier refs counted.
+ * REP_REF_FETCH_HITS references (rep_recover__set_fetch_line) count their
+ * fetches; a reference of no known type is -EINVAL. (csim_split and the
+ * other analyses take only the four cache types.) */
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
 /* The accumulated result, owned by s. */
 struct csim_result *csim__result(struct csim *s);

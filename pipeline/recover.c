@@ -22,6 +22,17 @@ struct edge {
 	uint64_t n;
 };
 
+/* Fetches left out of the stream (rep_recover__set_fetch_line), per table
+ * position, made the first time the block is recovered. */
+struct fetch_plan {
+	bool made;
+	uint32_t nplan;			/* plan's entries */
+	struct rep_plan_ref *plan;	/* the block's plan without them (fast path) */
+	uint32_t nleft;			/* fetches left out of one execution */
+	uint64_t *left;			/* their PCs */
+	uint64_t pending;		/* executions whose FETCH_HITS are not sent */
+};
+
 struct rep_recover {
 	const struct rep_table *t;
 	rep_ref_sink sink;
@@ -40,6 +51,11 @@ struct rep_recover {
 				 * (none if it came first), so the pool never
 				 * joins an edge across it */
 	bool general_only;	/* tests: no fast plans */
+	unsigned fetch_bits;	/* log2 of the sink's I1 line; 0: every fetch sent */
+	struct fetch_plan *fp;	/* per table position (nfp) */
+	uint32_t *dirty;	/* positions with FETCH_HITS pending (ndirty) */
+	size_t nfp, ndirty;
+	size_t reserve;		/* the batch's room their FETCH_HITS take */
 	uint64_t off;		/* byte offset of the next word */
 	uint64_t carry_off;
 	size_t ncarry;
@@ -77,16 +93,45 @@ void rep_recover__free(struct rep_recover *r)
 	if (!r)
 		return;
 	free(r->batch);
+	for (size_t i = 0; i < r->nfp; i++) {
+		free(r->fp[i].plan);
+		free(r->fp[i].left);
+	}
+	free(r->fp);
+	free(r->dirty);
 	free(r->counts);
 	free(r->edges);
 	free(r);
 }
 
+/* The fetches left out of the units since the last batch, as FETCH_HITS
+ * at the batch's end (the room they take is kept free: reserve). */
+static void add_fetch_hits(struct rep_recover *r)
+{
+	for (size_t i = 0; i < r->ndirty; i++) {
+		struct fetch_plan *f = &r->fp[r->dirty[i]];
+		for (uint32_t k = 0; k < f->nleft; k++)
+			r->batch[r->nbatch++] = (struct rep_ref){ .pc = f->left[k], .addr = f->pending,
+								  .type = REP_REF_FETCH_HITS };
+		f->pending = 0;
+	}
+	r->ndirty = 0;
+	r->reserve = 0;
+}
+
+/* Hand the batch over and start the next. */
+static void send_batch(struct rep_recover *r)
+{
+	if (r->ndirty)
+		add_fetch_hits(r);
+	if (r->nbatch && r->sink)
+		r->sink(r->arg, r->batch, r->nbatch);	/* may give us another array */
+	r->nbatch = 0;
+}
+
 void rep_recover__flush(struct rep_recover *r)
 {
-	if (r->nbatch && r->sink)
-		r->sink(r->arg, r->batch, r->nbatch);
-	r->nbatch = 0;
+	send_batch(r);
 }
 
 static inline void emit(struct rep_recover *r, uint64_t pc, uint64_t addr, uint32_t size,
@@ -99,8 +144,8 @@ static inline void emit(struct rep_recover *r, uint64_t pc, uint64_t addr, uint3
 	o->size = size;
 	o->type = type;
 	o->pad[0] = o->pad[1] = o->pad[2] = 0;
-	if (++r->nbatch == REP_BATCH)
-		rep_recover__flush(r);
+	if (++r->nbatch + r->reserve >= REP_BATCH)
+		send_batch(r);
 }
 
 /* ------------------------------------------------------------ counts */
@@ -270,12 +315,110 @@ static int run_group(struct rep_recover *r, const struct rep_blk *x, const struc
 	return 0;
 }
 
-/* Run the block's ops over the unit's values (r->v). */
-static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t off)
+/* ------------------------------------------------- fetches left out */
+
+/* Does a fetch of [pc, pc + len) lie in the line *last, the one the block's
+ * previous fetch ended on (UINT64_MAX: none)? Then it hits that line, most
+ * recent in its set (also when the previous fetch straddled two lines of
+ * one set). *last becomes the fetch's own last line. */
+static bool fetch_hits_last(uint64_t pc, uint32_t len, unsigned bits, uint64_t *last)
+{
+	uint64_t first = pc >> bits, end = (pc + (len ? len : 1) - 1) >> bits;
+	bool hit = first == end && first == *last;
+
+	*last = end;
+	return hit;
+}
+
+/* Which fetches of x to leave out, and x's plan without them. None for a
+ * block with a rep-prefixed instruction (which may fail half way), nor for
+ * one with more than a quarter of a batch of them. */
+static int make_fetch_plan(struct rep_recover *r, const struct rep_blk *x, struct fetch_plan *f)
+{
+	uint64_t last = UINT64_MAX;
+	uint32_t n = 0;
+
+	f->made = true;
+	if (x->has_group)
+		return 0;
+	for (uint32_t i = 0; i < x->nops; i++)
+		n += x->ops[i].kind == REP_OP_INSTR &&
+		     fetch_hits_last(x->ops[i].pc, x->ops[i].size, r->fetch_bits, &last);
+	if (!n || n > REP_BATCH / 4)
+		return 0;
+	f->left = malloc(n * sizeof(*f->left));
+	f->plan = x->plan ? malloc((x->nops - n) * sizeof(*f->plan)) : NULL;
+	if (!f->left || (x->plan && !f->plan))
+		return rep__fail(-ENOMEM, "out of memory");
+	last = UINT64_MAX;
+	for (uint32_t i = 0; i < x->nops; i++) {
+		const struct rep_op *op = &x->ops[i];
+		if (op->kind == REP_OP_INSTR && fetch_hits_last(op->pc, op->size, r->fetch_bits, &last))
+			f->left[f->nleft++] = op->pc;
+		else if (f->plan)	/* a plan has an entry per op when there is no group */
+			f->plan[f->nplan++] = x->plan[i];
+	}
+	return 0;
+}
+
+static int grow_fetch_plans(struct rep_recover *r, size_t n)
+{
+	struct fetch_plan *nf = realloc(r->fp, n * sizeof(*nf));
+	if (nf)
+		r->fp = nf;
+	uint32_t *nd = nf ? realloc(r->dirty, n * sizeof(*nd)) : NULL;
+	if (!nd)
+		return rep__fail(-ENOMEM, "out of memory");
+	memset(nf + r->nfp, 0, (n - r->nfp) * sizeof(*nf));
+	r->dirty = nd;
+	r->nfp = n;
+	return 0;
+}
+
+/* The fetch plan of the block at table position pos, made if new. */
+static inline int fetch_plan_of(struct rep_recover *r, const struct rep_blk *x, uint32_t pos,
+				struct fetch_plan **out)
+{
+	int rc;
+
+	/* the table may have grown after we were made */
+	if (__builtin_expect(pos >= r->nfp, 0) && (rc = grow_fetch_plans(r, r->t->n)))
+		return rc;
+	*out = &r->fp[pos];
+	return r->fp[pos].made ? 0 : make_fetch_plan(r, x, &r->fp[pos]);
+}
+
+/* May this execution of a block leave its fetches out? Only while the
+ * batch has room for their counts and a reference more (a batch sent short
+ * would be copied by a sink that keeps whole ones), unless they are
+ * counted in this batch already. */
+static inline bool may_leave_out(const struct rep_recover *r, const struct fetch_plan *f)
+{
+	return f->nleft && (f->pending || r->nbatch + r->reserve + f->nleft < REP_BATCH);
+}
+
+/* One more execution of a block that leaves its fetches out, counted before
+ * its references go into the batch (which keeps room for them). */
+static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
+{
+	if (f->pending++)
+		return;
+	r->dirty[r->ndirty++] = pos;
+	r->reserve += f->nleft;
+}
+
+void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line)
+{
+	r->fetch_bits = line > 1 && !(line & (line - 1)) ? (unsigned)__builtin_ctz(line) : 0;
+}
+
+/* Run the block's ops over the unit's values (r->v), leaving out the
+ * fetches its fetch plan does if leave_out. */
+static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t off, bool leave_out)
 {
 	const uint64_t *v = r->v;
 	const struct rep_op *op = x->ops, *end = op + x->nops;
-	uint64_t nref = 0, nins = 0;
+	uint64_t nref = 0, nins = 0, last = UINT64_MAX;
 
 	while (op < end) {
 		if (op->kind == REP_OP_REF) {
@@ -285,7 +428,8 @@ static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t of
 			nref++;
 			op++;
 		} else if (op->kind == REP_OP_INSTR) {
-			emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
+			if (!leave_out || !fetch_hits_last(op->pc, op->size, r->fetch_bits, &last))
+				emit(r, op->pc, op->pc, op->size, REP_REF_INSTR);
 			nins++;
 			op++;
 		} else {
@@ -335,14 +479,21 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 		r->st.units++;
 		return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
 	}
+	uint32_t pos = (uint32_t)(x - r->t->blks);
+	struct fetch_plan *f = NULL;
+	int rc;
+	if (r->fetch_bits && (rc = fetch_plan_of(r, x, pos, &f)))
+		return rc;
 	r->v[0] = 0;
 	for (uint32_t i = 1; i <= x->b.nslots; i++)	/* a few words: no memcpy call */
 		r->v[i] = u[i];
-	int rc = run_block(r, x, off);
-	if (rc)
+	bool leave_out = f && may_leave_out(r, f);
+	if (leave_out)	/* (no group: run_block cannot fail) */
+		fetches_left_out(r, f, pos);
+	if ((rc = run_block(r, x, off, leave_out)))
 		return rc;
 	r->st.units++;
-	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+	return count_block(r, pos, x->b.id);
 }
 
 _Static_assert(offsetof(struct rep_ref, size) == 16 && sizeof(struct rep_ref) == 24,
@@ -377,20 +528,34 @@ static inline void emit_plan(const struct rep_plan_ref *p, uint32_t n, const uin
 static inline bool fast_unit_fits(const struct rep_recover *r, const struct rep_blk *x,
 				  uint64_t h)
 {
-	return x->plan && h == x->hdr && r->sink && r->nbatch + x->nops <= REP_BATCH &&
+	return x->plan && h == x->hdr && r->sink && r->nbatch + r->reserve + x->nops <= REP_BATCH &&
 	       !r->general_only;
 }
 
-static inline int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
+static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
 {
-	emit_plan(x->plan, x->nops, u, r->batch + r->nbatch);
-	r->nbatch += x->nops;
-	if (r->nbatch == REP_BATCH)
-		rep_recover__flush(r);
+	uint32_t pos = (uint32_t)(x - r->t->blks), n = x->nops;
+	const struct rep_plan_ref *plan = x->plan;
+
+	if (r->fetch_bits) {
+		struct fetch_plan *f;
+		int rc = fetch_plan_of(r, x, pos, &f);
+		if (rc)
+			return rc;
+		if (f->nleft) {	/* (the batch has room for all of x's) */
+			plan = f->plan;
+			n = f->nplan;
+			fetches_left_out(r, f, pos);
+		}
+	}
+	emit_plan(plan, n, u, r->batch + r->nbatch);
+	r->nbatch += n;
+	if (r->nbatch + r->reserve >= REP_BATCH)
+		send_batch(r);
 	r->st.refs += x->fixed_refs;
 	r->st.instrs += x->fixed_instrs;
 	r->st.units++;
-	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+	return count_block(r, pos, x->b.id);
 }
 
 static inline int recover_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,

@@ -118,7 +118,11 @@ enum rep_sec_tag { REP_SEC_TABLE = 1, REP_SEC_STREAM = 2, REP_SEC_END = 3 };
 
 /* ---------------------------------------------------- shared output types */
 
-enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4 };
+enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP_REF_INSTR = 4,
+		    /* addr fetches at pc that the sink's first instruction
+		     * cache hits on its set's most recent line, changing
+		     * nothing: sent only when rep_recover__set_fetch_line asks */
+		    REP_REF_FETCH_HITS = 5 };
 struct rep_ref { uint64_t pc; uint64_t addr; uint32_t size; uint8_t type; uint8_t pad[3]; }; /* 24 bytes */
 
 /* Recovered references, delivered in batches (the array is reused after the
@@ -225,6 +229,18 @@ void rep_recover__flush(struct rep_recover *r);
  * on: a sink calls it to keep the array it was handed rather than copy
  * it. The recoverer frees the array it holds. */
 void rep_recover__set_batch(struct rep_recover *r, struct rep_ref *batch);
+/* The sink simulates a first-level instruction cache of lines of line
+ * bytes (a power of two), as csim does: within a block, a fetch that lies
+ * in the one line the block's previous fetch ended on hits that line, most
+ * recent in its set (data references touch another cache), and changes
+ * nothing. Such fetches are then left out of the stream, and their number
+ * per PC comes instead as REP_REF_FETCH_HITS references (at the head of a
+ * later batch; all of them by the next rep_recover__flush): a simulator
+ * fed that stream counts exactly what the whole stream gives it, for a
+ * fraction of the work (most of a loop's references are its fetches).
+ * Blocks with a rep-prefixed instruction keep every fetch. 0: every fetch
+ * (the default). Set before the first feed. */
+void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line);
 /* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
  * A unit that cannot be recovered does not stop the stream: it and the
  * rest of its chunk are counted (stats.corrupt, the reason in

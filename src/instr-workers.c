@@ -201,8 +201,11 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		bool ok = (!simulate || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
 			  (!recover || rep_recover__new(cc_instr__table(f->in), to, w->feed,
 							&w->rec) == 0);
-		if (ok && simulate)	/* the recoverer's batches, not copies */
+		if (ok && simulate) {	/* the recoverer's batches, not copies */
 			sim_feed__keep_batches(w->feed, w->rec);
+			/* a loop's fetches that hit its I1 line, as counts */
+			rep_recover__set_fetch_line(w->rec, st->cfg.level[CSIM_I1].line);
+		}
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "

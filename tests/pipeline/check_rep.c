@@ -5,6 +5,7 @@
 #include "pipeline/rep.h"
 #include "pipeline/rep-internal.h"
 #include "pipeline/cab.h"
+#include "pipeline/pipeline.h"
 #include "tests/pipeline/check_rep-gen.h"
 
 #include <errno.h>
@@ -948,6 +949,168 @@ START_TEST(fast_plans_deliver_what_the_general_path_does)
 }
 END_TEST
 
+/* ------------------------------------------------ fetches left out */
+
+/* A recoverer's sink: a simulator, and what reached it. */
+struct simfeed {
+	struct csim *sim;
+	int rc;
+	size_t refs, hits;	/* references, of them FETCH_HITS */
+};
+
+static void sim_sink(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct simfeed *f = arg;
+
+	ck_assert_uint_le(n, REP_RECOVER_BATCH);
+	f->refs += n;
+	for (size_t i = 0; i < n; i++)
+		f->hits += refs[i].type == REP_REF_FETCH_HITS;
+	if (!f->rc)
+		f->rc = csim__refs(f->sim, refs, n);
+}
+
+static void expect_same_simulation(struct csim *a, struct csim *b, uint64_t seed, int round)
+{
+	size_t na, nb;
+	struct csim_pc_stats *ra = csim_result__sorted(csim__result(a), CSIM_BY_PC, &na);
+	struct csim_pc_stats *rb = csim_result__sorted(csim__result(b), CSIM_BY_PC, &nb);
+
+	ck_assert_ptr_nonnull(ra);
+	ck_assert_ptr_nonnull(rb);
+	ck_assert_msg(na == nb, "seed %#" PRIx64 " round %d: %zu rows against %zu", seed, round,
+		      na, nb);
+	for (size_t i = 0; i < na; i++)
+		ck_assert_msg(ra[i].pc == rb[i].pc && !memcmp(&ra[i].c, &rb[i].c, sizeof ra[i].c),
+			      "seed %#" PRIx64 " round %d: pc %#" PRIx64 " (row %zu) differs: Ir %" PRIu64
+			      " against %" PRIu64 ", I1 misses %" PRIu64 " against %" PRIu64, seed,
+			      round, ra[i].pc, i, ra[i].c.refs[CSIM_INSTR], rb[i].c.refs[CSIM_INSTR],
+			      ra[i].c.miss[CSIM_I1][CSIM_INSTR], rb[i].c.miss[CSIM_I1][CSIM_INSTR]);
+	free(ra);
+	free(rb);
+}
+
+/* A small hierarchy whose first instruction cache has lines of line bytes
+ * and sets sets (1: fully associative), so that fetches miss and straddle. */
+static struct csim_config small_caches(uint32_t line, uint32_t sets, bool cachegrind)
+{
+	struct csim_config cfg = { .cachegrind = cachegrind };
+
+	cfg.level[CSIM_I1] = (struct csim_geom){ (uint64_t)line * 4 * sets, 4, line };
+	cfg.level[CSIM_D1] = (struct csim_geom){ 1024, 2, 32 };
+	cfg.level[CSIM_LL] = (struct csim_geom){ 8192, 4, 64 };
+	return cfg;
+}
+
+/* With the sink's instruction line given, fetches that hit their block's
+ * last line are left out and come back as counts: a simulator fed that
+ * gives, row by row, exactly what it gives fed every fetch, on the fast
+ * plans and the general path alike, with spoiled and corrupt units, units
+ * cut between spans, gaps, and I1 lines of 16 to 64 bytes in one set or
+ * many, in both counting modes. */
+START_TEST(fetches_left_out_simulate_as_the_whole_stream)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	const int nblocks = 40, nunits = 6000;
+	static const uint32_t lines[] = { 16, 32, 64 }, sets[] = { 1, 2, 64 };
+
+	for (int round = 0; round < 8; round++) {
+		struct corpus c;
+		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+		uint32_t line = lines[round % 3];
+		struct csim_config cfg = small_caches(line, sets[round / 3 % 3], round % 2);
+		struct simfeed whole = { 0 }, whole2 = { 0 }, fast = { 0 }, general = { 0 };
+		struct rep_recover *rw, *rw2, *rf, *rg;
+
+		ck_assert_ptr_nonnull(boundary);
+		mixed_corpus(&s, &c, nblocks, nunits, round >= 4, boundary);
+		struct simfeed *all[] = { &whole, &whole2, &fast, &general };
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(csim__new(&cfg, &all[i]->sim), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &whole, &rw), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &whole2, &rw2), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &fast, &rf), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &general, &rg), 0);
+		rep_recover__set_fetch_line(rf, line);
+		rep_recover__set_fetch_line(rg, line);
+		rep__recover_general_only(rg);
+		uint64_t s2 = s;	/* the same spans for both pairs */
+		feed_spans(rw, rf, &c, boundary, &s, seed);
+		feed_spans(rw2, rg, &c, boundary, &s2, seed);
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(all[i]->rc, 0);
+		expect_same_simulation(whole.sim, fast.sim, seed, round);
+		expect_same_simulation(whole.sim, general.sim, seed, round);
+		expect_same_counts(rw, rf, nblocks, seed);
+		expect_same_counts(rw, rg, nblocks, seed);
+		ck_assert_uint_eq(whole.hits, 0);
+		ck_assert_uint_gt(fast.hits, 0);
+		ck_assert_uint_lt(fast.refs, whole.refs);
+		ck_assert_uint_lt(general.refs, whole.refs);
+		rep_recover__free(rw);
+		rep_recover__free(rw2);
+		rep_recover__free(rf);
+		rep_recover__free(rg);
+		for (int i = 0; i < 4; i++)
+			csim__free(all[i]->sim);
+		free(boundary);
+		free_corpus(&c);
+	}
+}
+END_TEST
+
+/* A stream of one loop block, as the live simulator gets it: each batch
+ * carries the counts of the fetches its units left out, so a report taken
+ * between batches shows every instruction of the loop run as often. */
+START_TEST(each_batch_carries_its_units_fetch_hits)
+{
+	struct rep_insn in[6];
+	memset(in, 0, sizeof in);
+	for (int i = 0; i < 6; i++) {	/* 4-byte instructions, one line of 64 */
+		in[i].pc = 0x10000 + 4 * (uint64_t)i;
+		in[i].len = 4;
+		in[i].nops = i == 2;
+		in[i].ops[0] = (struct rep_operand){ .type = REP_REF_READ, .base = REP_REG_RBX,
+						     .size = 8 };
+	}
+	struct rep_built b;
+	struct rep_table *t;
+	ck_assert_int_eq(rep_build(in, 6, 1, 0, &b), 0);
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	ck_assert_int_eq(rep_table__add(t, &b.block), 0);
+	uint64_t regs[7][REP_NREGS] = { { 0 } }, u[8];
+	size_t len = (size_t)rep_encode(&b, (const uint64_t (*)[REP_NREGS])regs, u, 8);
+	struct csim_config cfg = small_caches(64, 64, true);
+	struct simfeed f = { 0 };
+	struct rep_recover *r;
+	ck_assert_int_eq(csim__new(&cfg, &f.sim), 0);
+	ck_assert_int_eq(rep_recover__new(t, sim_sink, &f, &r), 0);
+	rep_recover__set_fetch_line(r, 64);
+	for (int k = 0; k < 5000; k++) {
+		ck_assert_int_eq(rep_recover__feed(r, u, len, UINT64_MAX), 0);
+		size_t n;
+		struct csim_pc_stats *rows = csim_result__sorted(csim__result(f.sim), CSIM_BY_PC, &n);
+		for (size_t i = 1; i < n; i++)	/* every batch so far, whole */
+			ck_assert_uint_eq(rows[i].c.refs[CSIM_INSTR], rows[0].c.refs[CSIM_INSTR]);
+		free(rows);
+	}
+	rep_recover__flush(r);
+	size_t n;
+	struct csim_pc_stats *rows = csim_result__sorted(csim__result(f.sim), CSIM_BY_PC, &n);
+	ck_assert_uint_eq(n, 6);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(rows[i].c.refs[CSIM_INSTR], 5000);
+	ck_assert_uint_eq(rows[0].c.miss[CSIM_I1][CSIM_INSTR], 1);
+	/* one fetch and one read a unit, five fetches as counts a batch */
+	ck_assert_uint_lt(f.refs, 5000 * 2 + 5 * (5000 * 2 / (REP_RECOVER_BATCH - 5) + 1) + 1);
+	free(rows);
+	rep_recover__free(r);
+	csim__free(f.sim);
+	rep_table__free(t);
+	rep_built__free(&b);
+}
+END_TEST
+
 /* ------------------------------------------------------------ files */
 
 static char *tmpfile_path(void)
@@ -1262,6 +1425,8 @@ int main(void)
 	tcase_add_test(tc, build_captures_rcx_after_and_rflags);
 	tcase_add_test(tc, units_split_across_feeds);
 	tcase_add_test(tc, fast_plans_deliver_what_the_general_path_does);
+	tcase_add_test(tc, fetches_left_out_simulate_as_the_whole_stream);
+	tcase_add_test(tc, each_batch_carries_its_units_fetch_hits);
 	tcase_add_test(tc, file_round_trip);
 	tcase_add_test(tc, truncated_files_name_the_offset);
 	tcase_add_test(tc, corrupt_files_fail_cleanly);
