@@ -190,8 +190,8 @@ void csim__free(struct csim *s);
 /* Simulate refs in order. Allocation happens only when a PC is seen for
  * the first time (its row). -ENOMEM then, with the earlier refs counted.
  * REP_REF_FETCH_HITS references (rep_recover__set_fetch_line) count their
- * fetches; a reference of no known type is -EINVAL. (csim_split and the
- * other analyses take only the four cache types.) */
+ * fetches (csim_split's too); a reference of no known type is -EINVAL.
+ * (The other analyses take only the four cache types.) */
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
 /* The accumulated result, owned by s. */
 struct csim_result *csim__result(struct csim *s);
@@ -299,6 +299,10 @@ struct rep_pool_opts {
 	 * recovery thread cannot each have a CPU, handing references from one
 	 * thread to another costs more than recovering them. */
 	bool on_caller;
+	/* The sink only simulates caches, the first instruction cache with
+	 * lines of this many bytes: fetches that hit are left out and counted
+	 * (rep_recover__set_fetch_line). 0: every fetch. */
+	uint32_t fetch_line;
 };
 
 struct rep_pool_stats {

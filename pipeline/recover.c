@@ -465,6 +465,16 @@ static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const s
 	return 0;
 }
 
+/* A unit of a block without a group, when nothing takes its references:
+ * what it yields is known without reading its slots. */
+static inline int count_unit(struct rep_recover *r, const struct rep_blk *x)
+{
+	r->st.refs += x->fixed_refs;
+	r->st.instrs += x->fixed_instrs;
+	r->st.units++;
+	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
+}
+
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
 	if (u[0] & REP_S_SPOILED) {	/* its slots are another unit's */
@@ -473,12 +483,8 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 		r->cut = true;
 		return 0;
 	}
-	if (!r->sink && !x->has_group) {	/* counts only: no address to compute */
-		r->st.refs += x->fixed_refs;
-		r->st.instrs += x->fixed_instrs;
-		r->st.units++;
-		return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
-	}
+	if (!r->sink && !x->has_group)	/* counts only: no address to compute */
+		return count_unit(r, x);
 	uint32_t pos = (uint32_t)(x - r->t->blks);
 	struct fetch_plan *f = NULL;
 	int rc;
@@ -530,6 +536,14 @@ static inline bool fast_unit_fits(const struct rep_recover *r, const struct rep_
 {
 	return x->plan && h == x->hdr && r->sink && r->nbatch + r->reserve + x->nops <= REP_BATCH &&
 	       !r->general_only;
+}
+
+/* The common unit when only counts are kept (no sink): not spoiled, no
+ * group. */
+static inline bool fast_count_fits(const struct rep_recover *r, const struct rep_blk *x,
+				   uint64_t h)
+{
+	return !r->sink && h == x->hdr && !x->has_group && !r->general_only;
 }
 
 static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
@@ -589,6 +603,12 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		const struct rep_blk *x = known_block(r->t, u[0]);
 		if (x && i + 1 + x->b.nslots <= n && fast_unit_fits(r, x, u[0])) {
 			if ((rc = fast_unit(r, x, u)))
+				break;
+			i += 1 + (size_t)x->b.nslots;
+			continue;
+		}
+		if (x && i + 1 + x->b.nslots <= n && fast_count_fits(r, x, u[0])) {
+			if ((rc = count_unit(r, x)))
 				break;
 			i += 1 + (size_t)x->b.nslots;
 			continue;

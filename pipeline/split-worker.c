@@ -210,11 +210,23 @@ static int cg_part(struct worker *w, const struct rep_ref *r)
 	return cg_go_on(w, &it);
 }
 
+/* Fetches that hit (REP_REF_FETCH_HITS): counted, no cache touched. */
+static __attribute__((noinline)) int fetch_hits(struct worker *w, const struct rep_ref *r)
+{
+	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
+	if (!h)
+		return -ENOMEM;
+	h->refs[CSIM_INSTR] += r->addr;
+	return 0;
+}
+
 /* A fresh entry from the ring, Cachegrind mode. */
 CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
 {
 	if (__builtin_expect(r->pad[0] & PART_CUT, 0))
 		return cg_part(w, r);
+	if (__builtin_expect(r->type == REP_REF_FETCH_HITS, 0))
+		return fetch_hits(w, r);
 	/* A whole reference: nothing to wait for at the first level. */
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 	if (__builtin_expect(!h, 0))
@@ -241,6 +253,8 @@ CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
 /* A fresh entry, per-line mode: parts are independent. */
 CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 {
+	if (__builtin_expect(r->type == REP_REF_FETCH_HITS, 0))
+		return fetch_hits(w, r);
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 	if (__builtin_expect(!h, 0))
 		return -ENOMEM;

@@ -328,6 +328,16 @@ int csim_split__push(struct csim_split *sp, const struct rep_ref *refs, size_t n
 	return rc;
 }
 
+/* A whole reference straight into worker w's next record. */
+static inline int stage_whole(struct csim_split *sp, unsigned w, const struct rep_ref *r)
+{
+	struct rep_ref *d = &sp->stage[(size_t)w * SPLIT_STAGE + sp->nstage[w]++];
+
+	*d = *r;
+	d->pad[0] = d->pad[1] = d->pad[2] = 0;
+	return sp->nstage[w] == SPLIT_STAGE ? flush_stage(sp, w) : 0;
+}
+
 static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 {
 	const bool cg = sp->cfg.cachegrind;
@@ -343,8 +353,14 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 		const struct rep_ref *r = &refs[i];
 		__builtin_prefetch(r + 64);	/* as in csim.c's batches */
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
-			rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i, r->type);
-			break;
+			if (r->type != REP_REF_FETCH_HITS) {
+				rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i,
+					  r->type);
+				break;
+			}
+			/* counts of no set: any worker's rows, merged at the end */
+			rc = stage_whole(sp, 0, r);
+			continue;
 		}
 		uint32_t size = cg ? csim_cg_size(r->type, r->size) : (r->size ? r->size : 1);
 		uint64_t end = r->addr + size - 1;
@@ -355,12 +371,7 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 			rc = route_cut(sp, r, end < r->addr ? UINT64_MAX : end);
 			continue;
 		}
-		/* Straight into the worker's next record. */
-		struct rep_ref *d = &sp->stage[(size_t)w1 * SPLIT_STAGE + sp->nstage[w1]++];
-		*d = *r;
-		d->pad[0] = d->pad[1] = d->pad[2] = 0;
-		if (sp->nstage[w1] == SPLIT_STAGE)
-			rc = flush_stage(sp, w1);
+		rc = stage_whole(sp, w1, r);
 	}
 	sp->st.refs += i;
 	return rc == -ECANCELED ? fail(sp, rc, "a worker failed (out of memory)") : rc;

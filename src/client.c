@@ -1,9 +1,11 @@
 /* client.c: talking to padroned over its control socket (see protocol.h). */
 #include "src/client.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +204,106 @@ static int open_greeted(struct padrone_ctl *ctl, pid_t pid, int *fd, pid_t *serv
 		close(*fd);
 		*fd = -1;
 	}
+	return r;
+}
+
+/* A number after "Key:" in /proc/PID/status, or 0. */
+static long status_field(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	size_t kl = strlen(key);
+	long v = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			v = strtol(line + kl + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+static bool is_padroned(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool ok = fgets(comm, sizeof comm, f) && !strcmp(comm, "padroned\n");
+	fclose(f);
+	return ok;
+}
+
+/* Does process pid hold the socket of inode ino? */
+static bool holds_socket(pid_t pid, unsigned long ino)
+{
+	char dir[64], want[64], path[320], link[64];
+	snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof want, "socket:[%lu]", ino);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	bool found = false;
+
+	while (d && !found && (e = readdir(d))) {
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		ssize_t n = readlink(path, link, sizeof link - 1);
+		found = n > 0 && (link[n] = '\0', !strcmp(link, want));
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* The directory of a socket bound at path for pid's padroned: bound under a
+ * temporary name (".NAME.SERVER") and renamed into place, which
+ * /proc/net/unix does not see. */
+static bool socket_dir(const char *path, pid_t pid, char *dir, size_t size)
+{
+	char name[64];
+	const char *base = strrchr(path, '/');
+
+	snprintf(name, sizeof name, PADRONE_SOCKET_NAME, (int)pid);
+	if (!base || base == path)
+		return false;
+	base++;
+	size_t nl = strlen(name);
+	if (strcmp(base, name) && (base[0] != '.' || strncmp(base + 1, name, nl) ||
+				   base[1 + nl] != '.'))
+		return false;
+	snprintf(dir, size, "%.*s", (int)(base - 1 - path), path);
+	return true;
+}
+
+int padrone_client_unfound_server(pid_t pid, pid_t *server, char *dir, size_t size)
+{
+	/* the thread that traces pid, then its process */
+	pid_t tracer = (pid_t)status_field(pid, "TracerPid");
+	char line[512];
+	int r = -ENOENT;
+
+	if (tracer > 0)
+		tracer = (pid_t)status_field(tracer, "Tgid");
+	if (tracer <= 0 || !is_padroned(tracer))
+		return -ENOENT;
+	FILE *f = fopen("/proc/net/unix", "re");
+	/* Num RefCount Protocol Flags Type St Inode Path: the sockets bound
+	 * for pid, and of them the one the tracer holds. */
+	while (f && r && fgets(line, sizeof line, f)) {
+		unsigned long ino;
+		char sock[400];
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %399s", &ino, sock) == 2 &&
+		    socket_dir(sock, pid, dir, size) && holds_socket(tracer, ino)) {
+			*server = tracer;
+			r = 0;
+		}
+	}
+	if (f)
+		fclose(f);
 	return r;
 }
 

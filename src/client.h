@@ -15,6 +15,10 @@ int padrone_client_connect(struct padrone_ctl *ctl, pid_t pid, FILE *err);
  * ctl->remote_path; ctl is not connected), -ENOENT when none does, or else
  * an exit status after printing why on err. */
 int padrone_client_probe(struct padrone_ctl *ctl, pid_t pid, pid_t *server, FILE *err);
+/* pid is traced by a padroned whose socket padrone_client_connect did not
+ * find (padroned uses another run directory): 0 with that padroned's pid
+ * and the run directory it listens in (read from /proc), or -ENOENT. */
+int padrone_client_unfound_server(pid_t pid, pid_t *server, char *dir, size_t size);
 /* Close the connection, if any. */
 void padrone_client_disconnect(struct padrone_ctl *ctl);
 /* Send command e with its words to padroned, copy its output to out and

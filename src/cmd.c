@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "src/client.h"
+#include "src/protocol.h"
 #include "src/export.h"
 #include "src/session.h"
 
@@ -240,7 +241,16 @@ int padrone_ctl_attach(struct padrone_ctl *ctl, pid_t pid, FILE *out, FILE *err)
 	}
 	if (padrone_session__attach(ctl->session, pid) < 0) {
 		const char *msg = padrone_session__errmsg(ctl->session);
-		return ctl_error(ctl, err, padrone_session__exit_status(ctl->session), "%s", msg);
+		int st = padrone_session__exit_status(ctl->session);
+		char path[256], dirs[600];
+		pid_t server;
+		if (st == padrone_why_exit_status(PADRONE_ALREADY_TRACED) && !ctl->daemon &&
+		    padrone_client_unfound_server(pid, &server, path, sizeof path) == 0)
+			return ctl_error(ctl, err, st, "%s; that padroned serves it from the "
+					 "run directory %s, and this padrone looks in %s: run it "
+					 "with PADRONE_RUNDIR=%s", msg, path,
+					 padrone_rundir_looked(dirs, sizeof dirs), path);
+		return ctl_error(ctl, err, st, "%s", msg);
 	}
 	return PADRONE_EXIT_OK;
 }

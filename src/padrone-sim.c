@@ -645,6 +645,16 @@ static int feed_sections(struct rep_reader *rd, struct rep_pool *pool, char *msg
 	return rc;
 }
 
+/* Do the analyses only simulate caches? Then the fetches that hit their
+ * line need not reach them one by one (rep_recover__set_fetch_line). */
+static bool only_caches(const struct run *run)
+{
+	for (size_t i = 0; i < run->n; i++)
+		if (strcmp(pipeline_analysis__name(run->a[i]), "cache"))
+			return false;
+	return run->n > 0;
+}
+
 /* --rep: a saved REP file (rep.h), recovered on the recovery threads and
  * fed to the analyses. Returns an exit status; negative: stop without a
  * report. */
@@ -654,7 +664,8 @@ static int replay_rep(const struct opts *o, struct run *run)
 	struct rep_pool *pool;
 	struct rep_run rr = { .run = run, .path = o->rep };
 	struct rep_pool_opts po = { .sz = sizeof(po), .workers = o->rworkers, .error = rep_error,
-				    .on_caller = o->rworkers == 0 };
+				    .on_caller = o->rworkers == 0,
+				    .fetch_line = only_caches(run) ? o->cfg.level[CSIM_I1].line : 0 };
 	char msg[512] = "";
 	int status = EXIT_OK, rc;
 

@@ -303,6 +303,18 @@ static int rundir_candidates(char dirs[MAX_CANDIDATES][256])
 	return n;
 }
 
+const char *padrone_rundir_looked(char *buf, size_t size)
+{
+	char dirs[MAX_CANDIDATES][256];
+	int n = rundir_candidates(dirs);
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && at < size; i++)
+		at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "", dirs[i]);
+	return buf;
+}
+
 /* Create dir if absent, then insist it is ours and private. */
 static int rundir_check(const char *dir, char *err, size_t errlen)
 {

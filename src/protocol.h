@@ -152,6 +152,9 @@ int padrone_rundir_open(char *dir, size_t size, char *err, size_t errlen);
  * padroned that was killed) counts as absent: -ENOENT. A socket that cannot
  * be reached for another reason: -errno, its path in path. */
 int padrone_socket_connect(pid_t pid, char *path, size_t size, int *fd);
+/* The run directories padrone_socket_connect looks in, for a message:
+ * "DIR, DIR" in buf. */
+const char *padrone_rundir_looked(char *buf, size_t size);
 /* Does somebody listen on the unix socket at path? 1 yes, 0 no (nothing
  * there, or a socket nobody listens on), -errno if that cannot be told. */
 int padrone_socket_alive(const char *path);

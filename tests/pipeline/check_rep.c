@@ -949,6 +949,33 @@ START_TEST(fast_plans_deliver_what_the_general_path_does)
 }
 END_TEST
 
+/* Without a sink, the common units are counted at once, the rest the
+ * general way: the same counts, stats and messages. */
+START_TEST(counting_fast_path_counts_what_the_general_path_does)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	const int nblocks = 40, nunits = 6000;
+
+	for (int round = 0; round < 4; round++) {
+		struct corpus c;
+		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+		struct rep_recover *fast, *general;
+
+		ck_assert_ptr_nonnull(boundary);
+		mixed_corpus(&s, &c, nblocks, nunits, round >= 2, boundary);
+		ck_assert_int_eq(rep_recover__new(c.t, NULL, NULL, &fast), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, NULL, NULL, &general), 0);
+		rep__recover_general_only(general);
+		feed_spans(fast, general, &c, boundary, &s, seed);
+		expect_same_counts(fast, general, nblocks, seed);
+		rep_recover__free(fast);
+		rep_recover__free(general);
+		free(boundary);
+		free_corpus(&c);
+	}
+}
+END_TEST
+
 /* ------------------------------------------------ fetches left out */
 
 /* A recoverer's sink: a simulator, and what reached it. */
@@ -1425,6 +1452,7 @@ int main(void)
 	tcase_add_test(tc, build_captures_rcx_after_and_rflags);
 	tcase_add_test(tc, units_split_across_feeds);
 	tcase_add_test(tc, fast_plans_deliver_what_the_general_path_does);
+	tcase_add_test(tc, counting_fast_path_counts_what_the_general_path_does);
 	tcase_add_test(tc, fetches_left_out_simulate_as_the_whole_stream);
 	tcase_add_test(tc, each_batch_carries_its_units_fetch_hits);
 	tcase_add_test(tc, file_round_trip);

@@ -1764,6 +1764,33 @@ START_TEST(a_second_padroned_points_at_the_first)
 }
 END_TEST
 
+/* A padrone run with another PADRONE_RUNDIR than padroned's finds no
+ * socket and tries to attach: the process's tracer is that padroned, so the
+ * message says where it serves from and how to reach it. */
+START_TEST(a_padrone_looking_elsewhere_is_told_padroneds_run_directory)
+{
+	struct tu_proc p, d;
+	unsigned long long hot;
+	char other[300], want[1024];
+	int st;
+
+	start_hotloop(&p, &hot);
+	start_padroned(&d, p.pid);
+	snprintf(other, sizeof other, "%s/elsewhere", rundir);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	snprintf(want, sizeof want, "; that padroned serves it from the run directory %s, and this "
+		 "padrone looks in %s: run it with PADRONE_RUNDIR=%s\n", rundir, other, rundir);
+	char *out = run(&st, "PADRONE_RUNDIR=%s %s -p %d info threads 2>&1", other, PADRONE, p.pid);
+	ck_assert_msg(st == 8, "status %d: %s", st, out);
+	ck_assert_msg(strstr(out, "is already traced by process") && strstr(out, want), "%s", out);
+	free(out);
+	out = run(&st, "%s -p %d info threads", PADRONE, p.pid);	/* undisturbed */
+	ck_assert_int_eq(st, 0);
+	free(out);
+	end_served(&d, &p);
+}
+END_TEST
+
 /* The prompt: ^C clears the line being typed (like bash: "^C", a fresh
  * prompt, nothing run, nothing in the history) or cancels the running
  * command, also one running in padroned; ^D leaves saying what that did. */
@@ -1899,6 +1926,7 @@ int main(void)
 	tcase_add_test(tc, a_hundred_clients_at_once);
 	tcase_add_test(tc, idle_connections_lock_nobody_out);
 	tcase_add_test(tc, a_second_padroned_points_at_the_first);
+	tcase_add_test(tc, a_padrone_looking_elsewhere_is_told_padroneds_run_directory);
 	tcase_add_test(tc, ctrl_c_and_ctrl_d_at_the_prompt);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
