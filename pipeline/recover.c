@@ -546,7 +546,11 @@ static inline bool fast_count_fits(const struct rep_recover *r, const struct rep
 	return !r->sink && h == x->hdr && !x->has_group && !r->general_only;
 }
 
-static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u)
+/* (Always inlined: GCC kept it out of the feed loop once it grew, at a
+ * cost.) */
+static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r,
+							    const struct rep_blk *x,
+							    const uint64_t *u)
 {
 	uint32_t pos = (uint32_t)(x - r->t->blks), n = x->nops;
 	const struct rep_plan_ref *plan = x->plan;
