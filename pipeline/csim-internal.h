@@ -5,6 +5,7 @@
 #ifndef PADRONE_CSIM_INTERNAL_H
 #define PADRONE_CSIM_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -400,6 +401,18 @@ CSIM_HOT int csim_kind_of(uint8_t type)
 	static const uint8_t kinds[8] = { CSIM_READ, CSIM_READ, CSIM_WRITE, CSIM_READ, CSIM_INSTR,
 					  CSIM_READ, CSIM_READ, CSIM_READ };
 	return kinds[type & 7];
+}
+
+/* A REP_REF_FETCH_HITS reference: addr fetches at pc that hit their line,
+ * most recent in its set: counted, no cache touched. -ENOMEM if the row
+ * cannot be made. */
+static inline int csim_fetch_hits(struct csim_result *res, const struct rep_ref *r)
+{
+	struct csim_hot *h = csim_result_lookup(res, r->pc);
+	if (!h)
+		return -ENOMEM;
+	h->refs[CSIM_INSTR] += r->addr;
+	return 0;
 }
 
 /* Count a reference (not its accesses). Without branches: reference

@@ -444,13 +444,7 @@ cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim
  * most recent in its set: counted, no tag changes), or an error. */
 static __attribute__((noinline)) int other_ref(struct csim *s, const struct rep_ref *r)
 {
-	if (r->type != REP_REF_FETCH_HITS)
-		return -EINVAL;
-	struct csim_hot *h = csim_result_lookup(s->res, r->pc);
-	if (!h)
-		return -ENOMEM;
-	h->refs[CSIM_INSTR] += r->addr;
-	return 0;
+	return r->type == REP_REF_FETCH_HITS ? csim_fetch_hits(s->res, r) : -EINVAL;
 }
 
 /* A batch in Cachegrind mode, with the set search simd. A reference that

@@ -210,14 +210,10 @@ static int cg_part(struct worker *w, const struct rep_ref *r)
 	return cg_go_on(w, &it);
 }
 
-/* Fetches that hit (REP_REF_FETCH_HITS): counted, no cache touched. */
+/* Fetches that hit (REP_REF_FETCH_HITS), out of the entries' way. */
 static __attribute__((noinline)) int fetch_hits(struct worker *w, const struct rep_ref *r)
 {
-	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
-	if (!h)
-		return -ENOMEM;
-	h->refs[CSIM_INSTR] += r->addr;
-	return 0;
+	return csim_fetch_hits(w->res, r);
 }
 
 /* A fresh entry from the ring, Cachegrind mode. */

@@ -379,20 +379,13 @@ struct program {
  * process (at its exit, say) until it has let go of it. */
 static bool held_by(pid_t pid, pid_t server)
 {
-	char path[64], line[128];
-	int tracer = 0;
+	char path[64];
+	long tracer = status_field(pid, "TracerPid");
 
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof line, f) && sscanf(line, "TracerPid: %d", &tracer) != 1)
-		;
-	fclose(f);
 	if (tracer <= 0 || server <= 0)
 		return false;
 	/* TracerPid names the tracing thread (attach/'s tracer thread) */
-	snprintf(path, sizeof path, "/proc/%d/task/%d", (int)server, tracer);
+	snprintf(path, sizeof path, "/proc/%d/task/%ld", (int)server, tracer);
 	return access(path, F_OK) == 0;
 }
 
