@@ -95,6 +95,48 @@ static int32_t rsp_change(const ZydisDecodedInstruction *d, const ZydisDecodedOp
 	return 0;
 }
 
+/* The steps a unit's captures can be taken across (instr-plan.c), kept
+ * small so that their sum is a disp32. */
+#define MAX_STEP (1 << 20)
+
+/* reg += imm and nothing else but the flags: add or sub of an immediate,
+ * inc, dec, lea reg,[reg + d], on a whole 64-bit register (a 32-bit write
+ * zeroes the upper half), not rsp (rsp_change's). */
+static void register_step(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *ops,
+			  struct ci_insn *in)
+{
+	int64_t v;
+
+	if (d->operand_count_visible < 1 || ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    ZydisRegisterGetWidth(ZYDIS_MACHINE_MODE_LONG_64, ops[0].reg.value) != 64 ||
+	    !rep_reg_of(ops[0].reg.value) || ops[0].reg.value == ZYDIS_REGISTER_RSP)
+		return;
+	switch (d->mnemonic) {
+	case ZYDIS_MNEMONIC_ADD:
+	case ZYDIS_MNEMONIC_SUB:
+		if (d->operand_count_visible != 2 || ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+			return;
+		v = d->mnemonic == ZYDIS_MNEMONIC_ADD ? ops[1].imm.value.s : -ops[1].imm.value.s;
+		break;
+	case ZYDIS_MNEMONIC_INC:
+	case ZYDIS_MNEMONIC_DEC:
+		v = d->mnemonic == ZYDIS_MNEMONIC_INC ? 1 : -1;
+		break;
+	case ZYDIS_MNEMONIC_LEA:
+		if (ops[1].mem.base != ops[0].reg.value || ops[1].mem.index != ZYDIS_REGISTER_NONE ||
+		    d->address_width != 64)
+			return;
+		v = ops[1].mem.disp.value;
+		break;
+	default:
+		return;
+	}
+	if (v > MAX_STEP || v < -MAX_STEP)
+		return;
+	in->step_reg = rep_reg_of(ops[0].reg.value);
+	in->step = (int32_t)v;
+}
+
 /* An atomic read-modify-write other than cmpxchg (lock add, lock xadd,
  * lock inc..., xchg with memory): valgrind runs it as a load and then a
  * compare-and-swap, and its trace (lackey's) and counts (Cachegrind's Dr)
@@ -262,7 +304,9 @@ int cc__instr_decode(const uint8_t *bytes, size_t len, uint64_t pc, struct ci_in
 	uint32_t clob = clobbers(&d, ops);
 	bool known;
 	int32_t delta = rsp_change(&d, ops, &known);
-	if (stack || known) {
+	bool pops_rsp = d.mnemonic == ZYDIS_MNEMONIC_POP && ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+			ops[0].reg.value == ZYDIS_REGISTER_RSP;
+	if ((stack || known) && !pops_rsp) {
 		clob &= ~(1u << REP_REG_RSP);
 		if (known)
 			ri->rsp_delta = delta;
@@ -270,5 +314,6 @@ int cc__instr_decode(const uint8_t *bytes, size_t len, uint64_t pc, struct ci_in
 	if (d.mnemonic == ZYDIS_MNEMONIC_LEAVE)
 		clob |= 1u << REP_REG_RSP | 1u << REP_REG_RBP;
 	ri->clobbers |= clob;
+	register_step(&d, ops, in);
 	return 0;
 }

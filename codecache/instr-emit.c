@@ -115,6 +115,44 @@ static void emit_header(struct out *o, const struct unit *u)
 	put(o, &hdr, 8);
 }
 
+/* Where the commit moves rsp before it writes the record: below the red
+ * zone, then rax and rcx pushed. */
+#define COMMIT_RSP (128 + 16)
+
+/* A slot written straight from register reg at the commit, less the steps
+ * taken since its capture point, into disp(%rax): rax and rcx are read
+ * where the commit pushed them (rcx at 0(%rsp), rax at 8(%rsp)), rsp is
+ * its value before the commit's, a step is taken back by lea into rcx
+ * (flags untouched), and the result stored. */
+static void emit_direct(struct out *o, uint8_t reg, int32_t step, uint32_t disp)
+{
+	unsigned code = reg - REP_REG_RAX;
+
+	if (reg == REP_REG_RSP) {
+		put(o, (uint8_t[]){ 0x48, 0x8d, 0x8c, 0x24 }, 4);	/* lea d(%rsp),%rcx */
+		put32(o, (uint32_t)(COMMIT_RSP - step));
+		step = 0;
+		code = 1;
+	} else if (reg == REP_REG_RAX || reg == REP_REG_RCX) {
+		if (reg == REP_REG_RAX)
+			put(o, (uint8_t[]){ 0x48, 0x8b, 0x4c, 0x24, 0x08 }, 5);	/* mov 8(%rsp),%rcx */
+		else
+			put(o, (uint8_t[]){ 0x48, 0x8b, 0x0c, 0x24 }, 4);	/* mov (%rsp),%rcx */
+		code = 1;
+	}
+	if (step) {						/* lea -step(%reg),%rcx */
+		put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3)), 0x8d,
+				    (uint8_t)(0x88 | (code & 7)) }, 3);
+		if ((code & 7) == 4)
+			put(o, (uint8_t[]){ 0x24 }, 1);		/* r12: a SIB byte, no index */
+		put32(o, (uint32_t)-step);
+		code = 1;
+	}
+	put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3) << 2), 0x89,	/* mov %reg,disp(%rax) */
+			    (uint8_t)(0x80 | (code & 7) << 3) }, 3);
+	put32(o, disp);
+}
+
 /* How far ahead of the unit being written the commit fetches ring lines. */
 #define PREFETCH_AHEAD 512
 
@@ -169,11 +207,8 @@ static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u
 		u->fast_end = o->at;
 	}
 	for (uint32_t k = 0; k < n; k++) {			/* write: */
-		if (u->direct >> k & 1) {			/* mov %reg,8(1+k)(%rax) */
-			unsigned code = u->direct_reg[k] - REP_REG_RAX;
-			put(o, (uint8_t[]){ (uint8_t)(0x48 | (code >> 3) << 2), 0x89,
-					    (uint8_t)(0x80 | (code & 7) << 3) }, 3);
-			put32(o, 8 * (1 + k));
+		if (u->direct >> k & 1) {
+			emit_direct(o, u->direct_reg[k], u->direct_step[k], 8 * (1 + k));
 			continue;
 		}
 		put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x0c, 0x25 }, 5);

@@ -56,23 +56,40 @@ static void forget_addresses(struct rep_built *b)
 	b->block.nrefs = 0;
 }
 
+/* The most the steps taken across by a capture may add up to: a disp32
+ * (instr-emit.c steps the register back with lea). */
+#define MAX_STEPS (1 << 30)
+
 /* Can slot's one capture c be written at the commit from its register? Not
- * rax or rcx (the commit's own), rsp (moved below the red zone), rflags or
- * a segment base (no register to store from), nor a register any
- * instruction run between the capture and the commit writes. */
+ * rflags or a segment base (no register to store from), nor a register that
+ * an instruction run between the capture and the commit writes, unless by a
+ * known step (add $1 of a loop's index, a push's rsp - 8): then *step is
+ * what they add, for the commit to take back. rax, rcx and rsp, which the
+ * commit moves, it reads where it saved them or steps back. */
 static bool direct_capture(const struct cc_instr *in, const struct unit *u,
-			   const struct rep_capture *c)
+			   const struct rep_capture *c, int32_t *step)
 {
 	uint32_t last = u->n - 1;
 	uint32_t start = c->after ? c->insn + 1 : c->insn;
 	uint32_t end = cc__instr_transfers(&in->insns[u->first + last]) ? last : last + 1;
+	int64_t sum = 0;
 
-	if (c->reg < REP_REG_RDX || c->reg > REP_REG_R15 || c->reg == REP_REG_RSP ||
-	    start > end)
+	if (c->reg < REP_REG_RAX || c->reg > REP_REG_R15 || start > end)
 		return false;
-	for (uint32_t k = start; k < end; k++)
-		if (in->insns[u->first + k].rep.clobbers & (1u << c->reg))
+	for (uint32_t k = start; k < end; k++) {
+		const struct ci_insn *ci = &in->insns[u->first + k];
+		if (c->reg == REP_REG_RSP && !(ci->rep.clobbers & (1u << c->reg)))
+			sum += ci->rep.rsp_delta;
+		else if (!(ci->rep.clobbers & (1u << c->reg)))
+			continue;
+		else if (ci->step_reg == c->reg)
+			sum += ci->step;
+		else
 			return false;
+		if (sum > MAX_STEPS || sum < -MAX_STEPS)
+			return false;
+	}
+	*step = (int32_t)sum;
 	return true;
 }
 
@@ -86,11 +103,13 @@ static void plan_direct(const struct cc_instr *in, struct unit *u)
 			captures[u->b.caps[c].slot]++;
 	for (uint32_t c = 0; c < u->b.ncaps; c++) {
 		const struct rep_capture *cap = &u->b.caps[c];
+		int32_t step;
 		if (cap->slot > IS_MAX_SLOTS || captures[cap->slot] != 1 ||
-		    !direct_capture(in, u, cap))
+		    !direct_capture(in, u, cap, &step))
 			continue;
 		u->direct |= 1ull << cap->slot;
 		u->direct_reg[cap->slot] = cap->reg;
+		u->direct_step[cap->slot] = step;
 	}
 }
 

@@ -29,6 +29,11 @@ struct ci_insn {
 	enum ci_kind kind;
 	uint8_t bytes[16];
 	struct rep_insn rep;	/* memory references, rsp change, clobbers */
+	/* reg += step is all it does to the registers but rflags (add or sub
+	 * of an immediate, inc, dec, lea reg,[reg + d] on a 64-bit register
+	 * other than rsp), or step_reg REP_REG_NONE */
+	uint8_t step_reg;
+	int32_t step;
 };
 
 /* Decode the instruction at pc (bytes: up to len of them). 0, or
@@ -89,10 +94,12 @@ struct unit {
 	bool block_end;		/* the last one ends a CFG block */
 	struct rep_built b;
 	/* slots the commit writes straight from their register, which nothing
-	 * between the capture point and the commit changes (no capture, no
-	 * reload, and nothing a signal handler can spoil) */
+	 * between the capture point and the commit changes but by known steps
+	 * (no capture, no reload, and nothing a signal handler can spoil): the
+	 * slot is the register less direct_step */
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
+	int32_t direct_step[IS_MAX_SLOTS + 1];
 	uint64_t off;		/* in the copy */
 	/* its commit's reservation, restartable (a signal's handler must not
 	 * run between reading the pointer and moving it past the record): the
