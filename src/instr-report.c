@@ -168,6 +168,9 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 		goto oom;
 	r->pid = padrone_session__pid(s);
 	r->sampling = st->sampling;
+	r->analysis = st->analyses;
+	r->nevents = st->analyses == PADRONE_ANALYZE_CACHE ? PADRONE_NEVENTS :
+		st->analyses == PADRONE_ANALYZE_RECORD ? 0 : 1;
 	instr__geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	instr__geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	instr__geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);

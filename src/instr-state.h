@@ -54,7 +54,10 @@ struct worker {
 	struct cab_ring *ring;		/* padrone's mapping; NULL once released */
 	struct cab_consumer *cons;
 	struct rep_recover *rec;
-	struct sim_feed *feed;		/* cache: its references to the simulator */
+	struct sim_feed *feed;		/* cache: its references to the simulator;
+					 * blocks, refs: its blocks' executions as Ir */
+	const struct rep_table *table;	/* blocks, refs: the copy's, for the Ir */
+	uint64_t *fed;			/* per block of the table: executions fed */
 	pthread_t th;
 	bool started;
 	pid_t tid;

@@ -42,6 +42,38 @@ static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recove
 	return cs->records_skipped + rs->corrupt + rs->spoiled;
 }
 
+/* The blocks and refs analyses simulate nothing: each block's executions
+ * since the last span go to the simulator as REP_REF_FETCH_HITS counts of
+ * its instructions, which it adds to their PCs' Ir (rep.h), so that report
+ * gives Ir per PC, loop and function as Cachegrind would. Nothing else
+ * goes into the feed, so its batch is empty here. */
+static void feed_block_counts(struct worker *w)
+{
+	struct rep_ref refs[256];
+	size_t n = 0;
+
+	for (size_t i = 0; i < rep_table__size(w->table); i++) {
+		const struct rep_block *b = rep_table__nth(w->table, i);
+		uint64_t now = rep_recover__block_count(w->rec, b->id);
+		if (now == w->fed[i])
+			continue;
+		for (uint32_t k = 0; k < b->ninstrs; k++) {
+			refs[n++] = (struct rep_ref){ .pc = b->instrs[k].pc, .addr = now - w->fed[i],
+						      .type = REP_REF_FETCH_HITS };
+			if (n == sizeof refs / sizeof refs[0]) {
+				sim_feed__refs(w->feed, refs, n);
+				n = 0;
+			}
+		}
+		w->fed[i] = now;
+	}
+	if (n)
+		sim_feed__refs(w->feed, refs, n);
+	/* handed over now, in one batch when they fit in one (2048 PCs): a
+	 * report taken meanwhile sees a block's instructions counted alike */
+	sim_feed__flush(w->feed);
+}
+
 /* Recover the span (unless only the units are counted), then publish the
  * counts (only this thread writes the recoverer's and the consumer's own
  * counters: stats reads these copies). */
@@ -54,6 +86,8 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 
 	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
+	if (w->fed)
+		feed_block_counts(w);
 
 	cab_consumer__stats(w->cons, &cs);
 	if (w->rec)
@@ -74,6 +108,8 @@ static void *consume(void *arg)
 	cab_consumer__run(w->cons, consume_span, w, &w->stop);
 	if (w->rec)
 		rep_recover__flush(w->rec);
+	if (w->fed)
+		feed_block_counts(w);
 	if (w->feed)
 		sim_feed__flush(w->feed);
 	atomic_store(&w->cpu_ns, instr__thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
@@ -159,6 +195,9 @@ void instr__release_rings(struct func *f)
 		cab_consumer__close(f->w[i].cons);
 		rep_recover__free(f->w[i].rec);
 		sim_feed__close(f->w[i].feed);
+		free(f->w[i].fed);
+		f->w[i].fed = NULL;
+		f->w[i].table = NULL;
 		f->w[i].feed = NULL;
 		f->w[i].cons = NULL;
 		f->w[i].rec = NULL;
@@ -198,7 +237,12 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
 		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
 			discard : NULL;	/* blocks: counted, no address recovered */
-		bool ok = (!simulate || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
+		if (recover && !simulate) {	/* Ir from the blocks' counts */
+			w->table = cc_instr__table(f->in);
+			w->fed = calloc(rep_table__size(w->table) + 1, sizeof *w->fed);
+		}
+		bool ok = (!recover || simulate || w->fed) &&
+			  (!recover || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
 			  (!recover || rep_recover__new(cc_instr__table(f->in), to, w->feed,
 							&w->rec) == 0);
 		if (ok && simulate) {	/* the recoverer's batches, not copies */

@@ -636,6 +636,11 @@ struct padrone_ireport {
 	int pid;
 	double seconds;		/* instrumented so far */
 	bool sampling;
+	/* What the analysis (PADRONE_ANALYZE_*) measures: the first nevents
+	 * events of ev[]; the others are 0. cache: all; blocks and refs: Ir
+	 * alone, from the blocks' executions; record: none. */
+	unsigned analysis;
+	unsigned nevents;
 	char i1[48], d1[48], ll[48];	/* geometry "SIZE,ASSOC,LINE" */
 	size_t nfunctions, nthreads;
 	struct padrone_ifunction *functions;

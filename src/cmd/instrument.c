@@ -200,6 +200,12 @@ static int print_report(struct padrone_cmd_ctx *ctx, const struct padrone_args *
 
 	if (padrone_session__instr_report(ctx->ctl->session, &r) < 0)
 		return padrone_cmd_session_error(ctx);
+	if (padrone_args_has(args, 'o') && !r->nevents) {
+		padrone_ireport__free(r);
+		return padrone_cmd_error(ctx, PADRONE_EXIT_USAGE, "the record analysis measures no "
+					 "events: nothing to write in Cachegrind's format (-a "
+					 "blocks, refs or cache give them)");
+	}
 	if (padrone_args_has(args, 'o'))
 		print_cachegrind(ctx->out, r);
 	else if (padrone_args_has(args, 'j'))
@@ -354,7 +360,8 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"the ring full is lost, and report counts it). LIST: what the consumers do,\n"
 		"each including the ones before: blocks (units counted; the copy records no\n"
 		"addresses), record (addresses recorded, only counted), refs (references\n"
-		"recovered and counted), cache (simulated: the default; report's events).\n"
+		"recovered and counted), cache (simulated: the default). report gives Ir\n"
+		"alone with blocks or refs (from the blocks' executions), no event with record.\n"
 		"--I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
@@ -449,10 +456,30 @@ static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport
 		ll_lo, ll_hi);
 }
 
-static void print_events_json(FILE *f, const uint64_t *ev)
+/* The analysis a report's counts come from, as -a names it. */
+static const char *analysis_name(unsigned analysis)
+{
+	return analysis == PADRONE_ANALYZE_BLOCKS ? "blocks" : analysis == PADRONE_ANALYZE_RECORD ?
+		"record" : analysis == PADRONE_ANALYZE_REFS ? "refs" : "cache";
+}
+
+/* What a report of an analysis short of cache measures, for its reader. */
+static void print_analysis(FILE *f, const char *prefix, const struct padrone_ireport *r)
+{
+	if (r->nevents == PADRONE_NEVENTS)
+		return;
+	if (r->nevents)
+		fprintf(f, "%s%s analysis: Ir alone, counted from the blocks' executions; no cache "
+			"simulated (-a cache does)\n", prefix, analysis_name(r->analysis));
+	else
+		fprintf(f, "%s%s analysis: units counted, nothing recovered: no events (-a blocks, "
+			"refs or cache give them)\n", prefix, analysis_name(r->analysis));
+}
+
+static void print_events_json(FILE *f, const uint64_t *ev, unsigned n)
 {
 	fputc('{', f);
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	for (unsigned e = 0; e < n; e++)
 		fprintf(f, "%s\"%s\":%llu", e ? "," : "", padrone_event_name(e),
 			(unsigned long long)ev[e]);
 	fputc('}', f);
@@ -460,10 +487,11 @@ static void print_events_json(FILE *f, const uint64_t *ev)
 
 static void print_json(FILE *f, const struct padrone_ireport *r)
 {
-	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"geometry\":{\"I1\":\"%s\","
-		"\"D1\":\"%s\",\"LL\":\"%s\"},\"events\":[", r->pid, r->seconds,
-		r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll);
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"analysis\":\"%s\","
+		"\"geometry\":{\"I1\":\"%s\",\"D1\":\"%s\",\"LL\":\"%s\"},\"events\":[", r->pid,
+		r->seconds, r->sampling ? "sample" : "exhaustive", analysis_name(r->analysis), r->i1,
+		r->d1, r->ll);
+	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, "%s\"%s\"", e ? "," : "", padrone_event_name(e));
 	fprintf(f, "],\"threads\":[");
 	for (size_t i = 0; i < r->nthreads; i++)
@@ -480,18 +508,18 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 				"\\u%04x" : "%c", *p);
 		fprintf(f, "\",\"entry\":\"0x%llx\",\"active\":%s,\"events\":",
 			(unsigned long long)fn->entry, fn->active ? "true" : "false");
-		print_events_json(f, fn->ev);
+		print_events_json(f, fn->ev, r->nevents);
 		if (r->sampled) {
 			uint64_t est[PADRONE_NEVENTS];
 			estimate(fn, est);
 			fprintf(f, ",\"fraction\":%.4f,\"estimate\":", fn->fraction);
-			print_events_json(f, est);
+			print_events_json(f, est, r->nevents);
 		}
 		fprintf(f, ",\"pcs\":[");
 		for (size_t k = 0; k < fn->npcs; k++) {
 			fprintf(f, "%s{\"pc\":\"0x%llx\",\"events\":", k ? "," : "",
 				(unsigned long long)fn->pcs[k].pc);
-			print_events_json(f, fn->pcs[k].ev);
+			print_events_json(f, fn->pcs[k].ev, r->nevents);
 			fputc('}', f);
 		}
 		fprintf(f, "],\"loops\":[");
@@ -501,7 +529,7 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 				"\"irreducible\":%s,\"events\":", k ? "," : "",
 				(unsigned long long)l->header, l->depth, l->parent, l->blocks,
 				l->irreducible ? "true" : "false");
-			print_events_json(f, l->ev);
+			print_events_json(f, l->ev, r->nevents);
 			fputc('}', f);
 		}
 		fprintf(f, "]}");
@@ -517,9 +545,9 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, "}\n");
 }
 
-static void print_row(FILE *f, const uint64_t *ev, const char *what)
+static void print_row(FILE *f, const uint64_t *ev, unsigned n, const char *what)
 {
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	for (unsigned e = 0; e < n; e++)
 		fprintf(f, "%12llu ", (unsigned long long)ev[e]);
 	fprintf(f, "%s\n", what);
 }
@@ -529,35 +557,36 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, "# pid %d: %.2f s instrumented (%s), I1 %s D1 %s LL %s, %llu units lost\n",
 		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive", r->i1, r->d1, r->ll,
 		(unsigned long long)r->lost_units);
+	print_analysis(f, "# ", r);
 	if (r->sampled) {
 		print_sampled(f, "# ", r);
 		print_cold(f, "# ", r);
 	}
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, "%12s ", padrone_event_name(e));
 	fprintf(f, "where\n");
 	for (size_t i = 0; i < r->nfunctions; i++) {
 		const struct padrone_ifunction *fn = &r->functions[i];
 		char what[160];
 		snprintf(what, sizeof what, "%s%s", fn->name, fn->active ? "" : " (uninstrumented)");
-		print_row(f, fn->ev, what);
+		print_row(f, fn->ev, r->nevents, what);
 		if (r->sampled) {
 			uint64_t est[PADRONE_NEVENTS];
 			estimate(fn, est);
 			snprintf(what, sizeof what, "%s: estimate for the whole time (on %.1f%%)",
 				 fn->name, 100.0 * fn->fraction);
-			print_row(f, est, what);
+			print_row(f, est, r->nevents, what);
 		}
 		for (size_t k = 0; k < fn->npcs; k++) {
 			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
-			print_row(f, fn->pcs[k].ev, what);
+			print_row(f, fn->pcs[k].ev, r->nevents, what);
 		}
 		for (size_t k = 0; k < fn->nloops; k++) {
 			const struct padrone_iloop *l = &fn->loops[k];
 			snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
 				 (unsigned long long)l->header, l->depth, l->blocks,
 				 l->irreducible ? ", irreducible" : "");
-			print_row(f, l->ev, what);
+			print_row(f, l->ev, r->nevents, what);
 		}
 	}
 }
@@ -595,9 +624,9 @@ static void print_cache_desc(FILE *f, const char *name, const char *geom)
 		line, assoc);
 }
 
-static void print_counts(FILE *f, const uint64_t *ev)
+static void print_counts(FILE *f, const uint64_t *ev, unsigned n)
 {
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	for (unsigned e = 0; e < n; e++)
 		fprintf(f, " %llu", (unsigned long long)ev[e]);
 	fputc('\n', f);
 }
@@ -619,13 +648,14 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	for (size_t i = 0; i < r->nfunctions; i++)
 		fprintf(f, "desc: %s is in %s; its lines are addresses in that file\n",
 			r->functions[i].name, r->functions[i].module);
+	print_analysis(f, "desc: ", r);
 	if (r->sampled) {	/* the format's free text: the counts are measured ones */
 		print_sampled(f, "desc: ", r);
 		print_cold(f, "desc: ", r);
 	}
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
-	for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, " %s", padrone_event_name(e));
 	fputc('\n', f);
 	for (size_t i = 0; i < r->nfunctions; i++) {
@@ -633,13 +663,13 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 		fprintf(f, "fl=???\nfn=%s\n", fn->name);
 		for (size_t k = 0; k < fn->npcs; k++) {
 			fprintf(f, "%llu", (unsigned long long)(fn->pcs[k].pc - fn->module_base));
-			print_counts(f, fn->pcs[k].ev);
+			print_counts(f, fn->pcs[k].ev, r->nevents);
 		}
 		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
 			total[e] += fn->ev[e];
 	}
 	fprintf(f, "summary:");
-	print_counts(f, total);
+	print_counts(f, total, r->nevents);
 }
 
 static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)
@@ -656,8 +686,9 @@ const struct padrone_cmd_entry padrone_cmd_report_entry = {
 	.summary = "show what instrumented functions did: Cachegrind's events per PC and loop",
 	.help = "Per instrumented function and per instruction (PC): Ir I1mr ILmr Dr D1mr DLmr\n"
 		"Dw D1mw DLmw, as Cachegrind names them, simulated with the host's cache\n"
-		"geometry; also after uninstrument, until detach. -j as JSON: {\"pid\",\n"
-		"\"seconds\",\"mode\",\"geometry\":{\"I1\",\"D1\",\"LL\"},\"events\":[names],\n"
+		"geometry (only Ir with instrument -a blocks or refs: the header says so);\n"
+		"also after uninstrument, until detach. -j as JSON: {\"pid\",\"seconds\",\n"
+		"\"mode\",\"analysis\",\"geometry\":{\"I1\",\"D1\",\"LL\"},\"events\":[names],\n"
 		"\"threads\":[{\"tid\",\"units\",\"refs\",\"lost_units\"}],\"functions\":[{\"name\",\n"
 		"\"entry\",\"active\",\"events\":{..},\"pcs\":[{\"pc\",\"events\":{..}}],\"loops\":\n"
 		"[{\"header\",\"depth\",\"parent\",\"blocks\",\"irreducible\",\"events\":{..}}]}],\n"

@@ -15,7 +15,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr
-echo 1..27
+echo 1..30
 start_kernel 2 1000
 entry=$(entry_of axpy)
 axpy=$((entry - base))	# its offset in the file
@@ -182,3 +182,27 @@ check "another geometry after results: status 2, names the one in use" \
 run geo3 "$padrone" -p "$pid" instrument --D1 1000,3,64 axpy
 check "a geometry cachegrind would refuse: status 2, says why, nothing instrumented" \
 	eval 'status geo3 2 && says geo3 "D1: size 1000" && [ "$(code $entry)" = "$orig" ] && goes_on'
+# -a blocks and refs simulate nothing: report gives Ir alone, counted from
+# the blocks' executions, and it is the kernel's: with C the entry's, each
+# instruction of the loop's body (hdr..at, as loop_exact found them) runs
+# 1000 C times, give or take a partial call per thread. An attachment's
+# results come from one analysis: detached in between.
+ir_at() { awk -v pc="$(printf '0x%x' "$2")" '$2 == pc { print $1 }' "$tmp/$1.out"; }
+ir_exact() {
+	status "$1" 0 && says "$1" "^# $2 analysis: Ir alone" && says "$1" '^ *Ir where$' &&
+	[ -n "$hdr" ] && [ -n "$at" ] || return 1
+	c=$(ir_at "$1" "$entry") lb=$(ir_at "$1" $((base + 0x$hdr))) le=$(ir_at "$1" $((base + 0x$at)))
+	[ -n "$c" ] && [ "$c" -gt 0 ] && [ -n "$lb" ] && [ "$lb" = "$le" ] &&
+	kc_near "$lb" $((1000 * c)) $((T * 1000)) && [ "$(code $entry)" = "$orig" ]
+}
+for a in blocks refs; do
+	run "det$a" "$padrone" -p "$pid" detach
+	run "ir$a" "$padrone" -p "$pid" instrument -a "$a" --for 1 axpy
+	check "instrument -a $a --for 1: Ir alone, 1000 a call across the loop, original back" \
+		ir_exact "ir$a" "$a"
+done
+run detr "$padrone" -p "$pid" detach
+run irr "$padrone" -p "$pid" instrument -a record --for 1 -o "$tmp/cg3.out" axpy
+check "instrument -a record --for 1 -o FILE: status 2, it measures no events, no file, target right" \
+	eval 'status irr 2 && says irr "record analysis measures no events" && ! [ -e "$tmp/cg3.out" ] &&
+	[ "$(code $entry)" = "$orig" ] && goes_on'
