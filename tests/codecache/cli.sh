@@ -132,6 +132,7 @@ check "nor to list" eval 'status noinfo 0 && says noinfo "^no function is replac
 
 # replace -C without -c: the call sites in the callers the last profile saw
 # (cc_vecadd_fp has frame pointers, vecadd included: chains reach main)
+: >"$tmp/out2"	# there before rounds reads it (the child opens it later)
 "$b/tests/targets/cc_vecadd_fp" >"$tmp/out2" 2>&1 &
 fpid=$!
 out=$tmp/out2
