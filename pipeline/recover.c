@@ -475,6 +475,33 @@ static inline int count_unit(struct rep_recover *r, const struct rep_blk *x)
 	return count_block(r, (uint32_t)(x - r->t->blks), x->b.id);
 }
 
+/* run units of a block with no slots in a row (a loop's header, counted
+ * alone: the blocks analysis): the first as count_unit, the others
+ * executions of the block and of its edge to itself. */
+static int count_run(struct rep_recover *r, const struct rep_blk *x, size_t run)
+{
+	uint32_t pos = (uint32_t)(x - r->t->blks);
+	int rc = count_unit(r, x);
+
+	if (rc || run == 1)
+		return rc;
+	r->st.refs += (run - 1) * x->fixed_refs;
+	r->st.instrs += (run - 1) * x->fixed_instrs;
+	r->st.units += run - 1;
+	r->counts[pos].n += run - 1;
+	return count_edge(r, &r->counts[pos], x->b.id, x->b.id, run - 1);
+}
+
+/* How many of w[0..n) repeat w[0], from w[0] on. */
+static size_t run_of(const uint64_t *w, size_t n)
+{
+	size_t k = 1;
+
+	while (k < n && w[k] == w[0])
+		k++;
+	return k;
+}
+
 static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u, uint64_t off)
 {
 	if (u[0] & REP_S_SPOILED) {	/* its slots are another unit's */
@@ -612,9 +639,10 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 			continue;
 		}
 		if (x && i + 1 + x->b.nslots <= n && fast_count_fits(r, x, u[0])) {
-			if ((rc = count_unit(r, x)))
+			size_t run = x->b.nslots ? 1 : run_of(u, n - i);
+			if ((rc = count_run(r, x, run)))
 				break;
-			i += 1 + (size_t)x->b.nslots;
+			i += run * (1 + (size_t)x->b.nslots);
 			continue;
 		}
 		uint64_t off = off0 + 8 * (uint64_t)(i - i0);

@@ -824,12 +824,20 @@ static void mixed_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits,
 		ck_assert_int_eq(rep_build(bs[i].in, bs[i].n, (uint32_t)i + 1,
 					   rnd_below(s, 2) ? REP_OPT_STACK | REP_OPT_BASE : 0,
 					   &built[i]), 0);
+		if (i % 5 == 4) {	/* as the blocks analysis's copy: a header alone */
+			built[i].ncaps = 0;
+			built[i].block.nslots = 0;
+			built[i].block.nrefs = 0;
+		}
 		ck_assert_int_eq(rep_table__add(c->t, &built[i].block), 0);
 	}
 	gen_no_rep = false;
 	c->w = malloc((size_t)nunits * most * 8);
-	for (int u = 0; u < nunits; u++) {
-		int i = (int)rnd_below(s, (unsigned)nblocks);
+	for (int u = 0, i = 0, again = 0; u < nunits; u++) {
+		if (again-- <= 0) {	/* a new block, sometimes run again and again (a loop) */
+			i = (int)rnd_below(s, (unsigned)nblocks);
+			again = rnd_below(s, 4) ? 0 : (int)rnd_below(s, 60);
+		}
 		gen_regs(s, &bs[i], regs);
 		boundary[c->n] = true;
 		size_t at = c->n;
