@@ -31,6 +31,14 @@ struct fetch_plan {
 	uint32_t nleft;			/* fetches left out of one execution */
 	uint64_t *left;			/* their PCs */
 	uint64_t pending;		/* executions whose FETCH_HITS are not sent */
+	/* run again right after itself in one batch (a loop of one block),
+	 * with its lines in sets of their own: every fetch hits a line most
+	 * recent in its set, so all go (rep_recover__set_fetch_sets) */
+	uint32_t nrplan;
+	struct rep_plan_ref *rplan;	/* the plan without any fetch, or NULL: not so */
+	uint32_t nrleft;
+	uint64_t *rleft;		/* the PCs of all its fetches */
+	uint64_t rpending;
 };
 
 struct rep_recover {
@@ -52,6 +60,11 @@ struct rep_recover {
 				 * joins an edge across it */
 	bool general_only;	/* tests: no fast plans */
 	unsigned fetch_bits;	/* log2 of the sink's I1 line; 0: every fetch sent */
+	uint32_t fetch_sets;	/* the sink's I1 sets; 0: unknown */
+	uint64_t nsent;		/* batches sent */
+	uint64_t prev_batch;	/* the previous unit went whole into batch number
+				 * prev_batch (nsent then) by the fast path;
+				 * UINT64_MAX: not */
 	struct fetch_plan *fp;	/* per table position (nfp) */
 	uint32_t *dirty;	/* positions with FETCH_HITS pending (ndirty) */
 	size_t nfp, ndirty;
@@ -75,6 +88,7 @@ int rep_recover__new(const struct rep_table *t, rep_ref_sink sink, void *arg,
 	r->t = t;
 	r->sink = sink;
 	r->arg = arg;
+	r->prev_batch = UINT64_MAX;
 	r->batch = calloc(REP_BATCH, sizeof(*r->batch));
 	r->ncounts = t->n ? t->n : 1;
 	r->counts = calloc(r->ncounts, sizeof(*r->counts));
@@ -96,6 +110,8 @@ void rep_recover__free(struct rep_recover *r)
 	for (size_t i = 0; i < r->nfp; i++) {
 		free(r->fp[i].plan);
 		free(r->fp[i].left);
+		free(r->fp[i].rplan);
+		free(r->fp[i].rleft);
 	}
 	free(r->fp);
 	free(r->dirty);
@@ -110,10 +126,13 @@ static void add_fetch_hits(struct rep_recover *r)
 {
 	for (size_t i = 0; i < r->ndirty; i++) {
 		struct fetch_plan *f = &r->fp[r->dirty[i]];
-		for (uint32_t k = 0; k < f->nleft; k++)
+		for (uint32_t k = 0; f->pending && k < f->nleft; k++)
 			r->batch[r->nbatch++] = (struct rep_ref){ .pc = f->left[k], .addr = f->pending,
 								  .type = REP_REF_FETCH_HITS };
-		f->pending = 0;
+		for (uint32_t k = 0; f->rpending && k < f->nrleft; k++)
+			r->batch[r->nbatch++] = (struct rep_ref){ .pc = f->rleft[k], .addr = f->rpending,
+								  .type = REP_REF_FETCH_HITS };
+		f->pending = f->rpending = 0;
 	}
 	r->ndirty = 0;
 	r->reserve = 0;
@@ -127,6 +146,7 @@ static void send_batch(struct rep_recover *r)
 	if (r->nbatch && r->sink)
 		r->sink(r->arg, r->batch, r->nbatch);	/* may give us another array */
 	r->nbatch = 0;
+	r->nsent++;
 }
 
 void rep_recover__flush(struct rep_recover *r)
@@ -330,6 +350,50 @@ static bool fetch_hits_last(uint64_t pc, uint32_t len, unsigned bits, uint64_t *
 	return hit;
 }
 
+/* The lines a fetch of [pc, pc + len) touches, first and last. */
+static void fetch_lines(uint64_t pc, uint32_t len, unsigned bits, uint64_t *first, uint64_t *last)
+{
+	*first = pc >> bits;
+	*last = (pc + (len ? len : 1) - 1) >> bits;
+}
+
+/* When x runs again right after itself: its plan without its fetches of
+ * one line each (one straddling two lines is two accesses, which a
+ * FETCH_HITS count does not give: it stays, and hits), and their PCs, if
+ * its lines (consecutive) fall in sets of their own and those fetches are
+ * at most a quarter of a batch. */
+static int make_repeat_plan(struct rep_recover *r, const struct rep_blk *x, struct fetch_plan *f)
+{
+	uint64_t lo = UINT64_MAX, hi = 0, a, b;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < x->nops; i++) {
+		const struct rep_op *op = &x->ops[i];
+		if (op->kind != REP_OP_INSTR)
+			continue;
+		fetch_lines(op->pc, op->size, r->fetch_bits, &a, &b);
+		lo = a < lo ? a : lo;
+		hi = b > hi ? b : hi;
+		n += a == b;
+	}
+	if (!n || !x->plan || n > REP_BATCH / 4 || hi - lo >= r->fetch_sets)
+		return 0;
+	f->rleft = malloc(n * sizeof(*f->rleft));
+	f->rplan = malloc((x->nops - n + 1) * sizeof(*f->rplan));
+	if (!f->rleft || !f->rplan)
+		return rep__fail(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < x->nops; i++) {
+		const struct rep_op *op = &x->ops[i];
+		if (op->kind == REP_OP_INSTR)
+			fetch_lines(op->pc, op->size, r->fetch_bits, &a, &b);
+		if (op->kind == REP_OP_INSTR && a == b)
+			f->rleft[f->nrleft++] = op->pc;
+		else
+			f->rplan[f->nrplan++] = x->plan[i];
+	}
+	return 0;
+}
+
 /* Which fetches of x to leave out, and x's plan without them. None for a
  * block with a rep-prefixed instruction (which may fail half way), nor for
  * one with more than a quarter of a batch of them. */
@@ -337,10 +401,13 @@ static int make_fetch_plan(struct rep_recover *r, const struct rep_blk *x, struc
 {
 	uint64_t last = UINT64_MAX;
 	uint32_t n = 0;
+	int rc;
 
 	f->made = true;
 	if (x->has_group)
 		return 0;
+	if (r->fetch_sets && (rc = make_repeat_plan(r, x, f)))
+		return rc;
 	for (uint32_t i = 0; i < x->nops; i++)
 		n += x->ops[i].kind == REP_OP_INSTR &&
 		     fetch_hits_last(x->ops[i].pc, x->ops[i].size, r->fetch_bits, &last);
@@ -403,13 +470,29 @@ static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f,
 {
 	if (f->pending++)
 		return;
-	r->dirty[r->ndirty++] = pos;
+	if (!f->rpending)
+		r->dirty[r->ndirty++] = pos;
 	r->reserve += f->nleft;
+}
+
+/* The same when it leaves all of them out (run again right after itself). */
+static inline void all_fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
+{
+	if (f->rpending++)
+		return;
+	if (!f->pending)
+		r->dirty[r->ndirty++] = pos;
+	r->reserve += f->nrleft;
 }
 
 void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line)
 {
 	r->fetch_bits = line > 1 && !(line & (line - 1)) ? (unsigned)__builtin_ctz(line) : 0;
+}
+
+void rep_recover__set_fetch_sets(struct rep_recover *r, uint32_t sets)
+{
+	r->fetch_sets = sets;
 }
 
 /* Run the block's ops over the unit's values (r->v), leaving out the
@@ -526,6 +609,7 @@ static int do_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_
 	if ((rc = run_block(r, x, off, leave_out)))
 		return rc;
 	r->st.units++;
+	r->prev_batch = UINT64_MAX;
 	return count_block(r, pos, x->b.id);
 }
 
@@ -587,7 +671,12 @@ static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r
 		int rc = fetch_plan_of(r, x, pos, &f);
 		if (rc)
 			return rc;
-		if (f->nleft) {	/* (the batch has room for all of x's) */
+		/* (the batch has room for all of x's) */
+		if (f->rplan && r->prev == pos + 1 && r->prev_batch == r->nsent) {
+			plan = f->rplan;
+			n = f->nrplan;
+			all_fetches_left_out(r, f, pos);
+		} else if (f->nleft) {
 			plan = f->plan;
 			n = f->nplan;
 			fetches_left_out(r, f, pos);
@@ -595,6 +684,7 @@ static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r
 	}
 	emit_plan(plan, n, u, r->batch + r->nbatch);
 	r->nbatch += n;
+	r->prev_batch = r->nsent;
 	if (r->nbatch + r->reserve >= REP_BATCH)
 		send_batch(r);
 	r->st.refs += x->fixed_refs;

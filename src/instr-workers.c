@@ -248,7 +248,11 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		if (ok && simulate) {	/* the recoverer's batches, not copies */
 			sim_feed__keep_batches(w->feed, w->rec);
 			/* a loop's fetches that hit its I1 line, as counts */
-			rep_recover__set_fetch_line(w->rec, st->cfg.level[CSIM_I1].line);
+			const struct csim_geom *i1 = &st->cfg.level[CSIM_I1];
+			rep_recover__set_fetch_line(w->rec, i1->line);
+			if (i1->size && i1->assoc && i1->line)
+				rep_recover__set_fetch_sets(w->rec, (uint32_t)(i1->size /
+						((uint64_t)i1->assoc * i1->line)));
 		}
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)

@@ -923,7 +923,7 @@ static void expect_same_counts(struct rep_recover *a, struct rep_recover *b, int
  * and with no corrupt data, the references the blocks really made. */
 START_TEST(fast_plans_deliver_what_the_general_path_does)
 {
-	uint64_t seed = seed_from_env(), s = seed;
+	uint64_t seed = seed_from_env(), s = seed, spoiled = 0;
 	const int nblocks = 40, nunits = 6000;
 
 	for (int round = 0; round < 8; round++) {
@@ -942,7 +942,7 @@ START_TEST(fast_plans_deliver_what_the_general_path_does)
 		expect_same_counts(fast.r, general.r, nblocks, seed);
 		struct rep_recover_stats st;
 		rep_recover__stats(fast.r, &st);
-		ck_assert_uint_gt(st.spoiled, 0);
+		spoiled += st.spoiled;	/* (a round can lose most units to corrupt data) */
 		if (bad)
 			ck_assert_uint_gt(st.corrupt, 0);
 		rep_recover__free(fast.r);
@@ -954,6 +954,7 @@ START_TEST(fast_plans_deliver_what_the_general_path_does)
 		free(boundary);
 		free_corpus(&c);
 	}
+	ck_assert_msg(spoiled > 0, "seed %#" PRIx64 ": no spoiled unit in any round", seed);
 }
 END_TEST
 
@@ -1045,7 +1046,7 @@ static struct csim_config small_caches(uint32_t line, uint32_t sets, bool cacheg
  * many, in both counting modes. */
 START_TEST(fetches_left_out_simulate_as_the_whole_stream)
 {
-	uint64_t seed = seed_from_env(), s = seed;
+	uint64_t seed = seed_from_env(), s = seed, hits = 0, fewer = 0;
 	const int nblocks = 40, nunits = 6000;
 	static const uint32_t lines[] = { 16, 32, 64 }, sets[] = { 1, 2, 64 };
 
@@ -1068,6 +1069,8 @@ START_TEST(fetches_left_out_simulate_as_the_whole_stream)
 		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &general, &rg), 0);
 		rep_recover__set_fetch_line(rf, line);
 		rep_recover__set_fetch_line(rg, line);
+		rep_recover__set_fetch_sets(rf, sets[round / 3 % 3]);
+		rep_recover__set_fetch_sets(rg, sets[round / 3 % 3]);
 		rep__recover_general_only(rg);
 		uint64_t s2 = s;	/* the same spans for both pairs */
 		feed_spans(rw, rf, &c, boundary, &s, seed);
@@ -1079,9 +1082,11 @@ START_TEST(fetches_left_out_simulate_as_the_whole_stream)
 		expect_same_counts(rw, rf, nblocks, seed);
 		expect_same_counts(rw, rg, nblocks, seed);
 		ck_assert_uint_eq(whole.hits, 0);
-		ck_assert_uint_gt(fast.hits, 0);
-		ck_assert_uint_lt(fast.refs, whole.refs);
-		ck_assert_uint_lt(general.refs, whole.refs);
+		ck_assert_uint_le(fast.refs, whole.refs);
+		ck_assert_uint_le(general.refs, whole.refs);
+		/* (a round can lose most units to corrupt data: these add up) */
+		hits += fast.hits;
+		fewer += (whole.refs - fast.refs) + (whole.refs - general.refs);
 		rep_recover__free(rw);
 		rep_recover__free(rw2);
 		rep_recover__free(rf);
@@ -1091,6 +1096,8 @@ START_TEST(fetches_left_out_simulate_as_the_whole_stream)
 		free(boundary);
 		free_corpus(&c);
 	}
+	ck_assert_msg(hits > 0 && fewer > 0, "seed %#" PRIx64 ": no fetch left out in any round",
+		      seed);
 }
 END_TEST
 
