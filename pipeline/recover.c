@@ -464,25 +464,30 @@ static inline bool may_leave_out(const struct rep_recover *r, const struct fetch
 	return f->nleft && (f->pending || r->nbatch + r->reserve + f->nleft < REP_BATCH);
 }
 
-/* One more execution of a block that leaves its fetches out, counted before
- * its references go into the batch (which keeps room for them). */
-static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
+/* One more execution of a block that leaves nleft fetches out (pending:
+ * such executions in this batch; other: those leaving the other set of its
+ * fetches out), counted before its references go into the batch (which
+ * keeps room for their FETCH_HITS). */
+static inline void left_out(struct rep_recover *r, uint32_t pos, uint64_t *pending, uint64_t other,
+			    uint32_t nleft)
 {
-	if (f->pending++)
+	if ((*pending)++)
 		return;
-	if (!f->rpending)
+	if (!other)
 		r->dirty[r->ndirty++] = pos;
-	r->reserve += f->nleft;
+	r->reserve += nleft;
 }
 
-/* The same when it leaves all of them out (run again right after itself). */
+/* Its fetches that hit the line of the one before, or (run again right
+ * after itself) all of them. */
+static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
+{
+	left_out(r, pos, &f->pending, f->rpending, f->nleft);
+}
+
 static inline void all_fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
 {
-	if (f->rpending++)
-		return;
-	if (!f->pending)
-		r->dirty[r->ndirty++] = pos;
-	r->reserve += f->nrleft;
+	left_out(r, pos, &f->rpending, f->pending, f->nrleft);
 }
 
 void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line)
