@@ -33,11 +33,12 @@ struct fetch_plan {
 	uint64_t pending;		/* executions whose FETCH_HITS are not sent */
 	/* run again right after itself in one batch (a loop of one block),
 	 * with its lines in sets of their own: every fetch hits a line most
-	 * recent in its set, so all go (rep_recover__set_fetch_sets) */
+	 * recent in its set, so those of one line go (a straddling one stays,
+	 * as two accesses; rep_recover__set_fetch_sets) */
 	uint32_t nrplan;
-	struct rep_plan_ref *rplan;	/* the plan without any fetch, or NULL: not so */
+	struct rep_plan_ref *rplan;	/* the plan without them, or NULL: not so */
 	uint32_t nrleft;
-	uint64_t *rleft;		/* the PCs of all its fetches */
+	uint64_t *rleft;		/* their PCs */
 	uint64_t rpending;
 };
 
@@ -479,7 +480,7 @@ static inline void left_out(struct rep_recover *r, uint32_t pos, uint64_t *pendi
 }
 
 /* Its fetches that hit the line of the one before, or (run again right
- * after itself) all of them. */
+ * after itself) all those of one line. */
 static inline void fetches_left_out(struct rep_recover *r, struct fetch_plan *f, uint32_t pos)
 {
 	left_out(r, pos, &f->pending, f->rpending, f->nleft);

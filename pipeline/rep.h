@@ -245,8 +245,9 @@ void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line);
  * rep-prefixed instruction that runs again right after itself within one
  * batch (a loop of one block), its lines (consecutive) in sets of their
  * own, finds every line it fetches most recent in its set, and so leaves
- * all its fetches out (as FETCH_HITS). 0: unknown (the default). Set before
- * the first feed. */
+ * out (as FETCH_HITS) every fetch that lies in one line (one straddling two
+ * is two accesses in csim's per-line counting: it stays). 0: unknown (the
+ * default). Set before the first feed. */
 void rep_recover__set_fetch_sets(struct rep_recover *r, uint32_t sets);
 /* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
  * A unit that cannot be recovered does not stop the stream: it and the
