@@ -303,6 +303,9 @@ struct rep_pool_opts {
 	 * lines of this many bytes: fetches that hit are left out and counted
 	 * (rep_recover__set_fetch_line). 0: every fetch. */
 	uint32_t fetch_line;
+	/* ... and that cache's sets: a loop of one block leaves out its
+	 * fetches run after run (rep_recover__set_fetch_sets). 0: unknown. */
+	uint32_t fetch_sets;
 };
 
 struct rep_pool_stats {

@@ -623,6 +623,7 @@ int rep_pool__new(const struct rep_table *t, const struct rep_pool_opts *opts,
 		if ((rc = rep_recover__new(t, worker_sink, k, &k->r)))
 			goto err;
 		rep_recover__set_fetch_line(k->r, p->o.fetch_line);
+		rep_recover__set_fetch_sets(k->r, p->o.fetch_sets);
 	}
 	for (unsigned i = 0; i < p->nworkers && !p->o.on_caller; i++) {
 		if ((rc = -pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i])))
