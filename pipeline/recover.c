@@ -338,24 +338,25 @@ static int run_group(struct rep_recover *r, const struct rep_blk *x, const struc
 
 /* ------------------------------------------------- fetches left out */
 
+/* The lines a fetch of [pc, pc + len) touches, first and last. */
+static void fetch_lines(uint64_t pc, uint32_t len, unsigned bits, uint64_t *first, uint64_t *last)
+{
+	*first = pc >> bits;
+	*last = (pc + (len ? len : 1) - 1) >> bits;
+}
+
 /* Does a fetch of [pc, pc + len) lie in the line *last, the one the block's
  * previous fetch ended on (UINT64_MAX: none)? Then it hits that line, most
  * recent in its set (also when the previous fetch straddled two lines of
  * one set). *last becomes the fetch's own last line. */
 static bool fetch_hits_last(uint64_t pc, uint32_t len, unsigned bits, uint64_t *last)
 {
-	uint64_t first = pc >> bits, end = (pc + (len ? len : 1) - 1) >> bits;
+	uint64_t first, end;
+	fetch_lines(pc, len, bits, &first, &end);
 	bool hit = first == end && first == *last;
 
 	*last = end;
 	return hit;
-}
-
-/* The lines a fetch of [pc, pc + len) touches, first and last. */
-static void fetch_lines(uint64_t pc, uint32_t len, unsigned bits, uint64_t *first, uint64_t *last)
-{
-	*first = pc >> bits;
-	*last = (pc + (len ? len : 1) - 1) >> bits;
 }
 
 /* When x runs again right after itself: its plan without its fetches of

@@ -58,6 +58,7 @@ struct worker {
 					 * blocks, refs: its blocks' executions as Ir */
 	const struct rep_table *table;	/* blocks, refs: the copy's, for the Ir */
 	uint64_t *fed;			/* per block of the table: executions fed */
+	uint64_t fed_ns;		/* when they were last fed */
 	pthread_t th;
 	bool started;
 	pid_t tid;

@@ -42,16 +42,27 @@ static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recove
 	return cs->records_skipped + rs->corrupt + rs->spoiled;
 }
 
+/* How often a consumer of the blocks or refs analysis hands its blocks'
+ * counts over: each span (up to a chunk) was a walk of the whole table and
+ * a wake-up of the simulator, on the consumer's hot path; a report taken
+ * while it runs is this much behind at most. */
+#define FEED_EVERY_NS 10000000u
+
 /* The blocks and refs analyses simulate nothing: each block's executions
- * since the last span go to the simulator as REP_REF_FETCH_HITS counts of
+ * since the last look go to the simulator as REP_REF_FETCH_HITS counts of
  * its instructions, which it adds to their PCs' Ir (rep.h), so that report
- * gives Ir per PC, loop and function as Cachegrind would. Nothing else
- * goes into the feed, so its batch is empty here. */
-static void feed_block_counts(struct worker *w)
+ * gives Ir per PC, loop and function as Cachegrind would: every
+ * FEED_EVERY_NS, and at the end (all). Nothing else goes into the feed,
+ * so its batch is empty here. */
+static void feed_block_counts(struct worker *w, bool all)
 {
 	struct rep_ref refs[256];
 	size_t n = 0;
+	uint64_t now_ns = util_now_ns();
 
+	if (!all && now_ns - w->fed_ns < FEED_EVERY_NS)
+		return;
+	w->fed_ns = now_ns;
 	for (size_t i = 0; i < rep_table__size(w->table); i++) {
 		const struct rep_block *b = rep_table__nth(w->table, i);
 		uint64_t now = rep_recover__block_count(w->rec, b->id);
@@ -87,7 +98,7 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 	if (w->fed)
-		feed_block_counts(w);
+		feed_block_counts(w, false);
 
 	cab_consumer__stats(w->cons, &cs);
 	if (w->rec)
@@ -109,7 +120,7 @@ static void *consume(void *arg)
 	if (w->rec)
 		rep_recover__flush(w->rec);
 	if (w->fed)
-		feed_block_counts(w);
+		feed_block_counts(w, true);
 	if (w->feed)
 		sim_feed__flush(w->feed);
 	atomic_store(&w->cpu_ns, instr__thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
@@ -237,11 +248,12 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
 		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
 			discard : NULL;	/* blocks: counted, no address recovered */
-		if (recover && !simulate) {	/* Ir from the blocks' counts */
+		bool ir_from_blocks = recover && !simulate;
+		if (ir_from_blocks) {
 			w->table = cc_instr__table(f->in);
 			w->fed = calloc(rep_table__size(w->table) + 1, sizeof *w->fed);
 		}
-		bool ok = (!recover || simulate || w->fed) &&
+		bool ok = (!ir_from_blocks || w->fed) &&
 			  (!recover || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
 			  (!recover || rep_recover__new(cc_instr__table(f->in), to, w->feed,
 							&w->rec) == 0);
@@ -250,9 +262,7 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 			/* a loop's fetches that hit its I1 line, as counts */
 			const struct csim_geom *i1 = &st->cfg.level[CSIM_I1];
 			rep_recover__set_fetch_line(w->rec, i1->line);
-			if (i1->size && i1->assoc && i1->line)
-				rep_recover__set_fetch_sets(w->rec, (uint32_t)(i1->size /
-						((uint64_t)i1->assoc * i1->line)));
+			rep_recover__set_fetch_sets(w->rec, (uint32_t)csim_geom_sets(i1));
 		}
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)

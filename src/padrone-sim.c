@@ -664,12 +664,11 @@ static int replay_rep(const struct opts *o, struct run *run)
 	struct rep_pool *pool;
 	struct rep_run rr = { .run = run, .path = o->rep };
 	const struct csim_geom *i1 = &o->cfg.level[CSIM_I1];
-	bool left_out = only_caches(run) && i1->size && i1->assoc && i1->line;
+	bool left_out = only_caches(run);
 	struct rep_pool_opts po = { .sz = sizeof(po), .workers = o->rworkers, .error = rep_error,
 				    .on_caller = o->rworkers == 0,
 				    .fetch_line = left_out ? i1->line : 0,
-				    .fetch_sets = left_out ? (uint32_t)(i1->size /
-						((uint64_t)i1->assoc * i1->line)) : 0 };
+				    .fetch_sets = left_out ? (uint32_t)csim_geom_sets(i1) : 0 };
 	char msg[512] = "";
 	int status = EXIT_OK, rc;
 
