@@ -638,13 +638,17 @@ int attach__resume_world(struct attach_target *t)
 	if (t->depth == 0)
 		return attach__fail(t, -EINVAL, "process %d (%s) is not stopped: resume without stop",
 				    (int)t->pid, t->comm);
+	/* SIGTRAP's own action back while every thread is parked; the
+	 * world resumes even if that failed (the message says so) */
+	if (t->depth == 1)
+		r = attach__guard_disarm(t);
 	if (--t->depth > 0)
 		return 0;
 	__atomic_store_n(&t->world_stopped, false, __ATOMIC_RELEASE);
 	boost(t, true);	/* (normally still on since the stop) */
 	release_all(t);
 	account_pause(t);
-	return 0;
+	return r;
 }
 
 int attach__detach_all(struct attach_target *t)
@@ -661,6 +665,7 @@ int attach__detach_all(struct attach_target *t)
 			goto out;	/* it exited or exec'd meanwhile: nothing to detach */
 		t->depth = 1;
 	}
+	r = attach__guard_disarm(t);
 	for (size_t i = 0; i < t->nth; i++) {
 		struct athread *th = &t->th[i];
 		if (th->stop == AT_RUNNING) {

@@ -179,6 +179,10 @@ struct attach_target {
 	uint64_t syscall_insn;	/* cached address of a `syscall` instruction */
 	uint64_t sc_page;	/* the syscall page in the target (syscall-page.c), or 0 */
 	bool no_sc_page;	/* it could not be made: raw `syscall`s only */
+	bool guard_armed;	/* SIGTRAP's action is the page's step guard (step.c) */
+	pid_t guard_tid;	/* the thread that armed it */
+	uint64_t guard_reblock;	/* the page's reblock word, as last written */
+	uint64_t guard_old[4];	/* the target's own SIGTRAP action (struct ksigaction) */
 	size_t xstate_size;
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
@@ -249,6 +253,17 @@ void attach__scframe_fill(struct attach__scframe *f, const struct user_regs_stru
 int attach__scpage_entry(struct attach_target *t, pid_t tid, uint64_t *entry);
 /* Write the frame the page's code restores from. */
 int attach__scpage_set_frame(struct attach_target *t, const struct attach__scframe *f);
+/* The page's step guard (syscall-page.S): its symbols, and where one of
+ * them is in the target's page (made or found by attach__scpage_entry). */
+extern const unsigned char attach_scpage_begin[], attach_scpage_trap_old[], attach_scpage_trap_reblock[],
+	attach_scpage_trap[], attach_scpage_restorer[];
+uint64_t attach__scpage_at(const struct attach_target *t, const unsigned char *sym);
+/* Whether addr is in a syscall page (this session's or an earlier one's):
+ * that page's start, or 0. */
+uint64_t attach__scpage_of(struct attach_target *t, uint64_t addr);
+/* Put SIGTRAP's own action back if the step guard is armed (step.c): at
+ * the end of a stop, on a parked thread. */
+int attach__guard_disarm(struct attach_target *t);
 /* A remote system call through a `syscall` instruction of the target's own
  * code, without the page (syscall.c): for making the page itself. */
 int attach__raw_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],

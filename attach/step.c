@@ -30,11 +30,23 @@
  * its own throughout.
  * (A thread whose tracer dies in a signal-delivery stop gets that signal
  * delivered by the kernel: holding starts only when the step resumes.)
- * What this cannot remove is ptrace's own: a padrone killed while the
- * thread runs its instruction with the trap flag, or sits in the trap's
- * stop, leaves the kernel to deliver that SIGTRAP to the target, mask or
- * no mask; and for a thread that blocks or ignores SIGTRAP, the kernel has
- * reset its disposition by then (see step_fn).
+ *
+ * The step's own trap: a padrone killed while the thread runs its
+ * instruction with the trap flag, or sits in the trap's stop, leaves the
+ * kernel to deliver that SIGTRAP to the target, mask or no mask, and
+ * SIGTRAP's default action kills it. So while a stopped world has threads
+ * stepped, SIGTRAP's action is the step guard of the syscall page
+ * (syscall-page.S), armed at the first step of a stop and disarmed before
+ * the world resumes: a trap that reaches it puts the target's own action
+ * back and is swallowed (any other SIGTRAP is passed on to that action).
+ * For the guard to get the trap, a thread that blocks SIGTRAP has it
+ * unblocked for its step (the kernel would unblock it anyway, and reset a
+ * blocked handler to SIG_DFL) and blocked again after, by padrone or, if
+ * padrone died, by the guard. What is left: a padrone killed while the
+ * guard is armed with no trap under way leaves the guard as SIGTRAP's
+ * action until a SIGTRAP comes (it then puts the target's own back and
+ * passes that signal on) or a later session disarms it. Without the page
+ * (it could not be made) steps go unguarded, as they used to.
  */
 #include "attach/internal.h"
 
@@ -55,6 +67,19 @@ struct held_sigs {
 	siginfo_t si[STEP_HELD_MAX + 1];
 	int n;
 };
+
+/* For tests only (check_attach_step): with PADRONE_TEST_KILL_IN_STEP=N in
+ * its environment, padrone SIGKILLs itself at the N-th of these points of
+ * its steps, as a kill from outside landing just there would. */
+static void test_kill_point(const char *what)
+{
+	static unsigned points;
+	const char *env = getenv("PADRONE_TEST_KILL_IN_STEP");
+
+	(void)what;	/* names the point for the reader */
+	if (env && strtoul(env, NULL, 10) == __atomic_add_fetch(&points, 1, __ATOMIC_RELAXED))
+		kill(getpid(), SIGKILL);
+}
 
 /* ------------------------------------------------ scratch on the stack */
 
@@ -293,7 +318,10 @@ static int step_until_done(struct attach_target *t, pid_t tid, uint64_t pc0,
 		/* Until its trap is seen: a step that outlasts the wait (a
 		 * system call that blocks) traps later, and that trap is ours. */
 		th->stepping = true;
+		test_kill_point("stepping: the trap flag set");
 		int r = attach__wait_thread(t, tid, t->stop_timeout_ms);
+		if (r == 0)
+			test_kill_point("in the trap's stop, or a signal's");
 		if (r == 0)
 			r = take_stop(t, tid, pc0, h);
 		if (r != 0)
@@ -326,6 +354,122 @@ static bool sets_mask(long nr)
 	return nr == -2 || nr == SYS_rt_sigprocmask || nr == SYS_rt_sigreturn ||
 	       nr == SYS_rt_sigsuspend || nr == SYS_pselect6 || nr == SYS_ppoll ||
 	       nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2 || nr == SYS_io_pgetevents;
+}
+
+/* ------------------------------------------------------- the step guard */
+
+#define KSA_SIGINFO 4u
+#define KSA_RESTORER 0x04000000u
+
+static bool is_guard(struct attach_target *t, const struct ksigaction *a)
+{
+	return a->handler == attach__scpage_at(t, attach_scpage_trap);
+}
+
+/* The target's own SIGTRAP action, as read now: a guard an earlier padrone
+ * left armed (it died) keeps the target's in its page. */
+static int own_action(struct attach_target *t, const struct ksigaction *now,
+		      struct ksigaction *own)
+{
+	uint64_t page = attach__scpage_of(t, now->handler);
+	*own = *now;
+	if (!page || now->handler - page != (uint64_t)(attach_scpage_trap - attach_scpage_begin))
+		return 0;
+	uint64_t at = page + (uint64_t)(attach_scpage_trap_old - attach_scpage_begin);
+	if (attach_target__read(t, at, own, sizeof *own) != sizeof *own)
+		return attach__fail(t, -EFAULT, "cannot read the SIGTRAP action an earlier "
+				    "padrone kept in process %d (%s)", (int)t->pid, t->comm);
+	return 0;
+}
+
+/* The page's reblock word: what the guard sets again in the thread's mask. */
+static int set_reblock(struct attach_target *t, uint64_t bits)
+{
+	if (t->guard_reblock == bits)
+		return 0;
+	int r = attach_target__write(t, attach__scpage_at(t, attach_scpage_trap_reblock), &bits,
+				     sizeof bits);
+	if (r == 0)
+		t->guard_reblock = bits;
+	return r;
+}
+
+/* SIGTRAP's action the guard, the target's own kept in the page first (a
+ * padrone killed in between leaves the target's own in place). */
+static int arm_guard(struct attach_target *t, pid_t tid)
+{
+	if (t->guard_armed)
+		return 0;
+	uint64_t entry;
+	int r = attach__scpage_entry(t, tid, &entry);
+	if (r < 0)
+		return r;
+	struct ksigaction now, own;
+	if ((r = remote_sigtrap_action(t, tid, NULL, &now)) < 0 ||
+	    (r = own_action(t, &now, &own)) < 0)
+		return r;
+	t->guard_reblock = ~0ull;	/* unknown: written below */
+	r = attach_target__write(t, attach__scpage_at(t, attach_scpage_trap_old), &own,
+				 sizeof own);
+	if (r == 0)
+		r = set_reblock(t, 0);
+	struct ksigaction guard = { attach__scpage_at(t, attach_scpage_trap),
+				    KSA_SIGINFO | KSA_RESTORER,
+				    attach__scpage_at(t, attach_scpage_restorer), 0 };
+	if (r == 0)
+		r = remote_sigtrap_action(t, tid, &guard, NULL);
+	if (r < 0)
+		return r;
+	memcpy(t->guard_old, &own, sizeof own);
+	t->guard_armed = true;
+	t->guard_tid = tid;
+	test_kill_point("the guard armed, no step yet");
+	return 0;
+}
+
+/* A parked thread to run the disarming system call on. */
+static pid_t parked_thread(struct attach_target *t)
+{
+	struct athread *th = attach__thread(t, t->guard_tid);
+	if (th && th->stop != AT_RUNNING && !th->exiting && !th->zombie)
+		return th->tid;
+	for (size_t i = 0; i < t->nth; i++)
+		if (t->th[i].stop != AT_RUNNING && !t->th[i].exiting && !t->th[i].zombie)
+			return t->th[i].tid;
+	return 0;
+}
+
+int attach__guard_disarm(struct attach_target *t)
+{
+	if (!t->guard_armed)
+		return 0;
+	t->guard_armed = false;
+	if (attach_target__state(t) != ATTACH_OK)
+		return 0;	/* exited, or exec'd: the new image has its own actions */
+	pid_t tid = parked_thread(t);
+	if (!tid)
+		return attach__fail(t, -ESRCH, "no stopped thread of process %d (%s) to put its "
+				    "SIGTRAP action back with", (int)t->pid, t->comm);
+	struct ksigaction own;
+	memcpy(&own, t->guard_old, sizeof own);
+	return remote_sigtrap_action(t, tid, &own, NULL);
+}
+
+/* After a step that may have changed SIGTRAP's action itself (a system
+ * call it made): is the guard still in place? If the target set an action
+ * of its own, that one stands. */
+static int recheck_guard(struct attach_target *t, pid_t tid, const struct user_regs_struct *regs0)
+{
+	long nr = stepped_syscall(t, regs0);
+	if (!t->guard_armed || (nr != SYS_rt_sigaction && nr != -2))
+		return 0;
+	if (nr == SYS_rt_sigaction && (regs0->rdi != SIGTRAP || !regs0->rsi))
+		return 0;
+	struct ksigaction now;
+	int r = remote_sigtrap_action(t, tid, NULL, &now);
+	if (r == 0 && !is_guard(t, &now))
+		t->guard_armed = false;
+	return r;
 }
 
 /* The step's trap is forced on the thread: one that blocked SIGTRAP finds
@@ -391,6 +535,40 @@ static int single_step(struct attach_target *t, pid_t tid, uint64_t mask0)
 	return r;
 }
 
+/* One step under the guard (armed). A thread that blocks SIGTRAP has it
+ * unblocked for the step, so that the guard, not SIG_DFL, gets the trap
+ * should padrone die (the kernel resets the action of a blocked signal it
+ * forces); single_step blocks it again. Not over a system call that sets
+ * the mask, whose own mask must see SIGTRAP blocked: the kernel then resets
+ * the guard, and the target's own action is put back at once. */
+static int guarded_step(struct attach_target *t, pid_t tid, uint64_t mask0)
+{
+	struct user_regs_struct regs0;
+	long pr = attach__ptrace(PTRACE_GETREGS, tid, NULL, &regs0);
+	if (pr < 0)
+		return attach__ptrace_fail(t, pr, "PTRACE_GETREGS", tid);
+	bool blocked = mask0 & SIGBIT(SIGTRAP);
+	bool unblock = blocked && !sets_mask(stepped_syscall(t, &regs0));
+	int r = set_reblock(t, unblock ? SIGBIT(SIGTRAP) : 0);
+	if (r == 0 && unblock) {
+		uint64_t mask = mask0 & ~SIGBIT(SIGTRAP);
+		pr = attach__ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask), &mask);
+		if (pr < 0)
+			r = attach__ptrace_fail(t, pr, "unblocking SIGTRAP for a step", tid);
+	}
+	if (r < 0)
+		return r;
+	r = single_step(t, tid, mask0);
+	if (!attach__thread(t, tid))
+		return r;
+	char msg[ATTACH_MSG_MAX];	/* the step's own, over what follows */
+	snprintf(msg, sizeof msg, "%s", attach__msg(t));
+	int rr = blocked && !unblock ? attach__guard_disarm(t) : recheck_guard(t, tid, &regs0);
+	if (r < 0)
+		attach__fail(t, r, "%s", msg);
+	return r < 0 ? r : rr;
+}
+
 static int step_fn(struct attach_target *t, void *arg)
 {
 	pid_t tid = *(pid_t *)arg;
@@ -408,9 +586,12 @@ static int step_fn(struct attach_target *t, void *arg)
 	long pr = attach__ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask0), &mask0);
 	if (pr < 0)
 		return attach__ptrace_fail(t, pr, "PTRACE_GETSIGMASK", tid);
-	/* A trap forced on a thread that ignores SIGTRAP, or blocks it and
-	 * has a handler, resets the disposition to SIG_DFL: put the target's
-	 * own back afterwards. */
+	/* (disarmed when the world resumes, or at detach) */
+	if (arm_guard(t, tid) == 0)
+		return guarded_step(t, tid, mask0);
+	/* Unguarded (no syscall page). A trap forced on a thread that
+	 * ignores SIGTRAP, or blocks it and has a handler, resets the
+	 * disposition to SIG_DFL: put the target's own back afterwards. */
 	struct ksigaction old;
 	bool reset = sigtrap_in(t->pid, "SigIgn:") ||
 		     ((mask0 & SIGBIT(SIGTRAP)) && sigtrap_in(t->pid, "SigCgt:"));

@@ -26,7 +26,7 @@ extern const unsigned char attach_scpage_begin[], attach_scpage_frame[], attach_
 	attach_scpage_end[];
 
 #define SCPAGE_SIZE 4096u
-#define SCPAGE_MAGIC_LEN 24	/* "padrone syscall page 1\0", padded */
+#define SCPAGE_MAGIC_LEN 24	/* "padrone syscall page 2\0", padded */
 
 /* The kernel's own restart codes (include/linux/errno.h), which a thread
  * stopped inside a system call shows in rax. */
@@ -154,4 +154,15 @@ int attach__scpage_entry(struct attach_target *t, pid_t tid, uint64_t *entry)
 int attach__scpage_set_frame(struct attach_target *t, const struct attach__scframe *f)
 {
 	return attach_target__write(t, t->sc_page + frame_offset(), f, sizeof *f);
+}
+
+uint64_t attach__scpage_at(const struct attach_target *t, const unsigned char *sym)
+{
+	return t->sc_page + (uint64_t)(sym - attach_scpage_begin);
+}
+
+uint64_t attach__scpage_of(struct attach_target *t, uint64_t addr)
+{
+	uint64_t page = addr & ~(uint64_t)(SCPAGE_SIZE - 1);
+	return addr && is_page(t, page) ? page : 0;
 }

@@ -182,11 +182,10 @@ START_TEST(a_killed_stepper_leaves_the_masks_alone)
 	}
 	char line[256];
 	stop_target(&s, line, sizeof line);
-	ck_assert_msg(strstr(line, " bad 0 "), "%s", line);
-	/* A kill while the thread runs its instruction with the trap flag,
-	 * or sits in the trap's stop, leaves the kernel to deliver that trap:
-	 * ptrace's, whatever the mask (the target catches SIGTRAP). */
-	printf("# after 50 kills: %s\n", line);
+	/* and no step's trap ever reached the target's handler (the step
+	 * guard took those of a kill while the trap flag was set or the
+	 * thread sat in the trap's stop) */
+	ck_assert_msg(strstr(line, " bad 0 trap 0 "), "%s", line);
 }
 END_TEST
 
@@ -291,6 +290,112 @@ START_TEST(a_thread_blocking_sigtrap_keeps_its_mask_and_handler)
 }
 END_TEST
 
+/* A tracer of its own (a child process) stops the target, steps thread
+ * tid `steps` times, resumes and detaches, SIGKILLing itself at point k of
+ * its steps (attach/step.c's PADRONE_TEST_KILL_IN_STEP; 0: never). True
+ * when it died there, false when it finished first. */
+static bool stepper_killed_at(pid_t pid, pid_t tid, int steps, unsigned k)
+{
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		char v[16];
+		snprintf(v, sizeof v, "%u", k);
+		if (k)
+			setenv("PADRONE_TEST_KILL_IN_STEP", v, 1);
+		struct attach_target *t;
+		struct attach_error e;
+		if (attach_seize(pid, NULL, &t, &e) != 0 || attach_target__stop(t) != 0)
+			_exit(3);
+		for (int i = 0; i < steps; i++)
+			if (attach_target__step(t, tid) != 0)
+				_exit(4);
+		_exit(attach_target__resume(t) == 0 && attach_target__detach(t) == 0 ? 0 : 5);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	bool killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+	ck_assert_msg(killed || (WIFEXITED(st) && WEXITSTATUS(st) == 0),
+		      "the stepper ended with %#x (point %u)", st, k);
+	for (int i = 0; i < 5000 && at_tracer(pid, tid); i++)
+		at_sleep_ms(1);
+	ck_assert_int_eq(at_tracer(pid, tid), 0);
+	return killed;
+}
+
+#define SIGTRAP_BIT (1ull << (SIGTRAP - 1))
+
+/* padrone killed at each point of its steps (the guard armed, a step's
+ * trap flag set, the thread in the trap's stop) never lets the step's
+ * SIGTRAP reach the target: hotloop, whose SIGTRAP is SIG_DFL (it would
+ * die of it), runs on with right checksums. A guard left armed (killed
+ * before any trap) is SIGTRAP's action until the next session, which puts
+ * SIG_DFL back. */
+START_TEST(a_killed_stepper_never_lets_its_trap_through)
+{
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", "200000", NULL);
+	at_check_ticks(&p, 1, 200000);
+	ck_assert_uint_eq(sigfield(pid, pid, "SigCgt:") & SIGTRAP_BIT, 0);
+	int killed = 0;
+	for (unsigned k = 1; k < 16; k++) {
+		if (!stepper_killed_at(pid, pid, 3, k))
+			break;
+		killed++;
+		int st;
+		ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "point %u: hotloop ended: %#x", k, st);
+		at_drain(&p);
+		at_check_ticks(&p, 2, 200000);
+		ck_assert_int_eq(stepper_killed_at(pid, pid, 1, 0), false);	/* a clean session */
+		ck_assert_msg((sigfield(pid, pid, "SigCgt:") & SIGTRAP_BIT) == 0,
+			      "point %u: SIGTRAP is still caught after a clean session", k);
+	}
+	ck_assert_int_eq(killed, 7);	/* the guard, then 3 steps' two points each */
+	at_check_ticks(&p, 2, 200000);
+	tu_kill(&p);
+}
+END_TEST
+
+/* The same with stepsig, which handles SIGTRAP itself: its handler never
+ * sees the step's trap; the reporter thread, which blocks SIGTRAP, has it
+ * blocked again (by the guard when padrone died in the trap's stop); and
+ * a SIGTRAP sent while a dead padrone's guard is armed reaches the
+ * target's own handler (the guard puts it back, then passes the signal
+ * on). */
+START_TEST(a_killed_stepper_leaves_sigtrap_to_the_target)
+{
+	struct stepsig s;
+	stepsig_start(&s, false);
+	unsigned long long rep0 = sigfield(s.pid, s.reporter, "SigBlk:");
+	unsigned long long cgt0 = sigfield(s.pid, s.pid, "SigCgt:");
+	ck_assert(rep0 & SIGTRAP_BIT);
+	for (unsigned k = 1; k < 8; k++) {
+		pid_t tid = k % 2 ? s.reporter : s.pid;
+		if (!stepper_killed_at(s.pid, tid, 3, k))
+			continue;
+		ck_assert_msg(mask_becomes(s.pid, s.reporter, rep0),
+			      "point %u: the reporter's mask is %llx, not %llx", k,
+			      sigfield(s.pid, s.reporter, "SigBlk:"), rep0);
+		ck_assert_uint_eq(sigfield(s.pid, s.pid, "SigCgt:"), cgt0);
+		at_drain(&s.p);
+		ck_assert_int_eq(next_tick(&s).trap, 0);
+	}
+	/* killed with the guard armed and no step yet: a SIGTRAP from
+	 * outside goes to the target's handler */
+	ck_assert(stepper_killed_at(s.pid, s.pid, 1, 1));
+	at_drain(&s.p);
+	ck_assert_int_eq(kill(s.pid, SIGTRAP), 0);
+	struct ticks tk;
+	for (int i = 0; i < 500 && (tk = next_tick(&s)).trap == 0; i++)
+		;
+	ck_assert_int_eq(tk.trap, 1);
+	ck_assert_int_eq(tk.bad, 0);
+	char line[256];
+	stop_target(&s, line, sizeof line);
+	ck_assert_msg(strstr(line, " bad 0 trap 1 "), "%s", line);
+}
+END_TEST
+
 /* More signals than a step can hold, queued while the world is stopped:
  * the step gives up with a reason, the thread unmoved, and the target
  * gets every one, in order, when the world resumes. */
@@ -334,6 +439,8 @@ int main(void)
 	tcase_add_test(tc, signals_during_steps_are_kept);
 	tcase_add_test(tc, a_thread_blocking_sigtrap_keeps_its_mask_and_handler);
 	tcase_add_test(tc, a_flood_of_signals_gives_up_the_step_and_keeps_them);
+	tcase_add_test(tc, a_killed_stepper_never_lets_its_trap_through);
+	tcase_add_test(tc, a_killed_stepper_leaves_sigtrap_to_the_target);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }

@@ -442,7 +442,7 @@ static int syscall_pages(pid_t pid)
 		char magic[24];
 		if (!mp->path[0] && mp->prot == (ATTACH_MAP_R | ATTACH_MAP_X) &&
 		    pread(fd, magic, sizeof magic, (off_t)mp->start) == (ssize_t)sizeof magic &&
-		    strcmp(magic, "padrone syscall page 1") == 0)
+		    strcmp(magic, "padrone syscall page 2") == 0)
 			n++;
 	}
 	close(fd);
