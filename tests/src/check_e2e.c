@@ -556,13 +556,14 @@ START_TEST(a_signal_while_attaching_ends_a_one_shot_profile_at_once)
 	char *c_argv[] = { padrone, "-p", arg, "profile", "60", NULL };
 	snprintf(before, sizeof(before), "padrone: Interrupt: leaving process %d before the "
 		 "rest of the commands", p.pid);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4 || (early == 0 && i < 60); i++) {
 		early += signalled_at_start(c_argv, SIGINT, before, NULL, 0);
 		assert_untraced(p.pid);
 		assert_ticks_right(&p, 1);
 	}
 	/* The signal comes within microseconds of the handler, attaching takes
-	 * milliseconds: mostly before. */
+	 * milliseconds: often before (one try in 3 to 10 on a fast host, so
+	 * tried until one is). */
 	ck_assert_msg(early > 0, "the signal never came before the profile began");
 	tu_kill(&p);
 }
