@@ -12,11 +12,11 @@
  * called the kernel, so the stub's system calls are the copy's) or not;
  * samples in a copy count as on in either window (a call begun on ends in
  * the copy, and its time is the copy's).
- * A thread asleep is not sampled by cpu-clock, so a probe every
- * BUDGET_PROBE_MS on (BUDGET_PROBE_OFF_MS off) reads where each thread of
- * the target is blocked (/proc/PID/task/TID/syscall): one blocked with its
- * pc in a copy (the ring stub's futex wait) counts as that many samples in
- * the copy as the sampler would have taken meanwhile.
+ * A thread asleep is not sampled by cpu-clock, so the time the target's
+ * threads waited in the copies' ring stubs for the consumer, which each
+ * stub measures itself around its wait (the ring's producer wait time,
+ * the wake-up's latency included), counts as that many samples in the
+ * copy as the sampler would have taken meanwhile.
  *
  * With f_off and f_on the functions' shares of the target's CPU time off
  * and on, the copy's slowdown of them is
@@ -43,10 +43,10 @@
 #include "src/instr-nice.h"
 #include "src/instr-state.h"
 #include "codecache/codecache.h"
+#include "pipeline/cab.h"
 #include "profile/profile.h"
 #include "util/util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -62,8 +62,6 @@
 #define BUDGET_MAX 0.95
 #define BUDGET_EVERY_MS 1000u	/* between estimates (the end of a period after) */
 #define BUDGET_DECAY 0.95	/* per 200 ms: the estimate rests on ~4 s */
-#define BUDGET_PROBE_MS 1u	/* the wait in the stub probed this often, on */
-#define BUDGET_PROBE_OFF_MS 5u	/* and off (calls begun on end in the copy) */
 /* an estimate needs at least these (decayed) samples */
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
@@ -82,6 +80,22 @@ static void set_windows(struct instr_state *st)
 		on = period - 1;
 	st->duty_on_ms = on;
 	st->duty_off_ms = period - on;
+}
+
+/* How long the target's threads have waited in all, in the copies' ring
+ * stubs, for the consumers to free room (exhaustive mode), as the stubs
+ * measured it: every active function's rings. */
+static uint64_t waited_ns(const struct instr_state *st)
+{
+	uint64_t ns = 0;
+
+	for (size_t i = 0; i < st->nf; i++)
+		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++) {
+			struct cab_stats cs;
+			if (st->f[i].w[k].ring && cab_ring__stats(st->f[i].w[k].ring, &cs) == 0)
+				ns += cs.producer_wait_ns;
+		}
+	return ns;
 }
 
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)
@@ -110,6 +124,7 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 		b->smp = NULL;
 		return rc;
 	}
+	b->waited_ns = waited_ns(st);	/* the waits before the budget are not its */
 	set_windows(st);
 	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
 	return 0;
@@ -172,53 +187,16 @@ static void count_samples(const struct instr_state *st, uint64_t n[3])
 	}
 }
 
-unsigned instr__budget_probe_ms(const struct instr_state *st)
+/* The samples the sampler would have taken of the threads while they
+ * waited in the stubs, since the last window's end. */
+static double samples_waited(struct instr_budget *b, const struct instr_state *st)
 {
-	return !st->budget.smp ? 0 : st->off ? BUDGET_PROBE_OFF_MS : BUDGET_PROBE_MS;
-}
+	uint64_t now = waited_ns(st);
+	/* less than before: a function's rings went with it; from here on */
+	uint64_t ns = now >= b->waited_ns ? now - b->waited_ns : 0;
 
-/* Thread tid blocked in a system call with its pc in an instrumented copy
- * (the ring stub's wait). A running thread says "running". */
-static bool blocked_in_copy(const struct instr_state *st, pid_t pid, const char *tid)
-{
-	char path[320], line[320];
-	bool in = false;
-
-	snprintf(path, sizeof path, "/proc/%d/task/%s/syscall", (int)pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	if (fgets(line, sizeof line, f) && line[0] >= '0' && line[0] <= '9') {
-		char *last = strrchr(line, ' ');
-		uint64_t pc = last ? strtoull(last + 1, NULL, 16) : 0;
-		in = pc && where(st, pc) == IN_COPY;
-	}
-	fclose(f);
-	return in;
-}
-
-void instr__budget_probe(struct instr_state *st)
-{
-	struct instr_budget *b = &st->budget;
-	pid_t pid = prof_sampler__pid(b->smp);
-	char path[64];
-	struct dirent *e;
-
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return;
-	/* what the sampler would have taken of a thread since the last probe
-	 * (a wake-up comes late, a window may end sooner: the time, not the
-	 * interval asked for; at most an off window's interval) */
-	uint64_t now = util_now_ns();
-	double ms = b->probed_ns ? (double)(now - b->probed_ns) / 1e6 : instr__budget_probe_ms(st);
-	double weight = fmin(ms, BUDGET_PROBE_OFF_MS) * BUDGET_HZ / 1000.0;
-	b->probed_ns = now;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && blocked_in_copy(st, pid, e->d_name))
-			b->blocked += weight;
-	closedir(d);
+	b->waited_ns = now;
+	return (double)ns * BUDGET_HZ / 1e9;
 }
 
 void instr__budget_window_end(struct instr_state *st, bool on)
@@ -230,15 +208,16 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		return;
 	prof_sampler__stop(b->smp);	/* collects what is buffered */
 	count_samples(st, n);
+	double waited = samples_waited(b, st);
 	if (n[0] >= b->prev[0] && n[1] >= b->prev[1] && n[2] >= b->prev[2]) {
 		double orig = (double)(n[0] - b->prev[0]), copy = (double)(n[1] - b->prev[1]);
 		double all = (double)(n[2] - b->prev[2]);
 		/* the copy's time, the ends of calls begun on included, is
 		 * instrumented time whatever the window */
-		double on_in = copy + b->blocked, on_all = copy + b->blocked;
+		double on_in = copy + waited, on_all = copy + waited;
 		if (on) {
 			on_in += orig;
-			on_all = all + b->blocked;
+			on_all = all + waited;
 		} else {
 			b->in_off += orig;
 			b->all_off += all - copy;
@@ -247,11 +226,10 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		b->in_on += on_in;
 		b->all_on += on_all;
 		b->samples_on += (uint64_t)llround(on_all);
-		b->in_copy += copy + b->blocked;
-		b->asleep += b->blocked;
-		b->busy += all + b->blocked;
+		b->in_copy += copy + waited;
+		b->asleep += waited;
+		b->busy += all + waited;
 	}
-	b->blocked = 0;
 	memcpy(b->prev, n, sizeof b->prev);
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
 }

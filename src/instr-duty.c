@@ -128,26 +128,12 @@ static bool before(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* Until the window ends at *end (true) or the thread is stopped (false),
- * probing meanwhile as often as an overhead budget asks. */
+/* Until the window ends at *end (true) or the thread is stopped (false). */
 static bool wait_window(struct instr_state *st, const struct timespec *end)
 {
-	while (!st->duty_stop) {
-		struct timespec wake = *end;
-		unsigned probe_ms = instr__budget_probe_ms(st);
-		if (probe_ms) {
-			clock_gettime(CLOCK_MONOTONIC, &wake);
-			add_ms(&wake, probe_ms);
-			if (!before(&wake, end))
-				wake = *end;
-		}
-		if (pthread_cond_timedwait(&st->duty_wake, &st->lock, &wake) != ETIMEDOUT)
-			continue;
-		if (probe_ms)
-			instr__budget_probe(st);	/* at the window's end too: its last stretch */
-		if (!before(&wake, end))
+	while (!st->duty_stop)
+		if (pthread_cond_timedwait(&st->duty_wake, &st->lock, end) == ETIMEDOUT)
 			return !st->duty_stop;
-	}
 	return false;
 }
 
@@ -174,7 +160,7 @@ static void *duty_main(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		struct timespec late = next;
 		add_ms(&late, st->off ? st->duty_off_ms : st->duty_on_ms);
-		if (now.tv_sec > late.tv_sec || (now.tv_sec == late.tv_sec && now.tv_nsec > late.tv_nsec))
+		if (before(&late, &now))
 			next = now;
 	}
 	pthread_mutex_unlock(&st->lock);

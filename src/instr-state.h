@@ -33,8 +33,7 @@ struct instr_budget {
 	/* samples in the functions (original, copy, stub, gate) and in all,
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
-	double blocked;			/* this window's, in the stub asleep (probed) */
-	uint64_t probed_ns;		/* the last probe's time */
+	uint64_t waited_ns;		/* the stubs' waits (ns) at the last window's end */
 	/* samples in the copies (asleep in them included), asleep in them,
 	 * and in all, either window, and the time on and in all (ms) over the
 	 * same, decayed */
@@ -150,10 +149,6 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 void instr__budget_stop(struct instr_state *st);
 /* A window ends (on: it was on): its samples counted as on or off. */
 void instr__budget_window_end(struct instr_state *st, bool on);
-/* 0, or how often (ms) the duty thread is to call instr__budget_probe in
- * this window: threads asleep in the copy's stub counted as in it. */
-unsigned instr__budget_probe_ms(const struct instr_state *st);
-void instr__budget_probe(struct instr_state *st);
 /* A period (on, then off) ended: every few, a new estimate and fraction;
  * the next period's windows into st->duty_on_ms, duty_off_ms. */
 void instr__budget_period_end(struct instr_state *st);
