@@ -51,11 +51,13 @@
 #include "attach/internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 
 /* The signals one step may hold. More arriving before the instruction can
  * run (a flood): the step gives up, the thread unmoved, none lost. */
@@ -360,6 +362,10 @@ static bool sets_mask(long nr)
 
 #define KSA_SIGINFO 4u
 #define KSA_RESTORER 0x04000000u
+
+/* The offsets the guard's code (syscall-page.S) reads. */
+_Static_assert(offsetof(ucontext_t, uc_sigmask) == 296, "ucontext's uc_sigmask");
+_Static_assert(offsetof(siginfo_t, si_code) == 8, "siginfo's si_code");
 
 static bool is_guard(struct attach_target *t, const struct ksigaction *a)
 {
