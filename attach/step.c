@@ -478,9 +478,10 @@ static int recheck_guard(struct attach_target *t, pid_t tid, const struct user_r
 	return r;
 }
 
-/* The step's trap is forced on the thread: one that blocked SIGTRAP finds
- * it unblocked afterwards (and a handler of it reset, which step_fn puts
- * back). Block it again, unless the instruction was a system call that
+/* A thread that blocked SIGTRAP finds it unblocked after its step: by
+ * padrone for the step guard (guarded_step), or by the kernel, which
+ * forces the trap (and resets a handler of it, which step_fn puts back).
+ * Block it again, unless the instruction was a system call that
  * sets the mask: its own mask then stands, and setting one would also undo
  * the kernel's restoring of the mask a call swapped in. A padrone killed
  * between the trap and this leaves SIGTRAP unblocked, nothing else. */

@@ -261,8 +261,9 @@ START_TEST(signals_during_steps_are_kept)
 END_TEST
 
 /* The reporter thread blocks every signal, SIGTRAP too, and the process
- * handles SIGTRAP: the step's trap, forced on it, unblocks SIGTRAP and
- * resets the handler; both come back. */
+ * handles SIGTRAP: SIGTRAP is unblocked for each step (by padrone, for the
+ * step guard; a trap forced on a blocked signal would also reset its
+ * handler), and the mask and the handler both come back. */
 START_TEST(a_thread_blocking_sigtrap_keeps_its_mask_and_handler)
 {
 	struct stepsig s;
