@@ -65,6 +65,11 @@
 /* an estimate needs at least these (decayed) samples */
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
+/* the functions' share of the samples off above which their shares cannot
+ * tell the copy's slowdown, and the share of the time asleep in the stubs
+ * under which nothing is known to be lost either */
+#define BUDGET_BLIND 0.98
+#define BUDGET_MIN_ASLEEP 0.001
 
 /* The next period's windows: BUDGET_PERIOD_MS, or longer for a share
  * too small for 1 ms of it (a window is whole milliseconds). */
@@ -251,7 +256,7 @@ static double slowdown(struct instr_budget *b)
  * behind it; false when the samples cannot say (the note says why). */
 static bool estimate(struct instr_budget *b, double *target)
 {
-	if (b->all_off < BUDGET_MIN_OFF || b->all_on < BUDGET_MIN_ON || b->period_ms <= 0) {
+	if (b->all_off < BUDGET_MIN_OFF || b->period_ms <= 0) {
 		snprintf(b->note, sizeof b->note, "too few samples yet");
 		return false;
 	}
@@ -261,12 +266,30 @@ static bool estimate(struct instr_budget *b, double *target)
 		*target = BUDGET_MIN;
 		return false;
 	}
-	b->slowdown = slowdown(b);
-	b->q = b->busy > 0 ? b->in_copy / b->busy : 0;
+	if (b->all_on < BUDGET_MIN_ON) {	/* (at the least time on, a blind one stays so) */
+		if (!b->blind)
+			snprintf(b->note, sizeof b->note, "too few samples yet");
+		return false;
+	}
+	b->f_off = b->in_off / b->all_off;
 	/* asleep in the stub, a thread does nothing of its own: that much is
 	 * lost whatever s says (when the functions take nearly all the
 	 * target's time, their shares on and off cannot tell s) */
 	double asleep = b->busy > 0 ? b->asleep / b->busy : 0;
+	/* and with nothing asleep either (the pipeline keeps up: a pointer
+	 * chase, whose copy costs it 10%, read as costing nothing), the
+	 * copy's cost is not measured at all: the least time on, not the
+	 * most */
+	b->blind = b->f_off >= BUDGET_BLIND && asleep < BUDGET_MIN_ASLEEP;
+	if (b->blind) {
+		snprintf(b->note, sizeof b->note, "the functions take nearly all the samples and "
+			 "nothing waits: the copy's cost cannot be measured");
+		b->known = false;
+		*target = BUDGET_MIN;
+		return false;
+	}
+	b->slowdown = slowdown(b);
+	b->q = b->busy > 0 ? b->in_copy / b->busy : 0;
 	double lost = fmin(fmax(b->q * (1 - 1 / b->slowdown), asleep), 0.99);
 	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
 	b->overhead = 100 * lost / (1 - lost);

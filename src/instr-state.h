@@ -41,6 +41,7 @@ struct instr_budget {
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
 	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
+	bool blind;			/* the last look could not measure the copy's cost */
 	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
 	double q;			/* the share of the target's time in the copies */
 	double cost;			/* the overhead (a fraction) per unit of d */
