@@ -268,6 +268,10 @@ int attach__guard_disarm(struct attach_target *t);
  * code, without the page (syscall.c): for making the page itself. */
 int attach__raw_syscall(struct attach_target *t, pid_t tid, long nr, const uint64_t args[6],
 			int64_t *ret);
+/* For tests only: with var=N in its environment, padrone SIGKILLs itself
+ * at the N-th call naming var (*points counts them), as a kill from
+ * outside landing just there would. */
+void attach__test_kill_point(const char *var, unsigned *points);
 /* -EDEADLK with a message when called from an event callback on the
  * tracer thread (`what` may not wait for events there), else 0. */
 int attach__not_in_callback(struct attach_target *t, const char *what);

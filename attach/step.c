@@ -72,15 +72,13 @@ struct held_sigs {
 
 /* For tests only (check_attach_step): with PADRONE_TEST_KILL_IN_STEP=N in
  * its environment, padrone SIGKILLs itself at the N-th of these points of
- * its steps, as a kill from outside landing just there would. */
+ * its steps. */
 static void test_kill_point(const char *what)
 {
 	static unsigned points;
-	const char *env = getenv("PADRONE_TEST_KILL_IN_STEP");
 
 	(void)what;	/* names the point for the reader */
-	if (env && strtoul(env, NULL, 10) == __atomic_add_fetch(&points, 1, __ATOMIC_RELAXED))
-		kill(getpid(), SIGKILL);
+	attach__test_kill_point("PADRONE_TEST_KILL_IN_STEP", &points);
 }
 
 /* ------------------------------------------------ scratch on the stack */
@@ -461,12 +459,13 @@ int attach__guard_disarm(struct attach_target *t)
 	return remote_sigtrap_action(t, tid, &own, NULL);
 }
 
-/* After a step that may have changed SIGTRAP's action itself (a system
- * call it made): is the guard still in place? If the target set an action
+/* After a step that may have changed SIGTRAP's action itself (nr: the
+ * system call it made, as stepped_syscall tells): is the guard still in
+ * place? If the target set an action
  * of its own, that one stands. */
-static int recheck_guard(struct attach_target *t, pid_t tid, const struct user_regs_struct *regs0)
+static int recheck_guard(struct attach_target *t, pid_t tid, const struct user_regs_struct *regs0,
+			 long nr)
 {
-	long nr = stepped_syscall(t, regs0);
 	if (!t->guard_armed || (nr != SYS_rt_sigaction && nr != -2))
 		return 0;
 	if (nr == SYS_rt_sigaction && (regs0->rdi != SIGTRAP || !regs0->rsi))
@@ -554,8 +553,9 @@ static int guarded_step(struct attach_target *t, pid_t tid, uint64_t mask0)
 	long pr = attach__ptrace(PTRACE_GETREGS, tid, NULL, &regs0);
 	if (pr < 0)
 		return attach__ptrace_fail(t, pr, "PTRACE_GETREGS", tid);
+	long nr = stepped_syscall(t, &regs0);
 	bool blocked = mask0 & SIGBIT(SIGTRAP);
-	bool unblock = blocked && !sets_mask(stepped_syscall(t, &regs0));
+	bool unblock = blocked && !sets_mask(nr);
 	int r = set_reblock(t, unblock ? SIGBIT(SIGTRAP) : 0);
 	if (r == 0 && unblock) {
 		uint64_t mask = mask0 & ~SIGBIT(SIGTRAP);
@@ -570,7 +570,7 @@ static int guarded_step(struct attach_target *t, pid_t tid, uint64_t mask0)
 		return r;
 	char msg[ATTACH_MSG_MAX];	/* the step's own, over what follows */
 	snprintf(msg, sizeof msg, "%s", attach__msg(t));
-	int rr = blocked && !unblock ? attach__guard_disarm(t) : recheck_guard(t, tid, &regs0);
+	int rr = blocked && !unblock ? attach__guard_disarm(t) : recheck_guard(t, tid, &regs0, nr);
 	if (r < 0)
 		attach__fail(t, r, "%s", msg);
 	return r < 0 ? r : rr;

@@ -134,19 +134,24 @@ static int save_thread(struct attach_target *t, pid_t tid, struct saved *s)
 	return 0;
 }
 
+void attach__test_kill_point(const char *var, unsigned *points)
+{
+	const char *env = getenv(var);
+
+	if (env && strtoul(env, NULL, 10) == __atomic_add_fetch(points, 1, __ATOMIC_RELAXED))
+		kill(getpid(), SIGKILL);
+}
+
 /* For tests only (check_attach_syscall): with PADRONE_TEST_KILL_IN_SYSCALL=N
  * in its environment, padrone SIGKILLs itself at the N-th of these points
- * of the system calls it runs through the syscall page, as a kill from
- * outside landing just there would. */
+ * of the system calls it runs through the syscall page. */
 static void test_kill_point(uint64_t page_entry, const char *what)
 {
 	static unsigned points;
-	const char *env = getenv("PADRONE_TEST_KILL_IN_SYSCALL");
 
 	(void)what;	/* names the point for the reader */
-	if (page_entry && env && strtoul(env, NULL, 10) == __atomic_add_fetch(&points, 1,
-									       __ATOMIC_RELAXED))
-		kill(getpid(), SIGKILL);
+	if (page_entry)
+		attach__test_kill_point("PADRONE_TEST_KILL_IN_SYSCALL", &points);
 }
 
 /* The mask first, the registers last: until they are back, the thread is

@@ -240,10 +240,9 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 }
 
 /* The copy's slowdown of the functions' own code, from their shares of
- * the samples on and off. */
+ * the samples on and off (b->f_off as estimate set it). */
 static double slowdown(struct instr_budget *b)
 {
-	b->f_off = b->in_off / b->all_off;
 	/* one sample more outside the functions, so that a share on near 1,
 	 * from few samples, does not make the slowdown infinite */
 	b->f_on = b->in_on / (b->all_on + 1);
