@@ -467,6 +467,11 @@ struct cab_ring *cc_instr__ring(const struct cc_instr *in, size_t i, pid_t *tid)
 /* How often thread i's copy ran the ring stub (new chunk, ring full, junk
  * area full): 0, or a negative errno when the target cannot be read. */
 int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out);
+/* How often thread i called the function since its ring was made, on or
+ * off (counted at the gate): 0; -ENOTSUP when the gate does not count
+ * (the flags are live at the function's entry), or a negative errno when
+ * the target cannot be read. */
+int cc_instr__calls(const struct cc_instr *in, size_t i, uint64_t *out);
 /* The block table: what every unit's id means. */
 const struct rep_table *cc_instr__table(const struct cc_instr *in);
 /* The function instrumented: [*addr, *addr + *size) (its extent from the

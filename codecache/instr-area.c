@@ -211,13 +211,22 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 	return 0;
 }
 
-int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
+static int read_word(const struct cc_instr *in, size_t i, size_t off, uint64_t *out)
 {
 	if (i >= in->nrings)
 		return -EINVAL;
-	ssize_t n = attach_target__read(in->t, cc__instr_block_of(in, i) + IS_STUB_CALLS, out,
-					sizeof *out);
+	ssize_t n = attach_target__read(in->t, cc__instr_block_of(in, i) + off, out, sizeof *out);
 	return n == (ssize_t)sizeof *out ? 0 : n < 0 ? (int)n : -EIO;
+}
+
+int cc_instr__stub_calls(const struct cc_instr *in, size_t i, uint64_t *out)
+{
+	return read_word(in, i, IS_STUB_CALLS, out);
+}
+
+int cc_instr__calls(const struct cc_instr *in, size_t i, uint64_t *out)
+{
+	return in->counts_calls ? read_word(in, i, IS_CALLS, out) : -ENOTSUP;
 }
 
 static int thread_regs(struct cc_instr *in, pid_t tid, struct user_regs_struct *regs)

@@ -230,6 +230,21 @@ static uint32_t clobbers(const ZydisDecodedInstruction *d, const ZydisDecodedOpe
 	return m;
 }
 
+#define STATUS_FLAGS (ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF | ZYDIS_CPUFLAG_ZF | \
+		      ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF)
+
+static void flag_use(const ZydisDecodedInstruction *d, struct ci_insn *in)
+{
+	const ZydisAccessedFlags *f = d->cpu_flags;
+
+	if (!f)
+		return;
+	in->tests_flags = (f->tested & STATUS_FLAGS) != 0;
+	in->sets_flags = !in->tests_flags &&
+			 ((f->modified | f->set_0 | f->set_1 | f->undefined) & STATUS_FLAGS) ==
+			 STATUS_FLAGS;
+}
+
 static void classify(const ZydisDecodedInstruction *d, const ZydisDecodedOperand *ops,
 		     struct ci_insn *in)
 {
@@ -281,6 +296,7 @@ int cc__instr_decode(const uint8_t *bytes, size_t len, uint64_t pc, struct ci_in
 	in->len = d.length;
 	memcpy(in->bytes, bytes, d.length);
 	classify(&d, ops, in);
+	flag_use(&d, in);
 	struct rep_insn *ri = &in->rep;
 	ri->pc = pc;
 	ri->len = d.length;

@@ -374,26 +374,60 @@ static int stub_to_section(uint8_t *p, size_t len, uint32_t gs)
 	return 0;
 }
 
-/* The gate, where the original's entry jumps: `jmp *%gs:IS_GATE` to one of
- * two landings, on (the entry unit) or off (the detour: the original's
- * displaced first bytes, then the rest of the original). It begins a
- * 64-byte line of the copy (which is 64-aligned), so the landings'
- * addresses differ in their low byte alone: padrone switches a thread by
- * writing that byte of its block (cc_instr__switch), which the thread
- * reads whole, old or new, never torn. Neither way touches a register or
- * the flags. */
+bool cc__instr_entry_flags_dead(const struct cc_instr *in)
+{
+	size_t i = 0;
+
+	while (i < in->ninsns && in->insns[i].pc < in->fn.addr)
+		i++;
+	for (size_t n = 0; i < in->ninsns && n < 32; i++, n++) {
+		const struct ci_insn *ci = &in->insns[i];
+		if (ci->tests_flags)
+			return false;
+		if (ci->sets_flags)
+			return true;
+		if (ci->kind != CI_PLAIN || !ci->falls ||
+		    (i + 1 < in->ninsns && in->insns[i + 1].pc != ci->pc + ci->len))
+			return false;	/* not followed further */
+	}
+	return false;
+}
+
+/* The gate, where the original's entry jumps: a count of the calls, then
+ * `jmp *%gs:IS_GATE` to one of two landings, on (the entry unit) or off
+ * (the detour: the original's displaced first bytes, then the rest of the
+ * original). It begins a 64-byte line of the copy (which is 64-aligned), so
+ * the landings' addresses differ in their low byte alone: padrone switches
+ * a thread by writing that byte of its block (cc_instr__switch), which the
+ * thread reads whole, old or new, never torn. The count (`incq
+ * %gs:IS_CALLS`, a thread's own word: no lock) changes the flags, so it is
+ * there only where they are dead at the entry (else a nop of its size):
+ * the overhead budget weighs the thread's CPU time per call with it
+ * (src/instr-budget.c). Neither way touches a register; off, the count is
+ * the only work a call does besides three jumps. */
 static void emit_gate(struct out *o, struct cc_instr *in)
 {
 	const struct unit *entry = cc__instr_unit_at(in, in->fn.addr);
 
 	o->at = (o->at + 63) & ~63ULL;
-	if (!o->buf)
+	if (!o->buf) {
 		in->gate_off = o->at;
+		in->counts_calls = cc__instr_entry_flags_dead(in);
+	}
+	if (in->counts_calls) {
+		put(o, (uint8_t[]){ 0x65, 0x48, 0xff, 0x04, 0x25 }, 5);	/* incq %gs:IS_CALLS */
+		put32(o, o->gs + IS_CALLS);
+	} else {
+		put(o, (uint8_t[]){ 0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0 }, 9);
+	}
 	put(o, (uint8_t[]){ 0x65, 0xff, 0x24, 0x25 }, 4);	/* jmp *%gs:IS_GATE */
 	put32(o, o->gs + IS_GATE);
+	while (o->at - in->gate_off < CI_GATE_ON)
+		put(o, (uint8_t[]){ 0xcc }, 1);
 	put(o, (uint8_t[]){ 0xe9 }, 1);				/* on: jmp entry unit */
 	rel32(o, in->code + (entry ? entry->off : 0));
-	put(o, (uint8_t[]){ 0xcc, 0xcc, 0xcc }, 3);
+	while (o->at - in->gate_off < CI_GATE_OFF)
+		put(o, (uint8_t[]){ 0xcc }, 1);
 	put(o, (uint8_t[]){ 0xe9 }, 1);				/* off: jmp detour */
 	rel32(o, in->detour);
 	if (o->buf && (!entry || !in->detour) && !o->err)

@@ -45,7 +45,10 @@
 				 * sees its pid (its pid namespace's): a child
 				 * forked while padrone is gone keeps its parent's
 				 * fs base, not its pid; 0: not checked */
-/* 152..167 and 272..279 unused: the stub keeps its scratch words on its own
+#define IS_CALLS 152		/* calls of the function by the row's thread, on
+				 * or off, counted at the gate where the flags
+				 * are dead at the entry (instr-emit.c) */
+/* 160..167 and 272..279 unused: the stub keeps its scratch words on its own
  * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */

@@ -34,6 +34,9 @@ struct ci_insn {
 	 * other than rsp), or step_reg REP_REG_NONE */
 	uint8_t step_reg;
 	int32_t step;
+	/* the status flags (CF PF AF ZF SF OF): it tests one, or it sets all
+	 * six without testing any (what the gate's call count needs to know) */
+	bool tests_flags, sets_flags;
 };
 
 /* Decode the instruction at pc (bytes: up to len of them). 0, or
@@ -151,6 +154,7 @@ struct cc_instr {
 	struct rep_table *table;
 	uint64_t code, code_size, stub_off;
 	uint64_t gate_off;		/* the gate (instr-emit.c): the entry jumps there */
+	bool counts_calls;		/* the gate counts calls (IS_CALLS) */
 	bool off;			/* its gate sends threads to the original */
 	struct area *area;		/* NULL until it has one */
 	unsigned section;		/* its blocks in each row of the area */
@@ -185,9 +189,12 @@ const struct unit *cc__instr_unit_at(const struct cc_instr *in, uint64_t pc);
 /* instr-emit.c */
 int cc__instr_place_code(struct cc_instr *in);
 /* The gate's landings, from its start: on (the units), off (the detour). */
-#define CI_GATE_ON 8
-#define CI_GATE_OFF 16
+#define CI_GATE_ON 24
+#define CI_GATE_OFF 32
 uint64_t cc__instr_gate(const struct cc_instr *in, bool on);
+/* The status flags are dead where the function is entered: nothing from
+ * its entry on tests one before an instruction sets them all. */
+bool cc__instr_entry_flags_dead(const struct cc_instr *in);
 bool cc__instr_transfers(const struct ci_insn *ci);
 /* instr-area.c */
 int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n);

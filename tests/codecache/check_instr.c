@@ -312,6 +312,14 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	bool rw;
 	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)nr);
 	ck_assert_msg(rw, "a ring is mapped other than rw-s in the target");
+	/* the gate's count of each thread's calls: at least the whole calls
+	 * recovered so far (the first may have begun before the copy, moved
+	 * in), at most those recovered in the end and the one under way */
+	uint64_t gate[MAX_R], seen[MAX_R];
+	for (size_t i = 0; i < nr; i++)
+		seen[i] = __atomic_load_n(&ss[i].calls, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < nr; i++)
+		ck_assert_int_eq(cc_instr__calls(in, i, &gate[i]), 0);
 	struct cc_patch_stats st = { 0 };
 	struct cc_patch_opts po = { .sz = sizeof po, .stats = &st };
 	rc = cc_cache__uninstrument(l.c, in, &po);
@@ -338,6 +346,10 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 		if (i > 0)
 			ck_assert_uint_eq(s->refs, s->calls * 3 * N + 3 * s->i + s->phase -
 					  s->first_ref);
+		ck_assert_msg(gate[i] + 1 >= seen[i] && gate[i] <= s->calls + 1,
+			      "thread %d: the gate counted %" PRIu64 " calls; %" PRIu64 " were "
+			      "recovered before, %" PRIu64 " in all", s->tid, gate[i], seen[i],
+			      s->calls);
 		cab_consumer__close(s->cons);
 		rep_recover__free(s->rec);
 	}
