@@ -20,25 +20,45 @@
  *
  * With f_off and f_on the functions' shares of the target's CPU time off
  * and on, the copy's slowdown of them is
- * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)). What the target loses is
- * then measured, not modelled: of the time q its threads spent in the
- * copies (asleep in the stub included, and the ends of calls begun on),
- * only 1/s was the function's own work, so the target lost q * (1 - 1/s)
- * of its time (and at least the time they slept there waiting for the
- * consumer, which is lost whatever s is: when the functions take nearly
- * all of the target's time, their shares cannot tell s), an overhead of
- * that over what is left. The time on is not a good measure of it: a
- * window of 1 ms may leave a thread waiting for the consumer for several
- * more, and the copy's cost per millisecond on is the pipeline's pace, not
- * the copy's CPU cost. Every BUDGET_EVERY_MS, with
- * d_was the share on over the same (decayed) time, the target is
- * PCT * d_was / overhead, kept within [BUDGET_MIN, BUDGET_MAX] (some time on
- * to measure the copy, some off to measure the original); d falls to it at
- * once, or rises half way to it, at most doubling: a feedback on the
- * measured loss, which follows it however it grows with d. The counts decay
- * each period, so a change of load shows within a few seconds. Without
- * samples in the functions while off, d stays at its minimum and the
- * estimate is unknown.
+ * s = (f_on / (1 - f_on)) / (f_off / (1 - f_off)). Of the time q its threads
+ * spent in the copies (asleep in the stub included, and the ends of calls
+ * begun on), only 1/s was the function's own work, so the target lost
+ * q * (1 - 1/s) of its time (and at least the time they slept there
+ * waiting for the consumer, which is lost whatever s is), an overhead of
+ * that over what is left. When the functions take nearly all the
+ * target's time, their shares cannot tell s: that measure is blind.
+ *
+ * The other measure: the gate of each copy counts its thread's calls, on
+ * or off (IS_CALLS), and the kernel counts each thread's time on a CPU
+ * and waiting for one (/proc/PID/task/TID/schedstat, in ns: a thread
+ * that padrone's pipeline keeps from its CPU loses that time too), its
+ * CPU time below. Both are read at each window's
+ * end, and in each off window of at least BUDGET_SPLIT_MS once padrone's
+ * own CPU time shows its pipeline idle (the consumers have caught up with
+ * the last window on: it may take most of the off window, during which
+ * their work on the other CPUs slows the target's through the memory and
+ * caches they share). From there to the window's end, the CPU time per
+ * call is the target's own (the base); over all windows, with the stubs'
+ * waits added, it is what the target pays. Their ratio less one is the
+ * overhead: the copy's own cost, the waits, and what the pipeline costs
+ * the target's CPUs, which no share of samples shows. It needs the calls
+ * counted (the flags dead at the entries), calls enough, and an idle
+ * pipeline now and then (without one, the last base stands); a thread that
+ * loops inside a function and never calls it shows nothing there, where
+ * the samples do.
+ *
+ * The estimate is the larger of the two that are known: a budget is a
+ * ceiling. The time on is not a good measure of it: a window of 1 ms may
+ * leave a thread waiting for the consumer for several more, and the copy's
+ * cost per millisecond on is the pipeline's pace, not the copy's CPU cost.
+ * Every BUDGET_EVERY_MS, with d_was the share on over the same (decayed)
+ * time, the target is PCT * d_was / overhead, kept within [BUDGET_MIN,
+ * BUDGET_MAX] (some time on to measure the copy, some off to measure the
+ * original); d falls to it at once, or rises half way to it, at most
+ * doubling: a feedback on the measured loss, which follows it however it
+ * grows with d. The counts decay each period, so a change of load shows
+ * within a few seconds. With neither measure, d stays at its minimum and
+ * the estimate is unknown.
  */
 #include "src/instr-nice.h"
 #include "src/instr-state.h"
@@ -48,11 +68,14 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define BUDGET_PERIOD_MS 200u
 #define BUDGET_PERIOD_MAX_MS 1000u	/* a share below 1/200: longer periods */
@@ -70,6 +93,15 @@
  * under which nothing is known to be lost either */
 #define BUDGET_BLIND 0.98
 #define BUDGET_MIN_ASLEEP 0.001
+/* the CPU time per call: off windows at least this long are read in their
+ * middle too; the base needs these many (decayed) calls and ms */
+#define BUDGET_SPLIT_MS 20u
+/* how often padrone's own CPU time is looked at in an off window, and the
+ * share of that time under which its pipeline counts as idle */
+#define BUDGET_WATCH_MS 5u
+#define BUDGET_IDLE 0.05
+#define BUDGET_MIN_CALLS 200.0
+#define BUDGET_MIN_BASE_MS 50.0
 
 /* The next period's windows: BUDGET_PERIOD_MS, or longer for a share
  * too small for 1 ms of it (a window is whole milliseconds). */
@@ -103,6 +135,152 @@ static uint64_t waited_ns(const struct instr_state *st)
 	return ns;
 }
 
+/* A thread's time on a CPU and waiting for one (ns), as the scheduler
+ * keeps them: a thread that padrone's pipeline keeps from its CPU loses
+ * that time too. */
+static bool thread_busy_ns(pid_t pid, pid_t tid, uint64_t *ns)
+{
+	char path[64], buf[96];
+	uint64_t run, delay;
+
+	snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	if (sscanf(buf, "%" SCNu64 " %" SCNu64, &run, &delay) != 2)
+		return false;
+	*ns = run + delay;
+	return true;
+}
+
+static size_t rows_of(const struct instr_state *st)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->nf; i++)
+		if (st->f[i].active && cc_instr__thread_count(st->f[i].in) > n)
+			n = cc_instr__thread_count(st->f[i].in);
+	return n;
+}
+
+/* Row i now: its thread, the calls of every active function, the stubs'
+ * waits and the thread's time on or waiting for a CPU; false without a thread or a reading
+ * (*uncounted: a gate does not count). */
+static bool read_row(const struct instr_state *st, size_t i, struct budget_row *r,
+		     bool *uncounted)
+{
+	*r = (struct budget_row){ 0 };
+	for (size_t k = 0; k < st->nf; k++) {
+		const struct func *f = &st->f[k];
+		struct cab_stats cs;
+		uint64_t calls;
+		pid_t tid;
+		if (!f->active || i >= cc_instr__thread_count(f->in))
+			continue;
+		struct cab_ring *ring = cc_instr__ring(f->in, i, &tid);
+		int rc = cc_instr__calls(f->in, i, &calls);
+		*uncounted |= rc == -ENOTSUP;
+		if (rc < 0 || !tid || (r->tid && tid != r->tid))
+			return false;
+		r->tid = tid;
+		r->calls += calls;
+		if (ring && cab_ring__stats(ring, &cs) == 0)
+			r->wait_ns += cs.producer_wait_ns;
+	}
+	return r->tid && thread_busy_ns(st->budget.pid, r->tid, &r->busy_ns);
+}
+
+/* Every row read; what the threads spent (on or waiting for a CPU, and
+ * in the stubs, ns) and
+ * their calls since the last reading (a row whose thread changed, or
+ * whose counts went back, from this one on). */
+static void read_rows(struct instr_state *st, double *ns, double *calls)
+{
+	struct instr_budget *b = &st->budget;
+	size_t n = rows_of(st);
+
+	*ns = *calls = 0;
+	if (n > b->nrows) {
+		struct budget_row *more = realloc(b->rows, n * sizeof *more);
+		if (!more)
+			return;
+		memset(more + b->nrows, 0, (n - b->nrows) * sizeof *more);
+		b->rows = more;
+		b->nrows = n;
+	}
+	b->uncounted = false;
+	for (size_t i = 0; i < n; i++) {
+		struct budget_row now, *was = &b->rows[i];
+		if (!read_row(st, i, &now, &b->uncounted)) {
+			was->tid = 0;
+			continue;
+		}
+		if (was->tid == now.tid && now.calls >= was->calls && now.busy_ns >= was->busy_ns &&
+		    now.wait_ns >= was->wait_ns) {
+			*ns += (double)(now.busy_ns - was->busy_ns + now.wait_ns - was->wait_ns);
+			*calls += (double)(now.calls - was->calls);
+		}
+		*was = now;
+	}
+}
+
+/* The CPU time and calls since the last reading, into all windows' and,
+ * for the late half of an off window, the base. */
+static void count_calls(struct instr_state *st, bool base)
+{
+	struct instr_budget *b = &st->budget;
+	double ns, calls;
+
+	read_rows(st, &ns, &calls);
+	b->all_ns += ns;
+	b->all_calls += calls;
+	if (base) {
+		b->base_ns += ns;
+		b->base_calls += calls;
+		b->base_new = true;
+	}
+}
+
+/* padrone's own CPU time: its pipeline's, mostly. */
+static uint64_t own_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+unsigned instr__budget_watch_ms(struct instr_state *st)
+{
+	struct instr_budget *b = &st->budget;
+
+	if (!b->smp || st->duty_off_ms < BUDGET_SPLIT_MS)
+		return 0;
+	b->own_ns = own_cpu_ns();
+	b->own_at = util_now_ns();
+	return BUDGET_WATCH_MS;
+}
+
+bool instr__budget_idle(struct instr_state *st)
+{
+	struct instr_budget *b = &st->budget;
+	uint64_t own = own_cpu_ns(), at = util_now_ns();
+	bool idle = at > b->own_at && own - b->own_ns < BUDGET_IDLE * (double)(at - b->own_at);
+
+	b->own_ns = own;
+	b->own_at = at;
+	if (idle) {
+		count_calls(st, false);	/* the base from here to the window's end */
+		b->split = true;
+	}
+	return idle;
+}
+
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)
 {
 	struct prof_opts o = { .sz = sizeof o, .freq_hz = BUDGET_HZ,
@@ -118,6 +296,7 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 	*b = (struct instr_budget){ .pct = pct, .fraction = BUDGET_START,
 				    .nice_before = errno ? 0 : own };
 	snprintf(b->note, sizeof b->note, "too few samples yet");
+	snprintf(b->calls_note, sizeof b->calls_note, "too few calls yet");
 	if ((rc = prof_sampler__open(pid, &o, &b->smp, &err)) < 0) {
 		snprintf(why, size, "cannot sample the process: %s", err.msg);
 		return rc;
@@ -129,7 +308,10 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 		b->smp = NULL;
 		return rc;
 	}
+	b->pid = pid;
 	b->waited_ns = waited_ns(st);	/* the waits before the budget are not its */
+	double ns, calls;
+	read_rows(st, &ns, &calls);	/* nor the time and calls before it */
 	set_windows(st);
 	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
 	return 0;
@@ -142,6 +324,9 @@ void instr__budget_stop(struct instr_state *st)
 	prof_sampler__free(st->budget.smp);
 	st->budget.smp = NULL;
 	st->budget.pct = 0;
+	free(st->budget.rows);
+	st->budget.rows = NULL;
+	st->budget.nrows = 0;
 }
 
 static bool in_range(uint64_t pc, uint64_t addr, uint64_t size)
@@ -236,6 +421,8 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		b->busy += all + waited;
 	}
 	memcpy(b->prev, n, sizeof b->prev);
+	count_calls(st, !on && b->split);
+	b->split = false;
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
 }
 
@@ -251,24 +438,23 @@ static double slowdown(struct instr_budget *b)
 	return fmax(1.0, odds_on / odds_off);
 }
 
-/* The fraction that keeps the target within the budget, and the estimate
- * behind it; false when the samples cannot say (the note says why). */
-static bool estimate(struct instr_budget *b, double *target)
+/* The overhead from the samples (a fraction): 1 when known, 0 when there
+ * are too few samples yet, -1 when they cannot tell it (b->note says
+ * why). */
+static int overhead_by_samples(struct instr_budget *b, double *overhead)
 {
 	if (b->all_off < BUDGET_MIN_OFF || b->period_ms <= 0) {
 		snprintf(b->note, sizeof b->note, "too few samples yet");
-		return false;
+		return 0;
 	}
 	if (b->in_off <= 0) {
 		snprintf(b->note, sizeof b->note, "no samples in the functions while off");
-		b->known = false;
-		*target = BUDGET_MIN;
-		return false;
+		return -1;
 	}
 	if (b->all_on < BUDGET_MIN_ON) {	/* (at the least time on, a blind one stays so) */
 		if (!b->blind)
 			snprintf(b->note, sizeof b->note, "too few samples yet");
-		return false;
+		return b->blind ? -1 : 0;
 	}
 	b->f_off = b->in_off / b->all_off;
 	/* asleep in the stub, a thread does nothing of its own: that much is
@@ -277,21 +463,62 @@ static bool estimate(struct instr_budget *b, double *target)
 	double asleep = b->busy > 0 ? b->asleep / b->busy : 0;
 	/* and with nothing asleep either (the pipeline keeps up: a pointer
 	 * chase, whose copy costs it 10%, read as costing nothing), the
-	 * copy's cost is not measured at all: the least time on, not the
-	 * most */
+	 * copy's cost is not measured at all */
 	b->blind = b->f_off >= BUDGET_BLIND && asleep < BUDGET_MIN_ASLEEP;
 	if (b->blind) {
 		snprintf(b->note, sizeof b->note, "the functions take nearly all the samples and "
 			 "nothing waits: the copy's cost cannot be measured");
-		b->known = false;
-		*target = BUDGET_MIN;
-		return false;
+		return -1;
 	}
 	b->slowdown = slowdown(b);
 	b->q = b->busy > 0 ? b->in_copy / b->busy : 0;
 	double lost = fmin(fmax(b->q * (1 - 1 / b->slowdown), asleep), 0.99);
+	*overhead = lost / (1 - lost);
+	return 1;
+}
+
+/* The overhead from the CPU time per call (a fraction): false when the
+ * calls are not counted or too few. */
+static bool overhead_by_calls(struct instr_budget *b, double *overhead)
+{
+	if (b->uncounted) {
+		snprintf(b->calls_note, sizeof b->calls_note, "a function's calls are not "
+			 "counted (the flags are live at its entry)");
+		return false;
+	}
+	if (b->base_calls < BUDGET_MIN_CALLS || b->base_ns < BUDGET_MIN_BASE_MS * 1e6 ||
+	    b->all_calls < BUDGET_MIN_CALLS) {
+		snprintf(b->calls_note, sizeof b->calls_note, "too few calls yet");
+		return false;
+	}
+	b->ns_per_call_base = b->base_ns / b->base_calls;
+	b->ns_per_call = b->all_ns / b->all_calls;
+	*overhead = fmax(0, b->ns_per_call / b->ns_per_call_base - 1);
+	return true;
+}
+
+/* The fraction that keeps the target within the budget, and the estimate
+ * behind it: the larger of the two measures known; false when neither is
+ * (the note says why; *target the least share when they cannot be). */
+static bool estimate(struct instr_budget *b, double *target)
+{
+	double by_samples = 0, by_calls = 0;
+	int samples = overhead_by_samples(b, &by_samples);
+	bool calls = overhead_by_calls(b, &by_calls);
+
+	if (samples <= 0 && !calls) {	/* not yet: the last estimate stands */
+		if (samples < 0) {
+			b->known = b->by_samples = b->by_calls = false;
+			*target = BUDGET_MIN;
+		}
+		return false;
+	}
+	b->by_samples = samples > 0;
+	b->by_calls = calls;
+	b->overhead_samples = 100 * by_samples;
+	b->overhead_calls = 100 * by_calls;
 	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
-	b->overhead = 100 * lost / (1 - lost);
+	b->overhead = 100 * fmax(by_samples, by_calls);
 	b->cost = b->overhead / 100 / was;	/* per unit of d */
 	*target = b->cost > 0 ? fmin(BUDGET_MAX, fmax(BUDGET_MIN, b->pct / 100 / b->cost)) :
 		BUDGET_MAX;
@@ -331,6 +558,13 @@ void instr__budget_period_end(struct instr_state *st)
 	b->in_copy *= decay;
 	b->asleep *= decay;
 	b->busy *= decay;
+	b->all_ns *= decay;
+	b->all_calls *= decay;
+	if (b->base_new) {	/* kept while no off window is long enough to read */
+		b->base_ns *= decay;
+		b->base_calls *= decay;
+	}
+	b->base_new = false;
 	b->on_ms *= decay;
 	b->period_ms *= decay;
 	set_windows(st);

@@ -137,6 +137,24 @@ static bool wait_window(struct instr_state *st, const struct timespec *end)
 	return false;
 }
 
+/* Every `every` ms from *look until the window's end, until the
+ * pipeline is idle (the budget's base begins); false when stopped. */
+static bool watch_pipeline(struct instr_state *st, struct timespec *look, unsigned every,
+			   const struct timespec *end)
+{
+	if (!every)
+		return true;
+	for (;;) {
+		add_ms(look, every);
+		if (!before(look, end))
+			return true;
+		if (!wait_window(st, look))
+			return false;
+		if (instr__budget_idle(st))
+			return true;
+	}
+}
+
 /* Each window ends its length after the last one ended, not after the
  * switch that began it ran (a late wake-up does not stretch the next
  * window); a thread that fell more than a window behind starts afresh. */
@@ -148,8 +166,10 @@ static void *duty_main(void *arg)
 	pthread_mutex_lock(&st->lock);
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!st->duty_stop) {
+		struct timespec look = next;
+		unsigned every = st->off ? instr__budget_watch_ms(st) : 0;
 		add_ms(&next, st->off ? st->duty_off_ms : st->duty_on_ms);
-		if (!wait_window(st, &next))
+		if (!watch_pipeline(st, &look, every, &next) || !wait_window(st, &next))
 			break;
 		const char *failed = NULL;
 		bool ended_on = !st->off;

@@ -300,7 +300,15 @@ static void budget_stats(const struct instr_state *st, struct padrone_istats *r)
 	r->recent_off = b->all_off;
 	r->samples_on = b->samples_on;
 	r->samples_off = b->samples_off;
-	snprintf(r->note, sizeof r->note, "%s", b->known ? "" : b->note);
+	snprintf(r->note, sizeof r->note, "%s", b->by_samples ? "" : b->note);
+	r->by_calls = b->by_calls;
+	r->by_samples = b->by_samples;
+	r->overhead_calls = b->overhead_calls;
+	r->overhead_samples = b->overhead_samples;
+	r->ns_per_call = b->ns_per_call;
+	r->ns_per_call_off = b->ns_per_call_base;
+	r->recent_calls = b->all_calls;
+	snprintf(r->calls_note, sizeof r->calls_note, "%s", b->by_calls ? "" : b->calls_note);
 }
 
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out)

@@ -22,6 +22,11 @@
 struct instr_state;
 struct prof_sampler;
 
+struct budget_row {
+	pid_t tid;			/* 0: no reading */
+	uint64_t busy_ns, wait_ns, calls;	/* on or waiting for a CPU; in the stubs */
+};
+
 /* --max-overhead (instr-budget.c): a duty cycle whose share on is chosen
  * from samples of the target, on windows against off ones. */
 struct instr_budget {
@@ -47,6 +52,21 @@ struct instr_budget {
 	double cost;			/* the overhead (a fraction) per unit of d */
 	int nice_before;		/* the pipeline's niceness, back after */
 	char note[128];			/* why there is no estimate */
+	/* the other measure: the threads' CPU time per call (instr-budget.c) */
+	pid_t pid;
+	struct budget_row *rows;	/* per row of the area: its last reading */
+	size_t nrows;
+	bool uncounted;			/* a function's gate does not count calls */
+	bool split;			/* this off window was read once the pipeline idled */
+	uint64_t own_ns, own_at;	/* padrone's CPU time, and when, last looked at */
+	bool base_new;			/* a late half of an off window was added */
+	/* CPU time (and the stubs' waits) and calls, decayed: in the late
+	 * halves of off windows (the base), and in all windows */
+	double base_ns, base_calls, all_ns, all_calls;
+	bool by_calls, by_samples;	/* the estimate rests on them */
+	double overhead_calls, overhead_samples;	/* each one's, % */
+	double ns_per_call_base, ns_per_call;
+	char calls_note[96];		/* why the calls tell nothing */
 };
 
 struct worker {
@@ -150,6 +170,11 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 void instr__budget_stop(struct instr_state *st);
 /* A window ends (on: it was on): its samples counted as on or off. */
 void instr__budget_window_end(struct instr_state *st, bool on);
+/* An off window begins: how often (ms) to look whether padrone's pipeline
+ * is idle, 0: never; and a look: true once it is, the threads read then
+ * (the rest of the window is the base of the CPU time per call). */
+unsigned instr__budget_watch_ms(struct instr_state *st);
+bool instr__budget_idle(struct instr_state *st);
 /* A period (on, then off) ended: every few, a new estimate and fraction;
  * the next period's windows into st->duty_on_ms, duty_off_ms. */
 void instr__budget_period_end(struct instr_state *st);

@@ -23,6 +23,24 @@ static void print_thread_json(FILE *f, const struct padrone_istat_thread *t)
 		t->units_per_s, t->refs_per_s, t->ring_fill, t->cpu_s);
 }
 
+/* The estimate's two measures, each null when unknown. */
+static void print_measures_json(FILE *f, const struct padrone_istats *r)
+{
+	fprintf(f, ",\"per_call\":");
+	if (r->by_calls)
+		fprintf(f, "{\"overhead_pct\":%.2f,\"ns\":%.1f,\"ns_off\":%.1f,\"calls\":%.0f}",
+			r->overhead_calls, r->ns_per_call, r->ns_per_call_off, r->recent_calls);
+	else
+		fprintf(f, "null");
+	fprintf(f, ",\"shares\":");
+	if (r->by_samples)
+		fprintf(f, "{\"overhead_pct\":%.2f,\"share_copy\":%.4f,\"slowdown\":%.3f,"
+			"\"share_on\":%.4f,\"share_off\":%.4f}", r->overhead_samples, r->share_copy,
+			r->slowdown, r->share_on, r->share_off);
+	else
+		fprintf(f, "null");
+}
+
 /* --max-overhead: the budget, the fraction chosen, the estimate (null
  * when unknown) and the samples behind it; null without a budget. */
 static void print_budget_json(FILE *f, const struct padrone_istats *r)
@@ -33,14 +51,15 @@ static void print_budget_json(FILE *f, const struct padrone_istats *r)
 	}
 	fprintf(f, "{\"max_overhead_pct\":%g,\"fraction\":%.4f,\"estimate\":",
 		r->max_overhead, r->budget_fraction);
-	if (r->estimated)
-		fprintf(f, "{\"overhead_pct\":%.2f,\"share_copy\":%.4f,\"slowdown\":%.3f,"
-			"\"share_on\":%.4f,\"share_off\":%.4f}", r->overhead, r->share_copy,
-			r->slowdown, r->share_on, r->share_off);
-	else
+	if (r->estimated) {
+		fprintf(f, "{\"overhead_pct\":%.2f", r->overhead);
+		print_measures_json(f, r);
+		fprintf(f, "}");
+	} else {
 		fprintf(f, "null");
-	fprintf(f, ",\"note\":\"%s\",\"samples\":{\"on\":%llu,\"off\":%llu,"
-		"\"recent_on\":%.0f,\"recent_off\":%.0f}}", r->note,
+	}
+	fprintf(f, ",\"note\":\"%s\",\"calls_note\":\"%s\",\"samples\":{\"on\":%llu,"
+		"\"off\":%llu,\"recent_on\":%.0f,\"recent_off\":%.0f}}", r->note, r->calls_note,
 		(unsigned long long)r->samples_on, (unsigned long long)r->samples_off,
 		r->recent_on, r->recent_off);
 }
@@ -85,12 +104,22 @@ static void print_budget(FILE *f, const struct padrone_istats *r)
 	fprintf(f, "# overhead budget %g%%: on %.1f%% of the time; ", r->max_overhead,
 		100.0 * r->budget_fraction);
 	if (r->estimated)
-		fprintf(f, "estimated overhead %.1f%% (%.1f%% of the time in the copies, whose "
-			"code is %.2fx slower: %.1f%% of the CPU time on, %.1f%% off)",
-			r->overhead, 100.0 * r->share_copy, r->slowdown, 100.0 * r->share_on,
+		fprintf(f, "estimated overhead %.1f%%, the larger of:\n", r->overhead);
+	else
+		fprintf(f, "overhead unknown:\n");
+	if (r->by_calls)
+		fprintf(f, "#   CPU time per call %.1f%% more than off (%.0f ns against %.0f ns; "
+			"%.0f calls, the last seconds')\n", r->overhead_calls, r->ns_per_call,
+			r->ns_per_call_off, r->recent_calls);
+	else
+		fprintf(f, "#   CPU time per call: %s\n", r->calls_note);
+	if (r->by_samples)
+		fprintf(f, "#   samples %.1f%% (%.1f%% of the time in the copies, whose code is "
+			"%.2fx slower: %.1f%% of the CPU time on, %.1f%% off)", r->overhead_samples,
+			100.0 * r->share_copy, r->slowdown, 100.0 * r->share_on,
 			100.0 * r->share_off);
 	else
-		fprintf(f, "overhead unknown: %s", r->note);
+		fprintf(f, "#   samples: %s", r->note);
 	fprintf(f, "; from %.0f samples on, %.0f off (the last seconds'; %llu and %llu in "
 		"all)\n", r->recent_on, r->recent_off, (unsigned long long)r->samples_on,
 		(unsigned long long)r->samples_off);
@@ -150,14 +179,16 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}],\n"
 		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\",\n"
 		"\"budget\":null|{\"max_overhead_pct\",\"fraction\",\"estimate\":null|{\"overhead_pct\",\n"
-		"\"share_copy\",\"slowdown\",\"share_on\",\"share_off\"},\"note\",\"samples\":{\"on\",\"off\",\n"
-		"\"recent_on\",\"recent_off\"}}}}.\n"
+		"\"per_call\":null|{\"overhead_pct\",\"ns\",\"ns_off\",\"calls\"},\"shares\":null|\n"
+		"{\"overhead_pct\",\"share_copy\",\"slowdown\",\"share_on\",\"share_off\"}},\"note\",\n"
+		"\"calls_note\",\"samples\":{\"on\",\"off\",\"recent_on\",\"recent_off\"}}}}.\n"
 		"The second header line says whether instrumentation is switched on or off\n"
 		"(instrument --on, --off, --duty), the share of the time instrumented it was\n"
 		"on, in how many windows, and the duty cycle kept, if any. With an overhead\n"
-		"budget (instrument --max-overhead), a third says the budget, the share on\n"
-		"chosen, the overhead estimated (or why it is unknown) and the samples it\n"
-		"rests on.",
+		"budget (instrument --max-overhead), the next three say the budget, the share\n"
+		"on chosen and the overhead estimated, the larger of two measures: the\n"
+		"threads' CPU time per call against the off windows', and the functions'\n"
+		"samples on against off (each, or why it is unknown, and what it rests on).",
 	.opts = stats_opts,
 	.lower = 0,
 	.upper = 0,

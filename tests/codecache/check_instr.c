@@ -610,6 +610,60 @@ START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
 }
 END_TEST
 
+/* instr_oracle's flags reads at its entry the zero flag its caller set:
+ * the gate must not count calls there (its incq would clear the flag), and
+ * the copy must keep it. The copy records the calls (its first whole call
+ * recovered: the write of o[0]), the gate counts none, and the target
+ * computes right in the copy and after. */
+START_TEST(the_gate_counts_no_calls_where_the_flags_are_live)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), "flags", "0", NULL };
+	char line[256];
+	struct attach_error aerr;
+	struct cc_error err;
+	struct live l;
+	struct one_call c = { 0 };
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o };
+	pthread_t th;
+	pid_t tid;
+	uint64_t n;
+
+	memset(&l, 0, sizeof l);
+	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&l.p, "ready", line, sizeof line, 10000), 0);
+	alive(&l);
+	ck_assert_msg(attach_seize(l.p.pid, NULL, &l.t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l.t, NULL, &l.c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l.p.pid, &l.sy, &err) == 0, "%s", err.msg);
+	struct cc_func f = func(&l, "flags");
+	c.entry = f.addr;
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, &c, &c.rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c.cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, &c), 0);
+	for (int w = 0; w < 3000 && __atomic_load_n(&c.state, __ATOMIC_ACQUIRE) < 2; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_int_eq(c.state, 2);
+	progresses(&l, alive(&l));	/* "bad 0": the flag came through the copy */
+	ck_assert_int_eq(cc_instr__calls(in, 0, &n), -ENOTSUP);
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	c.stop = 1;
+	pthread_join(th, NULL);
+	size_t writes = 0;
+	for (size_t k = 0; k < c.n; k++)
+		writes += c.refs[k].type == REP_REF_WRITE;
+	ck_assert_uint_eq(writes, 1);
+	free(c.refs);
+	cab_consumer__close(c.cons);
+	rep_recover__free(c.rec);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* A consumer with recovery on each ring of the copy. */
 static size_t open_streams_as(struct live *l, struct cc_instr *in, struct stream *ss, bool tally)
 {
@@ -1449,6 +1503,7 @@ Suite *s = suite_create("instr");
 	TCase *tc = tcase_create("instr");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
+	tcase_add_test(tc, the_gate_counts_no_calls_where_the_flags_are_live);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);

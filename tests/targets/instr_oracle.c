@@ -20,6 +20,10 @@
  *		 two lines, a repne scasb stopping on the byte it looks for,
  *		 a locked add, an xchg and a lock cmpxchg with memory, a push
  *		 of memory, a call
+ *	flags:   a function whose first instruction reads the zero flag its
+ *		 caller set (never so in compiled code, which the ABI forbids:
+ *		 the copy's gate must leave the flags alone there), setting o[0]
+ *		 to 1 when it is set, as it always is
  * The data is the same on every run and every call sees the same input
  * (their values may change, never their addresses), so each call makes
  * the same references. The arrays are 2 MiB aligned, so that a cache's
@@ -213,7 +217,18 @@ static void setup(void)
 		tls_data[i] = i * 3;
 }
 
-enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS };
+enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS, FLAGS };
+
+/* flags(out): out[0] = ZF, returned too; flags_call(out) calls it with ZF set. */
+long flags(long *out);
+long flags_call(long *out);
+__asm__(".text\n"
+	".globl flags\n.type flags, @function\nflags:\n"
+	"\tsetz %al\n\tmovzbl %al, %eax\n\tmovq %rax, (%rdi)\n\tret\n"
+	".size flags, .-flags\n"
+	".globl flags_call\n.type flags_call, @function\nflags_call:\n"
+	"\txorl %eax, %eax\n\tcall flags\n\tret\n"
+	".size flags_call, .-flags_call\n");
 
 /* One call of the kernel; what it returns (stream: nothing, see sum). No
  * other memory reference: in the counted run, cachegrind's caches see
@@ -230,6 +245,8 @@ static long call(enum kernel k)
 		return branchy(v, BRANCHY_N, hist);
 	case MIXED:
 		return mixed(src, dst, MIXED_N);
+	case FLAGS:
+		return flags_call(o);
 	default:
 		return tls(TLS_N);
 	}
@@ -288,9 +305,9 @@ static void start_gs_user(void)
 	printf("gs set\n");
 }
 
-static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls" };
+static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls", "flags" };
 static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed,
-				  (void *)tls };
+				  (void *)tls, (void *)flags };
 
 /* SIGUSR1 pauses the calls and resumes them: a test instruments and
  * uninstruments while no call is under way, so that the copy sees whole
@@ -319,10 +336,11 @@ int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc >= 3 && kernel <= TLS && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= FLAGS && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc < 3 || argc > 4 || kernel > TLS || (argc == 4 && strcmp(argv[3], "gs"))) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls CALLS [gs]\n");
+	if (argc < 3 || argc > 4 || kernel > FLAGS || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls|flags CALLS "
+			"[gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
