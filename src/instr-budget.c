@@ -29,23 +29,22 @@
  * target's time, their shares cannot tell s: that measure is blind.
  *
  * The other measure: the gate of each copy counts its thread's calls, on
- * or off (IS_CALLS), and the kernel counts each thread's time on a CPU
- * and waiting for one (/proc/PID/task/TID/schedstat, in ns: a thread
- * that padrone's pipeline keeps from its CPU loses that time too), its
- * CPU time below. Both are read at each window's
- * end, and in each off window of at least BUDGET_SPLIT_MS once padrone's
- * own CPU time shows its pipeline idle (the consumers have caught up with
- * the last window on: it may take most of the off window, during which
- * their work on the other CPUs slows the target's through the memory and
- * caches they share). From there to the window's end, the CPU time per
- * call is the target's own (the base); over all windows, with the stubs'
- * waits added, it is what the target pays. Their ratio less one is the
- * overhead: the copy's own cost, the waits, and what the pipeline costs
- * the target's CPUs, which no share of samples shows. It needs the calls
- * counted (the flags dead at the entries), calls enough, and an idle
- * pipeline now and then (without one, the last base stands); a thread that
- * loops inside a function and never calls it shows nothing there, where
- * the samples do.
+ * or off (IS_CALLS), and the kernel counts each thread's time on a CPU and
+ * waiting for one (/proc/PID/task/TID/schedstat, in ns: a thread that
+ * padrone's pipeline keeps from its CPU loses that time too); with the
+ * time it waited in the stubs, that is its busy time. Both are read at
+ * each window's end, and in each off window of at least BUDGET_SPLIT_MS
+ * once padrone's own CPU time shows its pipeline idle (the consumers have
+ * caught up with the last window on: it may take most of the off window,
+ * during which their work on the other CPUs slows the target's through
+ * the memory and caches they share). From there to the window's end, the
+ * busy time per call is the target's own (the base); over all windows, it
+ * is what the target pays. Their ratio less one is the overhead: the
+ * copy's own cost, the waits, and what the pipeline costs the target's
+ * CPUs, which no share of samples shows. It needs the calls counted (the
+ * flags dead at the entries), calls enough, and an idle pipeline now and
+ * then (without one, the last base stands); a thread that loops inside a
+ * function and never calls it shows nothing there, where the samples do.
  *
  * The estimate is the larger of the two that are known: a budget is a
  * ceiling. The time on is not a good measure of it: a window of 1 ms may
@@ -93,8 +92,9 @@
  * under which nothing is known to be lost either */
 #define BUDGET_BLIND 0.98
 #define BUDGET_MIN_ASLEEP 0.001
-/* the CPU time per call: off windows at least this long are read in their
- * middle too; the base needs these many (decayed) calls and ms */
+/* the busy time per call: off windows at least this long are read once
+ * more, when the pipeline idles; the base needs these many (decayed) calls
+ * and ms */
 #define BUDGET_SPLIT_MS 20u
 /* how often padrone's own CPU time is looked at in an off window, and the
  * share of that time under which its pipeline counts as idle */
@@ -169,8 +169,8 @@ static size_t rows_of(const struct instr_state *st)
 }
 
 /* Row i now: its thread, the calls of every active function, the stubs'
- * waits and the thread's time on or waiting for a CPU; false without a thread or a reading
- * (*uncounted: a gate does not count). */
+ * waits and the thread's time on or waiting for a CPU; false without a
+ * thread or a reading (*uncounted: a gate does not count). */
 static bool read_row(const struct instr_state *st, size_t i, struct budget_row *r,
 		     bool *uncounted)
 {
@@ -195,10 +195,9 @@ static bool read_row(const struct instr_state *st, size_t i, struct budget_row *
 	return r->tid && thread_busy_ns(st->budget.pid, r->tid, &r->busy_ns);
 }
 
-/* Every row read; what the threads spent (on or waiting for a CPU, and
- * in the stubs, ns) and
- * their calls since the last reading (a row whose thread changed, or
- * whose counts went back, from this one on). */
+/* Every row read; the threads' busy time (ns) and calls since the last
+ * reading (a row whose thread changed, or whose counts went back, from
+ * this one on). */
 static void read_rows(struct instr_state *st, double *ns, double *calls)
 {
 	struct instr_budget *b = &st->budget;
@@ -229,8 +228,8 @@ static void read_rows(struct instr_state *st, double *ns, double *calls)
 	}
 }
 
-/* The CPU time and calls since the last reading, into all windows' and,
- * for the late half of an off window, the base. */
+/* The busy time and calls since the last reading, into all windows' and,
+ * for the rest of an off window once the pipeline idled, the base. */
 static void count_calls(struct instr_state *st, bool base)
 {
 	struct instr_budget *b = &st->budget;
@@ -477,7 +476,7 @@ static int overhead_by_samples(struct instr_budget *b, double *overhead)
 	return 1;
 }
 
-/* The overhead from the CPU time per call (a fraction): false when the
+/* The overhead from the busy time per call (a fraction): false when the
  * calls are not counted or too few. */
 static bool overhead_by_calls(struct instr_budget *b, double *overhead)
 {

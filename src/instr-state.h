@@ -52,7 +52,7 @@ struct instr_budget {
 	double cost;			/* the overhead (a fraction) per unit of d */
 	int nice_before;		/* the pipeline's niceness, back after */
 	char note[128];			/* why there is no estimate */
-	/* the other measure: the threads' CPU time per call (instr-budget.c) */
+	/* the other measure: the threads' busy time per call (instr-budget.c) */
 	pid_t pid;
 	struct budget_row *rows;	/* per row of the area: its last reading */
 	size_t nrows;
@@ -60,8 +60,8 @@ struct instr_budget {
 	bool split;			/* this off window was read once the pipeline idled */
 	uint64_t own_ns, own_at;	/* padrone's CPU time, and when, last looked at */
 	bool base_new;			/* a late half of an off window was added */
-	/* CPU time (and the stubs' waits) and calls, decayed: in the late
-	 * halves of off windows (the base), and in all windows */
+	/* busy time (ns) and calls, decayed: in off windows once the
+	 * pipeline idled (the base), and in all windows */
 	double base_ns, base_calls, all_ns, all_calls;
 	bool by_calls, by_samples;	/* the estimate rests on them */
 	double overhead_calls, overhead_samples;	/* each one's, % */
@@ -172,7 +172,7 @@ void instr__budget_stop(struct instr_state *st);
 void instr__budget_window_end(struct instr_state *st, bool on);
 /* An off window begins: how often (ms) to look whether padrone's pipeline
  * is idle, 0: never; and a look: true once it is, the threads read then
- * (the rest of the window is the base of the CPU time per call). */
+ * (the rest of the window is the base of the busy time per call). */
 unsigned instr__budget_watch_ms(struct instr_state *st);
 bool instr__budget_idle(struct instr_state *st);
 /* A period (on, then off) ended: every few, a new estimate and fraction;

@@ -710,12 +710,13 @@ struct padrone_istats {
 	uint64_t samples_on, samples_off;
 	char note[128];		/* why the samples tell no overhead, if they do not */
 	/* the estimate is the larger of two measures, either may be unknown:
-	 * the threads' CPU time per call (counted at the copies' gates) over
-	 * all windows against the late halves of the off ones, and the
-	 * samples above (share_*, slowdown) */
+	 * the threads' busy time per call (on a CPU, waiting for one, or in
+	 * the ring stubs; calls counted at the copies' gates) over all windows
+	 * against the off windows' once the pipeline is idle, and the samples
+	 * above (share_*, slowdown) */
 	bool by_calls, by_samples;
 	double overhead_calls, overhead_samples;	/* each one's, % */
-	double ns_per_call, ns_per_call_off;	/* CPU time (and waits) per call */
+	double ns_per_call, ns_per_call_off;	/* busy time per call */
 	double recent_calls;	/* calls behind it (decayed) */
 	char calls_note[96];	/* why the calls tell no overhead, if they do not */
 };

@@ -271,7 +271,7 @@ static int budget_start(struct padrone_cmd_ctx *ctx, const struct instrument_req
 	if (padrone_session__instr_budget(ctx->ctl->session, rq->max_overhead) < 0)
 		return padrone_cmd_session_error(ctx);
 	if (!rq->seconds)
-		fprintf(ctx->out, "overhead budget: %g%% (the share on is chosen from the CPU "
+		fprintf(ctx->out, "overhead budget: %g%% (the share on is chosen from the busy "
 			"time per call and samples: stats shows it)\n", rq->max_overhead);
 	return PADRONE_EXIT_OK;
 }

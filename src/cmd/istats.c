@@ -108,11 +108,11 @@ static void print_budget(FILE *f, const struct padrone_istats *r)
 	else
 		fprintf(f, "overhead unknown:\n");
 	if (r->by_calls)
-		fprintf(f, "#   CPU time per call %.1f%% more than off (%.0f ns against %.0f ns; "
+		fprintf(f, "#   busy time per call %.1f%% more than off (%.0f ns against %.0f ns; "
 			"%.0f calls, the last seconds')\n", r->overhead_calls, r->ns_per_call,
 			r->ns_per_call_off, r->recent_calls);
 	else
-		fprintf(f, "#   CPU time per call: %s\n", r->calls_note);
+		fprintf(f, "#   busy time per call: %s\n", r->calls_note);
 	if (r->by_samples)
 		fprintf(f, "#   samples %.1f%% (%.1f%% of the time in the copies, whose code is "
 			"%.2fx slower: %.1f%% of the CPU time on, %.1f%% off)", r->overhead_samples,
@@ -187,7 +187,7 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"on, in how many windows, and the duty cycle kept, if any. With an overhead\n"
 		"budget (instrument --max-overhead), the next three say the budget, the share\n"
 		"on chosen and the overhead estimated, the larger of two measures: the\n"
-		"threads' CPU time per call against the off windows', and the functions'\n"
+		"threads' busy time per call against the off windows', and the functions'\n"
 		"samples on against off (each, or why it is unknown, and what it rests on).",
 	.opts = stats_opts,
 	.lower = 0,

@@ -39,7 +39,7 @@ check "--max-overhead 0, -5, 101, 5x, with --duty, with nothing instrumented: st
 
 run ins "$padrone" -p "$pid" instrument --max-overhead 5 axpy
 check "instrument --max-overhead 5 axpy: says so, the target right" \
-	eval 'status ins 0 && says ins "^overhead budget: 5% (the share on is chosen from the CPU time per call and samples" &&
+	eval 'status ins 0 && says ins "^overhead budget: 5% (the share on is chosen from the busy time per call and samples" &&
 	[ "$(code $axpy)" != "$orig" ] && resumes'
 
 # stats -j until the estimate is made and the share chosen has settled
@@ -61,9 +61,9 @@ check "the share on chosen ($frac) is well below 1 and above 0; so is the time o
 	eval 'awk -v f="$frac" "BEGIN { exit !(f > 0 && f < 0.5) }" &&
 	sed -n "s/.*\"on_fraction\":\([0-9.]*\).*/\1/p" "$tmp/js.out" | awk "{ exit !(\$1 > 0 && \$1 < 0.6) }"'
 run txt "$padrone" -p "$pid" stats
-check "stats: the budget, the share on, the estimate; the CPU time per call and the samples, each with what it rests on" \
+check "stats: the budget, the share on, the estimate; the busy time per call and the samples, each with what it rests on" \
 	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*%, the larger of:$" &&
-	says txt "^#   CPU time per call [0-9.]*% more than off ([1-9][0-9]* ns against [1-9][0-9]* ns; [1-9][0-9]* calls, the last seconds.)$" &&
+	says txt "^#   busy time per call [0-9.]*% more than off ([1-9][0-9]* ns against [1-9][0-9]* ns; [1-9][0-9]* calls, the last seconds.)$" &&
 	says txt "^#   samples [0-9.]*% ([0-9.]*% of the time in the copies, whose code is [0-9.]*x slower: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
 	says js "\"samples\":{\"on\":[1-9][0-9]*,\"off\":[1-9][0-9]*,"'
 # the estimate is the larger of the two measures (axpy's calls are counted:
