@@ -402,9 +402,9 @@ bool cc__instr_entry_flags_dead(const struct cc_instr *in)
  * thread reads whole, old or new, never torn. The count (`incq
  * %gs:IS_CALLS`, a thread's own word: no lock) changes the flags, so it is
  * there only where they are dead at the entry (else a nop of its size):
- * the overhead budget weighs the thread's CPU time per call with it
+ * the overhead budget weighs the thread's busy time per call with it
  * (src/instr-budget.c). Neither way touches a register; off, the count is
- * the only work a call does besides three jumps. */
+ * the only work a call does besides four jumps. */
 static void emit_gate(struct out *o, struct cc_instr *in)
 {
 	const struct unit *entry = cc__instr_unit_at(in, in->fn.addr);

@@ -47,7 +47,8 @@
  * The two landings share all but their low byte, so cc_instr__switch
  * writes one byte per row, with no stop and no thread moved: a call under
  * way finishes the way it began, so units come from whole calls. Off, a
- * call pays three jumps; a stop-the-world entry flip (the other way) would
+ * call pays four jumps and the gate's count (about 1.3 ns: 5% of a 21 ns
+ * call); a stop-the-world entry flip (the other way) would
  * cost nothing while off but a pause of every thread per switch, and
  * moving the threads inside (instr-move.c) each time.
  *
