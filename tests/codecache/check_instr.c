@@ -558,6 +558,23 @@ static void first_call(struct live *l, const struct cc_func *f, bool plain, stru
 	cc_instr__free(in);
 }
 
+/* instr_oracle calling KERNEL for ever, attached. */
+static void start_oracle(struct live *l, const char *kernel)
+{
+	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), (char *)kernel, "0", NULL };
+	char line[256];
+	struct attach_error aerr;
+	struct cc_error err;
+
+	memset(l, 0, sizeof *l);
+	ck_assert_int_eq(tu_spawn(&l->p, argv, false), 0);
+	ck_assert_int_gt(tu_wait_for(&l->p, "ready", line, sizeof line, 10000), 0);
+	alive(l);
+	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
+	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
 static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed" };
 
 /* PiPA's plan shares captured registers between references (a base used
@@ -571,19 +588,10 @@ static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mix
 START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
 {
 	const char *kernel = oracle_kernels[_i];
-	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), (char *)kernel, "0", NULL };
-	char line[256], want[32];
-	struct attach_error aerr;
-	struct cc_error err;
+	char want[32];
 	struct live l;
 
-	memset(&l, 0, sizeof l);
-	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
-	ck_assert_int_gt(tu_wait_for(&l.p, "ready", line, sizeof line, 10000), 0);
-	alive(&l);
-	ck_assert_msg(attach_seize(l.p.pid, NULL, &l.t, &aerr) == 0, "%s", aerr.msg);
-	ck_assert_msg(cc_cache__open(l.t, NULL, &l.c, &err) == 0, "%s", err.msg);
-	ck_assert_msg(cc_syms__open(l.p.pid, &l.sy, &err) == 0, "%s", err.msg);
+	start_oracle(&l, kernel);
 	struct cc_func f = func(&l, kernel);
 	struct one_call pipa, plain;
 	first_call(&l, &f, false, &pipa);
@@ -617,10 +625,6 @@ END_TEST
  * computes right in the copy and after. */
 START_TEST(the_gate_counts_no_calls_where_the_flags_are_live)
 {
-	char *argv[] = { (char *)tu_path("tests/targets/instr_oracle"), "flags", "0", NULL };
-	char line[256];
-	struct attach_error aerr;
-	struct cc_error err;
 	struct live l;
 	struct one_call c = { 0 };
 	struct cc_instr *in = NULL;
@@ -629,13 +633,7 @@ START_TEST(the_gate_counts_no_calls_where_the_flags_are_live)
 	pid_t tid;
 	uint64_t n;
 
-	memset(&l, 0, sizeof l);
-	ck_assert_int_eq(tu_spawn(&l.p, argv, false), 0);
-	ck_assert_int_gt(tu_wait_for(&l.p, "ready", line, sizeof line, 10000), 0);
-	alive(&l);
-	ck_assert_msg(attach_seize(l.p.pid, NULL, &l.t, &aerr) == 0, "%s", aerr.msg);
-	ck_assert_msg(cc_cache__open(l.t, NULL, &l.c, &err) == 0, "%s", err.msg);
-	ck_assert_msg(cc_syms__open(l.p.pid, &l.sy, &err) == 0, "%s", err.msg);
+	start_oracle(&l, "flags");
 	struct cc_func f = func(&l, "flags");
 	c.entry = f.addr;
 	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
