@@ -28,7 +28,8 @@ struct budget_row {
 };
 
 /* --max-overhead (instr-budget.c): a duty cycle whose share on is chosen
- * from samples of the target, on windows against off ones. */
+ * from the threads' busy time per call and from samples of the target, on
+ * windows against off ones. */
 struct instr_budget {
 	double pct;			/* the budget, % of the target's time; 0: none */
 	struct prof_sampler *smp;	/* cpu-clock samples of the target, read each window */
@@ -51,7 +52,7 @@ struct instr_budget {
 	double q;			/* the share of the target's time in the copies */
 	double cost;			/* the overhead (a fraction) per unit of d */
 	int nice_before;		/* the pipeline's niceness, back after */
-	char note[128];			/* why there is no estimate */
+	char note[128];			/* why the samples tell nothing */
 	/* the other measure: the threads' busy time per call (instr-budget.c) */
 	pid_t pid;
 	struct budget_row *rows;	/* per row of the area: its last reading */
@@ -59,7 +60,7 @@ struct instr_budget {
 	bool uncounted;			/* a function's gate does not count calls */
 	bool split;			/* this off window was read once the pipeline idled */
 	uint64_t own_ns, own_at;	/* padrone's CPU time, and when, last looked at */
-	bool base_new;			/* a late half of an off window was added */
+	bool base_new;			/* the base grew in this period */
 	/* busy time (ns) and calls, decayed: in off windows once the
 	 * pipeline idled (the base), and in all windows */
 	double base_ns, base_calls, all_ns, all_calls;
@@ -168,7 +169,8 @@ double instr__on_fraction(const struct func *f);
 /* instr-budget.c (under st->lock, on the duty thread but start and stop) */
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size);
 void instr__budget_stop(struct instr_state *st);
-/* A window ends (on: it was on): its samples counted as on or off. */
+/* A window ends (on: it was on): its samples counted as on or off, the
+ * threads' busy time and calls read. */
 void instr__budget_window_end(struct instr_state *st, bool on);
 /* An off window begins: how often (ms) to look whether padrone's pipeline
  * is idle, 0: never; and a look: true once it is, the threads read then

@@ -17,7 +17,7 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 tap_setup cc-instr-budget
-echo 1..11
+echo 1..12
 start_kernel 2 1000
 axpy=$(entry_of axpy)
 orig=$(code $axpy)
