@@ -11,7 +11,8 @@
 # between them.
 # The rate is redis-benchmark's requests per second (SET and GET, 4
 # clients, the mean of the two); each row's ratio is to the mean of the
-# native rounds beside it; the load average is printed with each row.
+# native rounds beside it; the load average is printed with each row, and
+# the share of the time it was on where it was switched.
 # usage: instr-redis.sh [ROUNDS]   (default 2)
 b=${top_builddir:-.}
 padrone=$b/src/padrone
@@ -75,17 +76,22 @@ instrumented() {
 	sleep "$settle"	# attached and instrumented (the one-shot says nothing before its report)
 	r=$(rate)
 	wait "$once" || { echo "  $level $*: instrument failed: $(tail -1 "$tmp/once.out")" >&2; r=0; }
+	# the share of the time it was on, as the report says (duty cycles, budgets)
+	sed -n 's/.*sampled: switched on \([0-9.]*\)% of the time.*/\1/p' "$tmp/once.out" |
+		head -1 >"$tmp/on"
 	echo "$r"
 }
-row() {	# row NAME RATE NATIVE
-	awk -v n="$1" -v r="$2" -v nat="$3" -v l="$(loadavg)" \
-		'BEGIN { printf "  %-28s %9.0f req/s %7.2fx   (load %s)\n", n, r, (r > 0 ? nat / r : 0), l }'
+row() {	# row NAME RATE NATIVE [ON%]
+	awk -v n="$1" -v r="$2" -v nat="$3" -v l="$(loadavg)" -v on="$4" \
+		'BEGIN { printf "  %-28s %9.0f req/s %7.2fx   (load %s%s)\n", n, r, (r > 0 ? nat / r : 0), l,
+			 on != "" ? ", on " on "% of the time" : "" }'
 }
 for k in $(seq "$rounds"); do
 	echo "round $k"
 	n0=$(rate)
 	row native "$n0" "$n0"
 	for level in record refs cache duty10 duty1 budget5 budget10 sample; do
+		rm -f "$tmp/on"
 		case $level in
 		record) name="REP record, consumer counts" r=$(instrumented record 2) ;;
 		refs) name="+ recovery" r=$(instrumented refs 2) ;;
@@ -98,7 +104,7 @@ for k in $(seq "$rounds"); do
 		esac
 		n1=$(rate)	# after uninstrument: native again, beside it
 		nat=$(( (n0 + n1) / 2 ))
-		row "$name" "$r" "$nat"
+		row "$name" "$r" "$nat" "$(cat "$tmp/on" 2>/dev/null)"
 		n0=$n1
 	done
 	row "after uninstrument" "$n0" "$nat"
