@@ -374,7 +374,10 @@ static int stub_to_section(uint8_t *p, size_t len, uint32_t gs)
 	return 0;
 }
 
-bool cc__instr_entry_flags_dead(const struct cc_instr *in)
+/* The status flags are dead where the function is entered: nothing from
+ * its entry on tests one before an instruction sets them all (straight-line
+ * code only, at most 32 instructions). */
+static bool entry_flags_dead(const struct cc_instr *in)
 {
 	size_t i = 0;
 
@@ -412,7 +415,7 @@ static void emit_gate(struct out *o, struct cc_instr *in)
 	o->at = (o->at + 63) & ~63ULL;
 	if (!o->buf) {
 		in->gate_off = o->at;
-		in->counts_calls = cc__instr_entry_flags_dead(in);
+		in->counts_calls = entry_flags_dead(in);
 	}
 	if (in->counts_calls) {
 		put(o, (uint8_t[]){ 0x65, 0x48, 0xff, 0x04, 0x25 }, 5);	/* incq %gs:IS_CALLS */

@@ -192,9 +192,6 @@ int cc__instr_place_code(struct cc_instr *in);
 #define CI_GATE_ON 24
 #define CI_GATE_OFF 32
 uint64_t cc__instr_gate(const struct cc_instr *in, bool on);
-/* The status flags are dead where the function is entered: nothing from
- * its entry on tests one before an instruction sets them all. */
-bool cc__instr_entry_flags_dead(const struct cc_instr *in);
 bool cc__instr_transfers(const struct ci_insn *ci);
 /* instr-area.c */
 int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n);

@@ -122,22 +122,6 @@ static void set_windows(struct instr_state *st)
 	st->duty_off_ms = period - on;
 }
 
-/* How long the target's threads have waited in all, in the copies' ring
- * stubs, for the consumers to free room (exhaustive mode), as the stubs
- * measured it: every active function's rings. */
-static uint64_t waited_ns(const struct instr_state *st)
-{
-	uint64_t ns = 0;
-
-	for (size_t i = 0; i < st->nf; i++)
-		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++) {
-			struct cab_stats cs;
-			if (st->f[i].w[k].ring && cab_ring__stats(st->f[i].w[k].ring, &cs) == 0)
-				ns += cs.producer_wait_ns;
-		}
-	return ns;
-}
-
 /* A thread's time on a CPU and waiting for one (ns), as the scheduler
  * keeps them: a thread that padrone's pipeline keeps from its CPU loses
  * that time too. */
@@ -200,7 +184,8 @@ static bool read_row(const struct instr_state *st, size_t i, struct budget_row *
 
 /* Every row read; the threads' busy time (ns) and calls since the last
  * reading (a row whose thread changed, or whose counts went back, from
- * this one on). */
+ * this one on); their waits in the stubs kept for the samples too
+ * (b->unsampled_ns). */
 static void read_rows(struct instr_state *st, double *ns, double *calls)
 {
 	struct instr_budget *b = &st->budget;
@@ -224,8 +209,10 @@ static void read_rows(struct instr_state *st, double *ns, double *calls)
 		}
 		if (was->tid == now.tid && now.calls >= was->calls && now.busy_ns >= was->busy_ns &&
 		    now.wait_ns >= was->wait_ns) {
-			*ns += (double)(now.busy_ns - was->busy_ns + now.wait_ns - was->wait_ns);
+			double waited = (double)(now.wait_ns - was->wait_ns);
+			*ns += (double)(now.busy_ns - was->busy_ns) + waited;
 			*calls += (double)(now.calls - was->calls);
+			b->unsampled_ns += waited;
 		}
 		*was = now;
 	}
@@ -248,22 +235,13 @@ static void count_calls(struct instr_state *st, bool base)
 	}
 }
 
-/* padrone's own CPU time: its pipeline's, mostly. */
-static uint64_t own_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 unsigned instr__budget_watch_ms(struct instr_state *st)
 {
 	struct instr_budget *b = &st->budget;
 
 	if (!b->smp || st->duty_off_ms < BUDGET_SPLIT_MS)
 		return 0;
-	b->own_ns = own_cpu_ns();
+	b->own_ns = instr__thread_cpu_ns(CLOCK_PROCESS_CPUTIME_ID);	/* its pipeline's, mostly */
 	b->own_at = util_now_ns();
 	return BUDGET_WATCH_MS;
 }
@@ -271,7 +249,7 @@ unsigned instr__budget_watch_ms(struct instr_state *st)
 bool instr__budget_idle(struct instr_state *st)
 {
 	struct instr_budget *b = &st->budget;
-	uint64_t own = own_cpu_ns(), at = util_now_ns();
+	uint64_t own = instr__thread_cpu_ns(CLOCK_PROCESS_CPUTIME_ID), at = util_now_ns();
 	bool idle = at > b->own_at && own - b->own_ns < BUDGET_IDLE * (double)(at - b->own_at);
 
 	b->own_ns = own;
@@ -311,9 +289,9 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 		return rc;
 	}
 	b->pid = pid;
-	b->waited_ns = waited_ns(st);	/* the waits before the budget are not its */
 	double ns, calls;
-	read_rows(st, &ns, &calls);	/* nor the time and calls before it */
+	read_rows(st, &ns, &calls);	/* the time, calls and waits before it are not its */
+	b->unsampled_ns = 0;
 	set_windows(st);
 	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
 	return 0;
@@ -381,14 +359,12 @@ static void count_samples(const struct instr_state *st, uint64_t n[3])
 
 /* The samples the sampler would have taken of the threads while they
  * waited in the stubs, since the last window's end. */
-static double samples_waited(struct instr_budget *b, const struct instr_state *st)
+static double samples_waited(struct instr_budget *b)
 {
-	uint64_t now = waited_ns(st);
-	/* less than before: a function's rings went with it; from here on */
-	uint64_t ns = now >= b->waited_ns ? now - b->waited_ns : 0;
+	double ns = b->unsampled_ns;
 
-	b->waited_ns = now;
-	return (double)ns * BUDGET_HZ / 1e9;
+	b->unsampled_ns = 0;
+	return ns * BUDGET_HZ / 1e9;
 }
 
 void instr__budget_window_end(struct instr_state *st, bool on)
@@ -399,8 +375,10 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 	if (!b->smp)
 		return;
 	prof_sampler__stop(b->smp);	/* collects what is buffered */
+	count_calls(st, !on && b->split);	/* the stubs' waits with them */
+	b->split = false;
 	count_samples(st, n);
-	double waited = samples_waited(b, st);
+	double waited = samples_waited(b);
 	if (n[0] >= b->prev[0] && n[1] >= b->prev[1] && n[2] >= b->prev[2]) {
 		double orig = (double)(n[0] - b->prev[0]), copy = (double)(n[1] - b->prev[1]);
 		double all = (double)(n[2] - b->prev[2]);
@@ -423,8 +401,6 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 		b->busy += all + waited;
 	}
 	memcpy(b->prev, n, sizeof b->prev);
-	count_calls(st, !on && b->split);
-	b->split = false;
 	prof_sampler__start(b->smp);	/* a failure shows as no samples */
 }
 

@@ -39,7 +39,8 @@ struct instr_budget {
 	/* samples in the functions (original, copy, stub, gate) and in all,
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
-	uint64_t waited_ns;		/* the stubs' waits (ns) at the last window's end */
+	double unsampled_ns;		/* the stubs' waits (ns) read since the last
+					 * window's end: samples the sampler missed */
 	/* samples in the copies (asleep in them included), asleep in them,
 	 * and in all, either window, and the time on and in all (ms) over the
 	 * same, decayed */
