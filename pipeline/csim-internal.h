@@ -403,15 +403,17 @@ CSIM_HOT int csim_kind_of(uint8_t type)
 	return kinds[type & 7];
 }
 
-/* A REP_REF_FETCH_HITS reference: addr fetches at pc that hit their line,
- * most recent in its set: counted, no cache touched. -ENOMEM if the row
+/* A reference that only counts (rep_ref_is_count): addr fetches at pc that
+ * hit their line, most recent in its set (FETCH_HITS), or addr reads or
+ * writes (READS, WRITES): counted, no cache touched. -ENOMEM if the row
  * cannot be made. */
-static inline int csim_fetch_hits(struct csim_result *res, const struct rep_ref *r)
+static inline int csim_count_only(struct csim_result *res, const struct rep_ref *r)
 {
 	struct csim_hot *h = csim_result_lookup(res, r->pc);
 	if (!h)
 		return -ENOMEM;
-	h->refs[CSIM_INSTR] += r->addr;
+	h->refs[r->type == REP_REF_FETCH_HITS ? CSIM_INSTR : r->type == REP_REF_READS ?
+		CSIM_READ : CSIM_WRITE] += r->addr;
 	return 0;
 }
 

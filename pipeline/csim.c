@@ -440,11 +440,12 @@ cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim
 	cg_rest(L, res, h, type, addr, size);
 }
 
-/* A reference of no cache type: FETCH_HITS (fetches that hit their line,
- * most recent in its set: counted, no tag changes), or an error. */
+/* A reference of no cache type: one that only counts (fetches that hit
+ * their line, most recent in its set, or data references of the refs
+ * analysis: no tag changes), or an error. */
 static __attribute__((noinline)) int other_ref(struct csim *s, const struct rep_ref *r)
 {
-	return r->type == REP_REF_FETCH_HITS ? csim_fetch_hits(s->res, r) : -EINVAL;
+	return rep_ref_is_count(r->type) ? csim_count_only(s->res, r) : -EINVAL;
 }
 
 /* A batch in Cachegrind mode, with the set search simd. A reference that

@@ -189,8 +189,9 @@ int csim__new(const struct csim_config *cfg, struct csim **out);
 void csim__free(struct csim *s);
 /* Simulate refs in order. Allocation happens only when a PC is seen for
  * the first time (its row). -ENOMEM then, with the earlier refs counted.
- * REP_REF_FETCH_HITS references (rep_recover__set_fetch_line) count their
- * fetches (csim_split's too); a reference of no known type is -EINVAL.
+ * References that only count (rep_ref_is_count: FETCH_HITS, READS, WRITES)
+ * add to their PC's counts (csim_split's too); a reference of no known
+ * type is -EINVAL.
  * (The other analyses take only the four cache types.) */
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
 /* The accumulated result, owned by s. */

@@ -122,7 +122,15 @@ enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP
 		    /* addr fetches at pc that the sink's first instruction
 		     * cache hits on its set's most recent line, changing
 		     * nothing: sent only when rep_recover__set_fetch_line asks */
-		    REP_REF_FETCH_HITS = 5 };
+		    REP_REF_FETCH_HITS = 5,
+		    /* addr data reads (writes) at pc, counted without touching
+		     * any cache: padrone's refs analysis, which simulates none */
+		    REP_REF_READS = 6, REP_REF_WRITES = 7 };
+/* A reference that only counts (FETCH_HITS, READS, WRITES): addr of them. */
+static inline bool rep_ref_is_count(uint8_t type)
+{
+	return type >= REP_REF_FETCH_HITS && type <= REP_REF_WRITES;
+}
 struct rep_ref { uint64_t pc; uint64_t addr; uint32_t size; uint8_t type; uint8_t pad[3]; }; /* 24 bytes */
 
 /* Recovered references, delivered in batches (the array is reused after the

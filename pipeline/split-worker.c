@@ -210,10 +210,10 @@ static int cg_part(struct worker *w, const struct rep_ref *r)
 	return cg_go_on(w, &it);
 }
 
-/* Fetches that hit (REP_REF_FETCH_HITS), out of the entries' way. */
-static __attribute__((noinline)) int fetch_hits(struct worker *w, const struct rep_ref *r)
+/* References that only count (rep_ref_is_count), out of the entries' way. */
+static __attribute__((noinline)) int count_only(struct worker *w, const struct rep_ref *r)
 {
-	return csim_fetch_hits(w->res, r);
+	return csim_count_only(w->res, r);
 }
 
 /* A fresh entry from the ring, Cachegrind mode. */
@@ -221,8 +221,8 @@ CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
 {
 	if (__builtin_expect(r->pad[0] & PART_CUT, 0))
 		return cg_part(w, r);
-	if (__builtin_expect(r->type == REP_REF_FETCH_HITS, 0))
-		return fetch_hits(w, r);
+	if (__builtin_expect(rep_ref_is_count(r->type), 0))
+		return count_only(w, r);
 	/* A whole reference: nothing to wait for at the first level. */
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 	if (__builtin_expect(!h, 0))
@@ -249,8 +249,8 @@ CSIM_HOT int cg_entry(struct worker *w, const struct rep_ref *r)
 /* A fresh entry, per-line mode: parts are independent. */
 CSIM_HOT int line_entry(struct worker *w, const struct rep_ref *r)
 {
-	if (__builtin_expect(r->type == REP_REF_FETCH_HITS, 0))
-		return fetch_hits(w, r);
+	if (__builtin_expect(rep_ref_is_count(r->type), 0))
+		return count_only(w, r);
 	struct csim_hot *h = csim_result_lookup(w->res, r->pc);
 	if (__builtin_expect(!h, 0))
 		return -ENOMEM;

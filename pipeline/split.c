@@ -353,7 +353,7 @@ static int push(struct csim_split *sp, const struct rep_ref *refs, size_t n)
 		const struct rep_ref *r = &refs[i];
 		__builtin_prefetch(r + 64);	/* as in csim.c's batches */
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
-			if (r->type != REP_REF_FETCH_HITS) {
+			if (!rep_ref_is_count(r->type)) {
 				rc = fail(sp, -EINVAL, "reference %zu has an unknown type %u", i,
 					  r->type);
 				break;

@@ -58,6 +58,22 @@ static void worker_counts(const struct worker *w, uint64_t *units, uint64_t *ref
 	*lost = cs.records_dropped + atomic_load_explicit(&w->live_unread, memory_order_relaxed);
 }
 
+/* The events an analysis measures (padrone.h). */
+static void measured_events(unsigned analysis, struct padrone_ireport *r)
+{
+	static const unsigned refs[] = { 0, 3, 6 };	/* Ir Dr Dw */
+
+	r->nevents = 0;
+	if (analysis == PADRONE_ANALYZE_CACHE)
+		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+			r->events[r->nevents++] = e;
+	else if (analysis == PADRONE_ANALYZE_REFS)
+		for (unsigned e = 0; e < 3; e++)
+			r->events[r->nevents++] = refs[e];
+	else if (analysis == PADRONE_ANALYZE_BLOCKS)
+		r->events[r->nevents++] = 0;
+}
+
 /* How long f has been instrumented, every time in this attachment. */
 static double func_seconds(const struct func *f)
 {
@@ -169,8 +185,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	r->pid = padrone_session__pid(s);
 	r->sampling = st->sampling;
 	r->analysis = st->analyses;
-	r->nevents = st->analyses == PADRONE_ANALYZE_CACHE ? PADRONE_NEVENTS :
-		st->analyses == PADRONE_ANALYZE_RECORD ? 0 : 1;
+	measured_events(st->analyses, r);
 	instr__geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	instr__geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	instr__geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);

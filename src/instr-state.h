@@ -81,6 +81,10 @@ struct worker {
 	const struct rep_table *table;	/* blocks, refs: the copy's, for the Ir */
 	uint64_t *fed;			/* per block of the table: executions fed */
 	uint64_t fed_ns;		/* when they were last fed */
+	bool data_counts;		/* refs: Dr and Dw too (instr-workers.c) */
+	struct counted_pc *reps;	/* refs: the rep-prefixed string instructions,
+					 * counted from the references recovered */
+	size_t nreps;
 	pthread_t th;
 	bool started;
 	pid_t tid;

@@ -25,6 +25,60 @@ static void discard(void *arg, const struct rep_ref *refs, size_t n)
 	(void)n;
 }
 
+/* A rep-prefixed string instruction under the refs analysis: its
+ * iterations, which no block count tells, as its references recovered
+ * say them (Ir, Dr, Dw), and how many of each were fed. */
+struct counted_pc {
+	uint64_t pc;
+	uint64_t n[3], fed[3];
+};
+
+static struct counted_pc *counted_at(const struct worker *w, uint64_t pc)
+{
+	for (size_t k = 0; k < w->nreps; k++)
+		if (w->reps[k].pc == pc)
+			return &w->reps[k];
+	return NULL;
+}
+
+/* Cachegrind counts a modify as a read (Dr) alone, as the simulator does. */
+static void count_ref(uint64_t n[3], uint8_t type)
+{
+	n[type == REP_REF_INSTR ? 0 : type == REP_REF_WRITE ? 2 : 1]++;
+}
+
+/* The refs analysis' sink where the copy has rep-prefixed string
+ * instructions: their references counted (the few PCs are looked up
+ * linearly); every other instruction's are the blocks'. */
+static void count_reps(void *arg, const struct rep_ref *refs, size_t n)
+{
+	struct worker *w = arg;
+
+	for (size_t i = 0; i < n; i++) {
+		struct counted_pc *c = counted_at(w, refs[i].pc);
+		if (c)
+			count_ref(c->n, refs[i].type);
+	}
+}
+
+/* The table's instructions with a counted reference (a rep prefix). */
+static int find_reps(struct worker *w)
+{
+	for (size_t i = 0; i < rep_table__size(w->table); i++) {
+		const struct rep_block *b = rep_table__nth(w->table, i);
+		for (uint32_t k = 0; k < b->nrefs; k++) {
+			if (b->refs[k].count == REP_NO_SLOT || counted_at(w, b->refs[k].pc))
+				continue;
+			struct counted_pc *more = realloc(w->reps, (w->nreps + 1) * sizeof *more);
+			if (!more)
+				return -ENOMEM;
+			w->reps = more;
+			w->reps[w->nreps++] = (struct counted_pc){ .pc = b->refs[k].pc };
+		}
+	}
+	return 0;
+}
+
 uint64_t instr__thread_cpu_ns(clockid_t clock)
 {
 	struct timespec ts;
@@ -48,17 +102,53 @@ static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recove
  * while it runs is this much behind at most. */
 #define FEED_EVERY_NS 10000000u
 
+/* Counts for the simulator, in batches. */
+struct counts_out {
+	struct sim_feed *feed;
+	struct rep_ref refs[256];
+	size_t n;
+};
+
+static void put_count(struct counts_out *o, uint64_t pc, uint64_t n, uint8_t type)
+{
+	if (!n)
+		return;
+	o->refs[o->n++] = (struct rep_ref){ .pc = pc, .addr = n, .type = type };
+	if (o->n == sizeof o->refs / sizeof o->refs[0]) {
+		sim_feed__refs(o->feed, o->refs, o->n);
+		o->n = 0;
+	}
+}
+
+/* A block's instructions run n times more: Ir, and under the refs analysis
+ * Dr and Dw of the references that run once per execution; those of a
+ * rep-prefixed instruction come from count_reps. */
+static void put_block(struct counts_out *o, const struct worker *w, const struct rep_block *b,
+		      uint64_t n)
+{
+	for (uint32_t k = 0; k < b->ninstrs; k++)
+		if (!w->data_counts || !counted_at(w, b->instrs[k].pc))
+			put_count(o, b->instrs[k].pc, n, REP_REF_FETCH_HITS);
+	for (uint32_t k = 0; w->data_counts && k < b->nrefs; k++) {
+		const struct rep_mref *m = &b->refs[k];
+		if (m->count == REP_NO_SLOT)
+			put_count(o, m->pc, n, m->type == REP_REF_WRITE ? REP_REF_WRITES :
+				  REP_REF_READS);
+	}
+}
+
 /* The blocks and refs analyses simulate nothing: each block's executions
- * since the last look go to the simulator as REP_REF_FETCH_HITS counts of
- * its instructions, which it adds to their PCs' Ir (rep.h), so that report
- * gives Ir per PC, loop and function as Cachegrind would: every
- * FEED_EVERY_NS, and at the end (all). Nothing else goes into the feed,
- * so its batch is empty here. */
+ * since the last look go to the simulator as counts of its instructions
+ * (REP_REF_FETCH_HITS) and, under refs, of their data references (READS,
+ * WRITES, a modify counted as a read as Cachegrind does), which it adds to
+ * their PCs' Ir, Dr and Dw (rep.h), so that report gives them per PC, loop
+ * and function as Cachegrind would: every FEED_EVERY_NS, and at the end
+ * (all). Nothing else goes into the feed, so its batch is empty here. */
 static void feed_block_counts(struct worker *w, bool all)
 {
-	struct rep_ref refs[256];
-	size_t n = 0;
+	struct counts_out o = { .feed = w->feed };
 	uint64_t now_ns = util_now_ns();
+	static const uint8_t types[3] = { REP_REF_FETCH_HITS, REP_REF_READS, REP_REF_WRITES };
 
 	if (!all && now_ns - w->fed_ns < FEED_EVERY_NS)
 		return;
@@ -66,20 +156,18 @@ static void feed_block_counts(struct worker *w, bool all)
 	for (size_t i = 0; i < rep_table__size(w->table); i++) {
 		const struct rep_block *b = rep_table__nth(w->table, i);
 		uint64_t now = rep_recover__block_count(w->rec, b->id);
-		if (now == w->fed[i])
-			continue;
-		for (uint32_t k = 0; k < b->ninstrs; k++) {
-			refs[n++] = (struct rep_ref){ .pc = b->instrs[k].pc, .addr = now - w->fed[i],
-						      .type = REP_REF_FETCH_HITS };
-			if (n == sizeof refs / sizeof refs[0]) {
-				sim_feed__refs(w->feed, refs, n);
-				n = 0;
-			}
-		}
+		put_block(&o, w, b, now - w->fed[i]);
 		w->fed[i] = now;
 	}
-	if (n)
-		sim_feed__refs(w->feed, refs, n);
+	for (size_t k = 0; k < w->nreps; k++) {
+		struct counted_pc *c = &w->reps[k];
+		for (int e = 0; e < 3; e++) {
+			put_count(&o, c->pc, c->n[e] - c->fed[e], types[e]);
+			c->fed[e] = c->n[e];
+		}
+	}
+	if (o.n)
+		sim_feed__refs(w->feed, o.refs, o.n);
 	/* handed over now, in one batch when they fit in one (2048 PCs): a
 	 * report taken meanwhile sees a block's instructions counted alike */
 	sim_feed__flush(w->feed);
@@ -207,7 +295,10 @@ void instr__release_rings(struct func *f)
 		rep_recover__free(f->w[i].rec);
 		sim_feed__close(f->w[i].feed);
 		free(f->w[i].fed);
+		free(f->w[i].reps);
 		f->w[i].fed = NULL;
+		f->w[i].reps = NULL;
+		f->w[i].nreps = 0;
 		f->w[i].table = NULL;
 		f->w[i].feed = NULL;
 		f->w[i].cons = NULL;
@@ -246,17 +337,19 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 		w->prev_ns = util_now_ns();
 		bool recover = st->analyses != PADRONE_ANALYZE_RECORD;
 		bool simulate = st->analyses == PADRONE_ANALYZE_CACHE;
-		rep_ref_sink to = simulate ? sim_feed__refs : st->analyses == PADRONE_ANALYZE_REFS ?
-			discard : NULL;	/* blocks: counted, no address recovered */
 		bool ir_from_blocks = recover && !simulate;
 		if (ir_from_blocks) {
 			w->table = cc_instr__table(f->in);
 			w->fed = calloc(rep_table__size(w->table) + 1, sizeof *w->fed);
+			w->data_counts = st->analyses == PADRONE_ANALYZE_REFS;
 		}
-		bool ok = (!ir_from_blocks || w->fed) &&
-			  (!recover || sim_stage__open_feed(st->stage, &w->feed) == 0) &&
-			  (!recover || rep_recover__new(cc_instr__table(f->in), to, w->feed,
-							&w->rec) == 0);
+		bool ok = (!ir_from_blocks || w->fed) && (!w->data_counts || find_reps(w) == 0) &&
+			  (!recover || sim_stage__open_feed(st->stage, &w->feed) == 0);
+		/* blocks: counted, no address recovered */
+		rep_ref_sink to = simulate ? sim_feed__refs : !w->data_counts ? NULL :
+			w->nreps ? count_reps : discard;
+		ok = ok && (!recover || rep_recover__new(cc_instr__table(f->in), to,
+							 simulate ? (void *)w->feed : w, &w->rec) == 0);
 		if (ok && simulate) {	/* the recoverer's batches, not copies */
 			sim_feed__keep_batches(w->feed, w->rec);
 			/* a loop's fetches that hit its I1 line, as counts */

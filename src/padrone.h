@@ -636,9 +636,12 @@ struct padrone_ireport {
 	int pid;
 	double seconds;		/* instrumented so far */
 	bool sampling;
-	/* What the analysis (PADRONE_ANALYZE_*) measures: the first nevents
-	 * events of ev[]; the others are 0. cache: all; blocks and refs: Ir
-	 * alone, from the blocks' executions; record: none. */
+	/* What the analysis (PADRONE_ANALYZE_*) measures: nevents events of
+	 * ev[], those events[] names (indices into ev[], in order); the others
+	 * are 0. cache: all nine; refs: Ir, Dr and Dw (as lackey counts them,
+	 * from the blocks' executions and a rep-prefixed instruction's
+	 * references recovered), no cache simulated; blocks: Ir alone, from
+	 * the blocks' executions; record: none. */
 	unsigned analysis;
 	unsigned nevents;
 	char i1[48], d1[48], ll[48];	/* geometry "SIZE,ASSOC,LINE" */
@@ -661,6 +664,7 @@ struct padrone_ireport {
 	 * without them and the one measured; the gap is wide when the function
 	 * touched most of its lines only once in the windows on. */
 	uint64_t cold[3];
+	unsigned events[PADRONE_NEVENTS];	/* see nevents */
 };
 /* What instrumentation found so far (also after uninstrument). Fails when
  * nothing was instrumented in this attachment. */

@@ -361,7 +361,8 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"each including the ones before: blocks (units counted; the copy records no\n"
 		"addresses), record (addresses recorded, only counted), refs (references\n"
 		"recovered and counted), cache (simulated: the default). report gives Ir\n"
-		"alone with blocks or refs (from the blocks' executions), no event with record.\n"
+		"alone with blocks (from the blocks' executions), Ir Dr Dw with refs (as\n"
+		"lackey counts them), no event with record.\n"
 		"--I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
@@ -468,7 +469,11 @@ static void print_analysis(FILE *f, const char *prefix, const struct padrone_ire
 {
 	if (r->nevents == PADRONE_NEVENTS)
 		return;
-	if (r->nevents)
+	if (r->analysis == PADRONE_ANALYZE_REFS)
+		fprintf(f, "%s%s analysis: Ir, Dr and Dw, counted from the blocks' executions and "
+			"the references recovered; no cache simulated (-a cache does)\n", prefix,
+			analysis_name(r->analysis));
+	else if (r->nevents)
 		fprintf(f, "%s%s analysis: Ir alone, counted from the blocks' executions; no cache "
 			"simulated (-a cache does)\n", prefix, analysis_name(r->analysis));
 	else
@@ -476,12 +481,12 @@ static void print_analysis(FILE *f, const char *prefix, const struct padrone_ire
 			"refs or cache give them)\n", prefix, analysis_name(r->analysis));
 }
 
-static void print_events_json(FILE *f, const uint64_t *ev, unsigned n)
+static void print_events_json(FILE *f, const uint64_t *ev, const struct padrone_ireport *r)
 {
 	fputc('{', f);
-	for (unsigned e = 0; e < n; e++)
-		fprintf(f, "%s\"%s\":%llu", e ? "," : "", padrone_event_name(e),
-			(unsigned long long)ev[e]);
+	for (unsigned e = 0; e < r->nevents; e++)
+		fprintf(f, "%s\"%s\":%llu", e ? "," : "", padrone_event_name(r->events[e]),
+			(unsigned long long)ev[r->events[e]]);
 	fputc('}', f);
 }
 
@@ -492,7 +497,7 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 		r->seconds, r->sampling ? "sample" : "exhaustive", analysis_name(r->analysis), r->i1,
 		r->d1, r->ll);
 	for (unsigned e = 0; e < r->nevents; e++)
-		fprintf(f, "%s\"%s\"", e ? "," : "", padrone_event_name(e));
+		fprintf(f, "%s\"%s\"", e ? "," : "", padrone_event_name(r->events[e]));
 	fprintf(f, "],\"threads\":[");
 	for (size_t i = 0; i < r->nthreads; i++)
 		fprintf(f, "%s{\"tid\":%d,\"units\":%llu,\"refs\":%llu,\"lost_units\":%llu}",
@@ -508,18 +513,18 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 				"\\u%04x" : "%c", *p);
 		fprintf(f, "\",\"entry\":\"0x%llx\",\"active\":%s,\"events\":",
 			(unsigned long long)fn->entry, fn->active ? "true" : "false");
-		print_events_json(f, fn->ev, r->nevents);
+		print_events_json(f, fn->ev, r);
 		if (r->sampled) {
 			uint64_t est[PADRONE_NEVENTS];
 			estimate(fn, est);
 			fprintf(f, ",\"fraction\":%.4f,\"estimate\":", fn->fraction);
-			print_events_json(f, est, r->nevents);
+			print_events_json(f, est, r);
 		}
 		fprintf(f, ",\"pcs\":[");
 		for (size_t k = 0; k < fn->npcs; k++) {
 			fprintf(f, "%s{\"pc\":\"0x%llx\",\"events\":", k ? "," : "",
 				(unsigned long long)fn->pcs[k].pc);
-			print_events_json(f, fn->pcs[k].ev, r->nevents);
+			print_events_json(f, fn->pcs[k].ev, r);
 			fputc('}', f);
 		}
 		fprintf(f, "],\"loops\":[");
@@ -529,7 +534,7 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 				"\"irreducible\":%s,\"events\":", k ? "," : "",
 				(unsigned long long)l->header, l->depth, l->parent, l->blocks,
 				l->irreducible ? "true" : "false");
-			print_events_json(f, l->ev, r->nevents);
+			print_events_json(f, l->ev, r);
 			fputc('}', f);
 		}
 		fprintf(f, "]}");
@@ -545,10 +550,11 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, "}\n");
 }
 
-static void print_row(FILE *f, const uint64_t *ev, unsigned n, const char *what)
+static void print_row(FILE *f, const uint64_t *ev, const struct padrone_ireport *r,
+		      const char *what)
 {
-	for (unsigned e = 0; e < n; e++)
-		fprintf(f, "%12llu ", (unsigned long long)ev[e]);
+	for (unsigned e = 0; e < r->nevents; e++)
+		fprintf(f, "%12llu ", (unsigned long long)ev[r->events[e]]);
 	fprintf(f, "%s\n", what);
 }
 
@@ -563,30 +569,30 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 		print_cold(f, "# ", r);
 	}
 	for (unsigned e = 0; e < r->nevents; e++)
-		fprintf(f, "%12s ", padrone_event_name(e));
+		fprintf(f, "%12s ", padrone_event_name(r->events[e]));
 	fprintf(f, "where\n");
 	for (size_t i = 0; i < r->nfunctions; i++) {
 		const struct padrone_ifunction *fn = &r->functions[i];
 		char what[160];
 		snprintf(what, sizeof what, "%s%s", fn->name, fn->active ? "" : " (uninstrumented)");
-		print_row(f, fn->ev, r->nevents, what);
+		print_row(f, fn->ev, r, what);
 		if (r->sampled) {
 			uint64_t est[PADRONE_NEVENTS];
 			estimate(fn, est);
 			snprintf(what, sizeof what, "%s: estimate for the whole time (on %.1f%%)",
 				 fn->name, 100.0 * fn->fraction);
-			print_row(f, est, r->nevents, what);
+			print_row(f, est, r, what);
 		}
 		for (size_t k = 0; k < fn->npcs; k++) {
 			snprintf(what, sizeof what, "  0x%llx", (unsigned long long)fn->pcs[k].pc);
-			print_row(f, fn->pcs[k].ev, r->nevents, what);
+			print_row(f, fn->pcs[k].ev, r, what);
 		}
 		for (size_t k = 0; k < fn->nloops; k++) {
 			const struct padrone_iloop *l = &fn->loops[k];
 			snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
 				 (unsigned long long)l->header, l->depth, l->blocks,
 				 l->irreducible ? ", irreducible" : "");
-			print_row(f, l->ev, r->nevents, what);
+			print_row(f, l->ev, r, what);
 		}
 	}
 }
@@ -624,10 +630,10 @@ static void print_cache_desc(FILE *f, const char *name, const char *geom)
 		line, assoc);
 }
 
-static void print_counts(FILE *f, const uint64_t *ev, unsigned n)
+static void print_counts(FILE *f, const uint64_t *ev, const struct padrone_ireport *r)
 {
-	for (unsigned e = 0; e < n; e++)
-		fprintf(f, " %llu", (unsigned long long)ev[e]);
+	for (unsigned e = 0; e < r->nevents; e++)
+		fprintf(f, " %llu", (unsigned long long)ev[r->events[e]]);
 	fputc('\n', f);
 }
 
@@ -656,20 +662,20 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
 	for (unsigned e = 0; e < r->nevents; e++)
-		fprintf(f, " %s", padrone_event_name(e));
+		fprintf(f, " %s", padrone_event_name(r->events[e]));
 	fputc('\n', f);
 	for (size_t i = 0; i < r->nfunctions; i++) {
 		const struct padrone_ifunction *fn = &r->functions[i];
 		fprintf(f, "fl=???\nfn=%s\n", fn->name);
 		for (size_t k = 0; k < fn->npcs; k++) {
 			fprintf(f, "%llu", (unsigned long long)(fn->pcs[k].pc - fn->module_base));
-			print_counts(f, fn->pcs[k].ev, r->nevents);
+			print_counts(f, fn->pcs[k].ev, r);
 		}
 		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
 			total[e] += fn->ev[e];
 	}
 	fprintf(f, "summary:");
-	print_counts(f, total, r->nevents);
+	print_counts(f, total, r);
 }
 
 static int report_exec(struct padrone_cmd_ctx *ctx, const struct padrone_args *args)

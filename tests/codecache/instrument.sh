@@ -182,25 +182,37 @@ check "another geometry after results: status 2, names the one in use" \
 run geo3 "$padrone" -p "$pid" instrument --D1 1000,3,64 axpy
 check "a geometry cachegrind would refuse: status 2, says why, nothing instrumented" \
 	eval 'status geo3 2 && says geo3 "D1: size 1000" && [ "$(code $entry)" = "$orig" ] && goes_on'
-# -a blocks and refs simulate nothing: report gives Ir alone, counted from
-# the blocks' executions, and it is the kernel's: with C the entry's, each
-# instruction of the loop's body (hdr..at, as loop_exact found them) runs
-# 1000 C times, give or take a partial call per thread. An attachment's
-# results come from one analysis: detached in between.
-ir_at() { awk -v pc="$(printf '0x%x' "$2")" '$2 == pc { print $1 }' "$tmp/$1.out"; }
+# -a blocks and refs simulate nothing: report gives Ir (blocks), or Ir, Dr
+# and Dw (refs), counted from the blocks' executions, and they are the
+# kernel's: with C the entry's, each instruction of the loop's body
+# (hdr..at, as loop_exact found them) runs 1000 C times, give or take a
+# partial call per thread, and under refs the loop's row (its PCs' sums)
+# has two reads (x[i], y[i]) and a write (o[i]) per iteration, exactly. An
+# attachment's results come from one analysis: detached in between.
+ir_at() { awk -v pc="$(printf '0x%x' "$2")" '$NF == pc { print $1 }' "$tmp/$1.out"; }
 ir_exact() {
-	status "$1" 0 && says "$1" "^# $2 analysis: Ir alone" && says "$1" '^ *Ir where$' &&
+	status "$1" 0 && says "$1" "^# $2 analysis: $3" && says "$1" "^ *$4 where\$" &&
 	[ -n "$hdr" ] && [ -n "$at" ] || return 1
 	c=$(ir_at "$1" "$entry") lb=$(ir_at "$1" $((base + 0x$hdr))) le=$(ir_at "$1" $((base + 0x$at)))
 	[ -n "$c" ] && [ "$c" -gt 0 ] && [ -n "$lb" ] && [ "$lb" = "$le" ] &&
 	kc_near "$lb" $((1000 * c)) $((T * 1000)) && [ "$(code $entry)" = "$orig" ]
 }
-for a in blocks refs; do
-	run "det$a" "$padrone" -p "$pid" detach
-	run "ir$a" "$padrone" -p "$pid" instrument -a "$a" --for 1 axpy
-	check "instrument -a $a --for 1: Ir alone, 1000 a call across the loop, original back" \
-		ir_exact "ir$a" "$a"
-done
+# the loop's row under refs: "Ir Dr Dw loop 0xHDR ..."
+loop_data() {
+	ir_exact "$1" refs "Ir, Dr and Dw" "Ir  *Dr  *Dw" || return 1
+	awk -v h="$(printf '0x%x' $((base + 0x$hdr)))" -v lb="$lb" '
+		$4 == "loop" && $5 == h { seen = 1; print "# loop " h ": Dr " $2 ", Dw " $3 ", iterations " lb
+					   if ($2 != 2 * lb || $3 != lb) bad = 1 }
+		END { exit !seen || bad }' "$tmp/$1.out"
+}
+run detblocks "$padrone" -p "$pid" detach
+run irblocks "$padrone" -p "$pid" instrument -a blocks --for 1 axpy
+check "instrument -a blocks --for 1: Ir alone, 1000 a call across the loop, original back" \
+	ir_exact irblocks blocks "Ir alone" Ir
+run detrefs "$padrone" -p "$pid" detach
+run irrefs "$padrone" -p "$pid" instrument -a refs --for 1 axpy
+check "instrument -a refs --for 1: Ir, Dr, Dw; 1000 a call across the loop, two reads and a write each; original back" \
+	loop_data irrefs
 run detr "$padrone" -p "$pid" detach
 run irr "$padrone" -p "$pid" instrument -a record --for 1 -o "$tmp/cg3.out" axpy
 check "instrument -a record --for 1 -o FILE: status 2, it measures no events, no file, target right" \

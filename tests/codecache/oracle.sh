@@ -18,6 +18,9 @@
 #   exactly, and D1mr, D1mw, DLmr, DLmw per call within 1% (the first call
 #   starts cold in both; the kernels' data outgrow LL, so that call is like
 #   the others but for a few lines).
+# Then some kernels again under the refs analysis (-a refs: no cache
+# simulated, a rep instruction's iterations counted from its references):
+# per PC, Ir, Dr and Dw are lackey's per call times C.
 # The target checks every call's result itself all along and its original
 # bytes are back after uninstrument. Needs valgrind (skipped without).
 b=${top_builddir:-.}
@@ -29,9 +32,11 @@ tap_setup cc-oracle
 I1=32768,8,64 D1=16384,4,64 LL=65536,8,64
 LACKEY_CALLS=3 CG_CALLS=200 LIVE_CALLS=300
 kernels=${ORACLE_KERNELS:-stream chase branchy mixed tls}	# (a subset by hand)
-echo 1..$((4 * $(echo $kernels | wc -w)))
+refs_kernels=$(for k in mixed tls; do case " $kernels " in *" $k "*) echo "$k" ;; esac; done)
+echo 1..$((4 * $(echo $kernels | wc -w) + 2 * $(echo $refs_kernels | wc -w)))
 if ! command -v valgrind >/dev/null; then
 	for k in $kernels; do for i in 1 2 3 4; do skip "$k $i" "no valgrind installed"; done; done
+	for k in $refs_kernels; do for i in 1 2; do skip "$k refs $i" "no valgrind installed"; done; done
 	exit 0
 fi
 
@@ -62,11 +67,13 @@ lackey_per_pc() {
 		"$tmp/$k.lackey" | sort -n
 }
 
-# report -j's per-PC rows of the kernel: "OFFSET Ir Dr Dw" (from its entry)
+# report -j's per-PC rows of the kernel: "OFFSET Ir Dr Dw" (from its entry),
+# the events found by name
 padrone_per_pc() {
 	grep -o '{"pc":"0x[0-9a-f]*","events":{[^}]*}}' "$tmp/$1.rep.out" |
-		sed 's/[{}"]//g; s/,events:/,/; s/pc://; s/[A-Za-z0-9]*://g' |
-		awk -F, -v e="$2" "$AWK_HEX"' { print hex($1) - hex(e), $2, $5, $8 }' | sort -n
+		sed 's/[{}"]//g; s/,events:/,/; s/pc://' |
+		awk -F, -v e="$2" "$AWK_HEX"' { for (i = 2; i <= NF; i++) { split($i, kv, ":"); v[kv[1]] = kv[2] }
+			print hex($1) - hex(e), v["Ir"], v["Dr"], v["Dw"] }' | sort -n
 }
 # report -j's function totals: "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw"
 padrone_totals() {
@@ -87,31 +94,34 @@ cachegrind_totals() {
 		"$tmp/$k.cg"
 }
 
-# live: instrument K in a running instr_oracle through padroned, until it
-# made LIVE_CALLS more calls, then uninstrument and report -j into
-# $tmp/K.rep.out. Sets entry and orig.
+# live: instrument K in a running instr_oracle through padroned (with -a
+# ANALYSIS if given), until it made LIVE_CALLS more calls, then
+# uninstrument and report -j into $tmp/K.rep.out (K-ANALYSIS.rep.out).
+# Sets entry and orig.
 live() {
 	k=$1
+	t=$1${2:+-$2}
 	start_target "$oracle" "$k" 0 || return 1
 	entry=$(entry_in "$k" "$tmp/out")
 	orig=$(code "$entry")
 	start_padroned
 	pause || return 1
-	run "$k.ins" "$padrone" -p "$pid" instrument --I1 $I1 --D1 $D1 --LL $LL "$k" || return 1
-	status "$k.ins" 0 || return 1
+	run "$t.ins" "$padrone" -p "$pid" instrument ${2:+-a $2} --I1 $I1 --D1 $D1 --LL $LL "$k" ||
+		return 1
+	status "$t.ins" 0 || return 1
 	[ "$(code "$entry")" != "$orig" ] || return 1
 	resume || return 1	# a line written since: its calls ran the copy
 	c0=$(calls)
 	i=0
 	while [ "$(calls)" -lt $((c0 + LIVE_CALLS)) ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 	pause || return 1
-	run "$k.un" "$padrone" -p "$pid" uninstrument "$k"
+	run "$t.un" "$padrone" -p "$pid" uninstrument "$k"
 	resume || return 1
-	run "$k.rep" "$padrone" -p "$pid" report -j
-	run "$k.det" "$padrone" -p "$pid" detach
+	run "$t.rep" "$padrone" -p "$pid" report -j
+	run "$t.det" "$padrone" -p "$pid" detach
 	wait "$dpid" 2>/dev/null
 	dpid=
-	status "$k.un" 0 && status "$k.rep" 0 && status "$k.det" 0 &&
+	status "$t.un" 0 && status "$t.rep" 0 && status "$t.det" 0 &&
 		[ "$(code "$entry")" = "$orig" ] && goes_on
 }
 stop_target() {
@@ -121,17 +131,18 @@ stop_target() {
 }
 
 # lackey's per-call counts times C against report's, per PC: both lists
-# must name the same PCs
+# must name the same PCs (K's report, or K-ANALYSIS's)
 same_per_pc() {
 	k=$1
-	C=$(padrone_per_pc "$k" "$entry" | awk '$1 == 0 { print $2 }')
+	t=$1${2:+-$2}
+	C=$(padrone_per_pc "$t" "$entry" | awk '$1 == 0 { print $2 }')
 	[ -n "$C" ] && [ "$C" -gt 0 ] || return 1
-	padrone_per_pc "$k" "$entry" >"$tmp/$k.p"
-	awk -v c="$C" '{ print $1, $2 * c, $3 * c, $4 * c }' "$tmp/$k.l" >"$tmp/$k.lc"
-	echo "# $k: C=$C calls seen; per PC offset: padrone Ir Dr Dw | lackey's per call | x C"
+	padrone_per_pc "$t" "$entry" >"$tmp/$t.p"
+	awk -v c="$C" '{ print $1, $2 * c, $3 * c, $4 * c }' "$tmp/$k.l" >"$tmp/$t.lc"
+	echo "# $t: C=$C calls seen; per PC offset: padrone Ir Dr Dw | lackey's per call | x C"
 	awk 'NR == FNR { l[$1] = $2 " " $3 " " $4; next }
-	     { print "#   +" $1 ": " $2, $3, $4 " | " l[$1] }' "$tmp/$k.l" "$tmp/$k.p"
-	! grep -q -- - "$tmp/$k.l" && [ -s "$tmp/$k.l" ] && cmp -s "$tmp/$k.p" "$tmp/$k.lc"
+	     { print "#   +" $1 ": " $2, $3, $4 " | " l[$1] }' "$tmp/$k.l" "$tmp/$t.p"
+	! grep -q -- - "$tmp/$k.l" && [ -s "$tmp/$k.l" ] && cmp -s "$tmp/$t.p" "$tmp/$t.lc"
 }
 
 # per call, both sides, as "%.3f" (for the report); Ir, Dr, Dw must be
@@ -184,4 +195,11 @@ for k in $kernels; do
 	stop_target
 	check "$k: the valgrind runs printed the kernel's result" eval \
 		'grep -q "^result" "$tmp/$k.lk.out" && grep -q "^result" "$tmp/$k.cg.out"'
+done
+for k in $refs_kernels; do
+	check "$k -a refs: instrumented live through padroned, computes right, original back after" \
+		live "$k" refs
+	check "$k -a refs: per PC, report's Ir Dr Dw are lackey's per call times the calls" \
+		same_per_pc "$k" refs
+	stop_target
 done

@@ -188,6 +188,33 @@ START_TEST(modify_is_one_read_in_cachegrind_mode)
 }
 END_TEST
 
+/* FETCH_HITS, READS and WRITES add their counts to their PC's Ir, Dr and
+ * Dw, as hits, and touch no cache: the read after them misses, the first
+ * to fill a line. */
+START_TEST(count_only_references_touch_no_cache)
+{
+	struct rep_ref refs[] = { R(7, 5, 0, REP_REF_FETCH_HITS), R(7, 3, 0, REP_REF_READS),
+				  R(7, 4, 0, REP_REF_WRITES), R(9, 6, 0, REP_REF_READS),
+				  R(9, 0x2000, 8, REP_REF_READ) };
+	for (int cg = 1; cg >= 0; cg--) {
+		struct csim_config cfg = tiny(cg);
+		struct csim *s;
+		const struct csim_counts *t = run(&s, &cfg, refs, 5);
+		struct csim_pc_stats row;
+		ck_assert(csim_result__get(csim__result(s), 7, &row));
+		ck_assert_uint_eq(row.c.refs[CSIM_INSTR], 5);
+		ck_assert_uint_eq(row.c.refs[CSIM_READ], 3);
+		ck_assert_uint_eq(row.c.refs[CSIM_WRITE], 4);
+		ck_assert(csim_result__get(csim__result(s), 9, &row));
+		ck_assert_uint_eq(row.c.refs[CSIM_READ], 7);
+		ck_assert_uint_eq(t->refs[CSIM_READ], 10);
+		ck_assert_uint_eq(t->miss[CSIM_D1][CSIM_READ], 1);
+		ck_assert_uint_eq(t->miss[CSIM_I1][CSIM_INSTR], 0);
+		csim__free(s);
+	}
+}
+END_TEST
+
 START_TEST(write_allocates)
 {
 	struct csim_config cfg = tiny(true);
@@ -1025,6 +1052,7 @@ int main(void)
 	tcase_add_test(tc, straddle_with_one_line_cached_is_one_miss_and_updates_both);
 	tcase_add_test(tc, straddle_is_two_accesses_per_line_mode);
 	tcase_add_test(tc, modify_is_one_read_in_cachegrind_mode);
+	tcase_add_test(tc, count_only_references_touch_no_cache);
 	tcase_add_test(tc, write_allocates);
 	tcase_add_test(tc, instructions_go_through_i1);
 	tcase_add_test(tc, dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode);

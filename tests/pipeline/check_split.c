@@ -121,16 +121,19 @@ START_TEST(workers_match_per_line_mode)
 }
 END_TEST
 
-/* FETCH_HITS counts (rep_recover__set_fetch_line) among the references: any
- * worker counts them, and the rows come out as one simulator's. */
-START_TEST(fetch_hits_count_as_in_one_simulator)
+/* References that only count among the others (FETCH_HITS from
+ * rep_recover__set_fetch_line, READS and WRITES from padrone's refs
+ * analysis): any worker counts them, and the rows come out as one
+ * simulator's. */
+START_TEST(count_only_references_count_as_in_one_simulator)
 {
 	static const unsigned w[] = { 1, 2, 3 };
+	static const uint8_t types[] = { REP_REF_FETCH_HITS, REP_REF_READS, REP_REF_WRITES };
 	struct csim_config cfg = cg_cfg();
 	make_stream(refs, N, 16, 1 << 17, 300);
 	for (size_t i = 0; i < N; i += 7)
 		refs[i] = (struct rep_ref){ .pc = refs[i].pc, .addr = 1 + i % 5,
-					    .type = REP_REF_FETCH_HITS };
+					    .type = types[i / 7 % 3] };
 	expect_same(&cfg, refs, N, w, 3, 0);
 	cfg.cachegrind = false;
 	expect_same(&cfg, refs, N, w, 3, 0);
@@ -437,7 +440,7 @@ int main(void)
 	tcase_add_test(tc, workers_match_with_l2_and_mixed_line_sizes);
 	tcase_add_test(tc, workers_match_with_a_large_last_level);
 	tcase_add_test(tc, workers_match_per_line_mode);
-	tcase_add_test(tc, fetch_hits_count_as_in_one_simulator);
+	tcase_add_test(tc, count_only_references_count_as_in_one_simulator);
 	tcase_add_loop_test(tc, split_matches_the_naive_model, 0, 2);
 	tcase_add_test(tc, every_reference_straddles);
 	tcase_add_test(tc, few_slots_make_workers_read_chunks_being_filled);
