@@ -186,6 +186,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	r->sampling = st->sampling;
 	r->analysis = st->analyses;
 	measured_events(st->analyses, r);
+	r->asked = st->asked;
 	instr__geometry(r->i1, sizeof r->i1, &st->cfg.level[CSIM_I1]);
 	instr__geometry(r->d1, sizeof r->d1, &st->cfg.level[CSIM_D1]);
 	instr__geometry(r->ll, sizeof r->ll, &st->cfg.level[CSIM_LL]);
@@ -224,7 +225,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 			for (int e = 0; e < PADRONE_NEVENTS; e++)
 				pf->ev[e] += pe->ev[e];
 		}
-		if (add_loops(pf, f) < 0 || add_threads(r, f) < 0)
+		if (add_loops(pf, f) < 0 || instr__report_cfg(f, pf) < 0 || add_threads(r, f) < 0)
 			goto oom_rows;
 	}
 	free(rows);
@@ -245,6 +246,7 @@ void padrone_ireport__free(struct padrone_ireport *r)
 	for (size_t i = 0; i < r->nfunctions; i++) {
 		free(r->functions[i].pcs);
 		free(r->functions[i].loops);
+		free(r->functions[i].edges);
 	}
 	free(r->functions);
 	free(r->threads);

@@ -3,7 +3,8 @@
  * instr_state, kept as the session extension "instr"), each function's
  * consumers (struct worker), and the calls between src/instr.c (the
  * instrument and uninstrument commands), src/instr-workers.c (the
- * consumers) and src/instr-report.c (reports and stats).
+ * consumers), src/instr-cfg.c (the function's loops and edges) and
+ * src/instr-report.c (reports and stats).
  */
 #ifndef PADRONE_SRC_INSTR_STATE_H
 #define PADRONE_SRC_INSTR_STATE_H
@@ -19,8 +20,10 @@
 
 #define MAX_FUNCS 16
 
+struct attach_target;
 struct instr_state;
 struct prof_sampler;
+struct rep_table;
 
 struct budget_row {
 	pid_t tid;			/* 0: no reading */
@@ -95,6 +98,14 @@ struct worker {
 	 * skipped chunks, units recovery could not read or found spoiled) */
 	_Atomic uint64_t live_units, live_refs, live_gaps, live_unread;
 	_Atomic uint64_t cpu_ns;		/* its CPU time, read as it ends */
+	/* the function's edges (instr-cfg.c): this copy's unit ids, from and
+	 * to, per edge (0 0: not counted), and their executions so far,
+	 * published by the consumer; then (at nedges) the entry unit's id
+	 * and executions */
+	const uint32_t *edge_ids;
+	_Atomic uint64_t *edge_n;
+	size_t nedges;
+	uint64_t edges_ns;		/* when they were last published */
 	int nice;			/* its thread's, as it last set it (instr-nice.h) */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };
@@ -104,12 +115,29 @@ struct loop_span {
 	struct padrone_iloop info;	/* ev unused */
 	size_t nranges;
 	struct cfg_range *ranges;	/* its blocks, nested loops' included */
+	/* indices into func.edges: from outside into the loop, back edges */
+	uint32_t *enter, *back;
+	uint32_t nenter, nback;
+	bool holds_entry;		/* the function's entry block: calls enter it */
+};
+
+/* An edge of the function's CFG (instr-cfg.c). */
+struct func_edge {
+	uint64_t from, from_end;	/* the source block */
+	uint64_t at;			/* its last instruction (from a copy's table) */
+	uint64_t to;			/* the target block; 0: it leaves (a tail call) */
+	uint8_t kind;			/* enum cfg_edge_kind */
+	uint64_t done;			/* executions the ended consumers counted */
 };
 
 struct func {
 	char name[96];
 	struct loop_span *loops;
 	size_t nloops;
+	struct func_edge *edges;	/* the CFG's, in its order */
+	size_t nedges;
+	uint32_t *edge_ids;		/* the copy's unit ids per edge (worker.edge_ids) */
+	uint64_t entry_runs_done;	/* the entry unit's executions, ended consumers' */
 	uint64_t entry, size;
 	char module[256];
 	uint64_t module_base;
@@ -134,6 +162,7 @@ struct instr_state {
 	_Atomic int pipeline_nice;
 	bool sampling;
 	unsigned analyses;		/* PADRONE_ANALYZE_*, one bit */
+	unsigned asked;			/* every bit instrument was given */
 	struct func f[MAX_FUNCS];
 	size_t nf;
 	/* read by the clone event (tracer thread): the active copies */
@@ -185,6 +214,22 @@ bool instr__budget_idle(struct instr_state *st);
 /* A period (on, then off) ended: every few, a new estimate and fraction;
  * the next period's windows into st->duty_on_ms, duty_off_ms. */
 void instr__budget_period_end(struct instr_state *st);
+
+/* instr-cfg.c */
+/* f's loops and edges, from the CFG read at entry, before the copy goes in
+ * (its entry is patched then). Without a CFG (unreadable, out of memory)
+ * report lists neither: the events per PC do not depend on it. */
+void instr__read_cfg(struct attach_target *t, uint64_t entry, struct func *f);
+void instr__free_cfg(struct func *f);
+/* The units of f's copy (its table) that make each edge. */
+int instr__map_edges(struct func *f, const struct rep_table *t);
+/* The consumer's counts of the edges, published (on its thread). */
+void instr__publish_edges(struct worker *w);
+/* An ended consumer's counts into f's. */
+void instr__fold_edges(struct func *f, struct worker *w);
+/* pf's edges and its loops' entries and iterations (after its PCs and
+ * loops are in). */
+int instr__report_cfg(const struct func *f, struct padrone_ifunction *pf);
 
 /* instr-workers.c */
 /* A consumer per ring of f's copy (after the workers of earlier times). */

@@ -97,9 +97,10 @@ static uint64_t unread_units(const struct cab_stats *cs, const struct rep_recove
 }
 
 /* How often a consumer of the blocks or refs analysis hands its blocks'
- * counts over: each span (up to a chunk) was a walk of the whole table and
- * a wake-up of the simulator, on the consumer's hot path; a report taken
- * while it runs is this much behind at most. */
+ * counts over, and any consumer publishes its edges' (instr-cfg.c): each
+ * span (up to a chunk) was a walk of the whole table and a wake-up of the
+ * simulator, on the consumer's hot path; a report taken while it runs is
+ * this much behind at most. */
 #define FEED_EVERY_NS 10000000u
 
 /* Counts for the simulator, in batches. */
@@ -187,6 +188,11 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 	if (w->fed)
 		feed_block_counts(w, false);
+	uint64_t now_ns = util_now_ns();
+	if (now_ns - w->edges_ns >= FEED_EVERY_NS) {
+		w->edges_ns = now_ns;
+		instr__publish_edges(w);
+	}
 
 	cab_consumer__stats(w->cons, &cs);
 	if (w->rec)
@@ -209,6 +215,7 @@ static void *consume(void *arg)
 		rep_recover__flush(w->rec);
 	if (w->fed)
 		feed_block_counts(w, true);
+	instr__publish_edges(w);
 	if (w->feed)
 		sim_feed__flush(w->feed);
 	atomic_store(&w->cpu_ns, instr__thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
@@ -291,6 +298,7 @@ static void merge_ended(struct func *f)
 void instr__release_rings(struct func *f)
 {
 	for (size_t i = 0; i < f->nw; i++) {
+		instr__fold_edges(f, &f->w[i]);
 		cab_consumer__close(f->w[i].cons);
 		rep_recover__free(f->w[i].rec);
 		sim_feed__close(f->w[i].feed);
@@ -343,7 +351,13 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 			w->fed = calloc(rep_table__size(w->table) + 1, sizeof *w->fed);
 			w->data_counts = st->analyses == PADRONE_ANALYZE_REFS;
 		}
-		bool ok = (!ir_from_blocks || w->fed) && (!w->data_counts || find_reps(w) == 0) &&
+		if (recover) {
+			w->edge_ids = f->edge_ids;
+			w->nedges = f->nedges;
+			w->edge_n = calloc(f->nedges + 1, sizeof *w->edge_n);	/* and the entry */
+		}
+		bool ok = (!recover || w->edge_n) && (!ir_from_blocks || w->fed) &&
+			  (!w->data_counts || find_reps(w) == 0) &&
 			  (!recover || sim_stage__open_feed(st->stage, &w->feed) == 0);
 		/* blocks: counted, no address recovered */
 		rep_ref_sink to = simulate ? sim_feed__refs : !w->data_counts ? NULL :

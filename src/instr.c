@@ -51,6 +51,7 @@ int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t si
 	static const struct { const char *name; unsigned bit; } known[] = {
 		{ "blocks", PADRONE_ANALYZE_BLOCKS }, { "record", PADRONE_ANALYZE_RECORD },
 		{ "refs", PADRONE_ANALYZE_REFS }, { "cache", PADRONE_ANALYZE_CACHE },
+		{ "edges", PADRONE_ANALYZE_EDGES }, { "loops", PADRONE_ANALYZE_LOOPS },
 	};
 	unsigned bits = 0;
 
@@ -61,28 +62,38 @@ int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t si
 		       !(strlen(known[i].name) == len && strncmp(p, known[i].name, len) == 0))
 			i++;
 		if (i == sizeof known / sizeof known[0]) {
-			snprintf(why, size, "unknown analysis '%.*s' (blocks, record, refs or "
-				 "cache)", (int)len, p);
+			snprintf(why, size, "unknown analysis '%.*s' (blocks, record, refs, "
+				 "cache, edges or loops)", (int)len, p);
 			return -EINVAL;
 		}
 		bits |= known[i].bit;
 		p += len + (p[len] == ',');
 	}
 	if (!bits) {
-		snprintf(why, size, "no analysis named (blocks, record, refs or cache)");
+		snprintf(why, size, "no analysis named (blocks, record, refs, cache, edges or "
+			 "loops)");
 		return -EINVAL;
 	}
 	*out = bits;
 	return 0;
 }
 
-/* The most a set of analyses asks for: each level includes those below. */
+/* The analyses that are levels, each including those below; edges and
+ * loops are counted by all but record. */
+#define LEVELS (PADRONE_ANALYZE_BLOCKS | PADRONE_ANALYZE_RECORD | PADRONE_ANALYZE_REFS | \
+		PADRONE_ANALYZE_CACHE)
+#define ANALYSES (LEVELS | PADRONE_ANALYZE_EDGES | PADRONE_ANALYZE_LOOPS)
+
+/* The most a set of analyses asks for (edges or loops alone: blocks, the
+ * least that counts them). */
 static unsigned analysis_level(unsigned bits)
 {
 	unsigned top = PADRONE_ANALYZE_CACHE;
 
 	if (!bits)
 		return top;
+	if (!(bits & LEVELS))
+		return PADRONE_ANALYZE_BLOCKS;
 	while (!(bits & top))
 		top >>= 1;
 	return top;
@@ -93,9 +104,7 @@ static void free_func(struct func *f)
 	instr__stop_workers(f);
 	instr__release_rings(f);
 	free(f->w);
-	for (size_t i = 0; i < f->nloops; i++)
-		free(f->loops[i].ranges);
-	free(f->loops);
+	instr__free_cfg(f);
 	memset(f, 0, sizeof *f);
 }
 
@@ -386,43 +395,6 @@ static void find_module(pid_t pid, struct func *f)
 	attach_maps__free(m);
 }
 
-static int loop_of(const struct cfg_function *cf, const struct cfg_loop *l, struct loop_span *out)
-{
-	if (!(out->ranges = calloc(l->block_count ? l->block_count : 1, sizeof *out->ranges)))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < l->block_count; i++) {
-		const struct cfg_block *b = cfg_function__block(cf, l->blocks[i]);
-		out->ranges[out->nranges++] = (struct cfg_range){ b->start, b->end };
-	}
-	out->info = (struct padrone_iloop){
-		.header = cfg_function__block(cf, l->header)->start, .parent = l->parent,
-		.depth = l->depth, .blocks = l->block_count, .irreducible = l->irreducible,
-	};
-	return 0;
-}
-
-/* The function's loop forest, read before the copy goes in (its entry is
- * patched then). Without a CFG (unreadable, out of memory) report lists no
- * loops: the events per PC do not depend on it. */
-static void find_loops(struct attach_target *t, uint64_t entry, struct func *f)
-{
-	struct cfg_build_opts bo = { .sz = sizeof bo };
-	struct cfg_function *cf;
-	struct cfg_reader *r;
-
-	if (cfg_reader__open_live(t, NULL, &r) < 0)
-		return;
-	if (cfg_function__build(r, entry, &bo, &cf) == 0) {
-		size_t n = cfg_function__loop_count(cf);
-		f->loops = calloc(n ? n : 1, sizeof *f->loops);
-		for (size_t i = 0; f->loops && i < n; i++)
-			if (loop_of(cf, cfg_function__loop(cf, i), &f->loops[f->nloops++]) < 0)
-				break;
-		cfg_function__free(cf);
-	}
-	cfg_reader__free(r);
-}
-
 int padrone_session__instrument(struct padrone_session *s, const char *function,
 				const struct padrone_instrument_opts *opts)
 {
@@ -469,8 +441,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "the results so far "
 					    "are in %s mode; detach to change it",
 					    st->sampling ? "sample" : "exhaustive");
-	if (o.analyses & ~(PADRONE_ANALYZE_BLOCKS | PADRONE_ANALYZE_RECORD |
-			   PADRONE_ANALYZE_REFS | PADRONE_ANALYZE_CACHE))
+	if (o.analyses & ~ANALYSES)
 		return padrone_session_fail(s, PADRONE_BAD_REQUEST, -EINVAL, "unknown analyses "
 					    "0x%x", o.analyses);
 	if (st->nf && st->analyses != analysis_level(o.analyses))
@@ -480,7 +451,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 		f = &st->f[st->nf];
 		memset(f, 0, sizeof *f);
 		snprintf(f->name, sizeof f->name, "%s", function);
-		find_loops(padrone_session_target(s), fn.addr, f);
+		instr__read_cfg(padrone_session_target(s), fn.addr, f);
 	}
 	fn.name = f->name;
 	size_t slot = (size_t)(f - st->f);
@@ -505,6 +476,7 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	cc_cache__close(c);
 	st->sampling = o.sampling;
 	st->analyses = level;
+	st->asked |= o.analyses ? o.analyses : PADRONE_ANALYZE_CACHE;
 	pthread_mutex_lock(&st->lock);	/* the duty thread sees it whole */
 	if (again)
 		f->before_ns += f->t1_ns - f->t0_ns;
@@ -516,7 +488,9 @@ int padrone_session__instrument(struct padrone_session *s, const char *function,
 	pthread_mutex_unlock(&st->lock);
 	cc_instr__function(f->in, &f->entry, &f->size);
 	find_module(padrone_session__pid(s), f);
-	if ((rc = instr__start_workers(s, st, f)) < 0) {
+	if (instr__map_edges(f, cc_instr__table(f->in)) < 0)
+		rc = padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "out of memory");
+	if (rc < 0 || (rc = instr__start_workers(s, st, f)) < 0) {
 		uninstrument_one(s, st, f);
 		return rc;
 	}

@@ -553,13 +553,18 @@ struct padrone_instrument_opts {
 	 * asked), RECORD has the copy record every address all the same
 	 * (what recording costs), REFS recovers the references and counts
 	 * them, CACHE simulates the caches (report's events need it). One
-	 * choice per attachment, as the mode. */
+	 * choice per attachment, as the mode. EDGES and LOOPS (the edges'
+	 * executions, the loops' entries and iterations) come with every
+	 * level but RECORD; asked alone they are BLOCKS, and a report lists
+	 * the edges in text when EDGES was asked. */
 	unsigned analyses;
 };
 #define PADRONE_ANALYZE_BLOCKS 1u
 #define PADRONE_ANALYZE_RECORD 2u
 #define PADRONE_ANALYZE_REFS 4u
 #define PADRONE_ANALYZE_CACHE 8u
+#define PADRONE_ANALYZE_EDGES 16u
+#define PADRONE_ANALYZE_LOOPS 32u
 /* "cache,blocks,..." into PADRONE_ANALYZE_* bits: 0, or -EINVAL naming
  * the word it does not know in why. */
 int padrone_analyses_parse(const char *text, unsigned *out, char *why, size_t size);
@@ -616,6 +621,22 @@ struct padrone_iloop {
 	unsigned blocks;	/* nested loops' included */
 	bool irreducible;
 	uint64_t ev[PADRONE_NEVENTS];
+	/* Times entered (from outside it, or by a call when it holds the
+	 * function's entry) and iterations (entries and back edges taken:
+	 * a reducible loop's header executions); their ratio is the trip
+	 * count. From the edges' counts: 0 under PADRONE_ANALYZE_RECORD. */
+	uint64_t entries, iterations;
+};
+/* An edge of an instrumented function's CFG that stays inside it, and how
+ * often it ran (consecutive units of a thread; 0 under
+ * PADRONE_ANALYZE_RECORD, which recovers nothing). */
+struct padrone_iedge {
+	uint64_t from;		/* the source block's address */
+	uint64_t at;		/* its last instruction (the branch), 0 if unknown */
+	uint64_t to;		/* the target block's address */
+	const char *kind;	/* "fallthrough", "taken", "not_taken", "jump",
+				 * "jump_table", "call_return" */
+	uint64_t count;
 };
 struct padrone_ifunction {
 	char name[96];
@@ -631,6 +652,8 @@ struct padrone_ifunction {
 	size_t nloops;
 	struct padrone_iloop *loops;	/* outer before inner */
 	double fraction;	/* of its time instrumented that it was switched on */
+	size_t nedges;
+	struct padrone_iedge *edges;	/* in the CFG's order, never run ones too */
 };
 struct padrone_ireport {
 	int pid;
@@ -665,6 +688,7 @@ struct padrone_ireport {
 	 * touched most of its lines only once in the windows on. */
 	uint64_t cold[3];
 	unsigned events[PADRONE_NEVENTS];	/* see nevents */
+	unsigned asked;		/* every PADRONE_ANALYZE_* bit instrument was given */
 };
 /* What instrumentation found so far (also after uninstrument). Fails when
  * nothing was instrumented in this attachment. */

@@ -362,7 +362,9 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"addresses), record (addresses recorded, only counted), refs (references\n"
 		"recovered and counted), cache (simulated: the default). report gives Ir\n"
 		"alone with blocks (from the blocks' executions), Ir Dr Dw with refs (as\n"
-		"lackey counts them), no event with record.\n"
+		"lackey counts them), no event with record. edges, loops: the edges'\n"
+		"executions and the loops' entries and iterations, which all but record\n"
+		"count (alone: blocks); with edges the text report lists the edges.\n"
 		"--I1, --D1, --LL (-I, -D, -L)\n"
 		"give a cache's size, associativity and line size in bytes, as cachegrind's\n"
 		"options do; the first function instrumented fixes them until detach.\n"
@@ -490,6 +492,25 @@ static void print_events_json(FILE *f, const uint64_t *ev, const struct padrone_
 	fputc('}', f);
 }
 
+/* Every analysis but record recovers the units, so counts the edges. */
+static bool counts_edges(const struct padrone_ireport *r)
+{
+	return r->analysis != PADRONE_ANALYZE_RECORD;
+}
+
+static void print_edges_json(FILE *f, const struct padrone_ifunction *fn)
+{
+	fprintf(f, ",\"edges\":[");
+	for (size_t k = 0; k < fn->nedges; k++) {
+		const struct padrone_iedge *e = &fn->edges[k];
+		fprintf(f, "%s{\"from\":\"0x%llx\",\"at\":\"0x%llx\",\"to\":\"0x%llx\",\"kind\":\"%s\","
+			"\"count\":%llu}", k ? "," : "", (unsigned long long)e->from,
+			(unsigned long long)e->at, (unsigned long long)e->to, e->kind,
+			(unsigned long long)e->count);
+	}
+	fputc(']', f);
+}
+
 static void print_json(FILE *f, const struct padrone_ireport *r)
 {
 	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"analysis\":\"%s\","
@@ -535,9 +556,15 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 				(unsigned long long)l->header, l->depth, l->parent, l->blocks,
 				l->irreducible ? "true" : "false");
 			print_events_json(f, l->ev, r);
+			if (counts_edges(r))
+				fprintf(f, ",\"entries\":%llu,\"iterations\":%llu",
+					(unsigned long long)l->entries, (unsigned long long)l->iterations);
 			fputc('}', f);
 		}
-		fprintf(f, "]}");
+		fputc(']', f);
+		if (counts_edges(r))
+			print_edges_json(f, fn);
+		fputc('}', f);
 	}
 	fprintf(f, "],\"lost_units\":%llu,\"gaps\":%llu", (unsigned long long)r->lost_units,
 		(unsigned long long)r->gaps);
@@ -556,6 +583,20 @@ static void print_row(FILE *f, const uint64_t *ev, const struct padrone_ireport 
 	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, "%12llu ", (unsigned long long)ev[r->events[e]]);
 	fprintf(f, "%s\n", what);
+}
+
+/* The edges, each from the last instruction of its block (the branch) to
+ * the block it goes to. */
+static void print_edges(FILE *f, const struct padrone_ifunction *fn)
+{
+	fprintf(f, "# edges of %s: executions, from the last instruction of a block to the "
+		"next block, kind\n", fn->name);
+	for (size_t k = 0; k < fn->nedges; k++) {
+		const struct padrone_iedge *e = &fn->edges[k];
+		fprintf(f, "%12llu   0x%llx -> 0x%llx %s\n", (unsigned long long)e->count,
+			(unsigned long long)(e->at ? e->at : e->from), (unsigned long long)e->to,
+			e->kind);
+	}
 }
 
 static void print_text(FILE *f, const struct padrone_ireport *r)
@@ -589,11 +630,18 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 		}
 		for (size_t k = 0; k < fn->nloops; k++) {
 			const struct padrone_iloop *l = &fn->loops[k];
-			snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
-				 (unsigned long long)l->header, l->depth, l->blocks,
-				 l->irreducible ? ", irreducible" : "");
+			int n = snprintf(what, sizeof what, "  loop 0x%llx depth %u, %u blocks%s",
+					 (unsigned long long)l->header, l->depth, l->blocks,
+					 l->irreducible ? ", irreducible" : "");
+			if (counts_edges(r) && n > 0 && (size_t)n < sizeof what)
+				snprintf(what + n, sizeof what - (size_t)n, ", entered %llu, %llu "
+					 "iterations (%.1f a time)", (unsigned long long)l->entries,
+					 (unsigned long long)l->iterations, l->entries ?
+					 (double)l->iterations / (double)l->entries : 0.0);
 			print_row(f, l->ev, r, what);
 		}
+		if (counts_edges(r) && (r->asked & PADRONE_ANALYZE_EDGES))
+			print_edges(f, fn);
 	}
 }
 

@@ -15,7 +15,7 @@ padroned=$b/src/padroned
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../lib/kernel-counts.sh"
 tap_setup cc-instr
-echo 1..30
+echo 1..31
 start_kernel 2 1000
 entry=$(entry_of axpy)
 axpy=$((entry - base))	# its offset in the file
@@ -107,6 +107,27 @@ EOF
 }
 check "report's loop: header the back jump's target, its events the loop body's exactly" \
 	loop_exact
+# the same in report -j, with the loop's entries and iterations and the
+# edges (consecutive units of a thread): the loop iterates L times and is
+# entered C times, and the back jump's two edges run L times together,
+# give or take a partial call per thread moved into or out of the copy
+run repj "$padrone" -p "$pid" report -j
+edges_exact() {
+	h=$(off "$hdr") a=$(off "$at")
+	lp=$(grep -o "{\"header\":\"$h\"[^]]*" "$tmp/repj.out")
+	ent=$(echo "$lp" | sed -n 's/.*"entries":\([0-9]*\).*/\1/p')
+	it=$(echo "$lp" | sed -n 's/.*"iterations":\([0-9]*\).*/\1/p')
+	jumps=$(grep -o "\"at\":\"$a\",\"to\":\"0x[0-9a-f]*\",\"kind\":\"[a-z_]*\",\"count\":[0-9]*" "$tmp/repj.out")
+	out=$(echo "$jumps" | sed 's/.*"count"://' | awk '{ s += $1 } END { print s + 0 }')
+	echo "# loop $h: entered $ent, $it iterations; C=$C, L=$L; the back jump's edges ran $out times:"
+	echo "$jumps" | sed 's/^/#   /'
+	[ -n "$ent" ] && [ -n "$it" ] && [ "$(echo "$jumps" | grep -c '"kind":"taken"')" = 1 ] &&
+	[ "$(echo "$jumps" | grep -c '"kind":"not_taken"')" = 1 ] &&
+	[ "$it" -le "$L" ] && [ "$it" -ge $((L - T)) ] && [ "$ent" -ge $((C - T)) ] &&
+	[ "$ent" -le $((C + T)) ] && [ "$out" -le "$L" ] && [ "$out" -ge $((L - T)) ]
+}
+check "report -j: the loop entered once a call, 1000 iterations each; the back jump's edges as many" \
+	eval 'status repj 0 && edges_exact'
 # report -o: Cachegrind's format, each instruction's "line" its address in
 # the file (decimal); cg_annotate's total for ???:axpy is report's
 run cgo "$padrone" -p "$pid" report -o "$tmp/cg.out"
@@ -206,9 +227,10 @@ loop_data() {
 		END { exit !seen || bad }' "$tmp/$1.out"
 }
 run detblocks "$padrone" -p "$pid" detach
-run irblocks "$padrone" -p "$pid" instrument -a blocks --for 1 axpy
-check "instrument -a blocks --for 1: Ir alone, 1000 a call across the loop, original back" \
-	ir_exact irblocks blocks "Ir alone" Ir
+run irblocks "$padrone" -p "$pid" instrument -a edges --for 1 axpy
+check "instrument -a edges --for 1: blocks, Ir alone, 1000 a call across the loop, the edges listed, original back" \
+	eval 'ir_exact irblocks blocks "Ir alone" Ir && says irblocks "^# edges of axpy" &&
+	      says irblocks "^ *[0-9]*   $(off "$at") -> $(off "$hdr") taken\$"'
 run detrefs "$padrone" -p "$pid" detach
 run irrefs "$padrone" -p "$pid" instrument -a refs --for 1 axpy
 check "instrument -a refs --for 1: Ir, Dr, Dw; 1000 a call across the loop, two reads and a write each; original back" \

@@ -13,6 +13,10 @@
 #   lackey's per call times C; a lackey "M" (read-modify-write) counts as
 #   one Dr, as Cachegrind counts it; a rep instruction is fetched once per
 #   iteration and once more;
+# - the same trace's instructions of the kernel, each with the next one of
+#   the kernel (a call's callee in between left out, as the units of the
+#   kernel's ring follow each other): each edge of report's CFG runs
+#   lackey's count of that pair per call times C (0 if never);
 # - cachegrind with the same --I1/--D1/--LL, M calls of a kernel that does
 #   all the memory work of its run: Ir, Dr, Dw per call are cachegrind's
 #   exactly, and D1mr, D1mw, DLmr, DLmw per call within 1% (the first call
@@ -33,9 +37,9 @@ I1=32768,8,64 D1=16384,4,64 LL=65536,8,64
 LACKEY_CALLS=3 CG_CALLS=200 LIVE_CALLS=300
 kernels=${ORACLE_KERNELS:-stream chase branchy mixed tls}	# (a subset by hand)
 refs_kernels=$(for k in mixed tls; do case " $kernels " in *" $k "*) echo "$k" ;; esac; done)
-echo 1..$((4 * $(echo $kernels | wc -w) + 2 * $(echo $refs_kernels | wc -w)))
+echo 1..$((5 * $(echo $kernels | wc -w) + 2 * $(echo $refs_kernels | wc -w)))
 if ! command -v valgrind >/dev/null; then
-	for k in $kernels; do for i in 1 2 3 4; do skip "$k $i" "no valgrind installed"; done; done
+	for k in $kernels; do for i in 1 2 3 4 5; do skip "$k $i" "no valgrind installed"; done; done
 	for k in $refs_kernels; do for i in 1 2; do skip "$k refs $i" "no valgrind installed"; done; done
 	exit 0
 fi
@@ -65,6 +69,37 @@ lackey_per_pc() {
 	function per(x) { return x % n ? "-" : x / n }
 	END { for (o in ir) print o, per(ir[o]), per(dr[o] + 0), per(dw[o] + 0) }' \
 		"$tmp/$k.lackey" | sort -n
+}
+
+# lackey's trace of K: "FROM TO N" per pair of consecutive instructions
+# of K (offsets from its entry), N per call ("-" where it does not divide)
+lackey_pairs() {
+	lo=$(entry_in "$1" "$tmp/$1.lk.out")
+	awk -v lo="$lo" -v size="$(size_of "$1")" -v n=$LACKEY_CALLS "$AWK_HEX"'
+	BEGIN { base = hex(lo); len = hex(size); prev = -1 }
+	/^I  / { split(substr($0, 4), a, ","); off = hex(a[1]) - base
+		 if (off < 0 || off >= len) next
+		 if (prev >= 0) pair[prev " " off]++
+		 prev = off }
+	END { for (p in pair) print p, (pair[p] % n ? "-" : pair[p] / n) }' "$tmp/$1.lackey"
+}
+# report -j's edges of the kernel: "AT TO COUNT KIND" (offsets from its entry)
+padrone_edges() {
+	grep -o '"at":"0x[0-9a-f]*","to":"0x[0-9a-f]*","kind":"[a-z_]*","count":[0-9]*' \
+		"$tmp/$1.rep.out" | sed 's/"[a-z]*"://g; s/"//g' |
+		awk -F, -v e="$2" "$AWK_HEX"' { print hex($1) - hex(e), hex($2) - hex(e), $4, $3 }'
+}
+# every edge of report's CFG against lackey's pairs per call times C
+same_edges() {
+	k=$1
+	padrone_edges "$k" "$entry" >"$tmp/$k.e"
+	lackey_pairs "$k" >"$tmp/$k.lp"
+	echo "# $k: C=$C; edge (offsets): padrone's count | lackey's per call"
+	awk -v c="$C" 'NR == FNR { l[$1 " " $2] = $3; next }
+		{ w = ($1 " " $2) in l ? l[$1 " " $2] : 0
+		  print "#   +" $1 " -> +" $2 " " $4 ": " $3 " | " w
+		  if (w == "-" || $3 != w * c) bad = 1; n++ }
+		END { exit bad || !n }' "$tmp/$k.lp" "$tmp/$k.e"
 }
 
 # report -j's per-PC rows of the kernel: "OFFSET Ir Dr Dw" (from its entry),
@@ -178,6 +213,8 @@ for k in $kernels; do
 	cachegrind_totals "$k" >"$tmp/$k.g"
 	check "$k: instrumented live through padroned, computes right, original back after" live "$k"
 	check "$k: per PC, report's Ir Dr Dw are lackey's per call times the calls" same_per_pc "$k"
+	check "$k: per edge of the CFG, report's count is lackey's per call times the calls" \
+		same_edges "$k"
 	case $k in
 	branchy | mixed)	# their data fit D1: their few misses are the first
 		# call's and those their caller's stack lines cause (not
