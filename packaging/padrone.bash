@@ -45,6 +45,12 @@ _padrone_commands() {
 }
 
 # padrone [-p PID] COMMAND [ARGS...] [\; COMMAND ...]
+# instrument -a LIST: the analysis after the last comma of the list typed
+_padrone_analyses() {
+	local done=${1%"${1##*,}"}
+	COMPREPLY=($(compgen -P "$done" -W "blocks record refs cache edges loops" -- "${1##*,}"))
+}
+
 _padrone() {
 	local cur prev cmd i pid= nargs=0
 	cur=${COMP_WORDS[COMP_CWORD]}
@@ -92,7 +98,8 @@ _padrone() {
 		case $prev in
 		-m | --mode) COMPREPLY=($(compgen -W "exhaustive sample" -- "$cur")) ;;
 		-o | --output) COMPREPLY=($(compgen -f -- "$cur")) ;;
-		-a | --analyses | -H | --hot | -t | --for | -I | --I1 | -D | --D1 | -L | --LL) ;;
+		-a | --analyses) _padrone_analyses "$cur" ;;
+		-H | --hot | -t | --for | -I | --I1 | -D | --D1 | -L | --LL) ;;
 		-c | --duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;	# on 10% of the time
 		-B | --max-overhead) COMPREPLY=($(compgen -W "5 10" -- "$cur")) ;;	# per cent
 		*) _padrone_functions "$1" "$pid" "$cur" ;;
@@ -133,6 +140,7 @@ _padroned() {
 	--output) COMPREPLY=($(compgen -f -- "$cur")) ;;
 	--duty) COMPREPLY=($(compgen -W "20/180" -- "$cur")) ;;
 	--max-overhead) COMPREPLY=($(compgen -W "5 10" -- "$cur")) ;;
+	--analyses) _padrone_analyses "$cur" ;;
 	--profile | --freq | --every | --keep | --cfg | --instrument | --for | --I1 | --D1 | --LL) ;;
 	*) COMPREPLY=($(compgen -W "$("$1" --help 2>/dev/null | grep -o -- '--[a-zA-Z][a-zA-Z0-9-]*' | sort -u)" -- "$cur")) ;;
 	esac

@@ -60,6 +60,8 @@ static const char *const *gen_words;
 static const char *const info_words[] = { "threads", "modules", "stops", "replacements", NULL };
 static const char *const backend_words[] = { "ring", "bpf", NULL };
 static const char *const mode_words[] = { "exhaustive", "sample", NULL };
+static const char *const analysis_words[] = { "blocks", "record", "refs", "cache", "edges",
+					       "loops", NULL };
 
 static char *word_generator(const char *text, int state)
 {
@@ -72,6 +74,31 @@ static char *word_generator(const char *text, int state)
 	while (gen_words[i])
 		if (strncmp(gen_words[i++], text, len) == 0)
 			return strdup(gen_words[i - 1]);
+	return NULL;
+}
+
+/* instrument -a LIST: the analysis after the last comma of the list typed,
+ * the list so far kept. */
+static char *analysis_generator(const char *text, int state)
+{
+	static size_t i, done, len;
+
+	if (!state) {
+		const char *comma = strrchr(text, ',');
+		i = 0;
+		done = comma ? (size_t)(comma + 1 - text) : 0;
+		len = strlen(text + done);
+	}
+	while (analysis_words[i]) {
+		const char *w = analysis_words[i++];
+		char *out;
+		if (strncmp(w, text + done, len) == 0 &&
+		    (out = malloc(done + strlen(w) + 1))) {
+			memcpy(out, text, done);
+			strcpy(out + done, w);
+			return out;
+		}
+	}
 	return NULL;
 }
 
@@ -125,7 +152,8 @@ static bool takes_function(const char *cmd)
 static bool takes_value(const char *opt)
 {
 	static const char *const opts[] = { "-H", "--hot", "-t", "--for", "-o", "--output",
-					    "-I", "--I1", "-D", "--D1", "-L", "--LL", NULL };
+					    "-I", "--I1", "-D", "--D1", "-L", "--LL", "-c", "--duty",
+					    "-B", "--max-overhead", NULL };
 
 	for (size_t i = 0; opts[i]; i++)
 		if (strcmp(opt, opts[i]) == 0)
@@ -161,6 +189,9 @@ static char **complete(const char *text, int start, int end)
 	else if (e && strcmp(e->name, "instrument") == 0 &&
 		 (strcmp(prev, "-m") == 0 || strcmp(prev, "--mode") == 0))
 		gen_words = mode_words, res = rl_completion_matches(text, word_generator);
+	else if (e && strcmp(e->name, "instrument") == 0 &&
+		 (strcmp(prev, "-a") == 0 || strcmp(prev, "--analyses") == 0))
+		res = rl_completion_matches(text, analysis_generator);
 	else if (e && strcmp(e->name, "instrument") == 0 && takes_value(prev))
 		res = NULL;	/* a number or a geometry: nothing to offer */
 	else if (e && takes_function(e->name) && text[0] != '-')

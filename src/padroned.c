@@ -32,7 +32,8 @@ static const char usage_text[] =
 	"                [--force] [--json]\n"
 	"       padroned --pid PID --cfg FUNC|0xADDR [--json | --dot]\n"
 	"       padroned --pid PID --instrument FUNC[,FUNC...] --for SECONDS\n"
-	"                [--mode exhaustive|sample] [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L]\n"
+	"                [--mode exhaustive|sample] [--analyses LIST]\n"
+	"                [--I1 S,A,L] [--D1 S,A,L] [--LL S,A,L]\n"
 	"                [--duty ON_MS/OFF_MS | --max-overhead PCT] [--json | --output FILE]\n"
 	"       padroned --help | --version\n"
 	"Attaches to process PID and serves padrone's commands on a control socket\n"
@@ -41,7 +42,8 @@ static const char usage_text[] =
 	"of one function, read from the process's memory, and detaches; with\n"
 	"--instrument, runs those functions instrumented for SECONDS, prints what\n"
 	"they did (Cachegrind's events; --output FILE: a cachegrind.out), puts the\n"
-	"originals back and detaches; --duty switches them on for ON_MS and off for\n"
+	"originals back and detaches (--analyses as instrument's -a: blocks, record,\n"
+	"refs, cache, edges, loops); --duty switches them on for ON_MS and off for\n"
 	"OFF_MS in turn meanwhile, and the report estimates the whole time;\n"
 	"--max-overhead chooses that cycle so the process loses about PCT% of its time.\n"
 	"--pidof NAME serves the oldest process of that name, and the next one when\n"
@@ -59,6 +61,7 @@ struct options {
 	/* --instrument FUNC[,FUNC...] --for SECONDS and its modifiers */
 	const char *instrument, *seconds, *mode, *geometry[3], *output, *duty;
 	const char *max_overhead;	/* --max-overhead PCT */
+	const char *analyses;		/* --analyses LIST */
 	double idle_timeout;	/* --idle-timeout SECONDS, or 0 */
 	bool force, json, dot;
 };
@@ -133,7 +136,7 @@ static int continuous_options(struct options *o)
 }
 
 /* Long options without a letter. */
-enum { OPT_I1 = 256, OPT_D1, OPT_LL, OPT_DUTY, OPT_MAX_OVERHEAD };
+enum { OPT_I1 = 256, OPT_D1, OPT_LL, OPT_DUTY, OPT_MAX_OVERHEAD, OPT_ANALYSES };
 /* --instrument's list: at most this many functions. */
 #define PADRONED_MAX_FUNCS 64
 
@@ -146,8 +149,8 @@ static int instrument_options(struct options *o)
 	double secs;
 
 	if (!o->instrument)
-		return usage_error("%s", "--for, --mode, --I1, --D1, --LL, --duty, --max-overhead "
-				   "and --output go with --instrument");
+		return usage_error("%s", "--for, --mode, --analyses, --I1, --D1, --LL, --duty, "
+				   "--max-overhead and --output go with --instrument");
 	if (o->profile || o->cfg || o->every)
 		return usage_error("%s", "--instrument excludes --profile, --cfg and --every");
 	if (o->freq || o->backend || o->force || o->dot)
@@ -202,6 +205,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+		{ "analyses", required_argument, NULL, OPT_ANALYSES },
 		{ 0 },
 	};
 	char why[160];
@@ -232,6 +236,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'o': o->output = optarg; break;
 		case OPT_DUTY: o->duty = optarg; break;
 		case OPT_MAX_OVERHEAD: o->max_overhead = optarg; break;
+		case OPT_ANALYSES: o->analyses = optarg; break;
 		case 'I':
 			if (padrone_parse_double("--idle-timeout SECONDS", optarg, 0.1, 86400 * 365,
 						 &o->idle_timeout, why, sizeof(why)) < 0)
@@ -261,8 +266,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (st)
 		return st;
 	if (o->instrument || o->seconds || o->mode || o->output || o->duty || o->max_overhead ||
-	    o->geometry[0] ||
-	    o->geometry[1] || o->geometry[2])
+	    o->analyses || o->geometry[0] || o->geometry[1] || o->geometry[2])
 		return instrument_options(o);
 	if (o->cfg) {
 		if (o->profile)
@@ -344,7 +348,7 @@ static int instrument_command(const struct options *o, FILE *f)
 {
 	static const char *const geometry_opts[] = { "--I1", "--D1", "--LL" };
 	char *list = strdup(o->instrument), *save = NULL;
-	char *words[20 + PADRONED_MAX_FUNCS];
+	char *words[24 + PADRONED_MAX_FUNCS];	/* 20 at most before the functions */
 	int n = 0, status;
 
 	if (!list) {
@@ -371,6 +375,10 @@ static int instrument_command(const struct options *o, FILE *f)
 	if (o->mode) {
 		words[n++] = "--mode";
 		words[n++] = (char *)o->mode;
+	}
+	if (o->analyses) {	/* checked by the command, before instrumenting */
+		words[n++] = "--analyses";
+		words[n++] = (char *)o->analyses;
 	}
 	for (int i = 0; i < 3; i++)
 		if (o->geometry[i]) {

@@ -63,11 +63,13 @@ check "padroned with no profile yet: no names from it, and hot -n sampled nothin
 	echo "6 $(complete nonm padrone -p "$pid" replace -t 100 prof_s)"
 	echo "7 $(complete nonm padrone -p "$pid" replace prof_spin "$tmp/no")"
 	echo "8 $(complete nonm padrone -p "$pid" instrument -m "")"
+	echo "9 $(complete nonm padrone -p "$pid" instrument -a cache,e)"
 } >"$log"
 check "after a profile in padroned: its hot function, from padroned alone (instrument, replace)" \
 	sh -c "grep -qx '5 prof_spin' '$log' && grep -qx '6 prof_spin' '$log'"
-check "replace's second word is a file; instrument -m a mode" \
-	sh -c "grep -qx '7 $tmp/nonm' '$log' && grep -qx '8 exhaustive sample' '$log'"
+check "replace's second word is a file; instrument -m a mode, -a an analysis after a comma" \
+	sh -c "grep -qx '7 $tmp/nonm' '$log' && grep -qx '8 exhaustive sample' '$log' &&
+	       grep -qx '9 cache,edges' '$log'"
 "$padrone" -p "$pid" detach >/dev/null 2>&1
 wait_until 300 sh -c "! kill -0 $dpid 2>/dev/null"
 check "padroned detached; the target runs on right" \

@@ -10,7 +10,7 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "${top_srcdir:-.}/tests/codecache/tap.sh"
 tap_setup instr-once
-echo 1..27
+echo 1..29
 start_kernel 2 1000
 entry=$(entry_of axpy)
 axpy=$((entry - base))	# its offset in the file
@@ -38,6 +38,11 @@ check "--output FILE --D1: cachegrind.out with fn=axpy and that D1, nothing on s
 	eval 'status onceo 0 && ! [ -s "$tmp/onceo.out" ] && grep -q "^fn=axpy$" "$tmp/cg.out" &&
 	grep -q "^desc: D1 cache: *1024 B, 64 B, 2-way associative$" "$tmp/cg.out" &&
 	! ls "$tmp"/cg.out.tmp* >/dev/null 2>&1 && restored'
+run oncea "$padroned" --pid "$pid" --instrument axpy --for 1 --analyses edges
+check "--analyses edges: the blocks analysis, axpy's edges listed, its loop entered and iterated" \
+	eval 'status oncea 0 && says oncea "^# blocks analysis: Ir alone" && says oncea "^# edges of axpy" &&
+	says oncea "^ *[1-9][0-9]* *loop 0x[0-9a-f]* depth 1, 1 blocks, entered [1-9][0-9]*, [1-9][0-9]* iterations" &&
+	restored'
 
 # SIGTERM during --for: the report so far, the original back, early
 : >"$tmp/term.out"
@@ -119,6 +124,9 @@ check "info replacements lists axpy instrumented: sample mode, entry, copy addre
 
 # bad input: status 2, the cause named, the process untouched
 untouched() { status "$1" 2 && says "$1" "$2" && restored; }
+run bana "$padroned" --pid "$pid" --instrument axpy --for 1 --analyses edges,nope
+check "--analyses edges,nope: status 2, names the analysis it does not know" \
+	untouched bana "unknown analysis 'nope'"
 run bfor0 "$padroned" --pid "$pid" --instrument axpy --for 0
 check "--for 0: status 2, names --for" untouched bfor0 "--for SECONDS must be a number"
 run bforx "$padroned" --pid "$pid" --instrument axpy --for soon
