@@ -1323,12 +1323,17 @@ START_TEST(bad_command_lines_give_usage_errors)
 		{ "--pid 1 --profile 1 -b dtrace", "padroned: unknown backend 'dtrace': use ring or bpf\n" },
 		{ "--pid 1 --instrument f", "padroned: --instrument needs --for SECONDS: how long to "
 					     "run instrumented\n" },
-		{ "--pid 1 --for 2", "padroned: --for, --mode, --I1, --D1, --LL, --duty, --max-overhead "
-				      "and --output go with --instrument\n" },
-		{ "--pid 1 --duty 20/180", "padroned: --for, --mode, --I1, --D1, --LL, --duty, "
-					   "--max-overhead and --output go with --instrument\n" },
-		{ "--pid 1 --max-overhead 5", "padroned: --for, --mode, --I1, --D1, --LL, --duty, "
-					      "--max-overhead and --output go with --instrument\n" },
+		{ "--pid 1 --for 2", "padroned: --for, --mode, --analyses, --I1, --D1, --LL, --duty, "
+				      "--max-overhead and --output go with --instrument\n" },
+		{ "--pid 1 --duty 20/180", "padroned: --for, --mode, --analyses, --I1, --D1, --LL, "
+					   "--duty, --max-overhead and --output go with "
+					   "--instrument\n" },
+		{ "--pid 1 --max-overhead 5", "padroned: --for, --mode, --analyses, --I1, --D1, --LL, "
+					      "--duty, --max-overhead and --output go with "
+					      "--instrument\n" },
+		{ "--pid 1 --analyses edges", "padroned: --for, --mode, --analyses, --I1, --D1, --LL, "
+					      "--duty, --max-overhead and --output go with "
+					      "--instrument\n" },
 		{ "--pid 1 --instrument f --for 0", "padroned: --for SECONDS must be a number from 0.01 "
 						     "to 86400, not '0'\n" },
 		{ "--pid 1 --instrument f,,g --for 1", "padroned: --instrument wants FUNC[,FUNC...], "
