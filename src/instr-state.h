@@ -83,7 +83,7 @@ struct worker {
 					 * blocks, refs: its blocks' executions as Ir */
 	const struct rep_table *table;	/* blocks, refs: the copy's, for the Ir */
 	uint64_t *fed;			/* per block of the table: executions fed */
-	uint64_t fed_ns;		/* when they were last fed */
+	uint64_t fed_ns;		/* when they (and the edges) were last handed over */
 	bool data_counts;		/* refs: Dr and Dw too (instr-workers.c) */
 	struct counted_pc *reps;	/* refs: the rep-prefixed string instructions,
 					 * counted from the references recovered */
@@ -105,7 +105,6 @@ struct worker {
 	const uint32_t *edge_ids;
 	_Atomic uint64_t *edge_n;
 	size_t nedges;
-	uint64_t edges_ns;		/* when they were last published */
 	int nice;			/* its thread's, as it last set it (instr-nice.h) */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
 };

@@ -127,6 +127,8 @@ static void put_count(struct counts_out *o, uint64_t pc, uint64_t n, uint8_t typ
 static void put_block(struct counts_out *o, const struct worker *w, const struct rep_block *b,
 		      uint64_t n)
 {
+	if (!n)
+		return;
 	for (uint32_t k = 0; k < b->ninstrs; k++)
 		if (!w->data_counts || !counted_at(w, b->instrs[k].pc))
 			put_count(o, b->instrs[k].pc, n, REP_REF_FETCH_HITS);
@@ -143,17 +145,13 @@ static void put_block(struct counts_out *o, const struct worker *w, const struct
  * (REP_REF_FETCH_HITS) and, under refs, of their data references (READS,
  * WRITES, a modify counted as a read as Cachegrind does), which it adds to
  * their PCs' Ir, Dr and Dw (rep.h), so that report gives them per PC, loop
- * and function as Cachegrind would: every FEED_EVERY_NS, and at the end
- * (all). Nothing else goes into the feed, so its batch is empty here. */
-static void feed_block_counts(struct worker *w, bool all)
+ * and function as Cachegrind would: every FEED_EVERY_NS, and at the end.
+ * Nothing else goes into the feed, so its batch is empty here. */
+static void feed_block_counts(struct worker *w)
 {
 	struct counts_out o = { .feed = w->feed };
-	uint64_t now_ns = util_now_ns();
 	static const uint8_t types[3] = { REP_REF_FETCH_HITS, REP_REF_READS, REP_REF_WRITES };
 
-	if (!all && now_ns - w->fed_ns < FEED_EVERY_NS)
-		return;
-	w->fed_ns = now_ns;
 	for (size_t i = 0; i < rep_table__size(w->table); i++) {
 		const struct rep_block *b = rep_table__nth(w->table, i);
 		uint64_t now = rep_recover__block_count(w->rec, b->id);
@@ -186,11 +184,11 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 
 	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
-	if (w->fed)
-		feed_block_counts(w, false);
 	uint64_t now_ns = util_now_ns();
-	if (now_ns - w->edges_ns >= FEED_EVERY_NS) {
-		w->edges_ns = now_ns;
+	if (now_ns - w->fed_ns >= FEED_EVERY_NS) {
+		w->fed_ns = now_ns;
+		if (w->fed)
+			feed_block_counts(w);
 		instr__publish_edges(w);
 	}
 
@@ -214,7 +212,7 @@ static void *consume(void *arg)
 	if (w->rec)
 		rep_recover__flush(w->rec);
 	if (w->fed)
-		feed_block_counts(w, true);
+		feed_block_counts(w);
 	instr__publish_edges(w);
 	if (w->feed)
 		sim_feed__flush(w->feed);

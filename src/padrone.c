@@ -81,25 +81,19 @@ static char *word_generator(const char *text, int state)
  * the list so far kept. */
 static char *analysis_generator(const char *text, int state)
 {
-	static size_t i, done, len;
+	const char *comma = strrchr(text, ',');
+	size_t done = comma ? (size_t)(comma + 1 - text) : 0;
+	char *word, *out;
 
-	if (!state) {
-		const char *comma = strrchr(text, ',');
-		i = 0;
-		done = comma ? (size_t)(comma + 1 - text) : 0;
-		len = strlen(text + done);
+	gen_words = analysis_words;
+	if (!(word = word_generator(text + done, state)) || !done)
+		return word;
+	if ((out = malloc(done + strlen(word) + 1))) {
+		memcpy(out, text, done);
+		strcpy(out + done, word);
 	}
-	while (analysis_words[i]) {
-		const char *w = analysis_words[i++];
-		char *out;
-		if (strncmp(w, text + done, len) == 0 &&
-		    (out = malloc(done + strlen(w) + 1))) {
-			memcpy(out, text, done);
-			strcpy(out + done, w);
-			return out;
-		}
-	}
-	return NULL;
+	free(word);
+	return out;
 }
 
 static char *command_generator(const char *text, int state)

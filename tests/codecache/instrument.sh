@@ -230,7 +230,7 @@ run detblocks "$padrone" -p "$pid" detach
 run irblocks "$padrone" -p "$pid" instrument -a edges --for 1 axpy
 check "instrument -a edges --for 1: blocks, Ir alone, 1000 a call across the loop, the edges listed, original back" \
 	eval 'ir_exact irblocks blocks "Ir alone" Ir && says irblocks "^# edges of axpy" &&
-	      says irblocks "^ *[0-9]*   $(off "$at") -> $(off "$hdr") taken\$"'
+	      says irblocks "^ *[1-9][0-9]*   $(off "$at") -> $(off "$hdr") taken\$"'
 run detrefs "$padrone" -p "$pid" detach
 run irrefs "$padrone" -p "$pid" instrument -a refs --for 1 axpy
 check "instrument -a refs --for 1: Ir, Dr, Dw; 1000 a call across the loop, two reads and a write each; original back" \
