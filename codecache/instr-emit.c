@@ -156,59 +156,45 @@ static void emit_direct(struct out *o, uint8_t reg, int32_t step, uint32_t disp)
 /* How far ahead of the unit being written the commit fetches ring lines. */
 #define PREFETCH_AHEAD 2048
 
-/* Reserve the record, copy the slots, write the header last. The
- * reservation reads the pointer and moves it in separate instructions: a
- * handler run in between would place its units where this one goes, so
- * that stretch is a restartable range (cc__instr_restart_ranges). */
-static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
-{
-	static const uint8_t head[] = {
-		0x48, 0x8d, 0x64, 0x24, 0x80,			/* lea -128(%rsp),%rsp */
-		0x50, 0x51,					/* push %rax; push %rcx */
-		0x65, 0x48, 0x8b, 0x04, 0x25,			/* mov %gs:IS_PTR,%rax */
-	};
-	static const uint8_t test[] = {
-		0x48, 0x8b, 0x08,				/* mov (%rax),%rcx */
-		0xe3, 0x0c,					/* jrcxz fast */
-		0xb9,						/* mov $n,%ecx */
-	};
-	static const uint8_t tail[] = {
-		0x48, 0x89, 0x08,				/* mov %rcx,(%rax) */
-		0x59, 0x58,					/* pop %rcx; pop %rax */
-		0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,		/* lea 128(%rsp),%rsp */
-	};
-	uint32_t n = u->b.block.nslots;
+/* The commit's frame: rsp below the red zone, rax and rcx saved. */
+static const uint8_t commit_save[] = {
+	0x48, 0x8d, 0x64, 0x24, 0x80,				/* lea -128(%rsp),%rsp */
+	0x50, 0x51,						/* push %rax; push %rcx */
+};
+static const uint8_t commit_restore[] = {
+	0x59, 0x58,						/* pop %rcx; pop %rax */
+	0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,			/* lea 128(%rsp),%rsp */
+};
 
-	put(o, head, sizeof head);
+/* mov %gs:IS_PTR,%rax; prefetchw PREFETCH_AHEAD(%rax); mov (%rax),%rcx.
+ * The prefetch: the ring's lines were last written by the consumer on
+ * another CPU (it clears them); fetched for writing this far ahead, the
+ * sentinel's load no longer waits for the line to come over (a fifth of
+ * the copy's samples sat on the jrcxz after it). A hint: it never faults,
+ * flags untouched. 2048 bytes (some 50 records of a loop's block) recorded
+ * 5-10% faster than 512 on the streaming kernel; 4096 no faster. */
+static void emit_read_ring(struct out *o)
+{
+	put(o, (uint8_t[]){ 0x65, 0x48, 0x8b, 0x04, 0x25 }, 5);
 	put32(o, o->gs + IS_PTR);
-	uint64_t read_at = o->at - 9;				/* the mov %gs:IS_PTR,%rax */
-	/* prefetchw PREFETCH_AHEAD(%rax): the ring's lines were last written
-	 * by the consumer on another CPU (it clears them); fetched for
-	 * writing this far ahead, the sentinel's load below no longer waits
-	 * for the line to come over (a fifth of the copy's samples sat on the
-	 * jrcxz after it). A hint: it never faults, flags untouched. 2048
-	 * bytes (some 50 records of a loop's block) recorded 5-10% faster than
-	 * 512 on the streaming kernel; 4096 no faster. */
 	put(o, (uint8_t[]){ 0x0f, 0x0d, 0x88 }, 3);
 	put32(o, PREFETCH_AHEAD);
-	put(o, test, sizeof test);
-	put32(o, n);
-	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
-	rel32(o, in->code + in->stub_off);
-	uint64_t stub_ret = o->at;
-	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
-	uint64_t fast_at = o->at;
-	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);		/* fast: lea 8(1+n)(%rax),%rcx */
+	put(o, (uint8_t[]){ 0x48, 0x8b, 0x08 }, 3);
+}
+
+/* lea 8(1+n)(%rax),%rcx; mov %rcx,%gs:IS_PTR: the record of n slots reserved. */
+static void emit_move_ptr(struct out *o, uint32_t n)
+{
+	put(o, (uint8_t[]){ 0x48, 0x8d, 0x88 }, 3);
 	put32(o, 8 * (1 + n));
-	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);	/* mov %rcx,%gs:IS_PTR */
+	put(o, (uint8_t[]){ 0x65, 0x48, 0x89, 0x0c, 0x25 }, 5);
 	put32(o, o->gs + IS_PTR);
-	if (!o->buf) {
-		u->read_at = read_at;
-		u->stub_ret = stub_ret;
-		u->fast_at = fast_at;
-		u->fast_end = o->at;
-	}
-	for (uint32_t k = 0; k < n; k++) {			/* write: */
+}
+
+/* Slots 0..n-1 into the record at (%rax). */
+static void emit_slots(struct out *o, const struct unit *u, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
 		if (u->direct >> k & 1) {
 			emit_direct(o, u->direct_reg[k], u->direct_step[k], 8 * (1 + k));
 			continue;
@@ -218,8 +204,116 @@ static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u
 		put(o, (uint8_t[]){ 0x48, 0x89, 0x88 }, 3);
 		put32(o, 8 * (1 + k));
 	}
+}
+
+/* movl $v,%gs:IS_LAST (no register, no flags). */
+static void emit_last(struct out *o, uint32_t v)
+{
+	put(o, (uint8_t[]){ 0x65, 0xc7, 0x04, 0x25 }, 4);
+	put32(o, o->gs + IS_LAST);
+	put32(o, v);
+}
+
+/* jmp to the copy's offset off (known from the first layout). */
+static void emit_jmp(struct out *o, const struct cc_instr *in, uint64_t off)
+{
+	put(o, (uint8_t[]){ 0xe9 }, 1);
+	rel32(o, in->code + off);
+}
+
+/* Reserve the whole record, copy the slots, write the header last, inside
+ * the commit's frame. The reservation reads the pointer and moves it in
+ * separate instructions: a handler run in between would place its units
+ * where this one goes, so that stretch is a restartable range
+ * (cc__instr_restart_ranges). */
+static void emit_record(struct out *o, const struct cc_instr *in, struct unit *u)
+{
+	uint32_t n = u->b.block.nslots;
+	uint64_t read_at = o->at;
+
+	emit_read_ring(o);
+	put(o, (uint8_t[]){ 0xe3, 0x0c, 0xb9 }, 3);		/* jrcxz fast; mov $n,%ecx */
+	put32(o, n);
+	put(o, (uint8_t[]){ 0xe8 }, 1);				/* call stub */
+	rel32(o, in->code + in->stub_off);
+	uint64_t stub_ret = o->at;
+	put(o, (uint8_t[]){ 0xeb, 0x10 }, 2);			/* jmp write */
+	uint64_t fast_at = o->at;
+	emit_move_ptr(o, n);					/* fast: */
+	if (!o->buf) {
+		u->read_at = read_at;
+		u->stub_ret = stub_ret;
+		u->fast_at = fast_at;
+		u->fast_end = o->at;
+	}
+	emit_slots(o, u, n);					/* write: */
 	emit_header(o, u);
-	put(o, tail, sizeof tail);
+	put(o, (uint8_t[]){ 0x48, 0x89, 0x08 }, 3);		/* mov %rcx,(%rax) */
+}
+
+/* A unit that may repeat (u->carried): when the last unit written to the
+ * ring is its own (IS_LAST holds its id: no other unit's commit, and so no
+ * signal handler's run of the copy, came between), its carried slots are
+ * that unit's, and it writes a repeat unit without them. Else, or when the
+ * ring's word is not CLEAR (a chunk's end: every chunk begins with a whole
+ * unit, so recovery can start at any), it writes the whole unit out of
+ * line (emit_full). From the test to the pointer's move is one
+ * restartable range: a handler run inside it starts it again, test
+ * included. */
+static void emit_repeat(struct out *o, const struct cc_instr *in, struct unit *u)
+{
+	uint32_t held = u->b.block.nslots - u->carried;
+	uint64_t hdr = REP_S_WORD(u->id, held) | REP_S_REPEAT;
+	uint64_t repeat_at = o->at;
+
+	put(o, (uint8_t[]){ 0x65, 0x8b, 0x0c, 0x25 }, 4);	/* mov %gs:IS_LAST,%ecx */
+	put32(o, o->gs + IS_LAST);
+	put(o, (uint8_t[]){ 0x8d, 0x89 }, 2);			/* lea -id(%rcx),%ecx */
+	put32(o, -u->id);
+	put(o, (uint8_t[]){ 0xe3, 0x05 }, 2);			/* jrcxz mine */
+	emit_jmp(o, in, u->full_off);
+	emit_read_ring(o);					/* mine: */
+	put(o, (uint8_t[]){ 0xe3, 0x05 }, 2);			/* jrcxz clear */
+	emit_jmp(o, in, u->full_off);
+	emit_move_ptr(o, held);					/* clear: */
+	if (!o->buf) {
+		u->repeat_at = repeat_at;
+		u->repeat_end = o->at;
+	}
+	emit_slots(o, u, held);
+	put(o, (uint8_t[]){ 0x48, 0xb9 }, 2);			/* movabs $hdr,%rcx */
+	put(o, &hdr, 8);
+	put(o, (uint8_t[]){ 0x48, 0x89, 0x08 }, 3);		/* mov %rcx,(%rax) */
+}
+
+/* A repeating unit's whole record, after its relocated instructions: its
+ * id into IS_LAST first (a handler run after that sets it back to another
+ * unit's or 0 by its own commits), then as any unit, and back. */
+static void emit_full(struct out *o, const struct cc_instr *in, struct unit *u)
+{
+	if (!o->buf)
+		u->full_off = o->at;
+	emit_last(o, u->id);
+	emit_record(o, in, u);
+	emit_jmp(o, in, u->commit_end);
+}
+
+/* The unit's commit: its record reserved and written in a frame of its
+ * own. Where some unit of the copy may repeat, every other one clears
+ * IS_LAST first. */
+static void emit_commit(struct out *o, const struct cc_instr *in, struct unit *u)
+{
+	put(o, commit_save, sizeof commit_save);
+	if (u->carried) {
+		emit_repeat(o, in, u);
+	} else {
+		if (in->repeats)
+			emit_last(o, 0);
+		emit_record(o, in, u);
+	}
+	if (!o->buf)
+		u->commit_end = o->at;
+	put(o, commit_restore, sizeof commit_restore);
 }
 
 bool cc__instr_transfers(const struct ci_insn *ci)
@@ -339,11 +433,13 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 	}
 	const struct ci_insn *ci = &in->insns[u->first + u->n - 1];
 	uint64_t end = ci->pc + ci->len;
-	if (!ci->falls || (next && in->insns[next->first].pc == end))
-		return;
-	const struct unit *to = cc__instr_unit_at(in, end);	/* fall through to a unit laid out elsewhere */
-	put(o, (uint8_t[]){ 0xe9 }, 1);
-	rel32(o, to ? in->code + to->off : end);
+	if (ci->falls && !(next && in->insns[next->first].pc == end && !u->carried)) {
+		const struct unit *to = cc__instr_unit_at(in, end);	/* fall through to a unit laid out elsewhere */
+		put(o, (uint8_t[]){ 0xe9 }, 1);
+		rel32(o, to ? in->code + to->off : end);
+	}
+	if (u->carried)
+		emit_full(o, in, u);
 }
 
 /* The stub's %gs:OFF operands to the function's section, %gs:(gs + OFF):

@@ -113,6 +113,78 @@ static void plan_direct(const struct cc_instr *in, struct unit *u)
 	}
 }
 
+/* Does the unit loop on itself alone (its last instruction jumps back to
+ * its first; the unit ends its block), and where else it goes is a unit of
+ * the copy, whose commit comes before anything else can run? Not the
+ * entry unit: a call enters it from the gate, which commits nothing. */
+static bool loops_alone(const struct cc_instr *in, const struct unit *u)
+{
+	const struct ci_insn *first = &in->insns[u->first], *last = &in->insns[u->first + u->n - 1];
+
+	if (!u->block_end || first->pc == in->fn.addr ||
+	    (last->kind != CI_JMP && last->kind != CI_JCC) || last->target != first->pc)
+		return false;
+	return last->kind == CI_JMP || cc__instr_unit_at(in, last->pc + last->len);
+}
+
+/* Renumber the slots: new[old] for every capture, reference and direct
+ * slot. */
+static void renumber_slots(struct unit *u, const uint16_t *new)
+{
+	struct rep_built *b = &u->b;
+	uint64_t direct = 0;
+	uint8_t reg[IS_MAX_SLOTS + 1];
+	int32_t step[IS_MAX_SLOTS + 1];
+
+	for (uint32_t c = 0; c < b->ncaps; c++)
+		b->caps[c].slot = new[b->caps[c].slot];
+	for (uint32_t i = 0; i < b->block.nrefs; i++) {
+		uint16_t *slots[] = { &b->refs[i].base, &b->refs[i].index, &b->refs[i].seg,
+				      &b->refs[i].count, &b->refs[i].count_end, &b->refs[i].rflags };
+		for (size_t k = 0; k < sizeof slots / sizeof *slots; k++)
+			if (*slots[k] != REP_NO_SLOT)
+				*slots[k] = new[*slots[k]];
+	}
+	for (uint32_t k = 0; k < b->block.nslots; k++) {
+		direct |= (u->direct >> k & 1) << new[k];
+		reg[new[k]] = u->direct_reg[k];
+		step[new[k]] = u->direct_step[k];
+	}
+	u->direct = direct;
+	memcpy(u->direct_reg, reg, sizeof reg);
+	memcpy(u->direct_step, step, sizeof step);
+}
+
+/* A unit that loops alone, every slot written from its register at the
+ * commit (so never spoiled): the slots whose registers no instruction of
+ * it writes are the same in every run of the loop. They go last
+ * (u->carried of them), for a repeat unit to leave out. */
+static void plan_repeat(struct cc_instr *in, struct unit *u)
+{
+	uint32_t n = u->b.block.nslots, written = 0;
+	uint16_t new[IS_MAX_SLOTS + 1];
+	uint32_t kept = 0, carried = 0;
+
+	u->carried = 0;
+	if (in->o.plain_plan || !n || n > IS_MAX_SLOTS || u->direct != (2ull << (n - 1)) - 1 ||
+	    !loops_alone(in, u))
+		return;
+	for (uint32_t i = 0; i < u->n; i++) {
+		const struct rep_insn *ri = &in->insns[u->first + i].rep;
+		written |= ri->clobbers | (ri->rsp_delta ? 1u << REP_REG_RSP : 0);
+	}
+	for (uint32_t k = 0; k < n; k++)
+		carried += !(written >> u->direct_reg[k] & 1);
+	if (!carried)
+		return;
+	for (uint32_t k = 0; k < n; k++)
+		new[k] = written >> u->direct_reg[k] & 1 ? (uint16_t)kept++ :
+			 (uint16_t)(n - carried + (k - kept));
+	renumber_slots(u, new);
+	u->carried = (uint16_t)carried;
+	in->repeats = true;
+}
+
 static bool captures_fs_base(const struct rep_built *b)
 {
 	for (uint32_t c = 0; c < b->ncaps; c++)
@@ -171,9 +243,12 @@ static int plan_units(struct cc_instr *in)
 						"the block at 0x%" PRIx64 " needs %u slots, more than "
 						"the %d of a unit", in->name, in->insns[first].pc,
 						u->b.block.nslots, IS_MAX_SLOTS);
-			if ((rc = rep_table__add(in->table, &u->b.block)) < 0)
-				return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
 		}
+	}
+	for (size_t i = 0; i < in->nunits; i++) {	/* (a loop's exit may come after it) */
+		plan_repeat(in, &in->units[i]);
+		if ((rc = rep_table__add(in->table, &in->units[i].b.block)) < 0)
+			return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
 	}
 	return 0;
 }

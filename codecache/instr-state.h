@@ -48,7 +48,11 @@
 #define IS_CALLS 152		/* calls of the function by the row's thread, on
 				 * or off, counted at the gate where the flags
 				 * are dead at the entry (instr-emit.c) */
-/* 160..167 and 272..279 unused: the stub keeps its scratch words on its own
+#define IS_LAST 160		/* u32: the unit whose commit came last, if it is
+				 * one that may repeat (its id), else 0: a unit
+				 * finding its own id there was the last one
+				 * written (instr-emit.c, emit_repeat) */
+/* 164..167 and 272..279 unused: the stub keeps its scratch words on its own
  * stack frame, which a signal handler's run of the copy cannot overwrite */
 /* absolute addresses of the shared header's words (struct cab_layout) */
 #define IS_A_PROD_SEQ 168	/* u32 */

@@ -166,7 +166,8 @@ static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
  * the stub blocks signals itself. */
 int cc__instr_restart_ranges(struct cc_instr *in)
 {
-	struct attach_restart *r = calloc(2 * in->nunits + 1, sizeof *r);
+	struct attach_restart *r = calloc(3 * in->nunits + 1, sizeof *r);
+	size_t n = 0;
 	int rc;
 
 	if (!r)
@@ -174,11 +175,15 @@ int cc__instr_restart_ranges(struct cc_instr *in)
 	for (size_t i = 0; i < in->nunits; i++) {
 		const struct unit *u = &in->units[i];
 		uint64_t restart = in->code + u->read_at;
-		r[2 * i] = (struct attach_restart){ restart, in->code + u->stub_ret, restart };
-		r[2 * i + 1] = (struct attach_restart){ in->code + u->fast_at,
-							in->code + u->fast_end, restart };
+		r[n++] = (struct attach_restart){ restart, in->code + u->stub_ret, restart };
+		r[n++] = (struct attach_restart){ in->code + u->fast_at, in->code + u->fast_end,
+						  restart };
+		if (u->carried)
+			r[n++] = (struct attach_restart){ in->code + u->repeat_at,
+							  in->code + u->repeat_end,
+							  in->code + u->repeat_at };
 	}
-	rc = attach_target__restart_add(in->c->t, r, 2 * in->nunits);
+	rc = attach_target__restart_add(in->c->t, r, n);
 	free(r);
 	if (rc < 0)
 		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "%s",

@@ -103,12 +103,20 @@ struct unit {
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	int32_t direct_step[IS_MAX_SLOTS + 1];
+	/* a loop of this one unit whose slots from nslots - carried on hold
+	 * registers the loop never writes: run again right after itself, it
+	 * writes a repeat unit without them (instr-emit.c, emit_repeat) */
+	uint16_t carried;
 	uint64_t off;		/* in the copy */
 	/* its commit's reservation, restartable (a signal's handler must not
 	 * run between reading the pointer and moving it past the record): the
 	 * read, the slow path's call of the stub (its return not included),
-	 * the fast path's move, all offsets in the copy */
+	 * the fast path's move, all offsets in the copy; a repeat unit's,
+	 * from the test of the last unit written to its move */
 	uint64_t read_at, stub_ret, fast_at, fast_end;
+	uint64_t repeat_at, repeat_end;
+	uint64_t commit_end;	/* where the commit's frame is taken down */
+	uint64_t full_off;	/* a repeat unit's whole record (emit_full) */
 };
 
 struct ring {
@@ -151,6 +159,8 @@ struct cc_instr {
 	bool *unit_start;
 	struct unit *units;
 	size_t nunits;
+	bool repeats;		/* a unit has carried slots: every commit keeps
+				 * IS_LAST */
 	struct rep_table *table;
 	uint64_t code, code_size, stub_off;
 	uint64_t gate_off;		/* the gate (instr-emit.c): the entry jumps there */

@@ -333,6 +333,9 @@ enum {
 int rep_pool__new(const struct rep_table *t, const struct rep_pool_opts *opts,
 		  rep_pool_sink sink, void *arg, struct rep_pool **out);
 /* Whole units of stream (a unit cut by the end of the words is bad data).
+ * Feeds are recovered apart: a repeat unit (rep.h) at a feed's start has no
+ * unit before it and counts as spoiled; inside a feed none is cut from the
+ * unit it repeats. (Live rings, which carry them, are recovered serially.)
  * offset: byte offset of words[0] in the stream or file, for messages;
  * UINT64_MAX continues from the stream's previous feed. Delivers what is
  * ready; waits while `depth` chunks are in flight. 0, or a fatal error

@@ -76,6 +76,12 @@ struct rep_recover {
 	struct rep_recover_stats st;
 	uint64_t v[REP_MAX_SLOTS + 1];	/* the unit, with v[0] = 0 */
 	uint64_t carry[REP_MAX_SLOTS + 1];
+	/* the last whole unit recovered (a repeat unit takes the rest of its
+	 * slots from it): in the words fed, carry, last_kept or repeated;
+	 * NULL: none since begin */
+	const uint64_t *last;
+	uint64_t last_kept[REP_MAX_SLOTS + 1];	/* a copy outliving its feed */
+	uint64_t repeated[REP_MAX_SLOTS + 1];	/* the last repeat unit, whole */
 };
 
 int rep_recover__new(const struct rep_table *t, rep_ref_sink sink, void *arg,
@@ -538,16 +544,21 @@ static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t of
 static int check_header(struct rep_recover *r, uint64_t h, uint64_t off, const struct rep_blk **out)
 {
 	uint32_t id = (uint32_t)h;
-	unsigned nd = (unsigned)(h >> 48);
+	unsigned nd = (unsigned)(h >> 48), flags = (unsigned)(h >> 32 & 0xffff);
+	bool repeat = flags == REP_S_REPEAT >> 32;
 
-	if (h == 0 || (h >> 32 & 0xffff & ~(REP_S_SPOILED >> 32)))
+	if (h == 0 || (flags & ~(REP_S_SPOILED >> 32) && !repeat))
 		return rep__fail(-EBADMSG, "REP unit at offset %llu: %#llx is not a unit header",
 				 (unsigned long long)off, (unsigned long long)h);
 	const struct rep_blk *x = rep__lookup(r->t, id);
 	if (!x)
 		return rep__fail(-EBADMSG, "REP unit at offset %llu: unknown block id %u",
 				 (unsigned long long)off, id);
-	if (nd != x->b.nslots)
+	if (repeat && nd >= x->b.nslots)
+		return rep__fail(-EBADMSG, "REP unit at offset %llu: block %u has %u slots, a "
+				 "repeat unit of it holds fewer, not %u",
+				 (unsigned long long)off, id, x->b.nslots, nd);
+	if (!repeat && nd != x->b.nslots)
 		return rep__fail(-EBADMSG,
 				 "REP unit at offset %llu: block %u has %u slots, the unit says %u",
 				 (unsigned long long)off, id, x->b.nslots, nd);
@@ -700,10 +711,50 @@ static inline __attribute__((always_inline)) int fast_unit(struct rep_recover *r
 	return count_block(r, pos, x->b.id);
 }
 
+static inline int recover_whole_unit(struct rep_recover *r, const struct rep_blk *x,
+				     const uint64_t *u, uint64_t off)
+{
+	r->last = u;
+	return fast_unit_fits(r, x, u[0]) ? fast_unit(r, x, u) : do_unit(r, x, u, off);
+}
+
+/* A repeat unit: the slots it does not hold are those of the unit before
+ * it, which must be its block's (nothing else in between: no gap, no
+ * spoiled unit, no other block); else it is counted as spoiled. */
+static int repeat_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
+		       uint64_t off)
+{
+	uint32_t pos = (uint32_t)(x - r->t->blks);
+	size_t held = (size_t)(u[0] >> 48);
+
+	if (r->prev != pos + 1 || !r->last || r->last[0] != x->hdr) {
+		r->st.spoiled++;
+		r->prev = 0;
+		r->cut = true;
+		return 0;
+	}
+	r->repeated[0] = x->hdr;
+	for (size_t i = 1; i <= held; i++)
+		r->repeated[i] = u[i];
+	if (r->last != r->repeated)
+		for (size_t i = held + 1; i <= x->b.nslots; i++)
+			r->repeated[i] = r->last[i];
+	return recover_whole_unit(r, x, r->repeated, off);
+}
+
 static inline int recover_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
 			       uint64_t off)
 {
-	return fast_unit_fits(r, x, u[0]) ? fast_unit(r, x, u) : do_unit(r, x, u, off);
+	return u[0] & REP_S_REPEAT ? repeat_unit(r, x, u, off) : recover_whole_unit(r, x, u, off);
+}
+
+/* The last unit copied where the next feed cannot overwrite it. */
+static void keep_last(struct rep_recover *r)
+{
+	if (r->last && r->last != r->last_kept && r->last != r->repeated) {
+		memcpy(r->last_kept, r->last, REP_S_WORDS(r->last[0]) * 8);
+		r->last = r->last_kept;
+	}
 }
 
 void rep__recover_general_only(struct rep_recover *r)
@@ -730,6 +781,7 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		const uint64_t *u = w + i;
 		const struct rep_blk *x = known_block(r->t, u[0]);
 		if (x && i + 1 + x->b.nslots <= n && fast_unit_fits(r, x, u[0])) {
+			r->last = u;
 			if ((rc = fast_unit(r, x, u)))
 				break;
 			i += 1 + (size_t)x->b.nslots;
@@ -737,6 +789,7 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		}
 		if (x && i + 1 + x->b.nslots <= n && fast_count_fits(r, x, u[0])) {
 			size_t run = x->b.nslots ? 1 : run_of(u, n - i);
+			r->last = u;
 			if ((rc = count_run(r, x, run)))
 				break;
 			i += run * (1 + (size_t)x->b.nslots);
@@ -745,18 +798,20 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		uint64_t off = off0 + 8 * (uint64_t)(i - i0);
 		if (!x && (rc = check_header(r, u[0], off, &x)))
 			break;
-		size_t len = 1 + (size_t)x->b.nslots;
+		size_t len = REP_S_WORDS(u[0]);
 		if (i + len > n) {
+			keep_last(r);
 			r->ncarry = n - i;
 			r->carry_off = off;
 			memcpy(r->carry, u, r->ncarry * 8);
 			i = n;
 			break;
 		}
-		if ((rc = do_unit(r, x, u, off)))
+		if ((rc = recover_unit(r, x, u, off)))
 			break;
 		i += len;
 	}
+	keep_last(r);
 	r->off = off0 + 8 * (uint64_t)(i - i0);
 	r->st.bytes += 8 * (uint64_t)(i - i0);
 	return rc ? fail_flush(r, rc) : 0;
@@ -773,7 +828,7 @@ int rep_recover__feed(struct rep_recover *r, const uint64_t *w, size_t n, uint64
 	if (r->ncarry) {	/* finish the unit the last call cut */
 		if ((rc = check_header(r, r->carry[0], r->carry_off, &x)))
 			return fail_flush(r, rc);
-		size_t need = 1 + x->b.nslots - r->ncarry, take = need < n ? need : n;
+		size_t need = REP_S_WORDS(r->carry[0]) - r->ncarry, take = need < n ? need : n;
 		memcpy(r->carry + r->ncarry, w, take * 8);
 		r->ncarry += take;
 		i = take;
@@ -806,12 +861,11 @@ int rep_recover__gap(struct rep_recover *r)
 	if (!r->ncarry)
 		return 0;
 	size_t have = r->ncarry;
-	const struct rep_blk *x = rep__lookup(r->t, (uint32_t)r->carry[0]);
 	r->ncarry = 0;
 	return fail_flush(r, rep__fail(-EBADMSG,
-				       "truncated REP unit at offset %llu: %zu of %u words",
+				       "truncated REP unit at offset %llu: %zu of %zu words",
 				       (unsigned long long)r->carry_off, have,
-				       x ? 1 + x->b.nslots : 0));
+				       REP_S_WORDS(r->carry[0])));
 }
 
 /* Records in w[0..n), by their headers' lengths, as the CAB consumer that
@@ -956,6 +1010,7 @@ void rep_recover__stats(const struct rep_recover *r, struct rep_recover_stats *s
 void rep__recover_begin(struct rep_recover *r)
 {
 	r->prev = 0;
+	r->last = NULL;
 	r->head = 0;
 	r->cut = false;
 	r->ncarry = 0;
@@ -1000,7 +1055,7 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 		const struct rep_blk *x = rep__lookup(r->t, (uint32_t)w[at]);
 		while (w[at] & REP_S_SPOILED) {	/* never counted */
 			prev = 0;
-			at += 1 + (size_t)x->b.nslots;
+			at += REP_S_WORDS(w[at]);
 			x = rep__lookup(r->t, (uint32_t)w[at]);
 		}
 		uint32_t p = (uint32_t)(x - r->t->blks);
@@ -1009,7 +1064,7 @@ int rep__recover_uncount(struct rep_recover *r, const uint64_t *w, uint64_t nuni
 					     x->b.id, UINT64_MAX)))
 			return rc;
 		prev = p + 1;
-		at += 1 + (size_t)x->b.nslots;
+		at += REP_S_WORDS(w[at]);
 	}
 	r->st.units -= delta->units;
 	r->st.spoiled -= delta->spoiled;

@@ -377,20 +377,20 @@ static int deliver(struct rep_pool *p, uint64_t until)
 }
 
 /* Where a chunk starting at `at` ends: after whole units of about
- * chunk_words, found by their headers' lengths. A header that cannot be one
- * ends the walk; the rest goes into this chunk, whose worker names the bad
- * data. */
+ * chunk_words, found by their headers' lengths, and never before a repeat
+ * unit (it needs the unit before it). A header that cannot be one ends the
+ * walk; the rest goes into this chunk, whose worker names the bad data. */
 static size_t cut(const struct rep_pool *p, const uint64_t *w, size_t at, size_t n)
 {
 	size_t end = at;
 
 	if (n - at <= p->chunk_words)
 		return n;
-	while (end < at + p->chunk_words) {
+	while (end < n && (end < at + p->chunk_words || w[end] & REP_S_REPEAT)) {
 		uint64_t h = w[end];
-		if (!h || (h >> 32 & 0xffff & ~(REP_S_SPOILED >> 32)))
+		if (!h || (h >> 32 & 0xffff & ~((REP_S_SPOILED | REP_S_REPEAT) >> 32)))
 			return n;
-		end += 1 + (size_t)(h >> 48);
+		end += REP_S_WORDS(h);
 	}
 	return end < n ? end : n;
 }

@@ -9,9 +9,10 @@
  *
  * Unit (64-bit little-endian words):
  *	word 0     REP_S = REP_S_WORD(id, nslots): bits 0..31 block id (>= 1),
- *	           bit 32 REP_S_SPOILED, bits 33..47 zero, bits 48..63 the
- *	           number of slots. This is a CAB record header (cab.h), so
- *	           units travel through CAB rings as they are.
+ *	           bit 32 REP_S_SPOILED, bit 33 REP_S_REPEAT, bits 34..47
+ *	           zero, bits 48..63 the number of slots the unit holds. This
+ *	           is a CAB record header (cab.h), so units travel through CAB
+ *	           rings as they are.
  *	           A spoiled unit is one whose slots were overwritten before it
  *	           was written (a signal handler ran instrumented code of the
  *	           same thread between the unit's captures and its commit): its
@@ -19,6 +20,16 @@
  *	           header as any other, then counts it (stats.spoiled) and skips
  *	           it; no edge is counted across it.
  *	word 1+k   REP_D slot k, for k < nslots.
+ *	           A repeat unit (REP_S_REPEAT) is its block run again right
+ *	           after itself: it holds the block's first n slots (n < the
+ *	           block's nslots, in its header) and the rest are the previous
+ *	           unit's, which must be the same block's (a loop's body whose
+ *	           base registers the loop never changes writes them once per
+ *	           run of the loop, not once per iteration). Recovery rebuilds
+ *	           the whole unit from the previous one; a repeat unit with no
+ *	           such unit before it (after a gap, a spoiled unit, another
+ *	           block's) is counted as spoiled and skipped. Never spoiled
+ *	           itself. A recovery pool never cuts a stream before one.
  *
  * Block table entry (struct rep_block): id, pc, nslots, the instructions
  * (pc and length of each, in execution order, so instruction fetches can be
@@ -68,7 +79,9 @@
  *
  * Versions. The version changes whenever a reader of the previous one would
  * misread a file; readers accept every version they know and write the
- * latest. Units (and so CAB records) have not changed since version 1.
+ * latest. Units (and so CAB records) have not changed since version 1
+ * but for REP_S_REPEAT, which a reader that does not know it rejects as a
+ * bad header, not misreads (only live instrumentation writes it).
  *	1  references of 32 bytes: {..., u16 count, u16 zero}; no count_end,
  *	   no direction (DF taken as 0), counts from rcx before only.
  *	2  references of 40 bytes, with flags, count_end and rflags.
@@ -113,6 +126,9 @@ extern "C" {
 #define REP_NO_SLOT 0xffffu
 #define REP_S_WORD(id, nslots) (((uint64_t)(nslots) << 48) | (uint32_t)(id))
 #define REP_S_SPOILED (1ULL << 32)
+#define REP_S_REPEAT (1ULL << 33)
+/* The words of the unit a header begins (the header and its slots). */
+#define REP_S_WORDS(h) (1 + (size_t)((uint64_t)(h) >> 48))
 
 enum rep_sec_tag { REP_SEC_TABLE = 1, REP_SEC_STREAM = 2, REP_SEC_END = 3 };
 
@@ -211,7 +227,8 @@ struct rep_recover_stats {
 	uint64_t corrupt;	/* units not recovered from CAB spans: one that
 				 * could not be read and the rest of its chunk
 				 * (in a rep_pool: the rest of its feed) */
-	uint64_t spoiled;	/* units marked REP_S_SPOILED, skipped */
+	uint64_t spoiled;	/* units marked REP_S_SPOILED, and repeat units with no
+				 * unit of their block before them: skipped */
 };
 
 /* A recovery worker over table t (which must outlive it), delivering to

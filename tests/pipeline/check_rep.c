@@ -475,6 +475,59 @@ START_TEST(spoiled_units_are_counted_and_skipped)
 }
 END_TEST
 
+/* A repeat unit takes the slots it does not hold from the unit before it,
+ * which must be its block's: after a gap, a spoiled unit or another
+ * block's, it is counted as spoiled and skipped. */
+START_TEST(repeat_units_need_their_block_just_before)
+{
+	struct rep_table *t;
+	struct rep_recover *r;
+	struct refvec got = { 0 };
+	const uint16_t N = REP_NO_SLOT;
+	struct rep_mref m = { .pc = 0x10, .disp = 0, .size = 4, .type = REP_REF_READ, .scale = 1,
+			      .base = 0, .index = 1, .seg = N, .count = N };
+	const uint64_t R = REP_S_REPEAT;
+
+	ck_assert_int_eq(rep_table__new(&t), 0);
+	for (uint32_t id = 1; id <= 2; id++) {
+		struct rep_block b = { .id = id, .nslots = 2, .pc = 0x10 * id, .nrefs = 1, .refs = &m };
+		m.pc = 0x10 * id;
+		ck_assert_int_eq(rep_table__add(t, &b), 0);
+	}
+	/* 1, 1 again holding slot 0 (its base 1000 from before), 2, 1 again
+	 * (skipped: 2 came between), 1, 1 again holding nothing */
+	uint64_t s[] = { REP_S_WORD(1, 2), 1000, 1, REP_S_WORD(1, 1) | R, 2000,
+			 REP_S_WORD(2, 2), 3000, 3, REP_S_WORD(1, 1) | R, 0xbad,
+			 REP_S_WORD(1, 2), 4000, 4, REP_S_WORD(1, 0) | R };
+	ck_assert_int_eq(rep_recover__new(t, sink, &got, &r), 0);
+	ck_assert_int_eq(rep_recover__feed(r, s, sizeof s / 8, 0), 0);
+	/* after a gap, nothing comes before it */
+	ck_assert_int_eq(rep_recover__gap(r), 0);
+	uint64_t after_gap[] = { REP_S_WORD(1, 1) | R, 0xbad };
+	ck_assert_int_eq(rep_recover__feed(r, after_gap, 2, UINT64_MAX), 0);
+	rep_recover__flush(r);
+	struct rep_recover_stats st;
+	rep_recover__stats(r, &st);
+	ck_assert_uint_eq(st.units, 5);
+	ck_assert_uint_eq(st.spoiled, 2);
+	const uint64_t want[] = { 1001, 2001, 3003, 4004, 4004 };
+	ck_assert_uint_eq(got.n, 5);
+	for (size_t i = 0; i < got.n; i++)
+		ck_assert_uint_eq(got.v[i].addr, want[i]);
+	ck_assert_uint_eq(rep_recover__edge_count(r, 1, 1), 2);
+	/* a repeat unit holds fewer slots than its block has; never spoiled */
+	uint64_t bad[][3] = { { REP_S_WORD(1, 2) | R, 1, 2 }, { REP_S_WORD(1, 1) | R | REP_S_SPOILED, 1 } };
+	for (size_t i = 0; i < 2; i++) {
+		ck_assert_int_eq(rep_recover__feed(r, bad[i], 3 - i, UINT64_MAX), -EBADMSG);
+		ck_assert_msg(strstr(rep_errmsg(), i ? "not a unit header" : "holds fewer"), "%s",
+			      rep_errmsg());
+	}
+	rep_recover__free(r);
+	rep_table__free(t);
+	free(got.v);
+}
+END_TEST
+
 START_TEST(counts_blocks_and_edges)
 {
 	struct rep_table *t;
@@ -985,6 +1038,171 @@ START_TEST(counting_fast_path_counts_what_the_general_path_does)
 }
 END_TEST
 
+/* c's stream as a live copy writes it, into *out (n words): a unit of the
+ * block just before it (neither spoiled, no string instruction, whose
+ * counts must agree with their addresses) takes a random number of that
+ * unit's last slots (changed so in c too) and goes as a repeat unit holding
+ * the others. Returns the repeat units made. */
+static bool has_string_insn(const struct rep_table *t, uint32_t id)
+{
+	const struct rep_block *b = rep_table__block(t, id);
+
+	for (uint32_t i = 0; i < b->nrefs; i++)
+		if (b->refs[i].count != REP_NO_SLOT)
+			return true;
+	return false;
+}
+
+static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size_t *n)
+{
+	size_t made = 0, prev = SIZE_MAX;
+
+	*out = malloc(c->n * 8);
+	ck_assert_ptr_nonnull(*out);
+	*n = 0;
+	for (size_t at = 0; at < c->n; at += REP_S_WORDS(c->w[at])) {
+		uint64_t h = c->w[at];
+		size_t nslots = (size_t)(h >> 48);
+		bool again = prev != SIZE_MAX && (c->w[prev] & ~REP_S_SPOILED) == h &&
+			     !(c->w[prev] & REP_S_SPOILED) && nslots && rnd_below(s, 4) &&
+			     !has_string_insn(c->t, (uint32_t)h);
+		size_t take = again ? 1 + rnd_below(s, (unsigned)nslots) : 0;
+		for (size_t k = nslots - take + 1; k <= nslots; k++)
+			c->w[at + k] = c->w[prev + k];
+		(*out)[(*n)++] = take ? ((h & ~(0xffffULL << 48)) | REP_S_REPEAT |
+					 (uint64_t)(nslots - take) << 48) : h;
+		for (size_t k = 1; k <= nslots - take; k++)
+			(*out)[(*n)++] = c->w[at + k];
+		made += take > 0;
+		prev = at;
+	}
+	return made;
+}
+
+static void feed_cut_anywhere(struct rep_recover *r, const uint64_t *w, size_t n, uint64_t *s)
+{
+	for (size_t at = 0, k; at < n; at += k) {
+		k = 1 + rnd_below(s, rnd_below(s, 4) ? 30 : 2000);
+		if (k > n - at)
+			k = n - at;
+		ck_assert_msg(rep_recover__feed(r, w + at, k, UINT64_MAX) == 0, "%s", rep_errmsg());
+	}
+	rep_recover__flush(r);
+}
+
+/* A stream with repeat units recovers as the same stream of whole units
+ * does, cut between feeds anywhere: the same references, counts and stats
+ * (the bytes aside), by the fast plans, the general path and counting
+ * alone. */
+START_TEST(repeat_units_recover_as_whole_ones)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	const int nblocks = 30, nunits = 5000;
+
+	for (int round = 0; round < 6; round++) {
+		struct corpus c;
+		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+		uint64_t *compact;
+		size_t ncompact;
+
+		ck_assert_ptr_nonnull(boundary);
+		mixed_corpus(&s, &c, nblocks, nunits, false, boundary);
+		ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact), 0);
+		struct delivery whole = { 0 }, fast = { 0 }, general = { 0 };
+		struct rep_recover *count_whole, *count_compact;
+		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &whole, &whole.r), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &fast, &fast.r), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &general, &general.r), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, NULL, NULL, &count_whole), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, NULL, NULL, &count_compact), 0);
+		rep__recover_general_only(general.r);
+		feed_cut_anywhere(whole.r, c.w, c.n, &s);
+		feed_cut_anywhere(fast.r, compact, ncompact, &s);
+		feed_cut_anywhere(general.r, compact, ncompact, &s);
+		feed_cut_anywhere(count_whole, c.w, c.n, &s);
+		feed_cut_anywhere(count_compact, compact, ncompact, &s);
+		size_t where;
+		ck_assert_msg(refvec_eq(&whole.refs, &fast.refs, &where),
+			      "seed %#" PRIx64 ": fast plans differ at %zu", seed, where);
+		ck_assert_msg(refvec_eq(&whole.refs, &general.refs, &where),
+			      "seed %#" PRIx64 ": general path differs at %zu", seed, where);
+		struct rep_recover *rs[] = { fast.r, general.r, count_compact };
+		struct rep_recover *base[] = { whole.r, whole.r, count_whole };
+		for (size_t i = 0; i < 3; i++) {
+			struct rep_recover_stats a, b;
+			rep_recover__stats(base[i], &a);
+			rep_recover__stats(rs[i], &b);
+			ck_assert_uint_eq(b.bytes, 8 * ncompact);
+			a.bytes = b.bytes = 0;
+			ck_assert_msg(!memcmp(&a, &b, sizeof a), "seed %#" PRIx64 ": stats differ "
+				      "(%zu): units %" PRIu64 " %" PRIu64 ", spoiled %" PRIu64 " %" PRIu64,
+				      seed, i, a.units, b.units, a.spoiled, b.spoiled);
+			for (uint32_t x = 1; x <= (uint32_t)nblocks; x++) {
+				ck_assert_uint_eq(rep_recover__block_count(base[i], x),
+						  rep_recover__block_count(rs[i], x));
+				for (uint32_t y = 1; y <= (uint32_t)nblocks; y++)
+					ck_assert_uint_eq(rep_recover__edge_count(base[i], x, y),
+							  rep_recover__edge_count(rs[i], x, y));
+			}
+		}
+		struct rep_recover *all[] = { whole.r, fast.r, general.r, count_whole, count_compact };
+		for (size_t i = 0; i < 5; i++)
+			rep_recover__free(all[i]);
+		struct delivery *ds[] = { &whole, &fast, &general };
+		for (size_t i = 0; i < 3; i++) {
+			free(ds[i]->refs.v);
+			free(ds[i]->lens);
+		}
+		free(compact);
+		free(boundary);
+		free_corpus(&c);
+	}
+}
+END_TEST
+
+static int pool_sink_refs(void *arg, uint64_t stream, const struct rep_ref *refs, size_t n)
+{
+	(void)stream;
+	sink(arg, refs, n);
+	return 0;
+}
+
+/* A recovery pool cuts a feed into small chunks for its threads, but never
+ * before a repeat unit: what it delivers is what one recoverer does. */
+START_TEST(a_pool_never_cuts_a_repeat_unit_from_the_one_before)
+{
+	uint64_t seed = seed_from_env(), s = seed;
+	const int nblocks = 30, nunits = 4000;
+	struct corpus c;
+	bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+	uint64_t *compact;
+	size_t ncompact;
+	struct refvec serial = { 0 }, pooled = { 0 };
+
+	ck_assert_ptr_nonnull(boundary);
+	mixed_corpus(&s, &c, nblocks, nunits, false, boundary);
+	ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact), 0);
+	ck_assert_int_eq(recover_all(c.t, compact, ncompact, &serial), 0);
+	struct rep_pool_opts o = { .sz = sizeof o, .workers = 2, .depth = 8, .chunk_bytes = 64 };
+	struct rep_pool *p;
+	ck_assert_int_eq(rep_pool__new(c.t, &o, pool_sink_refs, &pooled, &p), 0);
+	ck_assert_int_eq(rep_pool__feed(p, 0, compact, ncompact, 0, 0), 0);
+	ck_assert_int_eq(rep_pool__finish(p), 0);
+	struct rep_pool_stats st;
+	rep_pool__stats(p, &st);
+	ck_assert_uint_gt(st.chunks, 100);	/* cut small */
+	size_t where;
+	ck_assert_msg(refvec_eq(&serial, &pooled, &where), "seed %#" PRIx64 ": differs at %zu "
+		      "(%zu vs %zu)", seed, where, serial.n, pooled.n);
+	rep_pool__free(p);
+	free(serial.v);
+	free(pooled.v);
+	free(compact);
+	free(boundary);
+	free_corpus(&c);
+}
+END_TEST
+
 /* ------------------------------------------------ fetches left out */
 
 /* A recoverer's sink: a simulator, and what reached it. */
@@ -1459,6 +1677,7 @@ int main(void)
 	tcase_add_test(tc, string_instructions_that_stop_early_or_go_down);
 	tcase_add_test(tc, counts_blocks_and_edges);
 	tcase_add_test(tc, spoiled_units_are_counted_and_skipped);
+	tcase_add_test(tc, repeat_units_need_their_block_just_before);
 	tcase_add_test(tc, many_successors);
 	tcase_add_test(tc, bad_streams_name_the_offset);
 	tcase_add_test(tc, optimised_streams_recover_the_same_references);
@@ -1468,6 +1687,8 @@ int main(void)
 	tcase_add_test(tc, units_split_across_feeds);
 	tcase_add_test(tc, fast_plans_deliver_what_the_general_path_does);
 	tcase_add_test(tc, counting_fast_path_counts_what_the_general_path_does);
+	tcase_add_test(tc, repeat_units_recover_as_whole_ones);
+	tcase_add_test(tc, a_pool_never_cuts_a_repeat_unit_from_the_one_before);
 	tcase_add_test(tc, fetches_left_out_simulate_as_the_whole_stream);
 	tcase_add_test(tc, each_batch_carries_its_units_fetch_hits);
 	tcase_add_test(tc, file_round_trip);
