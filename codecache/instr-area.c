@@ -429,11 +429,13 @@ int cc__instr_set_gs(struct cc_instr *in)
 	return 0;
 }
 
-/* Row i's owner, in every installed function's block of the row. */
+/* Row i's owner, in every installed function's block of the row; no unit
+ * written last (a repeat unit needs the row's thread's own before it). */
 static void set_owner(struct cc_instr *in, size_t i, uint64_t fs)
 {
 	struct area *a = in->area;
 	uint64_t pid = (uint64_t)a->own_pid;
+	uint32_t none = 0;
 
 	a->owner[i] = fs;
 	for (unsigned k = 0; k < IS_SECTIONS; k++) {
@@ -442,6 +444,7 @@ static void set_owner(struct cc_instr *in, size_t i, uint64_t fs)
 		uint64_t blk = a->addr + i * IS_ROW + k * IS_SIZE;
 		attach_target__write(in->t, blk + IS_OWNER, &fs, sizeof fs);
 		attach_target__write(in->t, blk + IS_OWNER_PID, &pid, sizeof pid);
+		attach_target__write(in->t, blk + IS_LAST, &none, sizeof none);
 	}
 }
 

@@ -93,6 +93,39 @@ static bool direct_capture(const struct cc_instr *in, const struct unit *u,
 	return true;
 }
 
+/* Is slot only a base or an index of addresses (not a count, the rflags
+ * or a segment base, which the table reads as they are)? */
+static bool slot_only_addresses(const struct rep_built *b, uint16_t slot)
+{
+	for (uint32_t i = 0; i < b->block.nrefs; i++) {
+		const struct rep_mref *m = &b->refs[i];
+		if (m->seg == slot || m->count == slot || m->count_end == slot || m->rflags == slot)
+			return false;
+	}
+	return true;
+}
+
+/* A direct slot used only in addresses holds its register as the commit
+ * finds it: the steps taken since the capture come off the displacements
+ * of the references using it (mod 2^64, as recovery adds), not off the
+ * value, which saves the commit a lea. */
+static void fold_step(struct unit *u, uint16_t slot)
+{
+	struct rep_built *b = &u->b;
+	uint64_t step = (uint64_t)(int64_t)u->direct_step[slot];
+
+	if (!step || !slot_only_addresses(b, slot))
+		return;
+	for (uint32_t i = 0; i < b->block.nrefs; i++) {
+		struct rep_mref *m = &b->refs[i];
+		if (m->base == slot)
+			m->disp = (int64_t)((uint64_t)m->disp - step);
+		if (m->index == slot)
+			m->disp = (int64_t)((uint64_t)m->disp - step * m->scale);
+	}
+	u->direct_step[slot] = 0;
+}
+
 static void plan_direct(const struct cc_instr *in, struct unit *u)
 {
 	uint8_t captures[IS_MAX_SLOTS + 1] = { 0 };
@@ -110,6 +143,7 @@ static void plan_direct(const struct cc_instr *in, struct unit *u)
 		u->direct |= 1ull << cap->slot;
 		u->direct_reg[cap->slot] = cap->reg;
 		u->direct_step[cap->slot] = step;
+		fold_step(u, cap->slot);
 	}
 }
 

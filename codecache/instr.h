@@ -99,7 +99,8 @@ struct unit {
 	/* slots the commit writes straight from their register, which nothing
 	 * between the capture point and the commit changes but by known steps
 	 * (no capture, no reload, and nothing a signal handler can spoil): the
-	 * slot is the register less direct_step */
+	 * slot is the register less direct_step (0 when the references using
+	 * the slot take the steps off their displacements instead) */
 	uint64_t direct;
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	int32_t direct_step[IS_MAX_SLOTS + 1];
