@@ -718,34 +718,66 @@ static inline int recover_whole_unit(struct rep_recover *r, const struct rep_blk
 	return fast_unit_fits(r, x, u[0]) ? fast_unit(r, x, u) : do_unit(r, x, u, off);
 }
 
-/* A repeat unit: the slots it does not hold are those of the unit before
- * it, which must be its block's (nothing else in between: no gap, no
- * spoiled unit, no other block); else it is counted as spoiled. */
-static int repeat_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
-		       uint64_t off)
+/* Can a repeat unit of x be rebuilt: is the unit before it x's? */
+static inline bool repeat_known(const struct rep_recover *r, const struct rep_blk *x)
 {
-	uint32_t pos = (uint32_t)(x - r->t->blks);
+	return r->prev == (uint32_t)(x - r->t->blks) + 1 && r->last && r->last[0] == x->hdr;
+}
+
+/* The whole unit a repeat unit u of x stands for, in r->repeated (now the
+ * last unit): its slots, then the rest of the unit before it. */
+static inline const uint64_t *fill_repeated(struct rep_recover *r, const struct rep_blk *x,
+					    const uint64_t *u)
+{
 	size_t held = (size_t)(u[0] >> 48);
 
-	if (r->prev != pos + 1 || !r->last || r->last[0] != x->hdr) {
-		r->st.spoiled++;
-		r->prev = 0;
-		r->cut = true;
-		return 0;
-	}
 	r->repeated[0] = x->hdr;
 	for (size_t i = 1; i <= held; i++)
 		r->repeated[i] = u[i];
 	if (r->last != r->repeated)
 		for (size_t i = held + 1; i <= x->b.nslots; i++)
 			r->repeated[i] = r->last[i];
-	return recover_whole_unit(r, x, r->repeated, off);
+	r->last = r->repeated;
+	return r->repeated;
+}
+
+/* The common repeat unit, rebuilt and written by the fast plans. */
+static inline bool repeat_fits(const struct rep_recover *r, const struct rep_blk *x)
+{
+	return repeat_known(r, x) && fast_unit_fits(r, x, x->hdr);
+}
+
+/* A repeat unit: the slots it does not hold are those of the unit before
+ * it, which must be its block's (nothing else in between: no gap, no
+ * spoiled unit, no other block); else it is counted as spoiled. */
+static int repeat_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
+		       uint64_t off)
+{
+	if (!repeat_known(r, x)) {
+		r->st.spoiled++;
+		r->prev = 0;
+		r->cut = true;
+		return 0;
+	}
+	if (!r->sink && !x->has_group && !r->general_only)	/* counts only: no slot read */
+		return count_unit(r, x);
+	return recover_whole_unit(r, x, fill_repeated(r, x, u), off);
 }
 
 static inline int recover_unit(struct rep_recover *r, const struct rep_blk *x, const uint64_t *u,
 			       uint64_t off)
 {
 	return u[0] & REP_S_REPEAT ? repeat_unit(r, x, u, off) : recover_whole_unit(r, x, u, off);
+}
+
+/* The block of a repeat unit's header that holds fewer slots than its
+ * block has, or NULL (check_header then says what is wrong). */
+static inline const struct rep_blk *repeat_block(const struct rep_table *t, uint64_t h)
+{
+	const struct rep_blk *x = rep__lookup(t, (uint32_t)h);
+
+	return x && (h & ~(0xffffULL << 48)) == ((x->hdr & 0xffffffffu) | REP_S_REPEAT) &&
+	       (h >> 48) < x->b.nslots ? x : NULL;
 }
 
 /* The last unit copied where the next feed cannot overwrite it. */
@@ -779,7 +811,19 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 
 	while (i < n) {
 		const uint64_t *u = w + i;
-		const struct rep_blk *x = known_block(r->t, u[0]);
+		const struct rep_blk *x;
+		if (u[0] & REP_S_REPEAT) {	/* a loop's body again */
+			x = repeat_block(r->t, u[0]);
+			if (x && i + REP_S_WORDS(u[0]) <= n && repeat_fits(r, x)) {
+				if ((rc = fast_unit(r, x, fill_repeated(r, x, u))))
+					break;
+				i += REP_S_WORDS(u[0]);
+				continue;
+			}
+			x = NULL;	/* the general way */
+		} else {
+			x = known_block(r->t, u[0]);
+		}
 		if (x && i + 1 + x->b.nslots <= n && fast_unit_fits(r, x, u[0])) {
 			r->last = u;
 			if ((rc = fast_unit(r, x, u)))
