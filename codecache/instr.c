@@ -25,6 +25,23 @@
  * the stub empties and counts when it is full: units still there when the
  * copy is undone (at most 8 KiB) are not counted as dropped.
  *
+ * Repeat units: a unit that loops on itself alone (a loop of one block), all
+ * of whose slots are written from their registers at the commit, writes the
+ * slots whose registers it never changes (an array's base, a loop bound in
+ * memory's pointer) once per run of the loop: run again right after itself,
+ * it writes a repeat unit (REP_S_REPEAT) with the other slots only, and
+ * recovery takes the rest from the unit before, which is its own. The copy
+ * knows that from IS_LAST: every commit of a copy that has such a unit
+ * writes there its id (such a unit, when it writes itself whole) or 0, so a
+ * handler's run of the copy in between, or any other unit, sends the next
+ * run of the loop to a whole unit; so does a ring's word that is not CLEAR,
+ * so every chunk begins with whole units and recovery can start at any. The
+ * loop's exit must be a unit of the copy (its commit comes before anything
+ * else can run) and the loop not the entry (the gate commits nothing). The
+ * test, the read and the move of the pointer are one restartable range. On
+ * the streaming kernel this made recording 30% cheaper (2.1-2.3x of native
+ * against 2.8-3.2x).
+ *
  * Signals: a handler may run the copy on the thread it interrupts, anywhere
  * (the kernel restores the registers after it, not the block's words).
  * The commit's reservation (read the pointer, check the word there, move
