@@ -800,32 +800,40 @@ static int fail_flush(struct rep_recover *r, int rc)
 	return rc;
 }
 
+/* Repeat units of one block in a row from w[i] on, each rebuilt and
+ * written by the block's plan (a loop of one block running on): the words
+ * they took, 0 when the first cannot go that way. Out of the whole units'
+ * loop, whose code it would slow down. */
+static size_t __attribute__((noinline)) repeat_run(struct rep_recover *r, const uint64_t *w,
+						    size_t n, size_t i, int *rc)
+{
+	const struct rep_blk *x = repeat_block(r->t, w[i]);
+	size_t at = i, len = REP_S_WORDS(w[i]);
+
+	while (x && at + len <= n && w[at] == w[i] && repeat_fits(r, x)) {
+		if ((*rc = fast_unit(r, x, fill_repeated(r, x, w + at))))
+			break;
+		at += len;
+	}
+	return at - i;
+}
+
 /* Whole units from w[i..n), a unit cut at n kept for the next call. The
  * offset and byte count are brought up to date once, at the end (on an
- * error: to the bad unit's start). */
+ * error: to the bad unit's start). The last unit is kept in a register
+ * here, in r->last for what is called. */
 static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t i)
 {
 	const size_t i0 = i;
 	const uint64_t off0 = r->off;
+	const uint64_t *last = r->last;
 	int rc = 0;
 
 	while (i < n) {
 		const uint64_t *u = w + i;
-		const struct rep_blk *x;
-		if (u[0] & REP_S_REPEAT) {	/* a loop's body again */
-			x = repeat_block(r->t, u[0]);
-			if (x && i + REP_S_WORDS(u[0]) <= n && repeat_fits(r, x)) {
-				if ((rc = fast_unit(r, x, fill_repeated(r, x, u))))
-					break;
-				i += REP_S_WORDS(u[0]);
-				continue;
-			}
-			x = NULL;	/* the general way */
-		} else {
-			x = known_block(r->t, u[0]);
-		}
+		const struct rep_blk *x = known_block(r->t, u[0]);
 		if (x && i + 1 + x->b.nslots <= n && fast_unit_fits(r, x, u[0])) {
-			r->last = u;
+			last = u;
 			if ((rc = fast_unit(r, x, u)))
 				break;
 			i += 1 + (size_t)x->b.nslots;
@@ -833,11 +841,22 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		}
 		if (x && i + 1 + x->b.nslots <= n && fast_count_fits(r, x, u[0])) {
 			size_t run = x->b.nslots ? 1 : run_of(u, n - i);
-			r->last = u;
+			last = u;
 			if ((rc = count_run(r, x, run)))
 				break;
 			i += run * (1 + (size_t)x->b.nslots);
 			continue;
+		}
+		r->last = last;
+		if (!x && (u[0] & REP_S_REPEAT)) {	/* a loop's body again */
+			size_t took = repeat_run(r, w, n, i, &rc);
+			last = r->last;
+			if (rc)
+				break;
+			if (took) {
+				i += took;
+				continue;
+			}
 		}
 		uint64_t off = off0 + 8 * (uint64_t)(i - i0);
 		if (!x && (rc = check_header(r, u[0], off, &x)))
@@ -845,16 +864,20 @@ static int feed_units(struct rep_recover *r, const uint64_t *w, size_t n, size_t
 		size_t len = REP_S_WORDS(u[0]);
 		if (i + len > n) {
 			keep_last(r);
+			last = r->last;
 			r->ncarry = n - i;
 			r->carry_off = off;
 			memcpy(r->carry, u, r->ncarry * 8);
 			i = n;
 			break;
 		}
-		if ((rc = recover_unit(r, x, u, off)))
+		rc = recover_unit(r, x, u, off);
+		last = r->last;
+		if (rc)
 			break;
 		i += len;
 	}
+	r->last = last;
 	keep_last(r);
 	r->off = off0 + 8 * (uint64_t)(i - i0);
 	r->st.bytes += 8 * (uint64_t)(i - i0);
