@@ -433,7 +433,9 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 	}
 	const struct ci_insn *ci = &in->insns[u->first + u->n - 1];
 	uint64_t end = ci->pc + ci->len;
-	if (ci->falls && !(next && in->insns[next->first].pc == end && !u->carried)) {
+	/* the next unit follows, unless a whole record is laid out in between */
+	bool next_follows = next && in->insns[next->first].pc == end && !u->carried;
+	if (ci->falls && !next_follows) {
 		const struct unit *to = cc__instr_unit_at(in, end);	/* fall through to a unit laid out elsewhere */
 		put(o, (uint8_t[]){ 0xe9 }, 1);
 		rel32(o, to ? in->code + to->off : end);
