@@ -5,8 +5,10 @@
  * with 1000 longs per call and with 16 (where the three jumps a call pays
  * while switched off weigh the most), and on the pointer chase of
  * bench/instr-chase through 64 MiB, the target's own work rate (calls/s from its "alive
- * CALLS" lines) in each state, in interleaved rounds: native (before and
- * after each round, averaged), instrumented but switched off, on 1%, 10%
+ * CALLS" lines) in each state, in interleaved rounds: native (between
+ * every two states: each state is weighed against the mean of the native
+ * windows just before and just after it, since this host's rate drifts by
+ * 10-20% between minutes), instrumented but switched off, on 1%, 10%
  * and 50% of the time (duty cycles 2/198, 20/180, 100/100 ms), on 100%
  * (full cache simulation, exhaustive), CAB's sampling mode (on 100%, the
  * target never waits, the consumer takes what it can), and under an
@@ -18,9 +20,10 @@
  * those of 10% on and of sampling mode against the exhaustive one's, and
  * the range the report gives a sampled LL ratio (its cold-start misses,
  * first touches of lines, counted as hits .. as measured).
- * Each state's figure is the median of its rounds, its ratio to native's,
- * by the wall clock and per second of the target's own CPU time; each
- * round's ratios are printed too (wall/CPU), as the machine is shared.
+ * Each state's figure is the median of its rounds' rates, and the median of
+ * its rounds' ratios to their own natives, by the wall clock and per second
+ * of the target's own CPU time; each round's ratios are printed too
+ * (wall/CPU), as the machine is shared.
  *
  * Then the load doubling under --max-overhead 5: instr_kernel with 2
  * threads, one working; after BUDGET_SETTLE_S, the second starts (SIGUSR2),
@@ -80,6 +83,7 @@ static const struct state_def {
 /* One state's figures in one round. */
 struct seen {
 	double rate, per_cpu;
+	double native, native_cpu;	/* the natives around it, averaged */
 	double d1, ll;			/* miss ratios, -1: none */
 	double ll_warm;			/* LL's, cold-start misses as hits */
 	double fraction, estimate;	/* a budget's, as stats says at the end */
@@ -174,17 +178,28 @@ static void measure(struct padrone_session *s, struct target *t, const char *fun
 	padrone_session__detach(s);
 }
 
-/* One round: native, every state in turn, native again (averaged). */
+/* One round: every state in turn, each between two native windows; the
+ * round's native is their mean. */
 static void round_of(struct padrone_session *s, struct target *t, const char *func,
 		     struct seen v[NSTATES])
 {
-	struct seen after;
+	struct seen before, after, *n = &v[NATIVE];
 
-	for (int k = 0; k < NSTATES; k++)
+	measure(s, t, func, NATIVE, &before);
+	*n = before;
+	for (int k = NATIVE + 1; k < NSTATES; k++) {
 		measure(s, t, func, k, &v[k]);
-	measure(s, t, func, NATIVE, &after);
-	v[NATIVE].rate = (v[NATIVE].rate + after.rate) / 2;
-	v[NATIVE].per_cpu = (v[NATIVE].per_cpu + after.per_cpu) / 2;
+		measure(s, t, func, NATIVE, &after);
+		v[k].native = (before.rate + after.rate) / 2;
+		v[k].native_cpu = (before.per_cpu + after.per_cpu) / 2;
+		n->rate += after.rate;
+		n->per_cpu += after.per_cpu;
+		before = after;
+	}
+	n->rate /= NSTATES;
+	n->per_cpu /= NSTATES;
+	n->native = n->rate;
+	n->native_cpu = n->per_cpu;
 }
 
 /* The median over the rounds of one figure of state k. */
@@ -198,43 +213,52 @@ static double median_of(struct seen v[][NSTATES], int k, size_t field)
 }
 #define MEDIAN(v, k, f) median_of(v, k, offsetof(struct seen, f))
 
-static void print_states(struct seen v[][NSTATES], double rate[NSTATES])
+/* State k's rate against the natives around it: the median over the
+ * rounds, by the wall clock or per CPU-second. */
+static double of_native(struct seen v[][NSTATES], int k, bool per_cpu)
 {
-	double cpu_native = MEDIAN(v, NATIVE, per_cpu);
+	double x[MAX_ROUNDS];
 
+	for (int r = 0; r < rounds; r++)
+		x[r] = per_cpu ? v[r][k].per_cpu / v[r][k].native_cpu : v[r][k].rate / v[r][k].native;
+	return bench_median(x, rounds);
+}
+
+static void print_states(struct seen v[][NSTATES], double ratio[NSTATES])
+{
 	for (int k = 0; k < NSTATES; k++) {
-		rate[k] = MEDIAN(v, k, rate);
+		ratio[k] = of_native(v, k, false);
 		printf("  %-28s %10.0f calls/s  %.3f of native | per target CPU-s %.3f", states[k].name,
-		       rate[k], rate[k] / rate[NATIVE], MEDIAN(v, k, per_cpu) / cpu_native);
+		       MEDIAN(v, k, rate), ratio[k], of_native(v, k, true));
 		if (MEDIAN(v, k, d1) >= 0)
 			printf(" | D1 miss %.4f%% LL %.4f%%", 100 * MEDIAN(v, k, d1),
 			       100 * MEDIAN(v, k, ll));
 		printf("  (rounds:");
 		for (int r = 0; r < rounds; r++)
-			printf(" %.3f/%.3f", v[r][k].rate / v[r][NATIVE].rate,
-			       v[r][k].per_cpu / v[r][NATIVE].per_cpu);
+			printf(" %.3f/%.3f", v[r][k].rate / v[r][k].native,
+			       v[r][k].per_cpu / v[r][k].native_cpu);
 		printf(")\n");
 	}
 }
 
-/* The overhead against the share on: linear means overhead(d) = d * overhead(1). */
-static void print_curve(const double rate[NSTATES])
+/* The overhead against the share on: linear means overhead(d) = d * overhead(1)
+ * (ratio: each state's rate of native). */
+static void print_curve(const double ratio[NSTATES])
 {
 	static const struct { enum state k; double d; } on[] = {
 		{ DUTY1, 0.01 }, { DUTY10, 0.10 }, { DUTY50, 0.50 }, { ON, 1.0 },
 	};
-	double full = rate[NATIVE] / rate[ON] - 1;
+	double full = 1 / ratio[ON] - 1;
 
 	printf("  overhead (native time per call - 1) by share on:");
 	for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
-		double o = rate[NATIVE] / rate[on[i].k] - 1;
+		double o = 1 / ratio[on[i].k] - 1;
 		printf(" %g%% %.3f (%.2fx of linear)", 100 * on[i].d, o,
 		       full > 0 ? o / (on[i].d * full) : 0);
 	}
-	printf("; off %.3f\n", rate[NATIVE] / rate[OFF] - 1);
+	printf("; off %.3f\n", 1 / ratio[OFF] - 1);
 	printf("  at 10%% on: %.3fx the overhead at 100%% (goal <= 0.15x); off: %.3f of native "
-	       "(goal >= 0.99)\n", full > 0 ? (rate[NATIVE] / rate[DUTY10] - 1) / full : 0,
-	       rate[OFF] / rate[NATIVE]);
+	       "(goal >= 0.99)\n", full > 0 ? (1 / ratio[DUTY10] - 1) / full : 0, ratio[OFF]);
 }
 
 /* A miss ratio against the exhaustive one: relative difference, or the
@@ -277,16 +301,14 @@ static void print_sampled_ratios(struct seen v[][NSTATES])
 
 static void print_budgets(struct seen v[][NSTATES])
 {
-	double cpu_native = MEDIAN(v, NATIVE, per_cpu);
-
 	for (int k = BUDGET5; k <= BUDGET10; k++) {
 		double pct = states[k].budget;
 		printf("  --max-overhead %g: overhead measured %.1f%% (goal <= %g%% + 1 point), "
 		       "per target CPU-s %.1f%%; (rounds: measured/share on chosen/estimated:", pct,
-		       100 * (MEDIAN(v, NATIVE, rate) / MEDIAN(v, k, rate) - 1), pct,
-		       100 * (cpu_native / MEDIAN(v, k, per_cpu) - 1));
+		       100 * (1 / of_native(v, k, false) - 1), pct,
+		       100 * (1 / of_native(v, k, true) - 1));
 		for (int r = 0; r < rounds; r++)
-			printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (v[r][NATIVE].rate / v[r][k].rate - 1),
+			printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (v[r][k].native / v[r][k].rate - 1),
 			       100 * v[r][k].fraction, v[r][k].estimate);
 		printf(")\n");
 	}
@@ -308,7 +330,7 @@ static struct padrone_session *started(struct target *t, char *const argv[])
 static void workload(const char *title, char *const argv[], const char *func)
 {
 	static struct seen v[MAX_ROUNDS][NSTATES];
-	double rate[NSTATES];
+	double ratio[NSTATES];
 	struct target t;
 	struct padrone_session *s = started(&t, argv);
 
@@ -316,8 +338,8 @@ static void workload(const char *title, char *const argv[], const char *func)
 	fflush(stdout);
 	for (int r = 0; r < rounds; r++)
 		round_of(s, &t, func, v[r]);
-	print_states(v, rate);
-	print_curve(rate);
+	print_states(v, ratio);
+	print_curve(ratio);
 	print_sampled_ratios(v);
 	print_budgets(v);
 	fflush(stdout);
