@@ -492,6 +492,11 @@ int cc_instr__switch(struct cc_instr *in, bool on);
 bool cc_instr__on(const struct cc_instr *in);
 /* The copy's code: [*addr, *addr + *size). */
 void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
+/* What a call runs switched off besides the original's own code: the
+ * gate, in the copy ([gate[0], gate[0] + gate[1])), and the detour, the
+ * original's displaced first bytes ([detour[0], detour[0] + detour[1]);
+ * size 0 when the entry has none). */
+void cc_instr__off_path(const struct cc_instr *in, uint64_t gate[2], uint64_t detour[2]);
 /* A thread cloned while instrumented (world stopped, or from the clone
  * event): its gs_base goes to a free ring's state block, or, with none
  * free, to the sink block (what it runs of the copy is recorded nowhere),

@@ -410,6 +410,14 @@ void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size)
 	*size = in->code_size;
 }
 
+void cc_instr__off_path(const struct cc_instr *in, uint64_t gate[2], uint64_t detour[2])
+{
+	gate[0] = in->code + in->gate_off;
+	gate[1] = CI_GATE_SIZE;
+	detour[0] = in->detour;
+	detour[1] = in->detour ? in->detour_size : 0;
+}
+
 void cc_instr__free(struct cc_instr *in)
 {
 	if (!in)

@@ -202,6 +202,7 @@ int cc__instr_place_code(struct cc_instr *in);
 /* The gate's landings, from its start: on (the units), off (the detour). */
 #define CI_GATE_ON 24
 #define CI_GATE_OFF 32
+#define CI_GATE_SIZE (CI_GATE_OFF + 5)	/* the off landing's jmp rel32 ends it */
 uint64_t cc__instr_gate(const struct cc_instr *in, bool on);
 bool cc__instr_transfers(const struct ci_insn *ci);
 /* instr-area.c */

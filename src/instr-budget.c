@@ -10,11 +10,12 @@
  * context switch: in a run here, redis-server's time per request in off
  * windows was 24% above its native one with them, 4% per CPU); at each
  * window's end its samples are counted as on or off, and as in the
- * functions (original, copy, ring stub and gate: waiting for the consumer
- * is the copy's cost; a kernel sample is where its thread's user code
- * called the kernel, so the stub's system calls are the copy's) or not;
- * samples in a copy count as on in either window (a call begun on ends in
- * the copy, and its time is the copy's).
+ * functions (original, copy and ring stub, gate and detour: waiting for
+ * the consumer is the copy's cost; a kernel sample is where its thread's
+ * user code called the kernel, so the stub's system calls are the copy's)
+ * or not; samples in a copy count as on in either window (a call begun on
+ * ends in the copy, and its time is the copy's), those in the gate and
+ * the detour as the copy's on and as the cost of being switched off off.
  * A thread asleep is not sampled by cpu-clock, so the time the target's
  * threads waited in the copies' ring stubs for the consumer, which each
  * stub measures itself around its wait (the ring's producer wait time,
@@ -49,12 +50,18 @@
  * then (without one, the last base stands); a thread that loops inside a
  * function and never calls it shows nothing there, where the samples do.
  *
- * The estimate is the larger of the two that are known: a budget is a
- * ceiling. The time on is not a good measure of it: a window of 1 ms may
- * leave a thread waiting for the consumer for several more, and the copy's
- * cost per millisecond on is the pipeline's pace, not the copy's CPU cost.
+ * Both take the off windows as their base, so neither sees what being
+ * switched off costs: the gate's count and jumps, and the detour, which a
+ * call of a 20-ns function here pays about 2.5% for. Their share of the
+ * samples off is that cost, which the estimate adds to the larger of the
+ * two measures that are known (a budget is a ceiling), and which the time
+ * on may not spend. The time on is not a good measure of the cost on: a
+ * window of 1 ms may leave a thread waiting for the consumer for several
+ * more, and the copy's cost per millisecond on is the pipeline's pace, not
+ * the copy's CPU cost.
  * Every BUDGET_EVERY_MS, with d_was the share on over the same (decayed)
- * time, the target is PCT * d_was / overhead, kept within [BUDGET_MIN,
+ * time, the target is (PCT - off) * d_was / on, with off and on the costs
+ * of being switched off and on above, kept within [BUDGET_MIN,
  * BUDGET_MAX] (some time on to measure the copy, some off to measure the
  * original); d falls to it at once, or rises half way to it, at most
  * doubling: a feedback on the measured loss, which follows it however it
@@ -314,17 +321,22 @@ static bool in_range(uint64_t pc, uint64_t addr, uint64_t size)
 	return pc >= addr && pc - addr < size;
 }
 
-enum where { ELSEWHERE, IN_ORIGINAL, IN_COPY };
+enum where { ELSEWHERE, IN_ORIGINAL, IN_COPY, IN_SWITCH };
+_Static_assert(IN_SWITCH + 1 == BUDGET_WHERE, "instr-state.h counts as many places");
 
 /* Where a sampled pc is: an active function's original, its copy (ring
- * stub and gate included), or neither. */
+ * stub included), the way a call goes switched off besides the original's
+ * own code (the copy's gate, the detour), or none of them. */
 static enum where where(const struct instr_state *st, uint64_t pc)
 {
 	for (size_t i = 0; i < st->nf; i++) {
 		const struct func *f = &st->f[i];
-		uint64_t copy, copy_size;
+		uint64_t copy, copy_size, gate[2], detour[2];
 		if (!f->active)
 			continue;
+		cc_instr__off_path(f->in, gate, detour);
+		if (in_range(pc, gate[0], gate[1]) || in_range(pc, detour[0], detour[1]))
+			return IN_SWITCH;
 		cc_instr__copy(f->in, &copy, &copy_size);
 		if (in_range(pc, copy, copy_size))
 			return IN_COPY;
@@ -334,14 +346,14 @@ static enum where where(const struct instr_state *st, uint64_t pc)
 	return ELSEWHERE;
 }
 
-/* The sampler's counts since it was opened: in the originals, in the
- * copies, and all. A sample is where its thread ran user code (the first
- * user frame). */
-static void count_samples(const struct instr_state *st, uint64_t n[3])
+/* The sampler's counts since it was opened, by enum where (n[ELSEWHERE]:
+ * all). A sample is where its thread ran user code (the first user
+ * frame). */
+static void count_samples(const struct instr_state *st, uint64_t n[BUDGET_WHERE])
 {
 	size_t stacks = prof_sampler__stack_count(st->budget.smp);
 
-	n[0] = n[1] = n[2] = 0;
+	memset(n, 0, BUDGET_WHERE * sizeof *n);
 	for (size_t i = 0; i < stacks; i++) {
 		const uint64_t *ips;
 		size_t nips, k = 0;
@@ -350,10 +362,10 @@ static void count_samples(const struct instr_state *st, uint64_t n[3])
 			continue;
 		while (k < nips && ips[k] >= PROF_KERNEL_START)
 			k++;
-		n[2] += count;
+		n[ELSEWHERE] += count;
 		enum where w = k < nips ? where(st, ips[k]) : ELSEWHERE;
 		if (w != ELSEWHERE)
-			n[w == IN_ORIGINAL ? 0 : 1] += count;
+			n[w] += count;
 	}
 }
 
@@ -367,10 +379,24 @@ static double samples_waited(struct instr_budget *b)
 	return ns * BUDGET_HZ / 1e9;
 }
 
+/* The samples since the last window's end, by enum where (all:
+ * n[ELSEWHERE]); false when the sampler's counts went back. */
+static bool samples_since(struct instr_budget *b, const uint64_t n[BUDGET_WHERE],
+			  double d[BUDGET_WHERE])
+{
+	for (int w = 0; w < BUDGET_WHERE; w++) {
+		if (n[w] < b->prev[w])
+			return false;
+		d[w] = (double)(n[w] - b->prev[w]);
+	}
+	return true;
+}
+
 void instr__budget_window_end(struct instr_state *st, bool on)
 {
 	struct instr_budget *b = &st->budget;
-	uint64_t n[3];
+	uint64_t n[BUDGET_WHERE];
+	double d[BUDGET_WHERE];
 
 	if (!b->smp)
 		return;
@@ -379,17 +405,21 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 	b->split = false;
 	count_samples(st, n);
 	double waited = samples_waited(b);
-	if (n[0] >= b->prev[0] && n[1] >= b->prev[1] && n[2] >= b->prev[2]) {
-		double orig = (double)(n[0] - b->prev[0]), copy = (double)(n[1] - b->prev[1]);
-		double all = (double)(n[2] - b->prev[2]);
+	if (samples_since(b, n, d)) {
+		double all = d[ELSEWHERE], orig = d[IN_ORIGINAL], sw = d[IN_SWITCH];
 		/* the copy's time, the ends of calls begun on included, is
-		 * instrumented time whatever the window */
+		 * instrumented time whatever the window; on, the gate is the
+		 * copy's way in */
+		double copy = d[IN_COPY] + (on ? sw : 0);
 		double on_in = copy + waited, on_all = copy + waited;
 		if (on) {
 			on_in += orig;
 			on_all = all + waited;
 		} else {
-			b->in_off += orig;
+			/* off, the gate and detour are the functions' cost of being
+			 * switched off, which the original alone does not pay */
+			b->in_off += orig + sw;
+			b->in_switch += sw;
 			b->all_off += all - copy;
 			b->samples_off += (uint64_t)(all - copy);
 		}
@@ -455,6 +485,18 @@ static int overhead_by_samples(struct instr_budget *b, double *overhead)
 	return 1;
 }
 
+/* What being switched off costs the target (a fraction): its share of
+ * the time off spent in the gates and detours. Both other measures take
+ * the off windows as their base, so neither sees it; 0 until there are
+ * samples enough. */
+static double overhead_off(const struct instr_budget *b)
+{
+	if (b->all_off < BUDGET_MIN_OFF)
+		return 0;
+	double share = fmin(b->in_switch / b->all_off, 0.99);
+	return share / (1 - share);
+}
+
 /* The overhead from the busy time per call (a fraction): false when the
  * calls are not counted or too few. */
 static bool overhead_by_calls(struct instr_budget *b, double *overhead)
@@ -476,11 +518,12 @@ static bool overhead_by_calls(struct instr_budget *b, double *overhead)
 }
 
 /* The fraction that keeps the target within the budget, and the estimate
- * behind it: the larger of the two measures known; false when neither is
- * (the note says why; *target the least share when they cannot be). */
+ * behind it: what being switched off costs plus the larger of the two
+ * measures of being on that are known; false when neither is (the note
+ * says why; *target the least share when they cannot be). */
 static bool estimate(struct instr_budget *b, double *target)
 {
-	double by_samples = 0, by_calls = 0;
+	double by_samples = 0, by_calls = 0, off = overhead_off(b);
 	int samples = overhead_by_samples(b, &by_samples);
 	bool calls = overhead_by_calls(b, &by_calls);
 
@@ -496,10 +539,12 @@ static bool estimate(struct instr_budget *b, double *target)
 	b->overhead_samples = 100 * by_samples;
 	b->overhead_calls = 100 * by_calls;
 	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
-	b->overhead = 100 * fmax(by_samples, by_calls);
-	b->cost = b->overhead / 100 / was;	/* per unit of d */
-	*target = b->cost > 0 ? fmin(BUDGET_MAX, fmax(BUDGET_MIN, b->pct / 100 / b->cost)) :
-		BUDGET_MAX;
+	double room = b->pct / 100 - off;	/* what the time on may cost */
+	b->overhead_off = 100 * off;
+	b->overhead = 100 * (off + fmax(by_samples, by_calls));
+	b->cost = fmax(by_samples, by_calls) / was;	/* per unit of d */
+	*target = room <= 0 ? BUDGET_MIN : b->cost > 0 ?
+		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / b->cost)) : BUDGET_MAX;
 	b->known = true;
 	return true;
 }
@@ -534,6 +579,7 @@ void instr__budget_period_end(struct instr_state *st)
 	b->in_off *= decay;
 	b->all_off *= decay;
 	b->in_copy *= decay;
+	b->in_switch *= decay;
 	b->asleep *= decay;
 	b->busy *= decay;
 	b->all_ns *= decay;

@@ -30,6 +30,9 @@ struct budget_row {
 	uint64_t busy_ns, wait_ns, calls;	/* on or waiting for a CPU; in the stubs */
 };
 
+/* the places a sample is counted by (instr-budget.c's enum where) */
+#define BUDGET_WHERE 4
+
 /* --max-overhead (instr-budget.c): a duty cycle whose share on is chosen
  * from the threads' busy time per call and from samples of the target, on
  * windows against off ones. */
@@ -37,8 +40,8 @@ struct instr_budget {
 	double pct;			/* the budget, % of the target's time; 0: none */
 	struct prof_sampler *smp;	/* cpu-clock samples of the target, read each window */
 	double fraction;		/* of each period, on now */
-	uint64_t prev[3];		/* the sampler's counts at the last window's end:
-					 * in the originals, in the copies, all */
+	uint64_t prev[BUDGET_WHERE];	/* the sampler's counts at the last window's
+					 * end, by where they were (instr-budget.c) */
 	/* samples in the functions (original, copy, stub, gate) and in all,
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
@@ -48,6 +51,7 @@ struct instr_budget {
 	 * and in all, either window, and the time on and in all (ms) over the
 	 * same, decayed */
 	double in_copy, asleep, busy, on_ms, period_ms;
+	double in_switch;		/* off, in the gates and detours (decayed) */
 	uint64_t samples_on, samples_off;	/* every window's, undecayed */
 	unsigned since_ms;		/* periods ended since the last estimate */
 	bool known;			/* an estimate was made */
@@ -70,6 +74,7 @@ struct instr_budget {
 	double base_ns, base_calls, all_ns, all_calls;
 	bool by_calls, by_samples;	/* the estimate rests on them */
 	double overhead_calls, overhead_samples;	/* each one's, % */
+	double overhead_off;		/* being switched off, % */
 	double ns_per_call_base, ns_per_call;
 	char calls_note[96];		/* why the calls tell nothing */
 };

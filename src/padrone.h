@@ -729,7 +729,8 @@ struct padrone_istats {
 	double max_overhead;	/* %, of the target's time */
 	double budget_fraction;	/* the share of each period on, chosen now */
 	bool estimated;		/* false: the estimate is unknown (note says why) */
-	double overhead;	/* estimated, % of the target's time, over the last seconds */
+	double overhead;	/* estimated, % of the target's time, over the last seconds
+				 * (overhead_off included) */
 	double slowdown;	/* of the functions' own code, on against off */
 	double share_on, share_off;	/* the functions' share of the target's CPU time */
 	double share_copy;	/* of the target's time in the copies (asleep in them too) */
@@ -747,6 +748,9 @@ struct padrone_istats {
 	double ns_per_call, ns_per_call_off;	/* busy time per call */
 	double recent_calls;	/* calls behind it (decayed) */
 	char calls_note[96];	/* why the calls tell no overhead, if they do not */
+	/* what being switched off costs (the gates and detours' share of the
+	 * samples off), %: the estimate is this plus the larger measure */
+	double overhead_off;
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
 void padrone_istats__free(struct padrone_istats *r);
