@@ -61,7 +61,8 @@
  * the copy's CPU cost.
  * Every BUDGET_EVERY_MS, with d_was the share on over the same (decayed)
  * time, the target is (PCT - off) * d_was / on, with off and on the costs
- * of being switched off and on above, kept within [BUDGET_MIN,
+ * of being switched off and on above (on per unit of d taken one spread
+ * high: how far it moved over the last estimates), kept within [BUDGET_MIN,
  * BUDGET_MAX] (some time on to measure the copy, some off to measure the
  * original); d falls to it at once, or rises half way to it, at most
  * doubling: a feedback on the measured loss, which follows it however it
@@ -94,6 +95,7 @@
 #define BUDGET_MAX 0.95
 #define BUDGET_EVERY_MS 1000u	/* between estimates (the end of a period after) */
 #define BUDGET_DECAY 0.95	/* per 200 ms: the estimate rests on ~4 s */
+#define BUDGET_SPREAD_W 0.25	/* an estimate's weight in the spread */
 /* an estimate needs at least these (decayed) samples */
 #define BUDGET_MIN_OFF 50.0
 #define BUDGET_MIN_ON 10.0
@@ -346,9 +348,8 @@ static enum where where(const struct instr_state *st, uint64_t pc)
 	return ELSEWHERE;
 }
 
-/* The sampler's counts since it was opened, by enum where (n[ELSEWHERE]:
- * all). A sample is where its thread ran user code (the first user
- * frame). */
+/* The sampler's counts since it was opened, by enum where. A sample is
+ * where its thread ran user code (the first user frame). */
 static void count_samples(const struct instr_state *st, uint64_t n[BUDGET_WHERE])
 {
 	size_t stacks = prof_sampler__stack_count(st->budget.smp);
@@ -362,10 +363,7 @@ static void count_samples(const struct instr_state *st, uint64_t n[BUDGET_WHERE]
 			continue;
 		while (k < nips && ips[k] >= PROF_KERNEL_START)
 			k++;
-		n[ELSEWHERE] += count;
-		enum where w = k < nips ? where(st, ips[k]) : ELSEWHERE;
-		if (w != ELSEWHERE)
-			n[w] += count;
+		n[k < nips ? where(st, ips[k]) : ELSEWHERE] += count;
 	}
 }
 
@@ -379,15 +377,17 @@ static double samples_waited(struct instr_budget *b)
 	return ns * BUDGET_HZ / 1e9;
 }
 
-/* The samples since the last window's end, by enum where (all:
- * n[ELSEWHERE]); false when the sampler's counts went back. */
+/* The samples since the last window's end, by enum where, and *all of
+ * them; false when the sampler's counts went back. */
 static bool samples_since(struct instr_budget *b, const uint64_t n[BUDGET_WHERE],
-			  double d[BUDGET_WHERE])
+			  double d[BUDGET_WHERE], double *all)
 {
+	*all = 0;
 	for (int w = 0; w < BUDGET_WHERE; w++) {
 		if (n[w] < b->prev[w])
 			return false;
 		d[w] = (double)(n[w] - b->prev[w]);
+		*all += d[w];
 	}
 	return true;
 }
@@ -405,8 +405,9 @@ void instr__budget_window_end(struct instr_state *st, bool on)
 	b->split = false;
 	count_samples(st, n);
 	double waited = samples_waited(b);
-	if (samples_since(b, n, d)) {
-		double all = d[ELSEWHERE], orig = d[IN_ORIGINAL], sw = d[IN_SWITCH];
+	double all;
+	if (samples_since(b, n, d, &all)) {
+		double orig = d[IN_ORIGINAL], sw = d[IN_SWITCH];
 		/* the copy's time, the ends of calls begun on included, is
 		 * instrumented time whatever the window; on, the gate is the
 		 * copy's way in */
@@ -517,10 +518,29 @@ static bool overhead_by_calls(struct instr_budget *b, double *overhead)
 	return true;
 }
 
+/* How far the cost per unit of d moved over the last estimates (a
+ * standard deviation, exponentially weighted: BUDGET_SPREAD_W per
+ * estimate, so the last four or so); 0 at the first. */
+static double cost_spread(struct instr_budget *b, double cost)
+{
+	if (!b->estimates++) {
+		b->cost_mean = cost;
+		b->cost_var = 0;
+		return 0;
+	}
+	double delta = cost - b->cost_mean;
+	b->cost_mean += BUDGET_SPREAD_W * delta;
+	b->cost_var = (1 - BUDGET_SPREAD_W) * (b->cost_var + BUDGET_SPREAD_W * delta * delta);
+	return sqrt(b->cost_var);
+}
+
 /* The fraction that keeps the target within the budget, and the estimate
  * behind it: what being switched off costs plus the larger of the two
  * measures of being on that are known; false when neither is (the note
- * says why; *target the least share when they cannot be). */
+ * says why; *target the least share when they cannot be). The time on may
+ * cost what is left of the budget with the cost per unit of d taken one
+ * spread high: a budget is a ceiling, and the estimates move by a point
+ * or two from one second to the next. */
 static bool estimate(struct instr_budget *b, double *target)
 {
 	double by_samples = 0, by_calls = 0, off = overhead_off(b);
@@ -530,6 +550,7 @@ static bool estimate(struct instr_budget *b, double *target)
 	if (samples <= 0 && !calls) {	/* not yet: the last estimate stands */
 		if (samples < 0) {
 			b->known = b->by_samples = b->by_calls = false;
+			b->estimates = 0;
 			*target = BUDGET_MIN;
 		}
 		return false;
@@ -543,8 +564,10 @@ static bool estimate(struct instr_budget *b, double *target)
 	b->overhead_off = 100 * off;
 	b->overhead = 100 * (off + fmax(by_samples, by_calls));
 	b->cost = fmax(by_samples, by_calls) / was;	/* per unit of d */
-	*target = room <= 0 ? BUDGET_MIN : b->cost > 0 ?
-		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / b->cost)) : BUDGET_MAX;
+	double spread = cost_spread(b, b->cost);
+	b->spread = 100 * spread * was;
+	*target = room <= 0 ? BUDGET_MIN : b->cost + spread > 0 ?
+		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / (b->cost + spread))) : BUDGET_MAX;
 	b->known = true;
 	return true;
 }

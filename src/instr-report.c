@@ -323,6 +323,7 @@ static void budget_stats(const struct instr_state *st, struct padrone_istats *r)
 	r->overhead_calls = b->overhead_calls;
 	r->overhead_samples = b->overhead_samples;
 	r->overhead_off = b->overhead_off;
+	r->spread = b->spread;
 	r->ns_per_call = b->ns_per_call;
 	r->ns_per_call_off = b->ns_per_call_base;
 	r->recent_calls = b->all_calls;

@@ -52,7 +52,8 @@ static void print_budget_json(FILE *f, const struct padrone_istats *r)
 	fprintf(f, "{\"max_overhead_pct\":%g,\"fraction\":%.4f,\"estimate\":",
 		r->max_overhead, r->budget_fraction);
 	if (r->estimated) {
-		fprintf(f, "{\"overhead_pct\":%.2f,\"off_pct\":%.2f", r->overhead, r->overhead_off);
+		fprintf(f, "{\"overhead_pct\":%.2f,\"spread_pct\":%.2f,\"off_pct\":%.2f",
+			r->overhead, r->spread, r->overhead_off);
 		print_measures_json(f, r);
 		fprintf(f, "}");
 	} else {
@@ -104,9 +105,9 @@ static void print_budget(FILE *f, const struct padrone_istats *r)
 	fprintf(f, "# overhead budget %g%%: on %.1f%% of the time; ", r->max_overhead,
 		100.0 * r->budget_fraction);
 	if (r->estimated)
-		fprintf(f, "estimated overhead %.1f%%: %.1f%% switched off (the gates' and "
-			"detours' share of the samples off), plus the larger of:\n", r->overhead,
-			r->overhead_off);
+		fprintf(f, "estimated overhead %.1f%% (+-%.1f): %.1f%% switched off (the gates' "
+			"and detours' share of the samples off), plus the larger of:\n",
+			r->overhead, r->spread, r->overhead_off);
 	else
 		fprintf(f, "overhead unknown:\n");
 	if (r->by_calls)

@@ -62,7 +62,7 @@ check "the share on chosen ($frac) is well below 1 and above 0; so is the time o
 	sed -n "s/.*\"on_fraction\":\([0-9.]*\).*/\1/p" "$tmp/js.out" | awk "{ exit !(\$1 > 0 && \$1 < 0.6) }"'
 run txt "$padrone" -p "$pid" stats
 check "stats: the budget, the share on, the estimate; the busy time per call and the samples, each with what it rests on" \
-	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*%: [0-9.]*% switched off (the gates. and detours. share of the samples off), plus the larger of:$" &&
+	eval 'status txt 0 && says txt "^# overhead budget 5%: on [0-9.]*% of the time; estimated overhead [0-9.]*% (+-[0-9.]*): [0-9.]*% switched off (the gates. and detours. share of the samples off), plus the larger of:$" &&
 	says txt "^#   busy time per call [0-9.]*% more than off ([1-9][0-9]* ns against [1-9][0-9]* ns; [1-9][0-9]* calls, the last seconds.)$" &&
 	says txt "^#   samples [0-9.]*% ([0-9.]*% of the time in the copies, whose code is [0-9.]*x slower: [0-9.]*% of the CPU time on, [0-9.]*% off); from [0-9]* samples on, [0-9]* off" &&
 	says js "\"samples\":{\"on\":[1-9][0-9]*,\"off\":[1-9][0-9]*,"'
@@ -71,7 +71,7 @@ check "stats: the budget, the share on, the estimate; the busy time per call and
 # two, so well under 5%) plus the larger of the two measures (axpy's calls are counted:
 # the flags are dead at its entry)
 larger() {
-	sed -n 's/.*"estimate":{"overhead_pct":\([0-9.]*\),"off_pct":\([0-9.]*\),"per_call":{"overhead_pct":\([0-9.]*\),"ns":\([0-9.]*\),"ns_off":\([0-9.]*\),"calls":\([0-9]*\)},"shares":{"overhead_pct":\([0-9.]*\),.*/\1 \2 \3 \4 \5 \6 \7/p' "$tmp/js.out" |
+	sed -n 's/.*"estimate":{"overhead_pct":\([0-9.]*\),"spread_pct":[0-9.]*,"off_pct":\([0-9.]*\),"per_call":{"overhead_pct":\([0-9.]*\),"ns":\([0-9.]*\),"ns_off":\([0-9.]*\),"calls":\([0-9]*\)},"shares":{"overhead_pct":\([0-9.]*\),.*/\1 \2 \3 \4 \5 \6 \7/p' "$tmp/js.out" |
 		awk '{ m = $2 + ($3 > $7 ? $3 : $7); exit !(NF == 7 && $1 - m < 0.021 && m - $1 < 0.021 && $2 < 5 && $4 > 0 && $5 > 0 && $6 >= 200) }'
 }
 check "stats -j: the estimate is off_pct plus the larger of per_call's and shares' overheads; ns, ns_off and the calls behind them given" larger
