@@ -3,7 +3,8 @@
  * loses at most PCT% of its time.
  *
  * The method (man/padrone.1 states it): periods of BUDGET_PERIOD_MS (up
- * to BUDGET_PERIOD_MAX_MS when d is too small for 1 ms of it), on for a
+ * to BUDGET_PERIOD_MAX_MS when d is too small for 1 ms of it, or too
+ * large for an off window of 2 * BUDGET_SPLIT_MS), on for a
  * fraction d of each, off for the rest. A cpu-clock sampler of
  * profile/ (no hardware PMU here) samples the target: per CPU when it may
  * (events on the target's threads would cost each of them ~7.5 us per
@@ -88,7 +89,7 @@
 #include <unistd.h>
 
 #define BUDGET_PERIOD_MS 200u
-#define BUDGET_PERIOD_MAX_MS 1000u	/* a share below 1/200: longer periods */
+#define BUDGET_PERIOD_MAX_MS 1000u	/* a share below 1/200 or above 0.8: longer periods */
 #define BUDGET_HZ 499u		/* ~0.9% of a busy thread's time (profile.h) */
 #define BUDGET_START 0.01	/* before the first estimate */
 #define BUDGET_MIN 0.001	/* 1 ms of the longest period */
@@ -116,11 +117,15 @@
 #define BUDGET_MIN_BASE_MS 50.0
 
 /* The next period's windows: BUDGET_PERIOD_MS, or longer for a share
- * too small for 1 ms of it (a window is whole milliseconds). */
+ * too small for 1 ms of it (a window is whole milliseconds), or too large
+ * for an off window of twice BUDGET_SPLIT_MS, where the busy time per
+ * call is read once the pipeline idles: without it that measure's base
+ * would go stale at a large share on. */
 static void set_windows(struct instr_state *st)
 {
 	double d = st->budget.fraction;
-	unsigned period = (unsigned)fmin(BUDGET_PERIOD_MAX_MS, fmax(BUDGET_PERIOD_MS, 1 / d));
+	double want = fmax(1 / d, 2.0 * BUDGET_SPLIT_MS / (1 - d));
+	unsigned period = (unsigned)fmin(BUDGET_PERIOD_MAX_MS, fmax(BUDGET_PERIOD_MS, want));
 	unsigned on = (unsigned)lround(d * period);
 
 	if (on < 1)
