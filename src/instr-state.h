@@ -42,7 +42,7 @@ struct instr_budget {
 	double fraction;		/* of each period, on now */
 	uint64_t prev[BUDGET_WHERE];	/* the sampler's counts at the last window's
 					 * end, by where they were (instr-budget.c) */
-	/* samples in the functions (original, copy, stub, gate) and in all,
+	/* samples in the functions (original, copy, stub, gate, detour) and in all,
 	 * on and off, decayed each period: what the estimate stands on */
 	double in_on, all_on, in_off, all_off;
 	double unsampled_ns;		/* the stubs' waits (ns) read since the last
