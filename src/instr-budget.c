@@ -61,9 +61,9 @@
  * more, and the copy's cost per millisecond on is the pipeline's pace, not
  * the copy's CPU cost.
  * Every BUDGET_EVERY_MS, with d_was the share on over the same (decayed)
- * time, the target is (PCT - off) * d_was / on, with off and on the costs
- * of being switched off and on above (on per unit of d taken one spread
- * high: how far it moved over the last estimates), kept within [BUDGET_MIN,
+ * time, the target is (PCT - off - spread) * d_was / on, with off and on
+ * the costs of being switched off and on above and spread how far the
+ * last estimates strayed from their predictions, kept within [BUDGET_MIN,
  * BUDGET_MAX] (some time on to measure the copy, some off to measure the
  * original); d falls to it at once, or rises half way to it, at most
  * doubling: a feedback on the measured loss, which follows it however it
@@ -523,29 +523,31 @@ static bool overhead_by_calls(struct instr_budget *b, double *overhead)
 	return true;
 }
 
-/* How far the cost per unit of d moved over the last estimates (a
- * standard deviation, exponentially weighted: BUDGET_SPREAD_W per
- * estimate, so the last four or so); 0 at the first. */
-static double cost_spread(struct instr_budget *b, double cost)
+/* How far the overhead of being on strayed from what the cost per unit
+ * of d before predicted (a fraction; a standard deviation over the last
+ * estimates, exponentially weighted: BUDGET_SPREAD_W each, so the last
+ * four or so); 0 at the first. In points rather than per unit of d, where
+ * a small share on would turn a point of noise into a large spread. */
+static double overhead_spread(struct instr_budget *b, double on_overhead, double was)
 {
 	if (!b->estimates++) {
-		b->cost_mean = cost;
-		b->cost_var = 0;
+		b->cost_mean = on_overhead / was;
+		b->spread_var = 0;
 		return 0;
 	}
-	double delta = cost - b->cost_mean;
-	b->cost_mean += BUDGET_SPREAD_W * delta;
-	b->cost_var = (1 - BUDGET_SPREAD_W) * (b->cost_var + BUDGET_SPREAD_W * delta * delta);
-	return sqrt(b->cost_var);
+	double delta = on_overhead - b->cost_mean * was;
+	b->cost_mean += BUDGET_SPREAD_W * (on_overhead / was - b->cost_mean);
+	b->spread_var = (1 - BUDGET_SPREAD_W) * (b->spread_var + BUDGET_SPREAD_W * delta * delta);
+	return sqrt(b->spread_var);
 }
 
 /* The fraction that keeps the target within the budget, and the estimate
  * behind it: what being switched off costs plus the larger of the two
  * measures of being on that are known; false when neither is (the note
  * says why; *target the least share when they cannot be). The time on may
- * cost what is left of the budget with the cost per unit of d taken one
- * spread high: a budget is a ceiling, and the estimates move by a point
- * or two from one second to the next. */
+ * cost what is left of the budget less one spread: a budget is a
+ * ceiling, and the estimates move by a point or two from one second to
+ * the next. */
 static bool estimate(struct instr_budget *b, double *target)
 {
 	double by_samples = 0, by_calls = 0, off = overhead_off(b);
@@ -569,10 +571,11 @@ static bool estimate(struct instr_budget *b, double *target)
 	b->overhead_off = 100 * off;
 	b->overhead = 100 * (off + fmax(by_samples, by_calls));
 	b->cost = fmax(by_samples, by_calls) / was;	/* per unit of d */
-	double spread = cost_spread(b, b->cost);
-	b->spread = 100 * spread * was;
-	*target = room <= 0 ? BUDGET_MIN : b->cost + spread > 0 ?
-		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / (b->cost + spread))) : BUDGET_MAX;
+	double spread = overhead_spread(b, fmax(by_samples, by_calls), was);
+	b->spread = 100 * spread;
+	room -= spread;
+	*target = room <= 0 ? BUDGET_MIN : b->cost > 0 ?
+		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / b->cost)) : BUDGET_MAX;
 	b->known = true;
 	return true;
 }

@@ -59,9 +59,10 @@ struct instr_budget {
 	double f_on, f_off, slowdown, overhead;	/* overhead: % of the target's time */
 	double q;			/* the share of the target's time in the copies */
 	double cost;			/* the overhead (a fraction) per unit of d */
-	/* how far it moved over the last estimates (cost_spread), and how far
-	 * the estimate did at the share on it was made at (%) */
-	double cost_mean, cost_var, spread;
+	/* its mean over the last estimates, and how far their overheads
+	 * strayed from what it predicted (overhead_spread: variance, and its
+	 * root in %) */
+	double cost_mean, spread_var, spread;
 	unsigned estimates;		/* made since the estimate was unknown */
 	int nice_before;		/* the pipeline's niceness, back after */
 	char note[128];			/* why the samples tell nothing */

@@ -751,9 +751,9 @@ struct padrone_istats {
 	/* what being switched off costs (the gates and detours' share of the
 	 * samples off), %: the estimate is this plus the larger measure */
 	double overhead_off;
-	/* how sure the estimate is: a standard deviation of the last ones
-	 * (weighted to the last four or so, at the share on each was made at),
-	 * in points of overhead; 0 with only one */
+	/* how sure the estimate is: how far the last ones (weighted to the
+	 * last four or so) strayed from what the one before predicted, a
+	 * standard deviation in points of overhead; 0 with only one */
 	double spread;
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
