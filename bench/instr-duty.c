@@ -83,7 +83,7 @@ static const struct state_def {
 /* One state's figures in one round. */
 struct seen {
 	double rate, per_cpu;
-	double native, native_cpu;	/* the natives around it, averaged */
+	double of_native, of_native_cpu;	/* its rates over the natives around it */
 	double d1, ll;			/* miss ratios, -1: none */
 	double ll_warm;			/* LL's, cold-start misses as hits */
 	double fraction, estimate;	/* a budget's, as stats says at the end */
@@ -190,16 +190,15 @@ static void round_of(struct padrone_session *s, struct target *t, const char *fu
 	for (int k = NATIVE + 1; k < NSTATES; k++) {
 		measure(s, t, func, k, &v[k]);
 		measure(s, t, func, NATIVE, &after);
-		v[k].native = (before.rate + after.rate) / 2;
-		v[k].native_cpu = (before.per_cpu + after.per_cpu) / 2;
+		v[k].of_native = 2 * v[k].rate / (before.rate + after.rate);
+		v[k].of_native_cpu = 2 * v[k].per_cpu / (before.per_cpu + after.per_cpu);
 		n->rate += after.rate;
 		n->per_cpu += after.per_cpu;
 		before = after;
 	}
 	n->rate /= NSTATES;
 	n->per_cpu /= NSTATES;
-	n->native = n->rate;
-	n->native_cpu = n->per_cpu;
+	n->of_native = n->of_native_cpu = 1;
 }
 
 /* The median over the rounds of one figure of state k. */
@@ -213,30 +212,18 @@ static double median_of(struct seen v[][NSTATES], int k, size_t field)
 }
 #define MEDIAN(v, k, f) median_of(v, k, offsetof(struct seen, f))
 
-/* State k's rate against the natives around it: the median over the
- * rounds, by the wall clock or per CPU-second. */
-static double of_native(struct seen v[][NSTATES], int k, bool per_cpu)
-{
-	double x[MAX_ROUNDS];
-
-	for (int r = 0; r < rounds; r++)
-		x[r] = per_cpu ? v[r][k].per_cpu / v[r][k].native_cpu : v[r][k].rate / v[r][k].native;
-	return bench_median(x, rounds);
-}
-
 static void print_states(struct seen v[][NSTATES], double ratio[NSTATES])
 {
 	for (int k = 0; k < NSTATES; k++) {
-		ratio[k] = of_native(v, k, false);
+		ratio[k] = MEDIAN(v, k, of_native);
 		printf("  %-28s %10.0f calls/s  %.3f of native | per target CPU-s %.3f", states[k].name,
-		       MEDIAN(v, k, rate), ratio[k], of_native(v, k, true));
+		       MEDIAN(v, k, rate), ratio[k], MEDIAN(v, k, of_native_cpu));
 		if (MEDIAN(v, k, d1) >= 0)
 			printf(" | D1 miss %.4f%% LL %.4f%%", 100 * MEDIAN(v, k, d1),
 			       100 * MEDIAN(v, k, ll));
 		printf("  (rounds:");
 		for (int r = 0; r < rounds; r++)
-			printf(" %.3f/%.3f", v[r][k].rate / v[r][k].native,
-			       v[r][k].per_cpu / v[r][k].native_cpu);
+			printf(" %.3f/%.3f", v[r][k].of_native, v[r][k].of_native_cpu);
 		printf(")\n");
 	}
 }
@@ -305,10 +292,10 @@ static void print_budgets(struct seen v[][NSTATES])
 		double pct = states[k].budget;
 		printf("  --max-overhead %g: overhead measured %.1f%% (goal <= %g%% + 1 point), "
 		       "per target CPU-s %.1f%%; (rounds: measured/share on chosen/estimated:", pct,
-		       100 * (1 / of_native(v, k, false) - 1), pct,
-		       100 * (1 / of_native(v, k, true) - 1));
+		       100 * (1 / MEDIAN(v, k, of_native) - 1), pct,
+		       100 * (1 / MEDIAN(v, k, of_native_cpu) - 1));
 		for (int r = 0; r < rounds; r++)
-			printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (v[r][k].native / v[r][k].rate - 1),
+			printf(" %.1f%%/%.2f%%/%.1f%%", 100 * (1 / v[r][k].of_native - 1),
 			       100 * v[r][k].fraction, v[r][k].estimate);
 		printf(")\n");
 	}
