@@ -6,6 +6,7 @@
 #define PADRONE_BENCH_ALIVE_H
 
 #include <dirent.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,17 +30,28 @@ static inline double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The target running, killed if the bench exits on an error (exit(1)
- * from a check): a bench never leaves its target behind. */
-static pid_t alive_pid;
+/* The targets running, killed if the bench exits on an error (exit(1)
+ * from a check): a bench never leaves a target behind. */
+#define ALIVE_MAX 4
+static pid_t alive_pids[ALIVE_MAX];
 
 static inline void kill_alive(void)
 {
-	if (alive_pid > 0) {
-		kill(alive_pid, SIGKILL);
-		waitpid(alive_pid, NULL, 0);
-	}
-	alive_pid = 0;
+	for (int i = 0; i < ALIVE_MAX; i++)
+		if (alive_pids[i] > 0) {
+			kill(alive_pids[i], SIGKILL);
+			waitpid(alive_pids[i], NULL, 0);
+			alive_pids[i] = 0;
+		}
+}
+
+static inline void alive_mark(pid_t old, pid_t pid)
+{
+	for (int i = 0; i < ALIVE_MAX; i++)
+		if (alive_pids[i] == old) {
+			alive_pids[i] = pid;
+			return;
+		}
 }
 
 static inline int start(struct target *t, char *const argv[])
@@ -61,15 +73,18 @@ static inline int start(struct target *t, char *const argv[])
 	}
 	close(p[1]);
 	t->out = fdopen(p[0], "r");
-	alive_pid = t->pid;
-	return t->pid > 0 ? 0 : -1;
+	if (t->out)	/* unbuffered: poll() then sees every line not read */
+		setvbuf(t->out, NULL, _IONBF, 0);
+	if (t->pid > 0)
+		alive_mark(0, t->pid);
+	return t->pid > 0 && t->out ? 0 : -1;
 }
 
 static inline void stop(struct target *t)
 {
 	kill(t->pid, SIGKILL);
 	waitpid(t->pid, NULL, 0);
-	alive_pid = 0;
+	alive_mark(t->pid, 0);
 	fclose(t->out);
 }
 
@@ -115,6 +130,20 @@ static inline double cpu_s(pid_t pid)
 	if (d)
 		closedir(d);
 	return sum;
+}
+
+/* The calls of the first line the target prints from now on (those
+ * already waiting skipped), and its CPU time read as that line came:
+ * two targets' rates over the same window, each with its own CPU time. */
+static inline long fresh_calls(struct target *t, double *cpu)
+{
+	struct pollfd p = { .fd = fileno(t->out), .events = POLLIN };
+
+	while (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		next_calls(t);
+	long calls = next_calls(t);
+	*cpu = cpu_s(t->pid);
+	return calls;
 }
 
 /* Calls per second over a window of window_s (after a line to settle),
