@@ -427,8 +427,8 @@ static void print_sampled(FILE *f, const char *prefix, const struct padrone_irep
 		(unsigned long long)r->windows, r->windows == 1 ? "" : "s");
 }
 
-/* The range a data miss ratio (misses / data references, in %) lies in
- * with its level's cold-start misses counted as hits or as measured. */
+/* A data miss ratio (misses / data references, in %) with its level's
+ * cold-start misses counted as hits, and as measured. */
 static void cold_range(uint64_t misses, uint64_t cold, uint64_t refs, double *lo, double *hi)
 {
 	*hi = 100.0 * (double)misses / (double)refs;
@@ -436,9 +436,12 @@ static void cold_range(uint64_t misses, uint64_t cold, uint64_t refs, double *lo
 }
 
 /* What the cold-start misses leave open (padrone.h, struct
- * padrone_ireport): the data miss ratios of all functions, as ranges. An
- * LL line filled by an instruction fetch counts against the data too: the
- * lower end is a bound. */
+ * padrone_ireport): the data miss ratios of all functions, with them
+ * counted as hits and as measured. An LL line filled by an instruction
+ * fetch counts against the data too. Not a bound on the whole time's
+ * ratio: a line kept from an earlier window hits, where the time off may
+ * have evicted it (a reuse that spans more lines than the level holds,
+ * fewer of them in the windows on). */
 static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport *r)
 {
 	uint64_t ev[PADRONE_NEVENTS] = { 0 };
@@ -453,8 +456,9 @@ static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport
 	cold_range(ev[4] + ev[7], r->cold[1], refs, &d1_lo, &d1_hi);
 	cold_range(ev[5] + ev[8], r->cold[2], refs, &ll_lo, &ll_hi);
 	fprintf(f, "%scold start: %llu I1, %llu D1 and %llu LL misses filled an empty line (first "
-		"touches), which a run of the whole time might have hit: data miss ratios D1 "
-		"%.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n", prefix, (unsigned long long)r->cold[0],
+		"touches), which a run of the whole time might have hit (and lines kept from "
+		"an earlier window hit, which the time off may have evicted): data miss ratios "
+		"with those misses as hits..as measured: D1 %.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n", prefix, (unsigned long long)r->cold[0],
 		(unsigned long long)r->cold[1], (unsigned long long)r->cold[2], d1_lo, d1_hi,
 		ll_lo, ll_hi);
 }
@@ -748,8 +752,9 @@ const struct padrone_cmd_entry padrone_cmd_report_entry = {
 		"[{\"header\",\"depth\",\"parent\",\"blocks\",\"irreducible\",\"events\":{..}}]}],\n"
 		"\"lost_units\",\"gaps\",\"cold\":{\"I1\",\"D1\",\"LL\"}}: cold counts the misses that\n"
 		"filled an empty line (first touches, which a run that began earlier might\n"
-		"have hit); switched off at times, the text gives each data miss ratio as the\n"
-		"range between those misses counted as hits and as measured. A loop (from the\n"
+		"have hit); switched off at times, the text gives each data miss ratio with\n"
+		"those misses counted as hits and as measured (a hit on a line kept from an\n"
+		"earlier window may have missed in the time off: not a bound). A loop (from the\n"
 		"CFG's loop forest, outer first; parent is an index in loops or -1) counts\n"
 		"its instructions' events, nested loops' included; text shows it as\n"
 		"\"loop HEADER\" after the PCs. -o FILE writes Cachegrind's output format instead\n"
