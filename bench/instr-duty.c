@@ -5,8 +5,9 @@
  * with 1000 longs per call and with 16 (where the three jumps a call pays
  * while switched off weigh the most), and on the pointer chase of
  * bench/instr-chase through 64 MiB (simulated with an LL of 32 MiB, so
- * that it misses for want of room), the target's own work rate (calls/s from its "alive
- * CALLS" lines) in each state, in interleaved rounds: native (between
+ * that it misses for want of room), the target's own work rate (calls/s
+ * from its "alive CALLS" lines) in each state, in interleaved rounds:
+ * native (between
  * every two states: each state is weighed against the mean of the native
  * windows just before and just after it, since this host's rate drifts by
  * 10-20% between minutes), instrumented but switched off, on 1%, 10%
