@@ -12,7 +12,10 @@
 # The rate is redis-benchmark's requests per second (SET and GET, 4
 # clients, the mean of the two); each row's ratio is to the mean of the
 # native rounds beside it; the load average is printed with each row, and
-# the share of the time it was on where it was switched.
+# the share of the time it was on where it was switched, and where the
+# cache was simulated the function's D1 and LL miss ratios of data
+# references, those of 10% and 1% on and of sampling mode against the
+# exhaustive run's (issue 11: results sampled in time agree with it).
 # usage: instr-redis.sh [ROUNDS]   (default 2)
 b=${top_builddir:-.}
 padrone=$b/src/padrone
@@ -81,10 +84,27 @@ instrumented() {
 		head -1 >"$tmp/on"
 	echo "$r"
 }
-row() {	# row NAME RATE NATIVE [ON%]
-	awk -v n="$1" -v r="$2" -v nat="$3" -v l="$(loadavg)" -v on="$4" \
-		'BEGIN { printf "  %-28s %9.0f req/s %7.2fx   (load %s%s)\n", n, r, (r > 0 ? nat / r : 0), l,
-			 on != "" ? ", on " on "% of the time" : "" }'
+# the function's D1 and LL miss ratios of data references (%) in the last
+# one-shot's report, as "D1 LL" (its measured row: ratios are never scaled)
+ratios() {
+	awk '$NF == "where" { getline; refs = $4 + $7
+		if (NF >= 10 && refs > 0) printf "%.4f %.4f\n", 100 * ($5 + $8) / refs, 100 * ($6 + $9) / refs
+		exit }' "$tmp/once.out"
+}
+row() {	# row NAME RATE NATIVE [ON% [D1 LL]]
+	awk -v n="$1" -v r="$2" -v nat="$3" -v l="$(loadavg)" -v on="$4" -v mr="$5" \
+		'BEGIN { split(mr, m, " ")
+			 printf "  %-28s %9.0f req/s %7.2fx   (load %s%s%s)\n", n, r, (r > 0 ? nat / r : 0), l,
+			 on != "" ? ", on " on "% of the time" : "",
+			 mr != "" ? sprintf(", D1 miss %s%% LL %s%%", m[1], m[2]) : "" }'
+}
+# against NAME D1_LL EXHAUSTIVE_D1_LL: the relative differences of a
+# sampled run's miss ratios to the exhaustive run's (in points where that
+# is below 0.1%, as bench/instr-duty gives them)
+against() {
+	echo "$2 $3" | awk -v n="$1" '
+		function rel(x, y) { return y >= 0.1 ? sprintf("%+.1f%%", 100 * (x - y) / y) : sprintf("%+.4f points", x - y) }
+		NF == 4 { printf " %s: D1 %s LL %s;", n, rel($1, $3), rel($2, $4) }'
 }
 for k in $(seq "$rounds"); do
 	echo "round $k"
@@ -102,10 +122,19 @@ for k in $(seq "$rounds"); do
 		budget10) name="cache, --max-overhead 10" r=$(instrumented cache 10 --max-overhead 10) ;;
 		sample) name="cache, CAB sampling mode" r=$(instrumented cache 2 -m sample) ;;
 		esac
+		mr=
+		case $level in cache|duty*|sample) mr=$(ratios) ;; esac
+		case $level in
+		cache) full=$mr ;;
+		duty10) d10=$mr ;;
+		duty1) d1=$mr ;;
+		sample) smp=$mr ;;
+		esac
 		n1=$(rate)	# after uninstrument: native again, beside it
 		nat=$(( (n0 + n1) / 2 ))
-		row "$name" "$r" "$nat" "$(cat "$tmp/on" 2>/dev/null)"
+		row "$name" "$r" "$nat" "$(cat "$tmp/on" 2>/dev/null)" "$mr"
 		n0=$n1
 	done
 	row "after uninstrument" "$n0" "$nat"
+	echo "  miss ratios against the exhaustive run's (goal within 5%):$(against "10% on" "$d10" "$full")$(against "1% on" "$d1" "$full")$(against "sampling mode" "$smp" "$full")"
 done
