@@ -107,12 +107,14 @@ static inline long next_calls(struct target *t)
 	exit(1);
 }
 
-/* The CPU time all the target's threads have run, in seconds (schedstat:
- * nanoseconds, unlike the ticks of /proc/PID/stat). */
-static inline double cpu_s(pid_t pid)
+/* Each thread of pid's time on a CPU and waiting for one, in seconds
+ * (schedstat: nanoseconds, unlike the ticks of /proc/PID/stat), handed to
+ * fn. */
+static inline void each_thread_times(pid_t pid, void (*fn)(void *arg, double run, double delay),
+				     void *arg)
 {
 	char path[320], line[128];
-	double sum = 0;
+	unsigned long long run, delay;
 
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
@@ -121,14 +123,28 @@ static inline double cpu_s(pid_t pid)
 			continue;
 		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
 		FILE *f = fopen(path, "re");
-		unsigned long long ns;
-		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu", &ns) == 1)
-			sum += (double)ns / 1e9;
+		if (f && fgets(line, sizeof line, f) &&
+		    sscanf(line, "%llu %llu", &run, &delay) == 2)
+			fn(arg, (double)run / 1e9, (double)delay / 1e9);
 		if (f)
 			fclose(f);
 	}
 	if (d)
 		closedir(d);
+}
+
+static inline void add_run(void *arg, double run, double delay)
+{
+	(void)delay;
+	*(double *)arg += run;
+}
+
+/* The CPU time all the target's threads have run, in seconds. */
+static inline double cpu_s(pid_t pid)
+{
+	double sum = 0;
+
+	each_thread_times(pid, add_run, &sum);
 	return sum;
 }
 

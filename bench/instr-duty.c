@@ -348,32 +348,28 @@ static void workload(const char *title, char *const argv[], const char *func)
 	stop(&t);
 }
 
+struct busiest {
+	double run, delay;
+};
+
+static void keep_busiest(void *arg, double run, double delay)
+{
+	struct busiest *b = arg;
+
+	if (run > b->run)
+		*b = (struct busiest){ run, delay };
+}
+
 /* The busiest thread of pid (the one that calls the function: the
  * targets' main threads sleep between their lines): its time on a CPU and
- * waiting for one, in seconds (schedstat). */
+ * waiting for one, in seconds. */
 static void worker_times(pid_t pid, double *run, double *delay)
 {
-	char path[320], line[128];
-	unsigned long long r, d;
+	struct busiest b = { 0, 0 };
 
-	*run = *delay = 0;
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *dir = opendir(path);
-	for (struct dirent *e; dir && (e = readdir(dir));) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
-		FILE *f = fopen(path, "re");
-		if (f && fgets(line, sizeof line, f) && sscanf(line, "%llu %llu", &r, &d) == 2 &&
-		    (double)r / 1e9 > *run) {
-			*run = (double)r / 1e9;
-			*delay = (double)d / 1e9;
-		}
-		if (f)
-			fclose(f);
-	}
-	if (dir)
-		closedir(dir);
+	each_thread_times(pid, keep_busiest, &b);
+	*run = b.run;
+	*delay = b.delay;
 }
 
 /* A twin's calls, and the time its worker was not kept waiting for the
