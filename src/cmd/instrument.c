@@ -458,9 +458,9 @@ static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport
 	fprintf(f, "%scold start: %llu I1, %llu D1 and %llu LL misses filled an empty line (first "
 		"touches), which a run of the whole time might have hit (and lines kept from "
 		"an earlier window hit, which the time off may have evicted): data miss ratios "
-		"with those misses as hits..as measured: D1 %.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n", prefix, (unsigned long long)r->cold[0],
-		(unsigned long long)r->cold[1], (unsigned long long)r->cold[2], d1_lo, d1_hi,
-		ll_lo, ll_hi);
+		"with those misses as hits..as measured: D1 %.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n",
+		prefix, (unsigned long long)r->cold[0], (unsigned long long)r->cold[1],
+		(unsigned long long)r->cold[2], d1_lo, d1_hi, ll_lo, ll_hi);
 }
 
 /* The analysis a report's counts come from, as -a names it. */
