@@ -149,17 +149,15 @@ static inline double cpu_s(pid_t pid)
 }
 
 /* The calls of the first line the target prints from now on (those
- * already waiting skipped), and its CPU time read as that line came:
- * two targets' rates over the same window, each with its own CPU time. */
-static inline long fresh_calls(struct target *t, double *cpu)
+ * already waiting skipped): two targets' counts over the same window,
+ * each read as its line comes. */
+static inline long fresh_calls(struct target *t)
 {
 	struct pollfd p = { .fd = fileno(t->out), .events = POLLIN };
 
 	while (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
 		next_calls(t);
-	long calls = next_calls(t);
-	*cpu = cpu_s(t->pid);
-	return calls;
+	return next_calls(t);
 }
 
 /* Calls per second over a window of window_s (after a line to settle),

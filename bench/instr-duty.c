@@ -382,9 +382,8 @@ struct twin_mark {
 static struct twin_mark twin_mark(struct target *t)
 {
 	struct twin_mark m;
-	double cpu;
 
-	m.calls = fresh_calls(t, &cpu);
+	m.calls = fresh_calls(t);
 	m.at = now_s();
 	worker_times(t->pid, &m.run, &m.delay);
 	return m;

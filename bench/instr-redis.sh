@@ -122,13 +122,12 @@ for k in $(seq "$rounds"); do
 		budget10) name="cache, --max-overhead 10" r=$(instrumented cache 10 --max-overhead 10) ;;
 		sample) name="cache, CAB sampling mode" r=$(instrumented cache 2 -m sample) ;;
 		esac
-		mr=
-		case $level in cache|duty*|sample) mr=$(ratios) ;; esac
+		mr=	# the exhaustive run's ratios, and the sampled ones against them
 		case $level in
-		cache) full=$mr ;;
-		duty10) d10=$mr ;;
-		duty1) d1=$mr ;;
-		sample) smp=$mr ;;
+		cache) mr=$(ratios) full=$mr ;;
+		duty10) mr=$(ratios) d10=$mr ;;
+		duty1) mr=$(ratios) d1=$mr ;;
+		sample) mr=$(ratios) smp=$mr ;;
 		esac
 		n1=$(rate)	# after uninstrument: native again, beside it
 		nat=$(( (n0 + n1) / 2 ))

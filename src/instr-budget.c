@@ -530,13 +530,15 @@ static bool overhead_by_calls(struct instr_budget *b, double *overhead)
  * a small share on would turn a point of noise into a large spread. */
 static double overhead_spread(struct instr_budget *b, double on_overhead, double was)
 {
+	double cost = on_overhead / was;
+
 	if (!b->estimates++) {
-		b->cost_mean = on_overhead / was;
+		b->cost_mean = cost;
 		b->spread_var = 0;
 		return 0;
 	}
 	double delta = on_overhead - b->cost_mean * was;
-	b->cost_mean += BUDGET_SPREAD_W * (on_overhead / was - b->cost_mean);
+	b->cost_mean += BUDGET_SPREAD_W * (cost - b->cost_mean);
 	b->spread_var = (1 - BUDGET_SPREAD_W) * (b->spread_var + BUDGET_SPREAD_W * delta * delta);
 	return sqrt(b->spread_var);
 }
@@ -567,13 +569,13 @@ static bool estimate(struct instr_budget *b, double *target)
 	b->overhead_samples = 100 * by_samples;
 	b->overhead_calls = 100 * by_calls;
 	double was = b->on_ms / b->period_ms;	/* the share on it was lost at */
-	double room = b->pct / 100 - off;	/* what the time on may cost */
+	double on = fmax(by_samples, by_calls);	/* what being on cost */
+	double spread = overhead_spread(b, on, was);
+	double room = b->pct / 100 - off - spread;	/* what the time on may cost */
 	b->overhead_off = 100 * off;
-	b->overhead = 100 * (off + fmax(by_samples, by_calls));
-	b->cost = fmax(by_samples, by_calls) / was;	/* per unit of d */
-	double spread = overhead_spread(b, fmax(by_samples, by_calls), was);
+	b->overhead = 100 * (off + on);
+	b->cost = on / was;	/* per unit of d */
 	b->spread = 100 * spread;
-	room -= spread;
 	*target = room <= 0 ? BUDGET_MIN : b->cost > 0 ?
 		fmin(BUDGET_MAX, fmax(BUDGET_MIN, room / b->cost)) : BUDGET_MAX;
 	b->known = true;
