@@ -27,8 +27,8 @@
  * of the target's own CPU time; each round's ratios are printed too
  * (wall/CPU), as the machine is shared.
  *
- * Then the budgets again by the twin method, on the streaming kernel (1000
- * and 16 longs): the target and a native twin pinned to one CPU, whose
+ * Then switched off and the budgets again by the twin method, on the
+ * streaming kernel (1000 and 16 longs): the target and a native twin pinned to one CPU, whose
  * ratio the host's drift cannot move (twins() says how it is taken).
  *
  * Then the load doubling under --max-overhead 5: instr_kernel with 2
@@ -420,21 +420,38 @@ static struct twin_ratio twin_window(struct target *a, struct target *b)
 	return (struct twin_ratio){ fa / fb, ca / cb };
 }
 
-/* The budgets by the twin method: the target and a twin of it that padrone
- * never touches, both pinned to CPU 0, share that CPU and whatever else
- * disturbs it, so their ratio does not drift with the host as rates taken
- * minutes apart do (padrone's pipeline runs on the other CPUs). Each
- * budget's overhead is the twins' ratio native (the mean of the windows
- * just before and after) over their ratio under the budget, less one, by
+/* Switched off and the budgets by the twin method: the target and a twin
+ * of it that padrone never touches, both pinned to CPU 0, share that CPU
+ * and whatever else disturbs it, so their ratio does not drift with the
+ * host as rates taken minutes apart do (padrone's pipeline runs on the
+ * other CPUs). Each state's overhead is the twins' ratio native (the mean
+ * of the windows just before and after) over their ratio in the state,
+ * less one, by
  * the time each was not kept waiting for the CPU (what the target would
  * take alone on it: its run time and the time it slept waiting for the
  * consumer; by the wall clock, the twin would take the CPU meanwhile and
  * count that loss twice), and by their CPU time alone (the copy's own
  * cost). */
+/* The twins' rounds switched off (overheads f by the time not kept
+ * waiting, c by CPU time), as rates of native: the gate's and the jumps'
+ * own cost, which the host's drift no longer hides. */
+static void print_twin_off(const double alone[MAX_ROUNDS], const double cpu[MAX_ROUNDS])
+{
+	double f[MAX_ROUNDS], c[MAX_ROUNDS];
+
+	memcpy(f, alone, sizeof f);	/* bench_median sorts */
+	memcpy(c, cpu, sizeof c);
+	printf("  switched off: %.3f of the twin's rate (goal >= 0.99), by CPU time alone %.3f; "
+	       "(rounds:", 1 / (1 + bench_median(f, rounds)), 1 / (1 + bench_median(c, rounds)));
+	for (int r = 0; r < rounds; r++)
+		printf(" %.3f/%.3f", 1 / (1 + alone[r]), 1 / (1 + cpu[r]));
+	printf(")\n");
+}
+
 static void twins(const char *title, char *const argv[], const char *func)
 {
-	enum { NB = 2 };
-	static const enum state budget[NB] = { BUDGET5, BUDGET10 };
+	enum { NB = 3 };
+	static const enum state budget[NB] = { OFF, BUDGET5, BUDGET10 };
 	double cpu[NB][MAX_ROUNDS], alone[NB][MAX_ROUNDS];
 	struct seen seen[NB][MAX_ROUNDS];
 	struct target a, b;
@@ -450,7 +467,7 @@ static void twins(const char *title, char *const argv[], const char *func)
 		struct twin_ratio before = twin_window(&a, &b), under, after;
 		for (int k = 0; k < NB; k++) {
 			enter(s, a.pid, func, &states[budget[k]]);
-			settle(&a, BUDGET_SETTLE_S);
+			settle(&a, states[budget[k]].budget ? BUDGET_SETTLE_S : window_s);
 			under = twin_window(&a, &b);
 			budget_seen(s, &seen[k][r]);
 			if (padrone_session__uninstrument(s, NULL) < 0)
@@ -464,6 +481,10 @@ static void twins(const char *title, char *const argv[], const char *func)
 	}
 	for (int k = 0; k < NB; k++) {
 		double pct = states[budget[k]].budget, c[MAX_ROUNDS], f[MAX_ROUNDS];
+		if (!pct) {
+			print_twin_off(alone[k], cpu[k]);
+			continue;
+		}
 		memcpy(c, cpu[k], sizeof c);	/* bench_median sorts */
 		memcpy(f, alone[k], sizeof f);
 		printf("  --max-overhead %g: overhead measured against the twin %.1f%% (goal <= %g%% "
