@@ -377,6 +377,12 @@ static unsigned next_nap_ms(const struct cab_ring *r, unsigned nap_ms)
 int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		      const volatile int *stop)
 {
+	return cab_consumer__run_idle(c, fn, NULL, arg, stop);
+}
+
+int cab_consumer__run_idle(struct cab_consumer *c, cab_consume_fn fn, cab_idle_fn idle, void *arg,
+			   const volatile int *stop)
+{
 	struct cab_ring *r = c->r;
 	uint64_t idle_since = 0;
 	unsigned nap_ms = r->wait_ms;
@@ -397,6 +403,13 @@ int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 			idle_since = now;
 		if (now - idle_since < (uint64_t)r->spin_us * 1000) {
 			cab__pause();
+			continue;
+		}
+		int rc = idle ? idle(arg) : 0;
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
+			idle_since = 0;
 			continue;
 		}
 		cab_consumer__wait(c, nap_ms);

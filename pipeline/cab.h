@@ -338,6 +338,13 @@ bool cab_consumer__eof(struct cab_consumer *c);
  * consumer may see it only at the end of its nap. */
 int cab_consumer__run(struct cab_consumer *c, cab_consume_fn fn, void *arg,
 		      const volatile int *stop);
+/* Called by cab_consumer__run_idle before each nap (nothing ready): a
+ * negative return stops the run and is returned, a positive one (it
+ * delivered something itself, as by cab_consumer__drain) skips the nap. */
+typedef int (*cab_idle_fn)(void *arg);
+/* cab_consumer__run, idle(arg) called before each nap. */
+int cab_consumer__run_idle(struct cab_consumer *c, cab_consume_fn fn, cab_idle_fn idle, void *arg,
+			   const volatile int *stop);
 /* Wake the ring's consumer if it sleeps (any thread or process). */
 void cab_ring__wake_consumer(struct cab_ring *r);
 /* Consumer-side counters (delivered, skipped, corrupt) plus the shared ones. */

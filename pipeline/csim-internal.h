@@ -26,8 +26,18 @@
  * hardware), which are kept. */
 #define CSIM_CG_MAX_DIRTY 16u
 
+/* Windows (csim__window_begin): a tag's top bits count the windows begun
+ * since its line was last used (0: this one; at most CSIM_AGE_MAX), the
+ * bits below them are the line (CSIM_EMPTY is never aged). */
+#define CSIM_AGE_SHIFT 60
+#define CSIM_AGE_MAX 7u
+#define CSIM_LINE_MASK ((1ull << CSIM_AGE_SHIFT) - 1)
+
 struct csim_cache {
 	uint64_t *tags;		/* nsets_local * assoc, each set MRU first; 64-byte aligned */
+	/* NULL until the first window: then the misses since, and the hits
+	 * on lines aged g at way w at 1 + g * assoc + w (csim_set_ref_aged). */
+	uint64_t *aged;
 	uint64_t set_mask;	/* sets - 1 when pow2 */
 	uint32_t assoc;
 	uint32_t line_bits;
@@ -317,6 +327,10 @@ CSIM_AVX512 static inline bool csim_set_ref_avx512(uint64_t *set, uint32_t a, ui
 #define CSIM_AVX512
 #endif
 
+/* csim_set_ref once windows began (c->aged): a line aged or not is the
+ * same line, and each hit on an aged one is counted by its age and way. */
+bool csim_set_ref_aged(const struct csim_cache *c, uint64_t *set, uint64_t line);
+
 /* Look line up in set (assoc ways, most recently used first), make it
  * most recently used (installing it on a miss, dropping the least recently
  * used). Returns true on a miss. */
@@ -336,6 +350,8 @@ CSIM_HOT bool csim_set_ref(const struct csim_cache *c, uint64_t *set, uint64_t l
 	if (c->simd == CSIM_SIMD_AVX2)
 		return csim_set_ref_avx2(set, a, line);
 #endif
+	if (__builtin_expect(c->aged != NULL, 0))	/* (its levels search as scalars) */
+		return csim_set_ref_aged(c, set, line);
 	for (i = 1; i < a; i++)
 		if (set[i] == line)
 			break;

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,8 +305,30 @@ void csim_levels_free(struct csim_levels *L)
 {
 	for (int i = 0; i < CSIM_NLEVELS; i++) {
 		free(L->lv[i].tags);
+		free(L->lv[i].aged);
 		L->lv[i].tags = NULL;
+		L->lv[i].aged = NULL;
 	}
+}
+
+bool csim_set_ref_aged(const struct csim_cache *c, uint64_t *set, uint64_t line)
+{
+	uint32_t a = c->assoc, i;
+
+	for (i = 0; i < a; i++)
+		if ((set[i] & CSIM_LINE_MASK) == line && set[i] != CSIM_EMPTY)
+			break;
+	bool miss = i == a;
+	if (miss) {
+		i = a - 1;
+		c->aged[0]++;
+	} else if (set[i] >> CSIM_AGE_SHIFT) {
+		c->aged[1 + (set[i] >> CSIM_AGE_SHIFT) * a + i]++;
+	}
+	for (; i > 0; i--)
+		set[i] = set[i - 1];
+	set[0] = line;
+	return miss;
 }
 
 /* Per-line mode at level lv: a first level (whose first line's access is
@@ -354,6 +377,18 @@ struct csim {
 	struct csim_config cfg;
 	struct csim_levels L;
 	struct csim_result *res;
+	struct csim_windows *win;	/* NULL before csim__window_begin */
+};
+
+/* What the windows closed so far add up to, per level, and the gaps
+ * between the last of them. */
+struct csim_windows {
+	uint64_t begun;
+	double on_s;			/* the windows' closed since the first began */
+	double gap_s[CSIM_AGE_MAX];	/* the last gaps, the latest first */
+	double off_s[CSIM_AGE_MAX + 1];	/* off_s[g]: the g latest gaps' time */
+	uint64_t misses[CSIM_NLEVELS], hits[CSIM_NLEVELS];
+	double evicted[CSIM_NLEVELS];
 };
 
 int csim__new(const struct csim_config *cfg, struct csim **out)
@@ -390,6 +425,7 @@ void csim__free(struct csim *s)
 {
 	if (!s)
 		return;
+	free(s->win);
 	csim_levels_free(&s->L);
 	csim_result__free(s->res);
 	free(s);
@@ -567,4 +603,148 @@ void csim__lines_held(const struct csim *s, uint64_t held[CSIM_NLEVELS])
 		for (size_t k = 0; c->tags && k < n; k++)
 			held[i] += c->tags[k] != CSIM_EMPTY;
 	}
+}
+
+/* A level's first window: its counters, and the scalar search that fills
+ * them. */
+static int start_windows(struct csim_cache *c)
+{
+	if (c->aged)
+		return 0;
+	c->aged = calloc(1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc, sizeof *c->aged);
+	if (!c->aged)
+		return -ENOMEM;
+	c->simd = CSIM_SCALAR;
+	return 0;
+}
+
+/* tail[r] = P(X >= r) for r = 0..n, X of Poisson's law with mean m. */
+static void poisson_tails(double m, uint32_t n, double *tail)
+{
+	double term = exp(-m), below = 0;
+
+	for (uint32_t r = 0; r <= n; r++) {
+		tail[r] = below < 1 ? 1 - below : 0;
+		below += term;
+		term *= m / (r + 1);
+	}
+}
+
+/* The window's hits on aged lines of c evicted, expected, when each set
+ * takes rate new lines per second off (tail: room for assoc + 1). */
+static double weigh_aged_hits(const struct csim_cache *c, const struct csim_windows *w,
+			      double rate, double *tail)
+{
+	double evicted = 0;
+
+	for (uint32_t g = 1; g <= CSIM_AGE_MAX; g++) {
+		poisson_tails(rate * w->off_s[g], c->assoc, tail);
+		for (uint32_t way = 0; way < c->assoc; way++)
+			evicted += (double)c->aged[1 + g * c->assoc + way] * tail[c->assoc - way];
+	}
+	return evicted;
+}
+
+/* The window's hits on aged lines of level lv that a simulation of the
+ * whole time would have missed, expected, the window on for on_s.
+ *
+ * A line found aged g at way w had w lines used after it in the windows;
+ * in the g gaps since (off_s[g]), its set took new lines at the level's
+ * rate of misses per set and second on: it was evicted when those were at
+ * least assoc - w. The rate counts the misses those evictions stand for
+ * too: where most misses of the whole time are hits on aged lines in the
+ * windows (a loop through more lines than the level holds, of which the
+ * windows see a part), the windows' own misses are too few to tell. So it
+ * is found by iteration, from the misses measured up to the fixed point
+ * (bounded: no more than every hit on an aged line). */
+static double window_evicted(const struct csim *s, int lv, double on_s)
+{
+	const struct csim_cache *c = &s->L.lv[lv];
+	const struct csim_windows *w = s->win;
+
+	if (!w || !c->aged || w->on_s + on_s <= 0)
+		return 0;
+	double *tail = malloc((c->assoc + 1) * sizeof *tail);
+	if (!tail)
+		return 0;
+	double per_set_s = 1 / ((double)c->sets * (w->on_s + on_s)), evicted = 0;
+	double before = (double)(w->misses[lv] + c->aged[0]) + w->evicted[lv];
+	for (int i = 0; i < 200; i++) {
+		double e = weigh_aged_hits(c, w, (before + evicted) * per_set_s, tail);
+		bool settled = e - evicted <= 1e-6 * e;
+		evicted = e;
+		if (settled)
+			break;
+	}
+	free(tail);
+	return evicted;
+}
+
+/* The window that ran on_s ends: its counts go to the totals. */
+static void close_window(struct csim *s, double on_s)
+{
+	struct csim_windows *w = s->win;
+
+	for (int lv = 0; lv < CSIM_NLEVELS; lv++) {
+		struct csim_cache *c = &s->L.lv[lv];
+		if (!c->aged)
+			continue;
+		w->evicted[lv] += window_evicted(s, lv, on_s);
+		w->misses[lv] += c->aged[0];
+		for (size_t k = 1; k < 1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc; k++)
+			w->hits[lv] += c->aged[k];
+		memset(c->aged, 0, (1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc) * sizeof *c->aged);
+	}
+	w->on_s += on_s;
+}
+
+/* A gap of off_s: the latest, and the time of the g latest. */
+static void add_gap(struct csim_windows *w, double off_s)
+{
+	memmove(w->gap_s + 1, w->gap_s, (CSIM_AGE_MAX - 1) * sizeof *w->gap_s);
+	w->gap_s[0] = off_s;
+	for (unsigned g = 1; g <= CSIM_AGE_MAX; g++)
+		w->off_s[g] = w->off_s[g - 1] + w->gap_s[g - 1];	/* off_s[0]: 0 */
+}
+
+static void age_lines(struct csim_cache *c)
+{
+	size_t n = (size_t)c->nsets_local * c->assoc;
+
+	for (size_t k = 0; k < n; k++) {
+		uint64_t t = c->tags[k];
+		if (t != CSIM_EMPTY && (t >> CSIM_AGE_SHIFT) < CSIM_AGE_MAX)
+			c->tags[k] = t + (1ull << CSIM_AGE_SHIFT);
+	}
+}
+
+int csim__window_begin(struct csim *s, double on_s, double off_s)
+{
+	if (!s->win && !(s->win = calloc(1, sizeof *s->win)))
+		return -ENOMEM;
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (s->L.lv[i].tags && start_windows(&s->L.lv[i]) < 0)
+			return -ENOMEM;
+	if (s->win->begun++)	/* the first window's counts are exact */
+		close_window(s, on_s);
+	add_gap(s->win, off_s);
+	for (int i = 0; i < CSIM_NLEVELS; i++)
+		if (s->L.lv[i].tags)
+			age_lines(&s->L.lv[i]);
+	return 0;
+}
+
+double csim__window_evicted(const struct csim *s, int lv, double on_s)
+{
+	return s->win ? s->win->evicted[lv] + window_evicted(s, lv, on_s) : 0;
+}
+
+uint64_t csim__window_aged_hits(const struct csim *s, int lv)
+{
+	const struct csim_cache *c = &s->L.lv[lv];
+	uint64_t n = s->win ? s->win->hits[lv] : 0;
+
+	for (size_t k = 1; c->aged && k < 1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc; k++)
+		n += c->aged[k];
+	return n;
 }

@@ -203,6 +203,25 @@ void csim__flush_caches(struct csim *s);
  * so such a line was never in it). Every other miss would miss again in a
  * simulation that began earlier; these might have hit. */
 void csim__lines_held(const struct csim *s, uint64_t held[CSIM_NLEVELS]);
+/* Sampling by time: the references given from now on are those of a new
+ * window, after a gap of off_s seconds unseen, which followed a window of
+ * on_s (the first window's is not needed). Every line held so far is
+ * aged (a tag's count of gaps since its line was used), and each level's
+ * hits on aged lines are counted by age and way from now on, so that
+ * csim__window_evicted can weigh them; hits and misses stay those of the
+ * references given (as csim__refs alone would count them). The searches
+ * of levels with windows are scalar. -ENOMEM, and the window is not
+ * begun. */
+int csim__window_begin(struct csim *s, double on_s, double off_s);
+/* The hits on aged lines of level lv that a simulation of the whole time
+ * would have missed, expected, the window in progress on for on_s so far:
+ * each is taken as evicted when the gaps since its line was used brought
+ * into its set, at the level's rate of misses per set and second on (those
+ * that the evictions stand for included), at least as many new lines as
+ * the ways below it (Poisson's law). 0 before any window. */
+double csim__window_evicted(const struct csim *s, int lv, double on_s);
+/* The hits on aged lines of level lv so far. */
+uint64_t csim__window_aged_hits(const struct csim *s, int lv);
 
 /* ================================================= splitter and workers */
 

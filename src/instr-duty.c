@@ -9,7 +9,9 @@
  * cover, and scales them into estimates for the whole time.
  */
 #include "src/instr-state.h"
+#include "src/instr-sim.h"
 #include "codecache/codecache.h"
+#include "pipeline/cab.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -65,6 +67,26 @@ static int switch_func(struct func *f, bool on, uint64_t now)
 	return 0;
 }
 
+/* Everything the functions' consumers read was simulated, after they
+ * drained their rings (switched off: instr-workers.c, consumer_idle). */
+static bool window_drained(struct instr_state *st)
+{
+	for (size_t i = 0; i < st->nf; i++)
+		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++)
+			if (st->f[i].w[k].started && !atomic_load(&st->f[i].w[k].drained))
+				return false;
+	return sim_stage__idle(st->stage);
+}
+
+/* The simulated caches' next window, after a window on for on_s and a gap
+ * of off_s: now, where the last one's references were all simulated (so
+ * the windows are apart exactly), else before the next batch simulated. */
+static void begin_window(struct instr_state *st, double on_s, double off_s)
+{
+	if (!window_drained(st) || !sim_stage__window_if_idle(st->stage, on_s, off_s))
+		sim_stage__window(st->stage, on_s, off_s);
+}
+
 /* Every active function (st->lock held). The first failure (its function
  * in *failed); the others are switched all the same. */
 static int switch_all(struct instr_state *st, bool on, const char **failed)
@@ -82,8 +104,15 @@ static int switch_all(struct instr_state *st, bool on, const char **failed)
 			*failed = f->name;
 		}
 	}
-	if (on && st->off)
+	if (on && st->off) {
 		st->windows++;
+		begin_window(st, (double)(st->off_at - st->on_at) / 1e9,
+			     (double)(now - st->off_at) / 1e9);
+		st->on_at = now;
+	}
+	if (!on && !st->off)
+		st->off_at = now;
+	atomic_store(&st->quiet, !on);
 	st->switched |= !on;
 	st->off = !on;
 	return first;
@@ -92,8 +121,10 @@ static int switch_all(struct instr_state *st, bool on, const char **failed)
 void instr__switch_joined(struct instr_state *st, struct func *f)
 {
 	f->off_since = 0;
-	if (!st->windows)
+	if (!st->windows) {
 		st->windows = 1;
+		st->on_at = util_now_ns();
+	}
 	if (st->off)	/* as the others are: the next window takes it in */
 		switch_func(f, false, util_now_ns());
 }
@@ -155,6 +186,34 @@ static bool watch_pipeline(struct instr_state *st, struct timespec *look, unsign
 	}
 }
 
+/* Before a window on: until everything the last one recorded was
+ * simulated, for at most most_ms (false when the thread is stopped). A
+ * pipeline that keeps up drains within a few ms of the window's end; one
+ * that lags (its threads at niceness 19 under a budget, where the
+ * scheduler may leave them on the target's CPU) would not drain in a
+ * whole window off, which the wait would only make longer. */
+#define DRAIN_MAX_MS 25u
+static bool wait_drained(struct instr_state *st, unsigned most_ms)
+{
+	struct timespec until, step;
+
+	for (size_t i = 0; i < st->nf; i++)	/* a napping consumer drains now */
+		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++)
+			if (st->f[i].w[k].started)
+				cab_ring__wake_consumer(st->f[i].w[k].ring);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	add_ms(&until, most_ms);
+	while (!window_drained(st)) {
+		clock_gettime(CLOCK_MONOTONIC, &step);
+		add_ms(&step, 1);
+		if (!before(&step, &until))
+			return true;
+		if (!wait_window(st, &step))
+			return false;
+	}
+	return true;
+}
+
 /* Each window ends its length after the last one ended, not after the
  * switch that began it ran (a late wake-up does not stretch the next
  * window); a thread that fell more than a window behind starts afresh. */
@@ -173,6 +232,9 @@ static void *duty_main(void *arg)
 			break;
 		const char *failed = NULL;
 		bool ended_on = !st->off;
+		if (!ended_on && !wait_drained(st, DRAIN_MAX_MS < st->duty_off_ms / 4 ?
+					       DRAIN_MAX_MS : st->duty_off_ms / 4))
+			break;
 		instr__budget_window_end(st, ended_on);
 		switch_all(st, !ended_on, &failed);	/* a failure is tried again next time */
 		if (!ended_on)

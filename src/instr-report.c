@@ -9,6 +9,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,39 @@ static void switched_time(struct instr_state *st, struct padrone_ifunction *pf, 
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* The whole time's data miss ratios, once sampled in time with the cache
+ * simulated (padrone.h): the misses measured, and those the hits on aged
+ * lines stand for at the time off per time on. */
+static void estimate_ratios(struct instr_state *st, struct padrone_ireport *r)
+{
+	static const int lv[3] = { CSIM_I1, CSIM_D1, CSIM_LL };
+	uint64_t ev[PADRONE_NEVENTS] = { 0 };
+
+	r->est_d1 = r->est_ll = -1;
+	if (!r->sampled || r->nevents != PADRONE_NEVENTS)
+		return;
+	pthread_mutex_lock(&st->lock);
+	uint64_t end = st->off ? st->off_at : util_now_ns();
+	double on_s = end > st->on_at ? (double)(end - st->on_at) / 1e9 : 0;	/* in progress */
+	pthread_mutex_unlock(&st->lock);
+	sim_stage__lock(st->stage);
+	for (int i = 0; i < 3; i++) {
+		r->aged_hits[i] = csim__window_aged_hits(st->sim, lv[i]);
+		r->evicted[i] = csim__window_evicted(st->sim, lv[i], on_s);
+	}
+	sim_stage__unlock(st->stage);
+	for (size_t i = 0; i < r->nfunctions; i++)
+		for (unsigned e = 0; e < PADRONE_NEVENTS; e++)
+			ev[e] += r->functions[i].ev[e];
+	double refs = (double)(ev[3] + ev[6]);	/* Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw */
+	double d1m = (double)(ev[4] + ev[7]), i1m = (double)ev[1];
+	if (refs <= 0)
+		return;
+	double data_share = d1m + i1m > 0 ? d1m / (d1m + i1m) : 1;
+	r->est_d1 = fmin(1, (d1m + r->evicted[1]) / refs);
+	r->est_ll = fmin(1, ((double)(ev[5] + ev[8]) + r->evicted[2] * data_share) / refs);
+}
+
 int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
 {
 	struct instr_state *st = instrumented(s);
@@ -230,6 +264,7 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	}
 	free(rows);
 	switched_time(st, r->functions, &r->sampled, &r->fraction, &r->windows);
+	estimate_ratios(st, r);
 	*out = r;
 	return 0;
 oom_rows:

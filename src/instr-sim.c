@@ -60,6 +60,8 @@ struct sim_stage {
 	pthread_cond_t room;		/* a batch was simulated */
 	unsigned room_waiters;
 	bool sleeping, quit;
+	bool window;			/* sim_stage__window asked, not yet begun: */
+	double window_on_s, window_off_s;
 	struct sim_feed *feeds, *turn;	/* turn: the next feed to look at */
 	pthread_mutex_t sim_lock;	/* the simulator's results */
 	struct csim *const *sim;
@@ -81,9 +83,26 @@ static struct sim_feed *next_ready(struct sim_stage *sg)
 	return NULL;
 }
 
-static void simulate(struct sim_stage *sg, struct sim_batch *b)
+/* A window's on and off times, if one is to begin (m held). */
+struct window_ask {
+	bool begin;
+	double on_s, off_s;
+};
+
+static struct window_ask take_window(struct sim_stage *sg)
+{
+	struct window_ask w = { sg->window, sg->window_on_s, sg->window_off_s };
+
+	sg->window = false;
+	sg->window_on_s = sg->window_off_s = 0;
+	return w;
+}
+
+static void simulate(struct sim_stage *sg, struct sim_batch *b, struct window_ask w)
 {
 	pthread_mutex_lock(&sg->sim_lock);
+	if (w.begin)	/* -ENOMEM: the lines stay fresh, as in one long window */
+		csim__window_begin(*sg->sim, w.on_s, w.off_s);
 	csim__refs(*sg->sim, b->refs, b->n);	/* -ENOMEM: a PC's row lost, as before */
 	pthread_mutex_unlock(&sg->sim_lock);
 }
@@ -109,10 +128,11 @@ static void *simulator(void *arg)
 		f->queued--;
 		f->busy = true;
 		sg->turn = f->next;
+		struct window_ask window = take_window(sg);
 		pthread_mutex_unlock(&sg->m);
 		if (sg->nice)
 			instr__follow_nice(sg->nice, &nice);
-		simulate(sg, b);
+		simulate(sg, b, window);
 		pthread_mutex_lock(&sg->m);
 		b->n = 0;
 		f->spare[f->nspare++] = b;
@@ -171,6 +191,46 @@ void sim_stage__lock(struct sim_stage *sg)
 void sim_stage__unlock(struct sim_stage *sg)
 {
 	pthread_mutex_unlock(&sg->sim_lock);
+}
+
+void sim_stage__window(struct sim_stage *sg, double on_s, double off_s)
+{
+	pthread_mutex_lock(&sg->m);
+	sg->window = true;
+	sg->window_on_s += on_s;
+	sg->window_off_s += off_s;
+	pthread_mutex_unlock(&sg->m);
+}
+
+/* (m held) */
+static bool all_simulated(const struct sim_stage *sg)
+{
+	for (const struct sim_feed *f = sg->feeds; f; f = f->next)
+		if (f->queued || f->busy)
+			return false;
+	return true;
+}
+
+bool sim_stage__idle(struct sim_stage *sg)
+{
+	pthread_mutex_lock(&sg->m);
+	bool idle = all_simulated(sg);
+	pthread_mutex_unlock(&sg->m);
+	return idle;
+}
+
+bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s)
+{
+	pthread_mutex_lock(&sg->m);
+	bool idle = all_simulated(sg);
+	if (idle) {
+		struct window_ask w = take_window(sg);	/* one asked before, never begun */
+		pthread_mutex_lock(&sg->sim_lock);
+		csim__window_begin(*sg->sim, on_s + w.on_s, off_s + w.off_s);
+		pthread_mutex_unlock(&sg->sim_lock);
+	}
+	pthread_mutex_unlock(&sg->m);
+	return idle;
 }
 
 int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out)

@@ -10,6 +10,8 @@
 #define PADRONE_SRC_INSTR_SIM_H
 
 #include "pipeline/pipeline.h"
+
+#include <stdbool.h>
 #include "pipeline/rep.h"
 
 struct sim_stage;
@@ -27,6 +29,18 @@ void sim_stage__free(struct sim_stage *sg);
  * meanwhile). */
 void sim_stage__lock(struct sim_stage *sg);
 void sim_stage__unlock(struct sim_stage *sg);
+
+/* The references simulated from the next batch on are a new window's,
+ * after off_s switched off, which followed a window on for on_s
+ * (csim__window_begin, before that batch: a batch still queued from the
+ * window before, which the time off nearly always leaves time to drain,
+ * would count in the new one; windows with no batch between add up). */
+void sim_stage__window(struct sim_stage *sg, double on_s, double off_s);
+/* The window begins now, as sim_stage__window asks, if every batch handed
+ * over was simulated (true); else nothing is done (false). */
+bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s);
+/* Every batch handed over was simulated. */
+bool sim_stage__idle(struct sim_stage *sg);
 
 /* A consumer's feed: 0 or -ENOMEM. */
 int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out);

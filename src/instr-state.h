@@ -117,6 +117,9 @@ struct worker {
 	size_t nedges;
 	int nice;			/* its thread's, as it last set it (instr-nice.h) */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
+	/* switched off, everything written to the ring so far was recovered
+	 * and handed to the simulator (instr-workers.c, consumer_idle) */
+	_Atomic bool drained;
 };
 
 /* A loop as report needs it: where its blocks are. */
@@ -180,7 +183,9 @@ struct instr_state {
 	 * instrument and uninstrument, which hold it while they change a func */
 	pthread_mutex_t lock;
 	bool off;			/* switched off now */
+	_Atomic bool quiet;		/* off, for the consumers (no lock) */
 	uint64_t windows;		/* times switched on, the first instrument's too */
+	uint64_t on_at, off_at;		/* the last window's start, the last switch off */
 	bool switched;			/* ever switched off: results cover part of the time */
 	unsigned duty_on_ms, duty_off_ms;	/* the duty cycle, 0 0: none */
 	pthread_t duty;

@@ -182,6 +182,7 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	struct rep_recover_stats rs = { 0 };
 	struct cab_stats cs;
 
+	atomic_store_explicit(&w->drained, false, memory_order_relaxed);
 	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 	uint64_t now_ns = util_now_ns();
@@ -204,11 +205,38 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 	return rc;
 }
 
+/* Nothing ready. Switched off, what the producer wrote since (the chunks
+ * a poll leaves until it is two ahead) is recovered, and everything handed
+ * to the simulator, so that a window's references are simulated before
+ * the next window begins (instr__window_drained). */
+static int consumer_idle(void *arg)
+{
+	struct worker *w = arg;
+
+	struct cab_stats before, after;
+
+	if (!atomic_load(&w->st->quiet) || atomic_load(&w->drained))
+		return 0;
+	cab_consumer__stats(w->cons, &before);
+	int n = cab_consumer__drain(w->cons, consume_span, w);
+	if (n < 0)
+		return n;
+	cab_consumer__stats(w->cons, &after);
+	if (after.words_delivered != before.words_delivered)
+		return 1;	/* looked at again before it naps */
+	if (w->rec)
+		rep_recover__flush(w->rec);
+	if (w->feed)
+		sim_feed__flush(w->feed);
+	atomic_store(&w->drained, true);
+	return 0;
+}
+
 static void *consume(void *arg)
 {
 	struct worker *w = arg;
 
-	cab_consumer__run(w->cons, consume_span, w, &w->stop);
+	cab_consumer__run_idle(w->cons, consume_span, consumer_idle, w, &w->stop);
 	if (w->rec)
 		rep_recover__flush(w->rec);
 	if (w->fed)

@@ -388,7 +388,8 @@ const struct padrone_cmd_entry padrone_cmd_instrument_entry = {
 		"for FUNC... instrumented with it, or without FUNC for what is instrumented,\n"
 		"until --on, --off, uninstrument or detach; report then gives the counts\n"
 		"measured, the fraction of the time on they cover and estimates for the\n"
-		"whole time (counts scaled, miss ratios as measured). --max-overhead PCT (-B)\n"
+		"whole time (counts scaled; data miss ratios with the hits on lines that the\n"
+		"time off would have evicted as misses). --max-overhead PCT (-B)\n"
 		"keeps a duty cycle whose share on padrone chooses and keeps choosing as the\n"
 		"load changes, so that the process loses about PCT% of its time (0.1 to 100):\n"
 		"periods of 200 ms, the process sampled (cpu-clock, 499 Hz) to compare the\n"
@@ -422,8 +423,8 @@ static void estimate(const struct padrone_ifunction *fn, uint64_t *est)
 static void print_sampled(FILE *f, const char *prefix, const struct padrone_ireport *r)
 {
 	fprintf(f, "%ssampled: switched on %.1f%% of the time instrumented, in %llu window%s; "
-		"the counts are measured in those windows, estimates (counts / fraction on, "
-		"miss ratios as measured) cover the whole time\n", prefix, 100.0 * r->fraction,
+		"the counts are measured in those windows, estimates (counts / fraction on) "
+		"cover the whole time\n", prefix, 100.0 * r->fraction,
 		(unsigned long long)r->windows, r->windows == 1 ? "" : "s");
 }
 
@@ -461,6 +462,20 @@ static void print_cold(FILE *f, const char *prefix, const struct padrone_ireport
 		"with those misses as hits..as measured: D1 %.4f%%..%.4f%%, LL %.4f%%..%.4f%%\n",
 		prefix, (unsigned long long)r->cold[0], (unsigned long long)r->cold[1],
 		(unsigned long long)r->cold[2], d1_lo, d1_hi, ll_lo, ll_hi);
+}
+
+/* The whole time's data miss ratios the report estimates (padrone.h,
+ * struct padrone_ireport), when it does. */
+static void print_estimated_ratios(FILE *f, const char *prefix, const struct padrone_ireport *r)
+{
+	if (r->est_d1 < 0)
+		return;
+	fprintf(f, "%sestimated for the whole time: data miss ratios D1 %.4f%%, LL %.4f%% (as "
+		"measured, with the hits on lines kept from an earlier window that the time off "
+		"would have evicted as misses: %.0f of %llu at D1, %.0f of %llu at LL, expected)\n",
+		prefix, 100 * r->est_d1, 100 * r->est_ll, r->evicted[1],
+		(unsigned long long)r->aged_hits[1], r->evicted[2],
+		(unsigned long long)r->aged_hits[2]);
 }
 
 /* The analysis a report's counts come from, as -a names it. */
@@ -575,9 +590,18 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, ",\"cold\":{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu}",
 		(unsigned long long)r->cold[0], (unsigned long long)r->cold[1],
 		(unsigned long long)r->cold[2]);
-	if (r->sampled)
-		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu}", r->fraction,
+	if (r->sampled) {
+		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu", r->fraction,
 			(unsigned long long)r->windows);
+		if (r->est_d1 >= 0)
+			fprintf(f, ",\"miss_ratio\":{\"D1\":%.6f,\"LL\":%.6f},\"aged_hits\":"
+				"{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu},\"evicted\":{\"I1\":%.1f,"
+				"\"D1\":%.1f,\"LL\":%.1f}", r->est_d1, r->est_ll,
+				(unsigned long long)r->aged_hits[0], (unsigned long long)r->aged_hits[1],
+				(unsigned long long)r->aged_hits[2], r->evicted[0], r->evicted[1],
+				r->evicted[2]);
+		fputc('}', f);
+	}
 	fprintf(f, "}\n");
 }
 
@@ -612,6 +636,7 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 	if (r->sampled) {
 		print_sampled(f, "# ", r);
 		print_cold(f, "# ", r);
+		print_estimated_ratios(f, "# ", r);
 	}
 	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, "%12s ", padrone_event_name(r->events[e]));
@@ -710,6 +735,7 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	if (r->sampled) {	/* the format's free text: the counts are measured ones */
 		print_sampled(f, "desc: ", r);
 		print_cold(f, "desc: ", r);
+		print_estimated_ratios(f, "desc: ", r);
 	}
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
@@ -754,7 +780,11 @@ const struct padrone_cmd_entry padrone_cmd_report_entry = {
 		"filled an empty line (first touches, which a run that began earlier might\n"
 		"have hit); switched off at times, the text gives each data miss ratio with\n"
 		"those misses counted as hits and as measured (a hit on a line kept from an\n"
-		"earlier window may have missed in the time off: not a bound). A loop (from the\n"
+		"earlier window may have missed in the time off: not a bound), and \"sampled\":\n"
+		"{\"fraction\",\"windows\",\"miss_ratio\":{\"D1\",\"LL\"},\"aged_hits\",\"evicted\"}\n"
+		"the data miss ratios estimated for the whole time: the hits on lines kept\n"
+		"from an earlier window that the time off would have evicted (expected, by\n"
+		"the level's rate of new lines per set) counted as misses. A loop (from the\n"
 		"CFG's loop forest, outer first; parent is an index in loops or -1) counts\n"
 		"its instructions' events, nested loops' included; text shows it as\n"
 		"\"loop HEADER\" after the PCs. -o FILE writes Cachegrind's output format instead\n"

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,6 +371,27 @@ END_TEST
 /* csim against the naive model on refs, every counter of every PC. The
  * model's share of hits on the line the set used last (out of accesses to
  * the first levels) goes to *mru_share when asked. */
+/* Every counter of every PC of r, against the model's. */
+static void check_rows_against_model(struct csim_result *r, const struct model *m)
+{
+	ck_assert_uint_eq(csim_result__npcs(r), m->npcs);
+	for (size_t i = 0; i < m->npcs; i++) {
+		struct csim_pc_stats rowv, *row = &rowv;
+		ck_assert(csim_result__get(r, m->pcs[i], row));
+		if (memcmp(&row->c, &m->rows[i], sizeof(row->c))) {
+			for (int lv = 0; lv < CSIM_NLEVELS; lv++)
+				for (int k = 0; k < CSIM_NKINDS; k++)
+					fprintf(stderr, "pc %lx lv %d kind %d: csim %lu/%lu model %lu/%lu\n",
+						(unsigned long)m->pcs[i], lv, k,
+						(unsigned long)row->c.access[lv][k],
+						(unsigned long)row->c.miss[lv][k],
+						(unsigned long)m->rows[i].access[lv][k],
+						(unsigned long)m->rows[i].miss[lv][k]);
+			ck_abort_msg("pc 0x%lx differs from the model", (unsigned long)m->pcs[i]);
+		}
+	}
+}
+
 static void check_refs_against_model(const struct csim_config *cfg, const struct rep_ref *refs,
 				     size_t N, double *mru_share)
 {
@@ -381,22 +403,7 @@ static void check_refs_against_model(const struct csim_config *cfg, const struct
 		model_ref(&m, &refs[i]);
 	run(&s, cfg, refs, N);
 	struct csim_result *r = csim__result(s);
-	ck_assert_uint_eq(csim_result__npcs(r), m.npcs);
-	for (size_t i = 0; i < m.npcs; i++) {
-		struct csim_pc_stats rowv, *row = &rowv;
-		ck_assert(csim_result__get(r, m.pcs[i], row));
-		if (memcmp(&row->c, &m.rows[i], sizeof(row->c))) {
-			for (int lv = 0; lv < CSIM_NLEVELS; lv++)
-				for (int k = 0; k < CSIM_NKINDS; k++)
-					fprintf(stderr, "pc %lx lv %d kind %d: csim %lu/%lu model %lu/%lu\n",
-						(unsigned long)m.pcs[i], lv, k,
-						(unsigned long)row->c.access[lv][k],
-						(unsigned long)row->c.miss[lv][k],
-						(unsigned long)m.rows[i].access[lv][k],
-						(unsigned long)m.rows[i].miss[lv][k]);
-			ck_abort_msg("pc 0x%lx differs from the model", (unsigned long)m.pcs[i]);
-		}
-	}
+	check_rows_against_model(r, &m);
 	if (mru_share) {
 		const struct csim_counts *t = csim_result__totals(r);
 		uint64_t first = 0;
@@ -461,6 +468,92 @@ START_TEST(matches_model_at_every_associativity)
 		}
 	}
 	csim_simd_max = CSIM_SIMD_AVX512;
+}
+END_TEST
+
+/* Windows age the lines held, and change no hit or miss: the stream fed
+ * in pieces with a window begun before each (the levels then search as
+ * scalars, aged tags among fresh ones) counts exactly as the naive model
+ * does, in both modes and at associativities of every search. */
+START_TEST(windows_change_no_count)
+{
+	enum { N = 40000, PIECE = 997 };
+	static struct rep_ref refs[N];
+
+	for (uint32_t a = 1; a <= 16; a += 5) {
+		struct csim_config cfg = { .cachegrind = a % 2 == 0 };
+		cfg.level[CSIM_I1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+		cfg.level[CSIM_D1] = (struct csim_geom){ 16ull * a * 64, a, 64 };
+		cfg.level[CSIM_LL] = (struct csim_geom){ 64ull * 16 * 64, 16, 64 };
+		struct model m;
+		struct csim *s;
+		make_stream(refs, N, 300 + a, 1 << 16, 200);
+		model_init(&m, &cfg);
+		for (size_t i = 0; i < N; i++)
+			model_ref(&m, &refs[i]);
+		ck_assert_int_eq(csim__new(&cfg, &s), 0);
+		for (size_t i = 0; i < N; i += PIECE) {
+			if (i)
+				ck_assert_int_eq(csim__window_begin(s, 0.02, 0.18), 0);
+			ck_assert_int_eq(csim__refs(s, refs + i, i + PIECE < N ? PIECE : N - i), 0);
+		}
+		check_rows_against_model(csim__result(s), &m);
+		ck_assert_uint_gt(csim__window_aged_hits(s, CSIM_LL), 0);
+		model_free(&m);
+		csim__free(s);
+	}
+}
+END_TEST
+
+/* x = 1 - sum_{j < r} e^-m m^j / j! with m = a + b x: P(X >= r) for X of
+ * Poisson's law with a mean that counts x itself, by bisection. */
+static double poisson_fixed_point(double a, double b, unsigned r)
+{
+	double lo = 0, hi = 1;
+
+	for (int i = 0; i < 100; i++) {
+		double x = (lo + hi) / 2, m = a + b * x, term = exp(-m), below = 0;
+		for (unsigned j = 0; j < r; j++, term *= m / j)
+			below += term;
+		if (1 - below > x)
+			lo = x;
+		else
+			hi = x;
+	}
+	return lo;
+}
+
+/* Hits on aged lines, by age and way, and the chance that the gaps since
+ * evicted them. D1 set 0 holds A (0x1000) and B (0x1080); D (0x1040, set
+ * 1) misses in the second window. */
+START_TEST(windows_weigh_hits_on_aged_lines)
+{
+	struct csim_config cfg = tiny(true);
+	struct rep_ref first[] = { R(1, 0x1000, 8, REP_REF_READ), R(1, 0x1080, 8, REP_REF_READ) };
+	struct rep_ref d = R(1, 0x1040, 8, REP_REF_READ), b = first[1], a = first[0];
+	struct csim *s;
+
+	run(&s, &cfg, first, 2);	/* the first window: exact */
+	ck_assert_double_eq(csim__window_evicted(s, CSIM_D1, 1), 0);	/* no window yet */
+	ck_assert_int_eq(csim__window_begin(s, 1, 1), 0);
+	ck_assert_int_eq(csim__refs(s, &d, 1), 0);	/* the one miss since */
+	ck_assert_int_eq(csim__refs(s, &b, 1), 0);	/* B: aged 1, way 0 */
+	ck_assert_int_eq(csim__window_begin(s, 1, 2), 0);
+	/* The second window, on 1 s, after a gap of 1 s: 1 miss, and B's if
+	 * evicted, over 2 sets: m = (1 + x) / 2 new lines in the gap, 2 of
+	 * them to evict B (at way 0 of 2). */
+	double eb = csim__window_evicted(s, CSIM_D1, 0);
+	ck_assert_double_eq_tol(eb, poisson_fixed_point(0.5, 0.5, 2), 1e-5);
+	ck_assert_int_eq(csim__window_begin(s, 0.5, 3), 0);
+	ck_assert_int_eq(csim__refs(s, &a, 1), 0);	/* A: aged 3, way 1 */
+	ck_assert_uint_eq(csim__window_aged_hits(s, CSIM_D1), 2);
+	ck_assert_uint_eq(csim_result__totals(csim__result(s))->miss[CSIM_D1][CSIM_READ], 3);
+	/* Now 2 s on in all (this window's 0.5 s too), A used 3 gaps ago
+	 * (3 + 2 + 1 s): m = 6 (1 + eb + x) / (2 * 2), 1 to evict it. */
+	double ea = csim__window_evicted(s, CSIM_D1, 0.5) - eb;
+	ck_assert_double_eq_tol(ea, poisson_fixed_point(1.5 * (1 + eb), 1.5, 1), 1e-5);
+	ck_assert_double_gt(ea, eb);
+	csim__free(s);
 }
 END_TEST
 
@@ -1063,6 +1156,8 @@ int main(void)
 	tcase_add_test(tc, matches_model_per_line_mode);
 	tcase_add_test(tc, matches_model_at_every_associativity);
 	tcase_add_test(tc, loop_streams_match_the_model_per_pc);
+	tcase_add_test(tc, windows_change_no_count);
+	tcase_add_test(tc, windows_weigh_hits_on_aged_lines);
 	tcase_add_test(tc, geometry_parse_and_check);
 	tcase_add_test(tc, cachegrind_tweaks_non_power_of_two_ll);
 	tcase_add_test(tc, host_geometry_from_amd_cpuid);
