@@ -94,6 +94,11 @@ static int switch_all(struct instr_state *st, bool on, const char **failed)
 	uint64_t now = util_now_ns();
 	int first = 0;
 
+	if (on && st->off) {	/* before any call records: its window's first */
+		begin_window(st, (double)(st->off_at - st->on_at) / 1e9,
+			     (double)(now - st->off_at) / 1e9);
+		now = util_now_ns();	/* (a large LL's lines take some ms to age) */
+	}
 	for (size_t i = 0; i < st->nf; i++) {
 		struct func *f = &st->f[i];
 		if (!f->active)
@@ -106,8 +111,6 @@ static int switch_all(struct instr_state *st, bool on, const char **failed)
 	}
 	if (on && st->off) {
 		st->windows++;
-		begin_window(st, (double)(st->off_at - st->on_at) / 1e9,
-			     (double)(now - st->off_at) / 1e9);
 		st->on_at = now;
 	}
 	if (!on && !st->off)
