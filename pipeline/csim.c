@@ -605,13 +605,29 @@ void csim__lines_held(const struct csim *s, uint64_t held[CSIM_NLEVELS])
 	}
 }
 
+/* The counters of a level's window (csim_cache.aged). */
+static size_t aged_len(const struct csim_cache *c)
+{
+	return 1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc;
+}
+
+/* The window's hits on aged lines. */
+static uint64_t aged_hits(const struct csim_cache *c)
+{
+	uint64_t n = 0;
+
+	for (size_t k = 1; c->aged && k < aged_len(c); k++)
+		n += c->aged[k];
+	return n;
+}
+
 /* A level's first window: its counters, and the scalar search that fills
  * them. */
 static int start_windows(struct csim_cache *c)
 {
 	if (c->aged)
 		return 0;
-	c->aged = calloc(1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc, sizeof *c->aged);
+	c->aged = calloc(aged_len(c), sizeof *c->aged);
 	if (!c->aged)
 		return -ENOMEM;
 	c->simd = CSIM_SCALAR;
@@ -691,9 +707,8 @@ static void close_window(struct csim *s, double on_s)
 			continue;
 		w->evicted[lv] += window_evicted(s, lv, on_s);
 		w->misses[lv] += c->aged[0];
-		for (size_t k = 1; k < 1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc; k++)
-			w->hits[lv] += c->aged[k];
-		memset(c->aged, 0, (1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc) * sizeof *c->aged);
+		w->hits[lv] += aged_hits(c);
+		memset(c->aged, 0, aged_len(c) * sizeof *c->aged);
 	}
 	w->on_s += on_s;
 }
@@ -741,10 +756,5 @@ double csim__window_evicted(const struct csim *s, int lv, double on_s)
 
 uint64_t csim__window_aged_hits(const struct csim *s, int lv)
 {
-	const struct csim_cache *c = &s->L.lv[lv];
-	uint64_t n = s->win ? s->win->hits[lv] : 0;
-
-	for (size_t k = 1; c->aged && k < 1 + (CSIM_AGE_MAX + 1) * (size_t)c->assoc; k++)
-		n += c->aged[k];
-	return n;
+	return (s->win ? s->win->hits[lv] : 0) + aged_hits(&s->L.lv[lv]);
 }

@@ -273,6 +273,7 @@ void instr__switch_reset(struct instr_state *st)
 {
 	pthread_mutex_lock(&st->lock);
 	st->off = false;
+	atomic_store(&st->quiet, false);
 	pthread_mutex_unlock(&st->lock);
 }
 

@@ -172,9 +172,25 @@ static void switched_time(struct instr_state *st, struct padrone_ifunction *pf, 
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* How long the last window was on: until now, until it was switched off,
+ * or until the last function was uninstrumented (st->lock held). */
+static double last_window_s(const struct instr_state *st)
+{
+	uint64_t end = st->off ? st->off_at : util_now_ns(), last = 0;
+	bool active = false;
+
+	for (size_t i = 0; i < st->nf; i++) {
+		active |= st->f[i].active;
+		last = st->f[i].t1_ns > last ? st->f[i].t1_ns : last;
+	}
+	if (!active && last && last < end)
+		end = last;
+	return end > st->on_at ? (double)(end - st->on_at) / 1e9 : 0;
+}
+
 /* The whole time's data miss ratios, once sampled in time with the cache
  * simulated (padrone.h): the misses measured, and those the hits on aged
- * lines stand for at the time off per time on. */
+ * lines stand for, the gaps since their lines' use as long as they were. */
 static void estimate_ratios(struct instr_state *st, struct padrone_ireport *r)
 {
 	static const int lv[3] = { CSIM_I1, CSIM_D1, CSIM_LL };
@@ -184,8 +200,7 @@ static void estimate_ratios(struct instr_state *st, struct padrone_ireport *r)
 	if (!r->sampled || r->nevents != PADRONE_NEVENTS)
 		return;
 	pthread_mutex_lock(&st->lock);
-	uint64_t end = st->off ? st->off_at : util_now_ns();
-	double on_s = end > st->on_at ? (double)(end - st->on_at) / 1e9 : 0;	/* in progress */
+	double on_s = last_window_s(st);
 	pthread_mutex_unlock(&st->lock);
 	sim_stage__lock(st->stage);
 	for (int i = 0; i < 3; i++) {

@@ -208,11 +208,10 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 /* Nothing ready. Switched off, what the producer wrote since (the chunks
  * a poll leaves until it is two ahead) is recovered, and everything handed
  * to the simulator, so that a window's references are simulated before
- * the next window begins (instr__window_drained). */
+ * the next window begins (instr-duty.c, window_drained). */
 static int consumer_idle(void *arg)
 {
 	struct worker *w = arg;
-
 	struct cab_stats before, after;
 
 	if (!atomic_load(&w->st->quiet) || atomic_load(&w->drained))
@@ -244,6 +243,7 @@ static void *consume(void *arg)
 	instr__publish_edges(w);
 	if (w->feed)
 		sim_feed__flush(w->feed);
+	atomic_store(&w->drained, true);	/* (its thread gone: nothing more comes) */
 	atomic_store(&w->cpu_ns, instr__thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID));
 	return NULL;
 }

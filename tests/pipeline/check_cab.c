@@ -510,6 +510,58 @@ START_TEST(drain_delivers_the_partial_chunk)
 }
 END_TEST
 
+/* cab_consumer__run_idle: the idle function runs before each nap; what it
+ * delivers itself (a drain) is looked at again before any nap, its
+ * negative return ends the run. */
+struct idle_drain {
+	struct cab_consumer *c;
+	struct verify v;
+	int calls, stop, fail_at;
+};
+
+static int idle_drain_fn(void *arg)
+{
+	struct idle_drain *d = arg;
+	uint64_t before = d->v.nrec;
+
+	if (++d->calls == d->fail_at)
+		return -EIO;
+	int n = cab_consumer__drain(d->c, verify_fn, &d->v);
+	if (n < 0)
+		return n;
+	if (d->v.nrec != before)
+		return 1;
+	d->stop = 1;	/* seen to the end: the run ends after this nap */
+	return 0;
+}
+
+START_TEST(run_idle_calls_idle_before_each_nap)
+{
+	struct cab_ring *r;
+	struct cab_producer *p;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 1024, 4, 8);
+	struct idle_drain d = { .v = { .maxp = 7 } };
+
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	ck_assert_int_eq(cab_consumer__open(r, &d.c), 0);
+	for (uint64_t i = 0; i < 5; i++)	/* a chunk begun: no poll delivers it */
+		put_rec(p, i, 7);
+	ck_assert_int_eq(cab_consumer__run_idle(d.c, verify_fn, idle_drain_fn, &d, &d.stop), 0);
+	ck_assert_msg(d.v.bad == 0, "%s", d.v.why);
+	ck_assert_uint_eq(d.v.nrec, 5);
+	ck_assert_int_eq(d.calls, 2);	/* drained, then nothing new */
+	d.stop = 0;
+	d.fail_at = d.calls + 1;
+	put_rec(p, 5, 7);
+	ck_assert_int_eq(cab_consumer__run_idle(d.c, verify_fn, idle_drain_fn, &d, &d.stop), -EIO);
+	ck_assert_uint_eq(d.v.nrec, 5);
+	cab_producer__close(p);
+	cab_consumer__close(d.c);
+	cab_ring__close(r);
+}
+END_TEST
+
 START_TEST(corrupt_chunk_is_counted_not_followed)
 {
 	struct cab_ring *r;
@@ -1419,6 +1471,7 @@ int main(void)
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);
+	tcase_add_test(tc, run_idle_calls_idle_before_each_nap);
 	tcase_add_test(tc, corrupt_chunk_is_counted_not_followed);
 	tcase_add_test(tc, closed_consumer_means_drops_not_waits);
 	tcase_add_loop_test(tc, two_processes_exhaustive, 0, 3);
