@@ -19,9 +19,10 @@
  * estimated beside the overhead measured). Each state is a fresh
  * attachment and instrumentation (results and the mode last as long as an
  * attachment), so that its report's D1 and LL miss ratios are its own:
- * those of 10% on and of sampling mode against the exhaustive one's, and
- * the range the report gives a sampled LL ratio (its cold-start misses,
- * first touches of lines, counted as hits .. as measured).
+ * those of 10%, 50% and 1% on and of sampling mode against the exhaustive
+ * one's, as the report estimates them for the whole time and as measured,
+ * with the range the report gives a sampled LL ratio (its cold-start
+ * misses, first touches of lines, counted as hits .. as measured).
  * Each state's figure is the median of its rounds' rates, and the median of
  * its rounds' ratios to their own natives, by the wall clock and per second
  * of the target's own CPU time; each round's ratios are printed too
@@ -300,6 +301,9 @@ static void print_sampled_ratios(struct seen v[][NSTATES])
 	printf(", 1%% on:");
 	print_ratio_vs("D1", MEDIAN(v, DUTY1, est_d1), d1);
 	print_ratio_vs("LL", MEDIAN(v, DUTY1, est_ll), ll);
+	printf(", CAB sampling mode:");
+	print_ratio_vs("D1", MEDIAN(v, SAMPLE, est_d1), d1);
+	print_ratio_vs("LL", MEDIAN(v, SAMPLE, est_ll), ll);
 	printf("; as measured: 10%% on:");
 	print_ratio_vs("D1", MEDIAN(v, DUTY10, d1), d1);
 	print_ratio_vs("LL", MEDIAN(v, DUTY10, ll), ll);

@@ -188,19 +188,20 @@ static double last_window_s(const struct instr_state *st)
 	return end > st->on_at ? (double)(end - st->on_at) / 1e9 : 0;
 }
 
-/* The whole time's data miss ratios, once sampled in time with the cache
- * simulated (padrone.h): the misses measured, and those the hits on aged
- * lines stand for, the gaps since their lines' use as long as they were. */
+/* The whole time's data miss ratios, once sampled (in time, or by CAB's
+ * sampling) with the cache simulated (padrone.h): the misses measured, and
+ * those the hits on aged lines stand for. The window in progress: its
+ * seconds on, or (units, sampling mode) none counted. */
 static void estimate_ratios(struct instr_state *st, struct padrone_ireport *r)
 {
 	static const int lv[3] = { CSIM_I1, CSIM_D1, CSIM_LL };
 	uint64_t ev[PADRONE_NEVENTS] = { 0 };
 
 	r->est_d1 = r->est_ll = -1;
-	if (!r->sampled || r->nevents != PADRONE_NEVENTS)
+	if (!(r->sampled || r->sampling) || r->nevents != PADRONE_NEVENTS)
 		return;
 	pthread_mutex_lock(&st->lock);
-	double on_s = last_window_s(st);
+	double on_s = r->sampled ? last_window_s(st) : 0;
 	pthread_mutex_unlock(&st->lock);
 	sim_stage__lock(st->stage);
 	for (int i = 0; i < 3; i++) {

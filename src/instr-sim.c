@@ -35,9 +35,24 @@
 #define SIM_DEPTH 6		/* a feed's batches: filling, queued, simulated */
 #define SIM_WAKE 2		/* batches queued that wake a sleeping simulator */
 
+/* A window of the simulated caches to begin (csim__window_begin) after a
+ * window on for on and a gap of off, which add up when asked again. */
+struct window_ask {
+	bool begin;
+	double on, off;
+};
+
+static void ask_window(struct window_ask *w, double on, double off)
+{
+	w->begin = true;
+	w->on += on;
+	w->off += off;
+}
+
 struct sim_batch {
 	size_t n;
 	struct rep_ref *refs;	/* SIM_BATCH, from malloc (as the recoverer's) */
+	struct window_ask window;	/* a feed's, to begin before these */
 };
 
 struct sim_feed {
@@ -52,6 +67,7 @@ struct sim_feed {
 	unsigned nspare;
 	unsigned owned;				/* batches allocated */
 	bool busy;				/* the simulator has one of them */
+	struct window_ask window;		/* for the next batch queued */
 };
 
 struct sim_stage {
@@ -60,8 +76,7 @@ struct sim_stage {
 	pthread_cond_t room;		/* a batch was simulated */
 	unsigned room_waiters;
 	bool sleeping, quit;
-	bool window;			/* sim_stage__window asked, not yet begun: */
-	double window_on_s, window_off_s;
+	struct window_ask window;	/* sim_stage__window's, not yet begun */
 	struct sim_feed *feeds, *turn;	/* turn: the next feed to look at */
 	pthread_mutex_t sim_lock;	/* the simulator's results */
 	struct csim *const *sim;
@@ -83,18 +98,12 @@ static struct sim_feed *next_ready(struct sim_stage *sg)
 	return NULL;
 }
 
-/* A window's on and off times, if one is to begin (m held). */
-struct window_ask {
-	bool begin;
-	double on_s, off_s;
-};
-
+/* The stage's window asked, if one is to begin (m held). */
 static struct window_ask take_window(struct sim_stage *sg)
 {
-	struct window_ask w = { sg->window, sg->window_on_s, sg->window_off_s };
+	struct window_ask w = sg->window;
 
-	sg->window = false;
-	sg->window_on_s = sg->window_off_s = 0;
+	sg->window = (struct window_ask){ 0 };
 	return w;
 }
 
@@ -102,7 +111,7 @@ static void simulate(struct sim_stage *sg, struct sim_batch *b, struct window_as
 {
 	pthread_mutex_lock(&sg->sim_lock);
 	if (w.begin)	/* -ENOMEM: the lines stay fresh, as in one long window */
-		csim__window_begin(*sg->sim, w.on_s, w.off_s);
+		csim__window_begin(*sg->sim, w.on, w.off);
 	csim__refs(*sg->sim, b->refs, b->n);	/* -ENOMEM: a PC's row lost, as before */
 	pthread_mutex_unlock(&sg->sim_lock);
 }
@@ -129,6 +138,9 @@ static void *simulator(void *arg)
 		f->busy = true;
 		sg->turn = f->next;
 		struct window_ask window = take_window(sg);
+		if (b->window.begin)	/* (a stage's and a feed's: one or the other) */
+			window = b->window;
+		b->window = (struct window_ask){ 0 };
 		pthread_mutex_unlock(&sg->m);
 		if (sg->nice)
 			instr__follow_nice(sg->nice, &nice);
@@ -196,9 +208,7 @@ void sim_stage__unlock(struct sim_stage *sg)
 void sim_stage__window(struct sim_stage *sg, double on_s, double off_s)
 {
 	pthread_mutex_lock(&sg->m);
-	sg->window = true;
-	sg->window_on_s += on_s;
-	sg->window_off_s += off_s;
+	ask_window(&sg->window, on_s, off_s);
 	pthread_mutex_unlock(&sg->m);
 }
 
@@ -226,7 +236,7 @@ bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s)
 	if (idle) {
 		struct window_ask w = take_window(sg);	/* one asked before, never begun */
 		pthread_mutex_lock(&sg->sim_lock);
-		csim__window_begin(*sg->sim, on_s + w.on_s, off_s + w.off_s);
+		csim__window_begin(*sg->sim, on_s + w.on, off_s + w.off);
 		pthread_mutex_unlock(&sg->sim_lock);
 	}
 	pthread_mutex_unlock(&sg->m);
@@ -292,6 +302,8 @@ static void queue_fill(struct sim_feed *f, bool wake)
 	struct sim_stage *sg = f->sg;
 
 	if (f->fill && f->fill->n) {
+		f->fill->window = f->window;
+		f->window = (struct window_ask){ 0 };
 		f->queue[(f->head + f->queued) % SIM_DEPTH] = f->fill;
 		f->queued++;
 		f->fill = NULL;
@@ -352,6 +364,14 @@ void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n)
 		refs += k;
 		n -= k;
 	}
+}
+
+void sim_feed__window(struct sim_feed *f, double on, double off)
+{
+	pthread_mutex_lock(&f->sg->m);
+	queue_fill(f, false);
+	ask_window(&f->window, on, off);
+	pthread_mutex_unlock(&f->sg->m);
 }
 
 void sim_feed__flush(struct sim_feed *f)

@@ -42,6 +42,13 @@ bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s);
 /* Every batch handed over was simulated. */
 bool sim_stage__idle(struct sim_stage *sg);
 
+/* The feed's references from here on are a new window's, after a gap of
+ * off, which followed a window on for on (csim__window_begin before the
+ * first batch of them; the references so far are handed over first). For
+ * a stream whose gaps are its own (CAB's sampling: units left out), on
+ * and off counted in units. */
+void sim_feed__window(struct sim_feed *f, double on, double off);
+
 /* A consumer's feed: 0 or -ENOMEM. */
 int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out);
 /* A rep_ref_sink (arg: the feed), on the consumer's thread only: copies

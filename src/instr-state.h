@@ -117,6 +117,9 @@ struct worker {
 	size_t nedges;
 	int nice;			/* its thread's, as it last set it (instr-nice.h) */
 	uint64_t prev_units, prev_refs, prev_ns;	/* at the last stats */
+	/* sampling mode: when the simulated caches' last window began, and
+	 * the units delivered and lost until then (instr-workers.c) */
+	uint64_t window_ns, window_delivered, window_lost;
 	/* switched off, everything written to the ring so far was recovered
 	 * and handed to the simulator (instr-workers.c, consumer_idle) */
 	_Atomic bool drained;
@@ -186,7 +189,9 @@ struct instr_state {
 	_Atomic bool quiet;		/* off, for the consumers (no lock) */
 	uint64_t windows;		/* times switched on, the first instrument's too */
 	uint64_t on_at, off_at;		/* the last window's start, the last switch off */
-	bool switched;			/* ever switched off: results cover part of the time */
+	/* ever switched off: results cover part of the time (read by the
+	 * consumers too, without the lock) */
+	_Atomic bool switched;
 	unsigned duty_on_ms, duty_off_ms;	/* the duty cycle, 0 0: none */
 	pthread_t duty;
 	bool duty_running;

@@ -172,6 +172,34 @@ static void feed_block_counts(struct worker *w)
 	sim_feed__flush(w->feed);
 }
 
+/* Sampling mode's windows begin at most this often: each ages every line
+ * the simulated caches hold, and CAB's sampling leaves chunks out hundreds
+ * of times a second (gaps closer together add up). */
+#define WINDOW_EVERY_NS 20000000u
+
+/* CAB's sampling left units out before this span: in the simulated caches
+ * a new window, the units left out since the last its gap, those delivered
+ * its window before (instr-sim.h, counted in units: the producer runs at
+ * one speed whether they are kept or not). Not where time is switched off,
+ * whose windows count seconds. */
+static void sampling_gap(struct worker *w)
+{
+	struct cab_stats cs;
+	uint64_t now = util_now_ns();
+
+	if (!w->st->sampling || !w->feed || !w->rec || atomic_load(&w->st->switched) ||
+	    now - w->window_ns < WINDOW_EVERY_NS)
+		return;
+	cab_consumer__stats(w->cons, &cs);
+	uint64_t lost = cs.records_skipped + cs.records_dropped;
+	rep_recover__flush(w->rec);	/* the window before, whole */
+	sim_feed__window(w->feed, (double)(cs.records_delivered - w->window_delivered),
+			 (double)(lost - w->window_lost));
+	w->window_ns = now;
+	w->window_delivered = cs.records_delivered;
+	w->window_lost = lost;
+}
+
 /* Recover the span (unless only the units are counted), then publish the
  * counts (only this thread writes the recoverer's and the consumer's own
  * counters: stats reads these copies). */
@@ -184,6 +212,8 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 
 	atomic_store_explicit(&w->drained, false, memory_order_relaxed);
 	instr__follow_nice(&w->st->pipeline_nice, &w->nice);
+	if (flags & CAB_SPAN_GAP)
+		sampling_gap(w);
 	int rc = w->rec ? rep_recover__cab_fn(w->rec, words, nwords, flags) : 0;
 	uint64_t now_ns = util_now_ns();
 	if (now_ns - w->fed_ns >= FEED_EVERY_NS) {

@@ -687,14 +687,15 @@ struct padrone_ireport {
 	 * without them and the one measured; the gap is wide when the function
 	 * touched most of its lines only once in the windows on. */
 	uint64_t cold[3];
-	/* Sampled, with the cache simulated: the hits of I1, D1 and LL on
-	 * lines kept from an earlier window, and how many of those a run of
-	 * the whole time would have missed, expected (the time off since the
-	 * line was used, at the level's rate of new lines per set and window
-	 * on, evicted it: method in padrone(1)); and the data miss ratios
-	 * (misses / data references, 0..1) estimated for the whole time with
-	 * those misses (an LL line's share of them by the data's share of the
-	 * LL's accesses; a D1 miss so added hits the LL), -1 otherwise. */
+	/* Sampled (in time, or by CAB's sampling), with the cache simulated:
+	 * the hits of I1, D1 and LL on lines kept from before a gap (a time
+	 * switched off, units sampling left out), and how many of those a run
+	 * of the whole time would have missed, expected (the gaps since the
+	 * line was used, at the level's rate of new lines per set, evicted
+	 * it: method in padrone(1)); and the data miss ratios (misses / data
+	 * references, 0..1) estimated for the whole time with those misses
+	 * (an LL line's share of them by the data's share of the LL's
+	 * accesses; a D1 miss so added hits the LL), -1 otherwise. */
 	uint64_t aged_hits[3];
 	double evicted[3];
 	double est_d1, est_ll;

@@ -471,9 +471,10 @@ static void print_estimated_ratios(FILE *f, const char *prefix, const struct pad
 	if (r->est_d1 < 0)
 		return;
 	fprintf(f, "%sestimated for the whole time: data miss ratios D1 %.4f%%, LL %.4f%% (as "
-		"measured, with the hits on lines kept from an earlier window that the time off "
-		"would have evicted as misses: %.0f of %llu at D1, %.0f of %llu at LL, expected)\n",
-		prefix, 100 * r->est_d1, 100 * r->est_ll, r->evicted[1],
+		"measured, with the hits on lines kept from before a gap (%s) that the gap would "
+		"have evicted as misses: %.0f of %llu at D1, %.0f of %llu at LL, expected)\n",
+		prefix, 100 * r->est_d1, 100 * r->est_ll,
+		r->sampled ? "time switched off" : "units sampling left out", r->evicted[1],
 		(unsigned long long)r->aged_hits[1], r->evicted[2],
 		(unsigned long long)r->aged_hits[2]);
 }
@@ -590,18 +591,15 @@ static void print_json(FILE *f, const struct padrone_ireport *r)
 	fprintf(f, ",\"cold\":{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu}",
 		(unsigned long long)r->cold[0], (unsigned long long)r->cold[1],
 		(unsigned long long)r->cold[2]);
-	if (r->sampled) {
-		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu", r->fraction,
+	if (r->sampled)
+		fprintf(f, ",\"sampled\":{\"fraction\":%.4f,\"windows\":%llu}", r->fraction,
 			(unsigned long long)r->windows);
-		if (r->est_d1 >= 0)
-			fprintf(f, ",\"miss_ratio\":{\"D1\":%.6f,\"LL\":%.6f},\"aged_hits\":"
-				"{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu},\"evicted\":{\"I1\":%.1f,"
-				"\"D1\":%.1f,\"LL\":%.1f}", r->est_d1, r->est_ll,
-				(unsigned long long)r->aged_hits[0], (unsigned long long)r->aged_hits[1],
-				(unsigned long long)r->aged_hits[2], r->evicted[0], r->evicted[1],
-				r->evicted[2]);
-		fputc('}', f);
-	}
+	if (r->est_d1 >= 0)
+		fprintf(f, ",\"estimated\":{\"miss_ratio\":{\"D1\":%.6f,\"LL\":%.6f},\"aged_hits\":"
+			"{\"I1\":%llu,\"D1\":%llu,\"LL\":%llu},\"evicted\":{\"I1\":%.1f,"
+			"\"D1\":%.1f,\"LL\":%.1f}}", r->est_d1, r->est_ll,
+			(unsigned long long)r->aged_hits[0], (unsigned long long)r->aged_hits[1],
+			(unsigned long long)r->aged_hits[2], r->evicted[0], r->evicted[1], r->evicted[2]);
 	fprintf(f, "}\n");
 }
 
@@ -636,8 +634,8 @@ static void print_text(FILE *f, const struct padrone_ireport *r)
 	if (r->sampled) {
 		print_sampled(f, "# ", r);
 		print_cold(f, "# ", r);
-		print_estimated_ratios(f, "# ", r);
 	}
+	print_estimated_ratios(f, "# ", r);
 	for (unsigned e = 0; e < r->nevents; e++)
 		fprintf(f, "%12s ", padrone_event_name(r->events[e]));
 	fprintf(f, "where\n");
@@ -735,8 +733,8 @@ static void print_cachegrind(FILE *f, const struct padrone_ireport *r)
 	if (r->sampled) {	/* the format's free text: the counts are measured ones */
 		print_sampled(f, "desc: ", r);
 		print_cold(f, "desc: ", r);
-		print_estimated_ratios(f, "desc: ", r);
 	}
+	print_estimated_ratios(f, "desc: ", r);
 	command_line(r->pid, cmd, sizeof cmd);
 	fprintf(f, "cmd: %s\nevents:", cmd);
 	for (unsigned e = 0; e < r->nevents; e++)
@@ -780,11 +778,11 @@ const struct padrone_cmd_entry padrone_cmd_report_entry = {
 		"filled an empty line (first touches, which a run that began earlier might\n"
 		"have hit); switched off at times, the text gives each data miss ratio with\n"
 		"those misses counted as hits and as measured (a hit on a line kept from an\n"
-		"earlier window may have missed in the time off: not a bound), and \"sampled\":\n"
-		"{\"fraction\",\"windows\",\"miss_ratio\":{\"D1\",\"LL\"},\"aged_hits\",\"evicted\"}\n"
-		"the data miss ratios estimated for the whole time: the hits on lines kept\n"
-		"from an earlier window that the time off would have evicted (expected, by\n"
-		"the level's rate of new lines per set) counted as misses. A loop (from the\n"
+		"earlier window may have missed in the time off: not a bound). Sampled (in\n"
+		"time, or -m sample), \"estimated\":{\"miss_ratio\":{\"D1\",\"LL\"},\"aged_hits\",\n"
+		"\"evicted\"} gives the data miss ratios estimated for the whole time: the hits\n"
+		"on lines kept from before a gap that the gap would have evicted (expected,\n"
+		"by the level's rate of new lines per set) counted as misses. A loop (from the\n"
 		"CFG's loop forest, outer first; parent is an index in loops or -1) counts\n"
 		"its instructions' events, nested loops' included; text shows it as\n"
 		"\"loop HEADER\" after the PCs. -o FILE writes Cachegrind's output format instead\n"

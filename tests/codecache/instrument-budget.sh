@@ -108,7 +108,7 @@ check "under the budget the pipeline threads yield (niceness 19); switched on by
 	eval '[ "$under" = yes ] && status on 0 && eventually not_yielding && resumes'
 run rep "$padrone" -p "$pid" report -j
 check "report: sampled, with the fraction and windows; the target right" \
-	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*,\"miss_ratio\":{\"D1\":[0-9.e+]*,\"LL\":[0-9.e+]*},.*}}$" "$tmp/rep.out" && resumes'
+	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*},\"estimated\":{\"miss_ratio\":{\"D1\":[0-9.e+]*,\"LL\":[0-9.e+]*},.*}}$" "$tmp/rep.out" && resumes'
 run un "$padrone" -p "$pid" uninstrument
 check "uninstrument: the original back, no ring, the target right" \
 	eval 'status un 0 && [ "$(code $axpy)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
@@ -120,7 +120,7 @@ check "detached, the target runs on, right" eval 'status det 0 && goes_on'
 run once "$padroned" --pid "$pid" --instrument axpy --for 3 --max-overhead 5 --json
 run oncebad "$padroned" --pid "$pid" --instrument axpy --for 1 --max-overhead 0
 check "padroned --instrument axpy --for 3 --max-overhead 5 --json: sampled; 0: status 2; the target right" \
-	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*,\"miss_ratio\":{\"D1\":[0-9.e+]*,\"LL\":[0-9.e+]*},.*}}$" "$tmp/once.out" &&
+	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*},\"estimated\":{\"miss_ratio\":{\"D1\":[0-9.e+]*,\"LL\":[0-9.e+]*},.*}}$" "$tmp/once.out" &&
 	status oncebad 2 && says oncebad "$range" && [ "$(code $axpy)" = "$orig" ] && goes_on && fine'
 
 # a 20-ns function: its gate and detour take a share of its time off that

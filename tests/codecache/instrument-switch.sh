@@ -106,9 +106,9 @@ run cg "$padrone" -p "$pid" report -o "$tmp/cg.out"
 # a sampled report's data miss ratios estimated for the whole time, the
 # hits on aged lines and those the time off would have evicted (JSON)
 num='[0-9][0-9.e+]*'
-sampled_ratios="\"miss_ratio\":{\"D1\":$num,\"LL\":$num},\"aged_hits\":{\"I1\":$num,\"D1\":$num,\"LL\":$num},\"evicted\":{\"I1\":$num,\"D1\":$num,\"LL\":$num}"
+sampled_ratios="{\"miss_ratio\":{\"D1\":$num,\"LL\":$num},\"aged_hits\":{\"I1\":$num,\"D1\":$num,\"LL\":$num},\"evicted\":{\"I1\":$num,\"D1\":$num,\"LL\":$num}}"
 check "report: \"sampled\" with the fraction and windows; text and cachegrind.out say so; estimates" \
-	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*,$sampled_ratios}}$" "$tmp/rep.out" &&
+	eval 'status rep 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*},\"estimated\":$sampled_ratios}$" "$tmp/rep.out" &&
 	says rep "\"estimate\":{\"Ir\":" && says txt "^# sampled: switched on" &&
 	says txt "^# estimated for the whole time: data miss ratios D1 [0-9.]*%, LL [0-9.]*% (as measured, with" &&
 	grep -q "^desc: estimated for the whole time: data miss ratios D1" "$tmp/cg.out" &&
@@ -180,6 +180,6 @@ check "detached, the target runs on, right" eval 'status un2 0 && status det 0 &
 run once "$padroned" --pid "$pid" --instrument axpy --for 1 --duty 20/180 --json
 run oncebad "$padroned" --pid "$pid" --instrument axpy --for 1 --duty 20-180
 check "padroned --instrument axpy --for 1 --duty 20/180 --json: sampled; malformed: status 2" \
-	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*,$sampled_ratios}}$" "$tmp/once.out" &&
+	eval 'status once 0 && grep -q "\"sampled\":{\"fraction\":0\.[0-9]*,\"windows\":[0-9]*},\"estimated\":$sampled_ratios}$" "$tmp/once.out" &&
 	status oncebad 2 && says oncebad "--duty wants ON_MS/OFF_MS" && [ "$(code $axpy)" = "$orig" ]'
 check "the target still runs and was never harmed" eval 'goes_on && fine'

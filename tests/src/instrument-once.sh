@@ -29,9 +29,10 @@ check "padroned --instrument axpy --for 1.5: status 0, a report whose axpy ran" 
 		awk "\$1 >= 1.5 { ok = 1 } END { exit !ok }"'
 check "then the original is back and the target computes right" eval 'restored && goes_on'
 run oncej "$padroned" --pid "$pid" --instrument axpy --for 1 --json --mode sample
-check "--json --mode sample: report -j's JSON, axpy's units counted" \
+check "--json --mode sample: report -j's JSON, axpy's units counted, miss ratios estimated past the units left out" \
 	eval 'status oncej 0 && grep -q "^{\"pid\":$pid,\"seconds\":[0-9.]*,\"mode\":\"sample\"," "$tmp/oncej.out" &&
-	[ "$(json_names oncej)" = axpy ] &&
+	[ "$(json_names oncej)" = axpy ] && ! says oncej "\"sampled\":" &&
+	says oncej "\"estimated\":{\"miss_ratio\":{\"D1\":[0-9.]*,\"LL\":[0-9.]*},\"aged_hits\":{\"I1\":[0-9]*,\"D1\":[1-9][0-9]*," &&
 	grep -o "\"units\":[0-9]*" "$tmp/oncej.out" | cut -d: -f2 | awk "\$1 > 0 { n++ } END { exit !n }"'
 run onceo "$padroned" --pid "$pid" --instrument axpy --for 1 --output "$tmp/cg.out" --D1 1024,2,64
 check "--output FILE --D1: cachegrind.out with fn=axpy and that D1, nothing on stdout, no temporary left" \
