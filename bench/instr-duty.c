@@ -285,6 +285,16 @@ static void print_cold_range(double lo, double hi, double want, double want_warm
 	       "the exhaustive one outside", 100 * want_warm);
 }
 
+/* State k's D1 and LL ratios (the median of its rounds' est_d1 and
+ * est_ll, or d1 and ll: estimated) against the exhaustive ones. */
+static void print_state_vs(const char *sep, const char *name, struct seen v[][NSTATES],
+			   enum state k, bool estimated, double d1, double ll)
+{
+	printf("%s%s:", sep, name);
+	print_ratio_vs("D1", estimated ? MEDIAN(v, k, est_d1) : MEDIAN(v, k, d1), d1);
+	print_ratio_vs("LL", estimated ? MEDIAN(v, k, est_ll) : MEDIAN(v, k, ll), ll);
+}
+
 static void print_sampled_ratios(struct seen v[][NSTATES])
 {
 	double d1 = MEDIAN(v, ON, d1), ll = MEDIAN(v, ON, ll), warm = MEDIAN(v, ON, ll_warm);
@@ -292,29 +302,16 @@ static void print_sampled_ratios(struct seen v[][NSTATES])
 	if (d1 < 0)
 		return;
 	printf("  miss ratios against the exhaustive run's (goal within 5%%), as estimated for the "
-	       "whole time: 10%% on:");
-	print_ratio_vs("D1", MEDIAN(v, DUTY10, est_d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, DUTY10, est_ll), ll);
-	printf(", 50%% on:");
-	print_ratio_vs("D1", MEDIAN(v, DUTY50, est_d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, DUTY50, est_ll), ll);
-	printf(", 1%% on:");
-	print_ratio_vs("D1", MEDIAN(v, DUTY1, est_d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, DUTY1, est_ll), ll);
-	printf(", CAB sampling mode:");
-	print_ratio_vs("D1", MEDIAN(v, SAMPLE, est_d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, SAMPLE, est_ll), ll);
-	printf("; as measured: 10%% on:");
-	print_ratio_vs("D1", MEDIAN(v, DUTY10, d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, DUTY10, ll), ll);
+	       "whole time:");
+	print_state_vs(" ", "10% on", v, DUTY10, true, d1, ll);
+	print_state_vs(", ", "50% on", v, DUTY50, true, d1, ll);
+	print_state_vs(", ", "1% on", v, DUTY1, true, d1, ll);
+	print_state_vs(", ", "CAB sampling mode", v, SAMPLE, true, d1, ll);
+	print_state_vs("; as measured: ", "10% on", v, DUTY10, false, d1, ll);
 	print_cold_range(MEDIAN(v, DUTY10, ll_warm), MEDIAN(v, DUTY10, ll), ll, warm);
-	printf(", 1%% on:");
-	print_ratio_vs("D1", MEDIAN(v, DUTY1, d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, DUTY1, ll), ll);
+	print_state_vs(", ", "1% on", v, DUTY1, false, d1, ll);
 	print_cold_range(MEDIAN(v, DUTY1, ll_warm), MEDIAN(v, DUTY1, ll), ll, warm);
-	printf("; CAB sampling mode:");
-	print_ratio_vs("D1", MEDIAN(v, SAMPLE, d1), d1);
-	print_ratio_vs("LL", MEDIAN(v, SAMPLE, ll), ll);
+	print_state_vs("; ", "CAB sampling mode", v, SAMPLE, false, d1, ll);
 	printf("\n");
 }
 
