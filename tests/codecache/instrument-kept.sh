@@ -22,7 +22,9 @@ tap_setup cc-instr-kept
 echo 1..21
 start_kernel 2 1000 hold "$tmp/go"
 goes_on() { resumes; }	# its threads may wait for a consumer gone first
-fds() { ls "/proc/$dpid/fd" | wc -l; }
+# padroned's open files but sockets: a command's connection closes on its
+# side a moment after the command has returned
+fds() { ls -l "/proc/$dpid/fd" | grep -- ' -> ' | grep -c -v 'socket:'; }
 entry=$(entry_of axpy)
 orig=$(code $entry)
 
@@ -107,7 +109,7 @@ run un6 "$padrone" -p "$pid" uninstrument axpy
 check "uninstrument again: done, no ring left, the target right" \
 	eval 'status un6 0 && [ "$(code $entry)" = "$orig" ] && [ "$(rings)" = 0 ] && goes_on'
 check "padroned has no more fds than after the first uninstrument ($fds0)" \
-	eval '[ "$(fds)" = "$fds0" ]'
+	poll 10 eval '[ "$(fds)" -le "$fds0" ]'
 detach
 
 start_padroned_failing 1,2
