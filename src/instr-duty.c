@@ -67,15 +67,15 @@ static int switch_func(struct func *f, bool on, uint64_t now)
 	return 0;
 }
 
-/* Everything the functions' consumers read was simulated, after they
- * drained their rings (switched off: instr-workers.c, consumer_idle). */
-static bool window_drained(struct instr_state *st)
+/* Every consumer drained its ring into the simulator's feed (switched
+ * off: instr-workers.c, consumer_idle). */
+static bool consumers_drained(struct instr_state *st)
 {
 	for (size_t i = 0; i < st->nf; i++)
 		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++)
 			if (st->f[i].w[k].started && !atomic_load(&st->f[i].w[k].drained))
 				return false;
-	return sim_stage__idle(st->stage);
+	return true;
 }
 
 /* The simulated caches' next window, after a window on for on_s and a gap
@@ -83,7 +83,7 @@ static bool window_drained(struct instr_state *st)
  * the windows are apart exactly), else before the next batch simulated. */
 static void begin_window(struct instr_state *st, double on_s, double off_s)
 {
-	if (!window_drained(st) || !sim_stage__window_if_idle(st->stage, on_s, off_s))
+	if (!consumers_drained(st) || !sim_stage__window_if_idle(st->stage, on_s, off_s))
 		sim_stage__window(st->stage, on_s, off_s);
 }
 
@@ -115,7 +115,6 @@ static int switch_all(struct instr_state *st, bool on, const char **failed)
 	}
 	if (!on && !st->off)
 		st->off_at = now;
-	atomic_store(&st->quiet, !on);
 	st->switched |= !on;
 	st->off = !on;
 	return first;
@@ -206,7 +205,7 @@ static bool wait_drained(struct instr_state *st, unsigned most_ms)
 				cab_ring__wake_consumer(st->f[i].w[k].ring);
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	add_ms(&until, most_ms);
-	while (!window_drained(st)) {
+	while (!consumers_drained(st) || !sim_stage__idle(st->stage)) {
 		clock_gettime(CLOCK_MONOTONIC, &step);
 		add_ms(&step, 1);
 		if (!before(&step, &until))
@@ -273,7 +272,6 @@ void instr__switch_reset(struct instr_state *st)
 {
 	pthread_mutex_lock(&st->lock);
 	st->off = false;
-	atomic_store(&st->quiet, false);
 	pthread_mutex_unlock(&st->lock);
 }
 

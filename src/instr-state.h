@@ -185,8 +185,8 @@ struct instr_state {
 	/* switching (instr-duty.c): the duty thread's switches against
 	 * instrument and uninstrument, which hold it while they change a func */
 	pthread_mutex_t lock;
-	bool off;			/* switched off now */
-	_Atomic bool quiet;		/* off, for the consumers (no lock) */
+	_Atomic bool off;		/* switched off now (the consumers read it
+					 * without the lock) */
 	uint64_t windows;		/* times switched on, the first instrument's too */
 	uint64_t on_at, off_at;		/* the last window's start, the last switch off */
 	/* ever switched off: results cover part of the time (read by the

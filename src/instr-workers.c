@@ -238,13 +238,13 @@ static int consume_span(void *arg, const uint64_t *words, size_t nwords, unsigne
 /* Nothing ready. Switched off, what the producer wrote since (the chunks
  * a poll leaves until it is two ahead) is recovered, and everything handed
  * to the simulator, so that a window's references are simulated before
- * the next window begins (instr-duty.c, window_drained). */
+ * the next window begins (instr-duty.c, consumers_drained). */
 static int consumer_idle(void *arg)
 {
 	struct worker *w = arg;
 	struct cab_stats before, after;
 
-	if (!atomic_load(&w->st->quiet) || atomic_load(&w->drained))
+	if (!atomic_load(&w->st->off) || atomic_load(&w->drained))
 		return 0;
 	cab_consumer__stats(w->cons, &before);
 	int n = cab_consumer__drain(w->cons, consume_span, w);
