@@ -19,9 +19,11 @@
  * Last, the stop-the-world pauses of instrument and uninstrument with 8
  * threads in the function (p50, p99).
  *
- * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record]]   (default 2;
+ * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record|cache]]   (default 2;
  * pauses: only those; record: only native and the record level of both
- * workloads, for side-by-side runs of two builds of the copy's code)
+ * workloads, for side-by-side runs of two builds of the copy's code; cache:
+ * only native, the cache levels and cachegrind, for two builds of the
+ * pipeline)
  * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
  * after uninstrument >= 0.99 of native; sample mode never waits.
  */
@@ -43,6 +45,7 @@
 
 static double window_s = 2;
 static bool record_only;	/* "record": the record level alone, no valgrind */
+static bool cache_only;		/* "cache": the cache levels, and cachegrind */
 
 /* The rate over one window of window_s (alive.h). */
 static double rate(struct target *t, double *per_cpu)
@@ -149,7 +152,8 @@ static void workload(const char *title, char *const argv[], const char *func)
 	double native = rate(&cur, &native_cpu), cache = 0;
 	row("native", native, native_cpu, native, "");
 	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-		if (record_only && levels[i].analyses != PADRONE_ANALYZE_RECORD)
+		if ((record_only && levels[i].analyses != PADRONE_ANALYZE_RECORD) ||
+		    (cache_only && levels[i].analyses != PADRONE_ANALYZE_CACHE))
 			continue;
 		double r = instrumented(cur.pid, func, &levels[i], native);
 		if (levels[i].analyses == PADRONE_ANALYZE_CACHE && !levels[i].sampling)
@@ -165,7 +169,8 @@ static void workload(const char *title, char *const argv[], const char *func)
 	if (record_only)
 		return;
 	double cg = under_valgrind("--tool=cachegrind", argv, native);
-	under_valgrind("--tool=lackey", argv, native);
+	if (!cache_only)
+		under_valgrind("--tool=lackey", argv, native);
 	/* The ratios above divide by the mean of the native windows so far,
 	 * which drifts between rows on a busy machine: the goal "never slower
 	 * than Cachegrind" is read from the two rates themselves. */
@@ -264,13 +269,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	record_only = argc > 2 && strcmp(argv[2], "record") == 0;
+	cache_only = argc > 2 && strcmp(argv[2], "cache") == 0;
 	char *kernel[] = { dir, "1", "1000", NULL };
 	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
 	char chase[4096];
 	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
 	char *ch[] = { chase, NULL };
 	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
-	if (record_only)
+	if (record_only || cache_only)
 		return 0;
 	printf("stop-the-world\n");
 	pauses(dir);

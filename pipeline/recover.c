@@ -800,6 +800,70 @@ static int fail_flush(struct rep_recover *r, int rc)
 	return rc;
 }
 
+/* The plan fast_unit takes for x's next unit, if it is x's again in this
+ * batch (and the fetches it leaves out are counted already: its pending
+ * count is not 0), else NULL. */
+static const struct rep_plan_ref *steady_plan(struct rep_recover *r, const struct rep_blk *x,
+					      uint32_t *m, uint64_t **pending)
+{
+	struct fetch_plan *f = r->fetch_bits ? &r->fp[x - r->t->blks] : NULL;	/* made */
+
+	*pending = NULL;
+	*m = x->nops;
+	if (f && f->rplan) {
+		*pending = &f->rpending;
+		*m = f->nrplan;
+	} else if (f && f->nleft) {
+		*pending = &f->pending;
+		*m = f->nplan;
+	}
+	if (r->prev_batch != r->nsent || (*pending && !**pending))
+		return NULL;
+	return !*pending ? x->plan : *pending == &f->rpending ? f->rplan : f->plan;
+}
+
+/* The repeat units h of x from w[at] on, right after one of
+ * them that fast_unit wrote, as many as fit in the batch: a loop of one
+ * block in its steady state. What fast_unit checks holds for each of them
+ * as for the first, so each is its held slots and the plan's references,
+ * and their counts are added at the end. The words taken. */
+static size_t steady_run(struct rep_recover *r, const struct rep_blk *x, uint64_t h,
+			 const uint64_t *w, size_t at, size_t n, int *rc)
+{
+	uint64_t *pending;
+	uint32_t m;
+	const struct rep_plan_ref *plan = steady_plan(r, x, &m, &pending);
+	const size_t len = REP_S_WORDS(h), from = at;
+	size_t room = REP_BATCH - r->reserve - r->nbatch;
+	struct rep_ref *out = r->batch + r->nbatch;
+
+	if (!plan)
+		return 0;
+	while (at + len <= n && w[at] == h && room >= x->nops) {
+		for (size_t j = 1; j < len; j++)
+			r->repeated[j] = w[at + j];
+		emit_plan(plan, m, r->repeated, out);
+		out += m;
+		room -= m;
+		at += len;
+	}
+	uint64_t k = (at - from) / len;
+	uint32_t pos = (uint32_t)(x - r->t->blks);
+	if (!k)
+		return 0;
+	r->nbatch += k * m;
+	if (pending)
+		*pending += k;
+	if (r->nbatch + r->reserve >= REP_BATCH)
+		send_batch(r);
+	r->st.refs += k * x->fixed_refs;
+	r->st.instrs += k * x->fixed_instrs;
+	r->st.units += k;
+	r->counts[pos].n += k;
+	*rc = count_edge(r, &r->counts[pos], x->b.id, x->b.id, k);
+	return at - from;
+}
+
 /* Repeat units of one block in a row from w[i] on, each rebuilt and
  * written by the block's plan (a loop of one block running on): the words
  * they took, 0 when the first cannot go that way. Out of the whole units'
@@ -814,6 +878,9 @@ static size_t __attribute__((noinline)) repeat_run(struct rep_recover *r, const 
 		if ((*rc = fast_unit(r, x, fill_repeated(r, x, w + at))))
 			break;
 		at += len;
+		at += steady_run(r, x, w[i], w, at, n, rc);
+		if (*rc)
+			break;
 	}
 	return at - i;
 }

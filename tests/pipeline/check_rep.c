@@ -950,6 +950,16 @@ static void expect_same_delivery(const struct delivery *a, const struct delivery
 		      "seed %#" PRIx64 ": batches differ (%zu vs %zu)", seed, a->nlens, b->nlens);
 }
 
+static void expect_same_block_counts(struct rep_recover *a, struct rep_recover *b, int nblocks)
+{
+	for (uint32_t x = 1; x <= (uint32_t)nblocks; x++) {
+		ck_assert_uint_eq(rep_recover__block_count(a, x), rep_recover__block_count(b, x));
+		for (uint32_t y = 1; y <= (uint32_t)nblocks; y++)
+			ck_assert_uint_eq(rep_recover__edge_count(a, x, y),
+					  rep_recover__edge_count(b, x, y));
+	}
+}
+
 static void expect_same_counts(struct rep_recover *a, struct rep_recover *b, int nblocks,
 			       uint64_t seed)
 {
@@ -960,12 +970,7 @@ static void expect_same_counts(struct rep_recover *a, struct rep_recover *b, int
 	ck_assert_msg(!memcmp(&sa, &sb, sizeof sa), "seed %#" PRIx64 ": stats differ: units %" PRIu64
 		      " %" PRIu64 ", refs %" PRIu64 " %" PRIu64 ", corrupt %" PRIu64 " %" PRIu64, seed,
 		      sa.units, sb.units, sa.refs, sb.refs, sa.corrupt, sb.corrupt);
-	for (uint32_t x = 1; x <= (uint32_t)nblocks; x++) {
-		ck_assert_uint_eq(rep_recover__block_count(a, x), rep_recover__block_count(b, x));
-		for (uint32_t y = 1; y <= (uint32_t)nblocks; y++)
-			ck_assert_uint_eq(rep_recover__edge_count(a, x, y),
-					  rep_recover__edge_count(b, x, y));
-	}
+	expect_same_block_counts(a, b, nblocks);
 }
 
 /* Units of blocks without a string instruction are written from the
@@ -1042,7 +1047,9 @@ END_TEST
  * block just before it (neither spoiled, no string instruction, whose
  * counts must agree with their addresses) takes a random number of that
  * unit's last slots (changed so in c too) and goes as a repeat unit holding
- * the others. Returns the repeat units made. */
+ * the others. steady: every such unit goes so, and takes as many as every
+ * other repeat unit of its block (a loop: runs of one header). Returns the
+ * repeat units made. */
 static bool has_string_insn(const struct rep_table *t, uint32_t id)
 {
 	const struct rep_block *b = rep_table__block(t, id);
@@ -1053,7 +1060,8 @@ static bool has_string_insn(const struct rep_table *t, uint32_t id)
 	return false;
 }
 
-static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size_t *n)
+static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size_t *n,
+			     bool steady)
 {
 	size_t made = 0, prev = SIZE_MAX;
 
@@ -1064,9 +1072,10 @@ static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size
 		uint64_t h = c->w[at];
 		size_t nslots = (size_t)(h >> 48);
 		bool again = prev != SIZE_MAX && (c->w[prev] & ~REP_S_SPOILED) == h &&
-			     !(c->w[prev] & REP_S_SPOILED) && nslots && rnd_below(s, 4) &&
+			     !(c->w[prev] & REP_S_SPOILED) && nslots && (steady || rnd_below(s, 4)) &&
 			     !has_string_insn(c->t, (uint32_t)h);
-		size_t take = again ? 1 + rnd_below(s, (unsigned)nslots) : 0;
+		size_t take = !again ? 0 : steady ? 1 + (uint32_t)h % nslots :
+			      1 + rnd_below(s, (unsigned)nslots);
 		for (size_t k = nslots - take + 1; k <= nslots; k++)
 			c->w[at + k] = c->w[prev + k];
 		(*out)[(*n)++] = take ? ((h & ~(0xffffULL << 48)) | REP_S_REPEAT |
@@ -1093,7 +1102,8 @@ static void feed_cut_anywhere(struct rep_recover *r, const uint64_t *w, size_t n
 /* A stream with repeat units recovers as the same stream of whole units
  * does, cut between feeds anywhere: the same references, counts and stats
  * (the bytes aside), by the fast plans, the general path and counting
- * alone. */
+ * alone; with runs of one header (a loop's steady state) every other
+ * round. */
 START_TEST(repeat_units_recover_as_whole_ones)
 {
 	uint64_t seed = seed_from_env(), s = seed;
@@ -1107,7 +1117,7 @@ START_TEST(repeat_units_recover_as_whole_ones)
 
 		ck_assert_ptr_nonnull(boundary);
 		mixed_corpus(&s, &c, nblocks, nunits, false, boundary);
-		ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact), 0);
+		ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact, round % 2), 0);
 		struct delivery whole = { 0 }, fast = { 0 }, general = { 0 };
 		struct rep_recover *count_whole, *count_compact;
 		ck_assert_int_eq(rep_recover__new(c.t, delivery_sink, &whole, &whole.r), 0);
@@ -1181,7 +1191,7 @@ START_TEST(a_pool_never_cuts_a_repeat_unit_from_the_one_before)
 
 	ck_assert_ptr_nonnull(boundary);
 	mixed_corpus(&s, &c, nblocks, nunits, false, boundary);
-	ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact), 0);
+	ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact, false), 0);
 	ck_assert_int_eq(recover_all(c.t, compact, ncompact, &serial), 0);
 	struct rep_pool_opts o = { .sz = sizeof o, .workers = 2, .depth = 8, .chunk_bytes = 64 };
 	struct rep_pool *p;
@@ -1368,6 +1378,61 @@ START_TEST(each_batch_carries_its_units_fetch_hits)
 	csim__free(f.sim);
 	rep_table__free(t);
 	rep_built__free(&b);
+}
+END_TEST
+
+/* Loops as a live copy writes them, every run of a block after itself in
+ * repeat units of one header (recovery's steady state), cut between feeds
+ * anywhere: a simulator fed them with the fetches that hit their lines
+ * left out gives, row by row, what it gives fed the whole units and every
+ * fetch; the block and edge counts and the stats (the bytes aside) are the
+ * same, in I1 lines of 16 to 64 bytes and both counting modes. */
+START_TEST(loops_of_repeat_units_simulate_as_whole_ones)
+{
+	uint64_t seed = seed_from_env(), s = seed, hits = 0;
+	const int nblocks = 12, nunits = 20000;
+	static const uint32_t lines[] = { 16, 32, 64 };
+
+	for (int round = 0; round < 6; round++) {
+		struct corpus c;
+		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
+		struct csim_config cfg = small_caches(lines[round % 3], 64, round % 2);
+		struct simfeed whole = { 0 }, loops = { 0 };
+		struct rep_recover *rw, *rl;
+		uint64_t *compact;
+		size_t ncompact;
+
+		ck_assert_ptr_nonnull(boundary);
+		mixed_corpus(&s, &c, nblocks, nunits, false, boundary);
+		ck_assert_uint_gt(compact_corpus(&s, &c, &compact, &ncompact, true), 0);
+		ck_assert_int_eq(csim__new(&cfg, &whole.sim), 0);
+		ck_assert_int_eq(csim__new(&cfg, &loops.sim), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &whole, &rw), 0);
+		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &loops, &rl), 0);
+		rep_recover__set_fetch_line(rl, lines[round % 3]);
+		rep_recover__set_fetch_sets(rl, 64);
+		feed_cut_anywhere(rw, c.w, c.n, &s);
+		feed_cut_anywhere(rl, compact, ncompact, &s);
+		ck_assert_int_eq(whole.rc, 0);
+		ck_assert_int_eq(loops.rc, 0);
+		expect_same_simulation(whole.sim, loops.sim, seed, round);
+		expect_same_block_counts(rw, rl, nblocks);
+		struct rep_recover_stats a, b;
+		rep_recover__stats(rw, &a);
+		rep_recover__stats(rl, &b);
+		a.bytes = b.bytes = 0;
+		ck_assert_msg(!memcmp(&a, &b, sizeof a), "seed %#" PRIx64 " round %d: stats differ: "
+			      "units %" PRIu64 " %" PRIu64, seed, round, a.units, b.units);
+		hits += loops.hits;
+		rep_recover__free(rw);
+		rep_recover__free(rl);
+		csim__free(whole.sim);
+		csim__free(loops.sim);
+		free(compact);
+		free(boundary);
+		free_corpus(&c);
+	}
+	ck_assert_msg(hits > 0, "seed %#" PRIx64 ": no fetch left out", seed);
 }
 END_TEST
 
@@ -1691,6 +1756,7 @@ int main(void)
 	tcase_add_test(tc, a_pool_never_cuts_a_repeat_unit_from_the_one_before);
 	tcase_add_test(tc, fetches_left_out_simulate_as_the_whole_stream);
 	tcase_add_test(tc, each_batch_carries_its_units_fetch_hits);
+	tcase_add_test(tc, loops_of_repeat_units_simulate_as_whole_ones);
 	tcase_add_test(tc, file_round_trip);
 	tcase_add_test(tc, truncated_files_name_the_offset);
 	tcase_add_test(tc, corrupt_files_fail_cleanly);

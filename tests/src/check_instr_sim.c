@@ -1,7 +1,8 @@
 /* The cache simulation stage of an instrumentation (src/instr-sim.c):
  * references handed over by several consumers' feeds are all simulated,
  * each once, whatever the batch sizes; a drained feed's references are all
- * in the results; a reader holding the results up loses nothing. */
+ * in the results; a reader holding the results up loses nothing; a
+ * consumer that simulates its own batches when it can loses none either. */
 #include "tests/lib/tu.h"
 
 #include <pthread.h>
@@ -137,6 +138,39 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 }
 END_TEST
 
+/* A reader taking the results now and then while one consumer pushes: the
+ * consumer simulates its batches itself while no one holds them, hands
+ * them over while someone does, and goes back to simulating them itself
+ * once its queue is empty. Each reference is simulated once. */
+START_TEST(a_consumer_simulating_and_handing_over_in_turn_loses_nothing)
+{
+	enum { REFS = 400009 };
+	struct csim *sim = new_sim();
+	struct sim_stage *sg;
+	struct pusher p = { .base = 0x9000, .refs = REFS, .seed = 5 };
+	pthread_t th;
+
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
+	ck_assert_int_eq(sim_stage__open_feed(sg, &p.feed), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, push, &p), 0);
+	for (int k = 0; k < 20; k++) {
+		sim_stage__lock(sg);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		sim_stage__unlock(sg);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	pthread_join(th, NULL);
+	sim_stage__lock(sg);
+	ck_assert_uint_eq(csim_result__totals(csim__result(sim))->refs[CSIM_INSTR], REFS);
+	for (uint64_t k = 0; k < NPCS; k++)
+		ck_assert_uint_eq(instr_refs_at(sim, p.base + 4 * k),
+				  REFS / NPCS + (k < REFS % NPCS));
+	sim_stage__unlock(sg);
+	sim_stage__free(sg);
+	csim__free(sim);
+}
+END_TEST
+
 /* A feed keeping a recoverer's batches (sim_feed__keep_batches, what a
  * consumer does): units of one block, an instruction and a read of the
  * next 8 bytes each, recovered in pieces of every size; every reference is
@@ -202,6 +236,7 @@ int main(void)
 	tcase_add_test(tc, every_feeds_references_are_simulated_once);
 	tcase_add_test(tc, a_drained_feed_is_all_in_the_results);
 	tcase_add_test(tc, a_reader_holding_the_results_loses_nothing);
+	tcase_add_test(tc, a_consumer_simulating_and_handing_over_in_turn_loses_nothing);
 	tcase_add_test(tc, a_feed_keeping_the_recoverers_batches_simulates_each_reference_once);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
