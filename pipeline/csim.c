@@ -476,12 +476,137 @@ cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim
 	cg_rest(L, res, h, type, addr, size);
 }
 
+/* The references of a run that begins at run, checked against the n
+ * left in its batch (rep.h), or 0 if it is malformed. */
+static size_t run_length(const struct rep_ref *run, size_t n)
+{
+	uint32_t m = run->size;
+	uint64_t k = run->addr;
+
+	/* (a run of k iterations takes more than k / 3 references) */
+	if (!m || m > REP_RUN_MAX_REFS || !k || k > 3 * (uint64_t)n || rep_run_entries(m, k) > n)
+		return 0;
+	for (uint32_t j = 1; j <= m; j++)
+		if (!csim_ref_type_valid(run[j].type))
+			return 0;
+	return rep_run_entries(m, k);
+}
+
+/* The rows of a run's m references, h[j] for run[1 + j]: a second pass
+ * finds each without making one, so that none moves after. */
+static int run_rows(struct csim *s, const struct rep_ref *run, uint32_t m, struct csim_hot **h)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t j = 0; j < m; j++)
+			if (!(h[j] = csim_result_lookup(s->res, run[1 + j].pc)))
+				return -ENOMEM;
+	return 0;
+}
+
+/* A loop's run in Cachegrind mode: each of its references as refs_cg
+ * takes one, but the rows looked up and the references counted once per
+ * reference of an iteration. (In copies, as cg_rest: each inlines the
+ * searches its target may run.) */
+CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run)
+{
+	const struct csim_levels *L = &s->L;
+	const uint32_t m = run->size;
+	const uint64_t k = run->addr;
+	const unsigned char *at = (const unsigned char *)(run + 1 + m);
+	struct csim_hot *h[REP_RUN_MAX_REFS];
+	struct first_geom f[REP_RUN_MAX_REFS];
+	uint32_t size[REP_RUN_MAX_REFS];
+	int rc = run_rows(s, run, m, h);
+
+	if (rc)
+		return rc;
+	for (uint32_t j = 0; j < m; j++) {
+		const struct csim_cache *c = &L->lv[csim_first_level(run[1 + j].type)];
+		f[j] = (struct first_geom){ c->tags, c->set_mask, c->line_bits, c->assoc };
+		size[j] = csim_cg_size(run[1 + j].type, run[1 + j].size);
+	}
+	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct;
+	for (uint64_t i = 0; i < k; i++)
+		for (uint32_t j = 0; j < m; j++, at += 8) {
+			uint64_t addr;
+			memcpy(&addr, at, 8);
+			uint64_t line = addr >> f[j].line_bits;
+			if (__builtin_expect(direct && (addr + size[j] - 1) >> f[j].line_bits == line,
+					     1) &&
+			    __builtin_expect(f[j].tags[(line & f[j].set_mask) * f[j].assoc] == line, 1))
+				continue;
+			cg_rest(L, s->res, h[j], run[1 + j].type, addr, size[j]);
+		}
+	for (uint32_t j = 0; j < m; j++) {
+		h[j]->refs[csim_kind_of(run[1 + j].type)] += k;
+		h[j]->modifies += run[1 + j].type == REP_REF_MODIFY ? k : 0;
+	}
+	return 0;
+}
+
+static __attribute__((noinline)) int run_cg_plain(struct csim *s, const struct rep_ref *run)
+{
+	return run_cg(s, run);
+}
+
+CSIM_AVX2 __attribute__((noinline, flatten)) static int run_cg_avx2(struct csim *s,
+								     const struct rep_ref *run)
+{
+	return run_cg(s, run);
+}
+
+CSIM_AVX512 __attribute__((noinline, flatten)) static int run_cg_avx512(struct csim *s,
+									 const struct rep_ref *run)
+{
+	return run_cg(s, run);
+}
+
+/* A loop's run in per-line mode: each of its references as refs_line
+ * takes one. */
+static int run_line(struct csim *s, const struct rep_ref *run)
+{
+	const uint32_t m = run->size;
+
+	for (uint64_t i = 0, a = 0; i < run->addr; i++)
+		for (uint32_t j = 0; j < m; j++, a++) {
+			const struct rep_ref *t = &run[1 + j];
+			struct rep_ref r = { .pc = t->pc, .addr = rep_run_addr(run, a),
+					     .size = t->size, .type = t->type };
+			struct csim_hot *h = csim_result_lookup(s->res, r.pc);
+			if (!h)
+				return -ENOMEM;
+			csim_line_ref(&s->L, &r, s->res, h);
+		}
+	return 0;
+}
+
+static int run_ref(struct csim *s, const struct rep_ref *run)
+{
+	if (!s->L.cachegrind)
+		return run_line(s, run);
+	switch (s->L.simd) {
+	case CSIM_SIMD_AVX512:
+		return run_cg_avx512(s, run);
+	case CSIM_SIMD_AVX2:
+		return run_cg_avx2(s, run);
+	default:
+		return run_cg_plain(s, run);
+	}
+}
+
 /* A reference of no cache type: one that only counts (fetches that hit
  * their line, most recent in its set, or data references of the refs
- * analysis: no tag changes), or an error. */
-static __attribute__((noinline)) int other_ref(struct csim *s, const struct rep_ref *r)
+ * analysis: no tag changes), a loop's run, or an error. *took: the
+ * references it took of the n left. */
+static __attribute__((noinline)) int other_ref(struct csim *s, const struct rep_ref *r, size_t n,
+					       size_t *took)
 {
-	return rep_ref_is_count(r->type) ? csim_count_only(s->res, r) : -EINVAL;
+	*took = 1;
+	if (rep_ref_is_count(r->type))
+		return csim_count_only(s->res, r);
+	if (r->type != REP_REF_RUN || !(*took = run_length(r, n)))
+		return -EINVAL;
+	return run_ref(s, r);
 }
 
 /* A batch in Cachegrind mode, with the set search simd. A reference that
@@ -506,9 +631,11 @@ CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const
 		__builtin_prefetch(r + 64);
 		uint8_t type = r->type;
 		if (__builtin_expect(!csim_ref_type_valid(type), 0)) {
-			int rc = other_ref(s, r);
+			size_t took;
+			int rc = other_ref(s, r, n - i, &took);
 			if (rc)
 				return rc;
+			i += took - 1;
 			continue;
 		}
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);
@@ -541,9 +668,11 @@ CSIM_HOT int refs_line(struct csim *s, const struct rep_ref *refs, size_t n)
 		const struct rep_ref *r = &refs[i];
 		__builtin_prefetch(r + 64);	/* as in refs_cg */
 		if (__builtin_expect(!csim_ref_type_valid(r->type), 0)) {
-			int rc = other_ref(s, r);
+			size_t took;
+			int rc = other_ref(s, r, n - i, &took);
 			if (rc)
 				return rc;
+			i += took - 1;
 			continue;
 		}
 		struct csim_hot *h = csim_result_lookup(s->res, r->pc);

@@ -190,8 +190,10 @@ void csim__free(struct csim *s);
 /* Simulate refs in order. Allocation happens only when a PC is seen for
  * the first time (its row). -ENOMEM then, with the earlier refs counted.
  * References that only count (rep_ref_is_count: FETCH_HITS, READS, WRITES)
- * add to their PC's counts (csim_split's too); a reference of no known
- * type is -EINVAL.
+ * add to their PC's counts (csim_split's too); a loop's run (REP_REF_RUN)
+ * is the references it stands for; a reference of no known type, or a run
+ * that does not fit in refs or holds more than REP_RUN_MAX_REFS references
+ * of an iteration, is -EINVAL.
  * (The other analyses take only the four cache types.) */
 int csim__refs(struct csim *s, const struct rep_ref *refs, size_t n);
 /* The accumulated result, owned by s. */

@@ -60,6 +60,7 @@ struct rep_recover {
 				 * (none if it came first), so the pool never
 				 * joins an edge across it */
 	bool general_only;	/* tests: no fast plans */
+	bool runs;		/* the sink takes loops' runs (REP_REF_RUN) */
 	unsigned fetch_bits;	/* log2 of the sink's I1 line; 0: every fetch sent */
 	uint32_t fetch_sets;	/* the sink's I1 sets; 0: unknown */
 	uint64_t nsent;		/* batches sent */
@@ -508,6 +509,11 @@ void rep_recover__set_fetch_sets(struct rep_recover *r, uint32_t sets)
 	r->fetch_sets = sets;
 }
 
+void rep_recover__set_runs(struct rep_recover *r, bool runs)
+{
+	r->runs = runs;
+}
+
 /* Run the block's ops over the unit's values (r->v), leaving out the
  * fetches its fetch plan does if leave_out. */
 static int run_block(struct rep_recover *r, const struct rep_blk *x, uint64_t off, bool leave_out)
@@ -822,11 +828,64 @@ static const struct rep_plan_ref *steady_plan(struct rep_recover *r, const struc
 	return !*pending ? x->plan : *pending == &f->rpending ? f->rplan : f->plan;
 }
 
+/* The units h from w[at] on, each its held slots and the plan's m
+ * references, as long as they fit in room: the entries they took. */
+static size_t plain_run(struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
+			size_t nops, uint64_t h, const uint64_t *w, size_t *at, size_t n, size_t room)
+{
+	const size_t len = REP_S_WORDS(h);
+	struct rep_ref *out = r->batch + r->nbatch;
+	size_t took = 0;
+
+	while (*at + len <= n && w[*at] == h && room - took >= nops) {
+		for (size_t j = 1; j < len; j++)
+			r->repeated[j] = w[*at + j];
+		emit_plan(plan, m, r->repeated, out + took);
+		took += m;
+		*at += len;
+	}
+	return took;
+}
+
+/* The same as a loop's run (rep.h), if at least one unit and its header fit
+ * in room: the entries it took, or 0. */
+static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
+		       uint64_t h, const uint64_t *w, size_t *at, size_t n, size_t room)
+{
+	const size_t len = REP_S_WORDS(h);
+	struct rep_ref *run = r->batch + r->nbatch;
+	unsigned char *addrs = (unsigned char *)(run + 1 + m);
+	uint64_t k = 0;
+
+	if (m > REP_RUN_MAX_REFS || room < rep_run_entries(m, 1))
+		return 0;
+	for (uint64_t most = (room - 1 - m) * 3 / m; k < most && *at + len <= n && w[*at] == h; k++) {
+		for (size_t j = 1; j < len; j++)
+			r->repeated[j] = w[*at + j];
+		for (uint32_t q = 0; q < m; q++, addrs += 8) {
+			uint64_t a = plan[q].ref.addr + r->repeated[plan[q].a] +
+				     r->repeated[plan[q].b] * plan[q].scale;
+			memcpy(addrs, &a, 8);
+		}
+		*at += len;
+	}
+	if (!k)
+		return 0;
+	run[0] = (struct rep_ref){ .addr = k, .size = m, .type = REP_REF_RUN };
+	for (uint32_t q = 0; q < m; q++) {
+		run[1 + q].pc = plan[q].ref.pc;
+		run[1 + q].addr = 0;
+		memcpy(&run[1 + q].size, &plan[q].ref.size, 8);
+	}
+	return rep_run_entries(m, k);
+}
+
 /* The repeat units h of x from w[at] on, right after one of
  * them that fast_unit wrote, as many as fit in the batch: a loop of one
  * block in its steady state. What fast_unit checks holds for each of them
- * as for the first, so each is its held slots and the plan's references,
- * and their counts are added at the end. The words taken. */
+ * as for the first, so each is its held slots and the plan's references
+ * (as a loop's run, to a sink that takes them), and their counts are added
+ * at the end. The words taken. */
 static size_t steady_run(struct rep_recover *r, const struct rep_blk *x, uint64_t h,
 			 const uint64_t *w, size_t at, size_t n, int *rc)
 {
@@ -834,24 +893,19 @@ static size_t steady_run(struct rep_recover *r, const struct rep_blk *x, uint64_
 	uint32_t m;
 	const struct rep_plan_ref *plan = steady_plan(r, x, &m, &pending);
 	const size_t len = REP_S_WORDS(h), from = at;
-	size_t room = REP_BATCH - r->reserve - r->nbatch;
-	struct rep_ref *out = r->batch + r->nbatch;
+	size_t room = REP_BATCH - r->reserve - r->nbatch, took = 0;
 
 	if (!plan)
 		return 0;
-	while (at + len <= n && w[at] == h && room >= x->nops) {
-		for (size_t j = 1; j < len; j++)
-			r->repeated[j] = w[at + j];
-		emit_plan(plan, m, r->repeated, out);
-		out += m;
-		room -= m;
-		at += len;
-	}
+	if (r->runs && m)
+		took = loop_run(r, plan, m, h, w, &at, n, room);
+	if (!took)
+		took = plain_run(r, plan, m, x->nops, h, w, &at, n, room);
 	uint64_t k = (at - from) / len;
 	uint32_t pos = (uint32_t)(x - r->t->blks);
 	if (!k)
 		return 0;
-	r->nbatch += k * m;
+	r->nbatch += took;
 	if (pending)
 		*pending += k;
 	if (r->nbatch + r->reserve >= REP_BATCH)

@@ -141,13 +141,38 @@ enum rep_ref_type { REP_REF_READ = 1, REP_REF_WRITE = 2, REP_REF_MODIFY = 3, REP
 		    REP_REF_FETCH_HITS = 5,
 		    /* addr data reads (writes) at pc, counted without touching
 		     * any cache: padrone's refs analysis, which simulates none */
-		    REP_REF_READS = 6, REP_REF_WRITES = 7 };
+		    REP_REF_READS = 6, REP_REF_WRITES = 7,
+		    /* a loop's run (below): only to a sink that asked for them
+		     * (rep_recover__set_runs) */
+		    REP_REF_RUN = 8 };
 /* A reference that only counts (FETCH_HITS, READS, WRITES): addr of them. */
 static inline bool rep_ref_is_count(uint8_t type)
 {
 	return type >= REP_REF_FETCH_HITS && type <= REP_REF_WRITES;
 }
 struct rep_ref { uint64_t pc; uint64_t addr; uint32_t size; uint8_t type; uint8_t pad[3]; }; /* 24 bytes */
+
+/* A loop's run: iterations of one block whose references differ only in
+ * their addresses, in rep_run_entries(m, k) consecutive references of a
+ * batch: {REP_REF_RUN, size = m references per iteration, addr = k
+ * iterations}, then the m references of an iteration in order with addr
+ * 0 (their pc, size and type), then the k * m addresses in order as
+ * 64-bit words packed three to a reference (rep_run_addr). It stands for
+ * those k * m references, and takes a third of their room. */
+#define REP_RUN_MAX_REFS 32
+static inline size_t rep_run_entries(uint32_t m, uint64_t k)
+{
+	return 1 + (size_t)m + (size_t)((m * k + 2) / 3);
+}
+
+/* The i-th address of the run that begins at run. */
+static inline uint64_t rep_run_addr(const struct rep_ref *run, uint64_t i)
+{
+	uint64_t a;
+
+	__builtin_memcpy(&a, (const unsigned char *)(run + 1 + run->size) + 8 * i, 8);
+	return a;
+}
 
 /* Recovered references, delivered in batches (the array is reused after the
  * call returns). */
@@ -274,6 +299,11 @@ void rep_recover__set_fetch_line(struct rep_recover *r, uint32_t line);
  * is two accesses in csim's per-line counting: it stays). 0: unknown (the
  * default). Set before the first feed. */
 void rep_recover__set_fetch_sets(struct rep_recover *r, uint32_t sets);
+/* The sink takes loops' runs (REP_REF_RUN, above), as csim__refs does:
+ * where a block runs again after itself in repeat units of one header (a
+ * loop in its steady state), their references go as one run per batch.
+ * Off by default. Set before the first feed. */
+void rep_recover__set_runs(struct rep_recover *r, bool runs);
 /* As a cab_consume_fn (arg is the rep_recover): spans from a CAB ring.
  * A unit that cannot be recovered does not stop the stream: it and the
  * rest of its chunk are counted (stats.corrupt, the reason in

@@ -403,6 +403,8 @@ void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n)
 
 	if (simulate_here(f, refs, n) || keep_batch(f, refs, n))
 		return;
+	if (f->fill && f->fill->n + n > SIM_BATCH && n <= SIM_BATCH)
+		hand_over(f);	/* a batch stays whole: a loop's run is never cut */
 	while (n) {
 		if (!f->fill || f->fill->n == SIM_BATCH)
 			hand_over(f);

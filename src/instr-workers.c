@@ -426,6 +426,7 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 			const struct csim_geom *i1 = &st->cfg.level[CSIM_I1];
 			rep_recover__set_fetch_line(w->rec, i1->line);
 			rep_recover__set_fetch_sets(w->rec, (uint32_t)csim_geom_sets(i1));
+			rep_recover__set_runs(w->rec, true);	/* loops' references, packed */
 		}
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)

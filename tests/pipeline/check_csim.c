@@ -216,6 +216,92 @@ START_TEST(count_only_references_touch_no_cache)
 }
 END_TEST
 
+/* A loop's run of k iterations of m references into refs (room for
+ * rep_run_entries(m, k)): the template, then addr(i, j) packed. */
+static size_t make_run(struct rep_ref *refs, const struct rep_ref *tpl, uint32_t m, uint64_t k,
+		       uint64_t (*addr)(uint64_t i, uint32_t j))
+{
+	refs[0] = (struct rep_ref){ .addr = k, .size = m, .type = REP_REF_RUN };
+	for (uint32_t j = 0; j < m; j++)
+		refs[1 + j] = tpl[j];
+	unsigned char *at = (unsigned char *)(refs + 1 + m);
+	for (uint64_t i = 0; i < k; i++)
+		for (uint32_t j = 0; j < m; j++, at += 8) {
+			uint64_t a = addr(i, j);
+			memcpy(at, &a, 8);
+		}
+	return rep_run_entries(m, k);
+}
+
+/* Three streams, a straddling one among them, and the fetch of a line that
+ * conflicts with none of them. */
+static uint64_t run_addr(uint64_t i, uint32_t j)
+{
+	return j == 3 ? 0x400 : 0x10000 * (j + 1) + 8 * i + (j == 2 ? 60 : 0);
+}
+
+/* A loop's run counts, row by row, what the references it stands for do
+ * (with other references before and after it), in both counting modes;
+ * a run that is malformed or does not fit in the batch is -EINVAL. */
+START_TEST(a_loops_run_is_the_references_it_stands_for)
+{
+	enum { K = 100, M = 4 };
+	const struct rep_ref tpl[M] = { R(0x10, 0, 8, REP_REF_READ), R(0x14, 0, 4, REP_REF_MODIFY),
+					R(0x18, 0, 8, REP_REF_WRITE), R(0x400, 0, 4, REP_REF_INSTR) };
+	struct rep_ref whole[K * M + 2], packed[1 + M + (K * M + 2) / 3 + 2];
+	size_t n = 0;
+
+	packed[0] = whole[0] = R(0x20, 0x10008, 8, REP_REF_WRITE);
+	for (uint64_t i = 0; i < K; i++)
+		for (uint32_t j = 0; j < M; j++, n++)
+			whole[1 + n] = R(tpl[j].pc, run_addr(i, j), tpl[j].size, tpl[j].type);
+	whole[1 + n] = R(0x24, 0x20000, 8, REP_REF_READ);
+	size_t np = 1 + make_run(packed + 1, tpl, M, K, run_addr);
+	packed[np++] = whole[1 + n];
+	for (int cg = 1; cg >= 0; cg--) {
+		struct csim_config cfg = tiny(cg);
+		struct csim *a, *b;
+		run(&a, &cfg, whole, K * M + 2);
+		run(&b, &cfg, packed, np);
+		size_t na, nb;
+		struct csim_pc_stats *ra = csim_result__sorted(csim__result(a), CSIM_BY_PC, &na);
+		struct csim_pc_stats *rb = csim_result__sorted(csim__result(b), CSIM_BY_PC, &nb);
+		ck_assert_uint_eq(na, 6);
+		ck_assert_uint_eq(na, nb);
+		for (size_t i = 0; i < na; i++) {
+			ck_assert_uint_eq(ra[i].pc, rb[i].pc);
+			ck_assert_msg(!memcmp(&ra[i].c, &rb[i].c, sizeof ra[i].c), "cg %d: pc %#" PRIx64
+				      " differs", cg, ra[i].pc);
+		}
+		free(ra);
+		free(rb);
+		csim__free(a);
+		csim__free(b);
+	}
+	struct csim_config cfg = tiny(true);
+	struct csim *s;
+	ck_assert_int_eq(csim__new(&cfg, &s), 0);
+	struct rep_ref bad[1 + M + 2];
+	make_run(bad, tpl, M, 1, run_addr);
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1) - 1), -EINVAL);	/* cut */
+	bad[0].size = 0;
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), -EINVAL);
+	bad[0].size = REP_RUN_MAX_REFS + 1;
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), -EINVAL);
+	bad[0].size = M;
+	bad[0].addr = 0;
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), -EINVAL);
+	bad[0].addr = UINT64_MAX / 2;
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), -EINVAL);
+	bad[0].addr = 1;
+	bad[2].type = REP_REF_READS;	/* counts only: no reference of an iteration */
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), -EINVAL);
+	bad[2].type = REP_REF_READ;
+	ck_assert_int_eq(csim__refs(s, bad, rep_run_entries(M, 1)), 0);
+	csim__free(s);
+}
+END_TEST
+
 START_TEST(write_allocates)
 {
 	struct csim_config cfg = tiny(true);
@@ -1147,6 +1233,7 @@ int main(void)
 	tcase_add_test(tc, modify_is_one_read_in_cachegrind_mode);
 	tcase_add_test(tc, count_only_references_touch_no_cache);
 	tcase_add_test(tc, write_allocates);
+	tcase_add_test(tc, a_loops_run_is_the_references_it_stands_for);
 	tcase_add_test(tc, instructions_go_through_i1);
 	tcase_add_test(tc, dirty_helper_sizes_are_cut_to_16_in_cachegrind_mode);
 	tcase_add_test(tc, per_pc_rows_attribute_misses);

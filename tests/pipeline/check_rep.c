@@ -1220,6 +1220,7 @@ struct simfeed {
 	struct csim *sim;
 	int rc;
 	size_t refs, hits;	/* references, of them FETCH_HITS */
+	size_t runs;		/* loops' runs */
 };
 
 static void sim_sink(void *arg, const struct rep_ref *refs, size_t n)
@@ -1228,8 +1229,13 @@ static void sim_sink(void *arg, const struct rep_ref *refs, size_t n)
 
 	ck_assert_uint_le(n, REP_RECOVER_BATCH);
 	f->refs += n;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		f->hits += refs[i].type == REP_REF_FETCH_HITS;
+		if (refs[i].type == REP_REF_RUN) {	/* (its packed addresses are no references) */
+			f->runs++;
+			i += rep_run_entries(refs[i].size, refs[i].addr) - 1;
+		}
+	}
 	if (!f->rc)
 		f->rc = csim__refs(f->sim, refs, n);
 }
@@ -1384,16 +1390,17 @@ END_TEST
 /* Loops as a live copy writes them, every run of a block after itself in
  * repeat units of one header (recovery's steady state), cut between feeds
  * anywhere: a simulator fed them with the fetches that hit their lines
- * left out gives, row by row, what it gives fed the whole units and every
- * fetch; the block and edge counts and the stats (the bytes aside) are the
- * same, in I1 lines of 16 to 64 bytes and both counting modes. */
+ * left out, and in the second half of the rounds as loops' runs, gives,
+ * row by row, what it gives fed the whole units and every fetch; the block
+ * and edge counts and the stats (the bytes aside) are the same, in I1
+ * lines of 16 to 64 bytes and both counting modes. */
 START_TEST(loops_of_repeat_units_simulate_as_whole_ones)
 {
-	uint64_t seed = seed_from_env(), s = seed, hits = 0;
+	uint64_t seed = seed_from_env(), s = seed, hits = 0, runs = 0;
 	const int nblocks = 12, nunits = 20000;
 	static const uint32_t lines[] = { 16, 32, 64 };
 
-	for (int round = 0; round < 6; round++) {
+	for (int round = 0; round < 8; round++) {
 		struct corpus c;
 		bool *boundary = calloc((size_t)nunits * (1 + MAXI * REP_MAX_OPERANDS * 4), 1);
 		struct csim_config cfg = small_caches(lines[round % 3], 64, round % 2);
@@ -1411,6 +1418,7 @@ START_TEST(loops_of_repeat_units_simulate_as_whole_ones)
 		ck_assert_int_eq(rep_recover__new(c.t, sim_sink, &loops, &rl), 0);
 		rep_recover__set_fetch_line(rl, lines[round % 3]);
 		rep_recover__set_fetch_sets(rl, 64);
+		rep_recover__set_runs(rl, round >= 4);
 		feed_cut_anywhere(rw, c.w, c.n, &s);
 		feed_cut_anywhere(rl, compact, ncompact, &s);
 		ck_assert_int_eq(whole.rc, 0);
@@ -1424,6 +1432,8 @@ START_TEST(loops_of_repeat_units_simulate_as_whole_ones)
 		ck_assert_msg(!memcmp(&a, &b, sizeof a), "seed %#" PRIx64 " round %d: stats differ: "
 			      "units %" PRIu64 " %" PRIu64, seed, round, a.units, b.units);
 		hits += loops.hits;
+		runs += loops.runs;
+		ck_assert(round >= 4 || !loops.runs);
 		rep_recover__free(rw);
 		rep_recover__free(rl);
 		csim__free(whole.sim);
@@ -1433,6 +1443,7 @@ START_TEST(loops_of_repeat_units_simulate_as_whole_ones)
 		free_corpus(&c);
 	}
 	ck_assert_msg(hits > 0, "seed %#" PRIx64 ": no fetch left out", seed);
+	ck_assert_msg(runs > 0, "seed %#" PRIx64 ": no loop's run", seed);
 }
 END_TEST
 
