@@ -55,6 +55,10 @@ static void count_reps(void *arg, const struct rep_ref *refs, size_t n)
 	struct worker *w = arg;
 
 	for (size_t i = 0; i < n; i++) {
+		if (refs[i].type == REP_REF_RUN) {	/* a loop's, of no rep prefix */
+			i += rep_run_entries(refs[i].size, refs[i].addr) - 1;
+			continue;
+		}
 		struct counted_pc *c = counted_at(w, refs[i].pc);
 		if (c)
 			count_ref(c->n, refs[i].type);
@@ -420,14 +424,15 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 			w->nreps ? count_reps : discard;
 		ok = ok && (!recover || rep_recover__new(cc_instr__table(f->in), to,
 							 simulate ? (void *)w->feed : w, &w->rec) == 0);
-		if (ok && simulate) {	/* the recoverer's batches, not copies */
-			sim_feed__keep_batches(w->feed, w->rec);
-			/* a loop's fetches that hit its I1 line, as counts */
+		if (ok && to) {	/* the stream as the simulator takes it (or would): */
+			/* a loop's fetches that hit its I1 line as counts, */
 			const struct csim_geom *i1 = &st->cfg.level[CSIM_I1];
 			rep_recover__set_fetch_line(w->rec, i1->line);
 			rep_recover__set_fetch_sets(w->rec, (uint32_t)csim_geom_sets(i1));
-			rep_recover__set_runs(w->rec, true);	/* loops' references, packed */
+			rep_recover__set_runs(w->rec, true);	/* its references packed */
 		}
+		if (ok && simulate)	/* the recoverer's batches, not copies */
+			sim_feed__keep_batches(w->feed, w->rec);
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "
