@@ -847,30 +847,62 @@ static size_t plain_run(struct rep_recover *r, const struct rep_plan_ref *plan, 
 	return took;
 }
 
+/* A plan's reference over the repeat units h of a run: its address is
+ * addr + u[a] + u[b] * scale over the unit u as it lies in the stream
+ * (u[0] = h), the slots the units do not hold folded into addr. */
+struct run_ref {
+	uint64_t addr, scale;
+	uint16_t a, b;
+};
+
+static void run_plan(const struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
+		     uint64_t h, struct run_ref *out)
+{
+	const uint64_t *v = r->repeated;	/* the last unit whole, v[0] its block's header */
+	const size_t held = (size_t)(h >> 48);
+
+	for (uint32_t q = 0; q < m; q++) {
+		const struct rep_plan_ref *p = &plan[q];
+		out[q] = (struct run_ref){ .addr = p->ref.addr, .scale = p->scale, .a = p->a,
+					   .b = p->b };
+		if (!p->a || p->a > held) {
+			out[q].addr += v[p->a] - h;
+			out[q].a = 0;
+		}
+		if (!p->b || p->b > held) {
+			out[q].addr += (v[p->b] - h) * p->scale;
+			out[q].b = 0;
+		}
+	}
+}
+
 /* The same as a loop's run (rep.h), if at least one unit and its header fit
- * in room: the entries it took, or 0. */
+ * in room: the entries it took, or 0. The addresses come straight from the
+ * units' words; the last unit's go to r->repeated at the end. */
 static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
 		       uint64_t h, const uint64_t *w, size_t *at, size_t n, size_t room)
 {
 	const size_t len = REP_S_WORDS(h);
 	struct rep_ref *run = r->batch + r->nbatch;
 	unsigned char *addrs = (unsigned char *)(run + 1 + m);
+	struct run_ref rp[REP_RUN_MAX_REFS];
 	uint64_t k = 0;
 
 	if (m > REP_RUN_MAX_REFS || room < rep_run_entries(m, 1))
 		return 0;
+	run_plan(r, plan, m, h, rp);
 	for (uint64_t most = (room - 1 - m) * 3 / m; k < most && *at + len <= n && w[*at] == h; k++) {
-		for (size_t j = 1; j < len; j++)
-			r->repeated[j] = w[*at + j];
+		const uint64_t *u = w + *at;
 		for (uint32_t q = 0; q < m; q++, addrs += 8) {
-			uint64_t a = plan[q].ref.addr + r->repeated[plan[q].a] +
-				     r->repeated[plan[q].b] * plan[q].scale;
+			uint64_t a = rp[q].addr + u[rp[q].a] + u[rp[q].b] * rp[q].scale;
 			memcpy(addrs, &a, 8);
 		}
 		*at += len;
 	}
 	if (!k)
 		return 0;
+	for (size_t j = 1; j < len; j++)
+		r->repeated[j] = w[*at - len + j];
 	run[0] = (struct rep_ref){ .addr = k, .size = m, .type = REP_REF_RUN };
 	for (uint32_t q = 0; q < m; q++) {
 		run[1 + q].pc = plan[q].ref.pc;

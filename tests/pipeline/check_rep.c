@@ -1047,9 +1047,10 @@ END_TEST
  * block just before it (neither spoiled, no string instruction, whose
  * counts must agree with their addresses) takes a random number of that
  * unit's last slots (changed so in c too) and goes as a repeat unit holding
- * the others. steady: every such unit goes so, and takes as many as every
- * other repeat unit of its block (a loop: runs of one header). Returns the
- * repeat units made. */
+ * the others. steady: every such unit goes so, and nearly always takes as
+ * many as the other repeat units of its block (a loop: runs of one header,
+ * now and then one that holds more or fewer). Returns the repeat units
+ * made. */
 static bool has_string_insn(const struct rep_table *t, uint32_t id)
 {
 	const struct rep_block *b = rep_table__block(t, id);
@@ -1074,7 +1075,7 @@ static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size
 		bool again = prev != SIZE_MAX && (c->w[prev] & ~REP_S_SPOILED) == h &&
 			     !(c->w[prev] & REP_S_SPOILED) && nslots && (steady || rnd_below(s, 4)) &&
 			     !has_string_insn(c->t, (uint32_t)h);
-		size_t take = !again ? 0 : steady ? 1 + (uint32_t)h % nslots :
+		size_t take = !again ? 0 : steady && rnd_below(s, 16) ? 1 + (uint32_t)h % nslots :
 			      1 + rnd_below(s, (unsigned)nslots);
 		for (size_t k = nslots - take + 1; k <= nslots; k++)
 			c->w[at + k] = c->w[prev + k];
