@@ -503,11 +503,47 @@ static int run_rows(struct csim *s, const struct rep_ref *run, uint32_t m, struc
 	return 0;
 }
 
+/* The rest of an access, out of line (the copy of the searches simd
+ * names). */
+CSIM_HOT void run_rest(const enum csim_simd simd, const struct csim_levels *L,
+		       struct csim_result *res, struct csim_hot *h, uint8_t type, uint64_t addr,
+		       uint32_t size)
+{
+	if (simd == CSIM_SIMD_AVX512)
+		cg_rest_avx512(L, res, h, type, addr, size);
+	else if (simd == CSIM_SIMD_AVX2)
+		cg_rest_avx2(L, res, h, type, addr, size);
+	else
+		cg_rest_plain(L, res, h, type, addr, size);
+}
+
+/* run_cg's loop when every reference goes to one first level (a loop's
+ * data references, its fetches left out): the level's geometry in
+ * registers. */
+CSIM_HOT void run_one_level(const struct csim_levels *L, struct csim_result *res,
+			    const struct rep_ref *run, struct csim_hot *const *h,
+			    const uint32_t *size, const struct first_geom f, const enum csim_simd simd)
+{
+	const uint32_t m = run->size;
+	const unsigned char *at = (const unsigned char *)(run + 1 + m);
+
+	for (uint64_t i = 0; i < run->addr; i++)
+		for (uint32_t j = 0; j < m; j++, at += 8) {
+			uint64_t addr;
+			memcpy(&addr, at, 8);
+			uint64_t line = addr >> f.line_bits;
+			if (__builtin_expect((addr + size[j] - 1) >> f.line_bits == line, 1) &&
+			    __builtin_expect(f.tags[(line & f.set_mask) * f.assoc] == line, 1))
+				continue;
+			run_rest(simd, L, res, h[j], run[1 + j].type, addr, size[j]);
+		}
+}
+
 /* A loop's run in Cachegrind mode: each of its references as refs_cg
  * takes one, but the rows looked up and the references counted once per
- * reference of an iteration. (In copies, as cg_rest: each inlines the
- * searches its target may run.) */
-CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run)
+ * reference of an iteration. (In copies, as refs_cg: the rest of an access
+ * out of line, so that the loop keeps its registers.) */
+CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run, const enum csim_simd simd)
 {
 	const struct csim_levels *L = &s->L;
 	const uint32_t m = run->size;
@@ -520,23 +556,28 @@ CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run)
 
 	if (rc)
 		return rc;
+	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct, one = direct;
 	for (uint32_t j = 0; j < m; j++) {
 		const struct csim_cache *c = &L->lv[csim_first_level(run[1 + j].type)];
 		f[j] = (struct first_geom){ c->tags, c->set_mask, c->line_bits, c->assoc };
 		size[j] = csim_cg_size(run[1 + j].type, run[1 + j].size);
+		one = one && f[j].tags == f[0].tags;
 	}
-	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct;
-	for (uint64_t i = 0; i < k; i++)
-		for (uint32_t j = 0; j < m; j++, at += 8) {
-			uint64_t addr;
-			memcpy(&addr, at, 8);
-			uint64_t line = addr >> f[j].line_bits;
-			if (__builtin_expect(direct && (addr + size[j] - 1) >> f[j].line_bits == line,
-					     1) &&
-			    __builtin_expect(f[j].tags[(line & f[j].set_mask) * f[j].assoc] == line, 1))
-				continue;
-			cg_rest(L, s->res, h[j], run[1 + j].type, addr, size[j]);
-		}
+	if (one)
+		run_one_level(L, s->res, run, h, size, f[0], simd);
+	else
+		for (uint64_t i = 0; i < k; i++)
+			for (uint32_t j = 0; j < m; j++, at += 8) {
+				uint64_t addr;
+				memcpy(&addr, at, 8);
+				uint64_t line = addr >> f[j].line_bits;
+				if (__builtin_expect(direct && (addr + size[j] - 1) >> f[j].line_bits ==
+								   line, 1) &&
+				    __builtin_expect(f[j].tags[(line & f[j].set_mask) * f[j].assoc] ==
+						     line, 1))
+					continue;
+				run_rest(simd, L, s->res, h[j], run[1 + j].type, addr, size[j]);
+			}
 	for (uint32_t j = 0; j < m; j++) {
 		h[j]->refs[csim_kind_of(run[1 + j].type)] += k;
 		h[j]->modifies += run[1 + j].type == REP_REF_MODIFY ? k : 0;
@@ -546,19 +587,17 @@ CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run)
 
 static __attribute__((noinline)) int run_cg_plain(struct csim *s, const struct rep_ref *run)
 {
-	return run_cg(s, run);
+	return run_cg(s, run, CSIM_SCALAR);
 }
 
-CSIM_AVX2 __attribute__((noinline, flatten)) static int run_cg_avx2(struct csim *s,
-								     const struct rep_ref *run)
+static __attribute__((noinline)) int run_cg_avx2(struct csim *s, const struct rep_ref *run)
 {
-	return run_cg(s, run);
+	return run_cg(s, run, CSIM_SIMD_AVX2);
 }
 
-CSIM_AVX512 __attribute__((noinline, flatten)) static int run_cg_avx512(struct csim *s,
-									 const struct rep_ref *run)
+static __attribute__((noinline)) int run_cg_avx512(struct csim *s, const struct rep_ref *run)
 {
-	return run_cg(s, run);
+	return run_cg(s, run, CSIM_SIMD_AVX512);
 }
 
 /* A loop's run in per-line mode: each of its references as refs_line
