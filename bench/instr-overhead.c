@@ -14,7 +14,8 @@
  * copy's code costs the thread, apart from waiting for the consumer and
  * from a busy machine's scheduling). Also the
  * pipeline's throughput: references recovered and simulated per second of
- * consumer CPU (the refs and cache rows), and units lost in sample mode.
+ * the pipeline's CPU (consumers' and simulator's; the refs and cache rows),
+ * and units lost in sample mode.
  *
  * Last, the stop-the-world pauses of instrument and uninstrument with 8
  * threads in the function (p50, p99).
@@ -101,7 +102,7 @@ static double instrumented(pid_t pid, const char *func, const struct level *l, d
 		uint64_t waits = 0;
 		for (size_t i = 0; i < st1->nthreads; i++)
 			waits += st1->threads[i].producer_waits;
-		snprintf(extra, sizeof extra, "  (consumer %.0f%% CPU, %.1f M refs/s per CPU, "
+		snprintf(extra, sizeof extra, "  (pipeline %.0f%% CPU, %.1f M refs/s per CPU, "
 			 "lost %llu, waits %llu)", 100 * cpu / window_s, cpu > 0 ? refs / cpu / 1e6 : 0,
 			 (unsigned long long)(st1->lost_units - st0->lost_units),
 			 (unsigned long long)waits);

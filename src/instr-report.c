@@ -419,6 +419,8 @@ int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istat
 			r->cpu_s += t->cpu_s;
 		}
 	}
+	r->sim_cpu_s = sim_stage__cpu_s(st->stage);
+	r->cpu_s += r->sim_cpu_s;
 	*out = r;
 	return 0;
 }

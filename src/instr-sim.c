@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SIM_BATCH REP_RECOVER_BATCH	/* references: 48 KiB, some 20 µs of simulation */
 #define SIM_DEPTH 6		/* a feed's batches: filling, queued, simulated */
@@ -242,6 +243,16 @@ bool sim_stage__idle(struct sim_stage *sg)
 	bool idle = all_simulated(sg);
 	pthread_mutex_unlock(&sg->m);
 	return idle;
+}
+
+double sim_stage__cpu_s(struct sim_stage *sg)
+{
+	clockid_t clock;
+	struct timespec ts;
+
+	if (pthread_getcpuclockid(sg->th, &clock) != 0 || clock_gettime(clock, &ts) != 0)
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s)

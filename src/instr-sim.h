@@ -41,6 +41,8 @@ void sim_stage__window(struct sim_stage *sg, double on_s, double off_s);
 bool sim_stage__window_if_idle(struct sim_stage *sg, double on_s, double off_s);
 /* Every batch handed over was simulated. */
 bool sim_stage__idle(struct sim_stage *sg);
+/* The simulator thread's CPU time (the batches consumers handed over). */
+double sim_stage__cpu_s(struct sim_stage *sg);
 
 /* The feed's references from here on are a new window's, after a gap of
  * off, which followed a window on for on (csim__window_begin before the

@@ -729,7 +729,7 @@ struct padrone_istats {
 	double seconds;		/* instrumented so far */
 	bool sampling;
 	uint64_t units, refs, lost_units, gaps;
-	double cpu_s;		/* all consumers' CPU time */
+	double cpu_s;		/* the pipeline's CPU time: all consumers' and sim_cpu_s */
 	size_t nthreads;
 	struct padrone_istat_thread *threads;
 	/* switching (padrone_session__instr_switch, __instr_duty) */
@@ -767,6 +767,8 @@ struct padrone_istats {
 	 * last four or so) strayed from what the one before predicted, a
 	 * standard deviation in points of overhead; 0 with only one */
 	double spread;
+	double sim_cpu_s;	/* the simulator thread's: batches a consumer handed over
+				 * while another simulated (a lone one simulates its own) */
 };
 int padrone_session__instr_stats(struct padrone_session *s, struct padrone_istats **out);
 void padrone_istats__free(struct padrone_istats *r);

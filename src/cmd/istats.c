@@ -68,11 +68,12 @@ static void print_budget_json(FILE *f, const struct padrone_istats *r)
 static void print_json(FILE *f, const struct padrone_istats *r)
 {
 	fprintf(f, "{\"pid\":%d,\"seconds\":%.3f,\"mode\":\"%s\",\"units\":%llu,\"refs\":%llu,"
-		"\"lost_units\":%llu,\"gaps\":%llu,\"cpu_s\":%.3f,\"cpu_pct\":%.1f,\"threads\":[",
+		"\"lost_units\":%llu,\"gaps\":%llu,\"cpu_s\":%.3f,\"cpu_pct\":%.1f,"
+		"\"sim_cpu_s\":%.3f,\"threads\":[",
 		r->pid, r->seconds, r->sampling ? "sample" : "exhaustive",
 		(unsigned long long)r->units, (unsigned long long)r->refs,
 		(unsigned long long)r->lost_units, (unsigned long long)r->gaps, r->cpu_s,
-		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0);
+		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0, r->sim_cpu_s);
 	for (size_t i = 0; i < r->nthreads; i++) {
 		if (i)
 			fputc(',', f);
@@ -130,10 +131,10 @@ static void print_budget(FILE *f, const struct padrone_istats *r)
 
 static void print_text(FILE *f, const struct padrone_istats *r)
 {
-	fprintf(f, "# pid %d: %.2f s instrumented (%s); consumers' CPU %.2f s (%.1f%% of one "
-		"CPU); %llu units lost, %llu gaps\n", r->pid, r->seconds,
-		r->sampling ? "sample" : "exhaustive", r->cpu_s,
-		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0,
+	fprintf(f, "# pid %d: %.2f s instrumented (%s); pipeline's CPU %.2f s (%.1f%% of one "
+		"CPU; the simulator thread's %.2f s); %llu units lost, %llu gaps\n", r->pid,
+		r->seconds, r->sampling ? "sample" : "exhaustive", r->cpu_s,
+		r->seconds > 0 ? 100.0 * r->cpu_s / r->seconds : 0.0, r->sim_cpu_s,
 		(unsigned long long)r->lost_units, (unsigned long long)r->gaps);
 	print_switch(f, r);
 	print_budget(f, r);
@@ -175,9 +176,12 @@ const struct padrone_cmd_entry padrone_cmd_stats_entry = {
 		"holding unconsumed units), units lost (sample mode; 0 in exhaustive mode,\n"
 		"where the thread waits instead), gaps the recovery saw, how often the thread\n"
 		"found its ring full and waited, and the consumer\n"
-		"thread's CPU time; in the header, all consumers' CPU time and its share of\n"
-		"one CPU over the time instrumented. -j as JSON: {\"pid\",\"seconds\",\"mode\",\n"
-		"\"units\",\"refs\",\"lost_units\",\"gaps\",\"cpu_s\",\"cpu_pct\",\"threads\":[{\"tid\",\n"
+		"thread's CPU time (it simulates its references itself unless another does);\n"
+		"in the header, the pipeline's CPU time (all consumers' and the simulator\n"
+		"thread's, which takes the batches handed over while another consumer\n"
+		"simulates) and its share of one CPU over the time instrumented. -j as JSON:\n"
+		"{\"pid\",\"seconds\",\"mode\",\"units\",\"refs\",\"lost_units\",\"gaps\",\"cpu_s\",\n"
+		"\"cpu_pct\",\"sim_cpu_s\",\"threads\":[{\"tid\",\n"
 		"\"function\",\"active\",\"units\",\"refs\",\"lost_units\",\"gaps\",\"producer_waits\",\n"
 		"\"interval_s\",\"units_per_s\",\"refs_per_s\",\"ring_fill_pct\",\"cpu_s\"}],\n"
 		"\"switch\":{\"on\",\"on_fraction\",\"windows\",\"duty_on_ms\",\"duty_off_ms\",\n"

@@ -51,6 +51,7 @@ run st2 "$padrone" -p "$pid" stats -j
 run st "$padrone" -p "$pid" stats
 live_stats() {
 	status st1 0 && status st2 0 && status st 0 && says st "instrumented (exhaustive)" &&
+	says st "pipeline's CPU" && says st2 '"sim_cpu_s":[0-9]' &&
 	[ "$(first st2 units)" -gt "$(first st1 units)" ] &&
 	[ "$(first st2 refs)" -gt "$(first st1 refs)" ] &&
 	[ "$(sum st2 lost_units)" = 0 ] && [ "$(sum st2 gaps)" = 0 ] &&
