@@ -378,6 +378,7 @@ struct csim {
 	struct csim_levels L;
 	struct csim_result *res;
 	struct csim_windows *win;	/* NULL before csim__window_begin */
+	bool run_ahead;			/* the last loop's run mostly missed (run_cg) */
 };
 
 /* What the windows closed so far add up to, per level, and the gaps
@@ -517,15 +518,41 @@ CSIM_HOT void run_rest(const enum csim_simd simd, const struct csim_levels *L,
 		cg_rest_plain(L, res, h, type, addr, size);
 }
 
+/* How far ahead (references) a loop that mostly misses fetches the sets
+ * of a later reference. */
+#define RUN_AHEAD 8
+
+/* The sets that the data reference whose address is at at will search at
+ * the first level and the next: in a loop that misses (a pointer chase),
+ * the searches of several references then wait for memory at once, not
+ * one after the other. Out of line: the loop keeps its registers. */
+static __attribute__((noinline)) void run_prefetch(const struct csim_levels *L,
+						   const unsigned char *at)
+{
+	uint64_t addr;
+
+	memcpy(&addr, at, 8);
+	for (int lv = CSIM_D1, n = 0; lv >= 0 && n < 2 && L->lv[lv].direct; lv = L->next[lv], n++) {
+		const struct csim_cache *c = &L->lv[lv];
+		__builtin_prefetch(c->tags + ((addr >> c->line_bits) & c->set_mask) * c->assoc);
+	}
+}
+
 /* run_cg's loop when every reference goes to one first level (a loop's
  * data references, its fetches left out): the level's geometry in
- * registers. */
-CSIM_HOT void run_one_level(const struct csim_levels *L, struct csim_result *res,
-			    const struct rep_ref *run, struct csim_hot *const *h,
-			    const uint32_t *size, const struct first_geom f, const enum csim_simd simd)
+ * registers. ahead: a data reference that misses its set's most recent
+ * line fetches the sets of the one RUN_AHEAD on (a copy of its own, as
+ * the test and the registers it takes slowed a loop that hits by a
+ * fifth). The references that missed it. */
+CSIM_HOT uint64_t run_one_level(const struct csim_levels *L, struct csim_result *res,
+				const struct rep_ref *run, struct csim_hot *const *h,
+				const uint32_t *size, const struct first_geom f,
+				const enum csim_simd simd, const bool ahead)
 {
 	const uint32_t m = run->size;
 	const unsigned char *at = (const unsigned char *)(run + 1 + m);
+	const unsigned char *end = at + 8 * (run->addr * m);
+	uint64_t missed = 0;
 
 	for (uint64_t i = 0; i < run->addr; i++)
 		for (uint32_t j = 0; j < m; j++, at += 8) {
@@ -535,8 +562,12 @@ CSIM_HOT void run_one_level(const struct csim_levels *L, struct csim_result *res
 			if (__builtin_expect((addr + size[j] - 1) >> f.line_bits == line, 1) &&
 			    __builtin_expect(f.tags[(line & f.set_mask) * f.assoc] == line, 1))
 				continue;
+			if (ahead && at + 8 * RUN_AHEAD < end)
+				run_prefetch(L, at + 8 * RUN_AHEAD);
 			run_rest(simd, L, res, h[j], run[1 + j].type, addr, size[j]);
+			missed++;
 		}
+	return missed;
 }
 
 /* A loop's run in Cachegrind mode: each of its references as refs_cg
@@ -563,8 +594,10 @@ CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run, const enum csim_s
 		size[j] = csim_cg_size(run[1 + j].type, run[1 + j].size);
 		one = one && f[j].tags == f[0].tags;
 	}
-	if (one)
-		run_one_level(L, s->res, run, h, size, f[0], simd);
+	if (one && f[0].tags == L->lv[CSIM_D1].tags && s->run_ahead)
+		s->run_ahead = 2 * run_one_level(L, s->res, run, h, size, f[0], simd, true) > k * m;
+	else if (one)
+		s->run_ahead = 2 * run_one_level(L, s->res, run, h, size, f[0], simd, false) > k * m;
 	else
 		for (uint64_t i = 0; i < k; i++)
 			for (uint32_t j = 0; j < m; j++, at += 8) {

@@ -242,8 +242,9 @@ static uint64_t run_addr(uint64_t i, uint32_t j)
 
 /* A loop's run counts, row by row, what the references it stands for do
  * (with other references before and after it), in both counting modes,
- * its references to one first level or to both; a run that is malformed
- * or does not fit in the batch is -EINVAL. */
+ * its references to one first level or to both, after a run that mostly
+ * missed too; a run that is malformed or does not fit in the batch is
+ * -EINVAL. */
 START_TEST(a_loops_run_is_the_references_it_stands_for)
 {
 	enum { K = 100, M = 4 };
@@ -265,6 +266,9 @@ START_TEST(a_loops_run_is_the_references_it_stands_for)
 			struct csim *a, *b;
 			run(&a, &cfg, whole, K * m + 2);
 			run(&b, &cfg, packed, np);
+			/* again: a run after one that mostly missed fetches ahead */
+			ck_assert_int_eq(csim__refs(a, whole, K * m + 2), 0);
+			ck_assert_int_eq(csim__refs(b, packed, np), 0);
 			size_t na, nb;
 			struct csim_pc_stats *ra = csim_result__sorted(csim__result(a), CSIM_BY_PC, &na);
 			struct csim_pc_stats *rb = csim_result__sorted(csim__result(b), CSIM_BY_PC, &nb);
