@@ -477,6 +477,19 @@ cg_rest_avx512(const struct csim_levels *L, struct csim_result *res, struct csim
 	cg_rest(L, res, h, type, addr, size);
 }
 
+/* cg_rest out of line, in the copy of the searches simd names. */
+CSIM_HOT void cg_rest_out(const enum csim_simd simd, const struct csim_levels *L,
+			  struct csim_result *res, struct csim_hot *h, uint8_t type, uint64_t addr,
+			  uint32_t size)
+{
+	if (simd == CSIM_SIMD_AVX512)
+		cg_rest_avx512(L, res, h, type, addr, size);
+	else if (simd == CSIM_SIMD_AVX2)
+		cg_rest_avx2(L, res, h, type, addr, size);
+	else
+		cg_rest_plain(L, res, h, type, addr, size);
+}
+
 /* The references of a run that begins at run, checked against the n
  * left in its batch (rep.h), or 0 if it is malformed. */
 static size_t run_length(const struct rep_ref *run, size_t n)
@@ -502,20 +515,6 @@ static int run_rows(struct csim *s, const struct rep_ref *run, uint32_t m, struc
 			if (!(h[j] = csim_result_lookup(s->res, run[1 + j].pc)))
 				return -ENOMEM;
 	return 0;
-}
-
-/* The rest of an access, out of line (the copy of the searches simd
- * names). */
-CSIM_HOT void run_rest(const enum csim_simd simd, const struct csim_levels *L,
-		       struct csim_result *res, struct csim_hot *h, uint8_t type, uint64_t addr,
-		       uint32_t size)
-{
-	if (simd == CSIM_SIMD_AVX512)
-		cg_rest_avx512(L, res, h, type, addr, size);
-	else if (simd == CSIM_SIMD_AVX2)
-		cg_rest_avx2(L, res, h, type, addr, size);
-	else
-		cg_rest_plain(L, res, h, type, addr, size);
 }
 
 /* How far ahead (references) a loop that mostly misses fetches the sets
@@ -564,7 +563,7 @@ CSIM_HOT uint64_t run_one_level(const struct csim_levels *L, struct csim_result 
 				continue;
 			if (ahead && at + 8 * RUN_AHEAD < end)
 				run_prefetch(L, at + 8 * RUN_AHEAD);
-			run_rest(simd, L, res, h[j], run[1 + j].type, addr, size[j]);
+			cg_rest_out(simd, L, res, h[j], run[1 + j].type, addr, size[j]);
 			missed++;
 		}
 	return missed;
@@ -609,7 +608,7 @@ CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run, const enum csim_s
 				    __builtin_expect(f[j].tags[(line & f[j].set_mask) * f[j].assoc] ==
 						     line, 1))
 					continue;
-				run_rest(simd, L, s->res, h[j], run[1 + j].type, addr, size[j]);
+				cg_rest_out(simd, L, s->res, h[j], run[1 + j].type, addr, size[j]);
 			}
 	for (uint32_t j = 0; j < m; j++) {
 		h[j]->refs[csim_kind_of(run[1 + j].type)] += k;
@@ -721,12 +720,7 @@ CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const
 		if (__builtin_expect(direct && (addr + size - 1) >> c->line_bits == line, 1) &&
 		    __builtin_expect(c->tags[(line & c->set_mask) * c->assoc] == line, 1))
 			continue;
-		if (simd == CSIM_SIMD_AVX512)
-			cg_rest_avx512(L, s->res, h, type, addr, size);
-		else if (simd == CSIM_SIMD_AVX2)
-			cg_rest_avx2(L, s->res, h, type, addr, size);
-		else
-			cg_rest_plain(L, s->res, h, type, addr, size);
+		cg_rest_out(simd, L, s->res, h, type, addr, size);
 	}
 	return 0;
 }

@@ -901,6 +901,7 @@ static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, u
 	}
 	if (!k)
 		return 0;
+	memset(addrs, 0, 8 * ((3 - k * m % 3) % 3));	/* the last reference's rest */
 	for (size_t j = 1; j < len; j++)
 		r->repeated[j] = w[*at - len + j];
 	run[0] = (struct rep_ref){ .addr = k, .size = m, .type = REP_REF_RUN };
