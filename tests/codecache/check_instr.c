@@ -679,6 +679,45 @@ START_TEST(the_gate_counts_no_calls_where_the_flags_are_live)
 }
 END_TEST
 
+/* instr_oracle's redzone keeps its sums below rsp, in its red zone, across
+ * its loop's blocks, and the copy's commits push below rsp: they must step
+ * over the red zone, or the sums would be the commits' pushes (a copy that
+ * did not computed 85 wrong results in a second). The copy runs (a whole
+ * call recorded), and the target computes right in it and after. */
+START_TEST(a_function_keeping_data_in_its_red_zone_computes_right_in_the_copy)
+{
+	struct live l;
+	struct one_call c = { 0 };
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o };
+	pthread_t th;
+	pid_t tid;
+
+	start_oracle(&l, "redzone");
+	struct cc_func f = func(&l, "redzone");
+	c.entry = f.addr;
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, &c, &c.rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c.cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, &c), 0);
+	for (int w = 0; w < 3000 && __atomic_load_n(&c.state, __ATOMIC_ACQUIRE) < 2; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_int_eq(c.state, 2);
+	for (int k = 0; k < 3; k++)	/* "bad 0", call after call in the copy */
+		progresses(&l, alive(&l));
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
+	c.stop = 1;
+	pthread_join(th, NULL);
+	free(c.refs);
+	cab_consumer__close(c.cons);
+	rep_recover__free(c.rec);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* A consumer with recovery on each ring of the copy. */
 static size_t open_streams_as(struct live *l, struct cc_instr *in, struct stream *ss, bool tally)
 {
@@ -1519,6 +1558,7 @@ Suite *s = suite_create("instr");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, the_recovered_stream_is_the_kernels_exactly);
 	tcase_add_test(tc, the_gate_counts_no_calls_where_the_flags_are_live);
+	tcase_add_test(tc, a_function_keeping_data_in_its_red_zone_computes_right_in_the_copy);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
 	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);

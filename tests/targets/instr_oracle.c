@@ -24,6 +24,9 @@
  *		 caller set (never so in compiled code, which the ABI forbids:
  *		 the copy's gate must leave the flags alone there), setting o[0]
  *		 to 1 when it is set, as it always is
+ *	redzone: a leaf function that keeps its two sums of x (all of them,
+ *		 the odd ones) in its red zone, the 16 bytes below rsp, across a
+ *		 loop of several blocks (what a copy's commit must step over)
  * The data is the same on every run and every call sees the same input
  * (their values may change, never their addresses), so each call makes
  * the same references. The arrays are 2 MiB aligned, so that a cache's
@@ -217,7 +220,7 @@ static void setup(void)
 		tls_data[i] = i * 3;
 }
 
-enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS, FLAGS };
+enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS, FLAGS, REDZONE };
 
 /* flags(out): out[0] = ZF, returned too; flags_call(out) calls it with ZF set. */
 long flags(long *out);
@@ -229,6 +232,18 @@ __asm__(".text\n"
 	".globl flags_call\n.type flags_call, @function\nflags_call:\n"
 	"\txorl %eax, %eax\n\tcall flags\n\tret\n"
 	".size flags_call, .-flags_call\n");
+
+/* redzone(v, n): the sum of v[0..n) plus three times the number of odd
+ * ones, both kept at -8(%rsp) and -16(%rsp) until the end. */
+long redzone(const long *v, long n);
+__asm__(".text\n"
+	".globl redzone\n.type redzone, @function\nredzone:\n"
+	"\tmovq $0, -8(%rsp)\n\tmovq $0, -16(%rsp)\n\txorl %eax, %eax\n"
+	"1:\tmovq (%rdi,%rax,8), %rdx\n\taddq %rdx, -8(%rsp)\n\ttestb $1, %dl\n\tjz 2f\n"
+	"\taddq $1, -16(%rsp)\n"
+	"2:\taddq $1, %rax\n\tcmpq %rsi, %rax\n\tjne 1b\n"
+	"\tmovq -8(%rsp), %rax\n\timulq $3, -16(%rsp), %rdx\n\taddq %rdx, %rax\n\tret\n"
+	".size redzone, .-redzone\n");
 
 /* One call of the kernel; what it returns (stream: nothing, see sum). No
  * other memory reference: in the counted run, cachegrind's caches see
@@ -247,6 +262,8 @@ static long call(enum kernel k)
 		return mixed(src, dst, MIXED_N);
 	case FLAGS:
 		return flags_call(o);
+	case REDZONE:
+		return redzone(x, STREAM_N);
 	default:
 		return tls(TLS_N);
 	}
@@ -305,9 +322,10 @@ static void start_gs_user(void)
 	printf("gs set\n");
 }
 
-static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls", "flags" };
+static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls", "flags",
+				     "redzone" };
 static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed,
-				  (void *)tls, (void *)flags };
+				  (void *)tls, (void *)flags, (void *)redzone };
 
 /* SIGUSR1 pauses the calls and resumes them: a test instruments and
  * uninstruments while no call is under way, so that the copy sees whole
@@ -336,11 +354,11 @@ int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc >= 3 && kernel <= FLAGS && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= REDZONE && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc < 3 || argc > 4 || kernel > FLAGS || (argc == 4 && strcmp(argv[3], "gs"))) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls|flags CALLS "
-			"[gs]\n");
+	if (argc < 3 || argc > 4 || kernel > REDZONE || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls|flags|redzone "
+			"CALLS [gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
