@@ -441,6 +441,22 @@ struct first_geom {
 	uint32_t line_bits, assoc;
 };
 
+static inline struct first_geom first_geom_of(const struct csim_cache *c)
+{
+	return (struct first_geom){ c->tags, c->set_mask, c->line_bits, c->assoc };
+}
+
+/* Cachegrind mode: an access that stays in one line, which its set at the
+ * first level f used last: a hit that changes no tag (the next instruction
+ * of a line, the next element of an array: most of them). */
+CSIM_HOT bool mru_hit(const struct first_geom *f, uint64_t addr, uint32_t size)
+{
+	uint64_t line = addr >> f->line_bits;
+
+	return __builtin_expect((addr + size - 1) >> f->line_bits == line, 1) &&
+	       __builtin_expect(f->tags[(line & f->set_mask) * f->assoc] == line, 1);
+}
+
 /* Cachegrind mode, the part of a reference after its count when it is not
  * a hit on its set's most recent line: the first level's access, then the
  * deeper levels on a miss. Kept out of the batch loop (one copy per set
@@ -557,9 +573,7 @@ CSIM_HOT uint64_t run_one_level(const struct csim_levels *L, struct csim_result 
 		for (uint32_t j = 0; j < m; j++, at += 8) {
 			uint64_t addr;
 			memcpy(&addr, at, 8);
-			uint64_t line = addr >> f.line_bits;
-			if (__builtin_expect((addr + size[j] - 1) >> f.line_bits == line, 1) &&
-			    __builtin_expect(f.tags[(line & f.set_mask) * f.assoc] == line, 1))
+			if (mru_hit(&f, addr, size[j]))
 				continue;
 			if (ahead && at + 8 * RUN_AHEAD < end)
 				run_prefetch(L, at + 8 * RUN_AHEAD);
@@ -588,27 +602,22 @@ CSIM_HOT int run_cg(struct csim *s, const struct rep_ref *run, const enum csim_s
 		return rc;
 	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct, one = direct;
 	for (uint32_t j = 0; j < m; j++) {
-		const struct csim_cache *c = &L->lv[csim_first_level(run[1 + j].type)];
-		f[j] = (struct first_geom){ c->tags, c->set_mask, c->line_bits, c->assoc };
+		f[j] = first_geom_of(&L->lv[csim_first_level(run[1 + j].type)]);
 		size[j] = csim_cg_size(run[1 + j].type, run[1 + j].size);
 		one = one && f[j].tags == f[0].tags;
 	}
-	if (one && f[0].tags == L->lv[CSIM_D1].tags && s->run_ahead)
-		s->run_ahead = 2 * run_one_level(L, s->res, run, h, size, f[0], simd, true) > k * m;
-	else if (one)
-		s->run_ahead = 2 * run_one_level(L, s->res, run, h, size, f[0], simd, false) > k * m;
+	bool ahead = one && f[0].tags == L->lv[CSIM_D1].tags && s->run_ahead;
+	if (one)	/* (two copies: ahead a constant in each) */
+		s->run_ahead = 2 * (ahead ? run_one_level(L, s->res, run, h, size, f[0], simd, true) :
+				    run_one_level(L, s->res, run, h, size, f[0], simd, false)) > k * m;
 	else
 		for (uint64_t i = 0; i < k; i++)
 			for (uint32_t j = 0; j < m; j++, at += 8) {
 				uint64_t addr;
 				memcpy(&addr, at, 8);
-				uint64_t line = addr >> f[j].line_bits;
-				if (__builtin_expect(direct && (addr + size[j] - 1) >> f[j].line_bits ==
-								   line, 1) &&
-				    __builtin_expect(f[j].tags[(line & f[j].set_mask) * f[j].assoc] ==
-						     line, 1))
-					continue;
-				cg_rest_out(simd, L, s->res, h[j], run[1 + j].type, addr, size[j]);
+				if (!direct || !mru_hit(&f[j], addr, size[j]))
+					cg_rest_out(simd, L, s->res, h[j], run[1 + j].type, addr,
+						    size[j]);
 			}
 	for (uint32_t j = 0; j < m; j++) {
 		h[j]->refs[csim_kind_of(run[1 + j].type)] += k;
@@ -692,8 +701,7 @@ CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const
 	struct first_geom f[2];
 
 	for (int lv = CSIM_I1; lv <= CSIM_D1; lv++)
-		f[lv] = (struct first_geom){ L->lv[lv].tags, L->lv[lv].set_mask,
-					     L->lv[lv].line_bits, L->lv[lv].assoc };
+		f[lv] = first_geom_of(&L->lv[lv]);
 	bool direct = L->lv[CSIM_I1].direct && L->lv[CSIM_D1].direct;
 	for (size_t i = 0; i < n; i++) {
 		const struct rep_ref *r = &refs[i];
@@ -714,11 +722,8 @@ CSIM_HOT int refs_cg(struct csim *s, const struct rep_ref *refs, size_t n, const
 			return -ENOMEM;
 		uint64_t addr = r->addr;
 		uint32_t size = csim_cg_size(type, r->size);
-		const struct first_geom *c = &f[csim_first_level(type)];
-		uint64_t line = addr >> c->line_bits;
 		csim_count_ref(h, type, true);
-		if (__builtin_expect(direct && (addr + size - 1) >> c->line_bits == line, 1) &&
-		    __builtin_expect(c->tags[(line & c->set_mask) * c->assoc] == line, 1))
+		if (__builtin_expect(direct, 1) && mru_hit(&f[csim_first_level(type)], addr, size))
 			continue;
 		cg_rest_out(simd, L, s->res, h, type, addr, size);
 	}

@@ -813,19 +813,22 @@ static const struct rep_plan_ref *steady_plan(struct rep_recover *r, const struc
 					      uint32_t *m, uint64_t **pending)
 {
 	struct fetch_plan *f = r->fetch_bits ? &r->fp[x - r->t->blks] : NULL;	/* made */
+	const struct rep_plan_ref *plan = x->plan;
 
 	*pending = NULL;
 	*m = x->nops;
 	if (f && f->rplan) {
-		*pending = &f->rpending;
+		plan = f->rplan;
 		*m = f->nrplan;
+		*pending = &f->rpending;
 	} else if (f && f->nleft) {
-		*pending = &f->pending;
+		plan = f->plan;
 		*m = f->nplan;
+		*pending = &f->pending;
 	}
 	if (r->prev_batch != r->nsent || (*pending && !**pending))
 		return NULL;
-	return !*pending ? x->plan : *pending == &f->rpending ? f->rplan : f->plan;
+	return plan;
 }
 
 /* The units h from w[at] on, each its held slots and the plan's m

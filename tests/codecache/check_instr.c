@@ -498,6 +498,8 @@ struct one_call {
 	struct rep_recover *rec;
 	uint64_t repeats;	/* repeat units the ring carried */
 	volatile int stop;
+	struct cc_instr *in;	/* the copy recorded from */
+	pthread_t th;		/* its consumer */
 };
 
 static void record(void *arg, const struct rep_ref *refs, size_t n)
@@ -536,36 +538,50 @@ static void *consume_call(void *arg)
 	return NULL;
 }
 
-/* Instrument f (with the plain plan or PiPA's), record the first whole call
- * of the target's one thread, uninstrument. */
-static void first_call(struct live *l, const struct cc_func *f, bool plain, struct one_call *c)
+/* Instrument f (with the plain plan or PiPA's) and record until the first
+ * whole call of the target's one thread is in c; the copy stays. */
+static void record_first_call(struct live *l, const struct cc_func *f, bool plain,
+			      struct one_call *c)
 {
-	struct cc_instr *in = NULL;
 	struct cc_instr_opts o = { .sz = sizeof o, .plain_plan = plain };
-	pthread_t th;
 	pid_t tid;
 
 	memset(c, 0, sizeof *c);
 	c->entry = f->addr;
-	ck_assert_msg(cc_cache__instrument(l->c, f, &o, &in) == 0, "%s", cc_cache__errmsg(l->c));
+	ck_assert_msg(cc_cache__instrument(l->c, f, &o, &c->in) == 0, "%s",
+		      cc_cache__errmsg(l->c));
 	/* the one thread's ring first, then the spares nobody has taken */
-	ck_assert_uint_ge(cc_instr__thread_count(in), 1);
-	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, c, &c->rec), 0);
-	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c->cons) == 0, "%s",
+	ck_assert_uint_ge(cc_instr__thread_count(c->in), 1);
+	ck_assert_int_eq(rep_recover__new(cc_instr__table(c->in), record, c, &c->rec), 0);
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(c->in, 0, &tid), &c->cons) == 0, "%s",
 		      cab_errmsg());
 	ck_assert_int_eq(tid, l->p.pid);
-	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, c), 0);
+	ck_assert_int_eq(pthread_create(&c->th, NULL, consume_call, c), 0);
 	for (int w = 0; w < 3000 && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) < 2; w++)
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-	ck_assert_msg(cc_cache__uninstrument(l->c, in, NULL) == 0, "%s", cc_cache__errmsg(l->c));
+	ck_assert_int_eq(c->state, 2);
+}
+
+/* Uninstrument, let the consumer read the ring to its end and stop it
+ * (c->refs stay, the caller's to free). */
+static void stop_recording(struct live *l, struct one_call *c)
+{
+	ck_assert_msg(cc_cache__uninstrument(l->c, c->in, NULL) == 0, "%s", cc_cache__errmsg(l->c));
 	for (int w = 0; w < 1000 && !cab_consumer__eof(c->cons); w++)
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 	c->stop = 1;
-	pthread_join(th, NULL);
-	ck_assert_int_eq(c->state, 2);
+	pthread_join(c->th, NULL);
 	cab_consumer__close(c->cons);
 	rep_recover__free(c->rec);
-	cc_instr__free(in);
+	cc_instr__free(c->in);
+}
+
+/* The first whole call of the target's one thread, recorded, and the
+ * original back. */
+static void first_call(struct live *l, const struct cc_func *f, bool plain, struct one_call *c)
+{
+	record_first_call(l, f, plain, c);
+	stop_recording(l, c);
 }
 
 /* instr_oracle calling KERNEL for ever, attached. */
@@ -643,37 +659,20 @@ END_TEST
 START_TEST(the_gate_counts_no_calls_where_the_flags_are_live)
 {
 	struct live l;
-	struct one_call c = { 0 };
-	struct cc_instr *in = NULL;
-	struct cc_instr_opts o = { .sz = sizeof o };
-	pthread_t th;
-	pid_t tid;
+	struct one_call c;
 	uint64_t n;
 
 	start_oracle(&l, "flags");
 	struct cc_func f = func(&l, "flags");
-	c.entry = f.addr;
-	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
-	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, &c, &c.rec), 0);
-	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c.cons) == 0, "%s",
-		      cab_errmsg());
-	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, &c), 0);
-	for (int w = 0; w < 3000 && __atomic_load_n(&c.state, __ATOMIC_ACQUIRE) < 2; w++)
-		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-	ck_assert_int_eq(c.state, 2);
+	record_first_call(&l, &f, false, &c);
 	progresses(&l, alive(&l));	/* "bad 0": the flag came through the copy */
-	ck_assert_int_eq(cc_instr__calls(in, 0, &n), -ENOTSUP);
-	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
-	c.stop = 1;
-	pthread_join(th, NULL);
+	ck_assert_int_eq(cc_instr__calls(c.in, 0, &n), -ENOTSUP);
+	stop_recording(&l, &c);
 	size_t writes = 0;
 	for (size_t k = 0; k < c.n; k++)
 		writes += c.refs[k].type == REP_REF_WRITE;
 	ck_assert_uint_eq(writes, 1);
 	free(c.refs);
-	cab_consumer__close(c.cons);
-	rep_recover__free(c.rec);
-	cc_instr__free(in);
 	progresses(&l, alive(&l));
 	end(&l);
 }
@@ -687,32 +686,15 @@ END_TEST
 START_TEST(a_function_keeping_data_in_its_red_zone_computes_right_in_the_copy)
 {
 	struct live l;
-	struct one_call c = { 0 };
-	struct cc_instr *in = NULL;
-	struct cc_instr_opts o = { .sz = sizeof o };
-	pthread_t th;
-	pid_t tid;
+	struct one_call c;
 
 	start_oracle(&l, "redzone");
 	struct cc_func f = func(&l, "redzone");
-	c.entry = f.addr;
-	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
-	ck_assert_int_eq(rep_recover__new(cc_instr__table(in), record, &c, &c.rec), 0);
-	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 0, &tid), &c.cons) == 0, "%s",
-		      cab_errmsg());
-	ck_assert_int_eq(pthread_create(&th, NULL, consume_call, &c), 0);
-	for (int w = 0; w < 3000 && __atomic_load_n(&c.state, __ATOMIC_ACQUIRE) < 2; w++)
-		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-	ck_assert_int_eq(c.state, 2);
+	record_first_call(&l, &f, false, &c);
 	for (int k = 0; k < 3; k++)	/* "bad 0", call after call in the copy */
 		progresses(&l, alive(&l));
-	ck_assert_msg(cc_cache__uninstrument(l.c, in, NULL) == 0, "%s", cc_cache__errmsg(l.c));
-	c.stop = 1;
-	pthread_join(th, NULL);
+	stop_recording(&l, &c);
 	free(c.refs);
-	cab_consumer__close(c.cons);
-	rep_recover__free(c.rec);
-	cc_instr__free(in);
 	progresses(&l, alive(&l));
 	end(&l);
 }

@@ -138,6 +138,31 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 }
 END_TEST
 
+/* A lone consumer simulates its references itself: they are in the
+ * results when sim_feed__refs returns, with no flush and no drain (handed
+ * over, they would wait for SIM_WAKE batches or a flush). */
+START_TEST(a_lone_consumer_simulates_its_references_itself)
+{
+	struct csim *sim = new_sim();
+	struct sim_stage *sg;
+	struct sim_feed *f;
+	struct rep_ref r = { .pc = 0x2000, .addr = 0x2000, .size = 4, .type = REP_REF_INSTR };
+
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
+	ck_assert_int_eq(sim_stage__open_feed(sg, &f), 0);
+	for (uint64_t i = 1; i <= 300; i++) {
+		sim_feed__refs(f, &r, 1);
+		sim_stage__lock(sg);
+		ck_assert_uint_eq(instr_refs_at(sim, 0x2000), i);
+		sim_stage__unlock(sg);
+	}
+	ck_assert(sim_stage__idle(sg));
+	sim_feed__close(f);
+	sim_stage__free(sg);
+	csim__free(sim);
+}
+END_TEST
+
 /* A reader taking the results now and then while one consumer pushes: the
  * consumer simulates its batches itself while no one holds them, hands
  * them over while someone does, and goes back to simulating them itself
@@ -236,6 +261,7 @@ int main(void)
 	tcase_add_test(tc, every_feeds_references_are_simulated_once);
 	tcase_add_test(tc, a_drained_feed_is_all_in_the_results);
 	tcase_add_test(tc, a_reader_holding_the_results_loses_nothing);
+	tcase_add_test(tc, a_lone_consumer_simulates_its_references_itself);
 	tcase_add_test(tc, a_consumer_simulating_and_handing_over_in_turn_loses_nothing);
 	tcase_add_test(tc, a_feed_keeping_the_recoverers_batches_simulates_each_reference_once);
 	suite_add_tcase(s, tc);
