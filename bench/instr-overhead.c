@@ -22,11 +22,12 @@
  * Last, the stop-the-world pauses of instrument and uninstrument with 8
  * threads in the function (p50, p99).
  *
- * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record|cache]]   (default 2;
- * pauses: only those; record: only native and the record level of both
- * workloads, for side-by-side runs of two builds of the copy's code; cache:
- * only native, the cache levels and cachegrind, for two builds of the
- * pipeline)
+ * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record|refs|cache|all [axpy|chase]]]
+ * (default 2 s, all levels, both workloads; pauses: only those; record,
+ * refs: only native and that level, for side-by-side runs of two builds of
+ * the copy's code or of recovery; cache: only native, the cache levels and
+ * cachegrind, for two builds of the pipeline; axpy or chase: that workload
+ * alone)
  * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
  * after uninstrument >= 0.99 of native; sample mode never waits.
  */
@@ -48,8 +49,10 @@
 #include <unistd.h>
 
 static double window_s = 2;
-static bool record_only;	/* "record": the record level alone, no valgrind */
-static bool cache_only;		/* "cache": the cache levels, and cachegrind */
+/* "record", "refs": that level alone, no valgrind; "cache": the cache
+ * levels, and cachegrind; 0: every level. */
+static unsigned only;
+static const char *only_workload;	/* "axpy" or "chase": that one alone */
 
 /* The rate over one window of window_s (alive.h). */
 static double rate(struct target *t, double *per_cpu)
@@ -189,8 +192,7 @@ static void workload(const char *title, char *const argv[], const char *func)
 	double native = rate(&cur, &native_cpu);
 	row("native", native, native_cpu, native, "");
 	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-		if ((record_only && levels[i].analyses != PADRONE_ANALYZE_RECORD) ||
-		    (cache_only && levels[i].analyses != PADRONE_ANALYZE_CACHE))
+		if (only && levels[i].analyses != only)
 			continue;
 		instrumented(cur.pid, func, &levels[i], native, true);
 		double again_cpu, again = rate(&cur, &again_cpu);
@@ -200,10 +202,10 @@ static void workload(const char *title, char *const argv[], const char *func)
 		if (i + 1 == sizeof levels / sizeof levels[0])
 			row("after uninstrument", again, again_cpu, native, "");
 	}
-	if (!record_only) {
+	if (!only || only == PADRONE_ANALYZE_CACHE) {
 		kill(cur.pid, SIGSTOP);
 		under_valgrind("--tool=cachegrind", argv, native, true);
-		if (!cache_only)
+		if (!only)
 			under_valgrind("--tool=lackey", argv, native, true);
 		kill(cur.pid, SIGCONT);
 		/* The ratios above divide by the mean of the native windows so
@@ -303,15 +305,20 @@ int main(int argc, char **argv)
 		pauses(dir);
 		return 0;
 	}
-	record_only = argc > 2 && strcmp(argv[2], "record") == 0;
-	cache_only = argc > 2 && strcmp(argv[2], "cache") == 0;
+	if (argc > 2)
+		only = strcmp(argv[2], "record") == 0 ? PADRONE_ANALYZE_RECORD
+		       : strcmp(argv[2], "refs") == 0 ? PADRONE_ANALYZE_REFS
+		       : strcmp(argv[2], "cache") == 0 ? PADRONE_ANALYZE_CACHE : 0;
+	only_workload = argc > 3 ? argv[3] : NULL;
 	char *kernel[] = { dir, "1", "1000", NULL };
-	workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
+	if (!only_workload || strcmp(only_workload, "axpy") == 0)
+		workload("streaming kernel: axpy, 1000 longs per call, 1 thread", kernel, "axpy");
 	char chase[4096];
 	snprintf(chase, sizeof chase, "%s/bench/instr-chase", b);
 	char *ch[] = { chase, NULL };
-	workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
-	if (record_only || cache_only)
+	if (!only_workload || strcmp(only_workload, "chase") == 0)
+		workload("pointer chase: chase, 1000 steps per call through 16 MiB", ch, "chase");
+	if (only || only_workload)
 		return 0;
 	printf("stop-the-world\n");
 	pauses(dir);

@@ -879,6 +879,55 @@ static void run_plan(const struct rep_recover *r, const struct rep_plan_ref *pla
 	}
 }
 
+/* Do all of a run's references take the same slots (each its own
+ * displacement): arrays walked by one index, say? */
+static bool one_offset(const struct run_ref *rp, uint32_t m)
+{
+	for (uint32_t q = 1; q < m; q++)
+		if (rp[q].a != rp[0].a || rp[q].b != rp[0].b || rp[q].scale != rp[0].scale)
+			return false;
+	return true;
+}
+
+/* Units h from w[*at] on, at most most of them, whose m references all add
+ * the same offset from the unit's slots to their own displacements: the
+ * offset is computed once a unit. m is a constant where it is inlined with
+ * one, so the inner loop unrolls. The units taken. */
+static inline __attribute__((always_inline)) uint64_t
+one_offset_units(const struct run_ref *rp, const uint32_t m, uint64_t h, size_t len,
+		 const uint64_t *w, size_t *at, size_t n, uint64_t most, unsigned char *addrs)
+{
+	const uint16_t a = rp[0].a, b = rp[0].b;
+	const uint64_t scale = rp[0].scale;
+	uint64_t k = 0;
+
+	for (; k < most && *at + len <= n && w[*at] == h; k++, *at += len) {
+		const uint64_t *u = w + *at, off = u[a] + u[b] * scale;
+		for (uint32_t q = 0; q < m; q++, addrs += 8) {
+			uint64_t x = rp[q].addr + off;
+			memcpy(addrs, &x, 8);
+		}
+	}
+	return k;
+}
+
+/* The same, each reference computing its own address. */
+static uint64_t own_offset_units(const struct run_ref *rp, uint32_t m, uint64_t h, size_t len,
+				 const uint64_t *w, size_t *at, size_t n, uint64_t most,
+				 unsigned char *addrs)
+{
+	uint64_t k = 0;
+
+	for (; k < most && *at + len <= n && w[*at] == h; k++, *at += len) {
+		const uint64_t *u = w + *at;
+		for (uint32_t q = 0; q < m; q++, addrs += 8) {
+			uint64_t x = rp[q].addr + u[rp[q].a] + u[rp[q].b] * rp[q].scale;
+			memcpy(addrs, &x, 8);
+		}
+	}
+	return k;
+}
+
 /* The same as a loop's run (rep.h), if at least one unit and its header fit
  * in room: the entries it took, or 0. The addresses come straight from the
  * units' words; the last unit's go to r->repeated at the end. */
@@ -889,21 +938,25 @@ static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, u
 	struct rep_ref *run = r->batch + r->nbatch;
 	unsigned char *addrs = (unsigned char *)(run + 1 + m);
 	struct run_ref rp[REP_RUN_MAX_REFS];
-	uint64_t k = 0;
+	uint64_t k;
 
 	if (m > REP_RUN_MAX_REFS || room < rep_run_entries(m, 1))
 		return 0;
 	run_plan(r, plan, m, h, rp);
-	for (uint64_t most = (room - 1 - m) * 3 / m; k < most && *at + len <= n && w[*at] == h; k++) {
-		const uint64_t *u = w + *at;
-		for (uint32_t q = 0; q < m; q++, addrs += 8) {
-			uint64_t a = rp[q].addr + u[rp[q].a] + u[rp[q].b] * rp[q].scale;
-			memcpy(addrs, &a, 8);
-		}
-		*at += len;
-	}
+	const uint64_t most = (room - 1 - m) * 3 / m;
+	if (!one_offset(rp, m))
+		k = own_offset_units(rp, m, h, len, w, at, n, most, addrs);
+	else if (m == 1)
+		k = one_offset_units(rp, 1, h, len, w, at, n, most, addrs);
+	else if (m == 2)
+		k = one_offset_units(rp, 2, h, len, w, at, n, most, addrs);
+	else if (m == 3)
+		k = one_offset_units(rp, 3, h, len, w, at, n, most, addrs);
+	else
+		k = one_offset_units(rp, m, h, len, w, at, n, most, addrs);
 	if (!k)
 		return 0;
+	addrs += 8 * k * m;
 	memset(addrs, 0, 8 * ((3 - k * m % 3) % 3));	/* the last reference's rest */
 	for (size_t j = 1; j < len; j++)
 		r->repeated[j] = w[*at - len + j];
