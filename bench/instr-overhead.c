@@ -24,8 +24,9 @@
  *
  * usage: instr-overhead [SECONDS_PER_WINDOW [pauses|record|refs|cache|all [axpy|chase]]]
  * (default 2 s, all levels, both workloads; pauses: only those; record,
- * refs: only native and that level, for side-by-side runs of two builds of
- * the copy's code or of recovery; cache: only native, the cache levels and
+ * refs: only native and that level, in 5 rounds between native windows
+ * (the median of their ratios and the range), for side-by-side runs of two
+ * builds of the copy's code or of recovery; cache: only native, the cache levels and
  * cachegrind, for two builds of the pipeline; axpy or chase: that workload
  * alone)
  * Goals: record <= 2.0x, refs <= 3x, cache <= 8x and below cachegrind's,
@@ -152,6 +153,17 @@ static double under_valgrind(const char *tool, char *const argv[], double native
 	return r;
 }
 
+/* The median of v[0..n) (which it sorts), its least and greatest. */
+static double median_range(double *v, int n, double *lo, double *hi)
+{
+	*lo = *hi = v[0];
+	for (int i = 1; i < n; i++) {
+		*lo = v[i] < *lo ? v[i] : *lo;
+		*hi = v[i] > *hi ? v[i] : *hi;
+	}
+	return bench_median(v, n);
+}
+
 /* The cache simulation's calls/s against cachegrind's in interleaved
  * rounds, the native target stopped while cachegrind runs: a machine whose
  * speed drifts from one window to the next (the pointer chase's rate moved
@@ -173,14 +185,11 @@ static void against_cachegrind(char *const argv[], const char *func, double nati
 	}
 	if (!n)
 		return;
-	double lo = ratio[0], hi = ratio[0];
-	for (int i = 1; i < n; i++) {
-		lo = ratio[i] < lo ? ratio[i] : lo;
-		hi = ratio[i] > hi ? ratio[i] : hi;
-	}
+	double lo, hi, mid = median_range(ratio, n, &lo, &hi);
 	printf("  cache simulation against cachegrind, %d interleaved rounds: %.2fx its calls/s "
-	       "(median; %.2f..%.2f; goal >= 1)\n", n, bench_median(ratio, n), lo, hi);
+	       "(median; %.2f..%.2f; goal >= 1)\n", n, mid, lo, hi);
 }
+
 
 static void workload(const char *title, char *const argv[], const char *func)
 {
@@ -194,13 +203,29 @@ static void workload(const char *title, char *const argv[], const char *func)
 	for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
 		if (only && levels[i].analyses != only)
 			continue;
-		instrumented(cur.pid, func, &levels[i], native, true);
-		double again_cpu, again = rate(&cur, &again_cpu);
-		/* drifts of a busy machine fall on both sides */
-		native = (native + again) / 2;
-		native_cpu = (native_cpu + again_cpu) / 2;
-		if (i + 1 == sizeof levels / sizeof levels[0])
-			row("after uninstrument", again, again_cpu, native, "");
+		/* A level alone (record, refs) runs rounds of an instrumented
+		 * window between native ones: its slowdown is the median of
+		 * theirs, each to the mean of the native windows around it
+		 * (native's rate drifted by a quarter between windows). */
+		enum { LEVEL_ROUNDS = 5 };
+		int nrounds = only && only != PADRONE_ANALYZE_CACHE ? LEVEL_ROUNDS : 1;
+		double ratio[LEVEL_ROUNDS], last = native;
+		for (int k = 0; k < nrounds; k++) {
+			double r = instrumented(cur.pid, func, &levels[i], native, k == 0);
+			double again_cpu, again = rate(&cur, &again_cpu);
+			ratio[k] = r > 0 ? (last + again) / 2 / r : 0;
+			last = again;
+			/* drifts of a busy machine fall on both sides */
+			native = (native + again) / 2;
+			native_cpu = (native_cpu + again_cpu) / 2;
+			if (i + 1 == sizeof levels / sizeof levels[0])
+				row("after uninstrument", again, again_cpu, native, "");
+		}
+		if (nrounds > 1) {
+			double lo, hi, mid = median_range(ratio, nrounds, &lo, &hi);
+			printf("  %s, %d rounds between native windows: %.2fx (median; %.2f..%.2f)\n",
+			       levels[i].name, nrounds, mid, lo, hi);
+		}
 	}
 	if (!only || only == PADRONE_ANALYZE_CACHE) {
 		kill(cur.pid, SIGSTOP);
