@@ -731,7 +731,8 @@ static inline bool repeat_known(const struct rep_recover *r, const struct rep_bl
 }
 
 /* The whole unit a repeat unit u of x stands for, in r->repeated (now the
- * last unit): its slots, then the rest of the unit before it. */
+ * last unit): its slots, then the rest of the unit before it, each plus
+ * its step. */
 static inline const uint64_t *fill_repeated(struct rep_recover *r, const struct rep_blk *x,
 					    const uint64_t *u)
 {
@@ -740,7 +741,10 @@ static inline const uint64_t *fill_repeated(struct rep_recover *r, const struct 
 	r->repeated[0] = x->hdr;
 	for (size_t i = 1; i <= held; i++)
 		r->repeated[i] = u[i];
-	if (r->last != r->repeated)
+	if (x->word_step)
+		for (size_t i = held + 1; i <= x->b.nslots; i++)
+			r->repeated[i] = r->last[i] + (uint64_t)x->word_step[i];
+	else if (r->last != r->repeated)
 		for (size_t i = held + 1; i <= x->b.nslots; i++)
 			r->repeated[i] = r->last[i];
 	r->last = r->repeated;
@@ -833,16 +837,19 @@ static const struct rep_plan_ref *steady_plan(struct rep_recover *r, const struc
 
 /* The units h from w[at] on, each its held slots and the plan's m
  * references, as long as they fit in room: the entries they took. */
-static size_t plain_run(struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
-			size_t nops, uint64_t h, const uint64_t *w, size_t *at, size_t n, size_t room)
+static size_t plain_run(struct rep_recover *r, const struct rep_blk *x,
+			const struct rep_plan_ref *plan, uint32_t m, uint64_t h, const uint64_t *w,
+			size_t *at, size_t n, size_t room)
 {
 	const size_t len = REP_S_WORDS(h);
 	struct rep_ref *out = r->batch + r->nbatch;
 	size_t took = 0;
 
-	while (*at + len <= n && w[*at] == h && room - took >= nops) {
+	while (*at + len <= n && w[*at] == h && room - took >= x->nops) {
 		for (size_t j = 1; j < len; j++)
 			r->repeated[j] = w[*at + j];
+		for (size_t j = len; x->word_step && j <= x->b.nslots; j++)
+			r->repeated[j] += (uint64_t)x->word_step[j];
 		emit_plan(plan, m, r->repeated, out + took);
 		took += m;
 		*at += len;
@@ -852,17 +859,22 @@ static size_t plain_run(struct rep_recover *r, const struct rep_plan_ref *plan, 
 
 /* A plan's reference over the repeat units h of a run: its address is
  * addr + u[a] + u[b] * scale over the unit u as it lies in the stream
- * (u[0] = h), the slots the units do not hold folded into addr. */
+ * (u[0] = h), the slots the units do not hold folded into addr, which
+ * grows by inc (their steps) from one unit to the next. */
 struct run_ref {
-	uint64_t addr, scale;
+	uint64_t addr, scale, inc;
 	uint16_t a, b;
 };
 
-static void run_plan(const struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
-		     uint64_t h, struct run_ref *out)
+/* The references' rows for the units after the last whole one (for the
+ * first of them: addr already has one inc). Whether any inc is not 0. */
+static bool run_plan(const struct rep_recover *r, const struct rep_blk *x,
+		     const struct rep_plan_ref *plan, uint32_t m, uint64_t h, struct run_ref *out)
 {
 	const uint64_t *v = r->repeated;	/* the last unit whole, v[0] its block's header */
+	const int64_t *step = x->word_step;	/* step[0] is 0 */
 	const size_t held = (size_t)(h >> 48);
+	bool stepped = false;
 
 	for (uint32_t q = 0; q < m; q++) {
 		const struct rep_plan_ref *p = &plan[q];
@@ -870,13 +882,18 @@ static void run_plan(const struct rep_recover *r, const struct rep_plan_ref *pla
 					   .b = p->b };
 		if (!p->a || p->a > held) {
 			out[q].addr += v[p->a] - h;
+			out[q].inc += step ? (uint64_t)step[p->a] : 0;
 			out[q].a = 0;
 		}
 		if (!p->b || p->b > held) {
 			out[q].addr += (v[p->b] - h) * p->scale;
+			out[q].inc += step ? (uint64_t)step[p->b] * p->scale : 0;
 			out[q].b = 0;
 		}
+		out[q].addr += out[q].inc;
+		stepped |= out[q].inc != 0;
 	}
+	return stepped;
 }
 
 /* Do all of a run's references take the same slots (each its own
@@ -892,9 +909,10 @@ static bool one_offset(const struct run_ref *rp, uint32_t m)
 /* Units h from w[*at] on, at most most of them, whose m references all add
  * the same offset from the unit's slots to their own displacements: the
  * offset is computed once a unit. m is a constant where it is inlined with
- * one, so the inner loop unrolls. The units taken. */
+ * one, so the inner loop unrolls; so is stepped (the displacements grow
+ * by their inc). The units taken. */
 static inline __attribute__((always_inline)) uint64_t
-one_offset_units(const struct run_ref *rp, const uint32_t m, uint64_t h, size_t len,
+one_offset_units(struct run_ref *rp, const uint32_t m, const bool stepped, uint64_t h, size_t len,
 		 const uint64_t *w, size_t *at, size_t n, uint64_t most, unsigned char *addrs)
 {
 	const uint16_t a = rp[0].a, b = rp[0].b;
@@ -906,13 +924,15 @@ one_offset_units(const struct run_ref *rp, const uint32_t m, uint64_t h, size_t 
 		for (uint32_t q = 0; q < m; q++, addrs += 8) {
 			uint64_t x = rp[q].addr + off;
 			memcpy(addrs, &x, 8);
+			if (stepped)
+				rp[q].addr += rp[q].inc;
 		}
 	}
 	return k;
 }
 
 /* The same, each reference computing its own address. */
-static uint64_t own_offset_units(const struct run_ref *rp, uint32_t m, uint64_t h, size_t len,
+static uint64_t own_offset_units(struct run_ref *rp, uint32_t m, uint64_t h, size_t len,
 				 const uint64_t *w, size_t *at, size_t n, uint64_t most,
 				 unsigned char *addrs)
 {
@@ -923,16 +943,40 @@ static uint64_t own_offset_units(const struct run_ref *rp, uint32_t m, uint64_t 
 		for (uint32_t q = 0; q < m; q++, addrs += 8) {
 			uint64_t x = rp[q].addr + u[rp[q].a] + u[rp[q].b] * rp[q].scale;
 			memcpy(addrs, &x, 8);
+			rp[q].addr += rp[q].inc;
 		}
 	}
 	return k;
 }
 
+/* The units of one header in a row, without a stepped slot (most) or with,
+ * into a run's addresses: the units taken. */
+static uint64_t run_units(struct run_ref *rp, uint32_t m, bool stepped, uint64_t h, size_t len,
+			  const uint64_t *w, size_t *at, size_t n, uint64_t most,
+			  unsigned char *addrs)
+{
+	if (!one_offset(rp, m))
+		return own_offset_units(rp, m, h, len, w, at, n, most, addrs);
+	if (stepped)
+		return one_offset_units(rp, m, true, h, len, w, at, n, most, addrs);
+	switch (m) {
+	case 1:
+		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
+	case 2:
+		return one_offset_units(rp, 2, false, h, len, w, at, n, most, addrs);
+	case 3:
+		return one_offset_units(rp, 3, false, h, len, w, at, n, most, addrs);
+	default:
+		return one_offset_units(rp, m, false, h, len, w, at, n, most, addrs);
+	}
+}
+
 /* The same as a loop's run (rep.h), if at least one unit and its header fit
  * in room: the entries it took, or 0. The addresses come straight from the
  * units' words; the last unit's go to r->repeated at the end. */
-static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, uint32_t m,
-		       uint64_t h, const uint64_t *w, size_t *at, size_t n, size_t room)
+static size_t loop_run(struct rep_recover *r, const struct rep_blk *x,
+		       const struct rep_plan_ref *plan, uint32_t m, uint64_t h, const uint64_t *w,
+		       size_t *at, size_t n, size_t room)
 {
 	const size_t len = REP_S_WORDS(h);
 	struct rep_ref *run = r->batch + r->nbatch;
@@ -942,24 +986,16 @@ static size_t loop_run(struct rep_recover *r, const struct rep_plan_ref *plan, u
 
 	if (m > REP_RUN_MAX_REFS || room < rep_run_entries(m, 1))
 		return 0;
-	run_plan(r, plan, m, h, rp);
-	const uint64_t most = (room - 1 - m) * 3 / m;
-	if (!one_offset(rp, m))
-		k = own_offset_units(rp, m, h, len, w, at, n, most, addrs);
-	else if (m == 1)
-		k = one_offset_units(rp, 1, h, len, w, at, n, most, addrs);
-	else if (m == 2)
-		k = one_offset_units(rp, 2, h, len, w, at, n, most, addrs);
-	else if (m == 3)
-		k = one_offset_units(rp, 3, h, len, w, at, n, most, addrs);
-	else
-		k = one_offset_units(rp, m, h, len, w, at, n, most, addrs);
+	bool stepped = run_plan(r, x, plan, m, h, rp);
+	k = run_units(rp, m, stepped, h, len, w, at, n, (room - 1 - m) * 3 / m, addrs);
 	if (!k)
 		return 0;
 	addrs += 8 * k * m;
 	memset(addrs, 0, 8 * ((3 - k * m % 3) % 3));	/* the last reference's rest */
 	for (size_t j = 1; j < len; j++)
 		r->repeated[j] = w[*at - len + j];
+	for (size_t j = len; x->word_step && j <= x->b.nslots; j++)
+		r->repeated[j] += k * (uint64_t)x->word_step[j];
 	run[0] = (struct rep_ref){ .addr = k, .size = m, .type = REP_REF_RUN };
 	for (uint32_t q = 0; q < m; q++) {
 		run[1 + q].pc = plan[q].ref.pc;
@@ -987,9 +1023,9 @@ static size_t steady_run(struct rep_recover *r, const struct rep_blk *x, uint64_
 	if (!plan)
 		return 0;
 	if (r->runs && m)
-		took = loop_run(r, plan, m, h, w, &at, n, room);
+		took = loop_run(r, x, plan, m, h, w, &at, n, room);
 	if (!took)
-		took = plain_run(r, plan, m, x->nops, h, w, &at, n, room);
+		took = plain_run(r, x, plan, m, h, w, &at, n, room);
 	uint64_t k = (at - from) / len;
 	uint32_t pos = (uint32_t)(x - r->t->blks);
 	if (!k)

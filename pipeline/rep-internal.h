@@ -52,6 +52,9 @@ struct rep_blk {
 	bool has_group;
 	uint32_t fixed_refs, fixed_instrs;
 	uint64_t hdr;		/* the header of a unit of this block, not spoiled */
+	/* NULL, or b.steps by word of a unit (word 1 + k is slot k; word 0
+	 * is 0): b.steps points into it */
+	int64_t *word_step;
 	struct rep_plan_ref *plan;	/* fixed_refs + fixed_instrs entries, or NULL */
 };
 

@@ -287,6 +287,27 @@ static int grow(struct rep_table *t, uint32_t id)
 	return 0;
 }
 
+/* The block's steps, if any is not 0, as word_step (b.steps then points
+ * into it). */
+static int copy_steps(struct rep_blk *x)
+{
+	const int64_t *steps = x->b.steps;
+	uint32_t n = x->b.nslots, k = 0;
+
+	x->b.steps = NULL;
+	x->word_step = NULL;
+	while (steps && k < n && !steps[k])
+		k++;
+	if (!steps || k == n)
+		return 0;
+	x->word_step = calloc((size_t)n + 1, sizeof(*x->word_step));
+	if (!x->word_step)
+		return rep__fail(-ENOMEM, "out of memory");
+	memcpy(x->word_step + 1, steps, n * sizeof(*steps));
+	x->b.steps = x->word_step + 1;
+	return 0;
+}
+
 int rep_table__add(struct rep_table *t, const struct rep_block *b)
 {
 	int rc = check_block(t, b);
@@ -311,9 +332,10 @@ int rep_table__add(struct rep_table *t, const struct rep_block *b)
 		normalise(&rf[j]);
 	x->b.instrs = in;
 	x->b.refs = rf;
-	if ((rc = compile(x))) {
+	if ((rc = copy_steps(x)) || (rc = compile(x))) {
 		free(in);
 		free(rf);
+		free(x->word_step);
 		free(x->ops);
 		return rc;
 	}
@@ -348,6 +370,7 @@ void rep_table__free(struct rep_table *t)
 		free((void *)t->blks[i].b.refs);
 		free(t->blks[i].ops);
 		free(t->blks[i].plan);
+		free(t->blks[i].word_step);
 	}
 	free(t->blks);
 	free(t->idx);

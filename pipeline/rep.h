@@ -25,7 +25,10 @@
  *	           block's nslots, in its header) and the rest are the previous
  *	           unit's, which must be the same block's (a loop's body whose
  *	           base registers the loop never changes writes them once per
- *	           run of the loop, not once per iteration). Recovery rebuilds
+ *	           run of the loop, not once per iteration), each plus its
+ *	           step in the block table (struct rep_block: a loop's index
+ *	           register, stepped by a constant per iteration, need not be
+ *	           written either). Recovery rebuilds
  *	           the whole unit from the previous one; a repeat unit with no
  *	           such unit before it (after a gap, a spoiled unit, another
  *	           block's) is counted as spoiled and skipped. Never spoiled
@@ -217,6 +220,11 @@ struct rep_block {
 	uint32_t nrefs;
 	const struct rep_instr *instrs;
 	const struct rep_mref *refs;
+	/* NULL, or per slot what a repeat unit adds to the previous unit's
+	 * value of a slot it does not hold (0 for a register its loop never
+	 * writes, the loop's step for one it only steps by constants: an
+	 * index). Not saved in files, which hold no repeat units. */
+	const int64_t *steps;
 };
 
 struct rep_table;

@@ -858,8 +858,20 @@ static void delivery_sink(void *arg, const struct rep_ref *refs, size_t n)
 	}
 }
 
+/* Steps of n slots (what a repeat unit adds to the values of the slots it
+ * does not hold): most 0 (a base the loop never changes), the others an
+ * index's or a pointer's step, now and then a large one. */
+static void gen_steps(uint64_t *s, int64_t *steps, uint32_t n)
+{
+	static const int64_t some[] = { 1, -1, 8, -8, 16, 0x300, -0x180, 64 };
+
+	for (uint32_t k = 0; k < n; k++)
+		steps[k] = rnd_below(s, 2) ? 0 : rnd_below(s, 8) ? some[rnd_below(s, 8)] :
+			   (int64_t)rnd(s);
+}
+
 /* A table of nblocks, half of them without string instructions (their
- * units take the fast plans), and a stream of nunits with spoiled units
+ * units take the fast plans), some with steps, and a stream of nunits with spoiled units
  * and, if bad, corrupt headers; boundaries get the units' starts. */
 static void mixed_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits, bool bad,
 			 bool *boundary)
@@ -882,6 +894,9 @@ static void mixed_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits,
 			built[i].block.nslots = 0;
 			built[i].block.nrefs = 0;
 		}
+		int64_t steps[REP_MAX_SLOTS];
+		gen_steps(s, steps, built[i].block.nslots);
+		built[i].block.steps = rnd_below(s, 2) ? steps : NULL;
 		ck_assert_int_eq(rep_table__add(c->t, &built[i].block), 0);
 	}
 	gen_no_rep = false;
@@ -1046,7 +1061,8 @@ END_TEST
 /* c's stream as a live copy writes it, into *out (n words): a unit of the
  * block just before it (neither spoiled, no string instruction, whose
  * counts must agree with their addresses) takes a random number of that
- * unit's last slots (changed so in c too) and goes as a repeat unit holding
+ * unit's last slots plus their steps (changed so in c too) and goes as a
+ * repeat unit holding
  * the others. steady: every such unit goes so, and nearly always takes as
  * many as the other repeat units of its block (a loop: runs of one header,
  * now and then one that holds more or fewer). Returns the repeat units
@@ -1077,8 +1093,9 @@ static size_t compact_corpus(uint64_t *s, struct corpus *c, uint64_t **out, size
 			     !has_string_insn(c->t, (uint32_t)h);
 		size_t take = !again ? 0 : steady && rnd_below(s, 16) ? 1 + (uint32_t)h % nslots :
 			      1 + rnd_below(s, (unsigned)nslots);
+		const int64_t *steps = rep_table__block(c->t, (uint32_t)h)->steps;
 		for (size_t k = nslots - take + 1; k <= nslots; k++)
-			c->w[at + k] = c->w[prev + k];
+			c->w[at + k] = c->w[prev + k] + (steps ? (uint64_t)steps[k - 1] : 0);
 		(*out)[(*n)++] = take ? ((h & ~(0xffffULL << 48)) | REP_S_REPEAT |
 					 (uint64_t)(nslots - take) << 48) : h;
 		for (size_t k = 1; k <= nslots - take; k++)
