@@ -910,24 +910,33 @@ static bool one_offset(const struct run_ref *rp, uint32_t m)
  * the same offset from the unit's slots to their own displacements: the
  * offset is computed once a unit. m is a constant where it is inlined with
  * one, so the inner loop unrolls; so is stepped (the displacements grow
- * by their inc). The units taken. */
+ * by their inc, kept here where the stores to addrs cannot alias them).
+ * The units taken. */
 static inline __attribute__((always_inline)) uint64_t
-one_offset_units(struct run_ref *rp, const uint32_t m, const bool stepped, uint64_t h, size_t len,
-		 const uint64_t *w, size_t *at, size_t n, uint64_t most, unsigned char *addrs)
+one_offset_units(const struct run_ref *rp, const uint32_t m, const bool stepped, uint64_t h,
+		 size_t len, const uint64_t *w, size_t *at, size_t n, uint64_t most,
+		 unsigned char *addrs)
 {
 	const uint16_t a = rp[0].a, b = rp[0].b;
 	const uint64_t scale = rp[0].scale;
-	uint64_t k = 0;
+	uint64_t disp[REP_RUN_MAX_REFS], inc[REP_RUN_MAX_REFS], k = 0;
+	size_t pos = *at;
 
-	for (; k < most && *at + len <= n && w[*at] == h; k++, *at += len) {
-		const uint64_t *u = w + *at, off = u[a] + u[b] * scale;
+	for (uint32_t q = 0; q < m; q++) {
+		disp[q] = rp[q].addr;
+		inc[q] = rp[q].inc;
+	}
+	for (; k < most && pos + len <= n && w[pos] == h; k++, pos += len) {
+		const uint64_t *u = w + pos, off = u[a] + u[b] * scale;
+#pragma GCC unroll 4
 		for (uint32_t q = 0; q < m; q++, addrs += 8) {
-			uint64_t x = rp[q].addr + off;
+			uint64_t x = disp[q] + off;
 			memcpy(addrs, &x, 8);
 			if (stepped)
-				rp[q].addr += rp[q].inc;
+				disp[q] += inc[q];
 		}
 	}
+	*at = pos;
 	return k;
 }
 
@@ -957,17 +966,22 @@ static uint64_t run_units(struct run_ref *rp, uint32_t m, bool stepped, uint64_t
 {
 	if (!one_offset(rp, m))
 		return own_offset_units(rp, m, h, len, w, at, n, most, addrs);
-	if (stepped)
-		return one_offset_units(rp, m, true, h, len, w, at, n, most, addrs);
-	switch (m) {
-	case 1:
-		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
+	switch (m * 2 + stepped) {
 	case 2:
-		return one_offset_units(rp, 2, false, h, len, w, at, n, most, addrs);
+		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
 	case 3:
+		return one_offset_units(rp, 1, true, h, len, w, at, n, most, addrs);
+	case 4:
+		return one_offset_units(rp, 2, false, h, len, w, at, n, most, addrs);
+	case 5:
+		return one_offset_units(rp, 2, true, h, len, w, at, n, most, addrs);
+	case 6:
 		return one_offset_units(rp, 3, false, h, len, w, at, n, most, addrs);
+	case 7:
+		return one_offset_units(rp, 3, true, h, len, w, at, n, most, addrs);
 	default:
-		return one_offset_units(rp, m, false, h, len, w, at, n, most, addrs);
+		return stepped ? one_offset_units(rp, m, true, h, len, w, at, n, most, addrs)
+			       : one_offset_units(rp, m, false, h, len, w, at, n, most, addrs);
 	}
 }
 

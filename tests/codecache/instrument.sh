@@ -75,8 +75,13 @@ check "after uninstrument, Dr and Dw per PC are the kernel's exactly, 1000 a cal
 	kernel_counts_exact "$tmp/rep.out" axpy $((2 * T)) "$T"
 # the loop: its header is the back jump's target; it holds the instructions
 # from there to the back jump (each run 1000 C times), all the loads and
-# the store; the rest of the function up to the ret runs C times (C, L, R
-# and dis: as kernel_counts_exact left them)
+# the store; the function's events are the loop's and those of the
+# instructions outside it, each of which runs C times before the loop and R
+# times after it, give or take a call of each thread left between two of
+# them at the uninstall (which leaves one waiting in the ring stub where a
+# chunk ends, after its unit, at the next: with 8 calls to a chunk, that
+# is the entry's unit every time) (C, L, R and dis: as kernel_counts_exact
+# left them)
 off() { printf '0x%x' $((base + 0x$1)); }
 loop_exact() {
 	at= hdr= inside=0 before=0 after=0
@@ -102,9 +107,20 @@ $addrs
 EOF
 	lrow=$(awk -v h="$(off "$hdr")" '$10 == "loop" && $11 == h { print $1, $4, $7, $13 }' "$tmp/rep.out")
 	frow=$(awk '$10 == "axpy" { print $1 }' "$tmp/rep.out")
-	# before the loop: C times (from the entry); after it: R times
-	[ "$lrow" = "$((L * inside)) $((2 * L)) $L 1," ] &&
-	[ $((frow - ${lrow%% *})) = $((C * before + R * after)) ]
+	[ "$lrow" = "$((L * inside)) $((2 * L)) $L 1," ] || return 1
+	le_out=0 le_n=0
+	while read -r a op t; do
+		if [ $((0x$a)) -lt $((0x$hdr)) ] || [ $((0x$a)) -gt $((0x$at)) ]; then
+			le_ir=$(kc_row "$a" | awk '{ print $1 }')
+			[ $((0x$a)) -lt $((0x$hdr)) ] && le_want=$C || le_want=$R
+			[ -n "$le_ir" ] && kc_near "$le_ir" "$le_want" "$T" || return 1
+			le_out=$((le_out + le_ir)) le_n=$((le_n + 1))
+		fi
+		[ "$op" = ret ] && break
+	done <<EOF
+$addrs
+EOF
+	[ "$le_n" = $((before + after)) ] && [ $((frow - ${lrow%% *})) = "$le_out" ]
 }
 check "report's loop: header the back jump's target, its events the loop body's exactly" \
 	loop_exact
