@@ -966,7 +966,7 @@ static uint64_t run_units(struct run_ref *rp, uint32_t m, bool stepped, uint64_t
 {
 	if (!one_offset(rp, m))
 		return own_offset_units(rp, m, h, len, w, at, n, most, addrs);
-	switch (m * 2 + stepped) {
+	switch (m * 2 + stepped) {	/* the common (m, stepped) as constants */
 	case 2:
 		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
 	case 3:
