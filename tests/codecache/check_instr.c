@@ -601,14 +601,14 @@ static void start_oracle(struct live *l, const char *kernel)
 	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
 }
 
-static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed" };
+static const char *const oracle_kernels[] = { "chase", "branchy", "stream", "mixed", "bump" };
 
 /* PiPA's plan shares captured registers between references (a base used
  * again, the stack pointer across pushes and calls); the plain plan
  * captures each reference's registers anew, storing every address's
  * inputs. On instr_oracle's kernels (chase: three fields of one node
  * through one base; branchy: a call; stream: indexed arrays; mixed: rep
- * movsb, SSE loads), one call's
+ * movsb, SSE loads; bump: two pointers stepped), one call's
  * recovered stream under each must be the same reference for reference:
  * each call of a kernel makes the same references. PiPA's plan also writes
  * a loop's unchanging bases once per run of it (repeat units), the plain
@@ -1549,7 +1549,7 @@ Suite *s = suite_create("instr");
 	tcase_add_test(tc, forked_children_run_right_and_never_write_into_the_rings);
 	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
 	tcase_add_test(tc, a_jump_table_is_re_pointed_at_the_copy);
-	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 4);
+	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 5);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
 	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);

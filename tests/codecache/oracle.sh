@@ -3,7 +3,8 @@
 # pointer chase, a function with branches and a call inside, one with rep
 # movsb, unaligned SSE loads and loads straddling lines, one reading and
 # writing thread-local data through fs with the stack protector's canary
-# read at %fs:0x28) call after call
+# read at %fs:0x28, a loop moving two pointers by constant steps) call
+# after call
 # on the same data, instrumented live through padroned with Cachegrind's
 # geometry options, then uninstrumented, the calls paused each time (so
 # whole calls only; C, the calls seen, is the entry's Ir). The same
@@ -35,7 +36,7 @@ oracle=$b/tests/targets/instr_oracle
 tap_setup cc-oracle
 I1=32768,8,64 D1=16384,4,64 LL=65536,8,64
 LACKEY_CALLS=3 CG_CALLS=200 LIVE_CALLS=300
-kernels=${ORACLE_KERNELS:-stream chase branchy mixed tls}	# (a subset by hand)
+kernels=${ORACLE_KERNELS:-stream chase branchy mixed tls bump}	# (a subset by hand)
 refs_kernels=$(for k in mixed tls; do case " $kernels " in *" $k "*) echo "$k" ;; esac; done)
 echo 1..$((5 * $(echo $kernels | wc -w) + 2 * $(echo $refs_kernels | wc -w)))
 if ! command -v valgrind >/dev/null; then

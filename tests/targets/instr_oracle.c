@@ -27,6 +27,9 @@
  *	redzone: a leaf function that keeps its two sums of x (all of them,
  *		 the odd ones) in its red zone, the 16 bytes below rsp, across a
  *		 loop of several blocks (what a copy's commit must step over)
+ *	bump:    a loop of one block moving two pointers by constant steps,
+ *		 one up through x by add, one down through o by lea, copying
+ *		 4096 longs of x to every other long of o, backwards
  * The data is the same on every run and every call sees the same input
  * (their values may change, never their addresses), so each call makes
  * the same references. The arrays are 2 MiB aligned, so that a cache's
@@ -220,7 +223,7 @@ static void setup(void)
 		tls_data[i] = i * 3;
 }
 
-enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS, FLAGS, REDZONE };
+enum kernel { STREAM, CHASE, BRANCHY, MIXED, TLS, FLAGS, REDZONE, BUMP };
 
 /* flags(out): out[0] = ZF, returned too; flags_call(out) calls it with ZF set. */
 long flags(long *out);
@@ -245,6 +248,16 @@ __asm__(".text\n"
 	"\tmovq -8(%rsp), %rax\n\timulq $3, -16(%rsp), %rdx\n\taddq %rdx, %rax\n\tret\n"
 	".size redzone, .-redzone\n");
 
+/* bump(x, o, n): o[2n - 1 - 2k] = x[k] for k < n, walking both with
+ * pointers; returns x[n - 1]. */
+long bump(const long *x, long *o, long n);
+__asm__(".text\n"
+	".globl bump\n.type bump, @function\nbump:\n"
+	"\tleaq (%rsi,%rdx,8), %rsi\n\tleaq (%rsi,%rdx,8), %rsi\n"
+	"1:\tmovq (%rdi), %rax\n\taddq $8, %rdi\n\tmovq %rax, -8(%rsi)\n"
+	"\tleaq -16(%rsi), %rsi\n\tsubq $1, %rdx\n\tjnz 1b\n\tret\n"
+	".size bump, .-bump\n");
+
 /* One call of the kernel; what it returns (stream: nothing, see sum). No
  * other memory reference: in the counted run, cachegrind's caches see
  * nothing but the kernel's between two calls. */
@@ -264,6 +277,8 @@ static long call(enum kernel k)
 		return flags_call(o);
 	case REDZONE:
 		return redzone(x, STREAM_N);
+	case BUMP:
+		return bump(x, o, STREAM_N / 2);
 	default:
 		return tls(TLS_N);
 	}
@@ -323,9 +338,9 @@ static void start_gs_user(void)
 }
 
 static const char *const names[] = { "stream", "chase", "branchy", "mixed", "tls", "flags",
-				     "redzone" };
+				     "redzone", "bump" };
 static void *const entries[] = { (void *)stream, (void *)chase, (void *)branchy, (void *)mixed,
-				  (void *)tls, (void *)flags, (void *)redzone };
+				  (void *)tls, (void *)flags, (void *)redzone, (void *)bump };
 
 /* SIGUSR1 pauses the calls and resumes them: a test instruments and
  * uninstruments while no call is under way, so that the copy sees whole
@@ -354,11 +369,11 @@ int main(int argc, char **argv)
 {
 	enum kernel kernel = STREAM;
 
-	while (argc >= 3 && kernel <= REDZONE && strcmp(argv[1], names[kernel]))
+	while (argc >= 3 && kernel <= BUMP && strcmp(argv[1], names[kernel]))
 		kernel++;
-	if (argc < 3 || argc > 4 || kernel > REDZONE || (argc == 4 && strcmp(argv[3], "gs"))) {
-		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls|flags|redzone "
-			"CALLS [gs]\n");
+	if (argc < 3 || argc > 4 || kernel > BUMP || (argc == 4 && strcmp(argv[3], "gs"))) {
+		fprintf(stderr, "usage: instr_oracle stream|chase|branchy|mixed|tls|flags|redzone|"
+			"bump CALLS [gs]\n");
 		return 2;
 	}
 	long calls = atol(argv[2]);
