@@ -871,8 +871,9 @@ static void gen_steps(uint64_t *s, int64_t *steps, uint32_t n)
 }
 
 /* A table of nblocks, half of them without string instructions (their
- * units take the fast plans), some with steps, and a stream of nunits with spoiled units
- * and, if bad, corrupt headers; boundaries get the units' starts. */
+ * units take the fast plans), some with steps, and a stream of nunits
+ * with spoiled units and, if bad, corrupt headers; boundaries get the
+ * units' starts. */
 static void mixed_corpus(uint64_t *s, struct corpus *c, int nblocks, int nunits, bool bad,
 			 bool *boundary)
 {
@@ -1062,8 +1063,8 @@ END_TEST
  * block just before it (neither spoiled, no string instruction, whose
  * counts must agree with their addresses) takes a random number of that
  * unit's last slots plus their steps (changed so in c too) and goes as a
- * repeat unit holding
- * the others. steady: every such unit goes so, and nearly always takes as
+ * repeat unit holding the others. steady: every such unit goes so, and
+ * nearly always takes as
  * many as the other repeat units of its block (a loop: runs of one header,
  * now and then one that holds more or fewer). Returns the repeat units
  * made. */
