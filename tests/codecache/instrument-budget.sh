@@ -79,9 +79,23 @@ larger() {
 check "stats -j: the estimate is off_pct plus the larger of per_call's and shares' overheads; ns, ns_off and the calls behind them given" larger
 # a larger budget buys more time on: 100% against 5% (the copy costs many
 # times the original here, so 5% sits near the floor, 100% well above it)
+# (A budget is a ceiling: the time on may spend it less the estimate's
+# spread. On a machine the rest of the suite keeps busy the spread has
+# reached 97%, and 100% then buys no more than 5%: that says nothing of the
+# choice, and the check is skipped, saying so.)
+spread() { sed -n 's/.*"estimate":{"overhead_pct":[0-9.]*,"spread_pct":\([0-9.]*\),.*/\1/p' "$tmp/js.out"; }
 run big "$padrone" -p "$pid" instrument --max-overhead 100
-check "instrument --max-overhead 100 (what is instrumented): a larger share on than under 5% ($frac)" \
-	eval 'status big 0 && settled 100 && awk -v a="$(budget js 100)" -v b="$frac" "BEGIN { exit !(a > b) }" && resumes'
+bigdesc="instrument --max-overhead 100 (what is instrumented): a larger share on than under 5% ($frac)"
+if status big 0 && settled 100 && awk -v s="$(spread)" 'BEGIN { exit !(s >= 50) }'; then
+	if resumes; then
+		skip "$bigdesc" "the estimate's spread is $(spread)%: the machine is too busy to tell"
+	else
+		check "$bigdesc: the target goes on" false
+	fi
+else
+	check "$bigdesc" \
+		eval 'status big 0 && settled 100 && awk -v a="$(budget js 100)" -v b="$frac" "BEGIN { exit !(a > b) }" && resumes'
+fi
 # padroned's pipeline threads (a consumer per ring, the simulator) as
 # "NAME:NICENESS"; they set their own as they work (a ring whose thread
 # never calls axpy has an idle consumer, which keeps its own), so wait
