@@ -7,6 +7,7 @@
  * bytes back. */
 #include "attach/attach.h"
 #include "codecache/codecache.h"
+#include "codecache/instr.h"	/* the copy's units (ci_map) */
 #include "pipeline/cab.h"
 #include "pipeline/rep.h"
 #include "tests/lib/tu.h"
@@ -20,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N 1000
 #define MAX_T 8
@@ -143,10 +146,11 @@ struct live {
 	size_t nthreads;
 };
 
-static void start_with(struct live *l, const char *threads, const char *churn)
+/* instr_kernel THREADS 1000 [MODE [FILE]] */
+static void start_mode(struct live *l, const char *threads, const char *mode, const char *file)
 {
 	char *argv[] = { (char *)tu_path("tests/targets/instr_kernel"), (char *)threads, "1000",
-			 (char *)churn, NULL };
+			 (char *)mode, (char *)file, NULL };
 	char line[256];
 	struct attach_error aerr;
 	struct cc_error err;
@@ -168,6 +172,11 @@ static void start_with(struct live *l, const char *threads, const char *churn)
 	ck_assert_msg(attach_seize(l->p.pid, NULL, &l->t, &aerr) == 0, "%s", aerr.msg);
 	ck_assert_msg(cc_cache__open(l->t, NULL, &l->c, &err) == 0, "%s", err.msg);
 	ck_assert_msg(cc_syms__open(l->p.pid, &l->sy, &err) == 0, "%s", err.msg);
+}
+
+static void start_with(struct live *l, const char *threads, const char *churn)
+{
+	start_mode(l, threads, churn, NULL);
 }
 
 static void start(struct live *l, const char *threads)
@@ -996,6 +1005,99 @@ START_TEST(uninstrument_unlinks_and_restores_in_one_stop)
 }
 END_TEST
 
+/* The start of the unit of the copy whose first bytes (where unlinking
+ * writes its jump) hold pc strictly inside, or 0. */
+static uint64_t unit_window(const struct ci_map *m, uint64_t pc)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->unit_start[i] && pc > m->code + m->at[i] && pc < m->code + m->at[i] + CC_UNLINK_JMP)
+			return m->code + m->at[i];
+	return 0;
+}
+
+/* A worker of instr_kernel (hold mode) stepped to an instruction strictly
+ * inside a unit's first bytes (axpy's loop unit begins with its relocated
+ * 4-byte load), and SIGUSR1 queued for it there: its handler runs with
+ * that pc in its signal frame and holds it (instr_kernel's "held"). The
+ * unit's start. */
+static uint64_t hold_in_a_window(struct live *l, const struct ci_map *m)
+{
+	pid_t tids[16], worker = 0;
+	struct user_regs_struct regs;
+	int n, k;
+
+	ck_assert_int_eq(attach_target__stop(l->t), 0);
+	n = attach_target__threads(l->t, tids, 16);
+	for (k = 0; k < n && !worker; k++)
+		if (tids[k] != l->p.pid)
+			worker = tids[k];
+	ck_assert_int_ne(worker, 0);
+	for (k = 0; k < 1000000; k++) {
+		ck_assert_int_eq(attach_target__get_regs(l->t, worker, &regs), 0);
+		if (unit_window(m, regs.rip))
+			break;
+		ck_assert_int_eq(attach_target__step(l->t, worker), 0);
+	}
+	ck_assert_msg(unit_window(m, regs.rip), "the worker never stopped inside a unit's "
+		      "first bytes in %d steps", k);
+	ck_assert_int_eq(syscall(SYS_tgkill, l->p.pid, worker, SIGUSR1), 0);
+	ck_assert_int_eq(attach_target__resume(l->t), 0);
+	char line[256];
+	ck_assert_msg(tu_wait_for(&l->p, "held", line, sizeof line, 10000) >= 0,
+		      "the worker was not held at 0x%llx", (unsigned long long)regs.rip);
+	return unit_window(m, regs.rip);
+}
+
+/* A thread whose signal handler returns to a pc strictly inside a unit's
+ * first bytes, where unlinking writes a jump: it must find the unit whole
+ * (so it stays linked until the thread has left it), never the middle of
+ * the jump (it then ran the jump's last bytes as code and died). The copy
+ * is kept while the thread is held, released after. */
+START_TEST(a_handler_returning_into_a_units_first_bytes_finds_them_whole)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct stream ss[MAX_R];
+	struct ci_map m;
+	char go[64];
+
+	snprintf(go, sizeof go, "/tmp/padrone-check-instr-hold.%d", (int)getpid());
+	unlink(go);
+	start_mode(&l, "1", "hold", go);
+	alive(&l);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	size_t nr = open_streams(&l, in, ss);
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 5; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	cc__instr_copy_map(in, &m);
+	uint64_t unit = hold_in_a_window(&l, &m);
+	uint8_t before[CC_UNLINK_JMP], after[CC_UNLINK_JMP];
+	ck_assert_int_eq(attach_target__read(l.t, unit, before, sizeof before), sizeof before);
+	struct cc_patch_opts po = { .sz = sizeof po, .timeout_ms = 300 };
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(!cc_instr__released(in), "the copy was released while a thread was held "
+		      "in it");
+	ck_assert_int_eq(attach_target__read(l.t, unit, after, sizeof after), sizeof after);
+	ck_assert_msg(memcmp(before, after, sizeof before) == 0, "the unit at 0x%llx, where a "
+		      "held thread resumes inside its first bytes, was unlinked under it",
+		      (unsigned long long)unit);
+	FILE *g = fopen(go, "w");
+	ck_assert_ptr_nonnull(g);
+	fclose(g);
+	char line[256];
+	ck_assert_msg(tu_wait_for(&l.p, "let go", line, sizeof line, 10000) >= 0, "not let go");
+	progresses(&l, alive(&l));
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(cc_instr__released(in), "the copy was kept once the thread left it");
+	close_streams(ss, nr);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	unlink(go);
+	end(&l);
+}
+END_TEST
+
 /* Children made while instrumented, by fork, vfork and posix_spawn,
  * inherit the patched code and the gs_base of the thread that made them
  * (main's, whose ring padrone reads): pointed at the sink at their fork
@@ -1553,6 +1655,7 @@ Suite *s = suite_create("instr");
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
 	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);
+	tcase_add_test(tc, a_handler_returning_into_a_units_first_bytes_finds_them_whole);
 	tcase_add_loop_test(tc, a_handler_running_the_copy_never_leaves_its_addresses_in_a_unit, 0, 2);
 	suite_add_tcase(s, tc);
 	return tu_main(s);

@@ -32,6 +32,19 @@ check() {	# check DESCRIPTION COMMAND...: one TAP line
 		echo "not ok $n - $d"
 		[ -n "${name:-}" ] && cat "$tmp/$name.out" "$tmp/$name.err" 2>/dev/null | sed 's/^/# /'
 		tail -5 "$tmp/out" 2>/dev/null | sed 's/^/# target: /'
+		tap_died
+	fi
+}
+# how the target ended, if it did (status 128 + N: killed by signal N)
+tap_died() {
+	[ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null || return 0
+	wait "$pid" 2>/dev/null
+	tap_st=$?
+	[ "$tap_st" = 127 ] && return 0	# reaped already
+	if [ "$tap_st" -gt 128 ]; then
+		echo "# target: killed by signal $((tap_st - 128)) ($(kill -l $((tap_st - 128)) 2>/dev/null))"
+	else
+		echo "# target: exited, status $tap_st"
 	fi
 }
 skip() {	# skip DESCRIPTION REASON
