@@ -101,6 +101,11 @@ static uint64_t heartbeat(struct cab_consumer *c, bool force)
 	return now;
 }
 
+void cab_consumer__beat(struct cab_consumer *c)
+{
+	heartbeat(c, false);
+}
+
 /* Reading the clock after every chunk cost 6% at 4 KiB chunks: beat about
  * every 256 KiB delivered instead (even a slow analysis gets through that
  * in milliseconds; the producer waits seconds for a beat). */

@@ -324,6 +324,12 @@ int cab_consumer__poll(struct cab_consumer *c, cab_consume_fn fn, void *arg);
  * still writing (what it adds later comes with later polls). For a producer
  * that is stopped or dead. Returns as poll. */
 int cab_consumer__drain(struct cab_consumer *c, cab_consume_fn fn, void *arg);
+/* The consumer is alive though busy elsewhere (waiting for a later stage
+ * of its own pipeline): its heartbeat refreshed, so that an exhaustive
+ * producer waits for it rather than judge it gone and drop. Called by the
+ * consumer's thread at least every consumer_timeout_ms / 4 while it
+ * waits. */
+void cab_consumer__beat(struct cab_consumer *c);
 /* Sleep until the producer makes progress or timeout_ms passes (futex on
  * the shared header; heartbeats continue). Returns 0. */
 int cab_consumer__wait(struct cab_consumer *c, unsigned timeout_ms);

@@ -43,6 +43,7 @@
 #define SIM_BATCH REP_RECOVER_BATCH	/* references: 48 KiB, some 20 µs of simulation */
 #define SIM_DEPTH 6		/* a feed's batches: filling, queued, simulated */
 #define SIM_WAKE 2		/* batches queued that wake a sleeping simulator */
+#define SIM_ALIVE_NS 100000000	/* a waiting consumer says it is alive this often */
 
 /* A window of the simulated caches to begin (csim__window_begin) after a
  * window on for on and a gap of off, which add up when asked again. */
@@ -69,6 +70,8 @@ struct sim_feed {
 	struct sim_feed *next;			/* the stage's list (under m) */
 	struct rep_recover *rec;		/* whose arrays the feed keeps, or NULL */
 	struct sim_batch *fill;			/* the consumer's (no lock) */
+	void (*alive)(void *arg);		/* sim_feed__while_waiting's */
+	void *alive_arg;
 	/* under the stage's m */
 	struct sim_batch *queue[SIM_DEPTH];	/* handed over, oldest at head */
 	unsigned head, queued;
@@ -184,7 +187,11 @@ int sim_stage__new(struct csim *const *sim, const _Atomic int *nice, struct sim_
 	pthread_mutex_init(&sg->m, NULL);
 	pthread_mutex_init(&sg->sim_lock, NULL);
 	pthread_cond_init(&sg->work, NULL);
-	pthread_cond_init(&sg->room, NULL);
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&sg->room, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	int rc = pthread_create(&sg->th, NULL, simulator, sg);
 	if (rc != 0) {
 		free(sg);
@@ -285,6 +292,33 @@ int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out)
 	return 0;
 }
 
+void sim_feed__while_waiting(struct sim_feed *f, void (*alive)(void *arg), void *arg)
+{
+	f->alive = alive;
+	f->alive_arg = arg;
+}
+
+/* Until a batch is simulated, or a slice passes and the consumer says it
+ * is alive (m held). */
+static void wait_room(struct sim_feed *f)
+{
+	struct sim_stage *sg = f->sg;
+	struct timespec until;
+
+	sg->room_waiters++;
+	if (!f->alive) {
+		pthread_cond_wait(&sg->room, &sg->m);
+	} else {
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += SIM_ALIVE_NS;
+		until.tv_sec += until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		if (pthread_cond_timedwait(&sg->room, &sg->m, &until) == ETIMEDOUT)
+			f->alive(f->alive_arg);
+	}
+	sg->room_waiters--;
+}
+
 /* A batch to fill: a simulated one, a new one while the feed has fewer
  * than SIM_DEPTH, else the next one simulated (m held). NULL: out of
  * memory, and the references are lost (as a simulator's row would be). */
@@ -295,9 +329,7 @@ static struct sim_batch *empty_batch(struct sim_feed *f)
 	while (!f->nspare && f->owned == SIM_DEPTH) {
 		if (sg->sleeping)	/* every batch but this is queued */
 			pthread_cond_signal(&sg->work);
-		sg->room_waiters++;
-		pthread_cond_wait(&sg->room, &sg->m);
-		sg->room_waiters--;
+		wait_room(f);
 	}
 	if (f->nspare)
 		return f->spare[--f->nspare];

@@ -57,6 +57,11 @@ int sim_stage__open_feed(struct sim_stage *sg, struct sim_feed **out);
  * the references into the feed's batch, handing it over when full (and
  * waiting while the feed has its most batches queued). */
 void sim_feed__refs(void *arg, const struct rep_ref *refs, size_t n);
+/* While the consumer waits for room in its feed (the simulator behind),
+ * alive(arg) is called on its thread about every 100 ms: its ring's
+ * heartbeat (cab_consumer__beat), so that an exhaustive producer waits
+ * for a consumer held up by the simulator rather than drop. */
+void sim_feed__while_waiting(struct sim_feed *f, void (*alive)(void *arg), void *arg);
 /* The feed's references come from rec's whole batches (it is rec's sink):
  * the feed keeps those arrays and gives rec empty ones rather than copy
  * them. Each array is freed by whichever holds it. */

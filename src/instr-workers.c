@@ -265,6 +265,14 @@ static int consumer_idle(void *arg)
 	return 0;
 }
 
+/* Held up by the simulator: the producer waits for it, not drops. */
+static void consumer_alive(void *arg)
+{
+	struct worker *w = arg;
+
+	cab_consumer__beat(w->cons);
+}
+
 static void *consume(void *arg)
 {
 	struct worker *w = arg;
@@ -431,8 +439,10 @@ int instr__start_workers(struct padrone_session *s, struct instr_state *st, stru
 			rep_recover__set_fetch_sets(w->rec, (uint32_t)csim_geom_sets(i1));
 			rep_recover__set_runs(w->rec, true);	/* its references packed */
 		}
-		if (ok && simulate)	/* the recoverer's batches, not copies */
+		if (ok && simulate) {	/* the recoverer's batches, not copies */
 			sim_feed__keep_batches(w->feed, w->rec);
+			sim_feed__while_waiting(w->feed, consumer_alive, w);
+		}
 		if (!ok || cab_consumer__open(r, &w->cons) < 0 ||
 		    pthread_create(&w->th, NULL, consume, w) != 0)
 			return padrone_session_fail(s, PADRONE_SYSTEM, -ENOMEM, "cannot start the "

@@ -1,7 +1,8 @@
 /* The cache simulation stage of an instrumentation (src/instr-sim.c):
  * references handed over by several consumers' feeds are all simulated,
  * each once, whatever the batch sizes; a drained feed's references are all
- * in the results; a reader holding the results up loses nothing; a
+ * in the results; a reader holding the results up loses nothing (and a
+ * consumer it keeps waiting says it is alive); a
  * consumer that simulates its own batches when it can loses none either. */
 #include "tests/lib/tu.h"
 
@@ -138,6 +139,42 @@ START_TEST(a_reader_holding_the_results_loses_nothing)
 }
 END_TEST
 
+static void count_alive(void *arg)
+{
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED);
+}
+
+/* A consumer whose feed is full while the simulator is held up says, again
+ * and again as it waits, that it is alive (its ring's heartbeat: an
+ * exhaustive producer then waits for it rather than judge it gone and
+ * drop); nothing is lost. */
+START_TEST(a_consumer_waiting_for_the_simulator_says_it_is_alive)
+{
+	struct csim *sim = new_sim();
+	struct sim_stage *sg;
+	struct pusher p = { .base = 0x9000, .refs = 200000, .seed = 9 };
+	pthread_t th;
+	int alive = 0;
+
+	ck_assert_int_eq(sim_stage__new(&sim, NULL, &sg), 0);
+	ck_assert_int_eq(sim_stage__open_feed(sg, &p.feed), 0);
+	sim_feed__while_waiting(p.feed, count_alive, &alive);
+	sim_stage__lock(sg);
+	ck_assert_int_eq(pthread_create(&th, NULL, push, &p), 0);
+	for (int i = 0; i < 3000 && __atomic_load_n(&alive, __ATOMIC_RELAXED) < 3; i++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	int seen = __atomic_load_n(&alive, __ATOMIC_RELAXED);
+	sim_stage__unlock(sg);
+	pthread_join(th, NULL);
+	ck_assert_msg(seen >= 3, "the waiting consumer said it was alive %d times in 30 s", seen);
+	sim_stage__lock(sg);
+	ck_assert_uint_eq(csim_result__totals(csim__result(sim))->refs[CSIM_INSTR], 200000);
+	sim_stage__unlock(sg);
+	sim_stage__free(sg);
+	csim__free(sim);
+}
+END_TEST
+
 /* A lone consumer simulates its references itself: they are in the
  * results when sim_feed__refs returns, with no flush and no drain (handed
  * over, they would wait for SIM_WAKE batches or a flush). */
@@ -261,6 +298,7 @@ int main(void)
 	tcase_add_test(tc, every_feeds_references_are_simulated_once);
 	tcase_add_test(tc, a_drained_feed_is_all_in_the_results);
 	tcase_add_test(tc, a_reader_holding_the_results_loses_nothing);
+	tcase_add_test(tc, a_consumer_waiting_for_the_simulator_says_it_is_alive);
 	tcase_add_test(tc, a_lone_consumer_simulates_its_references_itself);
 	tcase_add_test(tc, a_consumer_simulating_and_handing_over_in_turn_loses_nothing);
 	tcase_add_test(tc, a_feed_keeping_the_recoverers_batches_simulates_each_reference_once);
