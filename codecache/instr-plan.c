@@ -191,11 +191,14 @@ static void renumber_slots(struct unit *u, const uint16_t *new)
 
 /* A unit that loops alone, every slot written from its register at the
  * commit (so never spoiled): the slots whose registers no instruction of
- * it writes are the same in every run of the loop. They go last
- * (u->carried of them), for a repeat unit to leave out. */
-static void plan_repeat(struct cc_instr *in, struct unit *u)
+ * it writes but by known steps (an index's add $1) are in every run of the
+ * loop those of the run before plus the steps of one run (0 for a base it
+ * never writes). They go last (u->carried of them), for a repeat unit to
+ * leave out, and their steps into steps (by slot, from u's table entry). */
+static void plan_repeat(struct cc_instr *in, struct unit *u, int64_t *steps)
 {
 	uint32_t n = u->b.block.nslots, written = 0;
+	int64_t reg_step[REP_NREGS] = { 0 };
 	uint16_t new[IS_MAX_SLOTS + 1];
 	uint32_t kept = 0, carried = 0;
 
@@ -204,16 +207,21 @@ static void plan_repeat(struct cc_instr *in, struct unit *u)
 	    !loops_alone(in, u))
 		return;
 	for (uint32_t i = 0; i < u->n; i++) {
-		const struct rep_insn *ri = &in->insns[u->first + i].rep;
-		written |= ri->clobbers | (ri->rsp_delta ? 1u << REP_REG_RSP : 0);
+		const struct ci_insn *ci = &in->insns[u->first + i];
+		if (ci->step_reg != REP_REG_NONE)	/* all it writes but the flags */
+			reg_step[ci->step_reg] += ci->step;
+		else
+			written |= ci->rep.clobbers | (ci->rep.rsp_delta ? 1u << REP_REG_RSP : 0);
 	}
 	for (uint32_t k = 0; k < n; k++)
 		carried += !(written >> u->direct_reg[k] & 1);
 	if (!carried)
 		return;
-	for (uint32_t k = 0; k < n; k++)
+	for (uint32_t k = 0; k < n; k++) {
 		new[k] = written >> u->direct_reg[k] & 1 ? (uint16_t)kept++ :
 			 (uint16_t)(n - carried + (k - kept));
+		steps[new[k]] = reg_step[u->direct_reg[k]];
+	}
 	renumber_slots(u, new);
 	u->carried = (uint16_t)carried;
 	in->repeats = true;
@@ -280,8 +288,13 @@ static int plan_units(struct cc_instr *in)
 		}
 	}
 	for (size_t i = 0; i < in->nunits; i++) {	/* (a loop's exit may come after it) */
-		plan_repeat(in, &in->units[i]);
-		if ((rc = rep_table__add(in->table, &in->units[i].b.block)) < 0)
+		struct rep_block *b = &in->units[i].b.block;
+		int64_t steps[IS_MAX_SLOTS + 1] = { 0 };
+		plan_repeat(in, &in->units[i], steps);
+		b->steps = steps;	/* (copied) */
+		rc = rep_table__add(in->table, b);
+		b->steps = NULL;
+		if (rc < 0)
 			return cc__fail(in->c, CC_PHASE_LOAD, rc, "%s", rep_errmsg());
 	}
 	return 0;

@@ -28,9 +28,11 @@
  * Repeat units: a unit that loops on itself alone (a loop of one block), all
  * of whose slots are written from their registers at the commit, writes the
  * slots whose registers it never changes (an array's base, a loop bound in
- * memory's pointer) once per run of the loop: run again right after itself,
+ * memory's pointer) or changes only by constant steps (its index: add $1,
+ * lea 8(%rdi),%rdi) once per run of the loop: run again right after itself,
  * it writes a repeat unit (REP_S_REPEAT) with the other slots only, and
- * recovery takes the rest from the unit before, which is its own. The copy
+ * recovery takes the rest from the unit before, which is its own, plus the
+ * steps of one run (the table's, rep.h). The copy
  * knows that from IS_LAST: every commit of a copy that has such a unit
  * writes there its id (such a unit, when it writes itself whole) or 0, so a
  * handler's run of the copy in between, or any other unit, sends the next

@@ -106,8 +106,9 @@ struct unit {
 	uint8_t direct_reg[IS_MAX_SLOTS + 1];
 	int32_t direct_step[IS_MAX_SLOTS + 1];
 	/* a loop of this one unit whose slots from nslots - carried on hold
-	 * registers the loop never writes: run again right after itself, it
-	 * writes a repeat unit without them (instr-emit.c, emit_repeat) */
+	 * registers the loop never writes but by constant steps: run again
+	 * right after itself, it writes a repeat unit without them
+	 * (instr-emit.c, emit_repeat; their steps are in the table) */
 	uint16_t carried;
 	uint64_t off;		/* in the copy */
 	/* its commit's reservation, restartable (a signal's handler must not
