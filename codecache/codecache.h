@@ -490,6 +490,12 @@ bool cc_instr__active(const struct cc_instr *in);
  * then be switched: switching again makes them agree). */
 int cc_instr__switch(struct cc_instr *in, bool on);
 bool cc_instr__on(const struct cc_instr *in);
+/* Whether a thread that finds its ring full waits for the consumer
+ * (exhaustive mode's way, the default) or drops the unit, counted as lost,
+ * as sample mode does; a thread waiting now stops at its next look (10 ms
+ * at most). For a pipeline that yields to the target, which must then
+ * never wait for it. 0 or -errno. */
+int cc_instr__wait_when_full(struct cc_instr *in, bool wait);
 /* The copy's code: [*addr, *addr + *size). */
 void cc_instr__copy(const struct cc_instr *in, uint64_t *addr, uint64_t *size);
 /* What a call runs switched off besides the original's own code: the

@@ -408,6 +408,23 @@ int cc_instr__switch(struct cc_instr *in, bool on)
 	return 0;
 }
 
+/* Every ring row's mode, one byte each (the stub reads it at a full ring
+ * and between its futex waits, so a thread waiting meanwhile stops); the
+ * sink row keeps its own. */
+int cc_instr__wait_when_full(struct cc_instr *in, bool wait)
+{
+	uint8_t mode = wait && !in->sampling ? IS_MODE_EXHAUSTIVE : IS_MODE_SAMPLING;
+
+	if (!cc_instr__active(in))
+		return -EINVAL;
+	for (size_t i = 0; i < in->nrings; i++) {
+		int rc = attach_target__write(in->t, cc__instr_block_of(in, i) + IS_MODE, &mode, 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 bool cc_instr__on(const struct cc_instr *in)
 {
 	return !in->off;

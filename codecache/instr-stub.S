@@ -14,8 +14,8 @@
  * exhaustive mode waits on a futex in the shared header, in slices, until
  * the chunk and half the ring after it are free (so that it then runs on
  * while the consumer works), and drops from then on if the consumer closed the ring or its heartbeat is
- * older than the timeout (padrone gone): the target is never blocked for
- * good. System calls only, no libc of the target. It runs with every
+ * older than the timeout (padrone gone), or padrone switched the mode to
+ * sampling meanwhile: the target is never blocked for good. System calls only, no libc of the target. It runs with every
  * signal blocked but while it sleeps (.Lblock_signals says why), its
  * scratch on its own frame.
  * A thread that is not its row's owner (cloned or forked after padrone
@@ -350,6 +350,8 @@ cc_istub_begin:
 	xor %eax, %eax
 	jmp .Lwdone
 2:	cmpq $0, %gs:IS_QUIT
+	jne .Lwgone
+	cmpq $IS_MODE_EXHAUSTIVE, %gs:IS_MODE	/* told not to wait any more */
 	jne .Lwgone
 	mov %gs:IS_A_CONS_STATE, %rcx
 	cmpl $IS_CONSUMER_CLOSED, (%rcx)

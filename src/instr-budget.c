@@ -275,6 +275,17 @@ bool instr__budget_idle(struct instr_state *st)
 	return idle;
 }
 
+/* Under a budget the pipeline yields to the target (niceness 19), so the
+ * target must never wait for it: a unit that finds its ring full is
+ * dropped, counted as lost, as in sample mode (instr__switch_joined does
+ * the same for a function instrumented meanwhile). */
+static void producers_wait(struct instr_state *st, bool wait)
+{
+	for (size_t i = 0; i < st->nf; i++)
+		if (st->f[i].active)
+			cc_instr__wait_when_full(st->f[i].in, wait);
+}
+
 int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why, size_t size)
 {
 	struct prof_opts o = { .sz = sizeof o, .freq_hz = BUDGET_HZ,
@@ -308,13 +319,16 @@ int instr__budget_start(struct instr_state *st, pid_t pid, double pct, char *why
 	b->unsampled_ns = 0;
 	set_windows(st);
 	atomic_store(&st->pipeline_nice, INSTR_NICE_YIELD);	/* yield to the target */
+	producers_wait(st, false);
 	return 0;
 }
 
 void instr__budget_stop(struct instr_state *st)
 {
-	if (st->budget.pct)
+	if (st->budget.pct) {
 		atomic_store(&st->pipeline_nice, st->budget.nice_before);
+		producers_wait(st, true);
+	}
 	prof_sampler__free(st->budget.smp);
 	st->budget.smp = NULL;
 	st->budget.pct = 0;

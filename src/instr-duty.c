@@ -129,6 +129,8 @@ void instr__switch_joined(struct instr_state *st, struct func *f)
 	}
 	if (st->off)	/* as the others are: the next window takes it in */
 		switch_func(f, false, util_now_ns());
+	if (st->budget.pct)	/* as the others: the target never waits (instr-budget.c) */
+		cc_instr__wait_when_full(f->in, false);
 }
 
 void instr__switch_left(struct func *f)

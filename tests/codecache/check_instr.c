@@ -1433,6 +1433,88 @@ START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 }
 END_TEST
 
+/* A thread waiting for a full ring whose consumer is alive (it beats, and
+ * reads nothing) waits as long as it lives; told not to wait
+ * (cc_instr__wait_when_full, as under an overhead budget), it goes on at
+ * once, dropping what finds the ring full, counted; told again, it waits
+ * again. The target computes right throughout. */
+static bool waits_beating(struct live *l, struct cab_consumer *cons, uint64_t waits)
+{
+	struct cab_stats cs;
+
+	for (int i = 0; i < 600; i++) {
+		cab_consumer__beat(cons);
+		cab_consumer__stats(cons, &cs);
+		if (cs.producer_waits > waits)
+			return true;
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	}
+	(void)l;
+	return false;
+}
+
+static int ignore_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	(void)arg;
+	(void)words;
+	(void)nwords;
+	(void)flags;
+	return 0;
+}
+
+/* The target's calls stand still for 10 of its lines in a row (half a
+ * second), the consumer beating (its lines from before are read first):
+ * their count, or -1 if they never did in 30 s. */
+static long stalls(struct live *l, struct cab_consumer *cons)
+{
+	long last = alive(l);
+
+	for (int i = 0, same = 0; i < 600; i++) {
+		cab_consumer__beat(cons);
+		long now = alive(l);
+		same = now == last ? same + 1 : 0;
+		last = now;
+		if (same == 10)
+			return now;
+	}
+	return -1;
+}
+
+START_TEST(a_thread_waiting_for_a_live_consumer_drops_once_told_not_to_wait)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = { .sz = sizeof o, .chunk_bytes = 4096, .nchunks = 16,
+				   .consumer_timeout_ms = 120000 };
+	struct cab_consumer *cons;
+	struct cab_stats cs;
+	pid_t tid;
+
+	start(&l, "1");
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_msg(cab_consumer__open(cc_instr__ring(in, 1, &tid), &cons) == 0, "%s",
+		      cab_errmsg());
+	ck_assert_msg(waits_beating(&l, cons, 0), "the worker never waited for its full ring");
+	long stood = stalls(&l, cons);
+	ck_assert_msg(stood >= 0, "the worker went on with its ring full and its consumer alive");
+	ck_assert_int_eq(cc_instr__wait_when_full(in, false), 0);
+	progresses(&l, stood);	/* (within 30 s, the consumer's timeout 120) */
+	cab_consumer__stats(cons, &cs);
+	ck_assert_uint_gt(cs.records_dropped, 0);
+	ck_assert_int_eq(cc_instr__wait_when_full(in, true), 0);
+	/* (dropping, it writes again once there is room, and waits when full) */
+	ck_assert_int_ge(cab_consumer__drain(cons, ignore_span, NULL), 0);
+	ck_assert_msg(waits_beating(&l, cons, cs.producer_waits), "told to wait again, the "
+		      "worker never waited");
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	cab_consumer__close(cons);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* ------------------------------------------------ signal handlers inside */
 
 /* instr_signals (tests/targets): scale(x, o, n), o[i] = 3 * x[i] + 1,
@@ -1654,6 +1736,7 @@ Suite *s = suite_create("instr");
 	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 5);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
+	tcase_add_test(tc, a_thread_waiting_for_a_live_consumer_drops_once_told_not_to_wait);
 	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);
 	tcase_add_test(tc, a_handler_returning_into_a_units_first_bytes_finds_them_whole);
 	tcase_add_loop_test(tc, a_handler_running_the_copy_never_leaves_its_addresses_in_a_unit, 0, 2);
