@@ -404,6 +404,25 @@ static void emit_kept_capture(struct out *o, const struct rep_capture *cap, bool
 	emit_capture(o, cap);
 }
 
+/* Does the unit begin with its first instruction relocated, shorter than
+ * the jump that unlinking writes over a unit's first bytes? (A capture
+ * begins with a gs-relative store of 8 bytes or more, a commit with its
+ * 5-byte lea.) */
+static bool starts_short(const struct out *o, struct cc_instr *in, const struct unit *u)
+{
+	const struct rep_built *b = &u->b;
+	const struct ci_insn *ci = &in->insns[u->first];
+
+	for (uint32_t c = 0; c < b->ncaps && b->caps[c].insn == 0 && !b->caps[c].after; c++)
+		if (!(u->direct >> b->caps[c].slot & 1))
+			return false;
+	if (u->n == 1 && cc__instr_transfers(ci))
+		return false;
+	struct out probe = { .at = o->at, .base = o->base, .gs = o->gs };
+	emit_insn(&probe, in, ci);
+	return probe.at - o->at < CC_UNLINK_JMP;
+}
+
 static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const struct unit *next)
 {
 	const struct rep_built *b = &u->b;
@@ -417,6 +436,11 @@ static void emit_unit(struct out *o, struct cc_instr *in, struct unit *u, const 
 		bool last = i + 1 == u->n;
 		if (!o->buf)
 			in->insn_at[u->first + i] = o->at;
+		/* a unit's first bytes are one instruction, which unlinking
+		 * replaces whole: no thread, running or back from a signal
+		 * handler, ever resumes inside the jump written there */
+		if (i == 0 && starts_short(o, in, u))
+			put(o, (uint8_t[]){ 0x0f, 0x1f, 0x44, 0x00, 0x00 }, 5);	/* nopl 0(%rax,%rax) */
 		for (; c < b->ncaps && b->caps[c].insn == i && !b->caps[c].after; c++)
 			if (!(u->direct >> b->caps[c].slot & 1))
 				emit_kept_capture(o, &b->caps[c], &marked);

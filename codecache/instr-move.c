@@ -25,10 +25,10 @@
  * relocated instruction itself: never inside a commit, which has pushed
  * registers and moved rsp below the red zone) and moved to that original
  * instruction, as the grace period's looks do with any thread found at
- * such a point. A thread in a signal handler cannot be stepped: where the
- * pc saved in its signal frame is strictly inside a unit's first bytes,
- * that unit stays linked, and the thread, back from its handler, runs it
- * whole and leaves at the next one.
+ * such a point. (None is: instr-emit.c makes a unit's first bytes one
+ * instruction, which matters most for the thread no step can move, one
+ * in a signal handler, which goes back to the pc saved in its signal
+ * frame.)
  */
 #include "codecache/instr.h"
 
@@ -165,29 +165,25 @@ static int exit_of(const struct ci_map *m, size_t i, const struct cc_reloc *pref
 	return 0;
 }
 
-/* The unit whose first bytes hold pc strictly inside, or -1. */
-static long window_of(const struct ci_map *m, uint64_t pc)
-{
-	if (pc <= m->code || pc >= m->code + m->units_end)
-		return -1;
-	for (size_t i = 0; i < m->n; i++)
-		if (m->unit_start[i] && pc > m->code + m->at[i] && pc < m->code + m->at[i] + CC_UNLINK_JMP)
-			return (long)i;
-	return -1;
-}
-
 /* Is a thread at pc strictly inside the first bytes of a unit? */
 static bool in_window(const struct ci_map *m, uint64_t pc)
 {
-	return window_of(m, pc) >= 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->unit_start[i] && pc > m->code + m->at[i] && pc < m->code + m->at[i] + CC_UNLINK_JMP)
+			return true;
+	return false;
 }
 
 /* World stopped: threads strictly inside a unit's first bytes moved out. */
-static int clear_windows(struct cc_cache *c, const struct ci_map *m, const pid_t *tids, int n)
+static int clear_windows(struct cc_cache *c, const struct ci_map *m)
 {
 	struct attach_target *t = c->t;
-	int rc;
+	pid_t tids[1024];
+	int n = attach_target__threads(t, tids, 1024), rc;
 
+	if (n < 0 || n > 1024)
+		return cc__fail(c, CC_PHASE_RESTORE, n < 0 ? n : -E2BIG, "cannot list the threads "
+				"of process %d", c->pid);
 	for (int k = 0; k < n; k++) {
 		struct user_regs_struct regs;
 		bool moved = false;
@@ -208,42 +204,6 @@ static int clear_windows(struct cc_cache *c, const struct ci_map *m, const pid_t
 	return 0;
 }
 
-/* World stopped. A thread running a signal handler goes back to the pc
- * saved in the signal frame on its stack, which no step can move: one
- * strictly inside a unit's first bytes would resume in the middle of the
- * jump written there. Such a unit stays linked (keep[i]): the thread runs
- * it whole and leaves at the next one. Every word of every stack counts
- * (a raw read, as for patching: threads.c), so a stray one keeps a unit
- * linked a little longer, never a thread in a broken instruction. */
-static int held_windows(struct cc_cache *c, const struct ci_map *m, const pid_t *tids, int n,
-			bool *keep)
-{
-	struct attach_maps *maps;
-	struct cc_stack st = { 0 };
-	int rc = 0;
-
-	if (!cc__catches_signals(c->pid))
-		return 0;
-	if ((rc = attach_maps__read(c->pid, &maps)) < 0)
-		return cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read the mappings of process %d",
-				c->pid);
-	for (int k = 0; k < n && rc == 0; k++) {
-		if ((rc = cc__read_stack(c, maps, tids[k], &st)) < 0) {
-			cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read the stack of thread %d, where "
-				 "a signal handler may return into the instrumented copy", tids[k]);
-			break;
-		}
-		for (size_t j = 0; j < st.n; j++) {
-			long i = window_of(m, st.w[j]);
-			if (i >= 0)
-				keep[i] = true;
-		}
-	}
-	attach_maps__free(maps);
-	free(st.w);
-	return rc;
-}
-
 /* The units' jumps go in with one read and one write of the whole copy
  * (the world is stopped: nothing else changes it meanwhile), not one
  * /proc/PID/mem write per unit: each costs microseconds inside the pause. */
@@ -251,20 +211,11 @@ int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc 
 	      uint64_t detour)
 {
 	uint8_t *buf = malloc(m->units_end ? m->units_end : 1);
-	bool *keep = calloc(m->n ? m->n : 1, sizeof *keep);
-	pid_t tids[1024];
-	int n = attach_target__threads(c->t, tids, 1024), rc;
+	int rc;
 
-	if (!buf || !keep) {
-		rc = cc__fail(c, CC_PHASE_RESTORE, -ENOMEM, "out of memory");
-		goto out;
-	}
-	if (n < 0 || n > 1024) {
-		rc = cc__fail(c, CC_PHASE_RESTORE, n < 0 ? n : -E2BIG, "cannot list the threads "
-			      "of process %d", c->pid);
-		goto out;
-	}
-	if ((rc = clear_windows(c, m, tids, n)) < 0 || (rc = held_windows(c, m, tids, n, keep)) < 0)
+	if (!buf)
+		return cc__fail(c, CC_PHASE_RESTORE, -ENOMEM, "out of memory");
+	if ((rc = clear_windows(c, m)) < 0)
 		goto out;
 	if ((rc = cc__read(c, m->code, buf, m->units_end)) < 0) {
 		cc__fail(c, CC_PHASE_RESTORE, rc, "cannot read the instrumented copy at 0x%" PRIx64
@@ -273,7 +224,7 @@ int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc 
 	}
 	for (size_t i = 0; i < m->n; i++) {
 		uint64_t at = m->code + m->at[i], to;
-		if (!m->unit_start[i] || keep[i] || exit_of(m, i, prefix, detour, &to) < 0)
+		if (!m->unit_start[i] || exit_of(m, i, prefix, detour, &to) < 0)
 			continue;	/* (the entry without its detour: left at the next unit) */
 		if ((rc = cc_encode_jmp(at, to, buf + m->at[i])) < 0) {
 			cc__fail(c, CC_PHASE_RESTORE, rc, "cannot unlink the instrumented copy at 0x%"
@@ -283,7 +234,6 @@ int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc 
 	}
 	rc = cc_cache__write(c, m->code, buf, m->units_end);
 out:
-	free(keep);
 	free(buf);
 	return rc;
 }

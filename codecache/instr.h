@@ -79,8 +79,10 @@ size_t ci_dispatch_encode(uint8_t *buf, uint64_t at, const struct ci_insn *ci,
 
 /* World stopped. Every unit of the copy jumps to where its original
  * instruction is (prefix and detour: the function's relocated first bytes,
- * NULL if unknown); a thread inside such a jump's bytes is moved out, and
- * a unit a signal handler returns into the middle of stays as it is. */
+ * NULL if unknown); a thread inside such a jump's bytes is moved out.
+ * (None can be: a unit's first bytes are one instruction, instr-emit.c
+ * pads with a nop one that begins shorter, and so no signal handler ever
+ * returns into the middle of such a jump either.) */
 #define CC_UNLINK_JMP 5
 int ci_unlink(struct cc_cache *c, const struct ci_map *m, const struct cc_reloc *prefix,
 	      uint64_t detour);

@@ -265,20 +265,6 @@ struct cc_tcheck {
  * inspected. */
 int cc__tcheck(struct cc_tcheck *k);
 void cc__tcheck_free(struct cc_tcheck *k);
-/* Has the process a handler for any signal? Only then can a thread be
- * inside one, its interrupted pc saved on its stack. */
-bool cc__catches_signals(pid_t pid);
-/* A stopped thread's stack as raw words, from its stack pointer to the end
- * of its mapping (m), at most 8 MiB of it: where a pc saved in a signal
- * frame is, whatever stack the handler runs on. w is reused from call to
- * call (free it after). 0, or -errno if it cannot be read. */
-struct cc_stack {
-	uint64_t *w;
-	size_t n, cap;
-};
-struct attach_maps;
-int cc__read_stack(struct cc_cache *c, const struct attach_maps *m, pid_t tid,
-		   struct cc_stack *st);
 /* The stack walker's caches (cc_cache__close). */
 void cc__unwinder_free(struct cc_cache *c);
 

@@ -378,7 +378,7 @@ static int place_thread(struct cc_tcheck *k, size_t i)
 
 /* Has the process a handler for any signal (SigCgt of /proc/PID/status)?
  * Only then can a thread be inside one. Unreadable: assume so. */
-bool cc__catches_signals(pid_t pid)
+static bool catches_signals(pid_t pid)
 {
 	char path[64], line[256];
 	bool caught = true;
@@ -396,50 +396,36 @@ bool cc__catches_signals(pid_t pid)
 	return caught;
 }
 
-int cc__read_stack(struct cc_cache *c, const struct attach_maps *m, pid_t tid,
-		   struct cc_stack *st)
+/* Does thread i's stack hold a word that a signal frame could resume at
+ * inside the bytes to patch? A thread in a handler has its interrupted pc in
+ * the signal frame above its stack pointer (on whichever stack the handler
+ * runs), so a stack without such a word needs no walk for it. */
+static int may_resume_inside(struct cc_tcheck *k, const struct attach_maps *m, size_t i,
+			     uint64_t **buf, size_t *cap, bool *found)
 {
 	struct user_regs_struct regs;
-	int rc = attach_target__get_regs(c->t, tid, &regs);
+	int rc = attach_target__get_regs(k->c->t, k->tids[i], &regs);
 
-	st->n = 0;
 	if (rc < 0)
 		return rc;
 	uint64_t sp = regs.rsp & ~7ull;
 	const struct attach_map *mp = attach_maps__find(m, sp);
 	uint64_t end = mp ? mp->end : sp;
 	size_t len = end - sp > STACK_SCAN_MAX ? STACK_SCAN_MAX : (size_t)(end - sp);
-	if (len > st->cap) {
-		uint64_t *b = realloc(st->w, len);
+	if (len > *cap) {
+		uint64_t *b = realloc(*buf, len);
 		if (!b)
 			return -ENOMEM;
-		st->w = b;
-		st->cap = len;
+		*buf = b;
+		*cap = len;
 	}
-	ssize_t got = len ? attach_target__read(c->t, sp, st->w, len) : 0;
-	if (got < 0)
-		return (int)got;
-	st->n = (size_t)got / 8;
-	return 0;
-}
-
-/* Does thread i's stack hold a word that a signal frame could resume at
- * inside the bytes to patch? A thread in a handler has its interrupted pc in
- * the signal frame above its stack pointer (on whichever stack the handler
- * runs), so a stack without such a word needs no walk for it. */
-static int may_resume_inside(struct cc_tcheck *k, const struct attach_maps *m, size_t i,
-			     struct cc_stack *st, bool *found)
-{
-	int rc = cc__read_stack(k->c, m, k->tids[i], st);
-
-	if (rc == -ENOMEM || rc == -ESRCH)
-		return rc;
-	if (rc < 0) {		/* unreadable: walk it to be sure */
+	ssize_t got = len ? attach_target__read(k->c->t, sp, *buf, len) : 0;
+	if (got < 0) {		/* unreadable: walk it to be sure */
 		*found = true;
 		return 0;
 	}
-	for (size_t j = 0; j < st->n && !*found; j++)
-		*found = must_move(k, st->w[j]);
+	for (size_t j = 0; j < (size_t)got / 8 && !*found; j++)
+		*found = must_move(k, (*buf)[j]);
 	return 0;
 }
 
@@ -449,7 +435,8 @@ static int may_resume_inside(struct cc_tcheck *k, const struct attach_maps *m, s
 static int needs_signal_walk(struct cc_tcheck *k, bool *need)
 {
 	struct attach_maps *m;
-	struct cc_stack st = { 0 };
+	uint64_t *buf = NULL;
+	size_t cap = 0;
 	int rc = 0;
 
 	*need = false;
@@ -459,9 +446,9 @@ static int needs_signal_walk(struct cc_tcheck *k, bool *need)
 	}
 	for (size_t i = 0; rc == 0 && i < k->n && !*need; i++)
 		if (!ignored(k, k->tids[i]))
-			rc = may_resume_inside(k, m, i, &st, need);
+			rc = may_resume_inside(k, m, i, &buf, &cap, need);
 	attach_maps__free(m);
-	free(st.w);
+	free(buf);
 	return rc;
 }
 
@@ -477,7 +464,7 @@ int cc__tcheck(struct cc_tcheck *k)
 	k->npokes = 0;
 	/* patching only: when undoing, a pc waiting in a signal frame in the
 	 * copy makes the grace period keep the copy until it has left */
-	k->sig = k->reloc && !k->back && cc__catches_signals(k->c->pid);
+	k->sig = k->reloc && !k->back && catches_signals(k->c->pid);
 	for (;;) {
 		n = attach_target__threads(t, k->tids, k->cap);
 		if (n < 0)
