@@ -13,10 +13,11 @@
  * ring is full: sampling mode drops (into the junk area, see instr-state.h);
  * exhaustive mode waits on a futex in the shared header, in slices, until
  * the chunk and half the ring after it are free (so that it then runs on
- * while the consumer works), and drops from then on if the consumer closed the ring or its heartbeat is
- * older than the timeout (padrone gone), or padrone switched the mode to
- * sampling meanwhile: the target is never blocked for good. System calls only, no libc of the target. It runs with every
- * signal blocked but while it sleeps (.Lblock_signals says why), its
+ * while the consumer works), and drops from then on if the consumer closed
+ * the ring or its heartbeat is older than the timeout (padrone gone), or
+ * padrone switched the mode to sampling meanwhile: the target is never
+ * blocked for good. System calls only, no libc of the target. It runs with
+ * every signal blocked but while it sleeps (.Lblock_signals says why), its
  * scratch on its own frame.
  * A thread that is not its row's owner (cloned or forked after padrone
  * died, so it inherited its parent's gs_base: .Lcheck_owner compares the
