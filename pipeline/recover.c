@@ -966,17 +966,22 @@ static uint64_t run_units(struct run_ref *rp, uint32_t m, bool stepped, uint64_t
 {
 	if (!one_offset(rp, m))
 		return own_offset_units(rp, m, h, len, w, at, n, most, addrs);
-	if (stepped)	/* (no live copy writes steps yet) */
-		return one_offset_units(rp, m, true, h, len, w, at, n, most, addrs);
-	switch (m) {	/* the common m as constants */
-	case 1:
-		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
+	switch (m * 2 + stepped) {	/* the common (m, stepped) as constants */
 	case 2:
-		return one_offset_units(rp, 2, false, h, len, w, at, n, most, addrs);
+		return one_offset_units(rp, 1, false, h, len, w, at, n, most, addrs);
 	case 3:
+		return one_offset_units(rp, 1, true, h, len, w, at, n, most, addrs);
+	case 4:
+		return one_offset_units(rp, 2, false, h, len, w, at, n, most, addrs);
+	case 5:
+		return one_offset_units(rp, 2, true, h, len, w, at, n, most, addrs);
+	case 6:
 		return one_offset_units(rp, 3, false, h, len, w, at, n, most, addrs);
+	case 7:
+		return one_offset_units(rp, 3, true, h, len, w, at, n, most, addrs);
 	default:
-		return one_offset_units(rp, m, false, h, len, w, at, n, most, addrs);
+		return stepped ? one_offset_units(rp, m, true, h, len, w, at, n, most, addrs)
+			       : one_offset_units(rp, m, false, h, len, w, at, n, most, addrs);
 	}
 }
 
