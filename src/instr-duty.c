@@ -150,12 +150,7 @@ static bool any_active(const struct instr_state *st)
 
 static void add_ms(struct timespec *t, unsigned ms)
 {
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += (long)(ms % 1000) * 1000000;
-	if (t->tv_nsec >= 1000000000) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000;
-	}
+	util_timespec_add_ns(t, (uint64_t)ms * 1000000u);
 }
 
 static bool before(const struct timespec *a, const struct timespec *b)

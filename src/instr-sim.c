@@ -32,6 +32,7 @@
  */
 #include "src/instr-sim.h"
 #include "src/instr-nice.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -309,10 +310,7 @@ static void wait_room(struct sim_feed *f)
 	if (!f->alive) {
 		pthread_cond_wait(&sg->room, &sg->m);
 	} else {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += SIM_ALIVE_NS;
-		until.tv_sec += until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
+		util_deadline_ns(&until, SIM_ALIVE_NS);
 		if (pthread_cond_timedwait(&sg->room, &sg->m, &until) == ETIMEDOUT)
 			f->alive(f->alive_arg);
 	}

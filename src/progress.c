@@ -62,12 +62,7 @@ static void *tick(void *arg)
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
 		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += TICK_NS;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		util_deadline_ns(&until, TICK_NS);
 		if (pthread_cond_timedwait(&t->cond, &t->lock, &until) == ETIMEDOUT && !t->stop)
 			padrone_progress_show(&t->p, (double)(util_now_ns() - t0) / 1e9, 0, 0);
 	}

@@ -14,6 +14,20 @@ uint64_t util_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void util_timespec_add_ns(struct timespec *t, uint64_t ns)
+{
+	uint64_t nsec = (uint64_t)t->tv_nsec + ns % 1000000000ull;
+
+	t->tv_sec += (time_t)(ns / 1000000000ull + nsec / 1000000000ull);
+	t->tv_nsec = (long)(nsec % 1000000000ull);
+}
+
+void util_deadline_ns(struct timespec *t, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	util_timespec_add_ns(t, ns);
+}
+
 /* ------------------------------------------------------------ hash map */
 
 static size_t hslot(uint64_t key, size_t cap)

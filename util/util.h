@@ -13,6 +13,12 @@
 
 /* CLOCK_MONOTONIC in ns. */
 uint64_t util_now_ns(void);
+struct timespec;
+/* *t plus ns, normalised. */
+void util_timespec_add_ns(struct timespec *t, uint64_t ns);
+/* CLOCK_MONOTONIC now plus ns: a deadline for pthread_cond_timedwait on a
+ * condition variable made with that clock. */
+void util_deadline_ns(struct timespec *t, uint64_t ns);
 
 /* Open addressing, u64 key (never UTIL_HMAP_EMPTY) to u32 value. A zeroed
  * map is empty and ready. */

@@ -1,9 +1,11 @@
-/* util/: the hash map, the upper-bound search, the options copy, the clock. */
+/* util/: the hash map, the upper-bound search, the options copy, the clock
+ * and deadlines on it. */
 #include "tests/lib/tu.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/padrone.h"
 #include "util/util.h"
@@ -141,6 +143,27 @@ START_TEST(the_clock_goes_forward)
 }
 END_TEST
 
+/* Adding carries nanoseconds into seconds, whole seconds of ns too; a
+ * deadline is the monotonic clock's now plus the time given. */
+START_TEST(a_timespec_adds_and_carries)
+{
+	struct timespec t = { 5, 999999999 }, d;
+
+	util_timespec_add_ns(&t, 1);
+	ck_assert(t.tv_sec == 6 && t.tv_nsec == 0);
+	util_timespec_add_ns(&t, 2500000001ull);
+	ck_assert(t.tv_sec == 8 && t.tv_nsec == 500000001);
+	util_timespec_add_ns(&t, 499999999);
+	ck_assert(t.tv_sec == 9 && t.tv_nsec == 0);
+	uint64_t before = util_now_ns();
+	util_deadline_ns(&d, 3000000000ull);
+	uint64_t at = (uint64_t)d.tv_sec * 1000000000ull + (uint64_t)d.tv_nsec;
+	ck_assert_uint_ge(at, before + 3000000000ull);
+	ck_assert_uint_le(at, util_now_ns() + 3000000000ull);
+	ck_assert_int_lt(d.tv_nsec, 1000000000);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -151,6 +174,7 @@ int main(void)
 	tcase_add_test(tc, a_session_refuses_options_it_does_not_know);
 	tcase_add_test(tc, instrument_refuses_options_it_does_not_know);
 	tcase_add_test(tc, the_clock_goes_forward);
+	tcase_add_test(tc, a_timespec_adds_and_carries);
 	suite_add_tcase(s, tc);
 	return tu_main(s);
 }
