@@ -726,41 +726,56 @@ START_TEST(a_function_a_thread_never_leaves_is_refused_after_the_timeout)
 }
 END_TEST
 
-START_TEST(measure_agrees_with_the_targets_own_timing)
+/* One measurement of f: the function's bytes come back unchanged and every
+ * call asked for is timed. */
+static struct cc_measure_result measure_once(struct live *l, const struct cc_func *f,
+					     uint64_t calls)
 {
-	struct live l;
-	double ns, own = 1e30;
-	unsigned sum0, sum;
-	struct cc_measure_opts o = { .sz = sizeof o, .calls = 20000 };
+	struct cc_measure_opts o = { .sz = sizeof o, .calls = calls };
 	struct cc_measure *m;
 	struct cc_measure_result r;
 	uint64_t done;
 	uint8_t before[16], after[16];
 
-	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
-	for (int i = 0; i < 2; i++) {
-		round_of(&l, &ns, &sum0);
-		if (ns < own)
-			own = ns;
-	}
-	struct cc_func f = func(&l, "vecadd");
-	ck_assert_int_eq(attach_target__read(l.t, f.addr, before, 16), 16);
-	ck_assert_msg(cc_measure__start(l.c, &f, &o, &m) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(attach_target__read(l->t, f->addr, before, 16), 16);
+	ck_assert_msg(cc_measure__start(l->c, f, &o, &m) == 0, "%s", cc_cache__errmsg(l->c));
 	ck_assert_int_eq(cc_measure__wait(m, 10000, &done), 0);
 	ck_assert_int_eq(cc_measure__finish(m, &r), 0);
 	cc_measure__free(m);
-	ck_assert_int_eq(attach_target__read(l.t, f.addr, after, 16), 16);
+	ck_assert_int_eq(attach_target__read(l->t, f->addr, after, 16), 16);
 	ck_assert_mem_eq(before, after, 16);
-	ck_assert_uint_eq(r.calls, 20000);
-	fprintf(stderr, "# vecadd: target says %.1f ns/call, measure mean %.1f p50 %.1f p99 %.1f\n",
-		own, r.mean_ns, r.p50_ns, r.p99_ns);
-	/* the target prints its CPU time per call; a timed call preempted
-	 * counts its wait, so the median is what compares */
-	ck_assert_msg(r.p50_ns > own / 2 && r.p50_ns < own * 2, "p50 %.1f vs own %.1f", r.p50_ns,
-		      own);
-	round_of(&l, &ns, &sum);
-	round_of(&l, &ns, &sum);
-	ck_assert_uint_eq(sum, sum0);
+	ck_assert_uint_eq(r.calls, calls);
+	return r;
+}
+
+START_TEST(measure_agrees_with_the_targets_own_timing)
+{
+	struct live l;
+	double before, after, lo = 0, hi = 0;
+	unsigned sum0, sum;
+	struct cc_measure_result r;
+	bool agrees = false;
+
+	start(&l, "tests/targets/cc_vecadd", NULL, NULL, "cc_vecadd:");
+	round_of(&l, &before, &sum0);
+	struct cc_func f = func(&l, "vecadd");
+	/* the target prints its CPU time per call, rdtsc counts wall time; on
+	 * this kind of shared VM both drift up to 2x between half seconds, and
+	 * a burst of preemption over the few ms a measurement lasts moves even
+	 * the median. So each try is judged against the target's rounds on
+	 * both sides of it, and a busy machine gets three tries: a wrong clock
+	 * fails them all. */
+	for (int try = 0; try < 3 && !agrees; try++, before = after) {
+		r = measure_once(&l, &f, 20000);
+		round_of(&l, &after, &sum);
+		ck_assert_uint_eq(sum, sum0);
+		lo = before < after ? before : after;
+		hi = before < after ? after : before;
+		fprintf(stderr, "# vecadd: target says %.1f..%.1f ns/call, measure mean %.1f "
+			"p50 %.1f p99 %.1f\n", lo, hi, r.mean_ns, r.p50_ns, r.p99_ns);
+		agrees = r.p50_ns > lo / 2 && r.p50_ns < hi * 2;
+	}
+	ck_assert_msg(agrees, "p50 %.1f vs own %.1f..%.1f", r.p50_ns, lo, hi);
 	end(&l);
 }
 END_TEST
