@@ -115,6 +115,12 @@ const struct attach_map *attach_maps__first_of(const struct attach_maps *m, cons
  * as __vm_enough_memory). attach_mapped_len reads the maps of pid first. */
 uint64_t attach_maps__mapped_len(const struct attach_maps *m, uint64_t addr, uint64_t len);
 size_t attach_mapped_len(pid_t pid, uint64_t addr, size_t len);
+
+/* Thread tid of process pid: its time on a CPU and waiting for one, in ns,
+ * as the scheduler counts them (/proc/PID/task/TID/schedstat; wait_ns may
+ * be NULL); -errno when they cannot be read (the thread is gone). Read
+ * without stopping anything. A kernel without schedstats shows 0 0. */
+int attach_thread_sched_ns(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns);
 /* A free range [*addr, *addr + size) inside [lo, hi), *addr a multiple of
  * align (a power of two), as close to near as possible; 0, or -ENOSPC when
  * no gap is large enough (-EINVAL for a bad align or size). Keeps off the

@@ -39,6 +39,23 @@ static int read_text(const char *path, char *buf, size_t size)
 	return (int)len;
 }
 
+int attach_thread_sched_ns(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns)
+{
+	char path[64], buf[96];
+	unsigned long long run, wait;
+
+	snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	int n = read_text(path, buf, sizeof buf);
+	if (n < 0)
+		return n;
+	if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
+		return -EINVAL;
+	*run_ns = run;
+	if (wait_ns)
+		*wait_ns = wait;
+	return 0;
+}
+
 /* "Key:\tv1\tv2..." of a status file: the first up to n numbers. */
 static int status_ids(const char *status, const char *key, unsigned long *v, int n)
 {

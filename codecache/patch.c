@@ -65,11 +65,18 @@ static int timeout_of(const struct cc_job *j)
 	return j->o.timeout_ms > 0 ? j->o.timeout_ms : 2000;
 }
 
+#define NAP_MAX_US 16000u
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000 };
+	nanosleep(&ts, NULL);
+}
+
 static void nap(unsigned *us)
 {
-	struct timespec ts = { 0, (long)*us * 1000 };
-	nanosleep(&ts, NULL);
-	if (*us < 16000)
+	sleep_us(*us);
+	if (*us < NAP_MAX_US)
 		*us *= 2;
 }
 
@@ -235,6 +242,60 @@ static int look(struct attach_target *t, void *arg)
 	return rc < 0 ? rc : rrc;
 }
 
+/* A thread the last look of the grace period found in the busy code: its
+ * time on a CPU then, and whether it has had a CPU since. */
+struct busy_thread {
+	pid_t tid;
+	uint64_t run_ns;
+	bool ran;
+};
+
+#define RAN_POLL_US 500u
+
+/* Its time on a CPU; false when nothing tells (gone, or a kernel without
+ * schedstats, which shows 0). */
+static bool run_ns_of(pid_t pid, pid_t tid, uint64_t *ns)
+{
+	return attach_thread_sched_ns(pid, tid, ns, NULL) == 0 && *ns;
+}
+
+static bool has_run(pid_t pid, struct busy_thread *b)
+{
+	uint64_t now;
+
+	if (!b->ran)
+		b->ran = !run_ns_of(pid, b->tid, &now) || now != b->run_ns;
+	return b->ran;
+}
+
+/* Between two looks, stopping nothing. A thread leaves the busy code by
+ * running, and with more busy threads than CPUs a preempted one waits
+ * milliseconds for its turn: a look before it has had one stops the world
+ * for nothing (8 threads in axpy on 2 CPUs: 8 stops an uninstrument). So
+ * the nap lasts until every thread the last look found busy has been on a
+ * CPU since (the scheduler's count of its time there), at most NAP_MAX_US
+ * (one that does not run: asleep in a call out of the code); and never
+ * less than the nap's own time, which grows from look to look. */
+static void nap_until_ran(pid_t pid, struct busy_thread *b, size_t n, unsigned *us)
+{
+	uint64_t t0 = util_now_ns();
+	uint64_t least = t0 + (uint64_t)*us * 1000u, most = t0 + NAP_MAX_US * 1000ull;
+
+	for (;;) {
+		bool all = true;
+		for (size_t i = 0; i < n; i++)
+			all &= has_run(pid, &b[i]);
+		uint64_t now = util_now_ns();
+		if ((all && now >= least) || now >= most)
+			break;
+		uint64_t until = all ? least : most;
+		sleep_us(until - now < RAN_POLL_US * 1000ull ? (unsigned)((until - now) / 1000) + 1
+							     : RAN_POLL_US);
+	}
+	if (*us < NAP_MAX_US)
+		*us *= 2;
+}
+
 /* After an undo: wait until every thread has been seen once with no PC and
  * no frame in the busy ranges (no thread can enter them any more, so once
  * out is out for good), then they may be freed. -EBUSY when the timeout
@@ -244,6 +305,7 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 	struct attach_target *t = j->c->t;
 	uint64_t deadline = util_now_ns() + (uint64_t)timeout_of(j) * 1000000u;
 	pid_t *clear = NULL;
+	struct busy_thread *busy = NULL;
 	size_t nclear = 0;
 	unsigned us = 200;
 	int rc;
@@ -266,6 +328,12 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 			break;
 		}
 		clear = more;
+		struct busy_thread *bmore = realloc(busy, (k->n ? k->n : 1) * sizeof *busy);
+		if (!bmore) {
+			rc = -ENOMEM;
+			break;
+		}
+		busy = bmore;
 		size_t pending = 0;
 		for (size_t i = 0; i < k->n; i++) {
 			bool known = false;
@@ -274,7 +342,7 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 			if (known)
 				continue;
 			if (k->busy_of[i])
-				pending++;
+				busy[pending++] = (struct busy_thread){ .tid = k->tids[i] };
 			else
 				clear[nclear++] = k->tids[i];
 		}
@@ -286,10 +354,13 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 			rc = -EBUSY;
 			break;
 		}
-		nap(&us);
+		for (size_t i = 0; i < pending; i++)	/* unknown: the nap's own time decides */
+			busy[i].ran = !run_ns_of(j->c->pid, busy[i].tid, &busy[i].run_ns);
+		nap_until_ran(j->c->pid, busy, pending, &us);
 	}
 	k->ignore = NULL;
 	free(clear);
+	free(busy);
 	return rc;
 }
 

@@ -73,14 +73,13 @@
  */
 #include "src/instr-nice.h"
 #include "src/instr-state.h"
+#include "attach/attach.h"
 #include "codecache/codecache.h"
 #include "pipeline/cab.h"
 #include "profile/profile.h"
 #include "util/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,29 +135,6 @@ static void set_windows(struct instr_state *st)
 	st->duty_off_ms = period - on;
 }
 
-/* A thread's time on a CPU and waiting for one (ns), as the scheduler
- * keeps them: a thread that padrone's pipeline keeps from its CPU loses
- * that time too. */
-static bool thread_busy_ns(pid_t pid, pid_t tid, uint64_t *ns)
-{
-	char path[64], buf[96];
-	uint64_t run, delay;
-
-	snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	if (sscanf(buf, "%" SCNu64 " %" SCNu64, &run, &delay) != 2)
-		return false;
-	*ns = run + delay;
-	return true;
-}
-
 static size_t rows_of(const struct instr_state *st)
 {
 	size_t n = 0;
@@ -193,7 +169,11 @@ static bool read_row(const struct instr_state *st, size_t i, struct budget_row *
 		if (ring && cab_ring__stats(ring, &cs) == 0)
 			r->wait_ns += cs.producer_wait_ns;
 	}
-	return r->tid && thread_busy_ns(st->budget.pid, r->tid, &r->busy_ns);
+	uint64_t run, wait;
+	if (!r->tid || attach_thread_sched_ns(st->budget.pid, r->tid, &run, &wait) < 0)
+		return false;
+	r->busy_ns = run + wait;	/* time the pipeline keeps it from a CPU is lost too */
+	return true;
 }
 
 /* Every row read; the threads' busy time (ns) and calls since the last

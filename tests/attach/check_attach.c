@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -507,6 +508,49 @@ START_TEST(seizes_every_thread)
 }
 END_TEST
 
+/* ------------------------------------------------------------ schedstat */
+
+/* Spin on a CPU for ms milliseconds of the clock. */
+static void spin_ms(unsigned ms)
+{
+	uint64_t until = util_now_ns() + ms * 1000000ull;
+	while (util_now_ns() < until)
+		;
+}
+
+/* The scheduler's count of a thread's time on a CPU grows while it runs
+ * (it adds a running thread's time at each tick and switch) and not while
+ * it sleeps; a thread that is gone has none. */
+START_TEST(a_threads_time_on_a_cpu_grows_only_while_it_runs)
+{
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	uint64_t run0, run1, run2, wait;
+
+	spin_ms(10);
+	ck_assert_int_eq(attach_thread_sched_ns(getpid(), me, &run0, &wait), 0);
+	ck_assert_uint_gt(run0, 0);
+	spin_ms(30);
+	ck_assert_int_eq(attach_thread_sched_ns(getpid(), me, &run1, NULL), 0);
+	ck_assert_uint_gt(run1, run0);	/* a tick or more of it on a CPU */
+
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	struct timespec ts = { 0, 50000000 };
+	nanosleep(&ts, NULL);	/* asleep in pause() by now */
+	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run1, NULL), 0);
+	nanosleep(&ts, NULL);
+	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run2, NULL), 0);
+	ck_assert_uint_eq(run2, run1);
+	kill(child, SIGKILL);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run2, NULL), -ENOENT);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ maps */
 
 /* A maps line printed the way fs/proc/task_mmu.c does: the name padded to
@@ -783,6 +827,10 @@ int main(void)
 	tcase_add_checked_fixture(tc, at_block_sigchld, NULL);
 	tcase_add_test(tc, seizes_and_detaches_a_single_thread);
 	tcase_add_test(tc, seizes_every_thread);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("schedstat");
+	tcase_add_test(tc, a_threads_time_on_a_cpu_grows_only_while_it_runs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("maps");
