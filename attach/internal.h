@@ -186,6 +186,9 @@ struct attach_target {
 	size_t xstate_size;
 	pid_t sc_tid;		/* thread running a remote syscall, or 0 */
 	int in_callback;	/* inside an event callback */
+	int qos_fd;		/* /dev/cpu_dma_latency, or -1 */
+	bool qos_tried;		/* opened at the first pause (or refused) */
+	bool qos_on;		/* asking for 0 us now (idle CPUs poll) */
 	bool no_boost;		/* SCHED_FIFO refused (or not ours to set) */
 	bool boosted;		/* running SCHED_FIFO now */
 	bool sched_saved;	/* the tracer's own policy, put back after */

@@ -156,6 +156,8 @@ static void target_free(struct attach_target *t)
 {
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
+	if (t->qos_fd >= 0)	/* closed, the request goes with it */
+		close(t->qos_fd);
 	free(t->th);
 	free(t->restarts);
 	pthread_cond_destroy(&t->cond);
@@ -244,6 +246,7 @@ int attach_seize(pid_t pid, const struct attach_opts *opts, struct attach_target
 	if (!t)
 		return attach__seterr(err, -ENOMEM, ATTACH_SYSTEM, "out of memory");
 	t->pid = pid;
+	t->qos_fd = -1;
 	snprintf(t->comm, sizeof t->comm, "%s", p.comm);
 	t->stop_timeout_ms = 1000;
 	t->syscall_timeout_ms = 5000;

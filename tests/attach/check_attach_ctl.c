@@ -5,6 +5,7 @@
 #include "tests/attach/helpers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,46 @@ static void assert_all_stopped(pid_t pid)
 			      (int)tids[i], (int)pid, s);
 	}
 }
+
+/* The CPU latency every process's requests add up to (µs), -1 unknown. */
+static int32_t cpu_latency_limit(void)
+{
+	int32_t us = -1;
+	int fd = open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0 && read(fd, &us, sizeof us) != (ssize_t)sizeof us)
+		us = -1;
+	if (fd >= 0)
+		close(fd);
+	return us;
+}
+
+/* While the world is stopped, padrone asks that idle CPUs poll (a CPU
+ * latency of 0 µs); once its tracer is idle again with the world running,
+ * it asks nothing. Other tests' pauses may ask meanwhile: the request's
+ * end is polled for. */
+START_TEST(idle_cpus_poll_only_while_the_world_is_stopped)
+{
+	if (cpu_latency_limit() < 0) {
+		fprintf(stderr, "# no /dev/cpu_dma_latency here: nothing to ask\n");
+		return;
+	}
+	struct tu_proc p;
+	pid_t pid = at_spawn(&p, "hotloop", "-w", WORK, NULL);
+	struct attach_target *t = at_seize(pid);
+
+	ck_assert_int_eq(attach_target__stop(t), 0);
+	ck_assert_int_eq(cpu_latency_limit(), 0);
+	ck_assert_int_eq(attach_target__resume(t), 0);
+	int32_t us = 0;
+	for (int i = 0; i < 200 && (us = cpu_latency_limit()) == 0; i++)
+		usleep(10000);
+	ck_assert_int_gt(us, 0);
+	at_check_ticks(&p, 2, WORK_N);
+	ck_assert_int_eq(attach_target__detach(t), 0);
+	tu_kill(&p);
+}
+END_TEST
 
 START_TEST(stops_and_resumes)
 {
@@ -676,6 +717,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(tc, at_block_sigchld, NULL);
 	tcase_add_test(tc, stops_and_resumes);
+	tcase_add_test(tc, idle_cpus_poll_only_while_the_world_is_stopped);
 	tcase_add_test(tc, stops_a_churning_process);
 	tcase_add_test(tc, seizes_during_churn);
 	tcase_add_test(tc, reports_thread_events);
