@@ -536,19 +536,8 @@ static void account_pause(struct attach_target *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* From the first interrupt of a stop until it is idle again with the world
- * running, the tracer runs SCHED_FIFO when allowed (root or CAP_SYS_NICE).
- * As a normal task it would lose its CPU three ways, each time until the
- * task that took it ends its time slice at a scheduler tick (4 ms at
- * HZ=250): to the target's threads, woken one by one by the resume (or
- * spinning while it interrupts them); to any other task while the world is
- * stopped and only the tracer can end the pause; and at the switch back
- * itself, since a task leaving SCHED_FIFO with others runnable on its CPU
- * is rescheduled at once. So the policy is given back only when the tracer
- * goes idle (attach__unboost, from its loop before it sleeps), with the
- * world running and every request answered: never inside a pause, nor
- * between a resume and the answer to whoever asked for it. */
-/* For the same span, idle CPUs poll instead of halting: a CPU latency
+/* From the first interrupt of a stop until the tracer is idle again (the
+ * span of boost(), below), idle CPUs poll instead of halting: a CPU latency
  * request of 0 us (/dev/cpu_dma_latency, held open; its value back to the
  * kernel's default when the tracer goes idle). Under a hypervisor a halted
  * vCPU takes hundreds of microseconds to milliseconds to wake (its host
@@ -573,6 +562,18 @@ static void keep_cpus_polling(struct attach_target *t, bool on)
 		t->qos_on = on;
 }
 
+/* From the first interrupt of a stop until it is idle again with the world
+ * running, the tracer runs SCHED_FIFO when allowed (root or CAP_SYS_NICE).
+ * As a normal task it would lose its CPU three ways, each time until the
+ * task that took it ends its time slice at a scheduler tick (4 ms at
+ * HZ=250): to the target's threads, woken one by one by the resume (or
+ * spinning while it interrupts them); to any other task while the world is
+ * stopped and only the tracer can end the pause; and at the switch back
+ * itself, since a task leaving SCHED_FIFO with others runnable on its CPU
+ * is rescheduled at once. So the policy is given back only when the tracer
+ * goes idle (attach__unboost, from its loop before it sleeps), with the
+ * world running and every request answered: never inside a pause, nor
+ * between a resume and the answer to whoever asked for it. */
 static void boost(struct attach_target *t, bool on)
 {
 	keep_cpus_polling(t, on);
