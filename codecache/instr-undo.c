@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* For tests only (tests/codecache/instrument-kept.sh): with
@@ -102,6 +103,34 @@ static int release_in_stop(struct attach_target *t, void *arg)
 	return rc;
 }
 
+/* Past the grace period no thread can reach the rings: their producers
+ * end, and once a consumer has drained its ring, the ring's pages go back
+ * to the kernel while the target runs. The munmap inside the release's
+ * stop then has no page to take out of the target's page tables (for 8
+ * rings of 1 MiB, about 1 ms of that stop). A ring without a consumer, or
+ * not drained within DRAIN_WAIT_MS, is left whole for the munmap. */
+#define DRAIN_WAIT_MS 200u
+
+static void free_ring_pages(struct cc_instr *in)
+{
+	uint64_t deadline = util_now_ns() + DRAIN_WAIT_MS * 1000000ull;
+
+	for (size_t i = 0; i < in->nrings; i++)
+		cab_ring__end_producer(in->rings[i].r);
+	for (;;) {
+		size_t draining = 0;
+		for (size_t i = 0; i < in->nrings; i++) {
+			struct cab_ring *r = in->rings[i].r;
+			if (cab_ring__release_data(r) == -EBUSY && cab_ring__has_consumer(r))
+				draining++;
+		}
+		if (!draining || util_now_ns() > deadline)
+			return;
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+	}
+}
+
 /* No thread can run the copy any more (the grace period passed): its
  * section of the area free (the threads' gs_base back to 0 with the last
  * one) and its rings unmapped from the target. Before the directory
@@ -115,6 +144,7 @@ static int release_state(struct cc_cache *c, void *arg)
 
 	if (in->released)
 		return 0;
+	free_ring_pages(in);
 	struct releasing r = { .c = c, .in = in, .clear = last_of_area(in) };
 	int rc = attach_target__call(c->t, release_in_stop, &r);
 	if (rc < 0)

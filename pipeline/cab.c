@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -414,6 +415,23 @@ int cab_ring__chunks_in_use(const struct cab_ring *r)
 	for (uint32_t k = 0; k < r->nchunks; k++)
 		n += __atomic_load_n(cab__chunk(r, k), __ATOMIC_RELAXED) != CAB_CLEAR;
 	return n;
+}
+
+int cab_ring__release_data(struct cab_ring *r)
+{
+	if (r->kind != CAB_KIND_CAB)
+		return -ENOTSUP;
+	if (__atomic_load_n(&r->sh->prod_state, __ATOMIC_ACQUIRE) != CAB_SIDE_FLUSHED ||
+	    cab_ring__chunks_in_use(r) > 0)
+		return -EBUSY;
+	/* exactly the chunks: their whole pages freed, a page they share with
+	 * the line of MAGIC after them zeroed up to it (the guards inside the
+	 * chunks go too: no producer writes here again) */
+	off_t at = (off_t)((char *)r->data - (char *)r->map);
+	off_t len = (off_t)r->nchunks * r->chunk_words * 8;
+	if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, len) < 0)
+		return cab__fail(-errno, "cannot give the ring's pages back: %s", strerror(errno));
+	return 0;
 }
 
 int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st)

@@ -226,6 +226,12 @@ int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st);
  * producer is writing included), now; -ENOTSUP for the other kinds. How
  * full the ring is: nchunks of them and the producer waits (or drops). */
 int cab_ring__chunks_in_use(const struct cab_ring *r);
+/* Kind CAB, its producer ended and every chunk given back by its consumer:
+ * the chunks' memory returned to the kernel, in every process that maps
+ * the ring (they read as cleared chunks after), while the counters stay.
+ * -EBUSY while the producer may write or a chunk holds records; -ENOTSUP
+ * for the other kinds. */
+int cab_ring__release_data(struct cab_ring *r);
 void cab_ring__close(struct cab_ring *r);
 
 /* ------------------------------------------------------------ producer */

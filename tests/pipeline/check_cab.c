@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ records */
@@ -451,6 +452,65 @@ START_TEST(chunks_in_use_counts_unconsumed_chunks)
 	cab_ring__close(r);
 	ck_assert_int_eq(cab_ring__create(&on, &nway), 0);
 	ck_assert_int_eq(cab_ring__chunks_in_use(nway), -ENOTSUP);
+	cab_ring__close(nway);
+}
+END_TEST
+
+static int count_words(void *arg, const uint64_t *words, size_t n, unsigned flags)
+{
+	(void)words;
+	(void)flags;
+	*(size_t *)arg += n;
+	return 0;
+}
+
+/* Bytes of memory behind a ring's memfd. */
+static long long ring_memory(const struct cab_ring *r)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstat(cab_ring__fd(r), &st), 0);
+	return (long long)st.st_blocks * 512;
+}
+
+/* A ring whose producer ended and whose consumer drained it gives its
+ * chunks' memory back, and only then; what the consumer read stays read,
+ * the ring stays a ring (its counters, its end). */
+START_TEST(a_drained_ring_gives_its_pages_back)
+{
+	struct cab_ring *r, *nway;
+	struct cab_producer *p;
+	struct cab_consumer *c;
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 16384, 4, 16);
+	struct cab_opts on = opts_of(CAB_KIND_NWAY, 16384, 4, 16);
+	size_t words = 0;
+	uint64_t pl[15] = { 0 };
+
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	ck_assert_int_eq(cab_consumer__open(r, &c), 0);
+	for (uint64_t i = 0; i < 250; i++)	/* 2000 words a chunk: 2 chunks */
+		ck_assert_int_eq(cab_producer__put(p, CAB_HDR(i + 1, 15), pl, 15), 0);
+	long long full = ring_memory(r);
+	ck_assert_int_ge(full, 2 * 16384);
+	ck_assert_int_eq(cab_ring__release_data(r), -EBUSY);	/* the producer may write */
+	cab_producer__flush(p);
+	ck_assert_int_eq(cab_ring__release_data(r), -EBUSY);	/* records not read */
+	ck_assert_int_eq(ring_memory(r), full);
+	while (!cab_consumer__eof(c))
+		ck_assert_int_ge(cab_consumer__poll(c, count_words, &words), 0);
+	ck_assert_uint_eq(words, 250 * 16);
+	ck_assert_int_eq(cab_ring__release_data(r), 0);
+	ck_assert_int_le(ring_memory(r), full - 2 * 16384);
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 0);
+	ck_assert(cab_consumer__eof(c));
+	ck_assert_int_eq(cab_consumer__poll(c, count_words, &words), 0);
+	ck_assert_uint_eq(words, 250 * 16);
+	cab_producer__close(p);
+	cab_consumer__close(c);
+	cab_ring__close(r);
+	ck_assert_int_eq(cab_ring__create(&on, &nway), 0);
+	ck_assert_int_eq(cab_ring__release_data(nway), -ENOTSUP);
 	cab_ring__close(nway);
 }
 END_TEST
@@ -1468,6 +1528,7 @@ int main(void)
 	tcase_add_test(tc, header_walk_checks_every_guess);
 	tcase_add_test(tc, consumed_chunks_are_handed_back_clear);
 	tcase_add_test(tc, chunks_in_use_counts_unconsumed_chunks);
+	tcase_add_test(tc, a_drained_ring_gives_its_pages_back);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);
