@@ -133,14 +133,19 @@ static int geom_from_opts(const struct cab_opts *in, struct geom *g)
 	return 0;
 }
 
-/* Every chunk: CLEAR, then the guard of MAGIC words. */
-void cab__init_chunk(struct cab_ring *r, uint32_t k)
+static void init_guard(struct cab_ring *r, uint32_t k)
 {
 	uint64_t *w = cab__chunk(r, k);
 
-	memset(w, 0, (size_t)r->data_end * 8);
 	for (uint32_t i = r->data_end; i < r->chunk_words; i++)
 		w[i] = CAB_MAGIC;
+}
+
+/* Every chunk: CLEAR, then the guard of MAGIC words. */
+void cab__init_chunk(struct cab_ring *r, uint32_t k)
+{
+	memset(cab__chunk(r, k), 0, (size_t)r->data_end * 8);
+	init_guard(r, k);
 }
 
 /* The private copy of the geometry, from checked options only: the shared
@@ -182,10 +187,12 @@ static int ring_new(int fd, struct cab_ring **out)
 
 /* Maps the whole memfd, populated: page faults belong to setup, not to the
  * first lap of records (a fault in instrumented code costs the target
- * microseconds). */
+ * microseconds). With populate_later, cab_ring__populate does it. */
 static int ring_map(struct cab_ring *r, const struct geom *g)
 {
-	r->map = mmap(NULL, g->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
+	int populate = g->o.populate_later ? 0 : MAP_POPULATE;
+
+	r->map = mmap(NULL, g->total, PROT_READ | PROT_WRITE, MAP_SHARED | populate, r->fd, 0);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;
 		return cab__fail(-errno, "mmap ring (%zu bytes): %s", g->total, strerror(errno));
@@ -216,8 +223,10 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 	if (rc)
 		return rc;
 	struct cab_ring *r;
+	struct stat st;
 	if ((rc = ring_new(fd, &r)) < 0)
 		goto err;
+	bool fresh = fstat(r->fd, &st) == 0 && st.st_size == 0;	/* all zeros once sized */
 	if (ftruncate(r->fd, (off_t)g.total) < 0) {
 		rc = cab__fail(-errno, "ftruncate memfd to %zu bytes: %s", g.total, strerror(errno));
 		goto err;
@@ -245,9 +254,13 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 	sh->consumer_timeout_ms = g.o.consumer_timeout_ms;
 	sh->burst_chunks = g.o.burst_chunks;
 	sh->sample_rate = g.o.sample_rate;
-	if (r->kind == CAB_KIND_CAB)
-		for (uint32_t k = 0; k < r->nchunks; k++)
+	/* a fresh file reads as zeros (CLEAR): only the guards' pages touched */
+	for (uint32_t k = 0; r->kind == CAB_KIND_CAB && k < r->nchunks; k++) {
+		if (fresh)
+			init_guard(r, k);
+		else
 			cab__init_chunk(r, k);
+	}
 	for (uint32_t i = 0; i < CAB_LINE / 8; i++)
 		cab__chunk(r, r->nchunks)[i] = CAB_MAGIC;
 	__atomic_store_n(&sh->magic, CAB_RING_MAGIC, __ATOMIC_RELEASE);
@@ -415,6 +428,17 @@ int cab_ring__chunks_in_use(const struct cab_ring *r)
 	for (uint32_t k = 0; k < r->nchunks; k++)
 		n += __atomic_load_n(cab__chunk(r, k), __ATOMIC_RELAXED) != CAB_CLEAR;
 	return n;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14 */
+#endif
+
+int cab_ring__populate(struct cab_ring *r)
+{
+	if (madvise(r->map, r->map_len, MADV_POPULATE_WRITE) < 0)
+		return cab__fail(-errno, "cannot allocate the ring's memory: %s", strerror(errno));
+	return 0;
 }
 
 int cab_ring__release_data(struct cab_ring *r)

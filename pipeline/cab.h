@@ -129,6 +129,8 @@ struct cab_opts {
 	unsigned consumer_timeout_ms;	/* 2000: no heartbeat this long = consumer gone */
 	double sample_rate;		/* 0.1: sampling mode, fraction analysed, (0, 1] */
 	unsigned burst_chunks;		/* 4: sampling mode, chunks per analysed burst */
+	bool populate_later;		/* false: its memory is allocated as it is made;
+					 * true: by cab_ring__populate (a short setup) */
 };
 
 struct cab_ring;		/* one process's mapping of a ring */
@@ -226,6 +228,10 @@ int cab_ring__stats(const struct cab_ring *r, struct cab_stats *st);
  * producer is writing included), now; -ENOTSUP for the other kinds. How
  * full the ring is: nchunks of them and the producer waits (or drops). */
 int cab_ring__chunks_in_use(const struct cab_ring *r);
+/* A ring made with populate_later: its memory allocated now, its contents
+ * untouched (producers and consumers may already be at work), so that the
+ * producer's first lap takes no page fault that allocates. */
+int cab_ring__populate(struct cab_ring *r);
 /* Kind CAB, its producer ended and every chunk given back by its consumer:
  * the chunks' memory returned to the kernel, in every process that maps
  * the ring (they read as cleared chunks after), while the counters stay.

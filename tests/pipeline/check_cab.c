@@ -515,6 +515,38 @@ START_TEST(a_drained_ring_gives_its_pages_back)
 }
 END_TEST
 
+/* A ring made to be populated later is made touching only its guards'
+ * pages, reads as a ring made whole (every chunk CLEAR up to its guard of
+ * MAGIC), and gets its memory when asked, its contents untouched. */
+START_TEST(a_ring_populated_later_is_the_same_ring)
+{
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 65536, 16, 16);
+	struct cab_ring *r;
+	struct cab_producer *p;
+	uint64_t pl[15] = { 0 };
+
+	o.populate_later = true;
+	ck_assert_int_eq(cab_ring__create(&o, &r), 0);
+	long long made = ring_memory(r);
+	ck_assert_int_le(made, 16 * 65536 / 4);	/* a page a chunk, and the header's */
+	for (uint32_t k = 0; k < 16; k++) {
+		const uint64_t *w = cab__chunk(r, k);
+		ck_assert_uint_eq(w[0], CAB_CLEAR);
+		ck_assert_uint_eq(w[r->data_end - 1], 0);
+		for (uint32_t i = r->data_end; i < r->chunk_words; i++)
+			ck_assert_uint_eq(w[i], CAB_MAGIC);
+	}
+	ck_assert_int_eq(cab_producer__open(r, &p), 0);
+	ck_assert_int_eq(cab_producer__put(p, CAB_HDR(7, 15), pl, 15), 0);
+	ck_assert_int_eq(cab_ring__populate(r), 0);
+	ck_assert_int_ge(ring_memory(r), 16 * 65536);
+	ck_assert_uint_eq(cab__chunk(r, 0)[0], CAB_HDR(7, 15));	/* what was written stays */
+	ck_assert_int_eq(cab_ring__chunks_in_use(r), 1);
+	cab_producer__close(p);
+	cab_ring__close(r);
+}
+END_TEST
+
 START_TEST(wraps_and_chunk_boundaries_exact)
 {
 	interleaved(&geos[_i], _i == 3 ? 3000 : 20000);
@@ -1529,6 +1561,7 @@ int main(void)
 	tcase_add_test(tc, consumed_chunks_are_handed_back_clear);
 	tcase_add_test(tc, chunks_in_use_counts_unconsumed_chunks);
 	tcase_add_test(tc, a_drained_ring_gives_its_pages_back);
+	tcase_add_test(tc, a_ring_populated_later_is_the_same_ring);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);
