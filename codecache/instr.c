@@ -372,7 +372,6 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	attach_target__resume(c->t);
 	if (rc < 0)
 		goto err;
-	cc__instr_populate(in);
 	cc__job_free(j);
 	*out = in;
 	return 0;

@@ -217,7 +217,6 @@ int cc__instr_join_area(struct cc_instr *in, const struct cc_instr *share);
 int cc__instr_reserve_rings(struct cc_instr *in);
 int cc__instr_place_rings(struct cc_instr *in);
 void cc__instr_unmap_rings(struct cc_instr *in);
-void cc__instr_populate(struct cc_instr *in);
 int cc__instr_set_gs(struct cc_instr *in);
 void cc__instr_reset_gs(struct cc_cache *c, const struct area *a);
 uint64_t cc__instr_block_of(const struct cc_instr *in, size_t i);
