@@ -541,12 +541,14 @@ START_TEST(a_threads_time_on_a_cpu_grows_only_while_it_runs)
 	}
 	struct timespec ts = { 0, 50000000 };
 	nanosleep(&ts, NULL);	/* asleep in pause() by now */
-	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run1, NULL), 0);
+	int rc1 = attach_thread_sched_ns(child, child, &run1, NULL);
 	nanosleep(&ts, NULL);
-	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run2, NULL), 0);
-	ck_assert_uint_eq(run2, run1);
-	kill(child, SIGKILL);
+	int rc2 = attach_thread_sched_ns(child, child, &run2, NULL);
+	kill(child, SIGKILL);	/* before any check: a failed one leaves no child */
 	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	ck_assert_int_eq(rc1, 0);
+	ck_assert_int_eq(rc2, 0);
+	ck_assert_uint_eq(run2, run1);
 	ck_assert_int_eq(attach_thread_sched_ns(child, child, &run2, NULL), -ENOENT);
 }
 END_TEST
