@@ -270,6 +270,10 @@ struct cc_patch_stats {
 	unsigned looks;		/* undo: brief stops of the world after the write,
 				 * to see every thread out of the code to free */
 	uint64_t look_max_ns;	/* the longest of them */
+	uint64_t prepare_ns;	/* instrument: its two stops of the world, whole
+				 * (the copy, the area, the rings' range and */
+	uint64_t install_ns;	/* memfd; then the threads and the entry, of
+				 * which stop_ns is the entry's write) */
 };
 
 /* How to patch. A redirection writes a jmp rel32 at the function's entry

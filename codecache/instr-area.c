@@ -29,69 +29,81 @@ static int remote(struct cc_instr *in, long nr, uint64_t a0, uint64_t a1, uint64
 	return 0;
 }
 
-/* memfd_create, ftruncate (by padrone's cab_ring__create_fd), mmap in the
- * target; padrone maps the same file through /proc/PID/fd/N. Inside the
- * install's stop, so without its memory (populate_later): allocating 1 MiB
- * there cost the target 0.8 ms; whoever consumes the ring populates it. */
-static int make_ring(struct cc_instr *in, struct ring *rg, uint64_t name, uint64_t at,
-		     bool kill_point)
+/* The options of every ring of the function. Made while the target runs
+ * and without their memory (populate_later): whoever consumes a ring
+ * populates it. */
+static struct cab_opts ring_opts(const struct cc_instr *in)
 {
-	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
-			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
-			       .consumer_timeout_ms = in->o.consumer_timeout_ms,
-			       .max_record_words = IS_GUARD_WORDS, .populate_later = true };
-	char path[64];
-	int64_t ret;
-	int rc;
+	return (struct cab_opts){ .sz = sizeof(struct cab_opts),
+				  .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
+				  .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
+				  .consumer_timeout_ms = in->o.consumer_timeout_ms,
+				  .max_record_words = IS_GUARD_WORDS, .populate_later = true };
+}
 
-	rg->target_fd = -1;
-	if ((rc = remote(in, SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0,
-			 &ret, "memfd_create")) < 0)
-		return rc;
-	rg->target_fd = (int)ret;
-	if (kill_point)
-		cc__instr_test_kill_point(in, "a ring's memfd made");
-	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, rg->target_fd);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot open %s: %s", path,
-				strerror(errno));
-	rc = cab_ring__create_fd(fd, &co, &rg->r);
-	close(fd);
+/* World stopped, the rings' range recorded: the one memfd all the rings
+ * live in, made inside the target (its name in the area). */
+int cc__instr_open_rings(struct cc_instr *in)
+{
+	uint64_t name_at = in->area->addr + (in->area->nrows + 1) * IS_ROW;
+	int64_t ret;
+	int rc = remote(in, SYS_memfd_create, name_at, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0,
+			0, &ret, "memfd_create");
+
 	if (rc < 0)
-		return cc__fail(in->c, CC_PHASE_ALLOCATE, rc, "ring for thread %d: %s", rg->tid,
-				cab_errmsg());
+		return rc;
+	in->rings_fd = (int)ret;
+	in->rings_fd_open = true;
+	return 0;
+}
+
+/* Ring i at slot i of the memfd, as it will be of the range in the target. */
+static int make_ring(struct cc_instr *in, int fd, size_t i)
+{
+	struct cab_opts co = ring_opts(in);
+	struct ring *rg = &in->rings[i];
 	struct cab_layout l;
+	int rc = cab_ring__create_at(fd, i * in->ring_stride, &co, &rg->r);
+
+	if (rc < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, rc, "ring %zu of %s: %s", i, in->name,
+				cab_errmsg());
 	cab_ring__layout(rg->r, &l);
 	if (l.total_bytes > in->ring_stride)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -EINVAL, "a ring of %" PRIu64 " bytes "
 				"in a slot of %" PRIu64, l.total_bytes, in->ring_stride);
-	/* over its slot of the range reserved (and recorded) for the rings */
-	if ((rc = remote(in, SYS_mmap, at, l.total_bytes, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED, (uint64_t)rg->target_fd, 0, &ret,
-			 "mmap of a ring")) < 0)
-		return rc;
-	rg->map = (uint64_t)ret;
+	rg->map = in->rings_at + i * in->ring_stride;
 	rg->len = l.total_bytes;
-	remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
-	rg->target_fd = -1;
 	return cab_ring__attach_producer(rg->r, in->c->pid) < 0 ?
 		cc__fail(in->c, CC_PHASE_ALLOCATE, -EBUSY, "%s", cab_errmsg()) : 0;
 }
 
-/* The rings out of the target: a memfd still open closed, the whole
- * range reserved for them unmapped. */
+/* World stopped: the memfd over the whole range reserved for the rings
+ * (one mmap: ring i lies at slot i of both), then closed in the target. */
+int cc__instr_map_rings(struct cc_instr *in)
+{
+	int64_t ret;
+	int rc = remote(in, SYS_mmap, in->rings_at, in->rings_size, PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_FIXED, (uint64_t)in->rings_fd, 0, &ret, "mmap of the rings");
+
+	if (rc < 0)
+		return rc;
+	remote(in, SYS_close, (uint64_t)in->rings_fd, 0, 0, 0, 0, 0, &ret, "close");
+	in->rings_fd_open = false;
+	return 0;
+}
+
+/* The rings out of the target: their memfd closed if still open, the
+ * whole range reserved for them unmapped. */
 void cc__instr_unmap_rings(struct cc_instr *in)
 {
 	int64_t ret;
 
-	for (size_t i = 0; i < in->nrings; i++) {
-		struct ring *rg = &in->rings[i];
-		if (rg->target_fd >= 0)
-			remote(in, SYS_close, (uint64_t)rg->target_fd, 0, 0, 0, 0, 0, &ret, "close");
-		rg->target_fd = -1;
-		rg->map = 0;
-	}
+	if (in->rings_fd_open)
+		remote(in, SYS_close, (uint64_t)in->rings_fd, 0, 0, 0, 0, 0, &ret, "close");
+	in->rings_fd_open = false;
+	for (size_t i = 0; i < in->nrings; i++)
+		in->rings[i].map = 0;
 	if (in->rings_at)
 		remote(in, SYS_munmap, in->rings_at, in->rings_size, 0, 0, 0, 0, &ret,
 		       "munmap of the rings");
@@ -104,10 +116,7 @@ void cc__instr_unmap_rings(struct cc_instr *in)
  * killed inside the install had mapped there. */
 int cc__instr_reserve_rings(struct cc_instr *in)
 {
-	struct cab_opts co = { .sz = sizeof co, .mode = in->sampling ? CAB_SAMPLING : CAB_EXHAUSTIVE,
-			       .chunk_bytes = in->o.chunk_bytes, .nchunks = in->o.nchunks,
-			       .consumer_timeout_ms = in->o.consumer_timeout_ms,
-			       .populate_later = true };	/* its layout only: never filled */
+	struct cab_opts co = ring_opts(in);	/* its layout only: never filled */
 	struct cab_ring *probe;
 	struct cab_layout l;
 	int64_t ret;
@@ -156,10 +165,9 @@ static uint64_t sink_row(const struct area *a)
 	return a->addr + a->nrows * IS_ROW;
 }
 
-/* Thread i's state block (the sink when rg is NULL); owner: the fs base
- * of the row's thread, 0 if none. */
-static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint64_t owner,
-		      uint8_t *blk)
+/* Thread i's state block (the sink when rg is NULL), no owner yet
+ * (cc__instr_write_owners). */
+static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self, uint8_t *blk)
 {
 	memset(blk, 0, IS_SIZE);
 	put_state(blk, IS_SELF, self);
@@ -167,8 +175,6 @@ static int fill_state(struct cc_instr *in, const struct ring *rg, uint64_t self,
 	put_state(blk, IS_AREA, in->area->addr);
 	put_state(blk, IS_AREA_SIZE, in->area->size);
 	put_state(blk, IS_SINK, sink_row(in->area));
-	put_state(blk, IS_OWNER, owner);
-	put_state(blk, IS_OWNER_PID, owner ? (uint64_t)in->area->own_pid : 0);
 	put_state(blk, IS_GATE, cc__instr_gate(in, !in->off));
 	for (size_t off = IS_JUNK_END; off < IS_SIZE; off += 8)
 		put_state(blk, off, CAB_MAGIC);
@@ -302,9 +308,10 @@ static uint64_t fs_base_of(struct attach_target *t, pid_t tid)
 	return attach_target__get_regs(t, tid, &regs) == 0 ? regs.fs_base : 0;
 }
 
-/* A new area: a row for each of these threads and the spares, the sink
- * row, the rings' name (world stopped). */
-int cc__instr_new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
+/* A new area (world stopped): a row for each of the nlive threads and
+ * the spares, the sink row, the rings' name. Rows are given to threads at
+ * the install's stop (cc__instr_take_rows). */
+int cc__instr_new_area(struct cc_instr *in, size_t nlive)
 {
 	static const char name[] = "padrone-ring";
 	size_t n = nlive + (in->o.spare_rings ? in->o.spare_rings : 4);
@@ -326,16 +333,29 @@ int cc__instr_new_area(struct cc_instr *in, const pid_t *tids, size_t nlive)
 	a->nrows = n;
 	a->size = (n + 1) * IS_ROW + 64;
 	a->taken[0] = true;
-	for (size_t i = 0; i < n; i++) {
-		a->tid[i] = i < nlive ? tids[i] : 0;
-		a->free[i] = i >= nlive;
-		a->owner[i] = i < nlive ? fs_base_of(in->c->t, tids[i]) : 0;
-	}
+	for (size_t i = 0; i < n; i++)
+		a->free[i] = true;
 	in->area = a;
 	in->section = 0;
 	if ((rc = cc_cache__alloc(in->c, CC_DATA, a->size, 64, in->fn.addr, &a->addr)) < 0)
 		return rc;
 	return cc_cache__write(in->c, a->addr + (n + 1) * IS_ROW, name, sizeof name);
+}
+
+/* World stopped, a new area: its rows to the threads there are now, in
+ * order; those past its rows (born since the area was made, more than its
+ * spares) get the sink (cc__instr_set_gs). How many rows were taken. */
+size_t cc__instr_take_rows(struct cc_instr *in, const pid_t *tids, size_t nlive)
+{
+	struct area *a = in->area;
+	size_t n = nlive < a->nrows ? nlive : a->nrows;
+
+	for (size_t i = 0; i < a->nrows; i++) {
+		a->tid[i] = i < n ? tids[i] : 0;
+		a->free[i] = i >= n;
+		a->owner[i] = i < n ? fs_base_of(in->c->t, tids[i]) : 0;
+	}
+	return n;
 }
 
 /* Joining the area of share: a free section. */
@@ -358,37 +378,65 @@ int cc__instr_join_area(struct cc_instr *in, const struct cc_instr *share)
 			"the most at once; uninstrument one first", IS_SECTIONS);
 }
 
-/* The function's rings, one per row, and its state blocks in every row
- * (world stopped). */
-int cc__instr_place_rings(struct cc_instr *in)
+/* The target running: the function's rings, one per row, made in the
+ * memfd (not yet mapped in the target), then its state blocks in every row
+ * (no thread reads them before the install: the entry still goes to the
+ * original; their owners come at the install's stop). */
+int cc__instr_make_rings(struct cc_instr *in)
 {
 	const struct area *a = in->area;
 	size_t n = a->nrows;
-	uint64_t name_at = a->addr + (n + 1) * IS_ROW;
+	char path[64];
 	int rc = 0;
 
 	if (!(in->rings = calloc(n, sizeof *in->rings)))
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, in->rings_fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot open %s: %s", path,
+				strerror(errno));
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		in->rings[i].tid = __atomic_load_n(&a->tid[i], __ATOMIC_ACQUIRE);
-		in->rings[i].target_fd = -1;
 		in->nrings++;
-		bool edge = i == 0 || i + 1 == n;	/* the first and last ring are tried */
-		if ((rc = make_ring(in, &in->rings[i], name_at, in->rings_at + i * in->ring_stride,
-				    edge)) < 0)
-			return rc;
-		if (edge)
-			cc__instr_test_kill_point(in, "a ring mapped");
+		rc = make_ring(in, fd, i);
 	}
+	/* the whole range, that the target's one mapping has no page past
+	 * the file's end; then neither side can resize it */
+	if (rc == 0 && (ftruncate(fd, (off_t)in->rings_size) < 0 ||
+			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0))
+		rc = cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot size the rings' memfd: %s",
+			      strerror(errno));
+	close(fd);
+	if (rc < 0)
+		return rc;
 	uint8_t *blk = malloc(IS_SIZE);
 	if (!blk)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
 	for (size_t i = 0; i <= n && rc == 0; i++)
 		if ((rc = fill_state(in, i < n ? &in->rings[i] : NULL, cc__instr_block_of(in, i),
-				     i < n ? a->owner[i] : 0, blk)) == 0)
+				     blk)) == 0)
 			rc = cc_cache__write(in->c, cc__instr_block_of(in, i), blk, IS_SIZE);
 	free(blk);
 	return rc;
+}
+
+/* World stopped: each row's owner in the function's block of the row, as
+ * the area has it now (threads came and went since the blocks were
+ * written). */
+int cc__instr_write_owners(struct cc_instr *in)
+{
+	const struct area *a = in->area;
+
+	for (size_t i = 0; i < a->nrows; i++) {
+		uint64_t blk = cc__instr_block_of(in, i), owner = a->owner[i];
+		uint64_t pid = owner ? (uint64_t)a->own_pid : 0;
+		int rc;
+		if ((rc = cc_cache__write(in->c, blk + IS_OWNER, &owner, sizeof owner)) < 0 ||
+		    (rc = cc_cache__write(in->c, blk + IS_OWNER_PID, &pid, sizeof pid)) < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* Every row's gate (the sink's and spare rows' too, so that a thread
@@ -433,18 +481,18 @@ bool cc_instr__on(const struct cc_instr *in)
 	return !in->off;
 }
 
-/* A new area: each thread's gs_base to its row. */
-int cc__instr_set_gs(struct cc_instr *in)
+/* A new area: each thread's gs_base to its row, those past the rows
+ * (tids[nrows..nlive)) to the sink. */
+int cc__instr_set_gs(struct cc_instr *in, const pid_t *tids, size_t nlive)
 {
 	const struct area *a = in->area;
 
-	for (size_t i = 0; i < a->nrows; i++) {
-		if (a->free[i])
-			continue;
-		int rc = attach_target__set_gs_base(in->c->t, a->tid[i], a->addr + i * IS_ROW);
+	for (size_t i = 0; i < nlive; i++) {
+		uint64_t row = i < a->nrows ? a->addr + i * IS_ROW : sink_row(a);
+		int rc = attach_target__set_gs_base(in->c->t, tids[i], row);
 		if (rc < 0)
 			return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "cannot set gs_base of thread "
-					"%d: %s", a->tid[i], attach_target__errmsg(in->c->t));
+					"%d: %s", tids[i], attach_target__errmsg(in->c->t));
 	}
 	return 0;
 }

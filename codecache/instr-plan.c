@@ -326,6 +326,28 @@ static const struct ci_insn *insn_at(const struct cc_instr *in, uint64_t pc)
 	return NULL;
 }
 
+/* Where in the unit a thread of the original can go straight into the
+ * copy: up to the instruction of its first capture kept in the block,
+ * included. Past it the commit would write a slot the copy never
+ * captured, a stale one. Slots the commit
+ * writes from their registers are right from anywhere: the steps taken
+ * since their capture point are the same in the original and the copy. */
+static void mark_entries(const struct unit *u, bool *enters)
+{
+	uint32_t upto = u->n;	/* the first instruction past a kept capture */
+
+	for (uint32_t c = 0; c < u->b.ncaps; c++) {
+		const struct rep_capture *cap = &u->b.caps[c];
+		if (u->direct >> cap->slot & 1)
+			continue;
+		uint32_t past = cap->insn + 1;
+		if (past < upto)
+			upto = past;
+	}
+	for (uint32_t j = 0; j < u->n; j++)
+		enters[u->first + j] = j < upto;
+}
+
 /* Each jump table's jmp is re-pointed at the copy (instr-jt.c) when it
  * jumps through a register; through memory it cannot be. */
 static int check_jump_tables(struct cc_instr *in)
@@ -373,10 +395,13 @@ int cc__instr_build_plan(struct cc_instr *in)
 	in->insn_at = calloc(in->ninsns, sizeof *in->insn_at);
 	in->insn_off = calloc(in->ninsns, sizeof *in->insn_off);
 	in->unit_start = calloc(in->ninsns, sizeof *in->unit_start);
-	if (!in->insn_at || !in->insn_off || !in->unit_start)
+	in->enters = calloc(in->ninsns, sizeof *in->enters);
+	if (!in->insn_at || !in->insn_off || !in->unit_start || !in->enters)
 		return cc__fail(in->c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < in->nunits; i++)
+	for (size_t i = 0; i < in->nunits; i++) {
 		in->unit_start[in->units[i].first] = true;
+		mark_entries(&in->units[i], in->enters);
+	}
 	for (size_t i = 0; i < in->ninsns; i++)
 		if (in->insns[i].kind == CI_LOOPLIKE && cfg_function__block_at(in->cfg,
 								   in->insns[i].target) >= 0)

@@ -125,7 +125,7 @@ void cc__instr_copy_map(const struct cc_instr *in, struct ci_map *m)
 	*m = (struct ci_map){ .func = in->fn.addr, .size = in->fn.size, .code = in->code,
 			      .units_end = in->stub_off, .insns = in->insns, .n = in->ninsns,
 			      .at = in->insn_at, .insn = in->insn_off,
-			      .unit_start = in->unit_start };
+			      .unit_start = in->unit_start, .enters = in->enters };
 }
 
 static int move_thread(struct cc_instr *in, const struct ci_map *m, pid_t tid, bool back,
@@ -177,7 +177,6 @@ static void move_threads_back(struct cc_instr *in, const pid_t *moved, size_t n)
 	}
 }
 
-/* World stopped: threads, gs, rings, state, the redirection. */
 /* Each unit's reservation as two restartable ranges, both restarting at
  * the read of the pointer: from it to the slow path's call of the stub
  * (included: the stub reads the pointer again), and the fast path's move. A
@@ -220,19 +219,10 @@ void cc__instr_forget_restart_ranges(struct cc_instr *in)
 	in->restartable = false;
 }
 
-/* World stopped: threads, gs, rings, state, the redirection. The code,
- * the area and the rings' (empty) range are made first and recorded in the
- * directory before any ring is mapped or any gs_base set, so that a padrone
- * killed at any point leaves either nothing in the target but free cache
- * blocks, or a record a later session's restore undoes whole
- * (cc__instr_undo_left). */
-static int install(struct cc_instr *in, struct cc_job *j)
+/* The threads now (world stopped), at most CI_MAX_THREADS. */
+static int list_threads(struct cc_instr *in, pid_t *tids)
 {
-	pid_t tids[CI_MAX_THREADS], moved[CI_MAX_THREADS];
-	size_t nmoved = 0;
-	uint64_t detour = 0;
-	size_t dsize = 0;
-	int n = attach_target__threads(in->c->t, tids, CI_MAX_THREADS), rc;
+	int n = attach_target__threads(in->c->t, tids, CI_MAX_THREADS);
 
 	if (n < 0)
 		return cc__fail(in->c, CC_PHASE_REDIRECT, n, "cannot list the threads of process %d",
@@ -240,62 +230,167 @@ static int install(struct cc_instr *in, struct cc_job *j)
 	if (n > (int)CI_MAX_THREADS)
 		return cc__fail(in->c, CC_PHASE_REDIRECT, -E2BIG, "process %d has %d threads; "
 				"instrumentation handles at most %u", in->c->pid, n, CI_MAX_THREADS);
+	return n;
+}
+
+/* Every thread's gs free (a new area) or in the area joined. */
+static int check_gs(struct cc_instr *in, bool fresh, const pid_t *tids, size_t n)
+{
+	return fresh ? cc__instr_check_gs(in, tids, n) : cc__instr_check_joined(in, tids, n);
+}
+
+/* The cache blocks the directory's record owns, and where the entry goes. */
+static size_t owned_blocks(const struct cc_instr *in, struct cc_dir_block owned[2], uint64_t *dest)
+{
+	owned[0] = (struct cc_dir_block){ in->code, in->code_size, CC_CODE, 0 };
+	owned[1] = (struct cc_dir_block){ in->detour, in->detour_size, CC_CODE, 0 };
+	*dest = in->code + in->gate_off;	/* on or off, as the threads' gate says */
+	return in->detour ? 2 : 1;
+}
+
+/* An install takes two stops of the world, and between them the rings
+ * are made with the target running (12 rings cost a stop of 10 ms when
+ * made inside it; a stop now costs about 1 ms).
+ *
+ * The first (prepare): the checks, the code, the area and the rings'
+ * (empty) range, recorded in the directory, then the rings' memfd, so that
+ * a padrone killed at any point leaves either nothing in the target but
+ * free cache blocks, or a record a later session's restore undoes whole
+ * (cc__instr_undo_left). No thread can reach any of it yet. */
+static int prepare(struct cc_instr *in, struct cc_job *j)
+{
+	pid_t tids[CI_MAX_THREADS];
+	int n = list_threads(in, tids), rc;
 	bool fresh = !in->area;	/* else joining (its section taken) */
-	if ((rc = fresh ? cc__instr_check_gs(in, tids, (size_t)n) : cc__instr_check_joined(in, tids, (size_t)n)) < 0 ||
+	uint64_t detour = 0, dest;
+	size_t dsize = 0;
+	struct cc_dir_block owned[2];
+
+	if (n < 0 || (rc = check_gs(in, fresh, tids, (size_t)n)) < 0 ||
 	    (rc = cc__job_place_detour(j, &detour, &dsize)) < 0)
-		return rc;
+		return n < 0 ? n : rc;
 	in->detour = detour;	/* before the code: the gate's off landing goes there */
 	in->detour_size = dsize;
 	if ((rc = cc__instr_place_code(in)) < 0 || (rc = cc__instr_restart_ranges(in)) < 0 ||
-	    (fresh && (rc = cc__instr_new_area(in, tids, (size_t)n)) < 0) ||
+	    (fresh && (rc = cc__instr_new_area(in, (size_t)n)) < 0) ||
 	    (rc = cc__instr_reserve_rings(in)) < 0)
 		return rc;
 	cc__instr_test_kill_point(in, "code, area and the rings' range made");
 	/* the area is freed with the last function, not with this one; the
 	 * record names it, and the rings' range, for a later session */
-	struct cc_dir_block owned[2] = {
-		{ in->code, in->code_size, CC_CODE, 0 },
-		{ detour, dsize, CC_CODE, 0 },
-	};
-	uint64_t dest = in->code + in->gate_off;	/* on or off, as the threads' gate says */
+	size_t nowned = owned_blocks(in, owned, &dest);
 	cc__job_set_instr(j, in->area->addr, in->area->size, in->rings_at, in->rings_size);
-	if ((rc = cc__job_record(j, dest, detour, owned, detour ? 2 : 1, cc__instr_block_of(in, 0))) < 0)
+	if ((rc = cc__job_record(j, dest, detour, owned, nowned, cc__instr_block_of(in, 0))) < 0)
 		return rc;
 	cc__instr_test_kill_point(in, "recorded");
-	if ((rc = cc__instr_place_rings(in)) == 0) {
-		cc__instr_test_kill_point(in, "rings and state blocks written");
-		rc = fresh ? cc__instr_set_gs(in) : 0;
-	}
+	if ((rc = cc__instr_open_rings(in)) == 0)
+		cc__instr_test_kill_point(in, "the rings' memfd made");
+	return rc;
+}
+
+/* The threads inside, their rows and gs_base, the entry: all or nothing. */
+static int install_threads(struct cc_instr *in, struct cc_job *j, bool fresh, const pid_t *tids,
+			   size_t n)
+{
+	pid_t moved[CI_MAX_THREADS];
+	size_t nmoved = 0;
+	struct cc_dir_block owned[2];
+	uint64_t dest;
+	size_t nowned = owned_blocks(in, owned, &dest);
+	int rc = 0;
+
+	if (fresh && cc__instr_take_rows(in, tids, n) < n)
+		cc__job_say(j, "%zu thread%s born since the state area was made have no ring: "
+			    "their units are not recorded", n - in->area->nrows,
+			    n - in->area->nrows == 1 ? "" : "s");
+	if ((rc = cc__instr_write_owners(in)) == 0 && fresh)
+		rc = cc__instr_set_gs(in, tids, n);
 	if (rc == 0) {
 		cc__instr_test_kill_point(in, "gs_base set");
-		rc = move_threads_in(in, tids, (size_t)n, moved, &nmoved);
+		rc = move_threads_in(in, tids, n, moved, &nmoved);
 	}
 	if (rc == 0) {
 		cc__instr_test_kill_point(in, "threads moved in");
-		rc = cc__job_apply(j, dest, detour, owned, detour ? 2 : 1, cc__instr_block_of(in, 0), NULL);
+		rc = cc__job_apply(j, dest, in->detour, owned, nowned, cc__instr_block_of(in, 0), NULL);
 	}
-	if (rc == 0 && nmoved) {
+	if (rc < 0) {
+		move_threads_back(in, moved, nmoved);
+		if (fresh)
+			cc__instr_reset_gs(in->c, in->area);
+		return rc;
+	}
+	if (nmoved) {
 		cc__job_add_moved(j, (unsigned)nmoved);
 		cc__job_say(j, "moved %zu thread%s inside %s into its instrumented copy", nmoved,
 			    nmoved == 1 ? "" : "s", in->name);
 	}
-	if (rc == 0) {
-		in->installed = true;
-		atomic_store(&in->area->member[in->section], in);
-		for (size_t i = 0; i < in->nrings; i++)	/* rows given while it was made */
-			__atomic_store_n(&in->rings[i].tid,
-					 __atomic_load_n(&in->area->tid[i], __ATOMIC_ACQUIRE),
-					 __ATOMIC_RELEASE);
-		if (in->o.publish)
-			atomic_store(in->o.publish, in);
-		cc__instr_test_kill_point(in, "installed");
+	return 0;
+}
+
+/* The second stop (install): the rings mapped, then the threads' rows and
+ * gs_base, the threads inside moved in and the entry written. */
+static int install(struct cc_instr *in, struct cc_job *j)
+{
+	pid_t tids[CI_MAX_THREADS];
+	int n = list_threads(in, tids), rc;
+	bool fresh = !in->o.share;	/* the area made by prepare, not joined */
+
+	if (n < 0 || (rc = check_gs(in, fresh, tids, (size_t)n)) < 0)
+		return n < 0 ? n : rc;
+	if ((rc = cc__instr_map_rings(in)) < 0)
+		return rc;
+	cc__instr_test_kill_point(in, "the rings mapped");
+	if ((rc = install_threads(in, j, fresh, tids, (size_t)n)) < 0)
+		return rc;
+	in->installed = true;
+	atomic_store(&in->area->member[in->section], in);
+	for (size_t i = 0; i < in->nrings; i++)	/* rows given while it was made */
+		__atomic_store_n(&in->rings[i].tid, __atomic_load_n(&in->area->tid[i], __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELEASE);
+	if (in->o.publish)
+		atomic_store(in->o.publish, in);
+	cc__instr_test_kill_point(in, "installed");
+	return 0;
+}
+
+/* Each stop runs on the tracer thread, where the ptrace requests of the
+ * many steps inside it go without a round trip to another thread (and at
+ * its real-time priority). */
+struct stopped {
+	struct cc_instr *in;
+	struct cc_job *j;
+	int (*fn)(struct cc_instr *, struct cc_job *);
+	uint64_t *pause_ns;	/* the stop's, whole, if not inside another */
+	bool ran;
+};
+
+static int run_stopped(struct attach_target *t, void *arg)
+{
+	struct stopped *s = arg;
+	bool outer = !attach_target__is_stopped(t);
+	int rc = attach_target__stop(t);
+
+	s->ran = true;
+	if (rc < 0)
+		return cc__fail(s->in->c, CC_PHASE_REDIRECT, rc, "cannot stop process %d: %s",
+				s->in->c->pid, attach_target__errmsg(t));
+	rc = s->fn(s->in, s->j);
+	if (attach_target__resume(t) == 0 && outer) {
+		struct attach_pause_stats ps;
+		attach_target__pause_stats(t, &ps);
+		*s->pause_ns = ps.last_ns;
 	}
-	if (rc < 0) {
-		move_threads_back(in, moved, nmoved);
-		cc__instr_forget_restart_ranges(in);
-		if (fresh && in->area)
-			cc__instr_reset_gs(in->c, in->area);
-	}
+	return rc;
+}
+
+static int in_one_stop(struct cc_instr *in, struct cc_job *j,
+		       int (*fn)(struct cc_instr *, struct cc_job *), uint64_t *pause_ns)
+{
+	struct stopped s = { in, j, fn, pause_ns, false };
+	int rc = attach_target__call(in->c->t, run_stopped, &s);
+
+	if (rc < 0 && !s.ran)	/* padrone no longer attached */
+		return cc__fail(in->c, CC_PHASE_REDIRECT, rc, "%s", attach_target__errmsg(in->c->t));
 	return rc;
 }
 
@@ -347,6 +442,7 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 	in->c = c;
 	in->t = c->t;
+	in->rings_fd = -1;
 	in->o = (struct cc_instr_opts){ .sz = sizeof in->o };
 	if (opts)
 		memcpy(&in->o, opts, opts->sz < sizeof in->o ? opts->sz : sizeof in->o);
@@ -363,19 +459,22 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 				    .source = source, .stats = in->o.stats };
 	if ((rc = cc__job_new(c, &in->fn, CC_REDIR_REPLACE, &po, &j)) < 0)
 		goto err;
-	if ((rc = attach_target__stop(c->t)) < 0) {
-		rc = cc__fail(c, CC_PHASE_REDIRECT, rc, "cannot stop process %d: %s", c->pid,
-			      attach_target__errmsg(c->t));
+	uint64_t prepare_ns = 0, install_ns = 0;
+	if ((rc = in_one_stop(in, j, prepare, &prepare_ns)) < 0 ||
+	    (rc = cc__instr_make_rings(in)) < 0)
 		goto err;
+	cc__instr_test_kill_point(in, "rings and state blocks written");
+	if ((rc = in_one_stop(in, j, install, &install_ns)) < 0)
+		goto err;
+	cc__job_free(j);	/* (its stats: the entry's write) */
+	if (in->o.stats) {
+		in->o.stats->prepare_ns = prepare_ns;
+		in->o.stats->install_ns = install_ns;
 	}
-	rc = install(in, j);
-	attach_target__resume(c->t);
-	if (rc < 0)
-		goto err;
-	cc__job_free(j);
 	*out = in;
 	return 0;
 err:
+	cc__instr_forget_restart_ranges(in);	/* no thread runs the copy */
 	undo_alloc(in, j);
 	cc__job_free(j);
 	cc_instr__free(in);
@@ -440,6 +539,7 @@ void cc_instr__free(struct cc_instr *in)
 	free(in->insn_at);
 	free(in->insn_off);
 	free(in->unit_start);
+	free(in->enters);
 	rep_table__free(in->table);
 	cfg_function__free(in->cfg);
 	free(in);

@@ -57,6 +57,7 @@ struct ci_map {
 	size_t n;
 	const uint64_t *at, *insn;	/* offsets in the copy */
 	const bool *unit_start;
+	const bool *enters;	/* per instruction: cc_instr.enters */
 };
 /* World stopped. A thread in the original function is moved to the copy:
  * stepped first (never over a system call) to where its unit begins, so
@@ -126,7 +127,6 @@ struct unit {
 
 struct ring {
 	pid_t tid;		/* writing it now, or last (atomic: read by consumers) */
-	int target_fd;
 	uint64_t map, len;	/* in the target */
 	struct cab_ring *r;
 };
@@ -162,6 +162,11 @@ struct cc_instr {
 	uint64_t *insn_at, *insn_off;	/* per instruction: where its captures and
 					 * its relocated copy begin (instr-move.c) */
 	bool *unit_start;
+	bool *enters;		/* per instruction: a thread there in the original
+				 * may go straight to its place in the copy
+				 * (insn_at): no capture its unit keeps in the
+				 * block comes before it, so the unit's commit
+				 * writes the unit whole and right */
 	struct unit *units;
 	size_t nunits;
 	bool repeats;		/* a unit has carried slots: every commit keeps
@@ -177,7 +182,10 @@ struct cc_instr {
 	size_t nrings;
 	uint64_t rings_at, rings_size;	/* the range reserved for them in the target */
 	uint64_t detour, detour_size;	/* the entry's relocated first bytes */
-	uint64_t ring_stride;		/* ring i is mapped at rings_at + i * ring_stride */
+	uint64_t ring_stride;		/* ring i is at rings_at + i * ring_stride, and at
+					 * i * ring_stride of their one memfd */
+	int rings_fd;			/* the memfd's fd in the target, while open there */
+	bool rings_fd_open;
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed;
@@ -212,12 +220,16 @@ bool cc__instr_transfers(const struct ci_insn *ci);
 /* instr-area.c */
 int cc__instr_check_gs(struct cc_instr *in, const pid_t *tids, size_t n);
 int cc__instr_check_joined(struct cc_instr *in, const pid_t *tids, size_t n);
-int cc__instr_new_area(struct cc_instr *in, const pid_t *tids, size_t nlive);
+int cc__instr_new_area(struct cc_instr *in, size_t nlive);
+size_t cc__instr_take_rows(struct cc_instr *in, const pid_t *tids, size_t nlive);
 int cc__instr_join_area(struct cc_instr *in, const struct cc_instr *share);
 int cc__instr_reserve_rings(struct cc_instr *in);
-int cc__instr_place_rings(struct cc_instr *in);
+int cc__instr_open_rings(struct cc_instr *in);
+int cc__instr_make_rings(struct cc_instr *in);
+int cc__instr_map_rings(struct cc_instr *in);
+int cc__instr_write_owners(struct cc_instr *in);
 void cc__instr_unmap_rings(struct cc_instr *in);
-int cc__instr_set_gs(struct cc_instr *in);
+int cc__instr_set_gs(struct cc_instr *in, const pid_t *tids, size_t nlive);
 void cc__instr_reset_gs(struct cc_cache *c, const struct area *a);
 uint64_t cc__instr_block_of(const struct cc_instr *in, size_t i);
 

@@ -12,6 +12,7 @@
 #include "util/util.h"
 
 #include <stdarg.h>
+#include <sys/types.h>
 
 #define CAB_RING_MAGIC 0x31474e4952424143ULL	/* "CABRING1" */
 #define CAB_RING_VERSION 1
@@ -72,6 +73,7 @@ struct cab_meta {
 
 struct cab_ring {
 	int fd;
+	off_t file_off;		/* where in fd the ring starts (page aligned) */
 	void *map;
 	size_t map_len;
 	struct cab_shared *sh;

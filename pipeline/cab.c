@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -192,7 +193,8 @@ static int ring_map(struct cab_ring *r, const struct geom *g)
 {
 	int populate = g->o.populate_later ? 0 : MAP_POPULATE;
 
-	r->map = mmap(NULL, g->total, PROT_READ | PROT_WRITE, MAP_SHARED | populate, r->fd, 0);
+	r->map = mmap(NULL, g->total, PROT_READ | PROT_WRITE, MAP_SHARED | populate, r->fd,
+		      r->file_off);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;
 		return cab__fail(-errno, "mmap ring (%zu bytes): %s", g->total, strerror(errno));
@@ -214,7 +216,11 @@ int cab_ring__create(const struct cab_opts *opts, struct cab_ring **out)
 	return rc;
 }
 
-int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **out)
+/* The ring at offset of fd, whose bytes there were never written when the
+ * file is no longer than offset (they read as zeros: only the guards'
+ * pages need touching); the file grown to hold it. */
+static int create_in(int fd, off_t offset, bool seal, const struct cab_opts *opts,
+		     struct cab_ring **out)
 {
 	struct geom g;
 	int rc = geom_from_opts(opts, &g);
@@ -222,17 +228,26 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 	*out = NULL;
 	if (rc)
 		return rc;
+	if (offset < 0 || offset % sysconf(_SC_PAGESIZE))
+		return cab__fail(-EINVAL, "a ring at offset %lld of its file: not a page boundary",
+				 (long long)offset);
 	struct cab_ring *r;
 	struct stat st;
 	if ((rc = ring_new(fd, &r)) < 0)
 		goto err;
-	bool fresh = fstat(r->fd, &st) == 0 && st.st_size == 0;	/* all zeros once sized */
-	if (ftruncate(r->fd, (off_t)g.total) < 0) {
-		rc = cab__fail(-errno, "ftruncate memfd to %zu bytes: %s", g.total, strerror(errno));
+	r->file_off = offset;
+	if (fstat(r->fd, &st) < 0) {
+		rc = cab__fail(-errno, "fstat ring fd %d: %s", fd, strerror(errno));
+		goto err;
+	}
+	bool fresh = st.st_size <= offset;
+	if (st.st_size < offset + (off_t)g.total && ftruncate(r->fd, offset + (off_t)g.total) < 0) {
+		rc = cab__fail(-errno, "ftruncate memfd to %lld bytes: %s",
+			       (long long)(offset + (off_t)g.total), strerror(errno));
 		goto err;
 	}
 	/* Neither side can resize it under the other (a shrink would SIGBUS). */
-	if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+	if (seal && fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		rc = cab__fail(-errno, "sealing memfd: %s", strerror(errno));
 		goto err;
 	}
@@ -269,6 +284,19 @@ int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **o
 err:
 	cab_ring__close(r);
 	return rc;
+}
+
+int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **out)
+{
+	return create_in(fd, 0, true, opts, out);
+}
+
+int cab_ring__create_at(int fd, uint64_t offset, const struct cab_opts *opts,
+			struct cab_ring **out)
+{
+	if (offset > (uint64_t)INT64_MAX / 2)
+		return cab__fail(-EINVAL, "a ring at offset %" PRIu64 " of its file", offset);
+	return create_in(fd, (off_t)offset, false, opts, out);
 }
 
 int cab_ring__open(int fd, struct cab_ring **out)
@@ -451,7 +479,7 @@ int cab_ring__release_data(struct cab_ring *r)
 	/* exactly the chunks: their whole pages freed, a page they share with
 	 * the line of MAGIC after them zeroed up to it (the guards inside the
 	 * chunks go too: no producer writes here again) */
-	off_t at = (off_t)((char *)r->data - (char *)r->map);
+	off_t at = r->file_off + (off_t)((char *)r->data - (char *)r->map);
 	off_t len = (off_t)r->nchunks * r->chunk_words * 8;
 	if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, len) < 0)
 		return cab__fail(-errno, "cannot give the ring's pages back: %s", strerror(errno));

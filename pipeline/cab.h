@@ -194,6 +194,12 @@ int cab_ring__open(int fd, struct cab_ring **out);
  * opened through /proc/PID/fd/N): sized, sealed if it allows sealing, mapped
  * and laid out as cab_ring__create does. The fd is dup'ed. */
 int cab_ring__create_fd(int fd, const struct cab_opts *opts, struct cab_ring **out);
+/* Several rings in one file: this one at offset (a page boundary) of fd,
+ * a memfd never written from offset on; the file is grown to hold it but
+ * not sealed (the caller seals it once every ring is made). Mapped and
+ * laid out as cab_ring__create_fd does; the fd is dup'ed. */
+int cab_ring__create_at(int fd, uint64_t offset, const struct cab_opts *opts,
+			struct cab_ring **out);
 
 /* Where a producer that is not this library (code in another process,
  * written in assembly) finds what cab_producer__slow uses: byte offsets in

@@ -223,9 +223,20 @@ static void progresses(struct live *l, long before)
 	ck_assert_msg(calls > before, "the target made no progress past %ld calls", before);
 }
 
-/* Mappings of the rings in the target: how many, and whether all are
- * read-write, shared, not executable. */
-static int rings_mapped(pid_t pid, bool *all_rw)
+/* The slot a ring of in takes in the target (its size in whole pages). */
+static uint64_t ring_slot(const struct cc_instr *in)
+{
+	struct cab_layout l;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	cab_ring__layout(cc_instr__ring(in, 0, NULL), &l);
+	return (l.total_bytes + page - 1) / page * page;
+}
+
+/* The rings mapped in the target (one mapping holds a function's rings,
+ * a slot each): how many, and whether all are read-write, shared, not
+ * executable. */
+static int rings_mapped(pid_t pid, uint64_t slot, bool *all_rw)
 {
 	char path[64], line[512];
 	int n = 0;
@@ -236,9 +247,12 @@ static int rings_mapped(pid_t pid, bool *all_rw)
 	*all_rw = true;
 	while (fgets(line, sizeof line, f))
 		if (strstr(line, "memfd:padrone-ring")) {
-			n++;
 			char perms[8];
-			ck_assert_int_eq(sscanf(line, "%*s %7s", perms), 1);
+			uint64_t lo, hi;
+			ck_assert_int_eq(sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi, perms), 3);
+			ck_assert_msg((hi - lo) % slot == 0, "rings mapped in %" PRIu64 " bytes, "
+				      "not whole slots of %" PRIu64, hi - lo, slot);
+			n += (int)((hi - lo) / slot);
 			*all_rw &= strcmp(perms, "rw-s") == 0;
 		}
 	fclose(f);
@@ -319,7 +333,8 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	ck_assert_uint_ge(calls_seen(ss + 1, l.nthreads), 200);
 	alive(&l);
 	bool rw;
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)nr);
+	uint64_t slot = ring_slot(in);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), (int)nr);
 	ck_assert_msg(rw, "a ring is mapped other than rw-s in the target");
 	/* the gate's count of each thread's calls: at least the whole calls
 	 * recovered so far (the first may have begun before the copy, moved
@@ -334,7 +349,7 @@ START_TEST(the_recovered_stream_is_the_kernels_exactly)
 	rc = cc_cache__uninstrument(l.c, in, &po);
 	ck_assert_msg(rc == 0, "%s", cc_cache__errmsg(l.c));
 	ck_assert(!st.kept_code);
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), 0);
 	for (size_t i = 0; i < nr; i++) {
 		struct stream *s = &ss[i];
 		for (int w = 0; w < 1000 && !cab_consumer__eof(s->cons); w++) {
@@ -502,14 +517,28 @@ struct one_call {
 	uint64_t entry;
 	struct rep_ref *refs;
 	size_t n, cap;
+	bool keep_tail;		/* also what comes before the first entry */
+	struct rep_ref *tail;
+	size_t ntail, tail_cap;
 	int state;		/* 0 before the first entry, 1 inside, 2 done */
 	struct cab_consumer *cons;
 	struct rep_recover *rec;
 	uint64_t repeats;	/* repeat units the ring carried */
+	uint64_t spoiled;	/* units recovery dropped as spoiled */
 	volatile int stop;
 	struct cc_instr *in;	/* the copy recorded from */
 	pthread_t th;		/* its consumer */
 };
+
+static void append_ref(struct rep_ref **v, size_t *n, size_t *cap, const struct rep_ref *r)
+{
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 1 << 16;
+		*v = realloc(*v, *cap * sizeof **v);
+		ck_assert_ptr_nonnull(*v);
+	}
+	(*v)[(*n)++] = *r;
+}
 
 static void record(void *arg, const struct rep_ref *refs, size_t n)
 {
@@ -518,14 +547,10 @@ static void record(void *arg, const struct rep_ref *refs, size_t n)
 	for (size_t k = 0; k < n && c->state < 2; k++) {
 		if (refs[k].type == REP_REF_INSTR && refs[k].pc == c->entry)
 			__atomic_store_n(&c->state, c->state + 1, __ATOMIC_RELEASE);
-		if (c->state != 1)
-			continue;
-		if (c->n == c->cap) {
-			c->cap = c->cap ? 2 * c->cap : 1 << 16;
-			c->refs = realloc(c->refs, c->cap * sizeof *c->refs);
-			ck_assert_ptr_nonnull(c->refs);
-		}
-		c->refs[c->n++] = refs[k];
+		if (c->state == 0 && c->keep_tail)
+			append_ref(&c->tail, &c->ntail, &c->tail_cap, &refs[k]);
+		if (c->state == 1)
+			append_ref(&c->refs, &c->n, &c->cap, &refs[k]);
 	}
 }
 
@@ -549,16 +574,25 @@ static void *consume_call(void *arg)
 
 /* Instrument f (with the plain plan or PiPA's) and record until the first
  * whole call of the target's one thread is in c; the copy stays. */
+static void consume_first_call(struct live *l, struct one_call *c);
+
 static void record_first_call(struct live *l, const struct cc_func *f, bool plain,
 			      struct one_call *c)
 {
 	struct cc_instr_opts o = { .sz = sizeof o, .plain_plan = plain };
-	pid_t tid;
 
 	memset(c, 0, sizeof *c);
 	c->entry = f->addr;
 	ck_assert_msg(cc_cache__instrument(l->c, f, &o, &c->in) == 0, "%s",
 		      cc_cache__errmsg(l->c));
+	consume_first_call(l, c);
+}
+
+/* c->in's ring of the one thread read until its first whole call is in. */
+static void consume_first_call(struct live *l, struct one_call *c)
+{
+	pid_t tid;
+
 	/* the one thread's ring first, then the spares nobody has taken */
 	ck_assert_uint_ge(cc_instr__thread_count(c->in), 1);
 	ck_assert_int_eq(rep_recover__new(cc_instr__table(c->in), record, c, &c->rec), 0);
@@ -580,6 +614,9 @@ static void stop_recording(struct live *l, struct one_call *c)
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 	c->stop = 1;
 	pthread_join(c->th, NULL);
+	struct rep_recover_stats rs;
+	rep_recover__stats(c->rec, &rs);
+	c->spoiled = rs.spoiled;
 	cab_consumer__close(c->cons);
 	rep_recover__free(c->rec);
 	cc_instr__free(c->in);
@@ -655,6 +692,114 @@ START_TEST(pipas_plan_recovers_what_the_plain_plan_stores)
 			      pipa.repeats);
 	free(pipa.refs);
 	free(plain.refs);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
+/* The one thread of a live target stopped inside f, then stepped steps
+ * instructions further without leaving it (the world left stopped); its
+ * pc. */
+static uint64_t stop_inside(struct live *l, const struct cc_func *f, int steps)
+{
+	struct user_regs_struct regs;
+
+	for (int tries = 0; tries < 5000; tries++) {
+		ck_assert_int_eq(attach_target__stop(l->t), 0);
+		bool inside = true;
+		for (int k = 0; k <= steps && inside; k++) {
+			if (k)
+				ck_assert_int_eq(attach_target__step(l->t, l->p.pid), 0);
+			ck_assert_int_eq(attach_target__get_regs(l->t, l->p.pid, &regs), 0);
+			inside = regs.rip >= f->addr && regs.rip < f->addr + f->size;
+		}
+		if (inside)
+			return regs.rip;
+		ck_assert_int_eq(attach_target__resume(l->t), 0);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	ck_abort_msg("the thread was never stopped inside %s", f->name);
+	return 0;
+}
+
+/* References a (recorded after a thread was moved in at +at) the same as
+ * b, one by one. */
+static void same_refs(const char *kernel, uint64_t at, const struct rep_ref *a,
+		      const struct rep_ref *b, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		ck_assert_msg(a[k].pc == b[k].pc && a[k].addr == b[k].addr &&
+			      a[k].size == b[k].size && a[k].type == b[k].type, "%s, the thread "
+			      "moved in at +%" PRIu64 ": reference %zu of %zu: pc 0x%" PRIx64 " addr 0x%"
+			      PRIx64 ", a whole call's pc 0x%" PRIx64 " addr 0x%" PRIx64, kernel, at,
+			      k, n, a[k].pc, a[k].addr, b[k].pc, b[k].addr);
+}
+
+/* A thread inside the function at the install goes into the copy where it
+ * is when no capture its unit keeps in the state block comes before (the
+ * unit is then written whole), else it is stepped to its next unit first:
+ * either way what it records from there is exactly the rest of the call it
+ * was in (every call of an oracle kernel makes the same references; in the
+ * entry's unit, a whole call), then whole calls, with no unit lost as
+ * spoiled. Tried at 24 places in turn, on each kernel;
+ * some are in the middle of a unit. (The kernel interrupts a rep string
+ * instruction between its iterations: a thread stopped at one may have
+ * done part of it in the original, which its unit then lacks; there only
+ * the loss is checked.) */
+START_TEST(a_thread_anywhere_in_the_function_records_the_rest_of_its_call_right)
+{
+	const char *kernel = oracle_kernels[_i];
+	struct live l;
+	int middle = 0;
+
+	start_oracle(&l, kernel);
+	struct cc_func f = func(&l, kernel);
+	struct one_call whole, part;
+	first_call(&l, &f, false, &whole);
+	for (int place = 0; place < 24; place++) {
+		struct cc_patch_stats st = { 0 };
+		struct cc_instr_opts o = { .sz = sizeof o, .stats = &st };
+		struct ci_map m;
+		uint64_t pc = stop_inside(&l, &f, place % 6);
+		memset(&part, 0, sizeof part);
+		part.entry = f.addr;
+		part.keep_tail = true;
+		ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &part.in) == 0, "%s",
+			      cc_cache__errmsg(l.c));
+		/* (not when stepped into a callee: the call ends in the original) */
+		ck_assert_uint_le(st.moved, 1);
+		cc__instr_copy_map(part.in, &m);
+		bool half_done = false;	/* a rep string instruction, maybe half done */
+		for (size_t i = 0; i < m.n; i++) {
+			if (m.insns[i].pc != pc)
+				continue;
+			middle += st.moved && m.enters[i] && !m.unit_start[i];
+			for (uint32_t k = 0; k < m.insns[i].rep.nops; k++)
+				half_done |= m.insns[i].rep.ops[k].count != REP_REG_NONE;
+		}
+		ck_assert_int_eq(attach_target__resume(l.t), 0);
+		consume_first_call(&l, &part);
+		stop_recording(&l, &part);
+		ck_assert_msg(part.spoiled == 0, "%s, the thread at 0x%" PRIx64 ": %" PRIu64
+			      " units spoiled", kernel, pc, part.spoiled);
+		/* in the entry's unit, that unit is written whole: a whole call */
+		ck_assert(st.moved || part.ntail == 0);
+		ck_assert_msg(part.ntail <= whole.n, "%s, the thread at %s+%" PRIu64 ": %zu "
+			      "references before the next call (a call makes %zu)", kernel, kernel,
+			      pc - f.addr, part.ntail, whole.n);
+		if (!half_done)
+			same_refs(kernel, pc - f.addr, part.tail, whole.refs + whole.n - part.ntail,
+				  part.ntail);
+		if (part.ntail || !half_done) {
+			ck_assert_uint_eq(part.n, whole.n);
+			same_refs(kernel, pc - f.addr, part.refs, whole.refs, whole.n);
+		}
+		free(part.refs);
+		free(part.tail);
+		alive(&l);
+	}
+	ck_assert_msg(middle > 0, "%s: the thread was never moved in the middle of a unit", kernel);
+	free(whole.refs);
 	progresses(&l, alive(&l));
 	end(&l);
 }
@@ -814,7 +959,9 @@ START_TEST(two_functions_at_once_each_record_exactly_and_go_one_by_one)
 	 * spares: the second function has a ring for each row of the first */
 	ck_assert_uint_ge(na, l.nthreads + 1 + SPARES);
 	ck_assert_uint_eq(nm, na);
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)(na + nm));
+	uint64_t slot = ring_slot(a);
+	ck_assert_int_eq(ring_slot(m), slot);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), (int)(na + nm));
 	long born = -1, first = -1;	/* five short-lived threads born meanwhile */
 	for (int i = 0; i < 1000 && (first < 0 || born < first + 5); i++) {
 		ck_assert_msg(tu_wait_for(&l.p, "churned ", line, sizeof line, 10000) >= 0, "no churn");
@@ -828,7 +975,7 @@ START_TEST(two_functions_at_once_each_record_exactly_and_go_one_by_one)
 	close_streams(sm, nm);
 	ck_assert_int_eq(attach_target__read(l.t, fm.addr, now, 32), 32);
 	ck_assert_mem_eq(now, orig_m, 32);
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), (int)na);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), (int)na);
 	/* axpy's copy goes on recording alone */
 	wait_calls(sa, l.nthreads, calls_seen(sa + 1, l.nthreads) + 100, "axpy alone");
 	alive(&l);
@@ -836,7 +983,7 @@ START_TEST(two_functions_at_once_each_record_exactly_and_go_one_by_one)
 	close_streams(sa, na);
 	ck_assert_int_eq(attach_target__read(l.t, fa.addr, now, 32), 32);
 	ck_assert_mem_eq(now, orig_a, 32);
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), 0);
 	atomic_store(&published, NULL);
 	cc_instr__free(m);
 	cc_instr__free(a);
@@ -874,6 +1021,7 @@ START_TEST(threads_looping_inside_the_function_are_moved_in_and_out)
 	ck_assert_msg(st.moved >= l.nthreads, "%u threads moved into the copy, not the %zu in "
 		      "spin", st.moved, l.nthreads);
 	size_t nr = open_streams(&l, in, ss);
+	uint64_t slot = ring_slot(in);
 	/* each looping thread recorded whole passes */
 	for (int w = 0; w < 3000 && calls_seen(ss + 1, l.nthreads) < 20; w++)
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
@@ -886,7 +1034,7 @@ START_TEST(threads_looping_inside_the_function_are_moved_in_and_out)
 				    .report_size = sizeof said };
 	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
 	ck_assert_msg(!us.kept_code, "the copy was kept (%u looks): %s", us.looks, said);
-	ck_assert_int_eq(rings_mapped(l.p.pid, &rw), 0);
+	ck_assert_int_eq(rings_mapped(l.p.pid, slot, &rw), 0);
 	for (size_t i = 0; i < nr; i++)
 		close_stream(&ss[i]);
 	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
@@ -1750,6 +1898,8 @@ Suite *s = suite_create("instr");
 	tcase_add_test(tc, short_lived_threads_record_every_unit_into_rings_of_their_own);
 	tcase_add_test(tc, a_jump_table_is_re_pointed_at_the_copy);
 	tcase_add_loop_test(tc, pipas_plan_recovers_what_the_plain_plan_stores, 0, 5);
+	tcase_add_loop_test(tc, a_thread_anywhere_in_the_function_records_the_rest_of_its_call_right,
+			    0, 5);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
 	tcase_add_test(tc, a_thread_waiting_for_a_live_consumer_drops_once_told_not_to_wait);

@@ -3,8 +3,10 @@
 # (PADRONE_TEST_KILL_AT=K: it kills itself at the K-th, as a kill from
 # outside landing just there would): after the code, the state area and
 # the rings' range were made, after the directory recorded them, after
-# the first and the last ring's memfd and mapping, after the state blocks,
-# after the threads' gs_base, after the threads were moved into the copy,
+# the rings' memfd was made, after the rings and the state blocks were
+# written (the target running between the install's two stops), after the
+# rings were mapped, after the threads' gs_base, after the threads were
+# moved into the copy,
 # once installed, and (the one-shot padrone uninstruments at detach) once
 # the threads' gs_base and the rings were taken out but the directory
 # still records the copy (the state area is freed only after the record
@@ -49,7 +51,7 @@ check "the install and its undo went through every point ($((k - 1)) killed, at 
 # Killed inside one of the system calls the install runs in the target
 # (PADRONE_TEST_KILL_IN_SYSCALL=K: at the K-th point among before a call,
 # at its entry, at its exit, between its mask and its registers put back;
-# every 7th, so that each kind comes round): the thread goes on where it
+# every 3rd, so that each kind comes round): the thread goes on where it
 # was, and a later restore leaves nothing.
 run un "$padrone" -p "$pid" restore axpy
 k=1 killed=0
@@ -60,7 +62,7 @@ while [ $k -lt 1000 ]; do
 	check "killed at point $k of the install's system calls: the target runs on, right" goes_on
 	run res "$padrone" -p "$pid" restore axpy
 	check "killed at point $k of the system calls: a later restore leaves nothing" restored
-	k=$((k + 7))
+	k=$((k + 3))
 done
 check "killed in the install's system calls $killed times (at least 4), then it completed (and was undone as padrone left)" \
 	eval 'status sc 0 && [ $killed -ge 4 ] && [ "$(code $entry)" = "$orig" ] && goes_on'

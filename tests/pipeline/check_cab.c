@@ -547,6 +547,74 @@ START_TEST(a_ring_populated_later_is_the_same_ring)
 }
 END_TEST
 
+/* Rings side by side in one file, as instrumentation maps them into a
+ * target with one mmap: each is a ring of its own (what one carries never
+ * shows in another), a mapping of the whole file sees each at its offset,
+ * and a drained one gives back its own pages only. */
+START_TEST(rings_sharing_a_file_stay_apart)
+{
+	struct cab_opts o = opts_of(CAB_KIND_CAB, 16384, 4, 16);
+	struct cab_ring *r[3];
+	struct cab_producer *p[3];
+	struct cab_consumer *c[3];
+	struct cab_layout l;
+	uint64_t pl[15] = { 0 };
+	int fd = memfd_create("check-cab-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	long page = sysconf(_SC_PAGESIZE);
+
+	ck_assert_int_ge(fd, 0);
+	o.populate_later = true;
+	ck_assert_int_eq(cab_ring__create_at(fd, 1, &o, &r[0]), -EINVAL);	/* not a page */
+	ck_assert_int_eq(cab_ring__create_at(fd, 0, &o, &r[0]), 0);
+	cab_ring__layout(r[0], &l);
+	uint64_t stride = (l.total_bytes + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
+	for (int i = 1; i < 3; i++)
+		ck_assert_int_eq(cab_ring__create_at(fd, (uint64_t)i * stride, &o, &r[i]), 0);
+	struct stat st;
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(st.st_size, (off_t)(2 * stride + l.total_bytes));
+	/* the whole file, as the target maps it */
+	char *all = mmap(NULL, 3 * stride, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(all, MAP_FAILED);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(cab_producer__open(r[i], &p[i]), 0);
+		ck_assert_int_eq(cab_consumer__open(r[i], &c[i]), 0);
+		/* ring i carries 50 * (i + 1) records tagged i + 1 */
+		for (int k = 0; k < 50 * (i + 1); k++)
+			ck_assert_int_eq(cab_producer__put(p[i], CAB_HDR((uint64_t)i + 1, 15), pl, 15), 0);
+		cab_producer__flush(p[i]);
+		uint64_t first;
+		memcpy(&first, all + (uint64_t)i * stride + l.data_offset, 8);
+		ck_assert_uint_eq(first, CAB_HDR((uint64_t)i + 1, 15));
+	}
+	for (int i = 0; i < 3; i++) {
+		size_t words = 0;
+		while (!cab_consumer__eof(c[i]))
+			ck_assert_int_ge(cab_consumer__poll(c[i], count_words, &words), 0);
+		ck_assert_uint_eq(words, 50u * (unsigned)(i + 1) * 16);
+	}
+	/* ring 1 gives its chunks back: only its data pages leave the file */
+	long long before = ring_memory(r[1]);
+	ck_assert_int_eq(cab_ring__release_data(r[1]), 0);
+	ck_assert_int_le(ring_memory(r[1]), before - 16384);
+	for (int i = 0; i < 3; i++) {
+		unsigned char in[1];
+		ck_assert_int_eq(mincore(all + (uint64_t)i * stride + l.data_offset, 1, in), 0);
+		ck_assert_msg((in[0] & 1) == (i != 1), "ring %d's first chunk %s", i,
+			      in[0] & 1 ? "kept" : "gone");
+		ck_assert_int_eq(mincore(all + (uint64_t)i * stride, 1, in), 0);
+		ck_assert_msg(in[0] & 1, "ring %d's header gone", i);
+	}
+	munmap(all, 3 * stride);
+	for (int i = 0; i < 3; i++) {
+		cab_producer__close(p[i]);
+		cab_consumer__close(c[i]);
+		cab_ring__close(r[i]);
+	}
+	close(fd);
+}
+END_TEST
+
 START_TEST(wraps_and_chunk_boundaries_exact)
 {
 	interleaved(&geos[_i], _i == 3 ? 3000 : 20000);
@@ -1562,6 +1630,7 @@ int main(void)
 	tcase_add_test(tc, chunks_in_use_counts_unconsumed_chunks);
 	tcase_add_test(tc, a_drained_ring_gives_its_pages_back);
 	tcase_add_test(tc, a_ring_populated_later_is_the_same_ring);
+	tcase_add_test(tc, rings_sharing_a_file_stay_apart);
 	tcase_add_loop_test(tc, wraps_and_chunk_boundaries_exact, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_loop_test(tc, max_records_end_exactly_at_chunk_ends, 0, sizeof geos / sizeof geos[0]);
 	tcase_add_test(tc, drain_delivers_the_partial_chunk);
