@@ -178,6 +178,19 @@ static void free_area(struct cc_cache *c, void *arg)
  * stack returns into it (the grace period, as for a replacement), its
  * state released just before. Past the timeout the copy, its state and its
  * record stay (kept): undoing the record again waits and releases. */
+/* A thread waiting in the copy's ring stub for its consumer to free a
+ * chunk: it leaves the copy only once the consumer has. */
+static bool waits_for_consumer(struct cc_cache *c, void *arg, pid_t tid)
+{
+	const struct cc_instr *in = arg;
+
+	(void)c;
+	for (size_t i = 0; i < in->nrings; i++)
+		if (__atomic_load_n(&in->rings[i].tid, __ATOMIC_ACQUIRE) == tid)
+			return cab_ring__producer_waiting(in->rings[i].r);
+	return false;
+}
+
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 			      const struct cc_patch_opts *o)
 {
@@ -195,7 +208,8 @@ static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 	struct cc_undo_stub back = { .prefix = prefix, .copy = prefix ? r->detour : 0,
 				      .release = release_state, .release_arg = in,
 				      .forgotten = free_area, .keep_busy = true,
-				      .stopped = unlink_copy, .stopped_arg = &u };
+				      .stopped = unlink_copy, .stopped_arg = &u,
+				      .held = waits_for_consumer };
 	int rc = cc__undo(c, r->id, o, &back);
 	cc_reloc__free(prefix);
 	return rc;

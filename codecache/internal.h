@@ -143,6 +143,11 @@ struct cc_undo_stub {
 	 * goes in the same pause (an instrumented copy's unlinking) */
 	int (*stopped)(struct cc_cache *c, void *arg);
 	void *stopped_arg;
+	/* (release_arg) whether a thread the grace period found in the code
+	 * cannot leave it before something outside the target happens: the
+	 * next look waits for that (an instrumented copy's thread waiting in
+	 * its ring stub for padrone's consumer) */
+	bool (*held)(struct cc_cache *c, void *arg, pid_t tid);
 };
 int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	     const struct cc_undo_stub *stub);

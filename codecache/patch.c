@@ -268,27 +268,43 @@ static bool has_run(pid_t pid, struct busy_thread *b)
 	return b->ran;
 }
 
+/* Whether the code's owner knows the thread cannot leave before something
+ * outside the target happens (an instrumented copy's thread waiting in its
+ * ring stub for padrone's consumer): a look would find it where it was. */
+static bool held(struct cc_cache *c, const struct cc_undo_stub *stub, pid_t tid)
+{
+	return stub && stub->held && stub->held(c, stub->release_arg, tid);
+}
+
 /* Between two looks, stopping nothing. A thread leaves the busy code by
  * running, and with more busy threads than CPUs a preempted one waits
  * milliseconds for its turn: a look before it has had one stops the world
  * for nothing (8 threads in axpy on 2 CPUs: 8 stops an uninstrument). So
  * the nap lasts until every thread the last look found busy has been on a
- * CPU since (the scheduler's count of its time there), at most NAP_MAX_US
- * (one that does not run: asleep in a call out of the code); and never
- * less than the nap's own time, which grows from look to look. */
-static void nap_until_ran(pid_t pid, struct busy_thread *b, size_t n, unsigned *us)
+ * CPU since (the scheduler's count of its time there) and none is held;
+ * at most NAP_MAX_US once none is held (one that does not run: asleep in a
+ * call out of the code), at most the deadline while one is (producers
+ * waiting for consumers that simulate caches, through padroned: 7-14 stops
+ * an uninstrument when each was looked at as its consumer let it go, 4 in
+ * sample mode, where none waits); and never less than the nap's own time,
+ * which grows from look to look. */
+static void nap_until_ran(struct cc_cache *c, const struct cc_undo_stub *stub,
+			  struct busy_thread *b, size_t n, unsigned *us, uint64_t deadline)
 {
 	uint64_t t0 = util_now_ns();
 	uint64_t least = t0 + (uint64_t)*us * 1000u, most = t0 + NAP_MAX_US * 1000ull;
 
 	for (;;) {
-		bool all = true;
-		for (size_t i = 0; i < n; i++)
-			all &= has_run(pid, &b[i]);
+		bool all = true, any_held = false;
+		for (size_t i = 0; i < n; i++) {
+			bool h = held(c, stub, b[i].tid);
+			all &= has_run(c->pid, &b[i]) && !h;
+			any_held |= h;
+		}
 		uint64_t now = util_now_ns();
-		if ((all && now >= least) || now >= most)
+		if ((all && now >= least) || (now >= most && !any_held) || now >= deadline)
 			break;
-		uint64_t until = all ? least : most;
+		uint64_t until = all ? least : most > now ? most : deadline;
 		sleep_us(until - now < RAN_POLL_US * 1000ull ? (unsigned)((until - now) / 1000) + 1
 							     : RAN_POLL_US);
 	}
@@ -300,7 +316,7 @@ static void nap_until_ran(pid_t pid, struct busy_thread *b, size_t n, unsigned *
  * no frame in the busy ranges (no thread can enter them any more, so once
  * out is out for good), then they may be freed. -EBUSY when the timeout
  * passes first. */
-static int grace(struct cc_job *j, struct cc_tcheck *k)
+static int grace(struct cc_job *j, struct cc_tcheck *k, const struct cc_undo_stub *stub)
 {
 	struct attach_target *t = j->c->t;
 	uint64_t deadline = util_now_ns() + (uint64_t)timeout_of(j) * 1000000u;
@@ -356,7 +372,7 @@ static int grace(struct cc_job *j, struct cc_tcheck *k)
 		}
 		for (size_t i = 0; i < pending; i++)	/* unknown: the nap's own time decides */
 			busy[i].ran = !run_ns_of(j->c->pid, busy[i].tid, &busy[i].run_ns);
-		nap_until_ran(j->c->pid, busy, pending, &us);
+		nap_until_ran(j->c, stub, busy, pending, &us, deadline);
 	}
 	k->ignore = NULL;
 	free(clear);
@@ -613,7 +629,7 @@ int cc__undo(struct cc_cache *c, uint32_t id, const struct cc_patch_opts *opts,
 	struct cc_dir_block owned[CC_MAX_OWNED];
 	size_t nowned = 0;
 	bool released = false;
-	if ((rc = grace(&j, &k)) == 0 && stub && stub->release &&
+	if ((rc = grace(&j, &k, stub)) == 0 && stub && stub->release &&
 	    (rc = stub->release(c, stub->release_arg)) < 0)
 		cc__say(&j.rep, "kept the code cache's code for %s: %s", r->name, cc_cache__errmsg(c));
 	else if (rc < 0)

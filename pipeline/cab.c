@@ -417,6 +417,11 @@ int cab_ring__attach_producer(struct cab_ring *r, int32_t pid)
 	return 0;
 }
 
+bool cab_ring__producer_waiting(const struct cab_ring *r)
+{
+	return __atomic_load_n(&r->sh->prod_waiting, __ATOMIC_ACQUIRE) != 0;
+}
+
 bool cab_ring__has_consumer(const struct cab_ring *r)
 {
 	return __atomic_load_n(&r->sh->cons_state, __ATOMIC_ACQUIRE) == CAB_SIDE_ATTACHED;

@@ -217,6 +217,9 @@ struct cab_layout {
 void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l);
 /* A producer elsewhere (pid) takes the ring: -EBUSY if one has. */
 int cab_ring__attach_producer(struct cab_ring *r, int32_t pid);
+/* Whether the producer waits now for the consumer to free a chunk (a
+ * producer elsewhere says so in the shared header). */
+bool cab_ring__producer_waiting(const struct cab_ring *r);
 /* Whether a consumer is attached (and has not closed) now. */
 bool cab_ring__has_consumer(const struct cab_ring *r);
 /* That producer has stopped for good (its code taken out): what it wrote

@@ -52,6 +52,7 @@ struct stream {
 	uint64_t i, phase, calls, refs, errors, first_ref;
 	uint64_t units;			/* recovered, once closed */
 	bool tally;			/* count writes to o[0..7] instead (switch) */
+	_Atomic bool hold;		/* held_consume: read nothing meanwhile */
 	uint64_t hits[8];
 	char first_error[200];
 };
@@ -1595,6 +1596,101 @@ START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 }
 END_TEST
 
+/* A consumer that reads nothing while s->hold is set. */
+static int held_consume_span(void *arg, const uint64_t *words, size_t nwords, unsigned flags)
+{
+	struct stream *s = arg;
+
+	while (atomic_load(&s->hold))
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	return rep_recover__cab_fn(s->rec, words, nwords, flags);
+}
+
+static void *held_consume(void *arg)
+{
+	struct stream *s = arg;
+
+	s->rc = cab_consumer__run(s->cons, held_consume_span, s, &s->stop);
+	rep_recover__flush(s->rec);
+	return NULL;
+}
+
+static void *let_go_later(void *arg)
+{
+	struct stream *s = arg;
+
+	nanosleep(&(struct timespec){ 0, 400000000 }, NULL);
+	atomic_store(&s->hold, false);
+	return NULL;
+}
+
+/* A thread waiting in the copy's ring stub when uninstrument puts the
+ * entry back leaves the copy only once its consumer frees a chunk: the
+ * grace period waits for that without stopping the world (a look would
+ * find it where it was), so 400 ms of a consumer reading nothing cost no
+ * more looks than a consumer keeping up, where one look every 16 ms was
+ * made before. Nothing is lost, the stream is the kernel's exactly, the
+ * copy is released. */
+START_TEST(uninstrument_waits_for_the_consumer_of_a_waiting_thread_without_stopping)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	struct cc_instr_opts o = publishing;
+	struct cab_stats cs;
+	pthread_t later;
+
+	o.chunk_bytes = 4096;
+	o.nchunks = 16;
+	start(&l, "1");
+	attach_target__on_event(l.t, new_thread, NULL);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	struct stream ss[2];
+	memset(ss, 0, sizeof ss);
+	for (size_t i = 0; i < 2; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l.arr, sizeof l.arr);
+		s->nthreads = l.nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, held_consume, s), 0);
+	}
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, 1) < 30; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_uint_ge(calls_seen(ss + 1, 1), 30);
+	atomic_store(&ss[1].hold, true);
+	for (int w = 0; w < 3000 && !cab_ring__producer_waiting(ss[1].ring); w++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	ck_assert_msg(cab_ring__producer_waiting(ss[1].ring), "the worker never waited");
+	ck_assert_int_eq(pthread_create(&later, NULL, let_go_later, &ss[1]), 0);
+	struct cc_patch_stats st = { 0 };
+	struct cc_patch_opts po = { .sz = sizeof po, .stats = &st, .timeout_ms = 5000 };
+	ck_assert_msg(cc_cache__uninstrument(l.c, in, &po) == 0, "%s", cc_cache__errmsg(l.c));
+	pthread_join(later, NULL);
+	ck_assert_msg(!st.kept_code && cc_instr__released(in), "the copy was kept");
+	ck_assert_msg(st.looks <= 3, "%u looks at the threads while the worker waited", st.looks);
+	for (size_t i = 0; i < 2; i++) {
+		struct stream *s = &ss[i];
+		for (int w = 0; w < 3000 && !cab_consumer__eof(s->cons); w++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		s->stop = 1;
+		pthread_join(s->th, NULL);
+		cab_consumer__stats(s->cons, &cs);
+		ck_assert_msg(s->rc == 0 && s->errors == 0, "%s", s->first_error);
+		ck_assert_uint_eq(cs.records_dropped, 0);
+		ck_assert_uint_eq(cs.corrupt, 0);
+		cab_consumer__close(s->cons);
+		rep_recover__free(s->rec);
+	}
+	atomic_store(&published, NULL);
+	cc_instr__free(in);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* A thread waiting for a full ring whose consumer is alive (it beats, and
  * reads nothing) waits as long as it lives; told not to wait
  * (cc_instr__wait_when_full, as under an overhead budget), it goes on at
@@ -1902,6 +1998,7 @@ Suite *s = suite_create("instr");
 			    0, 5);
 	tcase_add_test(tc, sample_mode_drops_whole_junk_areas_not_single_units);
 	tcase_add_test(tc, a_waiting_thread_runs_again_once_half_its_ring_is_free);
+	tcase_add_test(tc, uninstrument_waits_for_the_consumer_of_a_waiting_thread_without_stopping);
 	tcase_add_test(tc, a_thread_waiting_for_a_live_consumer_drops_once_told_not_to_wait);
 	tcase_add_test(tc, two_functions_at_once_each_record_exactly_and_go_one_by_one);
 	tcase_add_test(tc, no_thread_is_ever_inside_a_units_first_bytes);
