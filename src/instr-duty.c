@@ -192,14 +192,19 @@ static bool watch_pipeline(struct instr_state *st, struct timespec *look, unsign
  * scheduler may leave them on the target's CPU) would not drain in a
  * whole window off, which the wait would only make longer. */
 #define DRAIN_MAX_MS 25u
-static bool wait_drained(struct instr_state *st, unsigned most_ms)
+static void wake_consumers(struct instr_state *st)
 {
-	struct timespec until, step;
-
 	for (size_t i = 0; i < st->nf; i++)	/* a napping consumer drains now */
 		for (size_t k = 0; st->f[i].active && k < st->f[i].nw; k++)
 			if (st->f[i].w[k].started)
 				cab_ring__wake_consumer(st->f[i].w[k].ring);
+}
+
+static bool wait_drained(struct instr_state *st, unsigned most_ms)
+{
+	struct timespec until, step;
+
+	wake_consumers(st);
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	add_ms(&until, most_ms);
 	while (!consumers_drained(st) || !sim_stage__idle(st->stage)) {
@@ -246,6 +251,20 @@ static void *duty_main(void *arg)
 	}
 	pthread_mutex_unlock(&st->lock);
 	return NULL;
+}
+
+void instr__settle(struct instr_state *st, unsigned most_ms)
+{
+	uint64_t until = util_now_ns() + (uint64_t)most_ms * 1000000u;
+
+	pthread_mutex_lock(&st->lock);
+	wake_consumers(st);
+	while (!(consumers_drained(st) && sim_stage__idle(st->stage)) && util_now_ns() < until) {
+		pthread_mutex_unlock(&st->lock);
+		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		pthread_mutex_lock(&st->lock);
+	}
+	pthread_mutex_unlock(&st->lock);
 }
 
 void instr__duty_stop(struct instr_state *st)

@@ -221,6 +221,11 @@ static void estimate_ratios(struct instr_state *st, struct padrone_ireport *r)
 	r->est_ll = fmin(1, ((double)(ev[5] + ev[8]) + r->evicted[2] * data_share) / refs);
 }
 
+/* The process gone, no unit comes any more: what its rings held is
+ * recovered and simulated before the report, which is then final (a
+ * consumer sees its producer dead within 100 ms). */
+#define SETTLE_GONE_MS 3000u
+
 int padrone_session__instr_report(struct padrone_session *s, struct padrone_ireport **out)
 {
 	struct instr_state *st = instrumented(s);
@@ -230,6 +235,8 @@ int padrone_session__instr_report(struct padrone_session *s, struct padrone_irep
 	*out = NULL;
 	if (!st)
 		return -ENOENT;
+	if (padrone_session__target_state(s) != PADRONE_OK)
+		instr__settle(st, SETTLE_GONE_MS);
 	if (!(r = calloc(1, sizeof *r)) || !(r->functions = calloc(st->nf, sizeof *r->functions)))
 		goto oom;
 	r->pid = padrone_session__pid(s);

@@ -212,6 +212,10 @@ void instr__switch_joined(struct instr_state *st, struct func *f);
 void instr__switch_left(struct func *f);
 /* The duty thread ended (before uninstrumenting everything, at detach). */
 void instr__duty_stop(struct instr_state *st);
+/* Until every consumer has drained its ring (its producer ended: the
+ * process gone) and the simulator has simulated all it was given, at most
+ * most_ms. */
+void instr__settle(struct instr_state *st, unsigned most_ms);
 /* Switched on again, nothing being instrumented (st->lock not held): a
  * later instrument starts on, whatever the last window was. */
 void instr__switch_reset(struct instr_state *st);

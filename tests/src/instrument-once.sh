@@ -10,7 +10,7 @@ padrone=$b/src/padrone
 padroned=$b/src/padroned
 . "${top_srcdir:-.}/tests/codecache/tap.sh"
 tap_setup instr-once
-echo 1..29
+echo 1..30
 start_kernel 2 1000
 entry=$(entry_of axpy)
 axpy=$((entry - base))	# its offset in the file
@@ -192,4 +192,29 @@ name=gone
 check "the process killed during --for 600: its report, then status 9, one message naming the exit" \
 	eval 'status gone 9 && [ "$(ir_of gone axpy)" -gt 0 ] &&
 	[ "$(cat "$tmp/gone.err")" = "padroned: process $pid2 has exited" ]'
+
+# killed once the pipeline lags (exhaustive: 4 threads wait for a cache
+# simulation slower than they are): the report waits for what the rings
+# held, so every reference recovered is in its events
+"$b/tests/targets/instr_kernel" 4 1000 >"$tmp/out3" 2>&1 &
+pid3=$!
+i=0
+while ! grep -q '^alive' "$tmp/out3" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+"$padroned" --pid "$pid3" --instrument axpy --for 600 --json >"$tmp/lag.out" 2>"$tmp/lag.err" &
+dpid=$!
+base3=0x$(awk '$6 ~ /instr_kernel$/ { split($1, a, "-"); print a[1]; exit }' /proc/$pid3/maps)
+entry3=$((base3 + axpy))
+i=0
+while [ "$(code $entry3 $pid3)" = "$orig" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 1.5
+kill -9 "$pid3"
+wait "$dpid"
+echo $? >"$tmp/lag.st"
+dpid=
+# the threads' references recovered, and the function's Ir + Dr + Dw
+recovered=$(grep -o '"refs":[0-9]*' "$tmp/lag.out" | cut -d: -f2 | awk '{ s += $1 } END { print s + 0 }')
+simulated=$(for e in Ir Dr Dw; do grep -o "\"$e\":[0-9]*" "$tmp/lag.out" | head -1 | cut -d: -f2; done |
+	awk '{ s += $1 } END { print s + 0 }')
+check "killed while the simulation lagged: the report has every reference recovered ($recovered), simulated ($simulated)" \
+	eval 'status lag 9 && [ "$recovered" -gt 1000000 ] && [ "$recovered" = "$simulated" ]'
 exit 0
