@@ -1512,6 +1512,57 @@ START_TEST(sample_mode_drops_whole_junk_areas_not_single_units)
 }
 END_TEST
 
+/* instr_kernel's one worker in axpy, instrumented with rings of 16 chunks
+ * of 4 KiB, main's ring and the worker's read by reader; once the worker
+ * recorded 30 calls. */
+static struct cc_instr *small_rings(struct live *l, struct stream ss[2], void *(*reader)(void *))
+{
+	struct cc_instr_opts o = publishing;
+	struct cc_instr *in = NULL;
+
+	o.chunk_bytes = 4096;
+	o.nchunks = 16;
+	start(l, "1");
+	attach_target__on_event(l->t, new_thread, NULL);
+	struct cc_func f = func(l, "axpy");
+	ck_assert_msg(cc_cache__instrument(l->c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l->c));
+	memset(ss, 0, 2 * sizeof *ss);
+	for (size_t i = 0; i < 2; i++) {
+		struct stream *s = &ss[i];
+		s->ring = cc_instr__ring(in, i, &s->tid);
+		memcpy(s->mine, l->arr, sizeof l->arr);
+		s->nthreads = l->nthreads;
+		s->owner = -1;
+		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
+		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
+		ck_assert_int_eq(pthread_create(&s->th, NULL, reader, s), 0);
+	}
+	for (int w = 0; w < 3000 && calls_seen(ss + 1, 1) < 30; w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	ck_assert_uint_ge(calls_seen(ss + 1, 1), 30);
+	return in;
+}
+
+/* Once uninstrumented: the stream read to its end, right, nothing lost;
+ * its consumer's counters. */
+static void stream_ends_whole(struct stream *s, struct cab_stats *cs)
+{
+	struct rep_recover_stats rs;
+
+	for (int w = 0; w < 3000 && !cab_consumer__eof(s->cons); w++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	s->stop = 1;
+	pthread_join(s->th, NULL);
+	cab_consumer__stats(s->cons, cs);
+	rep_recover__stats(s->rec, &rs);
+	ck_assert_msg(s->rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
+	ck_assert_msg(s->errors == 0, "%s", s->first_error);
+	ck_assert_uint_eq(cs->records_dropped, 0);
+	ck_assert_uint_eq(cs->corrupt, 0);
+	cab_consumer__close(s->cons);
+	rep_recover__free(s->rec);
+}
+
 /* A consumer slower than the thread (it naps after each span): the thread
  * waits, loses nothing, and is woken when half the ring is free, not at
  * each chunk freed (a futex round trip per chunk); the stream is the
@@ -1536,59 +1587,21 @@ static void *slow_consume(void *arg)
 START_TEST(a_waiting_thread_runs_again_once_half_its_ring_is_free)
 {
 	struct live l;
-	struct cc_instr *in = NULL;
-	struct cc_instr_opts o = publishing;
-	struct cab_stats cs;
-
-	o.chunk_bytes = 4096;
-	o.nchunks = 16;
-	start(&l, "1");
-	attach_target__on_event(l.t, new_thread, NULL);
-	struct cc_func f = func(&l, "axpy");
-	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
 	struct stream ss[2];
-	memset(ss, 0, sizeof ss);
-	for (size_t i = 0; i < 2; i++) {
-		struct stream *s = &ss[i];
-		s->ring = cc_instr__ring(in, i, &s->tid);
-		memcpy(s->mine, l.arr, sizeof l.arr);
-		s->nthreads = l.nthreads;
-		s->owner = -1;
-		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
-		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
-		ck_assert_int_eq(pthread_create(&s->th, NULL, slow_consume, s), 0);
-	}
-	for (int w = 0; w < 3000 && calls_seen(ss + 1, 1) < 30; w++)
-		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-	ck_assert_uint_ge(calls_seen(ss + 1, 1), 30);
+	struct cab_stats cs;
+	struct cc_instr *in = small_rings(&l, ss, slow_consume);
+
 	alive(&l);
 	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
-	for (size_t i = 0; i < 2; i++) {
-		struct stream *s = &ss[i];
-		for (int w = 0; w < 3000 && !cab_consumer__eof(s->cons); w++)
-			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-		s->stop = 1;
-		pthread_join(s->th, NULL);
-		cab_consumer__stats(s->cons, &cs);
-		struct rep_recover_stats rs;
-		rep_recover__stats(s->rec, &rs);
-		ck_assert_msg(s->rc == 0 && rs.corrupt == 0, "recovery failed: %s", rep_errmsg());
-		ck_assert_msg(s->errors == 0, "%s", s->first_error);
-		ck_assert_uint_eq(cs.records_dropped, 0);
-		ck_assert_uint_eq(cs.corrupt, 0);
-		if (i == 1) {
-			/* from the first reference on: a thread inside axpy at a
-			 * stop is moved into the copy, and out of it, mid-call */
-			ck_assert_uint_eq(s->refs, s->calls * 3 * N + 3 * s->i + s->phase -
-					  s->first_ref);
-			ck_assert_msg(cs.producer_waits > 0 &&
-				      cs.producer_waits * 4 < cs.chunks_consumed,
-				      "the thread waited %" PRIu64 " times for %" PRIu64 " chunks",
-				      cs.producer_waits, cs.chunks_consumed);
-		}
-		cab_consumer__close(s->cons);
-		rep_recover__free(s->rec);
-	}
+	for (size_t i = 0; i < 2; i++)
+		stream_ends_whole(&ss[i], &cs);
+	/* from the first reference on: a thread inside axpy at a stop is
+	 * moved into the copy, and out of it, mid-call */
+	const struct stream *s = &ss[1];
+	ck_assert_uint_eq(s->refs, s->calls * 3 * N + 3 * s->i + s->phase - s->first_ref);
+	ck_assert_msg(cs.producer_waits > 0 && cs.producer_waits * 4 < cs.chunks_consumed,
+		      "the thread waited %" PRIu64 " times for %" PRIu64 " chunks",
+		      cs.producer_waits, cs.chunks_consumed);
 	atomic_store(&published, NULL);
 	cc_instr__free(in);
 	progresses(&l, alive(&l));
@@ -1634,32 +1647,11 @@ static void *let_go_later(void *arg)
 START_TEST(uninstrument_waits_for_the_consumer_of_a_waiting_thread_without_stopping)
 {
 	struct live l;
-	struct cc_instr *in = NULL;
-	struct cc_instr_opts o = publishing;
+	struct stream ss[2];
 	struct cab_stats cs;
 	pthread_t later;
+	struct cc_instr *in = small_rings(&l, ss, held_consume);
 
-	o.chunk_bytes = 4096;
-	o.nchunks = 16;
-	start(&l, "1");
-	attach_target__on_event(l.t, new_thread, NULL);
-	struct cc_func f = func(&l, "axpy");
-	ck_assert_msg(cc_cache__instrument(l.c, &f, &o, &in) == 0, "%s", cc_cache__errmsg(l.c));
-	struct stream ss[2];
-	memset(ss, 0, sizeof ss);
-	for (size_t i = 0; i < 2; i++) {
-		struct stream *s = &ss[i];
-		s->ring = cc_instr__ring(in, i, &s->tid);
-		memcpy(s->mine, l.arr, sizeof l.arr);
-		s->nthreads = l.nthreads;
-		s->owner = -1;
-		ck_assert_int_eq(rep_recover__new(cc_instr__table(in), sink, s, &s->rec), 0);
-		ck_assert_msg(cab_consumer__open(s->ring, &s->cons) == 0, "%s", cab_errmsg());
-		ck_assert_int_eq(pthread_create(&s->th, NULL, held_consume, s), 0);
-	}
-	for (int w = 0; w < 3000 && calls_seen(ss + 1, 1) < 30; w++)
-		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-	ck_assert_uint_ge(calls_seen(ss + 1, 1), 30);
 	atomic_store(&ss[1].hold, true);
 	for (int w = 0; w < 3000 && !cab_ring__producer_waiting(ss[1].ring); w++)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
@@ -1671,19 +1663,8 @@ START_TEST(uninstrument_waits_for_the_consumer_of_a_waiting_thread_without_stopp
 	pthread_join(later, NULL);
 	ck_assert_msg(!st.kept_code && cc_instr__released(in), "the copy was kept");
 	ck_assert_msg(st.looks <= 3, "%u looks at the threads while the worker waited", st.looks);
-	for (size_t i = 0; i < 2; i++) {
-		struct stream *s = &ss[i];
-		for (int w = 0; w < 3000 && !cab_consumer__eof(s->cons); w++)
-			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
-		s->stop = 1;
-		pthread_join(s->th, NULL);
-		cab_consumer__stats(s->cons, &cs);
-		ck_assert_msg(s->rc == 0 && s->errors == 0, "%s", s->first_error);
-		ck_assert_uint_eq(cs.records_dropped, 0);
-		ck_assert_uint_eq(cs.corrupt, 0);
-		cab_consumer__close(s->cons);
-		rep_recover__free(s->rec);
-	}
+	for (size_t i = 0; i < 2; i++)
+		stream_ends_whole(&ss[i], &cs);
 	atomic_store(&published, NULL);
 	cc_instr__free(in);
 	progresses(&l, alive(&l));
