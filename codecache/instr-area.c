@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,10 +43,13 @@ static struct cab_opts ring_opts(const struct cc_instr *in)
 }
 
 /* World stopped, the rings' range recorded: the one memfd all the rings
- * live in, made inside the target (its name in the area). */
+ * live in, made inside the target (its name in the area), and padrone's
+ * own fd of it, opened while no thread of the target can have closed or
+ * replaced the target's. */
 int cc__instr_open_rings(struct cc_instr *in)
 {
 	uint64_t name_at = in->area->addr + (in->area->nrows + 1) * IS_ROW;
+	char path[64];
 	int64_t ret;
 	int rc = remote(in, SYS_memfd_create, name_at, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0,
 			0, &ret, "memfd_create");
@@ -54,6 +58,10 @@ int cc__instr_open_rings(struct cc_instr *in)
 		return rc;
 	in->rings_fd = (int)ret;
 	in->rings_fd_open = true;
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, in->rings_fd);
+	if ((in->rings_file = open(path, O_RDWR | O_CLOEXEC)) < 0)
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot open %s: %s", path,
+				strerror(errno));
 	return 0;
 }
 
@@ -78,18 +86,43 @@ static int make_ring(struct cc_instr *in, int fd, size_t i)
 		cc__fail(in->c, CC_PHASE_ALLOCATE, -EBUSY, "%s", cab_errmsg()) : 0;
 }
 
+/* Is the target's fd of the rings still their memfd? Between the two
+ * stops of the install the target ran, and may have closed it and opened
+ * another file under its number (a write through that mapping would
+ * harm the file). */
+static int same_memfd(struct cc_instr *in)
+{
+	char path[64];
+	struct stat mine, theirs;
+
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, in->rings_fd);
+	if (fstat(in->rings_file, &mine) < 0 || stat(path, &theirs) < 0 ||
+	    mine.st_dev != theirs.st_dev || mine.st_ino != theirs.st_ino) {
+		in->rings_fd_open = false;	/* not ours to close any more */
+		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ESTALE, "process %d closed or replaced "
+				"its fd %d, the rings' memfd padrone made, during the install: "
+				"nothing was installed", in->c->pid, in->rings_fd);
+	}
+	return 0;
+}
+
 /* World stopped: the memfd over the whole range reserved for the rings
  * (one mmap: ring i lies at slot i of both), then closed in the target. */
 int cc__instr_map_rings(struct cc_instr *in)
 {
 	int64_t ret;
-	int rc = remote(in, SYS_mmap, in->rings_at, in->rings_size, PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_FIXED, (uint64_t)in->rings_fd, 0, &ret, "mmap of the rings");
+	int rc = same_memfd(in);
 
+	if (rc == 0)
+		rc = remote(in, SYS_mmap, in->rings_at, in->rings_size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_FIXED, (uint64_t)in->rings_fd, 0, &ret,
+			    "mmap of the rings");
 	if (rc < 0)
 		return rc;
 	remote(in, SYS_close, (uint64_t)in->rings_fd, 0, 0, 0, 0, 0, &ret, "close");
 	in->rings_fd_open = false;
+	close(in->rings_file);	/* the rings hold their own */
+	in->rings_file = -1;
 	return 0;
 }
 
@@ -386,16 +419,10 @@ int cc__instr_make_rings(struct cc_instr *in)
 {
 	const struct area *a = in->area;
 	size_t n = a->nrows;
-	char path[64];
-	int rc = 0;
+	int fd = in->rings_file, rc = 0;
 
 	if (!(in->rings = calloc(n, sizeof *in->rings)))
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, -ENOMEM, "out of memory");
-	snprintf(path, sizeof path, "/proc/%d/fd/%d", in->c->pid, in->rings_fd);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot open %s: %s", path,
-				strerror(errno));
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		in->rings[i].tid = __atomic_load_n(&a->tid[i], __ATOMIC_ACQUIRE);
 		in->nrings++;
@@ -407,7 +434,6 @@ int cc__instr_make_rings(struct cc_instr *in)
 			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0))
 		rc = cc__fail(in->c, CC_PHASE_ALLOCATE, -errno, "cannot size the rings' memfd: %s",
 			      strerror(errno));
-	close(fd);
 	if (rc < 0)
 		return rc;
 	uint8_t *blk = malloc(IS_SIZE);

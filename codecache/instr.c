@@ -102,6 +102,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* For tests only (tests/codecache/instrument-torn.sh): with
@@ -116,6 +118,24 @@ void cc__instr_test_kill_point(struct cc_instr *in, const char *what)
 	(void)what;	/* names the point for the reader */
 	if (env && strtoul(env, NULL, 10) == ++in->kill_points)
 		kill(getpid(), SIGKILL);
+}
+
+/* For tests only (check_instr): with PADRONE_TEST_SWAP_RINGS_FD in its
+ * environment, padrone closes the target's fd of the rings' memfd between
+ * the install's two stops and makes another memfd, which takes the lowest
+ * free number, that one: as a target closing files and opening others
+ * meanwhile could. */
+static void test_swap_rings_fd(struct cc_instr *in)
+{
+	const uint64_t close_args[6] = { (uint64_t)in->rings_fd };
+	const uint64_t make_args[6] = { in->area->addr + (in->area->nrows + 1) * IS_ROW,
+					MFD_CLOEXEC };
+	int64_t ret;
+
+	if (!getenv("PADRONE_TEST_SWAP_RINGS_FD"))
+		return;
+	cc__syscall(in->c, SYS_close, close_args, &ret);
+	cc__syscall(in->c, SYS_memfd_create, make_args, &ret);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -442,7 +462,7 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 		return cc__fail(c, CC_PHASE_LOAD, -ENOMEM, "out of memory");
 	in->c = c;
 	in->t = c->t;
-	in->rings_fd = -1;
+	in->rings_fd = in->rings_file = -1;
 	in->o = (struct cc_instr_opts){ .sz = sizeof in->o };
 	if (opts)
 		memcpy(&in->o, opts, opts->sz < sizeof in->o ? opts->sz : sizeof in->o);
@@ -464,6 +484,7 @@ int cc_cache__instrument(struct cc_cache *c, const struct cc_func *fn,
 	    (rc = cc__instr_make_rings(in)) < 0)
 		goto err;
 	cc__instr_test_kill_point(in, "rings and state blocks written");
+	test_swap_rings_fd(in);
 	if ((rc = in_one_stop(in, j, install, &install_ns)) < 0)
 		goto err;
 	cc__job_free(j);	/* (its stats: the entry's write) */
@@ -523,6 +544,8 @@ void cc_instr__free(struct cc_instr *in)
 {
 	if (!in)
 		return;
+	if (in->rings_file >= 0)
+		close(in->rings_file);
 	for (size_t i = 0; i < in->nrings; i++)
 		cab_ring__close(in->rings[i].r);
 	free(in->rings);

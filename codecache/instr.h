@@ -186,6 +186,7 @@ struct cc_instr {
 					 * i * ring_stride of their one memfd */
 	int rings_fd;			/* the memfd's fd in the target, while open there */
 	bool rings_fd_open;
+	int rings_file;			/* padrone's own fd of it (-1: none) */
 	bool sampling;
 	struct cc_instr_opts o;
 	bool installed;

@@ -440,6 +440,66 @@ START_TEST(bad_inputs_are_refused_and_leave_the_target_alone)
 }
 END_TEST
 
+/* The target's fds open on a memfd named padrone-ring. */
+static int ring_fds(pid_t pid)
+{
+	char path[64], link[256];
+	int n = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/fd", pid);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char fd[sizeof path + sizeof e->d_name + 1];
+		snprintf(fd, sizeof fd, "%s/%s", path, e->d_name);
+		ssize_t len = readlink(fd, link, sizeof link - 1);
+		if (len > 0) {
+			link[len] = 0;
+			n += strstr(link, "memfd:padrone-ring") != NULL;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Between the install's two stops the target runs: should it close the
+ * rings' memfd and open another file under its number, the install stops
+ * there, maps nothing over that file and leaves it open; the target runs
+ * on, right, its code untouched, and instrumenting works again. */
+START_TEST(a_rings_fd_the_target_replaced_meanwhile_is_left_to_it)
+{
+	struct live l;
+	struct cc_instr *in = NULL;
+	uint8_t orig[32], now[32];
+	bool rw;
+
+	start(&l, "2");
+	alive(&l);
+	struct cc_func f = func(&l, "axpy");
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, orig, sizeof orig), (ssize_t)sizeof orig);
+	setenv("PADRONE_TEST_SWAP_RINGS_FD", "1", 1);
+	int rc = cc_cache__instrument(l.c, &f, NULL, &in);
+	unsetenv("PADRONE_TEST_SWAP_RINGS_FD");
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(strstr(cc_cache__errmsg(l.c), "closed or replaced"), "%s",
+		      cc_cache__errmsg(l.c));
+	ck_assert_int_eq(ring_fds(l.p.pid), 1);	/* the other file, still open */
+	ck_assert_int_eq(rings_mapped(l.p.pid, (uint64_t)sysconf(_SC_PAGESIZE), &rw), 0);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	progresses(&l, alive(&l));
+	ck_assert_msg(cc_cache__instrument(l.c, &f, NULL, &in) == 0, "%s", cc_cache__errmsg(l.c));
+	ck_assert_int_eq(ring_fds(l.p.pid), 1);
+	progresses(&l, alive(&l));
+	ck_assert_int_eq(cc_cache__uninstrument(l.c, in, NULL), 0);
+	cc_instr__free(in);
+	ck_assert_int_eq(attach_target__read(l.t, f.addr, now, sizeof now), (ssize_t)sizeof now);
+	ck_assert_mem_eq(now, orig, sizeof orig);
+	progresses(&l, alive(&l));
+	end(&l);
+}
+END_TEST
+
 /* Threads cloned while instrumented inherit their parent's gs_base: given
  * a spare ring or the sink block at their clone event, they run the copy,
  * compute right, and never write into the ring of the thread that made
@@ -1967,6 +2027,7 @@ Suite *s = suite_create("instr");
 	tcase_add_test(tc, the_gate_counts_no_calls_where_the_flags_are_live);
 	tcase_add_test(tc, a_function_keeping_data_in_its_red_zone_computes_right_in_the_copy);
 	tcase_add_test(tc, bad_inputs_are_refused_and_leave_the_target_alone);
+	tcase_add_test(tc, a_rings_fd_the_target_replaced_meanwhile_is_left_to_it);
 	tcase_add_test(tc, threads_cloned_while_instrumented_never_write_into_their_makers_ring);
 	tcase_add_test(tc, threads_looping_inside_the_function_are_moved_in_and_out);
 	tcase_add_test(tc, eight_threads_inside_the_function_go_on_in_the_copy_exactly);
