@@ -149,19 +149,16 @@ void cc__instr_unmap_rings(struct cc_instr *in)
  * killed inside the install had mapped there. */
 int cc__instr_reserve_rings(struct cc_instr *in)
 {
-	struct cab_opts co = ring_opts(in);	/* its layout only: never filled */
-	struct cab_ring *probe;
-	struct cab_layout l;
+	struct cab_opts co = ring_opts(in);
+	size_t bytes;
 	int64_t ret;
 	int rc;
 
-	if ((rc = cab_ring__create(&co, &probe)) < 0)
+	if ((rc = cab_ring__size(&co, &bytes)) < 0)
 		return cc__fail(in->c, CC_PHASE_ALLOCATE, rc, "rings for %s: %s", in->name,
 				cab_errmsg());
-	cab_ring__layout(probe, &l);
-	cab_ring__close(probe);
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	in->ring_stride = (l.total_bytes + page - 1) / page * page;
+	in->ring_stride = (bytes + page - 1) / page * page;
 	uint64_t size = in->ring_stride * in->area->nrows;
 	if ((rc = remote(in, SYS_mmap, 0, size, PROT_NONE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, (uint64_t)-1, 0, &ret,

@@ -377,6 +377,15 @@ unsigned cab_ring__max_record_words(const struct cab_ring *r)
 	return r->max_rec;
 }
 
+int cab_ring__size(const struct cab_opts *opts, size_t *bytes)
+{
+	struct geom g;
+	int rc = geom_from_opts(opts, &g);
+
+	*bytes = rc ? 0 : g.total;
+	return rc;
+}
+
 void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l)
 {
 	memset(l, 0, sizeof(*l));

@@ -215,6 +215,9 @@ struct cab_layout {
 	uint32_t cons_seq, cons_sleeping, cons_state, cons_heartbeat_ns;
 };
 void cab_ring__layout(const struct cab_ring *r, struct cab_layout *l);
+/* The bytes a ring of these options takes (its file's size, total_bytes
+ * of its layout), without making it. */
+int cab_ring__size(const struct cab_opts *opts, size_t *bytes);
 /* A producer elsewhere (pid) takes the ring: -EBUSY if one has. */
 int cab_ring__attach_producer(struct cab_ring *r, int32_t pid);
 /* Whether the producer waits now for the consumer to free a chunk (a

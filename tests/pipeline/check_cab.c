@@ -116,6 +116,9 @@ START_TEST(bad_geometry_is_refused)
 
 	ck_assert_int_eq(cab_ring__create(&o, &r), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cab_errmsg(), "at least 4 chunks"));
+	size_t bytes = 1;
+	ck_assert_int_eq(cab_ring__size(&o, &bytes), -EINVAL);
+	ck_assert_uint_eq(bytes, 0);
 	o.nchunks = 4;
 	o.chunk_bytes = 100;
 	ck_assert_int_eq(cab_ring__create(&o, &r), -EINVAL);
@@ -567,6 +570,9 @@ START_TEST(rings_sharing_a_file_stay_apart)
 	ck_assert_int_eq(cab_ring__create_at(fd, 1, &o, &r[0]), -EINVAL);	/* not a page */
 	ck_assert_int_eq(cab_ring__create_at(fd, 0, &o, &r[0]), 0);
 	cab_ring__layout(r[0], &l);
+	size_t bytes;	/* what a ring of these options takes, known before */
+	ck_assert_int_eq(cab_ring__size(&o, &bytes), 0);
+	ck_assert_uint_eq(bytes, l.total_bytes);
 	uint64_t stride = (l.total_bytes + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
 	for (int i = 1; i < 3; i++)
 		ck_assert_int_eq(cab_ring__create_at(fd, (uint64_t)i * stride, &o, &r[i]), 0);
