@@ -172,12 +172,6 @@ static void free_area(struct cc_cache *c, void *arg)
 	in->free_area = false;
 }
 
-/* The original back: the copy unlinked (each thread in it leaves at its
- * next unit, its current one written whole: instr-move.c) and the entry
- * restored in one stop; the copy is freed once no thread is in it and no
- * stack returns into it (the grace period, as for a replacement), its
- * state released just before. Past the timeout the copy, its state and its
- * record stay (kept): undoing the record again waits and releases. */
 /* A thread waiting in the copy's ring stub for its consumer to free a
  * chunk: it leaves the copy only once the consumer has. */
 static bool waits_for_consumer(struct cc_cache *c, void *arg, pid_t tid)
@@ -191,6 +185,12 @@ static bool waits_for_consumer(struct cc_cache *c, void *arg, pid_t tid)
 	return false;
 }
 
+/* The original back: the copy unlinked (each thread in it leaves at its
+ * next unit, its current one written whole: instr-move.c) and the entry
+ * restored in one stop; the copy is freed once no thread is in it and no
+ * stack returns into it (the grace period, as for a replacement), its
+ * state released just before. Past the timeout the copy, its state and its
+ * record stay (kept): undoing the record again waits and releases. */
 static int restore_moving_out(struct cc_cache *c, struct cc_instr *in,
 			      const struct cc_patch_opts *o)
 {
